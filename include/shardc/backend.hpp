@@ -1,0 +1,41 @@
+// Back end: plan to JSON (SPEC §6) and diagnostics to text/JSON/GitHub
+// annotations. The only code that includes nlohmann/json for output.
+// Output is byte-identical for identical inputs: fixed key order, no
+// timestamps, integers only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/plan.hpp"
+
+namespace shardc {
+
+/// `plan.json` (SPEC §6.1): meshes, every param with placements, rule,
+/// stage, alias, stacked sources and its distinct shards with rank sets,
+/// the warnings, tie sync groups and the per-rank byte summary.
+std::string render_plan_json(const Plan& plan, const RankBytes& bytes);
+
+/// `ranks/rank-<r>.json` (SPEC §6.2, §6.3) for one rank: coords, every param
+/// the rank holds, buffer layouts, totals. Cost O(params) for the rank.
+std::string render_rank_json(const Plan& plan, std::int64_t rank);
+
+/// File name of a rank file: "rank-" + rank zero-padded to the width of
+/// world_size - 1 + ".json".
+std::string rank_file_name(std::int64_t rank, std::int64_t world_size);
+
+/// Source texts by path, so text diagnostics can quote the offending line.
+using SourceMap = std::map<std::string, std::string>;
+
+/// Compiler-style text: `file:line:col: error[CODE]: message`, the source
+/// line with a caret, then `  hint: ...`; a final count line.
+std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap& sources);
+/// A JSON array of {code, severity, message, file, line, column, hint, param, rule}.
+std::string render_diagnostics_json(const DiagnosticSink& sink);
+/// GitHub workflow commands: `::error file=F,line=L,col=C,title=CODE::message`.
+std::string render_diagnostics_github(const DiagnosticSink& sink);
+
+}  // namespace shardc

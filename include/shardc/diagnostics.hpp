@@ -1,0 +1,72 @@
+// Diagnostics: the product's error and warning values (SPEC §5.7).
+//
+// A Diagnostic is a value, never an exception: every pass appends to a
+// DiagnosticSink and keeps going where it cheaply can, so one `validate` run
+// reports every problem. Codes are stable strings ("E-HEADS", "W-EXPERTS");
+// the README's diagnostics table documents each one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardc {
+
+/// Where an input node came from. `line` and `column` are 1-based (yaml-cpp
+/// marks are 0-based: the front end adds 1). 0 means "unknown / whole file".
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+enum class Severity { Error, Warning, Note };
+
+/// Lower-case word used in every output format: "error", "warning", "note".
+const char* severity_name(Severity s);
+
+/// One problem found in the input. `param` and `rule` are optional context
+/// (an FQN, a rule's `match` text) that `--format json` reports as fields.
+struct Diagnostic {
+  Severity severity = Severity::Error;
+  std::string code;     ///< stable code, e.g. "E-HEADS"
+  std::string message;  ///< one line, no trailing period needed
+  std::string hint;     ///< how to fix it; may be empty
+  SourceLoc loc;
+  std::string param;
+  std::string rule;
+  /// Extra structured data (e.g. W-EXPERTS expert ranges as [[start, stop), ...]).
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+};
+
+/// Collects diagnostics from every pass. Stores at most `limit` of them and
+/// counts the rest (hostile input can produce millions); error and warning
+/// counts stay exact.
+class DiagnosticSink {
+ public:
+  explicit DiagnosticSink(std::size_t limit = 200) : limit_(limit) {}
+
+  void report(Diagnostic d);
+  void error(std::string code, SourceLoc loc, std::string message, std::string hint = {});
+  void warning(std::string code, SourceLoc loc, std::string message, std::string hint = {});
+
+  [[nodiscard]] bool has_errors() const { return errors_ > 0; }
+  [[nodiscard]] std::size_t error_count() const { return errors_; }
+  [[nodiscard]] std::size_t warning_count() const { return warnings_; }
+  /// Diagnostics dropped because `limit` was reached.
+  [[nodiscard]] std::size_t dropped() const { return dropped_; }
+  [[nodiscard]] const std::vector<Diagnostic>& items() const { return items_; }
+  /// True when at least one stored or dropped diagnostic has this code.
+  [[nodiscard]] bool has_code(const std::string& code) const;
+
+ private:
+  std::size_t limit_;
+  std::size_t errors_ = 0;
+  std::size_t warnings_ = 0;
+  std::size_t dropped_ = 0;
+  std::vector<Diagnostic> items_;
+  std::vector<std::string> dropped_codes_;
+};
+
+}  // namespace shardc

@@ -1,0 +1,111 @@
+// Driver: runs one shardc command end to end in-process.
+//
+// Never reads argv, the environment or the cwd, and never writes to
+// std::cout/std::cerr itself: input and output go through a FileSystem and
+// the two streams it is handed, so unit tests, end-to-end tests and the
+// fuzzer run the whole pipeline without a process.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardc {
+
+/// Process exit codes (SPEC §2).
+enum class ExitCode : int {
+  Ok = 0,       ///< success (warnings allowed unless --strict)
+  Invalid = 1,  ///< the plan is invalid; diagnostics printed
+  Usage = 2,    ///< usage, I/O or parse error
+};
+
+/// The narrow interface to the disk. `RealFileSystem` is the disk; tests
+/// may supply a fake.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  /// Reads a whole file. nullopt and `error` set when missing/unreadable or
+  /// larger than `max_bytes`.
+  virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
+                                          std::string& error) = 0;
+  /// Writes `bytes` to `path` atomically (temporary file in the same
+  /// directory, then rename). false and `error` set on failure; never
+  /// leaves a partial file at `path`.
+  virtual bool write_atomic(const std::string& path, std::string_view bytes,
+                            std::string& error) = 0;
+  /// Creates a directory (and parents). false and `error` on failure.
+  virtual bool make_dirs(const std::string& path, std::string& error) = 0;
+  /// Entries (names only) of a directory; nullopt if it does not exist.
+  virtual std::optional<std::vector<std::string>> list_dir(const std::string& path) = 0;
+  /// True when `path` is a symbolic link.
+  virtual bool is_symlink(const std::string& path) = 0;
+};
+
+class RealFileSystem final : public FileSystem {
+ public:
+  std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
+                                  std::string& error) override;
+  bool write_atomic(const std::string& path, std::string_view bytes, std::string& error) override;
+  bool make_dirs(const std::string& path, std::string& error) override;
+  std::optional<std::vector<std::string>> list_dir(const std::string& path) override;
+  bool is_symlink(const std::string& path) override;
+};
+
+enum class DiagFormat { Text, Json, Github };
+enum class InspectFormat { Table, Json };
+
+struct CommonOptions {
+  std::string model_path;
+  std::string recipe_path;
+  DiagFormat diag_format = DiagFormat::Text;
+  bool strict = false;  ///< warnings fail the run (exit 1)
+  bool progress = false;  ///< stderr is a terminal: show progress on long runs
+};
+
+struct CompileOptions {
+  CommonOptions common;
+  std::string out_dir;
+  std::optional<std::string> ranks;  ///< rank set text; all ranks when absent
+  bool rank_files = true;
+  bool force = false;  ///< overwrite a non-empty OUTDIR not written by shardc
+  int jobs = 0;        ///< rank-file workers; 0 = one per core
+};
+
+struct InspectOptions {
+  CommonOptions common;
+  std::int64_t rank = 0;
+  std::optional<std::string> match;  ///< glob over FQNs
+  InspectFormat format = InspectFormat::Table;
+};
+
+struct ExplainOptions {
+  CommonOptions common;
+  std::string fqn;
+};
+
+struct VerifyOptions {
+  std::string out_dir;
+  std::optional<std::string> ranks;  ///< sample of ranks to verify; all when absent
+};
+
+/// Each returns the process exit code. `out` receives data (tables, JSON),
+/// `err` receives diagnostics. Logs go through spdlog (set up by main).
+ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err);
+ExitCode run_validate(const CommonOptions& opt, FileSystem& fs, std::ostream& out,
+                      std::ostream& err);
+ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err);
+ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err);
+ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
+                    std::ostream& err);
+/// Prints the JSON Schema named `name` (model, recipe, plan, rank).
+ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
+
+/// The version string, e.g. "0.1.0".
+const char* version();
+
+}  // namespace shardc

@@ -1,0 +1,38 @@
+// Element types of parameters, with torch names (SPEC §3).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace shardc {
+
+enum class DType {
+  Float64,
+  Float32,
+  BFloat16,
+  Float16,
+  Float8E4M3fn,
+  Float8E5M2,
+  Int64,
+  Int32,
+  Int16,
+  Int8,
+  UInt8,
+  Bool,
+};
+
+/// Parses a torch dtype name ("bfloat16") or an accepted alias ("bf16",
+/// "fp32", "F32", "BF16", "F8_E4M3", "torch.bfloat16", ...). nullopt if unknown.
+std::optional<DType> parse_dtype(std::string_view text);
+
+/// The canonical torch name, e.g. "bfloat16", "float8_e4m3fn".
+std::string_view dtype_name(DType t);
+
+/// Size of one element in bytes (bool: 1).
+std::int64_t element_size(DType t);
+
+/// Comma-separated list of canonical names, for hints.
+std::string_view dtype_names_list();
+
+}  // namespace shardc

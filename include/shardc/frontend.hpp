@@ -1,0 +1,42 @@
+// Front end: turns model and recipe files into typed values (SPEC §3, §4).
+//
+// The only code that includes yaml-cpp or parses input text. Every
+// diagnostic it reports carries file:line:col of the offending node.
+// Limits against hostile input are documented in README.md ("Input limits").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/model.hpp"
+#include "shardc/recipe.hpp"
+
+namespace shardc {
+
+/// An input file already read into memory. `path` is only used for
+/// locations and messages.
+struct SourceFile {
+  std::string path;
+  std::string text;
+};
+
+/// Parses a model description: shardc.model/v1 YAML or JSON (with `repeat`
+/// groups), or a plain inventory JSON (`shared/models/*.params.json`).
+/// JSON text (first non-blank byte `{`) is parsed with nlohmann/json, all
+/// else with yaml-cpp. Reports E-MODEL (with file:line:col) for malformed
+/// text, wrong types, unknown keys inside a param entry, duplicate FQNs,
+/// negative or non-integer extents, numel >= 2^62, unknown dtypes, bad
+/// repeat ranges, unbound or unused repeat variables. nullopt on any error.
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink);
+
+/// Parses a shardc.recipe/v1 YAML recipe. Reports E-RECIPE (malformed,
+/// unknown key, bad pattern, bad enum value), E-PLACEMENT (unparseable
+/// placement), E-MESH (axis size < 1, duplicate axis name). Meaning-level
+/// checks (axes exist, dims in range) are the planner's. nullopt on any error.
+std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink);
+
+/// Hex SHA-256 of `bytes` (OpenSSL EVP).
+std::string sha256_hex(std::string_view bytes);
+
+}  // namespace shardc

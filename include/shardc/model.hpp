@@ -1,0 +1,61 @@
+// The model description after parsing (SPEC §3): every parameter's FQN,
+// global shape and dtype, in module (registration) order, with `repeat`
+// groups already expanded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/dtype.hpp"
+
+namespace shardc {
+
+/// Shapes are lists of non-negative extents in elements. The front end
+/// guarantees every extent is >= 0 and that the product (numel) fits in
+/// 2^62, so planner arithmetic on one shape never overflows int64.
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a 0-d shape). Precondition: the
+/// front end's bound (product < 2^62) holds.
+std::int64_t numel(const Shape& shape);
+
+/// One parameter as written in the model description.
+struct Param {
+  std::string name;  ///< fully-qualified name (FQN), Hugging Face naming
+  Shape shape;       ///< global shape, elements
+  DType dtype = DType::BFloat16;
+  bool requires_grad = true;
+  SourceLoc loc;  ///< the entry (or the repeat-expanded template) in the model file
+};
+
+/// A tie: `alias` shares the storage of `source` (SPEC §5.5). From the
+/// model's `tied: [[source, alias]]` or an inventory's `tied_weights:
+/// {alias: source}`.
+struct TiePair {
+  std::string source;
+  std::string alias;
+  SourceLoc loc;
+};
+
+/// Model config values that checks use. Absent values are nullopt.
+struct ModelAttributes {
+  std::optional<std::int64_t> num_attention_heads;
+  std::optional<std::int64_t> num_key_value_heads;
+  std::optional<std::int64_t> num_experts;
+  std::optional<bool> tie_word_embeddings;
+  SourceLoc num_experts_loc;
+};
+
+struct Model {
+  std::string name;
+  std::string source_path;  ///< the file it was read from
+  std::string sha256;       ///< hex digest of the file's bytes
+  std::vector<Param> params;
+  std::vector<TiePair> tied;
+  ModelAttributes attributes;
+};
+
+}  // namespace shardc

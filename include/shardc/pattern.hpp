@@ -1,0 +1,52 @@
+// FQN patterns used by rules, experts, pipeline stages and FSDP units
+// (SPEC §4 "Patterns", §5.8).
+//
+// A pattern is dot-separated segments. Within a segment: `*` matches any
+// run of characters (possibly empty) but never a dot, `?` one character,
+// `[abc]` / `[a-z]` / `[!abc]` a character class, `{name}` captures one
+// whole segment (it must be the whole segment). A segment that is exactly
+// `**` matches any number of whole segments, including none. A capture name
+// used twice must bind the same value.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace shardc {
+
+/// Values bound by `{name}` captures, in first-binding order.
+using Captures = std::vector<std::pair<std::string, std::string>>;
+
+class Pattern {
+ public:
+  /// Compiles `text`. On a syntax error (empty pattern, empty segment,
+  /// unclosed `[` or `{`, `{}` not a whole segment, `**` inside a segment)
+  /// returns nullopt and sets `error` to a one-line reason.
+  static std::optional<Pattern> compile(std::string_view text, std::string& error);
+
+  /// True when the whole FQN matches. `captures`, when given, receives the
+  /// bound `{name}` values (cleared first).
+  [[nodiscard]] bool match(std::string_view fqn, Captures* captures = nullptr) const;
+
+  [[nodiscard]] const std::string& text() const { return text_; }
+  /// Names of `{name}` captures in order of first appearance.
+  [[nodiscard]] const std::vector<std::string>& capture_names() const { return names_; }
+  /// Replaces every `{name}` in `templ` by its bound value; nullopt if a name is unbound.
+  static std::optional<std::string> substitute(std::string_view templ, const Captures& captures);
+
+  struct Segment {
+    enum class Kind { Glob, DoubleStar, Capture };
+    Kind kind = Kind::Glob;
+    std::string text;  ///< glob text, or capture name
+  };
+
+ private:
+  std::string text_;
+  std::vector<Segment> segments_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace shardc

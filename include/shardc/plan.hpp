@@ -1,0 +1,163 @@
+// The plan: the planner's output and the back end's input.
+//
+// Geometry is stored per parameter as split chains, not per rank: a rank's
+// local shape and global offset are a pure function of the param's chains
+// and the rank's mesh coordinates (`shard_at`), so planning costs
+// O(params) and enumerating distinct shards costs O(params x shard classes),
+// never O(params x ranks).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/dtype.hpp"
+#include "shardc/model.hpp"
+#include "shardc/rank_set.hpp"
+#include "shardc/recipe.hpp"
+
+namespace shardc {
+
+enum class MeshKind { Dense, Expert };
+
+/// "dense" / "expert".
+const char* mesh_kind_name(MeshKind k);
+
+/// A resolved placement on one mesh axis, dims normalized to [0, ndim).
+struct ResolvedPlacement {
+  enum class Kind { Replicate, Shard, StridedShard };
+  Kind kind = Kind::Replicate;
+  int dim = 0;
+  std::int64_t split_factor = 1;  ///< StridedShard only
+  /// torch label: "Replicate()", "Shard(0)", "_StridedShard(0, sf=8)".
+  [[nodiscard]] std::string label() const;
+};
+
+/// One split of a tensor dim over a (possibly flattened) group of mesh axes.
+/// `axes` are indices into the param's mesh; the coordinate of the split is
+/// the row-major flattening of the coordinates on `axes` (first slowest), and
+/// `ways` is the product of their sizes.
+struct DimSplit {
+  std::vector<int> axes;
+  std::int64_t ways = 1;
+  SplitRule rule = SplitRule::Chunk;
+  bool fsdp = false;  ///< the FSDP split (always last in its chain, always Chunk)
+};
+
+/// All splits of one param, per tensor dim, outermost (first applied) first:
+/// rule placements in mesh order, then the FSDP split (SPEC §5.2, §5.3).
+struct ParamGeometry {
+  Shape global_shape;
+  std::vector<std::vector<DimSplit>> per_dim;  ///< size == ndim
+  int fsdp_dim = -1;                           ///< dim the FSDP split acts on, or -1
+  std::int64_t fsdp_ways = 1;                  ///< W, the FSDP world on that dim
+};
+
+/// A rank's piece of one param. Offsets of empty dims carry the DCP
+/// sentinel (the global extent of that dim, SPEC §5.2). `padded_shape` is
+/// `local_shape` with the FSDP dim set to ceil(L_local / W) (FSDP2 padding);
+/// equal to `local_shape` when the param is not FSDP-sharded.
+struct ShardGeom {
+  Shape local_shape;
+  Shape global_offset;
+  Shape padded_shape;
+  bool operator==(const ShardGeom&) const = default;
+};
+
+/// Start and length of piece `k` of a dim of length `length` split `ways`
+/// ways (SPEC §5.1). `Even` behaves as `Chunk` (divisibility is checked
+/// elsewhere). Preconditions: length >= 0, ways >= 1, 0 <= k < ways.
+struct Piece {
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+};
+Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitRule rule);
+
+/// Mesh coordinates of `rank` (row-major, first axis slowest).
+std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank);
+
+/// The piece of `geom` held at mesh coordinates `coords` (one per axis of
+/// the param's mesh): nested splits in chain order, offsets summed, empty
+/// dims at the sentinel. Cost O(ndim x chain length).
+ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coords);
+
+/// Which rule placed a param.
+struct RuleRef {
+  enum class Kind { Rule, Experts };
+  Kind kind = Kind::Rule;
+  int index = -1;     ///< index in recipe.rules or recipe.experts
+  std::string match;  ///< the match text as written
+};
+
+struct PlannedParam {
+  std::string name;
+  DType dtype = DType::BFloat16;
+  Shape global_shape;
+  bool requires_grad = true;
+  MeshKind mesh = MeshKind::Dense;
+  std::vector<ResolvedPlacement> placements;  ///< one per axis of its mesh
+  SplitRule uneven = SplitRule::Chunk;
+  RuleRef rule;
+  int stage = 0;
+  std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
+  std::vector<std::string> stacked_from;  ///< source FQNs by expert index (stacked only)
+  ParamGeometry geometry;
+  SourceLoc loc;
+};
+
+/// Ranks that must all-reduce a tied pair's gradients when its ends sit on
+/// different pipeline stages: one group per position on the other axes.
+struct TieSyncGroups {
+  std::string source;
+  std::string alias;
+  std::vector<std::vector<std::int64_t>> groups;
+};
+
+struct Plan {
+  std::string model_name;
+  std::string model_sha256;
+  std::string recipe_sha256;
+  std::int64_t world_size = 1;
+  Mesh dense;
+  std::optional<Mesh> expert;
+  int pipeline_axis = -1;  ///< index in `dense`, or -1 without a pipeline
+  int expert_pipeline_axis = -1;  ///< index of the same axis in `expert`, or -1
+  int num_stages = 1;
+  std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
+  std::vector<TieSyncGroups> tie_sync;
+  std::vector<BufferSpec> buffers;  ///< copied from the recipe, patterns included
+  std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
+
+  /// The mesh a param lives on.
+  [[nodiscard]] const Mesh& mesh_of(const PlannedParam& p) const {
+    return p.mesh == MeshKind::Expert ? *expert : dense;
+  }
+  /// Pipeline stage of a rank (0 without a pipeline).
+  [[nodiscard]] int stage_of_rank(std::int64_t rank) const;
+  /// True when `rank` holds `p` (its stage matches).
+  [[nodiscard]] bool holds(std::int64_t rank, const PlannedParam& p) const;
+};
+
+/// One distinct (local_shape, global_offset) of a param and the ranks that hold it.
+struct ShardClass {
+  ShardGeom geom;
+  RankSet ranks;
+};
+
+/// Every distinct shard of `p` with its replica set, ordered by lowest rank.
+/// Cost O(shard classes x ndim) plus O(ranks) only for classes that collide
+/// (empty shards sharing the sentinel offset).
+std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p);
+
+/// Parameter bytes held by every rank (aliases counted once, unpadded and
+/// padded). Cost O(params x shard classes + groups x ranks).
+struct RankBytes {
+  std::vector<std::int64_t> param_bytes;
+  std::vector<std::int64_t> padded_param_bytes;
+};
+RankBytes rank_bytes(const Plan& plan);
+
+}  // namespace shardc
