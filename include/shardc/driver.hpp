@@ -10,6 +10,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardc {
@@ -35,6 +36,9 @@ class FileSystem {
   /// leaves a partial file at `path`.
   virtual bool write_atomic(const std::string& path, std::string_view bytes,
                             std::string& error) = 0;
+  /// Removes a file (not a directory). false and `error` on failure; a file
+  /// that does not exist is not a failure.
+  virtual bool remove_file(const std::string& path, std::string& error) = 0;
   /// Creates a directory (and parents). false and `error` on failure.
   virtual bool make_dirs(const std::string& path, std::string& error) = 0;
   /// Entries (names only) of a directory; nullopt if it does not exist.
@@ -48,6 +52,7 @@ class RealFileSystem final : public FileSystem {
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                   std::string& error) override;
   bool write_atomic(const std::string& path, std::string_view bytes, std::string& error) override;
+  bool remove_file(const std::string& path, std::string& error) override;
   bool make_dirs(const std::string& path, std::string& error) override;
   std::optional<std::vector<std::string>> list_dir(const std::string& path) override;
   bool is_symlink(const std::string& path) override;

@@ -41,12 +41,17 @@ class Pattern {
     enum class Kind { Glob, DoubleStar, Capture };
     Kind kind = Kind::Glob;
     std::string text;  ///< glob text, or capture name
+    bool literal = false;       ///< Glob without metacharacters: plain comparison
+    int slot = -1;              ///< Capture: index into capture_names()
+    bool bound_before = false;  ///< Capture: the same name appears earlier
+    bool memo_ok = true;        ///< DoubleStar: result does not depend on earlier bindings
   };
 
  private:
   std::string text_;
   std::vector<Segment> segments_;
   std::vector<std::string> names_;
+  int double_stars_ = 0;
 };
 
 }  // namespace shardc

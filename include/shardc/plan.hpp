@@ -42,7 +42,8 @@ struct ResolvedPlacement {
 /// `ways` is the product of their sizes.
 struct DimSplit {
   std::vector<int> axes;
-  std::int64_t ways = 1;
+  std::vector<std::int64_t> axis_sizes;  ///< sizes of `axes`, same order
+  std::int64_t ways = 1;                 ///< product of `axis_sizes`
   SplitRule rule = SplitRule::Chunk;
   bool fsdp = false;  ///< the FSDP split (always last in its chain, always Chunk)
 };
@@ -75,6 +76,10 @@ struct Piece {
   std::int64_t size = 0;
 };
 Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitRule rule);
+
+/// The coordinate of split `s` at mesh coordinates `coords`: the row-major
+/// flattening of the coordinates on `s.axes`.
+std::int64_t split_coord(const DimSplit& s, std::span<const std::int64_t> coords);
 
 /// Mesh coordinates of `rank` (row-major, first axis slowest).
 std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank);

@@ -1,0 +1,177 @@
+// Diagnostics renderers: compiler-style text with a source excerpt, a JSON
+// array, and GitHub workflow commands (SPEC §5.7).
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/json_writer.hpp"
+#include "backend/render_util.hpp"
+#include "shardc/backend.hpp"
+
+namespace shardc {
+namespace {
+
+constexpr std::size_t kMaxExcerpt = 160;  // characters of a source line shown
+constexpr std::size_t kContext = 60;      // characters kept left of the caret when cut
+
+// Start offsets of every line of a text, built once per file.
+class LineIndex {
+ public:
+  explicit LineIndex(std::string_view text) : text_(text) {
+    starts_.push_back(0);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\n') starts_.push_back(i + 1);
+    }
+  }
+  // 1-based line, without its line terminator; empty when out of range.
+  [[nodiscard]] std::string_view line(int n) const {
+    if (n < 1 || static_cast<std::size_t>(n) > starts_.size()) return {};
+    const std::size_t begin = starts_[static_cast<std::size_t>(n) - 1];
+    std::size_t end = text_.find('\n', begin);
+    if (end == std::string_view::npos) end = text_.size();
+    std::string_view l = text_.substr(begin, end - begin);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    return l;
+  }
+
+ private:
+  std::string_view text_;
+  std::vector<std::size_t> starts_;
+};
+
+std::string location_prefix(const SourceLoc& loc) {
+  if (loc.file.empty()) return "shardc: ";
+  std::string s = loc.file;
+  if (loc.line > 0) {
+    s += ':' + std::to_string(loc.line);
+    if (loc.column > 0) s += ':' + std::to_string(loc.column);
+  }
+  return s + ": ";
+}
+
+std::string headline(const Diagnostic& d) {
+  return location_prefix(d.loc) + severity_name(d.severity) + "[" + d.code + "]: " + d.message;
+}
+
+// The source line and a caret under the column, with a `NN | ` gutter.
+// Long lines are cut to a window around the column.
+std::string excerpt(std::string_view line, int line_no, int column) {
+  std::size_t caret = column > 0 ? static_cast<std::size_t>(column) - 1 : 0;
+  caret = std::min(caret, line.size());
+  std::string prefix;
+  std::string suffix;
+  if (line.size() > kMaxExcerpt) {
+    const std::size_t begin = caret > kContext ? caret - kContext : 0;
+    if (begin > 0) prefix = "...";
+    if (begin + kMaxExcerpt < line.size()) suffix = "...";
+    line = line.substr(begin, kMaxExcerpt);
+    caret = caret - begin + prefix.size();
+  }
+  const std::string number = std::to_string(line_no);
+  const std::string gutter(number.size(), ' ');
+  std::string pad;
+  const std::string shown = prefix + std::string(line) + suffix;
+  for (std::size_t i = 0; i < caret && i < shown.size(); ++i) pad += shown[i] == '\t' ? '\t' : ' ';
+  return " " + number + " | " + shown + "\n " + gutter + " | " + pad + "^\n";
+}
+
+std::string plural(std::size_t n, std::string_view word) {
+  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
+}
+
+std::string count_line(const DiagnosticSink& sink) {
+  std::string s = plural(sink.error_count(), "error") + ", " +
+                  plural(sink.warning_count(), "warning");
+  if (sink.dropped() > 0) s += " (and " + std::to_string(sink.dropped()) + " more not shown)";
+  return s + "\n";
+}
+
+// GitHub workflow command escaping: data escapes %, CR, LF; property values
+// also escape ':' and ','.
+std::string gh_escape(std::string_view s, bool property) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '\r': out += "%0D"; break;
+      case '\n': out += "%0A"; break;
+      case ':': out += property ? "%3A" : ":"; break;
+      case ',': out += property ? "%2C" : ","; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+const char* gh_command(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "notice";
+  }
+  return "error";
+}
+
+std::string gh_properties(const Diagnostic& d) {
+  std::vector<std::string> props;
+  if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file, true));
+  if (d.loc.line > 0) props.push_back("line=" + std::to_string(d.loc.line));
+  if (d.loc.column > 0) props.push_back("col=" + std::to_string(d.loc.column));
+  props.push_back("title=" + gh_escape(d.code, true));
+  std::string s;
+  for (std::size_t i = 0; i < props.size(); ++i) s += (i > 0 ? "," : "") + props[i];
+  return s;
+}
+
+}  // namespace
+
+std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap& sources) {
+  std::unordered_map<std::string, LineIndex> indexes;
+  std::string out;
+  for (const Diagnostic& d : sink.items()) {
+    out += headline(d) + "\n";
+    const auto src = sources.find(d.loc.file);
+    if (src != sources.end() && d.loc.line > 0) {
+      auto it = indexes.try_emplace(d.loc.file, src->second).first;
+      const std::string_view line = it->second.line(d.loc.line);
+      if (!line.empty()) out += excerpt(line, d.loc.line, d.loc.column);
+    }
+    if (!d.hint.empty()) out += "  hint: " + d.hint + "\n";
+  }
+  if (!sink.items().empty() || sink.dropped() > 0) out += count_line(sink);
+  return out;
+}
+
+std::string render_diagnostics_json(const DiagnosticSink& sink) {
+  std::string out;
+  json::Writer w(out);
+  w.begin_array();
+  for (const Diagnostic& d : sink.items()) {
+    w.line_break();
+    backend::write_diagnostic(w, d);
+  }
+  if (!sink.items().empty()) w.line_break();
+  w.end_array();
+  out += '\n';
+  return out;
+}
+
+std::string render_diagnostics_github(const DiagnosticSink& sink) {
+  std::string out;
+  for (const Diagnostic& d : sink.items()) {
+    std::string message = d.message;
+    if (!d.hint.empty()) message += "\nhint: " + d.hint;
+    out += "::" + std::string(gh_command(d.severity)) + " " + gh_properties(d) +
+           "::" + gh_escape(message, false) + "\n";
+  }
+  if (sink.dropped() > 0) {
+    out += "::notice title=shardc::" + std::to_string(sink.dropped()) +
+           " more diagnostics not shown\n";
+  }
+  return out;
+}
+
+}  // namespace shardc

@@ -1,0 +1,70 @@
+// A minimal streaming JSON writer: appends to a std::string, tracks commas,
+// writes integers with std::to_chars. Used for every JSON the back end emits
+// so large outputs (plan.json with ~1M shard entries) are written without a
+// DOM. Output is compact; `line_break()` inserts a newline between elements
+// so files read one item per line.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardc::json {
+
+/// Appends `s` as a quoted JSON string. Control characters are escaped;
+/// invalid UTF-8 bytes become U+FFFD so the output always parses.
+void append_string(std::string& out, std::string_view s);
+/// Appends a decimal integer.
+void append_int(std::string& out, std::int64_t v);
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+
+  Writer& begin_object();
+  Writer& end_object();
+  Writer& begin_array();
+  Writer& end_array();
+  /// Writes the key of the next member (inside an object).
+  Writer& key(std::string_view k);
+
+  Writer& value(std::string_view s);
+  Writer& value(const char* s) { return value(std::string_view(s)); }
+  Writer& value(const std::string& s) { return value(std::string_view(s)); }
+  Writer& value(std::int64_t v);
+  Writer& value(int v) { return value(static_cast<std::int64_t>(v)); }
+  Writer& value(bool b);
+  Writer& null();
+  /// An array of integers, e.g. a shape.
+  Writer& ints(std::span<const std::int64_t> v);
+  /// Splices pre-rendered JSON text as the next value.
+  Writer& raw(std::string_view json_text);
+
+  /// The next element (or the closing bracket) starts on a new line, after
+  /// its comma.
+  Writer& line_break();
+
+  /// Shorthands for `key(k).value(v)`.
+  template <typename T>
+  Writer& member(std::string_view k, const T& v) {
+    key(k);
+    return value(v);
+  }
+  Writer& member_null(std::string_view k) { return key(k).null(); }
+  Writer& member_ints(std::string_view k, std::span<const std::int64_t> v) {
+    return key(k).ints(v);
+  }
+
+ private:
+  void separate();
+  void flush_newline();
+
+  std::string& out_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool suppress_ = false;    // the next element needs no separator (after a key)
+  bool newline_ = false;     // a line break is pending
+};
+
+}  // namespace shardc::json

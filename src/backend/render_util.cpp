@@ -1,0 +1,38 @@
+#include "backend/render_util.hpp"
+
+namespace shardc::backend {
+
+void write_diagnostic(json::Writer& w, const Diagnostic& d) {
+  w.begin_object();
+  w.member("code", d.code).member("severity", severity_name(d.severity));
+  w.member("message", d.message).member("hint", d.hint);
+  w.member("file", d.loc.file).member("line", d.loc.line).member("column", d.loc.column);
+  w.member("param", d.param).member("rule", d.rule);
+  if (!d.ranges.empty()) {
+    w.key("expert_ranges").begin_array();
+    for (const auto& [start, stop] : d.ranges) {
+      w.begin_array().value(start).value(stop).end_array();
+    }
+    w.end_array();
+  }
+  w.end_object();
+}
+
+void write_mesh_axes(json::Writer& w, const Mesh& mesh) {
+  w.begin_array();
+  for (const auto& axis : mesh.axes) {
+    w.begin_object().member("name", axis.name).member("size", axis.size).end_object();
+  }
+  w.end_array();
+}
+
+std::vector<std::string> placement_labels(const PlannedParam& p) {
+  std::vector<std::string> labels;
+  labels.reserve(p.placements.size());
+  for (const auto& pl : p.placements) labels.push_back(pl.label());
+  return labels;
+}
+
+std::int64_t bytes_of(std::int64_t numel, DType t) { return numel * element_size(t); }
+
+}  // namespace shardc::backend

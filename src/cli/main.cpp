@@ -1,0 +1,196 @@
+// shardc command line: parses arguments with CLI11, sets up logging and
+// hands a typed options struct to one driver entry point per subcommand.
+// The driver never reads argv or writes to std::cout itself.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "shardc/driver.hpp"
+
+namespace {
+
+using shardc::ExitCode;
+
+// Options every subcommand shares, and the command that ran.
+struct Cli {
+  bool quiet = false;
+  int verbose = 0;
+  shardc::CommonOptions common;
+  std::function<ExitCode()> run;
+};
+
+const std::map<std::string, shardc::DiagFormat> kDiagFormats = {
+    {"text", shardc::DiagFormat::Text},
+    {"json", shardc::DiagFormat::Json},
+    {"github", shardc::DiagFormat::Github}};
+
+void add_inputs(CLI::App& cmd, Cli& cli) {
+  cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")
+      ->required();
+  cmd.add_option("RECIPE", cli.common.recipe_path, "Sharding recipe (YAML)")->required();
+}
+
+void add_diag_options(CLI::App& cmd, Cli& cli) {
+  cmd.add_option("--format", cli.common.diag_format, "Diagnostics format: text, json, github")
+      ->transform(CLI::CheckedTransformer(kDiagFormats, CLI::ignore_case));
+  cmd.add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+}
+
+void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt) {
+  auto* cmd = app.add_subcommand("compile", "Write plan.json and per-rank files into OUTDIR");
+  add_inputs(*cmd, cli);
+  cmd->add_option("-o,--out", opt.out_dir, "Output directory")->required();
+  cmd->add_option("--ranks", opt.ranks, "Rank files to write, e.g. 0-7,16,20-23 (default: all)");
+  cmd->add_flag("--no-rank-files{false}", opt.rank_files, "Write plan.json only");
+  cmd->add_flag("--force", opt.force, "Write into a non-empty directory not made by shardc");
+  cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
+      ->check(CLI::NonNegativeNumber);
+  add_diag_options(*cmd, cli);
+  cmd->footer(
+      "Example:\n  shardc compile llama.yaml tp8_fsdp.yaml -o out/ --ranks 0-7\n"
+      "Writes out/plan.json and out/ranks/rank-NN.json; a directory shardc wrote is\n"
+      "marked with .shardc-output and may be rewritten; stale rank files are removed.");
+  cmd->callback([&] {
+    opt.common = cli.common;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_compile(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_validate(CLI::App& app, Cli& cli) {
+  auto* cmd = app.add_subcommand("validate", "Check a recipe against a model; print diagnostics");
+  add_inputs(*cmd, cli);
+  add_diag_options(*cmd, cli);
+  cmd->footer(
+      "Example:\n  shardc validate llama.yaml recipe.yaml --format github --strict\n"
+      "Exit codes: 0 valid, 1 invalid (or warnings under --strict), 2 unreadable input.\n"
+      "Text diagnostics go to stderr; json/github diagnostics go to stdout.");
+  cmd->callback([&] {
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_validate(cli.common, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt) {
+  auto* cmd = app.add_subcommand("inspect", "Show what one rank holds");
+  add_inputs(*cmd, cli);
+  cmd->add_option("--rank", opt.rank, "Global rank")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--match", opt.match, "Only params whose FQN matches this glob");
+  const std::map<std::string, shardc::InspectFormat> formats = {
+      {"table", shardc::InspectFormat::Table}, {"json", shardc::InspectFormat::Json}};
+  cmd->add_option("--format", opt.format, "Output: table or json (the rank file)")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  cmd->add_option("--diag-format", cli.common.diag_format, "Diagnostics format")
+      ->transform(CLI::CheckedTransformer(kDiagFormats, CLI::ignore_case));
+  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  cmd->footer("Example:\n  shardc inspect llama.yaml recipe.yaml --rank 17 --match '**.q_proj.*'");
+  cmd->callback([&] {
+    opt.common = cli.common;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_inspect(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_explain(CLI::App& app, Cli& cli, shardc::ExplainOptions& opt) {
+  auto* cmd = app.add_subcommand("explain", "Explain one parameter: rule, placements, shards");
+  add_inputs(*cmd, cli);
+  cmd->add_option("PARAM_FQN", opt.fqn, "Parameter name (or a stacked expert's source name)")
+      ->required();
+  add_diag_options(*cmd, cli);
+  cmd->footer(
+      "Example:\n  shardc explain llama.yaml recipe.yaml model.layers.0.self_attn.q_proj.weight");
+  cmd->callback([&] {
+    opt.common = cli.common;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_explain(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
+  auto* cmd = app.add_subcommand("verify", "Check the invariants of a compiled OUTDIR");
+  cmd->add_option("OUTDIR", opt.out_dir, "Directory written by shardc compile")->required();
+  cmd->add_option("--ranks", opt.ranks, "Rank files to check (default: all)");
+  cmd->footer("Example:\n  shardc verify out/");
+  cmd->callback([&] {
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_verify(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_schema(CLI::App& app, Cli& cli, std::string& name) {
+  auto* cmd = app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan or rank");
+  cmd->add_option("NAME", name, "Schema name")->required();
+  cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
+  cmd->callback([&] {
+    cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); };
+  });
+}
+
+void setup_logging(const Cli& cli) {
+  auto logger = spdlog::stderr_color_mt("shardc");
+  logger->set_pattern("[%^%l%$] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::level::level_enum level = spdlog::level::warn;
+  if (cli.verbose == 1) level = spdlog::level::info;
+  if (cli.verbose >= 2) level = spdlog::level::debug;
+  if (cli.quiet) level = spdlog::level::err;
+  spdlog::set_level(level);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"shardc: compile a sharding recipe and a model into per-rank plans"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", shardc::version());
+  Cli cli;
+  cli.common.progress = ::isatty(2) != 0;
+  app.add_flag("-q,--quiet", cli.quiet, "Only log errors");
+  app.add_flag("-v,--verbose", cli.verbose, "More logging (-v info, -vv debug)");
+  shardc::CompileOptions compile;
+  shardc::InspectOptions inspect;
+  shardc::ExplainOptions explain;
+  shardc::VerifyOptions verify;
+  std::string schema;
+  add_compile(app, cli, compile);
+  add_validate(app, cli);
+  add_inspect(app, cli, inspect);
+  add_explain(app, cli, explain);
+  add_verify(app, cli, verify);
+  add_schema(app, cli, schema);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : static_cast<int>(ExitCode::Usage);
+  }
+  setup_logging(cli);
+  return static_cast<int>(cli.run());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "shardc: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "shardc: internal error\n";
+  }
+  return static_cast<int>(ExitCode::Usage);
+}

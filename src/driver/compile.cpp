@@ -1,0 +1,114 @@
+// `shardc compile`: plan.json and the rank files into OUTDIR.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <numeric>
+#include <ostream>
+#include <set>
+
+#include "driver/out_dir.hpp"
+#include "driver/rank_writer.hpp"
+#include "driver/session.hpp"
+#include "driver/text_format.hpp"
+#include "shardc/backend.hpp"
+
+namespace shardc {
+namespace {
+
+using driver::path_join;
+
+// The ranks whose files to write: --ranks, or every rank.
+std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& opt,
+                                                        const Plan& plan, std::ostream& err) {
+  if (!opt.rank_files) return std::vector<std::int64_t>{};
+  if (!opt.ranks) {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(plan.world_size));
+    std::iota(all.begin(), all.end(), std::int64_t{0});
+    return all;
+  }
+  std::string error;
+  const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
+  if (!set) {
+    driver::print_error(err, "--ranks '" + *opt.ranks + "': " + error);
+    return std::nullopt;
+  }
+  return set->expand();
+}
+
+std::string mesh_text(const Mesh& mesh) {
+  std::vector<std::string> parts;
+  for (const auto& a : mesh.axes) parts.push_back(a.name + "=" + std::to_string(a.size));
+  return driver::join(parts, " x ");
+}
+
+std::int64_t lower_median(std::vector<std::int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOptions& opt,
+                   std::size_t files, std::ostream& out) {
+  std::int64_t count = 0;
+  for (const auto& p : plan.params) {
+    if (!p.alias_of) count += numel(p.global_shape);
+  }
+  const auto& b = bytes.param_bytes;
+  const std::int64_t lo = b.empty() ? 0 : *std::min_element(b.begin(), b.end());
+  const std::int64_t hi = b.empty() ? 0 : *std::max_element(b.begin(), b.end());
+  out << "compiled " << plan.model_name << ": world size " << plan.world_size << " ("
+      << mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
+      << driver::group_digits(count) << " elements), " << plan.num_stages
+      << (plan.num_stages == 1 ? " stage\n" : " stages\n");
+  out << "per-rank param bytes: min " << driver::gib(lo) << " GiB, median "
+      << driver::gib(lower_median(b)) << " GiB, max " << driver::gib(hi) << " GiB\n";
+  out << "wrote " << path_join(opt.out_dir, "plan.json");
+  if (opt.rank_files) out << " and " << files << " rank files in " << path_join(opt.out_dir, "ranks");
+  out << "\n";
+}
+
+bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir,
+                FileSystem& fs, std::ostream& err) {
+  const std::string path = path_join(dir, "plan.json");
+  std::string error;
+  if (!fs.write_atomic(path, render_plan_json(plan, bytes), error)) {
+    driver::print_error(err, "cannot write '" + path + "': " + error);
+    return false;
+  }
+  spdlog::info("wrote {}", path);
+  return true;
+}
+
+bool write_ranks(const Plan& plan, const std::vector<std::int64_t>& ranks,
+                 const CompileOptions& opt, FileSystem& fs, std::ostream& err) {
+  const std::string ranks_dir = path_join(opt.out_dir, "ranks");
+  std::set<std::string> keep;
+  for (const auto r : ranks) keep.insert(rank_file_name(r, plan.world_size));
+  if (!ranks.empty()) {
+    if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
+    const driver::RankWriteJob job{&plan, ranks, ranks_dir, opt.jobs, opt.common.progress};
+    if (!driver::write_rank_files(job, fs, err)) return false;
+  }
+  driver::remove_stale_rank_files(ranks_dir, keep, fs, err);
+  return true;
+}
+
+}  // namespace
+
+ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err) {
+  driver::Session s;
+  const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
+  if (code != ExitCode::Ok) return code;
+  const Plan& plan = *s.plan;
+  const auto ranks = selected_ranks(opt, plan, err);
+  if (!ranks) return ExitCode::Usage;
+  if (!driver::prepare_out_dir(opt.out_dir, opt.force, fs, err)) return ExitCode::Usage;
+  const RankBytes bytes = rank_bytes(plan);
+  if (!write_plan(plan, bytes, opt.out_dir, fs, err)) return ExitCode::Usage;
+  if (!write_ranks(plan, *ranks, opt, fs, err)) return ExitCode::Usage;
+  print_summary(plan, bytes, opt, ranks->size(), out);
+  return ExitCode::Ok;
+}
+
+}  // namespace shardc

@@ -1,0 +1,198 @@
+// `shardc explain`: why one parameter is placed the way it is.
+#include <algorithm>
+#include <ostream>
+#include <set>
+
+#include "driver/session.hpp"
+#include "driver/suggest.hpp"
+#include "driver/text_format.hpp"
+#include "shardc/backend.hpp"
+
+namespace shardc {
+namespace {
+
+using driver::shape_text;
+
+constexpr std::int64_t kMaxExpertLines = 256;
+
+void field(std::ostream& out, std::string_view name, const std::string& value) {
+  std::string label = std::string(name) + ":";
+  label.resize(std::max<std::size_t>(label.size(), 15), ' ');
+  out << "  " << label << value << "\n";
+}
+
+std::string loc_text(const SourceLoc& loc) {
+  if (loc.file.empty()) return "";
+  std::string s = " at " + loc.file;
+  if (loc.line > 0) s += ":" + std::to_string(loc.line);
+  if (loc.column > 0) s += ":" + std::to_string(loc.column);
+  return s;
+}
+
+std::string rule_text(const PlannedParam& p, const Recipe& recipe) {
+  const bool experts = p.rule.kind == RuleRef::Kind::Experts;
+  const auto i = static_cast<std::size_t>(p.rule.index);
+  SourceLoc loc;
+  if (experts && i < recipe.experts.size()) loc = recipe.experts[i].loc;
+  if (!experts && i < recipe.rules.size()) loc = recipe.rules[i].loc;
+  return std::string(experts ? "experts[" : "rules[") + std::to_string(p.rule.index) +
+         "] match \"" + p.rule.match + "\"" + loc_text(loc);
+}
+
+void print_placements(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+  const Mesh& mesh = plan.mesh_of(p);
+  std::string text;
+  for (std::size_t i = 0; i < mesh.axes.size() && i < p.placements.size(); ++i) {
+    std::string axis = mesh.axes[i].name + " (" + std::to_string(mesh.axes[i].size) + ")";
+    axis.resize(std::max<std::size_t>(axis.size(), 18), ' ');
+    text += (i > 0 ? "\n                 " : "") + axis + p.placements[i].label();
+  }
+  field(out, "placements", text.empty() ? "(no mesh axes)" : text);
+}
+
+std::string alias_text(const Plan& plan, const PlannedParam& p) {
+  if (p.alias_of) {
+    const PlannedParam& src = plan.params.at(*p.alias_of);
+    if (src.stage == p.stage) return "alias of " + src.name + " (same storage on every rank)";
+    return "tied to " + src.name + " across stages " + std::to_string(src.stage) + " and " +
+           std::to_string(p.stage) + " (each stage holds a copy; gradients all-reduced)";
+  }
+  std::vector<std::string> aliases;
+  for (const auto& q : plan.params) {
+    if (q.alias_of && &plan.params.at(*q.alias_of) == &p) aliases.push_back(q.name);
+  }
+  return aliases.empty() ? "none" : "tie source of " + driver::join(aliases, ", ");
+}
+
+// Geometry of `p` without its FSDP split: what EP alone gives each coordinate.
+ParamGeometry without_fsdp(const ParamGeometry& g) {
+  ParamGeometry out = g;
+  for (auto& chain : out.per_dim) {
+    std::erase_if(chain, [](const DimSplit& s) { return s.fsdp; });
+  }
+  out.fsdp_dim = -1;
+  out.fsdp_ways = 1;
+  return out;
+}
+
+// Expert range [start, stop) held per coordinate of the axes splitting dim 0.
+void print_expert_ranges(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+  const ParamGeometry g = without_fsdp(p.geometry);
+  if (g.per_dim.empty()) return;
+  std::vector<int> axes;
+  for (const DimSplit& s : g.per_dim[0]) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const Mesh& mesh = plan.mesh_of(p);
+  std::int64_t combos = 1;
+  for (const int a : axes) combos *= mesh.axes.at(static_cast<std::size_t>(a)).size;
+  for (std::int64_t flat = 0; flat < combos && flat < kMaxExpertLines; ++flat) {
+    std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+    std::vector<std::string> names;
+    std::int64_t rest = flat;
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+      const auto a = static_cast<std::size_t>(*it);
+      coords[a] = rest % mesh.axes[a].size;
+      rest /= mesh.axes[a].size;
+      names.insert(names.begin(), mesh.axes[a].name + "=" + std::to_string(coords[a]));
+    }
+    const ShardGeom s = shard_at(g, coords);
+    const std::int64_t n = s.local_shape.empty() ? 0 : s.local_shape[0];
+    const std::int64_t start = n == 0 ? 0 : s.global_offset[0];
+    out << "    " << (names.empty() ? "all" : driver::join(names, ", ")) << ": experts "
+        << (n == 0 ? "none" : "[" + std::to_string(start) + ", " + std::to_string(start + n) + ")")
+        << "\n";
+  }
+  if (combos > kMaxExpertLines) out << "    ... (" << combos - kMaxExpertLines << " more)\n";
+}
+
+void print_stacked(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+  if (p.stacked_from.empty()) return;
+  field(out, "stacked from", std::to_string(p.stacked_from.size()) + " experts: " +
+                                 p.stacked_from.front() + " ... " + p.stacked_from.back());
+  out << "  experts per coordinate:\n";
+  print_expert_ranges(plan, p, out);
+}
+
+void print_fsdp(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+  const ParamGeometry& g = p.geometry;
+  if (g.fsdp_dim < 0) {
+    field(out, "fsdp", "not sharded");
+    return;
+  }
+  (void)plan;
+  field(out, "fsdp", "dim " + std::to_string(g.fsdp_dim) + " over " + std::to_string(g.fsdp_ways) +
+                         " ranks (chunk; each shard padded to the first chunk, see padded)");
+}
+
+void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+  const auto shards = enumerate_shards(plan, p);
+  out << "  shards: " << shards.size() << " distinct\n";
+  driver::TextTable table({"    ranks", "local shape", "global offset", "padded shape"});
+  for (const ShardClass& c : shards) {
+    table.add_row({"    " + c.ranks.to_string(), shape_text(c.geom.local_shape),
+                   shape_text(c.geom.global_offset), shape_text(c.geom.padded_shape)});
+  }
+  out << table.render();
+}
+
+void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedParam& p,
+                       std::ostream& out) {
+  out << p.name << "\n";
+  field(out, "dtype", std::string(dtype_name(p.dtype)));
+  field(out, "global shape", shape_text(p.global_shape));
+  field(out, "requires_grad", p.requires_grad ? "true" : "false");
+  field(out, "rule", rule_text(p, recipe));
+  field(out, "mesh", mesh_kind_name(p.mesh));
+  print_placements(plan, p, out);
+  field(out, "uneven", split_rule_name(p.uneven));
+  field(out, "stage", std::to_string(p.stage));
+  field(out, "alias", alias_text(plan, p));
+  print_stacked(plan, p, out);
+  print_fsdp(plan, p, out);
+  print_shards(plan, p, out);
+}
+
+// The planned param named `fqn`, or the stacked param that absorbed it.
+const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::ostream& out) {
+  for (const auto& p : plan.params) {
+    if (p.name == fqn) return &p;
+  }
+  for (const auto& p : plan.params) {
+    const auto it = std::find(p.stacked_from.begin(), p.stacked_from.end(), fqn);
+    if (it == p.stacked_from.end()) continue;
+    out << fqn << " is expert " << (it - p.stacked_from.begin()) << " of stacked param " << p.name
+        << "\n\n";
+    return &p;
+  }
+  return nullptr;
+}
+
+void print_unknown(const Plan& plan, const std::string& fqn, std::ostream& err) {
+  std::vector<std::string> names;
+  for (const auto& p : plan.params) {
+    names.push_back(p.name);
+    names.insert(names.end(), p.stacked_from.begin(), p.stacked_from.end());
+  }
+  driver::print_error(err, "no parameter named '" + fqn + "' in the model");
+  const auto close = driver::closest_names(fqn, names);
+  if (!close.empty()) err << "  hint: did you mean " << driver::join(close, ", ") << "?\n";
+}
+
+}  // namespace
+
+ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err) {
+  driver::Session s;
+  const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
+  if (code != ExitCode::Ok) return code;
+  const PlannedParam* p = find_param(*s.plan, opt.fqn, out);
+  if (p == nullptr) {
+    print_unknown(*s.plan, opt.fqn, err);
+    return ExitCode::Usage;
+  }
+  print_explanation(*s.plan, *s.recipe, *p, out);
+  return ExitCode::Ok;
+}
+
+}  // namespace shardc

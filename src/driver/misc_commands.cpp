@@ -1,0 +1,37 @@
+// `shardc schema`, `shardc verify` (placeholder) and the version string.
+#include <ostream>
+
+#include "driver/embedded_schemas.hpp"
+#include "driver/session.hpp"
+
+namespace shardc {
+
+const char* version() { return SHARDC_VERSION; }
+
+ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> names;
+  for (const auto& s : driver::embedded_schemas()) {
+    if (s.name == name) {
+      out << s.text;
+      if (!s.text.empty() && s.text.back() != '\n') out << "\n";
+      return ExitCode::Ok;
+    }
+    names.emplace_back(s.name);
+  }
+  std::string valid;
+  for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+  driver::print_error(err, "unknown schema '" + name + "'; valid names: " +
+                               (valid.empty() ? "(none embedded in this build)" : valid));
+  return ExitCode::Usage;
+}
+
+ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
+                    std::ostream& err) {
+  (void)fs;
+  (void)out;
+  driver::print_error(err, "verify is not implemented yet (cannot check '" + opt.out_dir +
+                               "'); it arrives in a later release");
+  return ExitCode::Usage;
+}
+
+}  // namespace shardc

@@ -1,0 +1,99 @@
+#include "driver/rank_writer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <mutex>
+#include <ostream>
+#include <thread>
+
+#include "driver/out_dir.hpp"
+#include "driver/session.hpp"
+#include "shardc/backend.hpp"
+
+namespace shardc::driver {
+namespace {
+
+// State shared by the workers of one job.
+struct Shared {
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::string first_error;
+
+  void fail(const std::string& message) {
+    const std::lock_guard lock(error_mutex);
+    if (!failed.exchange(true)) first_error = message;
+  }
+};
+
+void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
+  const Plan& plan = *job.plan;
+  for (;;) {
+    const std::size_t i = shared.next.fetch_add(1);
+    if (i >= job.ranks.size() || shared.failed.load()) return;
+    const std::int64_t rank = job.ranks[i];
+    const std::string path = path_join(job.ranks_dir, rank_file_name(rank, plan.world_size));
+    std::string error;
+    try {
+      const std::string bytes = render_rank_json(plan, rank);
+      if (!fs.write_atomic(path, bytes, error)) {
+        shared.fail("cannot write '" + path + "': " + error);
+        return;
+      }
+    } catch (const std::exception& e) {
+      shared.fail("internal error writing '" + path + "': " + e.what());
+      return;
+    }
+    shared.done.fetch_add(1);
+  }
+}
+
+std::size_t worker_count(int jobs, std::size_t files) {
+  std::size_t n = jobs > 0 ? static_cast<std::size_t>(jobs) : std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(n, 1, std::max<std::size_t>(files, 1));
+}
+
+void show_progress(std::ostream& err, std::size_t done, std::size_t total) {
+  err << "\r[ranks " << done << "/" << total << "]" << std::flush;
+}
+
+}  // namespace
+
+bool write_rank_files(const RankWriteJob& job, FileSystem& fs, std::ostream& err) {
+  const std::size_t total = job.ranks.size();
+  const std::size_t n = worker_count(job.jobs, total);
+  spdlog::debug("writing {} rank files with {} workers", total, n);
+  Shared shared;
+  std::latch finished(static_cast<std::ptrdiff_t>(n));
+  std::vector<std::jthread> threads;
+  threads.reserve(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    threads.emplace_back([&] {
+      worker(job, fs, shared);
+      finished.count_down();
+    });
+  }
+  // Only this thread touches `err` while the workers run.
+  if (!job.progress) finished.wait();
+  while (!finished.try_wait()) {
+    if (job.progress) show_progress(err, shared.done.load(), total);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  threads.clear();
+  if (job.progress) {
+    show_progress(err, shared.done.load(), total);
+    err << "\n";
+  }
+  if (shared.failed.load()) {
+    print_error(err, shared.first_error);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace shardc::driver

@@ -1,0 +1,179 @@
+// RealFileSystem: the disk, through POSIX calls and std::filesystem.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "shardc/driver.hpp"
+
+namespace shardc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+// Closes a file descriptor on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+std::string strip_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+bool read_all(int fd, std::int64_t max_bytes, std::string& text, std::string& error) {
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(errno);
+      return false;
+    }
+    if (n == 0) return true;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (static_cast<std::int64_t>(text.size()) > max_bytes) {
+      error = "file is larger than " + std::to_string(max_bytes) + " bytes";
+      return false;
+    }
+  }
+}
+
+bool write_all(int fd, std::string_view bytes, std::string& error) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(errno);
+      return false;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// A temporary name next to `path`, unique within the process and across
+// processes (pid), hidden (leading dot).
+std::string temp_name_for(const std::string& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  const fs::path p(path);
+  const std::string name = "." + p.filename().string() + ".tmp." + std::to_string(::getpid()) +
+                           "." + std::to_string(counter.fetch_add(1));
+  return (p.parent_path() / name).string();
+}
+
+}  // namespace
+
+std::optional<std::string> RealFileSystem::read(const std::string& path, std::int64_t max_bytes,
+                                                std::string& error) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    error = errno_text(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    error = errno_text(errno);
+    return std::nullopt;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    error = "is a directory";
+    return std::nullopt;
+  }
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
+    error = "file is larger than " + std::to_string(max_bytes) + " bytes";
+    return std::nullopt;
+  }
+  std::string text;
+  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size));
+  if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
+  return text;
+}
+
+bool RealFileSystem::write_atomic(const std::string& path, std::string_view bytes,
+                                  std::string& error) {
+  const std::string tmp = temp_name_for(path);
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    error = "cannot create " + tmp + ": " + errno_text(errno);
+    return false;
+  }
+  bool ok = write_all(fd.get(), bytes, error);
+  if (::close(fd.release()) != 0 && ok) {
+    error = errno_text(errno);
+    ok = false;
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename " + tmp + " to " + path + ": " + errno_text(errno);
+    ok = false;
+  }
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+
+bool RealFileSystem::remove_file(const std::string& path, std::string& error) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return true;
+  if (fs::is_directory(st)) {
+    error = path + " is a directory";
+    return false;
+  }
+  if (!fs::remove(path, ec) && ec) {
+    error = ec.message();
+    return false;
+  }
+  return true;
+}
+
+bool RealFileSystem::make_dirs(const std::string& path, std::string& error) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) {
+    error = ec.message();
+    return false;
+  }
+  if (!fs::is_directory(path, ec)) {
+    error = "exists and is not a directory";
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<std::string>> RealFileSystem::list_dir(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return std::nullopt;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) return std::nullopt;
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool RealFileSystem::is_symlink(const std::string& path) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(strip_trailing_slashes(path), ec));
+}
+
+}  // namespace shardc

@@ -1,0 +1,112 @@
+#include "driver/session.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <ostream>
+
+#include "shardc/frontend.hpp"
+#include "shardc/planner.hpp"
+
+namespace shardc::driver {
+namespace {
+
+// Reads one input into `s.sources`; reports `code` when it cannot be read.
+std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
+                                     const char* code, Session& s) {
+  std::string error;
+  auto text = fs.read(path, kMaxInputBytes, error);
+  if (!text) {
+    s.sink.error(code, SourceLoc{path, 0, 0},
+                 std::string("cannot read ") + what + " file '" + path + "': " + error,
+                 std::string("check the path; inputs are limited to 256 MiB"));
+    return std::nullopt;
+  }
+  spdlog::debug("read {} {} ({} bytes)", what, path, text->size());
+  s.sources[path] = *text;
+  return SourceFile{path, std::move(*text)};
+}
+
+// Base name without directories and extensions, the model name of last resort.
+std::string stem_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const auto dot = base.find('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
+  if (auto file = read_input(fs, opt.model_path, "model", "E-MODEL", s)) {
+    s.model = parse_model(*file, s.sink);
+    if (s.model) {
+      if (s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
+      if (s.model->source_path.empty()) s.model->source_path = file->path;
+      if (s.model->name.empty()) s.model->name = stem_of(file->path);
+    }
+  }
+  if (auto file = read_input(fs, opt.recipe_path, "recipe", "E-RECIPE", s)) {
+    s.recipe = parse_recipe(*file, s.sink);
+    if (s.recipe) {
+      if (s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
+      if (s.recipe->source_path.empty()) s.recipe->source_path = file->path;
+    }
+  }
+}
+
+}  // namespace
+
+void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
+  parse_inputs(opt, fs, s);
+  if (!s.model || !s.recipe || s.sink.has_errors()) return;
+  spdlog::debug("parsed {} params, {} rules", s.model->params.size(), s.recipe->rules.size());
+  s.plan = build_plan(*s.model, *s.recipe, s.sink);
+  if (!s.plan) return;
+  if (s.sink.has_errors()) {
+    s.plan.reset();
+    return;
+  }
+  if (s.plan->model_name.empty()) s.plan->model_name = s.model->name;
+  if (s.plan->model_sha256.empty()) s.plan->model_sha256 = s.model->sha256;
+  if (s.plan->recipe_sha256.empty()) s.plan->recipe_sha256 = s.recipe->sha256;
+  spdlog::info("planned {} params on {} ranks", s.plan->params.size(), s.plan->world_size);
+}
+
+ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {
+  if (sink.has_errors()) {
+    const bool unreadable = sink.has_code("E-MODEL") || sink.has_code("E-RECIPE");
+    return unreadable ? ExitCode::Usage : ExitCode::Invalid;
+  }
+  if (opt.strict && sink.warning_count() > 0) return ExitCode::Invalid;
+  return ExitCode::Ok;
+}
+
+void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream& os) {
+  const DiagnosticSink& sink = s.sink;
+  if (sink.items().empty() && sink.dropped() == 0) return;
+  switch (opt.diag_format) {
+    case DiagFormat::Text: os << render_diagnostics_text(sink, s.sources); break;
+    case DiagFormat::Json: os << render_diagnostics_json(sink); break;
+    case DiagFormat::Github: os << render_diagnostics_github(sink); break;
+  }
+  if (opt.strict && !sink.has_errors() && sink.warning_count() > 0 &&
+      opt.diag_format == DiagFormat::Text) {
+    os << "shardc: error: warnings are errors under --strict\n";
+  }
+}
+
+void print_error(std::ostream& err, const std::string& message) {
+  err << "shardc: error: " << message << "\n";
+}
+
+ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& s,
+                        std::ostream& diag_out) {
+  load_and_plan(opt, fs, s);
+  print_diagnostics(opt, s, diag_out);
+  const ExitCode code = diagnostics_exit_code(opt, s.sink);
+  if (code == ExitCode::Ok && !s.plan) {
+    print_error(diag_out, "internal error: no plan and no diagnostic (please report)");
+    return ExitCode::Usage;
+  }
+  return code;
+}
+
+}  // namespace shardc::driver

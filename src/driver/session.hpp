@@ -1,0 +1,53 @@
+// The shared front half of every command (internal to src/driver): read the
+// model and recipe, parse them, build the plan, print the diagnostics and
+// pick the exit code.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "shardc/backend.hpp"
+#include "shardc/diagnostics.hpp"
+#include "shardc/driver.hpp"
+#include "shardc/model.hpp"
+#include "shardc/plan.hpp"
+#include "shardc/recipe.hpp"
+
+namespace shardc::driver {
+
+/// Largest model or recipe file read (256 MiB).
+inline constexpr std::int64_t kMaxInputBytes = std::int64_t{256} << 20;
+
+struct Session {
+  DiagnosticSink sink;
+  SourceMap sources;  ///< input texts by path, for source excerpts
+  std::optional<Model> model;
+  std::optional<Recipe> recipe;
+  std::optional<Plan> plan;
+};
+
+/// Reads, parses and plans. Every problem goes to `s.sink`; `s.plan` is set
+/// only when no error was reported.
+void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s);
+
+/// The exit code the diagnostics call for: 2 when an input could not be
+/// read or parsed (E-MODEL, E-RECIPE), 1 for any other error, 1 for
+/// warnings under --strict, else 0.
+ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink);
+
+/// Renders the sink in `opt.diag_format` to `os` (nothing when empty), plus
+/// a line saying warnings failed the run under --strict.
+void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream& os);
+
+/// Prints "shardc: error: <message>" (I/O and usage problems that are not
+/// input diagnostics).
+void print_error(std::ostream& err, const std::string& message);
+
+/// Runs `load_and_plan`, prints the diagnostics to `diag_out` and returns
+/// the exit code; Ok means `s.plan` is set and the command may proceed.
+ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& s,
+                        std::ostream& diag_out);
+
+}  // namespace shardc::driver

@@ -1,0 +1,86 @@
+#include "driver/text_format.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+namespace shardc::driver {
+
+std::string human_bytes(std::int64_t bytes) {
+  constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < units.size()) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.2f %s", v, units[u]);
+  return buf.data();
+}
+
+std::string gib(std::int64_t bytes) {
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf.data();
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string group_digits(std::int64_t v) {
+  const std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right_aligned)
+    : right_(std::move(right_aligned)) {
+  right_.resize(header.size(), false);
+  rows_.push_back(std::move(header));
+}
+
+void TextTable::add_row(std::vector<std::string> row) {
+  row.resize(rows_.front().size());
+  rows_.push_back(std::move(row));
+}
+
+std::string TextTable::render() const {
+  std::vector<std::size_t> width(rows_.front().size(), 0);
+  for (const auto& row : rows_) {
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows_) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      line += right_[c] ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace shardc::driver

@@ -1,0 +1,36 @@
+// Small text formatting helpers for human-readable driver output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardc/model.hpp"
+
+namespace shardc::driver {
+
+/// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
+std::string human_bytes(std::int64_t bytes);
+/// Bytes in GiB with two decimals, e.g. "0.94".
+std::string gib(std::int64_t bytes);
+/// "[4096, 4096]", "[]".
+std::string shape_text(const Shape& shape);
+/// 8030261248 -> "8,030,261,248".
+std::string group_digits(std::int64_t v);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+/// A plain text table: left-aligned columns separated by two spaces;
+/// columns listed in `right_aligned` are right-aligned.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header, std::vector<bool> right_aligned = {});
+  void add_row(std::vector<std::string> row);
+  [[nodiscard]] std::string render() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> right_;
+};
+
+}  // namespace shardc::driver

@@ -1,0 +1,107 @@
+// YAML → Node with yaml-cpp. yaml-cpp shares aliased nodes, so a small file
+// can describe a huge tree ("billion laughs"); the copy counts every node it
+// visits and stops past a budget proportional to the file size.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <string>
+
+#include "frontend/doc.hpp"
+
+namespace shardc::fe {
+namespace {
+
+struct LimitError {
+  YAML::Mark mark;
+  std::string message;
+};
+
+class Converter {
+ public:
+  Converter(std::size_t max_nodes, int max_depth) : max_nodes_(max_nodes), max_depth_(max_depth) {}
+
+  // Throws LimitError when a limit is broken.
+  Node convert(const YAML::Node& in, int depth) {
+    if (++visited_ > max_nodes_) {
+      throw LimitError{in.Mark(), "the document expands to more than " +
+                                      std::to_string(max_nodes_) +
+                                      " nodes (YAML aliases?)"};
+    }
+    if (depth > max_depth_) {
+      throw LimitError{in.Mark(), "nesting deeper than " + std::to_string(max_depth_) + " levels"};
+    }
+    Node out;
+    set_mark(out, in.Mark());
+    switch (in.Type()) {
+      case YAML::NodeType::Scalar:
+        out.kind = Node::Kind::Scalar;
+        out.text = in.Scalar();
+        out.quoted = in.Tag() == "!";
+        break;
+      case YAML::NodeType::Sequence:
+        out.kind = Node::Kind::Seq;
+        out.items.reserve(in.size());
+        for (const YAML::Node& item : in) out.items.push_back(convert(item, depth + 1));
+        break;
+      case YAML::NodeType::Map:
+        out.kind = Node::Kind::Map;
+        convert_map(in, out, depth);
+        break;
+      default:
+        out.kind = Node::Kind::Null;
+        break;
+    }
+    return out;
+  }
+
+ private:
+  static void set_mark(Node& out, const YAML::Mark& m) {
+    out.line = std::max(m.line, 0) + 1;
+    out.col = std::max(m.column, 0) + 1;
+  }
+
+  void convert_map(const YAML::Node& in, Node& out, int depth) {
+    out.items.reserve(in.size());
+    for (auto it = in.begin(); it != in.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar()) throw LimitError{key.Mark(), "a mapping key must be a plain string"};
+      Node value = convert(it->second, depth + 1);
+      value.key = key.Scalar();
+      value.key_line = std::max(key.Mark().line, 0) + 1;
+      value.key_col = std::max(key.Mark().column, 0) + 1;
+      out.items.push_back(std::move(value));
+    }
+  }
+
+  std::size_t max_nodes_;
+  int max_depth_;
+  std::size_t visited_ = 0;
+};
+
+SourceLoc mark_loc(const std::string& file, const YAML::Mark& m) {
+  return SourceLoc{file, std::max(m.line, 0) + 1, std::max(m.column, 0) + 1};
+}
+
+}  // namespace
+
+std::optional<Node> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
+                              const DocLimits& limits) {
+  std::size_t budget = std::min(limits.max_nodes, 4 * file.text.size() + 100'000);
+  try {
+    YAML::Node root = YAML::Load(file.text);
+    Converter converter(budget, limits.max_depth);
+    return converter.convert(root, 0);
+  } catch (const LimitError& e) {
+    sink.error(code, mark_loc(file.path, e.mark), e.message,
+               "simplify the document (see README \"Input limits\")");
+  } catch (const YAML::Exception& e) {
+    sink.error(code, mark_loc(file.path, e.mark), "malformed YAML: " + e.msg,
+               "fix the YAML syntax at this position");
+  } catch (const std::exception& e) {
+    sink.error(code, SourceLoc{file.path, 1, 1}, std::string("malformed YAML: ") + e.what(),
+               "fix the YAML syntax");
+  }
+  return std::nullopt;
+}
+
+}  // namespace shardc::fe

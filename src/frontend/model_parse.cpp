@@ -1,0 +1,137 @@
+// parse_model: the model description's top level (SPEC §3) for both the
+// shardc.model/v1 format and plain inventories (shared/models/*.params.json).
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "frontend/model_internal.hpp"
+#include "shardc/frontend.hpp"
+
+namespace shardc {
+namespace fe {
+namespace {
+
+constexpr std::string_view kFormat = "shardc.model/v1";
+
+void parse_format(const Node& root, Reader& r) {
+  const Node* format = root.find("format");
+  if (format == nullptr) return;
+  std::optional<std::string> text = r.get_string(*format, "`format`");
+  if (text && *text != kFormat) {
+    r.error(*format, "unsupported model format " + describe(*format),
+            "use `format: shardc.model/v1`, or omit `format` for a plain inventory");
+  }
+}
+
+std::optional<std::int64_t> positive_attr(const Node& n, Reader& r, std::int64_t min) {
+  if (n.is_null()) return std::nullopt;
+  std::optional<std::int64_t> v = r.get_int(n, "`" + n.key + "`");
+  if (v && *v < min) {
+    r.error(n, "`" + n.key + "` must be at least " + std::to_string(min) + ", got " +
+                   std::to_string(*v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
+  if (attrs.is_null() || !r.expect_map(attrs, "`attributes`")) return;
+  for (const Node& a : attrs.items) {
+    if (a.key == "num_attention_heads") {
+      out.num_attention_heads = positive_attr(a, r, 1);
+    } else if (a.key == "num_key_value_heads") {
+      out.num_key_value_heads = positive_attr(a, r, 1);
+    } else if (a.key == "num_experts") {
+      out.num_experts = positive_attr(a, r, 0);
+      out.num_experts_loc = r.loc(a);
+    } else if (a.key == "tie_word_embeddings" && !a.is_null()) {
+      out.tie_word_embeddings = r.get_bool(a, "`tie_word_embeddings`");
+    }
+  }
+}
+
+// `tied: [[source, alias], ...]`
+void parse_tied_list(const Node& tied, Reader& r, std::vector<TiePair>& out) {
+  if (!r.expect_seq(tied, "`tied`")) return;
+  for (const Node& pair : tied.items) {
+    if (!pair.is_seq() || pair.items.size() != 2) {
+      r.error(pair, "a `tied` entry must be [source, alias], got " + describe(pair),
+              "e.g. `tied: [[model.embed_tokens.weight, lm_head.weight]]`");
+      continue;
+    }
+    std::optional<std::string> source = r.get_string(pair.items[0], "a tied name");
+    std::optional<std::string> alias = r.get_string(pair.items[1], "a tied name");
+    if (source && alias) out.push_back(TiePair{*source, *alias, r.loc(pair)});
+  }
+}
+
+// `tied_weights: {alias: source}` (Hugging Face convention).
+void parse_tied_weights(const Node& tied, Reader& r, std::vector<TiePair>& out) {
+  if (tied.is_null() || !r.expect_map(tied, "`tied_weights`")) return;
+  for (const Node& entry : tied.items) {
+    std::optional<std::string> source = r.get_string(entry, "a `tied_weights` source");
+    if (source) out.push_back(TiePair{*source, entry.key, r.key_loc(entry)});
+  }
+}
+
+void log_ignored_keys(const Node& root, const std::string& path) {
+  static constexpr std::string_view kKnown[] = {
+      "format", "name", "model", "dtype", "attributes", "tie_word_embeddings",
+      "params", "tied", "tied_weights"};
+  for (const Node& entry : root.items) {
+    bool known = false;
+    for (std::string_view k : kKnown) known = known || entry.key == k;
+    if (!known) spdlog::debug("{}: ignoring top-level key `{}`", path, entry.key);
+  }
+}
+
+std::string model_name(const Node& root, Reader& r) {
+  for (std::string_view key : {"name", "model"}) {
+    if (const Node* n = root.find(key)) return r.get_string(*n, "`" + n->key + "`").value_or("");
+  }
+  return {};
+}
+
+void parse_top(const Node& root, Reader& r, Model& m) {
+  parse_format(root, r);
+  m.name = model_name(root, r);
+  DType default_dtype = DType::Float32;
+  if (const Node* dtype = root.find("dtype")) {
+    default_dtype = parse_dtype_node(*dtype, r).value_or(DType::Float32);
+  }
+  if (const Node* attrs = root.find("attributes")) parse_attributes(*attrs, r, m.attributes);
+  if (const Node* tie = root.find("tie_word_embeddings"); tie != nullptr && !tie->is_null()) {
+    m.attributes.tie_word_embeddings = r.get_bool(*tie, "`tie_word_embeddings`");
+  }
+  if (const Node* tied = root.find("tied")) parse_tied_list(*tied, r, m.tied);
+  if (const Node* tied = root.find("tied_weights")) parse_tied_weights(*tied, r, m.tied);
+  const Node* params = root.find("params");
+  if (params == nullptr) {
+    r.error(r.loc(root), "the model has no `params` list",
+            "add `params: [{name: FQN, shape: [...]}, ...]`");
+    return;
+  }
+  if (parse_params(*params, r, default_dtype, m.params) && !m.params.empty()) {
+    check_duplicate_names(m.params, r);
+  }
+}
+
+}  // namespace
+}  // namespace fe
+
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {
+  std::optional<fe::Node> root = fe::load_document(file, "E-MODEL", sink);
+  if (!root) return std::nullopt;
+  fe::Reader r(file.path, sink, "E-MODEL");
+  if (!r.expect_map(*root, "the model description")) return std::nullopt;
+  fe::log_ignored_keys(*root, file.path);
+  r.check_duplicates(*root, "the model description");
+  Model m;
+  m.source_path = file.path;
+  m.sha256 = sha256_hex(file.text);
+  fe::parse_top(*root, r, m);
+  if (r.errors() > 0) return std::nullopt;
+  return m;
+}
+
+}  // namespace shardc

@@ -1,0 +1,97 @@
+// Placement spelling (SPEC §4): torch `Shard(d)`, `Replicate()`, `Partial()`,
+// `Partial(sum|avg|min|max)` and hyper-parallel DSL `shard(d)`, `replicate`,
+// `partial`. Spaces inside the parentheses are tolerated.
+#include <charconv>
+#include <string>
+
+#include "shardc/recipe.hpp"
+
+namespace shardc {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || c == '\t'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Splits `Name(args)` into name and trimmed args; `Name` alone has no args.
+bool split_call(std::string_view text, std::string_view& name, std::string_view& args,
+                bool& has_parens) {
+  std::size_t open = text.find('(');
+  has_parens = open != std::string_view::npos;
+  if (!has_parens) {
+    name = text;
+    args = {};
+    return true;
+  }
+  if (text.back() != ')') return false;
+  name = trim(text.substr(0, open));
+  args = trim(text.substr(open + 1, text.size() - open - 2));
+  return args.find_first_of("()") == std::string_view::npos;
+}
+
+std::optional<int> parse_dim(std::string_view args) {
+  if (args.starts_with("dim")) {
+    args = trim(args.substr(3));
+    if (args.empty() || args.front() != '=') return std::nullopt;
+    args = trim(args.substr(1));
+  }
+  if (!args.empty() && args.front() == '+') args.remove_prefix(1);
+  int dim = 0;
+  auto [ptr, ec] = std::from_chars(args.data(), args.data() + args.size(), dim);
+  if (ec != std::errc() || ptr != args.data() + args.size() || args.empty()) return std::nullopt;
+  return dim;
+}
+
+std::optional<std::string> parse_reduce_op(std::string_view args) {
+  if (args.starts_with("reduce_op")) {
+    args = trim(args.substr(9));
+    if (args.empty() || args.front() != '=') return std::nullopt;
+    args = trim(args.substr(1));
+  }
+  if (args.size() >= 2 && (args.front() == '"' || args.front() == '\'') &&
+      args.back() == args.front()) {
+    args = args.substr(1, args.size() - 2);
+  }
+  if (args.empty()) return std::string("sum");
+  for (std::string_view op : {"sum", "avg", "min", "max"}) {
+    if (args == op) return std::string(op);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Placement> parse_placement(std::string_view text) {
+  std::string_view t = trim(text);
+  std::string_view name;
+  std::string_view args;
+  bool parens = false;
+  if (t.empty() || !split_call(t, name, args, parens)) return std::nullopt;
+  Placement p;
+  p.text = std::string(t);
+  if (name == "Shard" || name == "shard") {
+    std::optional<int> dim = parens ? parse_dim(args) : std::nullopt;
+    if (!dim) return std::nullopt;
+    p.kind = Placement::Kind::Shard;
+    p.dim = *dim;
+    return p;
+  }
+  if (name == "Replicate" || name == "replicate") {
+    if (!args.empty()) return std::nullopt;
+    p.kind = Placement::Kind::Replicate;
+    return p;
+  }
+  if (name == "Partial" || name == "partial") {
+    std::optional<std::string> op = parse_reduce_op(args);
+    if (!op) return std::nullopt;
+    p.kind = Placement::Kind::Partial;
+    p.reduce_op = *op;
+    return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace shardc

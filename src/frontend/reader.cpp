@@ -1,0 +1,140 @@
+// Typed access to Node values with diagnostics.
+#include "frontend/reader.hpp"
+
+#include <charconv>
+#include <unordered_map>
+
+namespace shardc::fe {
+
+std::string join(std::initializer_list<std::string_view> items) {
+  std::string out;
+  for (std::string_view item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+std::string describe(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::Null:
+      return "null";
+    case Node::Kind::Seq:
+      return "a list";
+    case Node::Kind::Map:
+      return "a mapping";
+    case Node::Kind::Scalar:
+      break;
+  }
+  std::string text = n.text.size() > 40 ? n.text.substr(0, 40) + "..." : n.text;
+  return (n.quoted ? "the string \"" : "`") + text + (n.quoted ? "\"" : "`");
+}
+
+std::optional<std::int64_t> parse_int(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty()) return std::nullopt;
+  std::int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+void Reader::error(const SourceLoc& at, std::string message, std::string hint, const char* code) {
+  ++errors_;
+  sink_.error(code != nullptr ? code : code_, at, std::move(message), std::move(hint));
+}
+
+bool Reader::expect_map(const Node& n, std::string_view what) {
+  if (n.is_map()) return true;
+  error(n, std::string(what) + " must be a mapping, got " + describe(n));
+  return false;
+}
+
+bool Reader::expect_seq(const Node& n, std::string_view what) {
+  if (n.is_seq()) return true;
+  error(n, std::string(what) + " must be a list, got " + describe(n));
+  return false;
+}
+
+bool Reader::check_duplicates(const Node& map, std::string_view what) {
+  std::unordered_map<std::string_view, std::size_t> seen;
+  seen.reserve(map.items.size());
+  bool ok = true;
+  for (std::size_t i = 0; i < map.items.size(); ++i) {
+    const Node& entry = map.items[i];
+    auto [it, inserted] = seen.emplace(entry.key, i);
+    if (inserted) continue;
+    const Node& first = map.items[it->second];
+    error(key_loc(entry), "duplicate key `" + entry.key + "` in " + std::string(what),
+          "first given at line " + std::to_string(first.key_line) + ", column " +
+              std::to_string(first.key_col));
+    ok = false;
+  }
+  return ok;
+}
+
+bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view> valid,
+                        std::string_view what) {
+  bool ok = true;
+  for (const Node& entry : map.items) {
+    bool known = false;
+    for (std::string_view v : valid) known = known || entry.key == v;
+    if (known) continue;
+    error(key_loc(entry), "unknown key `" + entry.key + "` in " + std::string(what),
+          "valid keys: " + join(valid));
+    ok = false;
+  }
+  return check_duplicates(map, what) && ok;
+}
+
+std::optional<std::string> Reader::get_string(const Node& n, std::string_view what) {
+  if (n.is_scalar()) return n.text;
+  error(n, std::string(what) + " must be a string, got " + describe(n));
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> Reader::get_int(const Node& n, std::string_view what) {
+  if (n.is_scalar() && !n.quoted) {
+    if (std::optional<std::int64_t> v = parse_int(n.text)) return v;
+  }
+  bool digits = n.is_scalar() && !n.text.empty() &&
+                n.text.find_first_not_of("+-0123456789") == std::string::npos;
+  std::string why = digits && !n.quoted ? " (out of the 64-bit range)" : "";
+  error(n, std::string(what) + " must be an integer, got " + describe(n) + why);
+  return std::nullopt;
+}
+
+std::optional<bool> Reader::get_bool(const Node& n, std::string_view what) {
+  if (n.is_scalar() && !n.quoted) {
+    for (std::string_view t : {"true", "True", "TRUE"}) {
+      if (n.text == t) return true;
+    }
+    for (std::string_view f : {"false", "False", "FALSE"}) {
+      if (n.text == f) return false;
+    }
+  }
+  error(n, std::string(what) + " must be true or false, got " + describe(n));
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
+                                                                std::string_view what) {
+  if (n.is_scalar()) return std::vector<std::string>{n.text};
+  if (!n.is_seq() || n.items.empty()) {
+    error(n, std::string(what) + " must be a string or a non-empty list of strings, got " +
+                 describe(n));
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (const Node& item : n.items) {
+    std::optional<std::string> s = get_string(item, what);
+    ok = ok && s.has_value();
+    if (s) out.push_back(std::move(*s));
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+}  // namespace shardc::fe
+

@@ -1,0 +1,28 @@
+// Shared pieces of the recipe reader (recipe_parse.cpp, recipe_rules.cpp,
+// recipe_sections.cpp).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "frontend/doc.hpp"
+#include "frontend/reader.hpp"
+#include "shardc/recipe.hpp"
+
+namespace shardc::fe {
+
+std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r);
+std::optional<Pattern> parse_pattern(const Node& n, Reader& r);
+/// `{axis: placement, ...}`; null means none. Reports E-PLACEMENT / E-RECIPE.
+std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader& r);
+
+std::vector<Rule> parse_rules(const Node& n, Reader& r);
+std::vector<ExpertsEntry> parse_experts(const Node& n, Reader& r);
+
+TiedSpec parse_tied_spec(const Node& n, Reader& r);
+std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r);
+std::optional<FsdpSpec> parse_fsdp(const Node& n, Reader& r);
+std::vector<BufferSpec> parse_buffers(const Node& n, Reader& r);
+
+}  // namespace shardc::fe

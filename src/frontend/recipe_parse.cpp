@@ -1,0 +1,148 @@
+// parse_recipe: the recipe's top level and its meshes (SPEC §4).
+#include <string>
+
+#include "frontend/recipe_internal.hpp"
+#include "shardc/frontend.hpp"
+
+namespace shardc {
+namespace fe {
+namespace {
+
+constexpr std::string_view kFormat = "shardc.recipe/v1";
+constexpr std::int64_t kMaxWorld = 2147483647;
+
+bool valid_axis_name(std::string_view s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::optional<MeshAxis> parse_axis(const Node& n, Reader& r) {
+  if (!r.expect_map(n, "a mesh axis")) return std::nullopt;
+  bool ok = r.check_keys(n, {"name", "size"}, "a mesh axis");
+  const Node* name = n.find("name");
+  const Node* size = n.find("size");
+  if (name == nullptr || size == nullptr) {
+    r.error(n, "a mesh axis needs `name` and `size`", "e.g. `- {name: tp, size: 8}`");
+    return std::nullopt;
+  }
+  MeshAxis axis;
+  axis.loc = r.loc(n);
+  std::optional<std::string> text = r.get_string(*name, "an axis `name`");
+  if (text && !valid_axis_name(*text)) {
+    r.error(*name, "axis name " + describe(*name) + " is not an identifier",
+            "axis names are identifiers such as dp_shard, tp, ep");
+    text.reset();
+  }
+  std::optional<std::int64_t> value = r.get_int(*size, "an axis `size`");
+  if (value && *value < 1) {
+    r.error(r.loc(*size), "mesh axis `" + text.value_or("?") + "` has size " +
+                              std::to_string(*value), "axis sizes are at least 1", "E-MESH");
+    value.reset();
+  }
+  if (!ok || !text || !value) return std::nullopt;
+  axis.name = std::move(*text);
+  axis.size = *value;
+  return axis;
+}
+
+std::optional<Mesh> parse_mesh(const Node& n, Reader& r, std::string_view what) {
+  if (!r.expect_seq(n, "`" + std::string(what) + "`")) return std::nullopt;
+  Mesh mesh;
+  mesh.loc = r.loc(n);
+  if (n.items.empty()) {
+    r.error(mesh.loc, "`" + std::string(what) + "` has no axes",
+            "e.g. `" + std::string(what) + ": [{name: tp, size: 8}]`", "E-MESH");
+    return std::nullopt;
+  }
+  bool ok = true;
+  std::int64_t world = 1;
+  for (const Node& item : n.items) {
+    std::optional<MeshAxis> axis = parse_axis(item, r);
+    if (!axis) {
+      ok = false;
+      continue;
+    }
+    if (mesh.find(axis->name) >= 0) {
+      r.error(axis->loc, "axis `" + axis->name + "` appears twice in `" + std::string(what) + "`",
+              "axis names must be unique within a mesh", "E-MESH");
+      ok = false;
+    }
+    if (ok && (__builtin_mul_overflow(world, axis->size, &world) || world > kMaxWorld)) {
+      r.error(axis->loc, "`" + std::string(what) + "` has more than 2^31-1 ranks", {}, "E-MESH");
+      ok = false;
+    }
+    mesh.axes.push_back(std::move(*axis));
+  }
+  if (!ok) return std::nullopt;
+  return mesh;
+}
+
+void parse_format(const Node& root, Reader& r) {
+  const Node* format = root.find("format");
+  if (format == nullptr) return;
+  std::optional<std::string> text = r.get_string(*format, "`format`");
+  if (text && *text != kFormat) {
+    r.error(*format, "unsupported recipe format " + describe(*format),
+            "use `format: shardc.recipe/v1`");
+  }
+}
+
+void parse_sections(const Node& root, Reader& r, Recipe& out) {
+  parse_format(root, r);
+  if (const Node* mesh = root.find("mesh")) {
+    out.mesh = parse_mesh(*mesh, r, "mesh").value_or(Mesh{});
+  } else {
+    r.error(r.loc(root), "the recipe has no `mesh`", "add `mesh: [{name: tp, size: 8}]`");
+  }
+  if (const Node* mesh = root.find("expert_mesh")) {
+    out.expert_mesh = parse_mesh(*mesh, r, "expert_mesh");
+  }
+  if (const Node* uneven = root.find("uneven")) {
+    out.uneven = parse_split_rule(*uneven, r).value_or(SplitRule::Chunk);
+  }
+  if (const Node* rules = root.find("rules")) out.rules = parse_rules(*rules, r);
+  if (const Node* experts = root.find("experts")) out.experts = parse_experts(*experts, r);
+  if (const Node* tied = root.find("tied")) out.tied = parse_tied_spec(*tied, r);
+  if (const Node* pipeline = root.find("pipeline")) out.pipeline = parse_pipeline(*pipeline, r);
+  if (const Node* fsdp = root.find("fsdp")) out.fsdp = parse_fsdp(*fsdp, r);
+  if (const Node* buffers = root.find("buffers")) out.buffers = parse_buffers(*buffers, r);
+}
+
+}  // namespace
+
+std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r) {
+  if (n.is_scalar()) {
+    if (n.text == "chunk") return SplitRule::Chunk;
+    if (n.text == "balanced") return SplitRule::Balanced;
+    if (n.text == "even") return SplitRule::Even;
+  }
+  r.error(n, "`uneven` must be chunk, balanced or even, got " + describe(n),
+          "valid values: chunk (torch.chunk, the default), balanced (hyper-parallel), even");
+  return std::nullopt;
+}
+
+}  // namespace fe
+
+std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink) {
+  std::optional<fe::Node> root = fe::load_document(file, "E-RECIPE", sink);
+  if (!root) return std::nullopt;
+  fe::Reader r(file.path, sink, "E-RECIPE");
+  if (!r.expect_map(*root, "the recipe")) return std::nullopt;
+  r.check_keys(*root,
+               {"format", "mesh", "expert_mesh", "uneven", "rules", "experts", "tied", "pipeline",
+                "fsdp", "buffers"},
+               "the recipe");
+  Recipe recipe;
+  recipe.source_path = file.path;
+  recipe.sha256 = sha256_hex(file.text);
+  fe::parse_sections(*root, r, recipe);
+  if (r.errors() > 0) return std::nullopt;
+  return recipe;
+}
+
+}  // namespace shardc

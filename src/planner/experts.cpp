@@ -1,0 +1,185 @@
+// Expert-parallel stacking (SPEC §5.4): per-expert params become one
+// `[E, *source_shape]` param per group of captures other than `{E}`.
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+struct Source {
+  std::int64_t expert = 0;
+  std::size_t param = 0;  // index in model.params
+};
+
+struct Group {
+  std::size_t entry = 0;
+  std::string name;
+  std::vector<Source> sources;
+};
+
+// The `{E}` capture's value as a non-negative integer, or -1.
+std::int64_t expert_index(const Captures& caps) {
+  for (const auto& [name, value] : caps) {
+    if (name != "E") continue;
+    std::int64_t e = -1;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), e);
+    if (ec != std::errc() || p != value.data() + value.size() || e < 0) return -1;
+    return e;
+  }
+  return -1;
+}
+
+Captures without_expert(const Captures& caps) {
+  Captures out;
+  for (const auto& c : caps)
+    if (c.first != "E") out.push_back(c);
+  return out;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Checks one group and reports E-EXPERTS problems; true when it can be stacked.
+bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+  const ExpertsEntry& entry = recipe.experts[g.entry];
+  std::sort(g.sources.begin(), g.sources.end(),
+            [](const Source& a, const Source& b) { return a.expert < b.expert; });
+  const auto n = static_cast<std::int64_t>(g.sources.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Source& s = g.sources[static_cast<std::size_t>(i)];
+    if (s.expert == i) continue;
+    const bool dup = i > 0 && g.sources[static_cast<std::size_t>(i - 1)].expert == s.expert;
+    sink.error("E-EXPERTS", model.params[s.param].loc,
+               "stacked " + g.name + ": expert index " + std::to_string(s.expert) +
+                   (dup ? " appears twice" : " leaves a gap (expected " + std::to_string(i) + ")"),
+               "expert indices of one stacked param must be exactly 0.." + std::to_string(n - 1));
+    return false;
+  }
+  const Param& first = model.params[g.sources.front().param];
+  for (const Source& s : g.sources) {
+    const Param& p = model.params[s.param];
+    if (p.shape != first.shape || p.dtype != first.dtype) {
+      sink.error("E-EXPERTS", p.loc,
+                 "stacked " + g.name + ": " + p.name + " is " + shape_text(p.shape) + " " +
+                     std::string(dtype_name(p.dtype)) + " but " + first.name + " is " +
+                     shape_text(first.shape) + " " + std::string(dtype_name(first.dtype)),
+                 "all experts of one stacked param need the same shape and dtype");
+      return false;
+    }
+  }
+  const auto& attr = model.attributes.num_experts;
+  if (attr && *attr > 0 && *attr != n) {
+    sink.error("E-EXPERTS", entry.loc,
+               "stacked " + g.name + " has " + std::to_string(n) +
+                   " experts but the model's num_experts is " + std::to_string(*attr),
+               "check the experts pattern, or the model's num_experts attribute");
+    return false;
+  }
+  return true;
+}
+
+PlannedParam plain_param(const Param& p) {
+  PlannedParam q;
+  q.name = p.name;
+  q.dtype = p.dtype;
+  q.global_shape = p.shape;
+  q.requires_grad = p.requires_grad;
+  q.loc = p.loc;
+  return q;
+}
+
+PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& recipe) {
+  const Param& first = model.params[g.sources.front().param];
+  PlannedParam q = plain_param(first);
+  q.name = g.name;
+  q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
+  q.mesh = MeshKind::Expert;
+  q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry), recipe.experts[g.entry].match.text()};
+  q.uneven = recipe.experts[g.entry].uneven.value_or(recipe.uneven);
+  for (const Source& s : g.sources) q.stacked_from.push_back(model.params[s.param].name);
+  return q;
+}
+
+}  // namespace
+
+std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
+                                        DiagnosticSink& sink) {
+  std::vector<PlannedParam> out;
+  if (recipe.experts.empty()) {
+    out.reserve(model.params.size());
+    for (const Param& p : model.params) out.push_back(plain_param(p));
+    return out;
+  }
+  if (!recipe.expert_mesh) {
+    sink.error("E-EXPERTS", recipe.experts.front().loc,
+               "`experts` stacking needs an `expert_mesh`",
+               "add expert_mesh: a second row-major view of the same ranks, e.g. with an ep axis");
+    return {};
+  }
+  // Slot per output param: either a model param or a group (stacked at its first source).
+  struct Slot {
+    bool stacked = false;
+    std::size_t index = 0;
+  };
+  std::vector<Slot> slots;
+  std::vector<Group> groups;
+  std::unordered_map<std::string, std::size_t> group_by_name;
+  Captures caps;
+  for (std::size_t i = 0; i < model.params.size(); ++i) {
+    const Param& p = model.params[i];
+    bool taken = false;
+    for (std::size_t e = 0; e < recipe.experts.size() && !taken; ++e) {
+      const ExpertsEntry& entry = recipe.experts[e];
+      if (!entry.match.match(p.name, &caps)) continue;
+      const std::int64_t ex = expert_index(caps);
+      if (ex < 0) continue;
+      auto name = Pattern::substitute(entry.stack, without_expert(caps));
+      if (!name) {
+        sink.error("E-RECIPE", entry.loc, "stack name '" + entry.stack + "' uses a capture that "
+                   "`match` does not bind", "use only captures of the match pattern other than {E}");
+        return {};
+      }
+      auto [it, fresh] = group_by_name.try_emplace(*name, groups.size());
+      if (fresh) {
+        groups.push_back({e, *name, {}});
+        slots.push_back({true, it->second});
+      }
+      groups[it->second].sources.push_back({ex, i});
+      taken = true;
+    }
+    if (!taken) slots.push_back({false, i});
+  }
+  std::unordered_set<std::string> plain_names;
+  for (const Slot& s : slots)
+    if (!s.stacked) plain_names.insert(model.params[s.index].name);
+  std::vector<bool> ok(groups.size(), true);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    ok[g] = check_group(groups[g], model, recipe, sink);
+    if (ok[g] && plain_names.count(groups[g].name)) {
+      sink.error("E-EXPERTS", recipe.experts[groups[g].entry].loc,
+                 "stacked name " + groups[g].name + " collides with a model parameter",
+                 "choose a `stack` template that names a new FQN");
+      ok[g] = false;
+    }
+  }
+  out.reserve(slots.size());
+  for (const Slot& s : slots) {
+    if (!s.stacked) {
+      out.push_back(plain_param(model.params[s.index]));
+    } else if (ok[s.index]) {
+      out.push_back(stacked_param(groups[s.index], model, recipe));
+    }
+  }
+  return out;
+}
+
+}  // namespace shardc::passes

@@ -1,0 +1,157 @@
+// FSDP / HSDP on top of the placements (SPEC §5.3): FSDP2 shards the
+// TP/EP-local tensor on `dim` with torch.chunk over the flattened shard axes;
+// rank (f, t) holds piece f of its TP-local piece t. Labels follow PyTorch:
+// `_StridedShard(dim, sf=F)` when other axes already shard that dim.
+#include <set>
+#include <string>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+struct FsdpAxes {
+  std::vector<int> axes;
+  std::vector<std::int64_t> sizes;
+  std::int64_t ways = 1;
+};
+
+// Looks up the FSDP axes in `mesh`; reports E-AXIS for a missing one.
+std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names, const Mesh& mesh,
+                                  const char* mesh_name, const SourceLoc& loc,
+                                  DiagnosticSink& sink) {
+  FsdpAxes f;
+  for (const std::string& n : names) {
+    const int a = mesh.find(n);
+    if (a < 0) {
+      sink.error("E-AXIS", loc, "fsdp names axis '" + n + "' but the " + mesh_name + " lacks it",
+                 std::string("use axes of the ") + mesh_name);
+      return std::nullopt;
+    }
+    f.axes.push_back(a);
+    f.sizes.push_back(mesh.axes[static_cast<std::size_t>(a)].size);
+    f.ways *= mesh.axes[static_cast<std::size_t>(a)].size;
+  }
+  return f;
+}
+
+// Distinct extents of dim `d` after the placement splits (before FSDP).
+std::set<std::int64_t> local_extents(const ParamGeometry& g, std::size_t d) {
+  std::set<std::int64_t> cur{g.global_shape[d]};
+  for (const DimSplit& s : g.per_dim[d]) {
+    std::set<std::int64_t> next;
+    for (std::int64_t len : cur)
+      for (std::int64_t k = 0; k < s.ways; ++k) {
+        next.insert(split_piece(len, s.ways, k, s.rule).size);
+        if (next.size() > 4) break;  // chunk/balanced pieces take at most 3 sizes
+      }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+int resolve_dim(const PlannedParam& p, const FsdpSpec& spec, const FsdpAxes& f) {
+  if (p.mesh == MeshKind::Dense || spec.expert_dim == ExpertDim::Zero) return spec.dim;
+  if (spec.expert_dim == ExpertDim::One) return 1;
+  // auto (torchtitan): shard experts on dim 1 when the FSDP x EP ranks
+  // outnumber the experts, else on dim 0.
+  std::int64_t ep = 1;
+  for (const DimSplit& s : p.geometry.per_dim[0]) ep *= s.ways;
+  return f.ways * ep > p.global_shape[0] ? 1 : 0;
+}
+
+void label(PlannedParam& p, const FsdpAxes& f, int dim) {
+  std::int64_t sf = 1;
+  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)]) sf *= s.ways;
+  for (int a : f.axes) {
+    auto& rp = p.placements[static_cast<std::size_t>(a)];
+    rp.dim = dim;
+    rp.kind = sf > 1 ? ResolvedPlacement::Kind::StridedShard : ResolvedPlacement::Kind::Shard;
+    rp.split_factor = sf;
+  }
+}
+
+// Applies FSDP to one param; false after reporting an error.
+bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, GroupedReporter& rep) {
+  const int ndim = static_cast<int>(p.global_shape.size());
+  int dim = resolve_dim(p, spec, f);
+  if (dim < 0) dim += ndim;
+  Diagnostic d;
+  d.code = "E-FSDP";
+  d.loc = spec.loc;
+  d.param = p.name;
+  d.rule = p.rule.match;
+  if (dim < 0 || dim >= ndim) {
+    d.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
+                " with " + std::to_string(ndim) + " dims";
+    d.hint = "FSDP usually shards dim 0";
+    rep.add(std::move(d), "dim");
+    return false;
+  }
+  for (int a : f.axes) {
+    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate) {
+      d.message = "FSDP axis is also sharded by the rule for " + p.name;
+      d.hint = "leave FSDP axes out of rule placements; fsdp shards on top of them";
+      rep.add(std::move(d), "axis" + std::to_string(p.rule.index));
+      return false;
+    }
+  }
+  if (dim > 0) {
+    for (std::int64_t len : local_extents(p.geometry, static_cast<std::size_t>(dim))) {
+      if (len % f.ways == 0) continue;
+      d.message = "FSDP on dim " + std::to_string(dim) + " of " + p.name + ": local extent " +
+                  std::to_string(len) + " is not divisible by " + std::to_string(f.ways) +
+                  " FSDP ranks";
+      d.hint = "FSDP2 pads only dim 0; use dim 0, or sizes that divide";
+      rep.add(std::move(d), "div" + std::to_string(p.rule.index));
+      return false;
+    }
+  }
+  label(p, f, dim);
+  DimSplit s;
+  s.axes = f.axes;
+  s.axis_sizes = f.sizes;
+  s.ways = f.ways;
+  s.rule = SplitRule::Chunk;  // FSDP2 always chunks
+  s.fsdp = true;
+  p.geometry.per_dim[static_cast<std::size_t>(dim)].push_back(std::move(s));
+  p.geometry.fsdp_dim = dim;
+  p.geometry.fsdp_ways = f.ways;
+  return true;
+}
+
+}  // namespace
+
+void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+                DiagnosticSink& sink) {
+  if (!recipe.fsdp) return;
+  const FsdpSpec& spec = *recipe.fsdp;
+  auto dense = find_axes(spec.shard, plan.dense, "mesh", spec.loc, sink);
+  std::optional<FsdpAxes> expert;
+  bool has_stacked = false;
+  for (const PlannedParam& p : params) has_stacked = has_stacked || p.mesh == MeshKind::Expert;
+  if (has_stacked && plan.expert) {
+    if (!spec.expert_shard.empty()) {
+      expert = find_axes(spec.expert_shard, *plan.expert, "expert_mesh", spec.loc, sink);
+    } else {
+      sink.error("E-FSDP", spec.loc, "fsdp has no expert FSDP axis for the stacked experts",
+                 "set fsdp.expert_shard to an expert_mesh axis (e.g. efsdp)");
+    }
+  }
+  if (spec.replicate) {
+    if (plan.dense.find(*spec.replicate) < 0)
+      sink.error("E-AXIS", spec.loc, "fsdp.replicate names axis '" + *spec.replicate +
+                 "' but the mesh lacks it", "use an axis of the mesh, e.g. dp_replicate");
+  }
+  GroupedReporter rep;
+  for (PlannedParam& p : params) {
+    if (!p.requires_grad || p.global_shape.empty() || p.geometry.per_dim.size() != p.global_shape.size())
+      continue;
+    const auto& f = p.mesh == MeshKind::Expert ? expert : dense;
+    if (!f) continue;
+    shard_param(p, *f, spec, rep);
+  }
+  rep.flush(sink);
+}
+
+}  // namespace shardc::passes

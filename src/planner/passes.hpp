@@ -1,0 +1,77 @@
+// The planner's passes, one file each, called in order by build_plan
+// (planner.cpp). Each pass is a pure function of its inputs; problems go to
+// the sink. Internal to src/planner.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/model.hpp"
+#include "shardc/plan.hpp"
+#include "shardc/recipe.hpp"
+
+namespace shardc::passes {
+
+/// meshes.cpp: E-MESH for sizes < 1, duplicate names, world-size overflow
+/// (> 2^40 ranks) and an expert mesh whose product differs. Returns the world
+/// size, or nullopt when the meshes are unusable.
+std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& sink);
+
+/// experts.cpp (SPEC §5.4): groups params matched by `experts` entries into
+/// stacked params `[E, *source_shape]` at their first source; other params
+/// pass through. E-EXPERTS for index gaps/duplicates, mixed shapes/dtypes,
+/// `num_experts` disagreeing, a stacked name that collides.
+std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
+                                        DiagnosticSink& sink);
+
+/// rules.cpp: first matching rule per non-stacked param (E-UNCOVERED when
+/// none); W-UNUSED-RULE for rules matching nothing (E with --strict is the
+/// driver's job). Sets PlannedParam::rule and ::uneven.
+void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, DiagnosticSink& sink);
+
+/// placements.cpp: normalizes the matched rule's or experts entry's
+/// placements into one ResolvedPlacement per mesh axis and builds the split
+/// chains. E-AXIS, E-PARTIAL, E-SHARD-DIM, E-PIPELINE (rule shards the pp axis).
+void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+                        DiagnosticSink& sink);
+
+/// fsdp.cpp (SPEC §5.3): the FSDP split on top, labels, padded shapes. E-FSDP.
+void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+                DiagnosticSink& sink);
+
+/// stages.cpp (SPEC §5.6): sets PlannedParam::stage. E-PIPELINE, E-AXIS.
+/// Also sets plan.pipeline_axis / expert_pipeline_axis / num_stages.
+void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
+                   DiagnosticSink& sink);
+
+/// tied.cpp (SPEC §5.5): sets alias_of and plan.tie_sync. E-TIED.
+void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& model,
+                  const Recipe& recipe, DiagnosticSink& sink);
+
+/// checks.cpp (SPEC §5.7): E-EVEN, E-HEADS, E-EXPERTS / W-EXPERTS (E % ep).
+void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+                const Recipe& recipe, DiagnosticSink& sink);
+
+/// strided.cpp (SPEC §5.3): W-STRIDED where the newest DTensor reading of
+/// `_StridedShard` differs from the physical FSDP-over-TP rows.
+void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, DiagnosticSink& sink);
+
+/// Reports a diagnostic at most once per (code, key), counting the others;
+/// `flush` appends "(and N more params)" to each and reports them in order.
+class GroupedReporter {
+ public:
+  void add(Diagnostic d, const std::string& key);
+  void flush(DiagnosticSink& sink);
+
+ private:
+  struct Entry {
+    Diagnostic first;
+    std::string key;
+    std::int64_t more = 0;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace shardc::passes

@@ -1,0 +1,119 @@
+// Placement resolution: the matched rule's (or experts entry's) `{axis:
+// placement}` map becomes one ResolvedPlacement per mesh axis, and the
+// split chains of SPEC §5.2 (axes sharding the same dim nest in mesh order).
+#include <string>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+const std::vector<AxisPlacement>& placements_of(const PlannedParam& p, const Recipe& recipe) {
+  const auto i = static_cast<std::size_t>(p.rule.index);
+  return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].placements
+                                               : recipe.rules[i].placements;
+}
+
+std::string axis_names(const Mesh& mesh) {
+  std::string s;
+  for (const MeshAxis& a : mesh.axes) s += (s.empty() ? "" : ", ") + a.name;
+  return s;
+}
+
+Diagnostic make(const char* code, const AxisPlacement& ap, const PlannedParam& p,
+                std::string message, std::string hint) {
+  Diagnostic d;
+  d.code = code;
+  d.loc = ap.loc;
+  d.param = p.name;
+  d.rule = p.rule.match;
+  d.message = std::move(message);
+  d.hint = std::move(hint);
+  return d;
+}
+
+// Resolves one `axis: placement` entry into `out`; false after reporting.
+bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mesh,
+                 const Plan& plan, std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
+  const std::string key = std::to_string(p.rule.index) + ':' + ap.axis;
+  const int axis = mesh.find(ap.axis);
+  const char* mesh_name = p.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
+  if (axis < 0) {
+    rep.add(make("E-AXIS", ap, p,
+                 std::string("placement names axis '") + ap.axis + "' but the " + mesh_name +
+                     " has no such axis",
+                 std::string("axes of the ") + mesh_name + ": " + axis_names(mesh)),
+            key);
+    return false;
+  }
+  if (ap.placement.kind == Placement::Kind::Partial) {
+    rep.add(make("E-PARTIAL", ap, p,
+                 "'" + ap.placement.text + "' on parameter " + p.name +
+                     ": parameters cannot be Partial (pending reductions belong to activations "
+                     "and gradients)",
+                 "use Shard(d) or Replicate()"),
+            key);
+    return false;
+  }
+  const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  if (axis == pp) {
+    rep.add(make("E-PIPELINE", ap, p,
+                 "rule places parameters on the pipeline axis '" + ap.axis + "'",
+                 "the pipeline axis assigns stages; remove it from the placements"),
+            key);
+    return false;
+  }
+  if (ap.placement.kind == Placement::Kind::Replicate) return true;
+  const int ndim = static_cast<int>(p.global_shape.size());
+  const int dim = ap.placement.dim < 0 ? ap.placement.dim + ndim : ap.placement.dim;
+  if (dim < 0 || dim >= ndim) {
+    rep.add(make("E-SHARD-DIM", ap, p,
+                 "'" + ap.placement.text + "' is out of range for " + p.name + " with " +
+                     std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
+                 ndim == 0 ? std::string("a 0-d parameter can only be replicated")
+                           : "valid dims: " + std::to_string(-ndim) + ".." +
+                                 std::to_string(ndim - 1)),
+            key + ':' + std::to_string(ndim));
+    return false;
+  }
+  auto& rp = out[static_cast<std::size_t>(axis)];
+  rp.kind = ResolvedPlacement::Kind::Shard;
+  rp.dim = dim;
+  return true;
+}
+
+void build_chains(PlannedParam& p, const Mesh& mesh) {
+  ParamGeometry& g = p.geometry;
+  g.global_shape = p.global_shape;
+  g.per_dim.assign(p.global_shape.size(), {});
+  for (std::size_t a = 0; a < p.placements.size(); ++a) {
+    const ResolvedPlacement& rp = p.placements[a];
+    if (rp.kind == ResolvedPlacement::Kind::Replicate) continue;
+    DimSplit s;
+    s.axes = {static_cast<int>(a)};
+    s.axis_sizes = {mesh.axes[a].size};
+    s.ways = mesh.axes[a].size;
+    s.rule = p.uneven;
+    g.per_dim[static_cast<std::size_t>(rp.dim)].push_back(std::move(s));
+  }
+}
+
+}  // namespace
+
+void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+                        DiagnosticSink& sink) {
+  GroupedReporter rep;
+  for (PlannedParam& p : params) {
+    if (p.rule.index < 0) continue;  // uncovered: already reported
+    const Mesh& mesh = plan.mesh_of(p);
+    p.placements.assign(mesh.axes.size(), ResolvedPlacement{});
+    bool ok = true;
+    for (const AxisPlacement& ap : placements_of(p, recipe))
+      ok = resolve_one(ap, p, mesh, plan, p.placements, rep) && ok;
+    if (!ok) continue;
+    build_chains(p, mesh);
+  }
+  rep.flush(sink);
+}
+
+}  // namespace shardc::passes

@@ -1,0 +1,31 @@
+// Plan helpers: labels, mesh kinds, stage membership.
+#include <string>
+
+#include "shardc/plan.hpp"
+
+namespace shardc {
+
+const char* mesh_kind_name(MeshKind k) { return k == MeshKind::Expert ? "expert" : "dense"; }
+
+std::string ResolvedPlacement::label() const {
+  switch (kind) {
+    case Kind::Replicate:
+      return "Replicate()";
+    case Kind::Shard:
+      return "Shard(" + std::to_string(dim) + ")";
+    case Kind::StridedShard:
+      return "_StridedShard(" + std::to_string(dim) + ", sf=" + std::to_string(split_factor) + ")";
+  }
+  return "Replicate()";
+}
+
+int Plan::stage_of_rank(std::int64_t rank) const {
+  if (pipeline_axis < 0) return 0;
+  return static_cast<int>(mesh_coords(dense, rank)[static_cast<std::size_t>(pipeline_axis)]);
+}
+
+bool Plan::holds(std::int64_t rank, const PlannedParam& p) const {
+  return pipeline_axis < 0 || stage_of_rank(rank) == p.stage;
+}
+
+}  // namespace shardc

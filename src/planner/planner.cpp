@@ -1,0 +1,37 @@
+// build_plan: runs the passes in order (see passes.hpp).
+#include "shardc/planner.hpp"
+
+#include "passes.hpp"
+
+namespace shardc {
+
+std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+  const std::size_t errors_before = sink.error_count();
+  const std::size_t warnings_before = sink.items().size();
+  auto world = passes::check_meshes(recipe, sink);
+  if (!world) return std::nullopt;
+  Plan plan;
+  plan.model_name = model.name;
+  plan.model_sha256 = model.sha256;
+  plan.recipe_sha256 = recipe.sha256;
+  plan.world_size = *world;
+  plan.dense = recipe.mesh;
+  plan.expert = recipe.expert_mesh;
+  plan.buffers = recipe.buffers;
+
+  std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink);
+  passes::resolve_rules(params, recipe, sink);
+  passes::assign_stages(params, plan, recipe, sink);
+  passes::resolve_placements(params, plan, recipe, sink);
+  passes::apply_fsdp(params, plan, recipe, sink);
+  passes::resolve_ties(params, plan, model, recipe, sink);
+  passes::run_checks(params, plan, model, recipe, sink);
+  if (sink.error_count() > errors_before) return std::nullopt;
+  passes::check_strided(params, plan, sink);
+  plan.params = std::move(params);
+  for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
+    if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);
+  return plan;
+}
+
+}  // namespace shardc

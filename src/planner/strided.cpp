@@ -1,0 +1,187 @@
+// W-STRIDED (SPEC §5.3): FSDP2 over TP stores rank (f, t) at piece f of TP
+// piece t (the physical layout). Newest PyTorch DTensor (PR #163843 on)
+// reads `_StridedShard(d, sf=F)` on the FSDP axis followed by the other
+// shards of d as: chunk the dim into F pieces, chunk each into W pieces,
+// FSDP rank f takes piece f of every first-level piece (concatenated); the
+// following Shard placements then chunk that logical sequence in turn.
+// Where the two give different rows we warn; the plan stays physical.
+//
+// Checked when every other split of the FSDP dim uses `chunk` and the FSDP
+// axes come before them in mesh order (the FSDP2 + TP layout); other
+// layouts are not checked (documented in the README).
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "passes.hpp"
+#include "shard_classes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+struct Interval {
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+};
+
+// The sub-sequence [from, from+len) of a logical sequence of intervals.
+std::vector<Interval> take(const std::vector<Interval>& seq, std::int64_t from, std::int64_t len) {
+  std::vector<Interval> out;
+  for (const Interval& iv : seq) {
+    if (len <= 0) break;
+    if (from >= iv.size) {
+      from -= iv.size;
+      continue;
+    }
+    const std::int64_t n = std::min(iv.size - from, len);
+    out.push_back({iv.start + from, n});
+    len -= n;
+    from = 0;
+  }
+  return out;
+}
+
+// Rows of the newest DTensor reading for FSDP coord f and the other splits'
+// coords ks (outer first).
+std::vector<Interval> dtensor_rows(std::int64_t length, std::int64_t sf, std::int64_t w,
+                                   std::int64_t f, const std::vector<std::int64_t>& ways,
+                                   const std::vector<std::int64_t>& ks) {
+  std::vector<Interval> seq;
+  for (std::int64_t j = 0; j < sf; ++j) {
+    const Piece outer = split_piece(length, sf, j, SplitRule::Chunk);
+    const Piece inner = split_piece(outer.size, w, f, SplitRule::Chunk);
+    if (inner.size > 0) seq.push_back({outer.start + inner.start, inner.size});
+  }
+  for (std::size_t i = 0; i < ways.size(); ++i) {
+    std::int64_t total = 0;
+    for (const Interval& iv : seq) total += iv.size;
+    const Piece p = split_piece(total, ways[i], ks[i], SplitRule::Chunk);
+    seq = take(seq, p.start, p.size);
+  }
+  return seq;
+}
+
+// Physical rows: the other splits in order, then the FSDP chunk.
+Interval physical_rows(std::int64_t length, std::int64_t w, std::int64_t f,
+                       const std::vector<std::int64_t>& ways, const std::vector<std::int64_t>& ks) {
+  Interval iv{0, length};
+  for (std::size_t i = 0; i < ways.size(); ++i) {
+    const Piece p = split_piece(iv.size, ways[i], ks[i], SplitRule::Chunk);
+    iv = {iv.start + p.start, p.size};
+  }
+  const Piece p = split_piece(iv.size, w, f, SplitRule::Chunk);
+  return {iv.start + p.start, p.size};
+}
+
+bool same_rows(std::vector<Interval> got, Interval want) {
+  std::int64_t total = 0;
+  for (const Interval& iv : got) total += iv.size;
+  if (total != want.size) return false;
+  if (total == 0) return true;
+  // Rows must be exactly [want.start, want.start + size) in order.
+  std::int64_t next = want.start;
+  for (const Interval& iv : got) {
+    if (iv.start != next) return false;
+    next += iv.size;
+  }
+  return true;
+}
+
+using Key = std::tuple<std::int64_t, std::int64_t, std::vector<std::int64_t>>;
+
+// Mismatching (f, ks...) combos for one extent and split signature; cached.
+const std::vector<std::vector<std::int64_t>>& mismatches(
+    std::map<Key, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
+    std::int64_t w, const std::vector<std::int64_t>& ways) {
+  auto [it, fresh] = cache.try_emplace(Key{length, w, ways});
+  if (!fresh) return it->second;
+  std::int64_t sf = 1;
+  for (std::int64_t x : ways) sf *= x;
+  std::vector<std::int64_t> ks(ways.size(), 0);
+  for (std::int64_t f = 0; f < w; ++f) {
+    for (std::int64_t c = 0; c < sf; ++c) {
+      std::int64_t rem = c;
+      for (std::size_t i = ways.size(); i-- > 0;) {
+        ks[i] = rem % ways[i];
+        rem /= ways[i];
+      }
+      if (!same_rows(dtensor_rows(length, sf, w, f, ways, ks),
+                     physical_rows(length, w, f, ways, ks))) {
+        std::vector<std::int64_t> combo{f};
+        combo.insert(combo.end(), ks.begin(), ks.end());
+        it->second.push_back(std::move(combo));
+      }
+    }
+  }
+  return it->second;
+}
+
+// True when the param's FSDP dim has the checked layout.
+bool checkable(const PlannedParam& p) {
+  const int d = p.geometry.fsdp_dim;
+  if (d < 0) return false;
+  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+  if (chain.size() < 2) return false;
+  const int first_fsdp_axis = chain.back().axes.front();
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+    if (chain[i].rule != SplitRule::Chunk) return false;
+    for (int a : chain[i].axes)
+      if (a < first_fsdp_axis) return false;
+  }
+  return true;
+}
+
+void warn(const PlannedParam& p, const Plan& plan,
+          const std::vector<std::vector<std::int64_t>>& bad, DiagnosticSink& sink) {
+  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+  const ClassSpace cs = class_space(plan, p);
+  std::vector<std::int64_t> coords(cs.sizes.size(), 0);
+  RankSet ranks;
+  constexpr std::size_t kMaxClasses = 64;
+  for (std::size_t b = 0; b < bad.size() && b < kMaxClasses; ++b) {
+    // Spread each split coordinate over its axes (row-major).
+    auto place = [&](const DimSplit& s, std::int64_t k) {
+      for (std::size_t i = s.axes.size(); i-- > 0;) {
+        coords[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
+        k /= s.axis_sizes[i];
+      }
+    };
+    place(chain.back(), bad[b][0]);
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i) place(chain[i], bad[b][i + 1]);
+    // Other dims' axes stay at 0: list the classes at coordinate 0 elsewhere.
+    ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
+                          : ranks.unite(class_ranks(cs, coords, p.stage));
+  }
+  Diagnostic d;
+  d.severity = Severity::Warning;
+  d.code = "W-STRIDED";
+  d.loc = p.loc;
+  d.param = p.name;
+  d.rule = p.rule.match;
+  d.message = p.name + ": newest DTensor reads the _StridedShard label with different rows than "
+              "the physical FSDP2 layout on " + std::to_string(bad.size()) + " shard(s), ranks " +
+              ranks.to_string() + (bad.size() > kMaxClasses ? " and more" : "");
+  d.hint = "the plan describes the physical layout; extent " +
+           std::to_string(p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)]) +
+           " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
+           "this param";
+  sink.report(std::move(d));
+}
+
+}  // namespace
+
+void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
+                   DiagnosticSink& sink) {
+  std::map<Key, std::vector<std::vector<std::int64_t>>> cache;
+  for (const PlannedParam& p : params) {
+    if (!checkable(p)) continue;
+    const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+    std::vector<std::int64_t> ways;
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i) ways.push_back(chain[i].ways);
+    const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+    const auto& bad = mismatches(cache, length, chain.back().ways, ways);
+    if (!bad.empty()) warn(p, plan, bad, sink);
+  }
+}
+
+}  // namespace shardc::passes

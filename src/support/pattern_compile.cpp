@@ -1,0 +1,155 @@
+// Pattern compilation and `{name}` substitution (SPEC §4 "Patterns", §5.8).
+#include <algorithm>
+#include <cstddef>
+
+#include "shardc/pattern.hpp"
+#include "support/pattern_glob.hpp"
+
+namespace shardc {
+namespace {
+
+constexpr std::size_t kMaxPatternBytes = 4096;
+constexpr std::size_t kMaxSegments = 256;
+constexpr std::size_t kMaxCaptureNames = 16;
+
+bool is_identifier(std::string_view s) {
+  if (s.empty()) return false;
+  auto ident_char = [](char c, bool first) {
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    return alpha || (!first && c >= '0' && c <= '9');
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (!ident_char(s[i], i == 0)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string_view> split_segments(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = text.find('.', start);
+    if (dot == std::string_view::npos) {
+      out.push_back(text.substr(start));
+      return out;
+    }
+    out.push_back(text.substr(start, dot - start));
+    start = dot + 1;
+  }
+}
+
+// Validates a glob segment (no `**`, balanced classes, no braces).
+bool check_glob(std::string_view seg, std::string& error) {
+  if (seg.find("**") != std::string_view::npos) {
+    error = "`**` must be a whole segment (`a.**.b`), not part of `" + std::string(seg) + "`";
+    return false;
+  }
+  if (seg.find_first_of("{}") != std::string_view::npos) {
+    error = "`{name}` must be a whole segment, not part of `" + std::string(seg) + "`";
+    return false;
+  }
+  for (std::size_t i = 0; i < seg.size(); ++i) {
+    if (seg[i] != '[') continue;
+    std::size_t end = 0;
+    if (!glob_class_end(seg, i, end, error)) return false;
+    i = end - 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Pattern> Pattern::compile(std::string_view text, std::string& error) {
+  if (text.empty()) {
+    error = "empty pattern";
+    return std::nullopt;
+  }
+  if (text.size() > kMaxPatternBytes) {
+    error = "pattern longer than 4096 characters";
+    return std::nullopt;
+  }
+  std::vector<std::string_view> parts = split_segments(text);
+  if (parts.size() > kMaxSegments) {
+    error = "pattern has more than 256 segments";
+    return std::nullopt;
+  }
+  Pattern p;
+  p.text_ = std::string(text);
+  for (std::string_view part : parts) {
+    if (part.empty()) {
+      error = "empty segment in pattern `" + std::string(text) + "` (two dots, or a leading or "
+              "trailing dot)";
+      return std::nullopt;
+    }
+    Segment seg;
+    if (part == "**") {
+      if (!p.segments_.empty() && p.segments_.back().kind == Segment::Kind::DoubleStar) continue;
+      seg.kind = Segment::Kind::DoubleStar;
+      ++p.double_stars_;
+    } else if (part.front() == '{' && part.back() == '}' && part.size() >= 2) {
+      std::string_view name = part.substr(1, part.size() - 2);
+      if (!is_identifier(name)) {
+        error = "capture name `" + std::string(name) + "` is not an identifier";
+        return std::nullopt;
+      }
+      seg.kind = Segment::Kind::Capture;
+      seg.text = std::string(name);
+      auto it = std::find(p.names_.begin(), p.names_.end(), seg.text);
+      seg.bound_before = it != p.names_.end();
+      if (it == p.names_.end()) {
+        if (p.names_.size() == kMaxCaptureNames) {
+          error = "pattern has more than 16 capture names";
+          return std::nullopt;
+        }
+        p.names_.push_back(seg.text);
+        it = p.names_.end() - 1;
+      }
+      seg.slot = static_cast<int>(it - p.names_.begin());
+    } else {
+      if (!check_glob(part, error)) return std::nullopt;
+      seg.text = std::string(part);
+      seg.literal = part.find_first_of("*?[") == std::string_view::npos;
+    }
+    p.segments_.push_back(std::move(seg));
+  }
+  // A `**` can memoize failures unless a later capture repeats a name bound before it.
+  for (std::size_t i = 0; i < p.segments_.size(); ++i) {
+    if (p.segments_[i].kind != Segment::Kind::DoubleStar) continue;
+    for (std::size_t j = i + 1; j < p.segments_.size(); ++j) {
+      const Segment& later = p.segments_[j];
+      if (later.kind != Segment::Kind::Capture || !later.bound_before) continue;
+      for (std::size_t k = 0; k < i; ++k) {
+        if (p.segments_[k].kind == Segment::Kind::Capture && p.segments_[k].slot == later.slot) {
+          p.segments_[i].memo_ok = false;
+        }
+      }
+    }
+  }
+  return p;
+}
+
+std::optional<std::string> Pattern::substitute(std::string_view templ, const Captures& captures) {
+  std::string out;
+  out.reserve(templ.size() + 16);
+  std::size_t i = 0;
+  while (i < templ.size()) {
+    char c = templ[i];
+    if (c == '}') return std::nullopt;
+    if (c != '{') {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    std::size_t close = templ.find('}', i);
+    if (close == std::string_view::npos) return std::nullopt;
+    std::string_view name = templ.substr(i + 1, close - i - 1);
+    auto it = std::find_if(captures.begin(), captures.end(),
+                           [&](const auto& kv) { return kv.first == name; });
+    if (it == captures.end()) return std::nullopt;
+    out += it->second;
+    i = close + 1;
+  }
+  return out;
+}
+
+}  // namespace shardc

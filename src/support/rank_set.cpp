@@ -1,0 +1,204 @@
+// RankSet: compact rank sets (`0-7,16,3-99:8`), see include/shardc/rank_set.hpp.
+#include "shardc/rank_set.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace shardc {
+namespace {
+
+constexpr std::int64_t kMaxParsedItems = std::int64_t{1} << 24;
+
+// Greedy canonical runs over a sorted, duplicate-free list: a run of three or
+// more equally spaced ranks becomes one progression, anything else a single.
+std::vector<Progression> canonical_runs(const std::vector<std::int64_t>& r) {
+  std::vector<Progression> runs;
+  std::size_t i = 0;
+  while (i < r.size()) {
+    if (i + 2 < r.size() && r[i + 1] - r[i] == r[i + 2] - r[i + 1]) {
+      const std::int64_t stride = r[i + 1] - r[i];
+      std::size_t j = i + 2;
+      while (j + 1 < r.size() && r[j + 1] - r[j] == stride) ++j;
+      runs.push_back({r[i], stride, static_cast<std::int64_t>(j - i + 1)});
+      i = j + 1;
+    } else {
+      runs.push_back({r[i], 1, 1});
+      ++i;
+    }
+  }
+  return runs;
+}
+
+bool parse_int(std::string_view s, std::int64_t& out) {
+  if (s.empty()) return false;
+  const auto* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && p == end && out >= 0;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Parses one item: `a`, `a-b` or `a-b:s`.
+bool parse_item(std::string_view item, Progression& out, std::string& error) {
+  std::int64_t stride = 1;
+  if (auto colon = item.find(':'); colon != std::string_view::npos) {
+    if (!parse_int(trim(item.substr(colon + 1)), stride) || stride < 1) {
+      error = "bad step in '" + std::string(item) + "' (expected a positive integer)";
+      return false;
+    }
+    item = item.substr(0, colon);
+  }
+  std::int64_t a = 0;
+  std::int64_t b = 0;
+  if (auto dash = item.find('-'); dash != std::string_view::npos) {
+    if (!parse_int(trim(item.substr(0, dash)), a) || !parse_int(trim(item.substr(dash + 1)), b)) {
+      error = "bad range '" + std::string(item) + "' (expected A-B with non-negative integers)";
+      return false;
+    }
+  } else {
+    if (!parse_int(trim(item), a)) {
+      error = "bad rank '" + std::string(item) + "' (expected a non-negative integer)";
+      return false;
+    }
+    b = a;
+  }
+  if (b < a) {
+    error = "reversed range '" + std::string(item) + "'";
+    return false;
+  }
+  if ((b - a) % stride != 0) {
+    error = "range '" + std::string(item) + "' does not end on a step";
+    return false;
+  }
+  out = {a, stride, (b - a) / stride + 1};
+  return true;
+}
+
+}  // namespace
+
+RankSet RankSet::from_sorted(const std::vector<std::int64_t>& ranks) {
+  RankSet s;
+  s.runs_ = canonical_runs(ranks);
+  return s;
+}
+
+RankSet RankSet::from_progressions(std::vector<Progression> runs) {
+  // Runs from one shard class share stride and count and never continue each
+  // other's stride across a gap, so when every run has count >= 3 the greedy
+  // canonical form keeps them as they are (after merging runs that continue
+  // one another). Anything else is canonicalized through the sorted list.
+  bool uniform = !runs.empty();
+  for (const Progression& p : runs)
+    uniform = uniform && p.count >= 3 && p.stride == runs.front().stride;
+  if (!uniform) {
+    std::vector<std::int64_t> all;
+    for (const Progression& p : runs)
+      for (std::int64_t k = 0; k < p.count; ++k) all.push_back(p.start + k * p.stride);
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return from_sorted(all);
+  }
+  std::vector<Progression> out;
+  for (const Progression& p : runs) {
+    if (!out.empty() && out.back().last() + out.back().stride == p.start) {
+      out.back().count += p.count;
+    } else {
+      out.push_back(p);
+    }
+  }
+  RankSet s;
+  s.runs_ = std::move(out);
+  return s;
+}
+
+std::optional<RankSet> RankSet::parse(std::string_view text, std::int64_t world_size,
+                                      std::string& error) {
+  std::vector<Progression> items;
+  std::int64_t total = 0;
+  std::size_t pos = 0;
+  if (trim(text).empty()) {
+    error = "empty rank set";
+    return std::nullopt;
+  }
+  while (pos <= text.size()) {
+    std::size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    Progression p;
+    if (!parse_item(trim(text.substr(pos, comma - pos)), p, error)) return std::nullopt;
+    if (world_size > 0 && p.last() >= world_size) {
+      error = "rank " + std::to_string(p.last()) + " is out of range (world size " +
+              std::to_string(world_size) + ")";
+      return std::nullopt;
+    }
+    total += p.count;
+    if (total > kMaxParsedItems) {
+      error = "rank set too large";
+      return std::nullopt;
+    }
+    items.push_back(p);
+    pos = comma + 1;
+  }
+  std::vector<std::int64_t> all;
+  all.reserve(static_cast<std::size_t>(total));
+  for (const Progression& p : items)
+    for (std::int64_t k = 0; k < p.count; ++k) all.push_back(p.start + k * p.stride);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return from_sorted(all);
+}
+
+std::string RankSet::to_string() const {
+  std::string s;
+  for (const Progression& p : runs_) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(p.start);
+    if (p.count == 1) continue;
+    if (p.count == 2 && p.stride != 1) {
+      s += ',' + std::to_string(p.last());
+      continue;
+    }
+    s += '-' + std::to_string(p.last());
+    if (p.stride != 1) s += ':' + std::to_string(p.stride);
+  }
+  return s;
+}
+
+std::int64_t RankSet::size() const {
+  std::int64_t n = 0;
+  for (const Progression& p : runs_) n += p.count;
+  return n;
+}
+
+bool RankSet::contains(std::int64_t rank) const {
+  // Runs are sorted by start and do not interleave: binary search the last run
+  // starting at or before `rank`.
+  auto it = std::upper_bound(runs_.begin(), runs_.end(), rank,
+                             [](std::int64_t r, const Progression& p) { return r < p.start; });
+  if (it == runs_.begin()) return false;
+  const Progression& p = *std::prev(it);
+  return rank <= p.last() && (rank - p.start) % p.stride == 0;
+}
+
+std::vector<std::int64_t> RankSet::expand() const {
+  std::vector<std::int64_t> all;
+  all.reserve(static_cast<std::size_t>(size()));
+  for (const Progression& p : runs_)
+    for (std::int64_t k = 0; k < p.count; ++k) all.push_back(p.start + k * p.stride);
+  return all;
+}
+
+RankSet RankSet::unite(const RankSet& other) const {
+  std::vector<std::int64_t> a = expand();
+  std::vector<std::int64_t> b = other.expand();
+  std::vector<std::int64_t> u;
+  u.reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(u));
+  return from_sorted(u);
+}
+
+}  // namespace shardc

@@ -1,0 +1,11 @@
+// UTF-8 validation (no domain knowledge).
+#pragma once
+
+#include <string_view>
+
+namespace shardc {
+
+/// True when `text` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+bool is_valid_utf8(std::string_view text);
+
+}  // namespace shardc

@@ -1,0 +1,43 @@
+# End-to-end tests: the real shardc binary driven by Python runners (stdlib only).
+# Included from tests/CMakeLists.txt (which finds Python3).
+#
+#   case/<folder>       tests/cases/<folder>: golden case (expected.json) via run_case.py
+#   plan/<recipe>       plans/<recipe>.recipe.yaml: validate + compile a rank sample
+#   models/compact      plans/*.model.yaml expand to exactly the real inventories
+#
+# Cases whose feature is not implemented yet still run (and fail): they are the spec.
+
+set(SHARDC_E2E_DIR ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+
+file(GLOB SHARDC_CASE_EXPECTED CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cases/*/expected.json)
+list(SORT SHARDC_CASE_EXPECTED)
+foreach(expected IN LISTS SHARDC_CASE_EXPECTED)
+  get_filename_component(case_dir ${expected} DIRECTORY)
+  get_filename_component(case_name ${case_dir} NAME)
+  add_test(NAME case/${case_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_case.py ${case_dir}
+                   --shardc $<TARGET_FILE:shardc>)
+  set_tests_properties(case/${case_name} PROPERTIES LABELS "e2e;case" TIMEOUT 300)
+endforeach()
+
+file(GLOB SHARDC_PLAN_RECIPES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/plans/*.recipe.yaml)
+list(SORT SHARDC_PLAN_RECIPES)
+foreach(recipe IN LISTS SHARDC_PLAN_RECIPES)
+  get_filename_component(recipe_file ${recipe} NAME)
+  string(REPLACE ".recipe.yaml" "" plan_name ${recipe_file})
+  add_test(NAME plan/${plan_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_plans.py
+                   --shardc $<TARGET_FILE:shardc> ${recipe})
+  set_tests_properties(plan/${plan_name} PROPERTIES LABELS "e2e;plan" TIMEOUT 600)
+endforeach()
+
+# Pure Python: the compact models against the inventories (no binary needed) ...
+add_test(NAME models/compact
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_models_compact.py
+                 --plans ${PROJECT_SOURCE_DIR}/plans)
+set_tests_properties(models/compact PROPERTIES LABELS "e2e;models" TIMEOUT 300)
+# ... and the same models read by the real front end.
+add_test(NAME models/compact-cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_models_compact.py
+                 --plans ${PROJECT_SOURCE_DIR}/plans --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(models/compact-cli PROPERTIES LABELS "e2e;models" TIMEOUT 600)

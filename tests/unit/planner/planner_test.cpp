@@ -1,0 +1,211 @@
+#include <doctest/doctest.h>
+
+#include "fixtures.hpp"
+
+using namespace shardc;
+using namespace shardc::test;
+using V = std::vector<std::int64_t>;
+
+TEST_CASE("nested same-dim shards follow DTensor order with the DCP sentinel") {
+  Model m;
+  m.params = {param("a5", {5}), param("a2", {2}), param("a10", {10})};
+  Recipe r;
+  r.mesh = mesh({{"dp", 2}, {"tp", 4}});
+  r.rules = {rule("*", {{"dp", shard(0)}, {"tp", shard(0)}})};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  CHECK(sizes(*plan, "a5", 0) == V{1, 1, 1, 0, 1, 1, 0, 0});
+  CHECK(offsets(*plan, "a5", 0) == V{0, 1, 2, 5, 3, 4, 5, 5});
+  CHECK(offsets(*plan, "a2", 0) == V{0, 2, 2, 2, 1, 2, 2, 2});
+  CHECK(sizes(*plan, "a10", 0) == V{2, 2, 1, 0, 2, 2, 1, 0});
+}
+
+TEST_CASE("torchtitan Llama-3-8B TP 2 x FSDP 4 tok_embeddings row offsets") {
+  Model m;
+  m.params = {param("tok_embeddings.weight", {128256, 4096})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 4}, {"tp", 2}});
+  r.rules = {rule("tok_embeddings.weight", {{"tp", shard(0)}})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  CHECK(offsets(*plan, "tok_embeddings.weight", 0) ==
+        V{0, 64128, 16032, 80160, 32064, 96192, 48096, 112224});
+  CHECK(plan->params[0].placements[0].label() == "_StridedShard(0, sf=2)");
+  CHECK(plan->params[0].placements[1].label() == "Shard(0)");
+}
+
+TEST_CASE("FSDP pads every shard to the first chunk of the TP-local piece") {
+  Model m;
+  m.params = {param("e", {50, 8})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 2}, {"tp", 4}});
+  r.rules = {rule("e", {{"tp", shard(0)}})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  CHECK(sizes(*plan, "e", 0) == V{7, 7, 7, 6, 6, 6, 6, 5});
+  const auto& p = plan->params[0];
+  CHECK(shard_at(p.geometry, mesh_coords(plan->dense, 3)).padded_shape == Shape{6, 8});
+  CHECK(shard_at(p.geometry, mesh_coords(plan->dense, 7)).padded_shape == Shape{6, 8});
+  CHECK(shard_at(p.geometry, mesh_coords(plan->dense, 0)).padded_shape == Shape{7, 8});
+}
+
+TEST_CASE("FSDP on dim 1 that does not divide is E-FSDP") {
+  Model m;
+  m.params = {param("w", {4, 6})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 4}});
+  r.rules = {rule("**", {})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  r.fsdp->dim = 1;
+  DiagnosticSink sink;
+  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK(sink.has_code("E-FSDP"));
+}
+
+TEST_CASE("distinct shards carry compact replica sets") {
+  Model m;
+  m.params = {param("w", {16, 4}), param("n", {4})};
+  Recipe r;
+  r.mesh = mesh({{"dp", 4}, {"tp", 2}});
+  r.rules = {rule("w", {{"tp", shard(0)}}), rule("n", {})};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  auto shards = enumerate_shards(*plan, plan->params[0]);
+  REQUIRE(shards.size() == 2);
+  CHECK(shards[0].ranks.to_string() == "0-6:2");
+  CHECK(shards[1].ranks.to_string() == "1-7:2");
+  CHECK(shards[1].geom.global_offset == Shape{8, 0});
+  auto norm = enumerate_shards(*plan, plan->params[1]);
+  REQUIRE(norm.size() == 1);
+  CHECK(norm[0].ranks.to_string() == "0-7");
+  auto bytes = rank_bytes(*plan);
+  CHECK(bytes.param_bytes[0] == (8 * 4 + 4) * 2);
+}
+
+TEST_CASE("empty shards that share the sentinel merge into one class") {
+  Model m;
+  m.params = {param("a2", {2})};
+  Recipe r;
+  r.mesh = mesh({{"dp", 2}, {"tp", 4}});
+  r.rules = {rule("*", {{"dp", shard(0)}, {"tp", shard(0)}})};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  auto shards = enumerate_shards(*plan, plan->params[0]);
+  REQUIRE(shards.size() == 3);
+  CHECK(shards[1].ranks.to_string() == "1-3,5-7");
+  CHECK(shards[1].geom.global_offset == Shape{2});
+}
+
+TEST_CASE("heads check lists valid tp sizes") {
+  Model m;
+  m.attributes.num_attention_heads = 28;
+  m.attributes.num_key_value_heads = 4;
+  m.params = {param("model.layers.0.self_attn.q_proj.weight", {3584, 3584})};
+  Recipe r;
+  r.mesh = mesh({{"tp", 8}});
+  r.rules = {rule("**", {{"tp", shard(0)}})};
+  DiagnosticSink sink;
+  CHECK_FALSE(build_plan(m, r, sink));
+  REQUIRE(sink.has_code("E-HEADS"));
+  CHECK(sink.items()[0].hint.find("1, 2, 4") != std::string::npos);
+}
+
+TEST_CASE("pipeline auto gives extra blocks to earlier stages") {
+  Model m;
+  m.params.push_back(param("model.embed_tokens.weight", {12, 4}));
+  for (int i = 0; i < 5; ++i)
+    m.params.push_back(param("model.layers." + std::to_string(i) + ".mlp.up_proj.weight", {6, 4}));
+  m.params.push_back(param("model.norm.weight", {4}));
+  Recipe r;
+  r.mesh = mesh({{"pp", 2}, {"tp", 2}});
+  r.rules = {rule("**", {})};
+  r.pipeline = PipelineSpec{};
+  r.pipeline->axis = "pp";
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  std::vector<int> stages;
+  for (const auto& p : plan->params) stages.push_back(p.stage);
+  CHECK(stages == std::vector<int>{0, 0, 0, 0, 1, 1, 1});
+  CHECK(plan->holds(0, plan->params[0]));
+  CHECK_FALSE(plan->holds(2, plan->params[0]));
+  auto shards = enumerate_shards(*plan, plan->params[6]);
+  REQUIRE(shards.size() == 1);
+  CHECK(shards[0].ranks.to_string() == "2,3");
+}
+
+TEST_CASE("expert stacking builds [E, ...] params on the expert mesh") {
+  Model m;
+  for (int e = 0; e < 30; ++e)
+    m.params.push_back(param("l.experts." + std::to_string(e) + ".w1.weight", {2, 3}));
+  Recipe r;
+  r.mesh = mesh({{"dp", 8}});
+  r.expert_mesh = mesh({{"ep", 8}});
+  ExpertsEntry e;
+  e.match = pat("l.experts.{E}.{P}.weight");
+  e.stack = "l.experts.{P}";
+  e.placements.push_back({"ep", shard(0), {}});
+  r.experts.push_back(e);
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  REQUIRE(plan->params.size() == 1);
+  CHECK(plan->params[0].name == "l.experts.w1");
+  CHECK(plan->params[0].global_shape == Shape{30, 2, 3});
+  CHECK(plan->params[0].stacked_from.size() == 30);
+  REQUIRE(sink.has_code("W-EXPERTS"));
+  CHECK(sink.items()[0].ranges.back() == std::pair<std::int64_t, std::int64_t>{28, 30});
+}
+
+TEST_CASE("tied ends with different placements are E-TIED naming both") {
+  Model m;
+  m.params = {param("model.embed_tokens.weight", {16, 4}), param("lm_head.weight", {16, 4})};
+  m.attributes.tie_word_embeddings = true;
+  Recipe r;
+  r.mesh = mesh({{"tp", 2}});
+  r.rules = {rule("model.embed_tokens.weight", {{"tp", shard(1)}}),
+             rule("lm_head.weight", {{"tp", shard(0)}})};
+  DiagnosticSink sink;
+  CHECK_FALSE(build_plan(m, r, sink));
+  REQUIRE(sink.has_code("E-TIED"));
+  const auto& msg = sink.items()[0].message;
+  CHECK(msg.find("model.embed_tokens.weight") != std::string::npos);
+  CHECK(msg.find("lm_head.weight") != std::string::npos);
+}
+
+TEST_CASE("W-STRIDED fires only where the DTensor reading differs") {
+  SUBCASE("L=5 over W=2, T=2 agrees") {
+    Model m;
+    m.params = {param("w", {5})};
+    Recipe r;
+    r.mesh = mesh({{"dp_shard", 2}, {"tp", 2}});
+    r.rules = {rule("w", {{"tp", shard(0)}})};
+    r.fsdp = FsdpSpec{};
+    r.fsdp->shard = {"dp_shard"};
+    DiagnosticSink sink;
+    REQUIRE(build_plan(m, r, sink));
+    CHECK_FALSE(sink.has_code("W-STRIDED"));
+  }
+  SUBCASE("L=9 over W=4, T=2 differs") {
+    Model m;
+    m.params = {param("w", {9})};
+    Recipe r;
+    r.mesh = mesh({{"dp_shard", 4}, {"tp", 2}});
+    r.rules = {rule("w", {{"tp", shard(0)}})};
+    r.fsdp = FsdpSpec{};
+    r.fsdp->shard = {"dp_shard"};
+    DiagnosticSink sink;
+    REQUIRE(build_plan(m, r, sink));
+    CHECK(sink.has_code("W-STRIDED"));
+  }
+}

@@ -1,0 +1,49 @@
+#include <doctest/doctest.h>
+
+#include "shardc/rank_set.hpp"
+
+using namespace shardc;
+
+TEST_CASE("rank sets print in the compact range syntax with steps") {
+  CHECK(RankSet::from_sorted({0, 1, 2, 3, 4, 5, 6, 7, 16, 20, 21, 22, 23}).to_string() ==
+        "0-7,16,20-23");
+  CHECK(RankSet::from_sorted({3, 11, 19, 27}).to_string() == "3-27:8");
+  CHECK(RankSet::from_sorted({0, 5}).to_string() == "0,5");
+  CHECK(RankSet::from_sorted({4}).to_string() == "4");
+}
+
+TEST_CASE("structural progressions print like the sorted list") {
+  auto a = RankSet::from_progressions({{0, 1, 4}, {8, 1, 4}});
+  CHECK(a.to_string() == RankSet::from_sorted({0, 1, 2, 3, 8, 9, 10, 11}).to_string());
+  auto b = RankSet::from_progressions({{0, 5, 2}, {10, 5, 2}});
+  CHECK(b.to_string() == RankSet::from_sorted({0, 5, 10, 15}).to_string());
+  auto c = RankSet::from_progressions({{0, 2, 3}, {6, 2, 3}});
+  CHECK(c.to_string() == "0-10:2");
+}
+
+TEST_CASE("rank sets parse, round-trip and reject bad input") {
+  std::string err;
+  auto s = RankSet::parse("0-7,16,20-23", 64, err);
+  REQUIRE(s);
+  CHECK(s->size() == 13);
+  CHECK(s->contains(16));
+  CHECK_FALSE(s->contains(17));
+  CHECK(s->to_string() == "0-7,16,20-23");
+  auto t = RankSet::parse("3-99:8", 0, err);
+  REQUIRE(t);
+  CHECK(t->to_string() == "3-99:8");
+  CHECK(t->contains(99));
+  CHECK_FALSE(t->contains(98));
+  CHECK_FALSE(RankSet::parse("7-3", 64, err));
+  CHECK_FALSE(RankSet::parse("64", 64, err));
+  CHECK_FALSE(RankSet::parse("a", 64, err));
+  CHECK_FALSE(RankSet::parse("", 64, err));
+  CHECK_FALSE(RankSet::parse("0-9:4", 64, err));
+  CHECK_FALSE(RankSet::parse("-1", 64, err));
+}
+
+TEST_CASE("union of rank sets") {
+  auto a = RankSet::from_sorted({1, 2, 3});
+  auto b = RankSet::from_sorted({5, 6, 7});
+  CHECK(a.unite(b).to_string() == "1-3,5-7");
+}

@@ -1,0 +1,42 @@
+# Shared set-up for tools/run and tools/test (sourced, not executed).
+# Installs the Debian packages the build and tests need, only when one is missing.
+
+SHARDC_DEB_PACKAGES=(
+  build-essential cmake ninja-build g++
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev doctest-dev libssl-dev
+  python3 python3-jsonschema python3-yaml
+  clang        # libFuzzer and sanitizer builds
+  clang-format # tools/format
+  ccache       # compiler launcher when present
+)
+
+shardc_ensure_packages() {
+  local missing=() pkg
+  for pkg in "${SHARDC_DEB_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  echo "shardc: installing missing Debian packages: ${missing[*]}" >&2
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+}
+
+# Extra CMake arguments every configure uses (ccache as launcher when installed).
+shardc_cmake_common_args() {
+  local args=(-G Ninja)
+  if command -v ccache >/dev/null 2>&1; then
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  printf '%s\n' "${args[@]}"
+}
+
+shardc_jobs() {
+  nproc 2>/dev/null || echo 2
+}
