@@ -82,8 +82,8 @@ std::string plural(std::size_t n, std::string_view word) {
 }
 
 std::string count_line(const DiagnosticSink& sink) {
-  std::string s = plural(sink.error_count(), "error") + ", " +
-                  plural(sink.warning_count(), "warning");
+  std::string s =
+      plural(sink.error_count(), "error") + ", " + plural(sink.warning_count(), "warning");
   if (sink.dropped() > 0) s += " (and " + std::to_string(sink.dropped()) + " more not shown)";
   return s + "\n";
 }
@@ -95,12 +95,23 @@ std::string gh_escape(std::string_view s, bool property) {
   out.reserve(s.size());
   for (const char c : s) {
     switch (c) {
-      case '%': out += "%25"; break;
-      case '\r': out += "%0D"; break;
-      case '\n': out += "%0A"; break;
-      case ':': out += property ? "%3A" : ":"; break;
-      case ',': out += property ? "%2C" : ","; break;
-      default: out += c;
+      case '%':
+        out += "%25";
+        break;
+      case '\r':
+        out += "%0D";
+        break;
+      case '\n':
+        out += "%0A";
+        break;
+      case ':':
+        out += property ? "%3A" : ":";
+        break;
+      case ',':
+        out += property ? "%2C" : ",";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -108,9 +119,12 @@ std::string gh_escape(std::string_view s, bool property) {
 
 const char* gh_command(Severity s) {
   switch (s) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    case Severity::Note: return "notice";
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Note:
+      return "notice";
   }
   return "error";
 }

@@ -3,13 +3,13 @@
 // The driver never reads argv or writes to std::cout itself.
 #include <unistd.h>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <functional>
 #include <iostream>
 #include <map>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "shardc/driver.hpp"
 
@@ -31,8 +31,7 @@ const std::map<std::string, shardc::DiagFormat> kDiagFormats = {
     {"github", shardc::DiagFormat::Github}};
 
 void add_inputs(CLI::App& cmd, Cli& cli) {
-  cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")
-      ->required();
+  cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")->required();
   cmd.add_option("RECIPE", cli.common.recipe_path, "Sharding recipe (YAML)")->required();
 }
 
@@ -137,9 +136,7 @@ void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan or rank");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
-  cmd->callback([&] {
-    cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); };
-  });
+  cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });
 }
 
 void setup_logging(const Cli& cli) {
@@ -156,6 +153,7 @@ void setup_logging(const Cli& cli) {
 int run(int argc, char** argv) {
   CLI::App app{"shardc: compile a sharding recipe and a model into per-rank plans"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags also work after the subcommand
   app.set_version_flag("--version", shardc::version());
   Cli cli;
   cli.common.progress = ::isatty(2) != 0;

@@ -18,8 +18,8 @@ namespace {
 using driver::path_join;
 
 // The ranks whose files to write: --ranks, or every rank.
-std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& opt,
-                                                        const Plan& plan, std::ostream& err) {
+std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& opt, const Plan& plan,
+                                                        std::ostream& err) {
   if (!opt.rank_files) return std::vector<std::int64_t>{};
   if (!opt.ranks) {
     std::vector<std::int64_t> all(static_cast<std::size_t>(plan.world_size));
@@ -60,15 +60,16 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
       << mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
       << driver::group_digits(count) << " elements), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
-  out << "per-rank param bytes: min " << driver::gib(lo) << " GiB, median "
-      << driver::gib(lower_median(b)) << " GiB, max " << driver::gib(hi) << " GiB\n";
+  out << "per-rank param bytes: min " << driver::human_bytes(lo) << ", median "
+      << driver::human_bytes(lower_median(b)) << ", max " << driver::human_bytes(hi) << "\n";
   out << "wrote " << path_join(opt.out_dir, "plan.json");
-  if (opt.rank_files) out << " and " << files << " rank files in " << path_join(opt.out_dir, "ranks");
+  if (opt.rank_files)
+    out << " and " << files << " rank files in " << path_join(opt.out_dir, "ranks");
   out << "\n";
 }
 
-bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir,
-                FileSystem& fs, std::ostream& err) {
+bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir, FileSystem& fs,
+                std::ostream& err) {
   const std::string path = path_join(dir, "plan.json");
   std::string error;
   if (!fs.write_atomic(path, render_plan_json(plan, bytes), error)) {

@@ -108,8 +108,9 @@ void print_expert_ranges(const Plan& plan, const PlannedParam& p, std::ostream& 
 
 void print_stacked(const Plan& plan, const PlannedParam& p, std::ostream& out) {
   if (p.stacked_from.empty()) return;
-  field(out, "stacked from", std::to_string(p.stacked_from.size()) + " experts: " +
-                                 p.stacked_from.front() + " ... " + p.stacked_from.back());
+  field(out, "stacked from",
+        std::to_string(p.stacked_from.size()) + " experts: " + p.stacked_from.front() + " ... " +
+            p.stacked_from.back());
   out << "  experts per coordinate:\n";
   print_expert_ranges(plan, p, out);
 }
@@ -121,8 +122,9 @@ void print_fsdp(const Plan& plan, const PlannedParam& p, std::ostream& out) {
     return;
   }
   (void)plan;
-  field(out, "fsdp", "dim " + std::to_string(g.fsdp_dim) + " over " + std::to_string(g.fsdp_ways) +
-                         " ranks (chunk; each shard padded to the first chunk, see padded)");
+  field(out, "fsdp",
+        "dim " + std::to_string(g.fsdp_dim) + " over " + std::to_string(g.fsdp_ways) +
+            " ranks (chunk; each shard padded to the first chunk, see padded)");
 }
 
 void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {

@@ -48,8 +48,8 @@ void print_header(const Plan& plan, std::int64_t rank, std::ostream& out) {
 }
 
 // Adds p's row; counts it unless it is an alias of a param on this rank.
-void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
-             driver::TextTable& table, Totals& totals) {
+void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p, driver::TextTable& table,
+             Totals& totals) {
   const auto coords = mesh_coords(plan.mesh_of(p), rank);
   const ShardGeom g = shard_at(p.geometry, coords);
   const std::int64_t bytes = numel(g.local_shape) * element_size(p.dtype);
@@ -88,9 +88,9 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;
   if (opt.rank < 0 || opt.rank >= plan.world_size) {
-    driver::print_error(err, "--rank " + std::to_string(opt.rank) + " is out of range (world size " +
-                                 std::to_string(plan.world_size) + ": ranks 0-" +
-                                 std::to_string(plan.world_size - 1) + ")");
+    driver::print_error(err, "--rank " + std::to_string(opt.rank) +
+                                 " is out of range (world size " + std::to_string(plan.world_size) +
+                                 ": ranks 0-" + std::to_string(plan.world_size - 1) + ")");
     return ExitCode::Usage;
   }
   if (opt.format == InspectFormat::Json) {

@@ -47,8 +47,7 @@ bool prepare_out_dir(const std::string& dir, bool force, FileSystem& fs, std::os
       return false;
     }
   } else if (!entries->empty() &&
-             std::find(entries->begin(), entries->end(), kMarkerName) == entries->end() &&
-             !force) {
+             std::find(entries->begin(), entries->end(), kMarkerName) == entries->end() && !force) {
     print_error(err, "output directory '" + dir +
                          "' is not empty and was not written by shardc (no " + kMarkerName +
                          " file); choose an empty directory or pass --force");

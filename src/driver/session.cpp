@@ -83,9 +83,15 @@ void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream&
   const DiagnosticSink& sink = s.sink;
   if (sink.items().empty() && sink.dropped() == 0) return;
   switch (opt.diag_format) {
-    case DiagFormat::Text: os << render_diagnostics_text(sink, s.sources); break;
-    case DiagFormat::Json: os << render_diagnostics_json(sink); break;
-    case DiagFormat::Github: os << render_diagnostics_github(sink); break;
+    case DiagFormat::Text:
+      os << render_diagnostics_text(sink, s.sources);
+      break;
+    case DiagFormat::Json:
+      os << render_diagnostics_json(sink);
+      break;
+    case DiagFormat::Github:
+      os << render_diagnostics_github(sink);
+      break;
   }
   if (opt.strict && !sink.has_errors() && sink.warning_count() > 0 &&
       opt.diag_format == DiagFormat::Text) {

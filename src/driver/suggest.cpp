@@ -30,7 +30,8 @@ std::vector<std::string> closest_names(std::string_view query,
   std::vector<std::string> out;
   for (const auto& n : names) {
     if (out.size() >= max) return out;
-    if (!query.empty() && (n.find(query) != std::string::npos || query.find(n) != std::string::npos)) {
+    if (!query.empty() &&
+        (n.find(query) != std::string::npos || query.find(n) != std::string::npos)) {
       out.push_back(n);
     }
   }

@@ -20,12 +20,6 @@ std::string human_bytes(std::int64_t bytes) {
   return buf.data();
 }
 
-std::string gib(std::int64_t bytes) {
-  std::array<char, 32> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-  return buf.data();
-}
-
 std::string shape_text(const Shape& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

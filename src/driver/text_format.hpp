@@ -12,8 +12,6 @@ namespace shardc::driver {
 
 /// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
 std::string human_bytes(std::int64_t bytes);
-/// Bytes in GiB with two decimals, e.g. "0.94".
-std::string gib(std::int64_t bytes);
 /// "[4096, 4096]", "[]".
 std::string shape_text(const Shape& shape);
 /// 8030261248 -> "8,030,261,248".

@@ -90,7 +90,7 @@ def check_recipe(recipe: Path, shardc: str) -> list[str]:
     try:
         out = tmp / "out"
         proc = run([shardc, "compile", str(model), str(recipe), "-o", str(out), "--force",
-                    "--quiet", "--ranks", ",".join(map(str, ranks))])
+                    "--ranks", ",".join(map(str, ranks))])
         if proc.returncode != 0:
             return [f"compile exited {proc.returncode}:\n{tail(proc.stdout)}\n{tail(proc.stderr)}"]
         plan = json.loads((out / "plan.json").read_text())

@@ -307,7 +307,7 @@ def check_cli(path: Path, inv: dict, shardc: str, errors: list[str]) -> None:
         recipe.write_text(TRIVIAL_RECIPE)
         out = Path(tmp) / "out"
         cmd = [shardc, "compile", str(path), str(recipe), "-o", str(out),
-               "--no-rank-files", "--force", "--quiet"]
+               "--no-rank-files", "--force"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             errors.append(f"{path.name}: `{' '.join(cmd)}` exited {proc.returncode}:\n"

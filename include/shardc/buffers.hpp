@@ -1,0 +1,165 @@
+// Buffer-packing layouts for fused all-gathers (SPEC §6.3).
+//
+// Two kinds:
+//  * muon_allgather: hyper-parallel's Muon optimizer gathers each param's
+//    shards back to the global tensor before Newton-Schulz, one stage per
+//    sharding split, innermost split first (the reverse of the order the
+//    splits were applied: rule placements in mesh order, then FSDP).
+//  * fsdp2_allgather: PyTorch FSDP2's per-unit all-gather of padded shards.
+//
+// Layouts are computed in two steps so that a plan with many ranks does
+// not redo rank-independent work: `plan_*` once per plan (groups, units,
+// batches, owners), then `*_for_rank` per rank (shapes, offsets).
+// All numel / offset fields are in ELEMENTS of the param's dtype unless a
+// struct says otherwise (FSDP2 byte units for mixed-dtype units).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardc/plan.hpp"
+
+namespace shardc {
+
+// ---------------------------------------------------------------- muon --
+
+/// One param of a muon group: the layout key members and its stages.
+struct MuonBatch {
+  DType dtype = DType::BFloat16;
+  std::vector<std::size_t> params;  ///< indices into Plan::params, group order
+};
+
+/// A muon layout group: params of one stage sharing a layout key (mesh,
+/// axis -> sharded tensor dim, ndim), in first-appearance order.
+struct MuonGroup {
+  std::string key;  ///< readable layout key, e.g. "dense ndim=2 dp_shard:0 tp:0"
+  MeshKind mesh = MeshKind::Dense;
+  int stage = 0;
+  std::vector<std::size_t> params;  ///< indices into Plan::params
+  /// The splits gathered, in stage order (innermost split first): each is
+  /// (tensor dim, index of the DimSplit in that dim's chain). Splits whose
+  /// ways == 1 are omitted.
+  std::vector<std::pair<int, int>> splits;
+  /// Mesh axes of the replicate grid: the mesh's axes that shard nothing
+  /// and are not the pipeline axis.
+  std::vector<int> replicate_axes;
+  /// Owner coordinate on the replicate grid per param (same order as
+  /// `params`): largest global numel first, then input order, to the least
+  /// loaded coordinate, ties to the lowest coordinate (hyper-parallel).
+  std::vector<std::vector<std::int64_t>> owners;
+  /// Batches of at most `max_batch_numel` global elements (a batch closes
+  /// once it reaches the cap), one dtype each, in first-appearance order.
+  std::vector<MuonBatch> batches;
+};
+
+struct MuonPlan {
+  std::int64_t alignment_bytes = 512;
+  std::int64_t max_batch_numel = 0;
+  std::vector<MuonGroup> groups;  ///< all stages, stage-major
+  /// Params held but not communicated (requires_grad false, ndim < 2, or an
+  /// alias sharing its source's storage), per stage, model order.
+  std::vector<std::vector<std::size_t>> not_communicated;
+};
+
+/// Builds the rank-independent part. Cost O(params x log grid).
+MuonPlan plan_muon(const Plan& plan, const BufferSpec& spec);
+
+/// One param in one stage of a muon all-gather, for one rank.
+struct MuonStageParam {
+  std::size_t param = 0;
+  int tensor_dim = 0;
+  std::vector<std::int64_t> split_sizes;  ///< every member's extent on tensor_dim
+  std::vector<Shape> rank_shapes;         ///< every member's current shape
+  Shape pad_shape;                        ///< element-wise max of rank_shapes
+  std::int64_t offset = 0;                ///< into the packed buffer, elements
+  std::int64_t actual_numel = 0;          ///< this rank's elements
+  std::int64_t padded_numel = 0;          ///< numel(pad_shape) rounded to alignment
+};
+
+struct MuonStage {
+  std::vector<int> axes;            ///< mesh axes gathered (several = flattened FSDP)
+  std::vector<std::int64_t> ranks;  ///< the group's global ranks, by split coordinate
+  std::int64_t index = 0;           ///< this rank's position in `ranks`
+  std::vector<MuonStageParam> params;
+  std::int64_t total_numel = 0;     ///< sum of padded_numel
+  std::int64_t gathered_numel = 0;  ///< total_numel x ranks.size()
+};
+
+/// One narrow of the slice-back recipe: update.narrow(dim, start, length).
+struct SliceStep {
+  int dim = 0;
+  std::int64_t start = 0;
+  std::int64_t length = 0;
+};
+
+struct MuonRankBatch {
+  DType dtype = DType::BFloat16;
+  std::vector<MuonStage> stages;
+};
+
+struct MuonRankGroup {
+  const MuonGroup* group = nullptr;
+  std::vector<MuonRankBatch> batches;
+  std::vector<std::int64_t> replicate_coord;  ///< this rank on the replicate grid
+  /// Per param (group order): the narrows, last stage first, that cut this
+  /// rank's piece out of the full (global) update.
+  std::vector<std::vector<SliceStep>> slice_back;
+};
+
+struct MuonRankLayout {
+  std::vector<MuonRankGroup> groups;  ///< groups of this rank's stage
+  const std::vector<std::size_t>* not_communicated = nullptr;
+};
+
+/// The layout `rank` packs. Cost O(params x stages x group size).
+MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_t rank);
+
+// --------------------------------------------------------------- fsdp2 --
+
+/// One FSDP unit buffer: params of one unit on one mesh, model order.
+struct Fsdp2Unit {
+  std::string name;  ///< module prefix ("" = root), e.g. "model.layers.3"
+  MeshKind mesh = MeshKind::Dense;
+  int stage = 0;
+  std::vector<std::size_t> params;  ///< FSDP-sharded, aliases excluded
+  bool byte_units = false;          ///< mixed dtypes: offsets and numels in bytes
+};
+
+struct Fsdp2Plan {
+  std::vector<Fsdp2Unit> units;  ///< in order of their first param
+  /// Params held but in no buffer (not FSDP-sharded, or aliases), per stage.
+  std::vector<std::vector<std::size_t>> not_communicated;
+};
+
+/// Assigns params to units: each pattern names the shortest module prefix
+/// of the FQN it matches; the deepest such prefix over all patterns wins.
+/// Params no pattern matches go to the root unit "".
+Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec);
+
+struct Fsdp2Param {
+  std::size_t param = 0;
+  std::int64_t offset = 0;        ///< in this rank's slot (elements, or bytes)
+  std::int64_t padded_numel = 0;  ///< elements, or bytes
+  Shape padded_shape;
+  Shape local_shape;
+  Shape unsharded_shape;  ///< the TP/EP-local shape the all-gather rebuilds
+};
+
+struct Fsdp2RankUnit {
+  const Fsdp2Unit* unit = nullptr;
+  std::vector<std::int64_t> ranks;  ///< the FSDP group, by FSDP coordinate
+  std::int64_t index = 0;           ///< this rank's position in `ranks`
+  std::vector<Fsdp2Param> params;
+  std::int64_t total = 0;           ///< per-rank slot size (elements, or bytes)
+  std::int64_t total_bytes = 0;
+};
+
+struct Fsdp2RankLayout {
+  std::vector<Fsdp2RankUnit> units;
+  const std::vector<std::size_t>* not_communicated = nullptr;
+};
+
+Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::int64_t rank);
+
+}  // namespace shardc

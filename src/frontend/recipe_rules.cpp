@@ -1,0 +1,173 @@
+// Recipe `rules` and `experts` entries, placements and patterns (SPEC §4, §5.4).
+#include <algorithm>
+#include <string>
+
+#include "frontend/recipe_internal.hpp"
+
+namespace shardc::fe {
+namespace {
+
+constexpr std::string_view kPatternHint =
+    "patterns are dot-separated segments: `*` within a segment, `**` any number of segments, "
+    "`?` one character, `[abc]` a class, `{name}` a whole segment";
+constexpr std::string_view kPlacementHint =
+    "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max); "
+    "hyper-parallel DSL: shard(d), replicate, partial";
+
+std::optional<std::vector<Pattern>> parse_match_list(const Node& n, Reader& r) {
+  if (n.is_seq() && n.items.empty()) {
+    r.error(n, "`match` is an empty list", "give one pattern or a list of patterns");
+    return std::nullopt;
+  }
+  if (!n.is_seq()) {
+    std::optional<Pattern> p = parse_pattern(n, r);
+    if (!p) return std::nullopt;
+    return std::vector<Pattern>{std::move(*p)};
+  }
+  std::vector<Pattern> out;
+  bool ok = true;
+  for (const Node& item : n.items) {
+    std::optional<Pattern> p = parse_pattern(item, r);
+    ok = p.has_value() && ok;
+    if (p) out.push_back(std::move(*p));
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+std::optional<Rule> parse_rule(const Node& n, Reader& r) {
+  if (!r.expect_map(n, "a rule")) return std::nullopt;
+  bool ok = r.check_keys(n, {"match", "placements", "uneven"}, "a rule");
+  Rule rule;
+  rule.loc = r.loc(n);
+  const Node* match = n.find("match");
+  const Node* placements = n.find("placements");
+  if (match == nullptr || placements == nullptr) {
+    r.error(n, std::string("a rule needs `") + (match == nullptr ? "match" : "placements") + "`",
+            "e.g. `- {match: \"model.layers.*.mlp.down_proj.weight\", placements: {tp: "
+            "Shard(1)}}`; use `placements: {}` for replicated");
+    return std::nullopt;
+  }
+  std::optional<std::vector<Pattern>> patterns = parse_match_list(*match, r);
+  std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
+  ok = patterns && places && ok;
+  if (const Node* uneven = n.find("uneven")) {
+    rule.uneven = parse_split_rule(*uneven, r);
+    ok = rule.uneven.has_value() && ok;
+  }
+  if (!ok) return std::nullopt;
+  rule.match = std::move(*patterns);
+  rule.placements = std::move(*places);
+  return rule;
+}
+
+// `stack` may use every capture of `match` except {E}, and must use all of
+// them, else two groups would get the same stacked name.
+bool check_stack(const Node& stack, const Pattern& match, Reader& r) {
+  Captures probe;
+  for (const std::string& name : match.capture_names()) {
+    if (name != "E") probe.emplace_back(name, "x");
+  }
+  if (!Pattern::substitute(stack.text, probe)) {
+    r.error(stack, "`stack` " + describe(stack) + " uses a capture that `match` does not bind "
+                   "(or {E}, or an unbalanced brace)",
+            "`stack` may use the captures of `match` other than {E}");
+    return false;
+  }
+  for (const auto& [name, value] : probe) {
+    if (stack.text.find("{" + name + "}") == std::string::npos) {
+      r.error(stack, "`stack` " + describe(stack) + " does not use the capture {" + name + "}",
+              "every capture but {E} must appear in `stack`, or stacked names would collide");
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<ExpertsEntry> parse_expert(const Node& n, Reader& r) {
+  if (!r.expect_map(n, "an `experts` entry")) return std::nullopt;
+  bool ok = r.check_keys(n, {"match", "stack", "placements", "uneven"}, "an `experts` entry");
+  const Node* match = n.find("match");
+  const Node* stack = n.find("stack");
+  const Node* placements = n.find("placements");
+  if (match == nullptr || stack == nullptr || placements == nullptr) {
+    r.error(n, "an `experts` entry needs `match`, `stack` and `placements`",
+            "e.g. {match: \"model.layers.{L}.mlp.experts.{E}.{P}.weight\", stack: "
+            "\"model.layers.{L}.mlp.experts.{P}\", placements: {ep: Shard(0)}}");
+    return std::nullopt;
+  }
+  ExpertsEntry e;
+  e.loc = r.loc(n);
+  std::optional<Pattern> pattern = parse_pattern(*match, r);
+  const auto& names = pattern ? pattern->capture_names() : std::vector<std::string>{};
+  if (pattern && std::find(names.begin(), names.end(), "E") == names.end()) {
+    r.error(*match, "`match` " + describe(*match) + " has no {E} capture",
+            "mark the expert index segment with {E}, e.g. `...experts.{E}.{P}.weight`");
+    pattern.reset();
+  }
+  std::optional<std::string> stack_text = r.get_string(*stack, "`stack`");
+  ok = pattern && stack_text && check_stack(*stack, *pattern, r) && ok;
+  std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
+  ok = places && ok;
+  if (const Node* uneven = n.find("uneven")) {
+    e.uneven = parse_split_rule(*uneven, r);
+    ok = e.uneven.has_value() && ok;
+  }
+  if (!ok) return std::nullopt;
+  e.match = std::move(*pattern);
+  e.stack = std::move(*stack_text);
+  e.placements = std::move(*places);
+  return e;
+}
+
+}  // namespace
+
+std::optional<Pattern> parse_pattern(const Node& n, Reader& r) {
+  std::optional<std::string> text = r.get_string(n, "a pattern");
+  if (!text) return std::nullopt;
+  std::string why;
+  std::optional<Pattern> p = Pattern::compile(*text, why);
+  if (!p) r.error(n, "bad pattern " + describe(n) + ": " + why, std::string(kPatternHint));
+  return p;
+}
+
+std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader& r) {
+  std::vector<AxisPlacement> out;
+  if (n.is_null()) return out;
+  if (!r.expect_map(n, "`placements`")) return std::nullopt;
+  bool ok = r.check_duplicates(n, "`placements`");
+  for (const Node& entry : n.items) {
+    std::optional<Placement> p;
+    if (entry.is_scalar()) p = parse_placement(entry.text);
+    if (!p) {
+      r.error(r.loc(entry), "unparseable placement " + describe(entry) + " for axis `" +
+                                entry.key + "`", std::string(kPlacementHint), "E-PLACEMENT");
+      ok = false;
+      continue;
+    }
+    out.push_back(AxisPlacement{entry.key, std::move(*p), r.key_loc(entry)});
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+std::vector<Rule> parse_rules(const Node& n, Reader& r) {
+  std::vector<Rule> out;
+  if (n.is_null() || !r.expect_seq(n, "`rules`")) return out;
+  out.reserve(n.items.size());
+  for (const Node& item : n.items) {
+    if (std::optional<Rule> rule = parse_rule(item, r)) out.push_back(std::move(*rule));
+  }
+  return out;
+}
+
+std::vector<ExpertsEntry> parse_experts(const Node& n, Reader& r) {
+  std::vector<ExpertsEntry> out;
+  if (n.is_null() || !r.expect_seq(n, "`experts`")) return out;
+  for (const Node& item : n.items) {
+    if (std::optional<ExpertsEntry> e = parse_expert(item, r)) out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+}  // namespace shardc::fe

@@ -1,0 +1,119 @@
+#include <doctest/doctest.h>
+
+#include "fixtures.hpp"
+#include "shardc/buffers.hpp"
+
+using namespace shardc;
+using namespace shardc::test;
+using V = std::vector<std::int64_t>;
+
+namespace {
+Plan plan_of(Model m, Recipe r) {
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  return *plan;
+}
+BufferSpec muon_spec() { return BufferSpec{}; }
+}  // namespace
+
+TEST_CASE("muon layout of a [10,7] bf16 Shard(0) over 4 ranks") {
+  Model m;
+  m.params = {param("w", {10, 7}, DType::BFloat16), param("v", {3, 5}, DType::Float32)};
+  Recipe r;
+  r.mesh = mesh({{"tp", 4}});
+  r.rules = {rule("*", {{"tp", shard(0)}})};
+  Plan plan = plan_of(m, r);
+  MuonPlan muon = plan_muon(plan, muon_spec());
+  REQUIRE(muon.groups.size() == 1);
+  CHECK(muon.groups[0].batches.size() == 2);  // one per dtype
+  auto layout = muon_for_rank(muon, plan, 3);
+  REQUIRE(layout.groups.size() == 1);
+  const auto& b0 = layout.groups[0].batches[0];
+  REQUIRE(b0.stages.size() == 1);
+  const auto& st = b0.stages[0];
+  CHECK(st.ranks == V{0, 1, 2, 3});
+  CHECK(st.index == 3);
+  const auto& w = st.params[0];
+  CHECK(w.split_sizes == V{3, 3, 3, 1});
+  CHECK(w.pad_shape == Shape{3, 7});
+  CHECK(w.padded_numel == 256);
+  CHECK(w.actual_numel == 7);
+  CHECK(st.gathered_numel == 1024);
+  const auto& v = layout.groups[0].batches[1].stages[0].params[0];
+  CHECK(v.split_sizes == V{1, 1, 1, 0});
+  CHECK(v.padded_numel == 128);
+  CHECK(v.actual_numel == 0);
+  // Slice-back for rank 3: rows 9..9 of w.
+  REQUIRE(layout.groups[0].slice_back[0].size() == 1);
+  CHECK(layout.groups[0].slice_back[0][0].start == 9);
+  CHECK(layout.groups[0].slice_back[0][0].length == 1);
+}
+
+TEST_CASE("muon stages gather the FSDP split before the TP split") {
+  Model m;
+  m.params = {param("w", {8, 4})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 2}, {"tp", 2}});
+  r.rules = {rule("w", {{"tp", shard(0)}})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  Plan plan = plan_of(m, r);
+  auto layout = muon_for_rank(plan_muon(plan, muon_spec()), plan, 1);
+  const auto& stages = layout.groups[0].batches[0].stages;
+  REQUIRE(stages.size() == 2);
+  CHECK(stages[0].ranks == V{1, 3});  // dp_shard group of rank 1 (tp=1)
+  CHECK(stages[0].params[0].split_sizes == V{2, 2});
+  CHECK(stages[1].ranks == V{0, 1});  // tp group
+  CHECK(stages[1].params[0].split_sizes == V{4, 4});
+  const auto& sb = layout.groups[0].slice_back[0];
+  REQUIRE(sb.size() == 2);
+  CHECK(sb[0].start == 4);  // tp first when slicing back
+  CHECK(sb[1].start == 0);
+}
+
+TEST_CASE("muon owners go largest first to the least loaded replicate coordinate") {
+  Model m;
+  m.params = {param("a", {4, 4}), param("b", {8, 8}), param("c", {2, 2}), param("d", {8, 8})};
+  Recipe r;
+  r.mesh = mesh({{"dp", 2}, {"tp", 2}});
+  r.rules = {rule("*", {{"tp", shard(0)}})};
+  Plan plan = plan_of(m, r);
+  MuonPlan muon = plan_muon(plan, muon_spec());
+  const auto& owners = muon.groups[0].owners;
+  CHECK(owners[1] == V{0});  // b: first largest
+  CHECK(owners[3] == V{1});  // d
+  CHECK(owners[0] == V{0});  // a: tie -> lowest
+  CHECK(owners[2] == V{1});  // c
+}
+
+TEST_CASE("fsdp2 units take the deepest matching module prefix") {
+  Model m;
+  m.params = {param("model.embed.weight", {10, 4}), param("model.layers.0.w", {6, 4}),
+              param("model.layers.0.n", {4}, DType::Float32), param("model.layers.1.w", {6, 4})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 4}});
+  r.rules = {rule("**", {})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  BufferSpec spec;
+  spec.kind = BufferKind::Fsdp2AllGather;
+  spec.units = {pat("model.layers.{i}"), pat("**")};
+  Plan plan = plan_of(m, r);
+  Fsdp2Plan f = plan_fsdp2(plan, spec);
+  REQUIRE(f.units.size() == 3);
+  CHECK(f.units[0].name == "");
+  CHECK(f.units[1].name == "model.layers.0");
+  CHECK(f.units[1].byte_units);
+  CHECK_FALSE(f.units[2].byte_units);
+  auto layout = fsdp2_for_rank(f, plan, 3);
+  const auto& u0 = layout.units[0];
+  CHECK(u0.ranks == V{0, 1, 2, 3});
+  CHECK(u0.params[0].padded_shape == Shape{3, 4});
+  CHECK(u0.params[0].local_shape == Shape{1, 4});
+  CHECK(u0.total == 12);
+  const auto& u1 = layout.units[1];
+  CHECK(u1.params[0].padded_numel == 2 * 4 * 2);  // bytes
+  CHECK(u1.params[1].offset == 16);
+  CHECK(u1.params[1].padded_numel == 4);  // [1] float32 -> 4 bytes
+}
