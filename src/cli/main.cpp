@@ -9,7 +9,6 @@
 #include <exception>
 #include <functional>
 #include <iostream>
-#include <map>
 
 #include "shardc/driver.hpp"
 
@@ -22,13 +21,17 @@ struct Cli {
   bool quiet = false;
   int verbose = 0;
   shardc::CommonOptions common;
+  std::string diag_format = "text";
   std::function<ExitCode()> run;
-};
 
-const std::map<std::string, shardc::DiagFormat> kDiagFormats = {
-    {"text", shardc::DiagFormat::Text},
-    {"json", shardc::DiagFormat::Json},
-    {"github", shardc::DiagFormat::Github}};
+  // Options as the driver takes them, once parsing is done.
+  [[nodiscard]] shardc::CommonOptions options() const {
+    shardc::CommonOptions o = common;
+    if (diag_format == "json") o.diag_format = shardc::DiagFormat::Json;
+    if (diag_format == "github") o.diag_format = shardc::DiagFormat::Github;
+    return o;
+  }
+};
 
 void add_inputs(CLI::App& cmd, Cli& cli) {
   cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")->required();
@@ -36,17 +39,17 @@ void add_inputs(CLI::App& cmd, Cli& cli) {
 }
 
 void add_diag_options(CLI::App& cmd, Cli& cli) {
-  cmd.add_option("--format", cli.common.diag_format, "Diagnostics format: text, json, github")
-      ->transform(CLI::CheckedTransformer(kDiagFormats, CLI::ignore_case));
+  cmd.add_option("--format", cli.diag_format, "Diagnostics format: text (default), json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
   cmd.add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
 }
 
-void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt) {
+void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_rank_files) {
   auto* cmd = app.add_subcommand("compile", "Write plan.json and per-rank files into OUTDIR");
   add_inputs(*cmd, cli);
   cmd->add_option("-o,--out", opt.out_dir, "Output directory")->required();
   cmd->add_option("--ranks", opt.ranks, "Rank files to write, e.g. 0-7,16,20-23 (default: all)");
-  cmd->add_flag("--no-rank-files{false}", opt.rank_files, "Write plan.json only");
+  cmd->add_flag("--no-rank-files", no_rank_files, "Write plan.json only (removes old rank files)");
   cmd->add_flag("--force", opt.force, "Write into a non-empty directory not made by shardc");
   cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
       ->check(CLI::NonNegativeNumber);
@@ -56,7 +59,8 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt) {
       "Writes out/plan.json and out/ranks/rank-NN.json; a directory shardc wrote is\n"
       "marked with .shardc-output and may be rewritten; stale rank files are removed.");
   cmd->callback([&] {
-    opt.common = cli.common;
+    opt.common = cli.options();
+    opt.rank_files = !no_rank_files;
     cli.run = [&] {
       shardc::RealFileSystem fs;
       return shardc::run_compile(opt, fs, std::cout, std::cerr);
@@ -75,26 +79,25 @@ void add_validate(CLI::App& app, Cli& cli) {
   cmd->callback([&] {
     cli.run = [&] {
       shardc::RealFileSystem fs;
-      return shardc::run_validate(cli.common, fs, std::cout, std::cerr);
+      return shardc::run_validate(cli.options(), fs, std::cout, std::cerr);
     };
   });
 }
 
-void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt) {
+void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::string& format) {
   auto* cmd = app.add_subcommand("inspect", "Show what one rank holds");
   add_inputs(*cmd, cli);
   cmd->add_option("--rank", opt.rank, "Global rank")->required()->check(CLI::NonNegativeNumber);
   cmd->add_option("--match", opt.match, "Only params whose FQN matches this glob");
-  const std::map<std::string, shardc::InspectFormat> formats = {
-      {"table", shardc::InspectFormat::Table}, {"json", shardc::InspectFormat::Json}};
-  cmd->add_option("--format", opt.format, "Output: table or json (the rank file)")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
-  cmd->add_option("--diag-format", cli.common.diag_format, "Diagnostics format")
-      ->transform(CLI::CheckedTransformer(kDiagFormats, CLI::ignore_case));
+  cmd->add_option("--format", format, "Output: table (default) or json (the rank file)")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
   cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
   cmd->footer("Example:\n  shardc inspect llama.yaml recipe.yaml --rank 17 --match '**.q_proj.*'");
   cmd->callback([&] {
-    opt.common = cli.common;
+    opt.common = cli.options();
+    opt.format = format == "json" ? shardc::InspectFormat::Json : shardc::InspectFormat::Table;
     cli.run = [&] {
       shardc::RealFileSystem fs;
       return shardc::run_inspect(opt, fs, std::cout, std::cerr);
@@ -111,7 +114,7 @@ void add_explain(CLI::App& app, Cli& cli, shardc::ExplainOptions& opt) {
   cmd->footer(
       "Example:\n  shardc explain llama.yaml recipe.yaml model.layers.0.self_attn.q_proj.weight");
   cmd->callback([&] {
-    opt.common = cli.common;
+    opt.common = cli.options();
     cli.run = [&] {
       shardc::RealFileSystem fs;
       return shardc::run_explain(opt, fs, std::cout, std::cerr);
@@ -160,13 +163,15 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", cli.quiet, "Only log errors");
   app.add_flag("-v,--verbose", cli.verbose, "More logging (-v info, -vv debug)");
   shardc::CompileOptions compile;
+  bool no_rank_files = false;
   shardc::InspectOptions inspect;
+  std::string inspect_format = "table";
   shardc::ExplainOptions explain;
   shardc::VerifyOptions verify;
   std::string schema;
-  add_compile(app, cli, compile);
+  add_compile(app, cli, compile, no_rank_files);
   add_validate(app, cli);
-  add_inspect(app, cli, inspect);
+  add_inspect(app, cli, inspect, inspect_format);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
   add_schema(app, cli, schema);

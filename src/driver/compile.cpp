@@ -35,12 +35,6 @@ std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& op
   return set->expand();
 }
 
-std::string mesh_text(const Mesh& mesh) {
-  std::vector<std::string> parts;
-  for (const auto& a : mesh.axes) parts.push_back(a.name + "=" + std::to_string(a.size));
-  return driver::join(parts, " x ");
-}
-
 std::int64_t lower_median(std::vector<std::int64_t> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -57,7 +51,7 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
   const std::int64_t lo = b.empty() ? 0 : *std::min_element(b.begin(), b.end());
   const std::int64_t hi = b.empty() ? 0 : *std::max_element(b.begin(), b.end());
   out << "compiled " << plan.model_name << ": world size " << plan.world_size << " ("
-      << mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
+      << driver::mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
       << driver::group_digits(count) << " elements), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
   out << "per-rank param bytes: min " << driver::human_bytes(lo) << ", median "
@@ -76,7 +70,7 @@ bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir
     driver::print_error(err, "cannot write '" + path + "': " + error);
     return false;
   }
-  spdlog::info("wrote {}", path);
+  spdlog::debug("wrote {}", path);
   return true;
 }
 

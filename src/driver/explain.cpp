@@ -115,13 +115,12 @@ void print_stacked(const Plan& plan, const PlannedParam& p, std::ostream& out) {
   print_expert_ranges(plan, p, out);
 }
 
-void print_fsdp(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+void print_fsdp(const PlannedParam& p, std::ostream& out) {
   const ParamGeometry& g = p.geometry;
   if (g.fsdp_dim < 0) {
     field(out, "fsdp", "not sharded");
     return;
   }
-  (void)plan;
   field(out, "fsdp",
         "dim " + std::to_string(g.fsdp_dim) + " over " + std::to_string(g.fsdp_ways) +
             " ranks (chunk; each shard padded to the first chunk, see padded)");
@@ -145,13 +144,14 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedPara
   field(out, "global shape", shape_text(p.global_shape));
   field(out, "requires_grad", p.requires_grad ? "true" : "false");
   field(out, "rule", rule_text(p, recipe));
-  field(out, "mesh", mesh_kind_name(p.mesh));
+  field(out, "mesh",
+        std::string(mesh_kind_name(p.mesh)) + " (" + driver::mesh_text(plan.mesh_of(p)) + ")");
   print_placements(plan, p, out);
   field(out, "uneven", split_rule_name(p.uneven));
   field(out, "stage", std::to_string(p.stage));
   field(out, "alias", alias_text(plan, p));
   print_stacked(plan, p, out);
-  print_fsdp(plan, p, out);
+  print_fsdp(p, out);
   print_shards(plan, p, out);
 }
 

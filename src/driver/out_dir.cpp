@@ -88,7 +88,7 @@ int remove_stale_rank_files(const std::string& ranks_dir, const std::set<std::st
       print_error(err, "cannot remove stale '" + path_join(ranks_dir, name) + "': " + error);
     }
   }
-  if (removed > 0) spdlog::info("removed {} stale rank files from {}", removed, ranks_dir);
+  if (removed > 0) spdlog::debug("removed {} stale rank files from {}", removed, ranks_dir);
   return removed;
 }
 

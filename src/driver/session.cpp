@@ -10,7 +10,7 @@
 namespace shardc::driver {
 namespace {
 
-// Reads one input into `s.sources`; reports `code` when it cannot be read.
+// Reads one input; reports `code` when it cannot be read.
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
                                      const char* code, Session& s) {
   std::string error;
@@ -22,7 +22,6 @@ std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, co
     return std::nullopt;
   }
   spdlog::debug("read {} {} ({} bytes)", what, path, text->size());
-  s.sources[path] = *text;
   return SourceFile{path, std::move(*text)};
 }
 
@@ -42,6 +41,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
       if (s.model->source_path.empty()) s.model->source_path = file->path;
       if (s.model->name.empty()) s.model->name = stem_of(file->path);
     }
+    s.sources[file->path] = std::move(file->text);  // kept for source excerpts
   }
   if (auto file = read_input(fs, opt.recipe_path, "recipe", "E-RECIPE", s)) {
     s.recipe = parse_recipe(*file, s.sink);
@@ -49,6 +49,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
       if (s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
       if (s.recipe->source_path.empty()) s.recipe->source_path = file->path;
     }
+    s.sources[file->path] = std::move(file->text);
   }
 }
 
@@ -67,7 +68,7 @@ void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (s.plan->model_name.empty()) s.plan->model_name = s.model->name;
   if (s.plan->model_sha256.empty()) s.plan->model_sha256 = s.model->sha256;
   if (s.plan->recipe_sha256.empty()) s.plan->recipe_sha256 = s.recipe->sha256;
-  spdlog::info("planned {} params on {} ranks", s.plan->params.size(), s.plan->world_size);
+  spdlog::debug("planned {} params on {} ranks", s.plan->params.size(), s.plan->world_size);
 }
 
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {

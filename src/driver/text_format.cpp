@@ -48,6 +48,12 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string mesh_text(const Mesh& mesh) {
+  std::vector<std::string> parts;
+  for (const auto& a : mesh.axes) parts.push_back(a.name + "=" + std::to_string(a.size));
+  return join(parts, " x ");
+}
+
 TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right_aligned)
     : right_(std::move(right_aligned)) {
   right_.resize(header.size(), false);

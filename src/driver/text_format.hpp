@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "shardc/model.hpp"
+#include "shardc/recipe.hpp"
 
 namespace shardc::driver {
 
@@ -16,6 +17,8 @@ std::string human_bytes(std::int64_t bytes);
 std::string shape_text(const Shape& shape);
 /// 8030261248 -> "8,030,261,248".
 std::string group_digits(std::int64_t v);
+/// "pp=2 x tp=8".
+std::string mesh_text(const Mesh& mesh);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
 /// A plain text table: left-aligned columns separated by two spaces;

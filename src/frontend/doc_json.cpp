@@ -9,6 +9,7 @@
 #include <string>
 
 #include "frontend/doc.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc::fe {
 namespace {
@@ -207,7 +208,7 @@ std::optional<Node> load_json(const SourceFile& file, const char* code, Diagnost
   }
   if (ok && !builder.error_) return std::move(builder.root);
   Builder::Error err = builder.error_.value_or(Builder::Error{1, 1, "malformed JSON"});
-  sink.error(code, SourceLoc{file.path, err.line, err.col}, "malformed JSON: " + err.message,
+  sink.error(code, SourceLoc{file.path, err.line, err.col}, "malformed JSON: " + printable(err.message),
              "fix the JSON syntax at this position");
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "frontend/doc.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc::fe {
 namespace {
@@ -95,10 +96,10 @@ std::optional<Node> load_yaml(const SourceFile& file, const char* code, Diagnost
     sink.error(code, mark_loc(file.path, e.mark), e.message,
                "simplify the document (see README \"Input limits\")");
   } catch (const YAML::Exception& e) {
-    sink.error(code, mark_loc(file.path, e.mark), "malformed YAML: " + e.msg,
+    sink.error(code, mark_loc(file.path, e.mark), "malformed YAML: " + printable(e.msg),
                "fix the YAML syntax at this position");
   } catch (const std::exception& e) {
-    sink.error(code, SourceLoc{file.path, 1, 1}, std::string("malformed YAML: ") + e.what(),
+    sink.error(code, SourceLoc{file.path, 1, 1}, "malformed YAML: " + printable(e.what()),
                "fix the YAML syntax");
   }
   return std::nullopt;

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "support/utf8.hpp"
+
 namespace shardc::fe {
 
 std::string join(std::initializer_list<std::string_view> items) {
@@ -41,7 +43,7 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 
 void Reader::error(const SourceLoc& at, std::string message, std::string hint, const char* code) {
   ++errors_;
-  sink_.error(code != nullptr ? code : code_, at, std::move(message), std::move(hint));
+  sink_.error(code != nullptr ? code : code_, at, printable(message), printable(hint));
 }
 
 bool Reader::expect_map(const Node& n, std::string_view what) {

@@ -26,21 +26,49 @@ bool second_byte_ok(unsigned char lead, unsigned char second) {
   return true;
 }
 
+// Length of the well-formed sequence at text[i], 0 if malformed.
+std::size_t valid_sequence_at(std::string_view text, std::size_t i) {
+  auto lead = static_cast<unsigned char>(text[i]);
+  std::size_t len = sequence_length(lead);
+  if (len == 0 || i + len > text.size()) return 0;
+  for (std::size_t k = 1; k < len; ++k) {
+    if (!continuation(static_cast<unsigned char>(text[i + k]))) return 0;
+  }
+  if (len > 1 && !second_byte_ok(lead, static_cast<unsigned char>(text[i + 1]))) return 0;
+  return len;
+}
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
-    auto lead = static_cast<unsigned char>(text[i]);
-    std::size_t len = sequence_length(lead);
-    if (len == 0 || i + len > text.size()) return false;
-    for (std::size_t k = 1; k < len; ++k) {
-      if (!continuation(static_cast<unsigned char>(text[i + k]))) return false;
-    }
-    if (len > 1 && !second_byte_ok(lead, static_cast<unsigned char>(text[i + 1]))) return false;
+    std::size_t len = valid_sequence_at(text, i);
+    if (len == 0) return false;
     i += len;
   }
   return true;
+}
+
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = valid_sequence_at(text, i);
+    if (len == 0 || c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, len));
+    i += len;
+  }
+  return out;
 }
 
 }  // namespace shardc

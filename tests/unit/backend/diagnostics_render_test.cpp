@@ -36,7 +36,8 @@ TEST_CASE("text diagnostics quote the source line with a caret and a hint") {
 TEST_CASE("text diagnostics without a file or source print the headline only") {
   DiagnosticSink sink;
   sink.error("E-MODEL", {}, "cannot read");
-  CHECK(render_diagnostics_text(sink, {}) == "shardc: error[E-MODEL]: cannot read\n1 error, 0 warnings\n");
+  CHECK(render_diagnostics_text(sink, {}) ==
+        "shardc: error[E-MODEL]: cannot read\n1 error, 0 warnings\n");
   CHECK(render_diagnostics_text(DiagnosticSink{}, {}).empty());
 }
 

@@ -1,0 +1,77 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "driver/suggest.hpp"
+#include "driver_fixture.hpp"
+
+using namespace shardc;
+
+namespace {
+
+InspectOptions inspect_opts(const test::DriverFixture& f, std::int64_t rank) {
+  InspectOptions o;
+  o.common = f.common();
+  o.rank = rank;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::DriverFixture, "inspect prints a table with totals for one rank") {
+  CHECK(run_inspect(inspect_opts(*this, 1), fs, out, err) == ExitCode::Ok);
+  const std::string s = out.str();
+  CHECK(s.starts_with("rank 1 of 4, stage 0, dense {dp=0, tp=1}\n"));
+  CHECK(s.find("a.weight") != std::string::npos);
+  CHECK(s.find("tp:Shard(0)") != std::string::npos);
+  CHECK(s.find("[2, 3]") != std::string::npos);
+  CHECK(s.find("total: 2 params, 40 B (40)") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "inspect --match filters rows") {
+  InspectOptions o = inspect_opts(*this, 0);
+  o.match = "b.*";
+  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
+  CHECK(out.str().find("a.weight") == std::string::npos);
+  CHECK(out.str().find("matched: 1 params") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "inspect --format json prints the rank file") {
+  InspectOptions o = inspect_opts(*this, 3);
+  o.format = InspectFormat::Json;
+  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
+  CHECK(nlohmann::json::parse(out.str())["rank"] == 3);
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "inspect rejects a rank outside the world") {
+  CHECK(run_inspect(inspect_opts(*this, 4), fs, out, err) == ExitCode::Usage);
+  CHECK(err.str().find("out of range") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "explain shows the rule, placements and every shard") {
+  ExplainOptions o;
+  o.common = common();
+  o.fqn = "a.weight";
+  CHECK(run_explain(o, fs, out, err) == ExitCode::Ok);
+  const std::string s = out.str();
+  CHECK(s.find("rules[0] match \"a.*\" at r.yaml:6:") != std::string::npos);
+  CHECK(s.find("Shard(0)") != std::string::npos);
+  CHECK(s.find("shards: 2 distinct") != std::string::npos);
+  CHECK(s.find("    0,2 ") != std::string::npos);  // tp = 0 on both dp rows
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "explain suggests close names for an unknown FQN") {
+  ExplainOptions o;
+  o.common = common();
+  o.fqn = "a.weigth";
+  CHECK(run_explain(o, fs, out, err) == ExitCode::Usage);
+  CHECK(err.str().find("did you mean a.weight") != std::string::npos);
+}
+
+TEST_CASE("edit distance and suggestions") {
+  CHECK(driver::edit_distance("kitten", "sitting", 10) == 3);
+  CHECK(driver::edit_distance("abc", "abcdefgh", 2) == 3);
+  const std::vector<std::string> names = {"model.norm.weight", "lm_head.weight", "x"};
+  CHECK(driver::closest_names("norm", names) == std::vector<std::string>{"model.norm.weight"});
+  CHECK(driver::closest_names("lm_haed.weight", names).front() == "lm_head.weight");
+}

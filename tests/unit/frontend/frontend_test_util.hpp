@@ -1,0 +1,56 @@
+// Helpers for front-end tests: parse in-memory text and look at diagnostics.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "shardc/frontend.hpp"
+
+namespace shardc::test {
+
+struct ParseResult {
+  DiagnosticSink sink;
+  std::optional<Model> model;
+  std::optional<Recipe> recipe;
+
+  /// The first stored diagnostic with `code`, or nullptr.
+  [[nodiscard]] const Diagnostic* find(const std::string& code) const {
+    for (const Diagnostic& d : sink.items()) {
+      if (d.code == code) return &d;
+    }
+    return nullptr;
+  }
+  [[nodiscard]] std::string all_messages() const {
+    std::string out;
+    for (const Diagnostic& d : sink.items()) {
+      out += d.loc.file + ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.column) +
+             ": " + d.code + ": " + d.message + " [" + d.hint + "]\n";
+    }
+    return out;
+  }
+};
+
+inline ParseResult model_from(const std::string& text, const std::string& path = "model.yaml") {
+  ParseResult r;
+  r.model = parse_model(SourceFile{path, text}, r.sink);
+  return r;
+}
+
+inline ParseResult recipe_from(const std::string& text, const std::string& path = "recipe.yaml") {
+  ParseResult r;
+  r.recipe = parse_recipe(SourceFile{path, text}, r.sink);
+  return r;
+}
+
+/// Checks that parsing failed with a diagnostic `code` at line:col.
+inline void check_error_at(const ParseResult& r, const std::string& code, int line, int col) {
+  INFO(r.all_messages());
+  CHECK_FALSE((r.model.has_value() || r.recipe.has_value()));
+  const Diagnostic* d = r.find(code);
+  REQUIRE(d != nullptr);
+  CHECK(d->loc.line == line);
+  CHECK(d->loc.column == col);
+}
+
+}  // namespace shardc::test

@@ -1,0 +1,134 @@
+// Tests for JSON model descriptions and plain inventories (SPEC §3,
+// shared/models/README.md): nlohmann/json with positions from the byte offsets.
+#include <doctest/doctest.h>
+
+#include "frontend_test_util.hpp"
+
+using shardc::DType;
+using shardc::test::check_error_at;
+using shardc::test::model_from;
+
+namespace {
+
+// The shape of shared/models/*.params.json, cut down (gpt2's tie included).
+constexpr const char* kInventory = R"({
+ "model": "gpt2",
+ "hf_repo": "openai-community/gpt2",
+ "architecture": "GPT2LMHeadModel",
+ "dtype": "float32",
+ "tie_word_embeddings": true,
+ "tied_weights": {
+  "lm_head.weight": "transformer.wte.weight"
+ },
+ "param_count": 124439808,
+ "num_tensors": 4,
+ "attributes": {
+  "vocab_size": 50257,
+  "n_head": 12,
+  "num_attention_heads": 12,
+  "rope_scaling": null,
+  "layer_norm_epsilon": 1e-05
+ },
+ "params": [
+  {"name": "transformer.wte.weight", "shape": [50257, 768], "dtype": "float32"},
+  {"name": "transformer.h.0.ln_1.weight", "shape": [768], "dtype": "F32"},
+  {"name": "transformer.h.0.attn.c_attn.weight", "shape": [768, 2304], "dtype": "bfloat16"},
+  {"name": "lm_head.weight", "shape": [50257, 768], "dtype": "float32"}
+ ]
+}
+)";
+
+}  // namespace
+
+TEST_CASE("a plain inventory reads names, shapes, dtypes, ties and attributes") {
+  auto r = model_from(kInventory, "gpt2.params.json");
+  INFO(r.all_messages());
+  REQUIRE(r.model.has_value());
+  const auto& m = *r.model;
+  CHECK(m.name == "gpt2");
+  REQUIRE(m.params.size() == 4);
+  CHECK(m.params[0].name == "transformer.wte.weight");
+  CHECK(m.params[0].shape == shardc::Shape{50257, 768});
+  CHECK(m.params[1].dtype == DType::Float32);
+  CHECK(m.params[2].dtype == DType::BFloat16);
+  CHECK(m.attributes.tie_word_embeddings == true);
+  CHECK(m.attributes.num_attention_heads == 12);
+  CHECK_FALSE(m.attributes.num_key_value_heads.has_value());
+  REQUIRE(m.tied.size() == 1);
+  CHECK(m.tied[0].source == "transformer.wte.weight");
+  CHECK(m.tied[0].alias == "lm_head.weight");
+  SUBCASE("locations point at each param object") {
+    CHECK(m.params[0].loc.file == "gpt2.params.json");
+    CHECK(m.params[0].loc.line == 20);
+    CHECK(m.params[0].loc.column == 3);
+    CHECK(m.params[3].loc.line == 23);
+    CHECK(m.tied[0].loc.line == 8);
+    CHECK(m.tied[0].loc.column == 3);
+  }
+}
+
+TEST_CASE("a JSON shardc.model/v1 file may use repeat groups") {
+  auto r = model_from(R"({"format": "shardc.model/v1", "dtype": "bf16",
+  "params": [{"repeat": {"i": [0, 3]}, "params": [{"name": "l.{i}.w", "shape": [2]}]}]})",
+                      "m.json");
+  INFO(r.all_messages());
+  REQUIRE(r.model.has_value());
+  REQUIRE(r.model->params.size() == 3);
+  CHECK(r.model->params[2].name == "l.2.w");
+}
+
+TEST_CASE("JSON errors carry exact line and column") {
+  SUBCASE("syntax error") {
+    check_error_at(model_from("{\n \"params\": [\n  {\"name\": \"a\", \"shape\": [2]}\n"
+                              "  {\"name\": \"b\"}\n ]\n}\n",
+                              "m.json"),
+                   "E-MODEL", 4, 3);
+  }
+  SUBCASE("negative extent") {
+    check_error_at(model_from("{\n \"params\": [\n  {\"name\": \"b\", \"shape\": [2, -3]}\n ]\n}",
+                              "m.json"),
+                   "E-MODEL", 3, 30);
+  }
+  SUBCASE("non-integer extents") {
+    check_error_at(model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1.5]}]}", "m.json"),
+                   "E-MODEL", 1, 37);
+    check_error_at(model_from("{\"params\": [{\"name\": \"b\", \"shape\": [\"4\"]}]}", "m.json"),
+                   "E-MODEL", 1, 37);
+  }
+  SUBCASE("unknown key inside a param entry") {
+    auto r = model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1], \"bias\": true}]}",
+                        "m.json");
+    check_error_at(r, "E-MODEL", 1, 41);
+  }
+  SUBCASE("truncated file") {
+    CHECK_FALSE(model_from("{\"params\": [", "m.json").model.has_value());
+  }
+}
+
+TEST_CASE("unknown top-level keys are ignored") {
+  auto r = model_from(R"({"whatever": {"deep": [1, 2]}, "params": [{"name": "w", "shape": [1]}]})",
+                      "m.json");
+  CHECK(r.model.has_value());
+  CHECK(r.sink.items().empty());
+}
+
+TEST_CASE("extents beyond 64 bits and products of 2^62 are rejected") {
+  SUBCASE("extent above int64") {
+    auto r = model_from(R"({"params": [{"name": "w", "shape": [18446744073709551615]}]})",
+                        "m.json");
+    CHECK_FALSE(r.model.has_value());
+    CHECK(r.sink.has_code("E-MODEL"));
+  }
+  SUBCASE("product overflows") {
+    auto r = model_from(R"({"params": [{"name": "w", "shape": [4294967296, 4294967296]}]})",
+                        "m.json");
+    CHECK_FALSE(r.model.has_value());
+    REQUIRE(r.find("E-MODEL") != nullptr);
+    CHECK(r.find("E-MODEL")->message.find("2^62") != std::string::npos);
+  }
+  SUBCASE("just below the bound is fine") {
+    auto r = model_from(R"({"params": [{"name": "w", "shape": [2147483648, 2147483647, 0]}]})",
+                        "m.json");
+    CHECK(r.model.has_value());
+  }
+}

@@ -1,0 +1,168 @@
+// Tests for the shardc.model/v1 reader (src/frontend/model_*.cpp, SPEC §3).
+#include <doctest/doctest.h>
+
+#include "frontend_test_util.hpp"
+
+using shardc::DType;
+using shardc::test::check_error_at;
+using shardc::test::model_from;
+
+namespace {
+
+// Mirrors shared/cases/29_repeat_nested/model.yaml.
+constexpr const char* kNested = R"(format: shardc.model/v1
+name: repeat-nested
+dtype: bfloat16
+params:
+  - {name: embed.weight, shape: [6, 4]}
+  - repeat: {L: [0, 2]}
+    params:
+      - {name: "blk.{L}.attn.weight", shape: [4, 4]}
+      - repeat: {E: [1, 3], P: [0, 2]}
+        params:
+          - {name: "blk.{L}.e{E}.p{P}.weight", shape: [3, 4], dtype: float32}
+      - {name: "blk.{L}.norm.weight", shape: [4]}
+)";
+
+}  // namespace
+
+TEST_CASE("nested repeats expand in module order with the first variable slowest") {
+  auto r = model_from(kNested);
+  INFO(r.all_messages());
+  REQUIRE(r.model.has_value());
+  const auto& params = r.model->params;
+  std::vector<std::string> names;
+  for (const auto& p : params) names.push_back(p.name);
+  std::vector<std::string> expected{"embed.weight"};
+  for (int l = 0; l < 2; ++l) {
+    expected.push_back("blk." + std::to_string(l) + ".attn.weight");
+    for (int e = 1; e < 3; ++e) {
+      for (int p = 0; p < 2; ++p) {
+        expected.push_back("blk." + std::to_string(l) + ".e" + std::to_string(e) + ".p" +
+                           std::to_string(p) + ".weight");
+      }
+    }
+    expected.push_back("blk." + std::to_string(l) + ".norm.weight");
+  }
+  CHECK(names == expected);
+  CHECK(r.model->name == "repeat-nested");
+  CHECK(params[0].dtype == DType::BFloat16);
+  CHECK(params[2].dtype == DType::Float32);
+  CHECK(params[2].shape == shardc::Shape{3, 4});
+  CHECK(params[2].loc.line == 11);
+  CHECK(params[2].loc.column == 13);
+  CHECK(params[0].requires_grad);
+  CHECK(r.model->sha256.size() == 64);
+}
+
+TEST_CASE("a model reads attributes, requires_grad, scalars and explicit ties") {
+  auto r = model_from(R"(format: shardc.model/v1
+name: tiny
+dtype: bf16
+attributes: {num_attention_heads: 32, num_key_value_heads: 8, num_experts: 0,
+             tie_word_embeddings: true, rope_theta: 500000.0}
+params:
+  - {name: model.embed_tokens.weight, shape: [10, 4]}
+  - {name: scale, shape: [], dtype: torch.float32, requires_grad: false}
+  - {name: lm_head.weight, shape: [10, 4]}
+tied: [[model.embed_tokens.weight, lm_head.weight]]
+)");
+  INFO(r.all_messages());
+  REQUIRE(r.model.has_value());
+  const auto& m = *r.model;
+  CHECK(m.attributes.num_attention_heads == 32);
+  CHECK(m.attributes.num_key_value_heads == 8);
+  CHECK(m.attributes.num_experts == 0);
+  CHECK(m.attributes.num_experts_loc.line == 4);
+  CHECK(m.attributes.tie_word_embeddings == true);
+  CHECK(m.params[1].shape.empty());
+  CHECK_FALSE(m.params[1].requires_grad);
+  CHECK(m.params[1].dtype == DType::Float32);
+  REQUIRE(m.tied.size() == 1);
+  CHECK(m.tied[0].source == "model.embed_tokens.weight");
+  CHECK(m.tied[0].alias == "lm_head.weight");
+}
+
+TEST_CASE("a model without a dtype defaults to float32") {
+  auto r = model_from("params:\n  - {name: w, shape: [2]}\n");
+  REQUIRE(r.model.has_value());
+  CHECK(r.model->params[0].dtype == DType::Float32);
+}
+
+TEST_CASE("model errors carry the line and column of the offending node") {
+  SUBCASE("negative extent") {
+    check_error_at(model_from("params:\n  - {name: w, shape: [4, -1]}\n"), "E-MODEL", 2, 26);
+  }
+  SUBCASE("non-integer extent") {
+    check_error_at(model_from("params:\n  - {name: w, shape: [1.5]}\n"), "E-MODEL", 2, 23);
+  }
+  SUBCASE("quoted extent") {
+    check_error_at(model_from("params:\n  - {name: w, shape: [\"4\"]}\n"), "E-MODEL", 2, 23);
+  }
+  SUBCASE("unknown dtype") {
+    auto r = model_from("params:\n  - name: w\n    shape: [4]\n    dtype: float128\n");
+    check_error_at(r, "E-MODEL", 4, 12);
+    CHECK(r.find("E-MODEL")->hint.find("bfloat16") != std::string::npos);
+  }
+  SUBCASE("unknown key in a param entry") {
+    auto r = model_from("params:\n  - name: w\n    shape: [4]\n    shapes: [4]\n");
+    check_error_at(r, "E-MODEL", 4, 5);
+    CHECK(r.find("E-MODEL")->hint.find("requires_grad") != std::string::npos);
+  }
+  SUBCASE("duplicate FQN names both locations") {
+    auto r = model_from("params:\n  - {name: w, shape: [4]}\n  - {name: w, shape: [4]}\n");
+    check_error_at(r, "E-MODEL", 3, 5);
+    CHECK(r.find("E-MODEL")->hint.find("model.yaml:2:5") != std::string::npos);
+  }
+  SUBCASE("unsupported format") {
+    check_error_at(model_from("format: shardc.model/v9\nparams: []\n"), "E-MODEL", 1, 9);
+  }
+  SUBCASE("missing params") { check_error_at(model_from("name: x\n"), "E-MODEL", 1, 1); }
+}
+
+TEST_CASE("bad repeat groups are reported") {
+  SUBCASE("unused variable") {
+    check_error_at(model_from("params:\n  - repeat: {i: [0, 2], j: [0, 2]}\n    params:\n"
+                              "      - {name: \"a.{i}\", shape: [1]}\n"),
+                   "E-MODEL", 2, 25);
+  }
+  SUBCASE("unbound variable") {
+    auto r = model_from("params:\n  - repeat: {i: [0, 2]}\n    params:\n"
+                        "      - {name: \"a.{i}.{k}\", shape: [1]}\n");
+    check_error_at(r, "E-MODEL", 4, 16);
+    CHECK(r.find("E-MODEL")->message.find("{k}") != std::string::npos);
+  }
+  SUBCASE("empty range") {
+    check_error_at(model_from("params:\n  - repeat: {i: [3, 3]}\n    params:\n"
+                              "      - {name: \"a.{i}\", shape: [1]}\n"),
+                   "E-MODEL", 2, 17);
+  }
+  SUBCASE("inverted range") {
+    auto r = model_from("params:\n  - repeat: {i: [5, 2]}\n    params:\n"
+                        "      - {name: \"a.{i}\", shape: [1]}\n");
+    REQUIRE(r.find("E-MODEL") != nullptr);
+    CHECK(r.find("E-MODEL")->message.find("inverted") != std::string::npos);
+  }
+  SUBCASE("range that is not a pair") {
+    CHECK_FALSE(model_from("params:\n  - repeat: {i: 4}\n    params:\n"
+                           "      - {name: \"a.{i}\", shape: [1]}\n")
+                    .model.has_value());
+  }
+  SUBCASE("shadowed variable") {
+    auto r = model_from("params:\n  - repeat: {i: [0, 2]}\n    params:\n"
+                        "      - repeat: {i: [0, 2]}\n        params:\n"
+                        "          - {name: \"a.{i}\", shape: [1]}\n");
+    REQUIRE(r.find("E-MODEL") != nullptr);
+    CHECK(r.find("E-MODEL")->message.find("already bound") != std::string::npos);
+  }
+  SUBCASE("braces outside a repeat") {
+    CHECK_FALSE(model_from("params:\n  - {name: \"a.{i}\", shape: [1]}\n").model.has_value());
+  }
+}
+
+TEST_CASE("several model errors are reported in one run") {
+  auto r = model_from("params:\n  - {name: a, shape: [-1]}\n  - {name: b, shape: [2], dtype: x}\n"
+                      "  - {name: c, shape: [2], colour: red}\n");
+  CHECK_FALSE(r.model.has_value());
+  CHECK(r.sink.error_count() == 3);
+}

@@ -1,0 +1,143 @@
+// Property: for every param of every shipped plan, the distinct shards tile
+// the global tensor exactly and each is held by exactly the replica count
+// (the product of the mesh axes that neither split the param nor select
+// its pipeline stage). Small params are also checked element by element.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "planner/shard_classes.hpp"
+#include "shardc/frontend.hpp"
+#include "shardc/planner.hpp"
+
+using namespace shardc;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::optional<Plan> load_plan(const std::string& model, const std::string& recipe) {
+  const std::filesystem::path root = SHARDC_SOURCE_DIR;
+  DiagnosticSink sink;
+  auto m = parse_model({model, slurp(root / model)}, sink);
+  auto r = parse_recipe({recipe, slurp(root / recipe)}, sink);
+  if (!m || !r) return std::nullopt;
+  return build_plan(*m, *r, sink);
+}
+
+std::int64_t replicas(const Plan& plan, const PlannedParam& p) {
+  const ClassSpace cs = class_space(plan, p);
+  std::int64_t n = 1;
+  for (std::size_t a = 0; a < cs.sizes.size(); ++a)
+    if (!cs.varying[a] && static_cast<int>(a) != cs.pipeline_axis) n *= cs.sizes[a];
+  return n;
+}
+
+// The 1-D pieces of dim d over every combination of its chain's coordinates
+// tile [0, L) (product structure: each axis splits one dim).
+void check_dim_tiling(const PlannedParam& p, std::size_t d) {
+  const auto& chain = p.geometry.per_dim[d];
+  std::int64_t combos = 1;
+  for (const DimSplit& s : chain) combos *= s.ways;
+  std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+  std::vector<std::int64_t> ks(chain.size(), 0);
+  for (std::int64_t c = 0; c < combos; ++c) {
+    std::int64_t rem = c;
+    for (std::size_t i = chain.size(); i-- > 0;) {
+      ks[i] = rem % chain[i].ways;
+      rem /= chain[i].ways;
+    }
+    std::int64_t start = 0;
+    std::int64_t len = p.global_shape[d];
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const Piece piece = split_piece(len, chain[i].ways, ks[i], chain[i].rule);
+      start += piece.start;
+      len = piece.size;
+    }
+    if (len > 0) pieces.emplace_back(start, len);
+  }
+  std::sort(pieces.begin(), pieces.end());
+  std::int64_t next = 0;
+  for (const auto& [start, len] : pieces) {
+    REQUIRE_MESSAGE(start == next, p.name << " dim " << d << " gap or overlap at " << start);
+    next += len;
+  }
+  CHECK_MESSAGE(next == p.global_shape[d], p.name << " dim " << d);
+}
+
+void check_elements(const Plan& plan, const PlannedParam& p, std::int64_t reps) {
+  const std::int64_t n = numel(p.global_shape);
+  std::vector<std::int64_t> held(static_cast<std::size_t>(n), 0);
+  for (const ShardClass& c : enumerate_shards(plan, p)) {
+    if (numel(c.geom.local_shape) == 0) continue;
+    // Visit every element of the box.
+    const std::size_t nd = p.global_shape.size();
+    std::vector<std::int64_t> idx(nd, 0);
+    for (std::int64_t e = 0; e < numel(c.geom.local_shape); ++e) {
+      std::int64_t flat = 0;
+      for (std::size_t d = 0; d < nd; ++d) flat = flat * p.global_shape[d] + c.geom.global_offset[d] + idx[d];
+      held[static_cast<std::size_t>(flat)] += c.ranks.size();
+      for (std::size_t d = nd; d-- > 0;) {
+        if (++idx[d] < c.geom.local_shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  for (std::int64_t v : held) REQUIRE_MESSAGE(v == reps, p.name);
+}
+
+void check_plan(const Plan& plan) {
+  for (const PlannedParam& p : plan.params) {
+    const std::int64_t reps = replicas(plan, p);
+    for (std::size_t d = 0; d < p.global_shape.size(); ++d) check_dim_tiling(p, d);
+    const auto shards = enumerate_shards(plan, p);
+    std::int64_t held_ranks = 0;
+    for (const ShardClass& c : shards) {
+      held_ranks += c.ranks.size();
+      if (numel(c.geom.local_shape) > 0) CHECK_MESSAGE(c.ranks.size() == reps, p.name);
+      // Spot-check the rank set against shard_at on its first and last rank.
+      for (std::int64_t r : {c.ranks.first(), c.ranks.runs().back().last()}) {
+        CHECK(plan.holds(r, p));
+        CHECK(shard_at(p.geometry, mesh_coords(plan.mesh_of(p), r)).global_offset ==
+              c.geom.global_offset);
+      }
+    }
+    CHECK_MESSAGE(held_ranks == plan.world_size / plan.num_stages, p.name);
+    if (p.alias_of) {
+      const auto src = enumerate_shards(plan, plan.params[*p.alias_of]);
+      REQUIRE(src.size() == shards.size());
+      for (std::size_t i = 0; i < src.size(); ++i) CHECK(src[i].geom == shards[i].geom);
+    }
+    if (numel(p.global_shape) <= (1 << 16)) check_elements(plan, p, reps);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every shipped plan covers each global element exactly the replica count") {
+  const std::vector<std::pair<std::string, std::string>> plans = {
+      {"plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml"},
+      {"plans/llama-3.1-70b.model.yaml", "plans/llama-3.1-70b-hsdp.recipe.yaml"},
+      {"plans/llama-3.1-405b.model.yaml", "plans/llama-3.1-405b-dp2048-tp8.recipe.yaml"},
+      {"plans/qwen2.5-0.5b.model.yaml", "plans/qwen2.5-0.5b-tp8.recipe.yaml"},
+      {"plans/qwen3-30b-a3b.model.yaml", "plans/qwen3-30b-a3b-ep8-fsdp.recipe.yaml"},
+      {"plans/mixtral-8x7b.model.yaml", "plans/mixtral-8x7b-ep8-tp8.recipe.yaml"},
+      {"plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml"},
+      {"plans/gpt2.model.yaml", "plans/gpt2-tp4-tied.recipe.yaml"},
+      {"plans/gemma-2-2b.model.yaml", "plans/gemma-2-2b-tp4-tied.recipe.yaml"},
+  };
+  for (const auto& [model, recipe] : plans) {
+    CAPTURE(recipe);
+    auto plan = load_plan(model, recipe);
+    REQUIRE(plan);
+    check_plan(*plan);
+  }
+}
