@@ -40,7 +40,7 @@ class Pattern {
   struct Segment {
     enum class Kind { Glob, DoubleStar, Capture };
     Kind kind = Kind::Glob;
-    std::string text;  ///< glob text, or capture name
+    std::string text;           ///< glob text, or capture name
     bool literal = false;       ///< Glob without metacharacters: plain comparison
     int slot = -1;              ///< Capture: index into capture_names()
     bool bound_before = false;  ///< Capture: the same name appears earlier

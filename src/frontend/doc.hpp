@@ -23,8 +23,8 @@ struct Node {
   int col = 0;          ///< 1-based
   int key_line = 0;     ///< map entries: where the key was written
   int key_col = 0;
-  std::string key;         ///< map entries: the key
-  std::string text;        ///< scalars: the text (JSON numbers/bools as written)
+  std::string key;          ///< map entries: the key
+  std::string text;         ///< scalars: the text (JSON numbers/bools as written)
   std::vector<Node> items;  ///< sequence items, or map entries in written order
 
   [[nodiscard]] bool is_map() const { return kind == Kind::Map; }

@@ -144,8 +144,8 @@ class Builder : public nlohmann::json_sax<nlohmann::json> {
   bool count() {
     if (++nodes_ <= limits_.max_nodes) return true;
     auto [line, col] = cursor_.at(prev_);
-    error_ = {line, col, "the document has more than " + std::to_string(limits_.max_nodes) +
-                             " nodes"};
+    error_ = {line, col,
+              "the document has more than " + std::to_string(limits_.max_nodes) + " nodes"};
     return false;
   }
 
@@ -208,8 +208,8 @@ std::optional<Node> load_json(const SourceFile& file, const char* code, Diagnost
   }
   if (ok && !builder.error_) return std::move(builder.root);
   Builder::Error err = builder.error_.value_or(Builder::Error{1, 1, "malformed JSON"});
-  sink.error(code, SourceLoc{file.path, err.line, err.col}, "malformed JSON: " + printable(err.message),
-             "fix the JSON syntax at this position");
+  sink.error(code, SourceLoc{file.path, err.line, err.col},
+             "malformed JSON: " + printable(err.message), "fix the JSON syntax at this position");
   return std::nullopt;
 }
 

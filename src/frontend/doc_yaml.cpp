@@ -25,8 +25,7 @@ class Converter {
   Node convert(const YAML::Node& in, int depth) {
     if (++visited_ > max_nodes_) {
       throw LimitError{in.Mark(), "the document expands to more than " +
-                                      std::to_string(max_nodes_) +
-                                      " nodes (YAML aliases?)"};
+                                      std::to_string(max_nodes_) + " nodes (YAML aliases?)"};
     }
     if (depth > max_depth_) {
       throw LimitError{in.Mark(), "nesting deeper than " + std::to_string(max_depth_) + " levels"};

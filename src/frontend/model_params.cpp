@@ -48,8 +48,8 @@ class TemplateBuilder {
     out.reserve(list.items.size());
     for (const Node& item : list.items) {
       if (!r_.expect_map(item, "a `params` entry")) continue;
-      std::optional<Entry> e = item.find("repeat") != nullptr ? build_group(item, depth)
-                                                               : build_param(item);
+      std::optional<Entry> e =
+          item.find("repeat") != nullptr ? build_group(item, depth) : build_param(item);
       if (e) out.push_back(std::move(*e));
     }
     return out;
@@ -110,8 +110,11 @@ class TemplateBuilder {
     }
     for (const RepeatVar* outer : scope_) {
       if (outer->name == var.name) {
-        r_.error(var.loc, "repeat variable `" + var.name + "` is already bound by an "
-                          "enclosing repeat", "use a different name");
+        r_.error(var.loc,
+                 "repeat variable `" + var.name +
+                     "` is already bound by an "
+                     "enclosing repeat",
+                 "use a different name");
         return false;
       }
     }
@@ -124,8 +127,9 @@ class TemplateBuilder {
     std::optional<std::int64_t> stop = r_.get_int(v.items[1], "a repeat stop");
     if (!start || !stop) return false;
     if (*stop <= *start) {
-      r_.error(v, "the range [" + std::to_string(*start) + ", " + std::to_string(*stop) +
-                      ") of `" + var.name + "` is " + (*stop == *start ? "empty" : "inverted"),
+      r_.error(v,
+               "the range [" + std::to_string(*start) + ", " + std::to_string(*stop) + ") of `" +
+                   var.name + "` is " + (*stop == *start ? "empty" : "inverted"),
                "ranges are half-open [start, stop) with start < stop");
       return false;
     }
@@ -138,8 +142,7 @@ class TemplateBuilder {
   static bool valid_var_name(std::string_view s) {
     if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
     return std::all_of(s.begin(), s.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             c == '_';
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     });
   }
 
@@ -151,8 +154,8 @@ class TemplateBuilder {
     const Node* name = item.find("name");
     const Node* shape = item.find("shape");
     if (name == nullptr || shape == nullptr) {
-      r_.error(item, std::string("param entry has no `") + (name == nullptr ? "name" : "shape") +
-                         "`",
+      r_.error(item,
+               std::string("param entry has no `") + (name == nullptr ? "name" : "shape") + "`",
                "a param entry is {name: FQN, shape: [...]} (optional dtype, requires_grad); a "
                "group is {repeat: {...}, params: [...]}");
       return std::nullopt;
@@ -186,8 +189,7 @@ class TemplateBuilder {
                  return u <= 0x20 || u == 0x7F;
                })) {
       why = "contains whitespace or a control character";
-    } else if (name.front() == '.' || name.back() == '.' ||
-               name.find("..") != std::string::npos) {
+    } else if (name.front() == '.' || name.back() == '.' || name.find("..") != std::string::npos) {
       why = "has an empty segment";
     }
     if (why.empty()) return true;

@@ -75,9 +75,9 @@ void parse_tied_weights(const Node& tied, Reader& r, std::vector<TiePair>& out) 
 }
 
 void log_ignored_keys(const Node& root, const std::string& path) {
-  static constexpr std::string_view kKnown[] = {
-      "format", "name", "model", "dtype", "attributes", "tie_word_embeddings",
-      "params", "tied", "tied_weights"};
+  static constexpr std::string_view kKnown[] = {"format", "name",       "model",
+                                                "dtype",  "attributes", "tie_word_embeddings",
+                                                "params", "tied",       "tied_weights"};
   for (const Node& entry : root.items) {
     bool known = false;
     for (std::string_view k : kKnown) known = known || entry.key == k;

@@ -139,4 +139,3 @@ std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
 }
 
 }  // namespace shardc::fe
-

@@ -14,8 +14,8 @@ constexpr std::int64_t kMaxWorld = 2147483647;
 bool valid_axis_name(std::string_view s) {
   if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -40,8 +40,9 @@ std::optional<MeshAxis> parse_axis(const Node& n, Reader& r) {
   }
   std::optional<std::int64_t> value = r.get_int(*size, "an axis `size`");
   if (value && *value < 1) {
-    r.error(r.loc(*size), "mesh axis `" + text.value_or("?") + "` has size " +
-                              std::to_string(*value), "axis sizes are at least 1", "E-MESH");
+    r.error(r.loc(*size),
+            "mesh axis `" + text.value_or("?") + "` has size " + std::to_string(*value),
+            "axis sizes are at least 1", "E-MESH");
     value.reset();
   }
   if (!ok || !text || !value) return std::nullopt;

@@ -69,14 +69,16 @@ bool check_stack(const Node& stack, const Pattern& match, Reader& r) {
     if (name != "E") probe.emplace_back(name, "x");
   }
   if (!Pattern::substitute(stack.text, probe)) {
-    r.error(stack, "`stack` " + describe(stack) + " uses a capture that `match` does not bind "
-                   "(or {E}, or an unbalanced brace)",
+    r.error(stack,
+            "`stack` `" + stack.text +
+                "` uses a capture that `match` does not bind "
+                "(or {E}, or an unbalanced brace)",
             "`stack` may use the captures of `match` other than {E}");
     return false;
   }
   for (const auto& [name, value] : probe) {
     if (stack.text.find("{" + name + "}") == std::string::npos) {
-      r.error(stack, "`stack` " + describe(stack) + " does not use the capture {" + name + "}",
+      r.error(stack, "`stack` `" + stack.text + "` does not use the capture {" + name + "}",
               "every capture but {E} must appear in `stack`, or stacked names would collide");
       return false;
     }
@@ -101,7 +103,7 @@ std::optional<ExpertsEntry> parse_expert(const Node& n, Reader& r) {
   std::optional<Pattern> pattern = parse_pattern(*match, r);
   const auto& names = pattern ? pattern->capture_names() : std::vector<std::string>{};
   if (pattern && std::find(names.begin(), names.end(), "E") == names.end()) {
-    r.error(*match, "`match` " + describe(*match) + " has no {E} capture",
+    r.error(*match, "experts `match` `" + pattern->text() + "` has no {E} capture",
             "mark the expert index segment with {E}, e.g. `...experts.{E}.{P}.weight`");
     pattern.reset();
   }
@@ -127,7 +129,7 @@ std::optional<Pattern> parse_pattern(const Node& n, Reader& r) {
   if (!text) return std::nullopt;
   std::string why;
   std::optional<Pattern> p = Pattern::compile(*text, why);
-  if (!p) r.error(n, "bad pattern " + describe(n) + ": " + why, std::string(kPatternHint));
+  if (!p) r.error(n, "bad pattern `" + *text + "`: " + why, std::string(kPatternHint));
   return p;
 }
 
@@ -140,8 +142,9 @@ std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader
     std::optional<Placement> p;
     if (entry.is_scalar()) p = parse_placement(entry.text);
     if (!p) {
-      r.error(r.loc(entry), "unparseable placement " + describe(entry) + " for axis `" +
-                                entry.key + "`", std::string(kPlacementHint), "E-PLACEMENT");
+      r.error(r.loc(entry),
+              "unparseable placement " + describe(entry) + " for axis `" + entry.key + "`",
+              std::string(kPlacementHint), "E-PLACEMENT");
       ok = false;
       continue;
     }

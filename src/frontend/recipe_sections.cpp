@@ -68,8 +68,7 @@ void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
   }
   if (const Node* rep = n.find("replicate")) f.replicate = r.get_string(*rep, "`fsdp.replicate`");
   if (const Node* es = n.find("expert_shard")) {
-    f.expert_shard =
-        parse_axes(*es, r, "`fsdp.expert_shard`").value_or(std::vector<std::string>{});
+    f.expert_shard = parse_axes(*es, r, "`fsdp.expert_shard`").value_or(std::vector<std::string>{});
   }
   if (const Node* dim = n.find("dim")) f.dim = parse_fsdp_dim(*dim, r).value_or(0);
   if (const Node* ed = n.find("expert_dim")) {
@@ -87,7 +86,8 @@ std::optional<std::int64_t> positive_int(const Node& n, Reader& r, std::string_v
 }
 
 std::optional<BufferSpec> parse_muon(const Node& n, Reader& r, BufferSpec b) {
-  bool ok = r.check_keys(n, {"kind", "alignment_bytes", "max_batch_numel"}, "a muon_allgather buffer");
+  bool ok =
+      r.check_keys(n, {"kind", "alignment_bytes", "max_batch_numel"}, "a muon_allgather buffer");
   if (const Node* a = n.find("alignment_bytes")) {
     std::optional<std::int64_t> v = positive_int(*a, r, "`alignment_bytes`");
     ok = v.has_value() && ok;
@@ -171,14 +171,15 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   PipelineSpec p;
   p.loc = r.loc(n);
   p.axis = "pp";
-  if (const Node* axis = n.find("axis")) p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
+  if (const Node* axis = n.find("axis"))
+    p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
   const Node* stages = n.find("stages");
   if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text == "auto")) {
     return p;
   }
   if (!stages->is_seq() || stages->items.empty()) {
-    r.error(*stages, "`stages` must be auto or a non-empty list of pattern lists, got " +
-                         describe(*stages),
+    r.error(*stages,
+            "`stages` must be auto or a non-empty list of pattern lists, got " + describe(*stages),
             "e.g. `stages: [[\"model.embed_tokens.*\", \"model.layers.[0-3].**\"], [\"**\"]]`");
     return std::nullopt;
   }

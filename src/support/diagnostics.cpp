@@ -31,8 +31,7 @@ void DiagnosticSink::report(Diagnostic d) {
   }
 }
 
-void DiagnosticSink::error(std::string code, SourceLoc loc, std::string message,
-                           std::string hint) {
+void DiagnosticSink::error(std::string code, SourceLoc loc, std::string message, std::string hint) {
   Diagnostic d;
   d.severity = Severity::Error;
   d.code = std::move(code);

@@ -77,7 +77,8 @@ std::optional<Pattern> Pattern::compile(std::string_view text, std::string& erro
   p.text_ = std::string(text);
   for (std::string_view part : parts) {
     if (part.empty()) {
-      error = "empty segment in pattern `" + std::string(text) + "` (two dots, or a leading or "
+      error = "empty segment in pattern `" + std::string(text) +
+              "` (two dots, or a leading or "
               "trailing dot)";
       return std::nullopt;
     }

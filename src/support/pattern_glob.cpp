@@ -29,8 +29,7 @@ bool class_contains(std::string_view glob, std::size_t open, char c, std::size_t
 
 }  // namespace
 
-bool glob_class_end(std::string_view glob, std::size_t open, std::size_t& end,
-                    std::string& error) {
+bool glob_class_end(std::string_view glob, std::size_t open, std::size_t& end, std::string& error) {
   std::size_t i = open + 1;
   if (i < glob.size() && (glob[i] == '!' || glob[i] == '^')) ++i;
   bool first = true;

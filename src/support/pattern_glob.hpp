@@ -13,7 +13,6 @@ bool glob_match(std::string_view glob, std::string_view text);
 
 /// `glob[open]` is '['. Sets `end` to the index after the closing ']'.
 /// false and `error` set when the class is unclosed or has an inverted range.
-bool glob_class_end(std::string_view glob, std::size_t open, std::size_t& end,
-                    std::string& error);
+bool glob_class_end(std::string_view glob, std::size_t open, std::size_t& end, std::string& error);
 
 }  // namespace shardc

@@ -62,21 +62,24 @@ TEST_CASE("deep nesting is rejected") {
 
 TEST_CASE("huge repeat ranges are rejected before expansion") {
   SUBCASE("one range") {
-    auto r = model_from("params:\n  - repeat: {i: [0, 1000000000000]}\n    params:\n"
-                        "      - {name: \"w.{i}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [0, 1000000000000]}\n    params:\n"
+        "      - {name: \"w.{i}\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());
     REQUIRE(r.find("E-MODEL") != nullptr);
     CHECK(r.find("E-MODEL")->loc.line == 2);
   }
   SUBCASE("a product of ranges") {
-    auto r = model_from("params:\n  - repeat: {i: [0, 100000], j: [0, 100000]}\n    params:\n"
-                        "      - {name: \"w.{i}.{j}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [0, 100000], j: [0, 100000]}\n    params:\n"
+        "      - {name: \"w.{i}.{j}\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());
     CHECK(r.sink.has_code("E-MODEL"));
   }
   SUBCASE("the full int64 range does not overflow the count") {
-    auto r = model_from("params:\n  - repeat: {i: [-9223372036854775808, 9223372036854775807]}\n"
-                        "    params:\n      - {name: \"w.{i}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [-9223372036854775808, 9223372036854775807]}\n"
+        "    params:\n      - {name: \"w.{i}\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());
     CHECK(r.sink.has_code("E-MODEL"));
   }

@@ -85,9 +85,9 @@ TEST_CASE("JSON errors carry exact line and column") {
                    "E-MODEL", 4, 3);
   }
   SUBCASE("negative extent") {
-    check_error_at(model_from("{\n \"params\": [\n  {\"name\": \"b\", \"shape\": [2, -3]}\n ]\n}",
-                              "m.json"),
-                   "E-MODEL", 3, 30);
+    check_error_at(
+        model_from("{\n \"params\": [\n  {\"name\": \"b\", \"shape\": [2, -3]}\n ]\n}", "m.json"),
+        "E-MODEL", 3, 30);
   }
   SUBCASE("non-integer extents") {
     check_error_at(model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1.5]}]}", "m.json"),
@@ -96,8 +96,8 @@ TEST_CASE("JSON errors carry exact line and column") {
                    "E-MODEL", 1, 37);
   }
   SUBCASE("unknown key inside a param entry") {
-    auto r = model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1], \"bias\": true}]}",
-                        "m.json");
+    auto r =
+        model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1], \"bias\": true}]}", "m.json");
     check_error_at(r, "E-MODEL", 1, 41);
   }
   SUBCASE("truncated file") {
@@ -114,14 +114,14 @@ TEST_CASE("unknown top-level keys are ignored") {
 
 TEST_CASE("extents beyond 64 bits and products of 2^62 are rejected") {
   SUBCASE("extent above int64") {
-    auto r = model_from(R"({"params": [{"name": "w", "shape": [18446744073709551615]}]})",
-                        "m.json");
+    auto r =
+        model_from(R"({"params": [{"name": "w", "shape": [18446744073709551615]}]})", "m.json");
     CHECK_FALSE(r.model.has_value());
     CHECK(r.sink.has_code("E-MODEL"));
   }
   SUBCASE("product overflows") {
-    auto r = model_from(R"({"params": [{"name": "w", "shape": [4294967296, 4294967296]}]})",
-                        "m.json");
+    auto r =
+        model_from(R"({"params": [{"name": "w", "shape": [4294967296, 4294967296]}]})", "m.json");
     CHECK_FALSE(r.model.has_value());
     REQUIRE(r.find("E-MODEL") != nullptr);
     CHECK(r.find("E-MODEL")->message.find("2^62") != std::string::npos);

@@ -127,8 +127,9 @@ TEST_CASE("bad repeat groups are reported") {
                    "E-MODEL", 2, 25);
   }
   SUBCASE("unbound variable") {
-    auto r = model_from("params:\n  - repeat: {i: [0, 2]}\n    params:\n"
-                        "      - {name: \"a.{i}.{k}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [0, 2]}\n    params:\n"
+        "      - {name: \"a.{i}.{k}\", shape: [1]}\n");
     check_error_at(r, "E-MODEL", 4, 16);
     CHECK(r.find("E-MODEL")->message.find("{k}") != std::string::npos);
   }
@@ -138,8 +139,9 @@ TEST_CASE("bad repeat groups are reported") {
                    "E-MODEL", 2, 17);
   }
   SUBCASE("inverted range") {
-    auto r = model_from("params:\n  - repeat: {i: [5, 2]}\n    params:\n"
-                        "      - {name: \"a.{i}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [5, 2]}\n    params:\n"
+        "      - {name: \"a.{i}\", shape: [1]}\n");
     REQUIRE(r.find("E-MODEL") != nullptr);
     CHECK(r.find("E-MODEL")->message.find("inverted") != std::string::npos);
   }
@@ -149,9 +151,10 @@ TEST_CASE("bad repeat groups are reported") {
                     .model.has_value());
   }
   SUBCASE("shadowed variable") {
-    auto r = model_from("params:\n  - repeat: {i: [0, 2]}\n    params:\n"
-                        "      - repeat: {i: [0, 2]}\n        params:\n"
-                        "          - {name: \"a.{i}\", shape: [1]}\n");
+    auto r = model_from(
+        "params:\n  - repeat: {i: [0, 2]}\n    params:\n"
+        "      - repeat: {i: [0, 2]}\n        params:\n"
+        "          - {name: \"a.{i}\", shape: [1]}\n");
     REQUIRE(r.find("E-MODEL") != nullptr);
     CHECK(r.find("E-MODEL")->message.find("already bound") != std::string::npos);
   }
@@ -161,8 +164,9 @@ TEST_CASE("bad repeat groups are reported") {
 }
 
 TEST_CASE("several model errors are reported in one run") {
-  auto r = model_from("params:\n  - {name: a, shape: [-1]}\n  - {name: b, shape: [2], dtype: x}\n"
-                      "  - {name: c, shape: [2], colour: red}\n");
+  auto r = model_from(
+      "params:\n  - {name: a, shape: [-1]}\n  - {name: b, shape: [2], dtype: x}\n"
+      "  - {name: c, shape: [2], colour: red}\n");
   CHECK_FALSE(r.model.has_value());
   CHECK(r.sink.error_count() == 3);
 }

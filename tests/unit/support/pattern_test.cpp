@@ -115,7 +115,9 @@ TEST_CASE("captures are cleared before a match fills them") {
 
 TEST_CASE("pattern syntax errors are reported with a reason") {
   SUBCASE("empty pattern") { CHECK(compile_error("").find("empty") != std::string::npos); }
-  SUBCASE("empty segment") { CHECK(compile_error("a..b").find("empty segment") != std::string::npos); }
+  SUBCASE("empty segment") {
+    CHECK(compile_error("a..b").find("empty segment") != std::string::npos);
+  }
   SUBCASE("trailing dot") { CHECK_FALSE(compile_error("a.").empty()); }
   SUBCASE("unclosed class") { CHECK(compile_error("a.[bc").find("unclosed") != std::string::npos); }
   SUBCASE("unclosed capture") { CHECK_FALSE(compile_error("a.{x").empty()); }
