@@ -4,6 +4,9 @@
 #   case/<folder>       tests/cases/<folder>: golden case (expected.json) via run_case.py
 #   plan/<recipe>       plans/<recipe>.recipe.yaml: validate + compile a rank sample
 #   models/compact      plans/*.model.yaml expand to exactly the real inventories
+#   determinism/bytes   outputs byte-identical across runs and -j 1 / -j 2
+#   determinism/golden  sha256 of every shipped plan's outputs = tests/golden/outputs.sha256
+#   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
 
@@ -41,3 +44,24 @@ add_test(NAME models/compact-cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_models_compact.py
                  --plans ${PROJECT_SOURCE_DIR}/plans --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(models/compact-cli PROPERTIES LABELS "e2e;models" TIMEOUT 600)
+
+# Byte identity: the same outputs across runs and writer counts, and pinned by digests
+# (refresh tests/golden/outputs.sha256 with tools/update-golden after an intended change).
+add_test(NAME determinism/bytes
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_deterministic.py
+                 --shardc $<TARGET_FILE:shardc> --check bytes)
+set_tests_properties(determinism/bytes PROPERTIES LABELS "e2e;determinism" TIMEOUT 600)
+add_test(NAME determinism/golden
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_deterministic.py
+                 --shardc $<TARGET_FILE:shardc> --check golden)
+set_tests_properties(determinism/golden PROPERTIES LABELS "e2e;determinism" TIMEOUT 600)
+
+# The benchmark's smoke run (tools/bench --quick: one run each, 64-rank rank-file test):
+# it must run and print its table; timings are not asserted. Writes its table into the
+# build tree, never over the repository's bench-results.md.
+add_test(NAME bench/smoke
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tools/bench --quick --no-build
+                 --shardc $<TARGET_FILE:shardc>
+                 --output ${CMAKE_CURRENT_BINARY_DIR}/bench-smoke.md)
+set_tests_properties(bench/smoke PROPERTIES LABELS "e2e;bench" TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "tools/bench: ok \\(")

@@ -63,9 +63,9 @@ class Converter {
   void convert_map(const YAML::Node& in, Node& out, int depth) {
     out.items.reserve(in.size());
     for (auto it = in.begin(); it != in.end(); ++it) {
-      const YAML::Node& key = it->first;
+      YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
       if (!key.IsScalar()) throw LimitError{key.Mark(), "a mapping key must be a plain string"};
-      Node value = convert(it->second, depth + 1);
+      Node value = convert(YAML::Node(it->second), depth + 1);
       value.key = key.Scalar();
       value.key_line = std::max(key.Mark().line, 0) + 1;
       value.key_col = std::max(key.Mark().column, 0) + 1;

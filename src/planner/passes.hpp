@@ -58,6 +58,11 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
 /// `_StridedShard` differs from the physical FSDP-over-TP rows.
 void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, DiagnosticSink& sink);
 
+/// lints.cpp: warnings beyond SPEC §5.7 (W-REPLICATED-LARGE, W-VOCAB,
+/// W-AXIS-SIZE-1); see the file's header.
+void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+               DiagnosticSink& sink);
+
 /// Reports a diagnostic at most once per (code, key), counting the others;
 /// `flush` appends "(and N more params)" to each and reports them in order.
 class GroupedReporter {

@@ -28,6 +28,7 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   passes::run_checks(params, plan, model, recipe, sink);
   if (sink.error_count() > errors_before) return std::nullopt;
   passes::check_strided(params, plan, sink);
+  passes::run_lints(params, plan, recipe, sink);
   plan.params = std::move(params);
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);

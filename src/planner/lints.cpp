@@ -1,0 +1,127 @@
+// Lints beyond errors (warnings; `--strict` makes them fail):
+//  W-REPLICATED-LARGE  a large param replicated over an axis that shards
+//                      other params by rule (a TP axis): likely a forgotten rule
+//  W-VOCAB             an embedding / output head split unevenly on its vocab
+//                      dim; lists the sizes that divide
+//  W-AXIS-SIZE-1       a rule places Shard on an axis of size 1 (no effect)
+// W-UNUSED-RULE / W-SHADOWED-RULE live in rules.cpp, W-EXPERTS in checks.cpp.
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+constexpr std::int64_t kLargeNumel = std::int64_t{1} << 24;  // 16 Mi elements
+
+bool is_vocab_param(std::string_view fqn) {
+  for (std::string_view s : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
+                             "tok_embeddings.weight", "word_embeddings.weight", "output.weight"})
+    if (fqn.size() >= s.size() && fqn.substr(fqn.size() - s.size()) == s) return true;
+  return false;
+}
+
+std::string divisor_list(std::int64_t n, std::int64_t limit) {
+  std::string t;
+  for (std::int64_t k = 2; k <= limit; ++k)
+    if (n % k == 0) t += (t.empty() ? "" : ", ") + std::to_string(k);
+  return t.empty() ? "none up to " + std::to_string(limit) : t;
+}
+
+// Dense axes that shard some param by rule (not FSDP): the "TP-like" axes.
+std::set<int> rule_sharding_axes(const std::vector<PlannedParam>& params) {
+  std::set<int> axes;
+  for (const PlannedParam& p : params) {
+    if (p.mesh != MeshKind::Dense) continue;
+    for (const auto& chain : p.geometry.per_dim)
+      for (const DimSplit& s : chain)
+        if (!s.fsdp)
+          for (int a : s.axes) axes.insert(a);
+  }
+  return axes;
+}
+
+void lint_replicated(const PlannedParam& p, const Plan& plan, const std::set<int>& tp_axes,
+                     GroupedReporter& rep) {
+  if (p.mesh != MeshKind::Dense || numel(p.global_shape) < kLargeNumel) return;
+  for (int a : tp_axes) {
+    const auto& axis = plan.dense.axes[static_cast<std::size_t>(a)];
+    if (axis.size < 2) continue;
+    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate) continue;
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.code = "W-REPLICATED-LARGE";
+    d.loc = p.loc;
+    d.param = p.name;
+    d.rule = p.rule.match;
+    d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
+                " elements) is replicated over '" + axis.name + "', which shards other params";
+    d.hint = "a rule placing it on " + axis.name + " may be missing (or put it in an explicit "
+             "replicated rule to silence this)";
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + axis.name);
+  }
+}
+
+void lint_vocab(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
+  if (!is_vocab_param(p.name) || p.geometry.per_dim.empty() || p.alias_of) return;
+  std::int64_t ways = 1;
+  for (const DimSplit& s : p.geometry.per_dim[0])
+    if (!s.fsdp) ways *= s.ways;
+  const std::int64_t vocab = p.global_shape[0];
+  if (ways <= 1 || vocab % ways == 0) return;
+  Diagnostic d;
+  d.severity = Severity::Warning;
+  d.code = "W-VOCAB";
+  d.loc = p.loc;
+  d.param = p.name;
+  d.rule = p.rule.match;
+  d.message = p.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
+              std::to_string(ways) + " ranks (uneven " + split_rule_name(p.uneven) + " pieces)";
+  d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
+           "; or pad the vocab (many frameworks pad to a multiple of 64 x tp)";
+  (void)plan;
+  rep.add(std::move(d), p.name);
+}
+
+void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink) {
+  auto check = [&](const std::vector<AxisPlacement>& pls, const Mesh* mesh, const std::string& rule) {
+    if (!mesh) return;
+    for (const AxisPlacement& ap : pls) {
+      const int a = mesh->find(ap.axis);
+      if (a < 0 || ap.placement.kind != Placement::Kind::Shard) continue;
+      if (mesh->axes[static_cast<std::size_t>(a)].size != 1) continue;
+      Diagnostic d;
+      d.severity = Severity::Warning;
+      d.code = "W-AXIS-SIZE-1";
+      d.loc = ap.loc;
+      d.rule = rule;
+      d.message = "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
+      d.hint = "drop it, or give the axis a size > 1";
+      sink.report(std::move(d));
+    }
+  };
+  for (const Rule& r : recipe.rules) check(r.placements, &plan.dense, r.match_text());
+  for (const ExpertsEntry& e : recipe.experts)
+    check(e.placements, plan.expert ? &*plan.expert : nullptr, e.match.text());
+}
+
+}  // namespace
+
+void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+               DiagnosticSink& sink) {
+  const std::set<int> tp_axes = rule_sharding_axes(params);
+  GroupedReporter replicated;
+  GroupedReporter vocab;
+  for (const PlannedParam& p : params) {
+    if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
+    lint_replicated(p, plan, tp_axes, replicated);
+    lint_vocab(p, plan, vocab);
+  }
+  replicated.flush(sink);
+  vocab.flush(sink);
+  lint_size_one(recipe, plan, sink);
+}
+
+}  // namespace shardc::passes

@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""shardc benchmark at cluster scale: the helper behind tools/bench (stdlib only).
+
+    bench.py --shardc BIN [--quick] [--runs N] [--warmup N] [--output FILE] [--tmp DIR] [--keep]
+
+Every input is generated into a temporary directory from what ships in the repository
+(a user's clone has nothing else): DeepSeek-V3 from tests/data/models/DeepSeek-V3.params.json.gz
+(gunzipped), Llama-3.1-405B from plans/llama-3.1-405b.model.yaml, and recipes scaled from
+the shipped ones by editing only the mesh sizes.
+
+Each benchmark runs `--warmup` untimed times, then `--runs` timed times; it reports the
+median wall time, min-max, and the peak RSS (max over runs) from `/usr/bin/time -v` (or
+wait4() rusage when GNU time is missing). shardc runs with `-vv`: its debug log lines are
+time-stamped as they arrive on stderr, which splits a run into phases (start-up + read,
+model parse, recipe parse + plan, output) at negligible cost.
+
+Benchmarks (full mode; --quick shrinks the rank-file benchmark to 64 ranks, runs 1, no
+warm-up, and marks shrunk rows' targets n/a):
+  A  validate / compile --no-rank-files, DeepSeek-V3 (JSON inventory) on 16,384 ranks
+     (pp 16 x dp_shard 128 x tp 8; experts pp 16 x efsdp 16 x ep 64)
+  B  validate / compile --no-rank-files, Llama-3.1-405B on 16,384 ranks (shipped plan)
+  C  compile with every rank file, Llama-3.1-405B on 2,048 ranks (dp 256 x tp 8), against
+     writing the same bytes: `cat plan.json ranks/* > fresh/all` into a fresh directory on
+     the same filesystem (one stream: the pure cost of the bytes, the strict baseline), and
+     for information a per-file copy done in-process (open/write/close per file, so the
+     file-creation cost is included without fork/exec per file). Page cache only: neither
+     shardc nor the baselines fsync; `sync` runs (untimed) before every run.
+  D  parsing: `validate` of the ~5 MB DeepSeek-V3 JSON inventory and of a flat YAML model
+     with the same params, each with a trivial recipe (one rule `**`, placements {}, a
+     1-rank mesh): whole-command time and MB/s, plus the model-parse phase from -vv.
+  E  scaling: `validate` DeepSeek-V3 on 1k, 4k, 16k, 64k and 256k ranks (dp_shard and
+     efsdp scaled; pp 16, tp 8, ep 64 fixed).
+
+Exit status: 0 when every command ran and exited 0 (targets missed do not fail the run;
+the table says so), 1 when a command failed, 2 on usage errors.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLANS = REPO / "plans"
+DATA_MODELS = REPO / "tests" / "data" / "models"
+GNU_TIME = "/usr/bin/time"
+
+DS_RECIPE = PLANS / "deepseek-v3-pp16-ep64.recipe.yaml"
+LLAMA_MODEL = PLANS / "llama-3.1-405b.model.yaml"
+LLAMA_RECIPE = PLANS / "llama-3.1-405b-dp2048-tp8.recipe.yaml"
+TRIVIAL_RECIPE = """\
+# shardc bench: trivial recipe (one rule, nothing sharded, 1 rank): isolates parsing.
+format: shardc.recipe/v1
+mesh:
+  - {name: dp, size: 1}
+rules:
+  - match: "**"
+    placements: {}
+"""
+
+# Debug log lines (src/driver/session.cpp) that mark phase boundaries.
+PHASE_MARKS = {
+    "read_model": re.compile(r"\] read model "),
+    "read_recipe": re.compile(r"\] read recipe "),
+    "parsed": re.compile(r"\] parsed \d+ params"),
+    "planned": re.compile(r"\] planned \d+ params"),
+}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def scale_mesh(text: str, sizes: dict[str, int]) -> str:
+    """Sets `{name: AXIS, size: N}` entries (in mesh and expert_mesh) to the given sizes."""
+    for axis, size in sizes.items():
+        pat = re.compile(r"(\{\s*name:\s*" + re.escape(axis) + r"\s*,\s*size:\s*)\d+")
+        text, n = pat.subn(lambda m: m.group(1) + str(size), text)
+        if n != 1:
+            raise ValueError(f"scale_mesh: axis {axis!r} found {n} times (expected 1)")
+    return text
+
+
+def write_recipe(tmp: Path, base: Path, sizes: dict[str, int], world: int) -> Path:
+    text = scale_mesh(base.read_text(), sizes)
+    out = tmp / f"{base.name[: -len('.recipe.yaml')]}-w{world}.recipe.yaml"
+    desc = ", ".join(f"{k} {v}" for k, v in sizes.items())
+    out.write_text(f"# shardc bench: {base.name} scaled to {world} ranks ({desc})\n" + text)
+    return out
+
+
+def ds_sizes(world: int) -> dict[str, int]:
+    """DeepSeek-V3 mesh sizes for `world` ranks: pp 16 x dp_shard x tp 8; pp 16 x efsdp x ep 64."""
+    if world % 1024:
+        raise ValueError(f"DeepSeek-V3 world size {world} is not a multiple of 1024")
+    return {"dp_shard": world // 128, "efsdp": world // 1024}
+
+
+def flat_yaml_model(inv: dict) -> str:
+    """The inventory as a flat shardc.model/v1 YAML (block style, no repeat, every dtype)."""
+    out = ["# shardc bench: flat YAML model (no repeat), generated from the JSON inventory",
+           "format: shardc.model/v1",
+           f"name: {inv.get('model', 'model')}",
+           f"dtype: {inv.get('dtype', 'bfloat16')}",
+           "attributes:"]
+    for k, v in inv.get("attributes", {}).items():
+        out.append(f"  {k}: {json.dumps(v)}")
+    out.append("params:")
+    for p in inv["params"]:
+        out.append(f"  - name: {p['name']}")
+        out.append(f"    shape: [{', '.join(str(d) for d in p['shape'])}]")
+        out.append(f"    dtype: {p.get('dtype', inv.get('dtype', 'bfloat16'))}")
+    tied = inv.get("tied_weights") or {}
+    if tied:
+        out.append("tied:")
+        for alias, source in tied.items():
+            out.append(f"  - [{source}, {alias}]")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- running
+
+
+class RunError(Exception):
+    pass
+
+
+def parse_gnu_time(text: str) -> tuple[int | None, float | None]:
+    rss = wall = None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Maximum resident set size (kbytes):"):
+            rss = int(line.rsplit(":", 1)[1])
+        elif line.startswith("Elapsed (wall clock) time"):
+            parts = line.rsplit(")", 1)[1].lstrip(": ").split(":")
+            wall = sum(float(p) * 60 ** i for i, p in enumerate(reversed(parts)))
+    return rss, wall
+
+
+def run_once(cmd: list[str], tmp: Path) -> dict:
+    """One timed run: wall seconds, peak RSS (KiB), phase timestamps, stderr tail."""
+    time_file = tmp / "gnu-time.txt"
+    use_gnu = os.access(GNU_TIME, os.X_OK)
+    full = ([GNU_TIME, "-v", "-o", str(time_file)] if use_gnu else []) + cmd
+    marks: dict[str, float] = {}
+    tail: list[str] = []
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, errors="replace")
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        now = time.perf_counter() - t0
+        for key, pat in PHASE_MARKS.items():
+            if key not in marks and pat.search(line):
+                marks[key] = now
+        tail.append(line)
+        if len(tail) > 40:
+            del tail[:20]
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    rss = None
+    if use_gnu:
+        rss, _ = parse_gnu_time(time_file.read_text(errors="replace"))
+        time_file.unlink(missing_ok=True)
+    if rss is None:
+        rss = usage.ru_maxrss  # KiB on Linux
+    if proc.returncode != 0:
+        raise RunError(f"exit {proc.returncode}: {' '.join(cmd)}\n" + "".join(tail[-15:]))
+    marks["end"] = wall
+    return {"wall": wall, "rss_kb": rss, "marks": marks}
+
+
+def sync() -> None:
+    try:
+        os.sync()
+    except (AttributeError, OSError):
+        pass
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, tmp: Path):
+        self.args, self.tmp = args, tmp
+        self.rows: list[dict] = []
+        self.failed = 0
+
+    def measure(self, cmd: list[str], prep=None) -> dict:
+        runs = []
+        for i in range(self.args.warmup + self.args.runs):
+            if prep:
+                prep()
+            sync()
+            r = run_once(cmd, self.tmp)
+            if i >= self.args.warmup:
+                runs.append(r)
+        walls = [r["wall"] for r in runs]
+        phases = {}
+        for name, a, b in (("start+read", None, "read_model"), ("model parse", "read_model", "read_recipe"),
+                           ("recipe+checks", "read_recipe", "parsed"), ("plan", "parsed", "planned"),
+                           ("output", "planned", "end")):
+            vals = [r["marks"][b] - (r["marks"][a] if a else 0.0) for r in runs
+                    if b in r["marks"] and (a is None or a in r["marks"])]
+            if len(vals) == len(runs):
+                phases[name] = statistics.median(vals)
+        return {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
+                "rss_mb": max(r["rss_kb"] for r in runs) / 1024.0, "phases": phases,
+                "n": len(runs)}
+
+    def add(self, group: str, name: str, cmd: list[str], *, prep=None, target: str = "",
+            check=None, extra=None) -> dict | None:
+        """Runs one benchmark and records a table row; `check(res) -> bool` judges the target."""
+        print(f"[bench] {group} {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        try:
+            res = self.measure(cmd, prep)
+        except (RunError, OSError) as e:
+            self.failed += 1
+            print(f"[bench] FAILED: {e}", file=sys.stderr, flush=True)
+            self.rows.append({"group": group, "name": name, "error": str(e).splitlines()[0],
+                              "target": target})
+            return None
+        row = {"group": group, "name": name, "res": res, "target": target, "extra": ""}
+        if extra:
+            row["extra"] = extra(res)
+        if target and check is not None and not self.args.quick_shrunk(group):
+            row["status"] = "meets" if check(res) else "**misses**"
+        elif target:
+            row["status"] = "n/a (quick)" if self.args.quick_shrunk(group) else ""
+        else:
+            row["status"] = ""
+        self.rows.append(row)
+        print(f"[bench]   median {res['median']:.3f} s, peak RSS {res['rss_mb']:.1f} MB "
+              f"{row['extra']}", file=sys.stderr, flush=True)
+        return res
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def render(bench: Bench, header: list[str]) -> str:
+    out = ["# shardc benchmark results", ""] + [f"* {h}" for h in header] + [""]
+    out += ["| # | benchmark | median s | min–max s | peak RSS MB | throughput / ratio | target | status |",
+            "|---|---|---:|---:|---:|---|---|---|"]
+    for row in bench.rows:
+        if "error" in row:
+            out.append(f"| {row['group']} | {row['name']} | FAILED | | | {row['error']} | "
+                       f"{row['target']} | **FAILED** |")
+            continue
+        r = row["res"]
+        out.append(f"| {row['group']} | {row['name']} | {fmt_s(r['median'])} | "
+                   f"{fmt_s(r['min'])}–{fmt_s(r['max'])} | {r['rss_mb']:.1f} | {row['extra']} | "
+                   f"{row['target']} | {row['status']} |")
+    out += ["", "Phases (median s, from time-stamped `-vv` log lines; start+read = process start to "
+            "model file read):", "",
+            "| # | benchmark | start+read | model parse | recipe+checks | plan | output |",
+            "|---|---|---:|---:|---:|---:|---:|"]
+    for row in bench.rows:
+        if "error" in row or not row["res"]["phases"]:
+            continue
+        ph = row["res"]["phases"]
+        cells = [fmt_s(ph[k]) if k in ph else "" for k in
+                 ("start+read", "model parse", "recipe+checks", "plan", "output")]
+        out.append(f"| {row['group']} | {row['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def machine_header(args: argparse.Namespace) -> list[str]:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        version = subprocess.run([args.shardc, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        version = "?"
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=30).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        rev = "?"
+    nproc = os.cpu_count() or 0
+    try:
+        nproc = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    rss_src = "`/usr/bin/time -v`" if os.access(GNU_TIME, os.X_OK) else "wait4() rusage (GNU time missing)"
+    return [f"date: {_dt.datetime.now().isoformat(timespec='seconds')}",
+            f"machine: {platform.node()}, `nproc` = {nproc}, {cpu}",
+            f"shardc: `{args.shardc}` ({version}), source `{rev}`",
+            f"mode: {'quick (smoke: shrunk, targets n/a where shrunk)' if args.quick else 'full'}; "
+            f"{args.runs} timed runs after {args.warmup} warm-up; median, min–max wall time; "
+            f"peak RSS = max over runs via {rss_src}",
+            f"temp dir: `{args.tmp or tempfile.gettempdir()}` (outputs and the cat baseline on the same filesystem)"]
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
+    S = args.shardc
+    b = Bench(args, tmp)
+
+    # Inputs.
+    ds_json = tmp / "DeepSeek-V3.params.json"
+    with gzip.open(DATA_MODELS / "DeepSeek-V3.params.json.gz", "rb") as src, open(ds_json, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    inv = json.loads(ds_json.read_text())
+    ds_yaml = tmp / "DeepSeek-V3.flat.model.yaml"
+    ds_yaml.write_text(flat_yaml_model(inv))
+    trivial = tmp / "trivial.recipe.yaml"
+    trivial.write_text(TRIVIAL_RECIPE)
+    ds16k = write_recipe(tmp, DS_RECIPE, ds_sizes(16384), 16384)
+    out = tmp / "out"
+
+    def secs_target(limit_s: float, limit_mb: float | None = None):
+        def check(res):
+            return res["median"] <= limit_s and (limit_mb is None or res["rss_mb"] <= limit_mb)
+        return check
+
+    # A: DeepSeek-V3 on 16,384 ranks.
+    b.add("A1", "validate DeepSeek-V3 JSON, 16,384 ranks", [S, "-vv", "validate", str(ds_json), str(ds16k)],
+          target="≤ 1 s, ≤ 500 MB", check=secs_target(1.0, 500))
+    b.add("A2", "compile --no-rank-files DeepSeek-V3 JSON, 16,384 ranks",
+          [S, "-vv", "compile", str(ds_json), str(ds16k), "-o", str(out / "ds16k"), "--no-rank-files",
+           "--force"],
+          extra=lambda r: f"plan.json {(out / 'ds16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
+
+    # B: Llama-3.1-405B on 16,384 ranks (shipped plan).
+    b.add("B1", "validate Llama-3.1-405B (shipped plan), 16,384 ranks",
+          [S, "-vv", "validate", str(LLAMA_MODEL), str(LLAMA_RECIPE)],
+          target="≤ 1 s, ≤ 500 MB", check=secs_target(1.0, 500))
+    b.add("B2", "compile --no-rank-files Llama-3.1-405B, 16,384 ranks",
+          [S, "-vv", "compile", str(LLAMA_MODEL), str(LLAMA_RECIPE), "-o", str(out / "l16k"),
+           "--no-rank-files", "--force"],
+          extra=lambda r: f"plan.json {(out / 'l16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
+
+    # C: every rank file vs writing the same bytes.
+    dp = 8 if args.quick else 256
+    world = dp * 8
+    lrec = write_recipe(tmp, LLAMA_RECIPE, {"dp": dp}, world)
+    rdir = out / f"l{world}-ranks"
+    fresh = tmp / "fresh"
+
+    def clean_out():
+        shutil.rmtree(rdir, ignore_errors=True)
+
+    def clean_fresh():
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir()
+
+    label = f"Llama-3.1-405B, {world:,} ranks (dp {dp} x tp 8)"
+    cfull = b.add("C1", f"compile, every rank file, {label}",
+                  [S, "-vv", "compile", str(LLAMA_MODEL), str(lrec), "-o", str(rdir)], prep=clean_out)
+    if cfull is not None:
+        nbytes = dir_bytes(rdir)
+        nfiles = len(list((rdir / "ranks").glob("rank-*.json")))
+        cfull_row = b.rows[-1]
+        cfull_row["extra"] = f"{nbytes / 1e6:.0f} MB in {nfiles + 1} files, {nbytes / 1e6 / cfull['median']:.0f} MB/s"
+        if not args.quick and args.jobs1:
+            b.add("C2", f"compile, every rank file, -j 1, {label}",
+                  [S, "-vv", "compile", str(LLAMA_MODEL), str(lrec), "-o", str(rdir), "-j", "1"],
+                  prep=clean_out,
+                  extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
+            # leave rdir populated for the baselines
+        cat = b.add("C3", "baseline: `cat plan.json ranks/* > fresh/all` (same bytes, one stream)",
+                    ["sh", "-c", 'cd "$0" && exec cat plan.json ranks/* > "$1/all"', str(rdir), str(fresh)],
+                    prep=clean_fresh, extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
+        if cat is not None:
+            ratio = cfull["median"] / cat["median"]
+            shrunk = args.quick
+            cfull_row["extra"] += f"; **{ratio:.2f}× cat**"
+            cfull_row["target"] = "≤ 2× cat"
+            cfull_row["status"] = "n/a (quick)" if shrunk else ("meets" if ratio <= 2.0 else "**misses**")
+        # Per-file copy, in-process (no fork per file): includes file creation.
+        copy = b.add("C4", "baseline: per-file copy (open/write/close per file, in-process)",
+                     [sys.executable, "-c", PER_FILE_COPY, str(rdir), str(fresh)], prep=clean_fresh,
+                     extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
+        if copy is not None and cfull is not None:
+            b.rows[-1]["extra"] += f"; shardc = {cfull['median'] / copy['median']:.2f}× this"
+        clean_out()
+        clean_fresh()
+
+    # D: parsing alone.
+    for group, label, path in (("D1", "JSON inventory", ds_json), ("D2", "flat YAML model", ds_yaml)):
+        size_mb = path.stat().st_size / 1e6
+
+        def extra(r, size_mb=size_mb):
+            s = f"{size_mb:.2f} MB: {size_mb / r['median']:.1f} MB/s whole command"
+            if "model parse" in r["phases"]:
+                s += f", {size_mb / r['phases']['model parse']:.1f} MB/s model-parse phase"
+            return s
+
+        is_json = group == "D1"
+        b.add(group, f"parse: validate {label} DeepSeek-V3 ({size_mb:.1f} MB), trivial 1-rank recipe",
+              [S, "-vv", "validate", str(path), str(trivial)], extra=extra,
+              target="≥ 100 MB/s" if is_json else "",
+              check=(lambda r, size_mb=size_mb: size_mb / r["median"] >= 100) if is_json else None)
+
+    # E: scaling.
+    worlds = [1024, 4096, 16384, 65536, 262144]
+    base = None
+    for w in worlds:
+        rec = write_recipe(tmp, DS_RECIPE, ds_sizes(w), w)
+        sz = ds_sizes(w)
+        target, check = "", None
+        if w == 262144:
+            target, check = "≤ 2 s", secs_target(2.0)
+        elif w == 16384:
+            target, check = "≤ 1 s, ≤ 500 MB", secs_target(1.0, 500)
+        res = b.add("E", f"validate DeepSeek-V3 JSON, {w:,} ranks (dp_shard {sz['dp_shard']}, "
+                         f"efsdp {sz['efsdp']})",
+                    [S, "-vv", "validate", str(ds_json), str(rec)], target=target, check=check,
+                    extra=(lambda r: f"{r['median'] / base:.2f}× the 1k time") if base else None)
+        if res is not None and base is None:
+            base = res["median"]
+            b.rows[-1]["extra"] = "1.00× (reference)"
+    return b
+
+
+PER_FILE_COPY = r"""
+import os, sys
+src, dst = sys.argv[1], sys.argv[2]
+def copy(rel):
+    with open(os.path.join(src, rel), 'rb') as f:
+        data = f.read()
+    with open(os.path.join(dst, rel.replace('/', '_')), 'wb') as f:
+        f.write(data)
+copy('plan.json')
+for name in sorted(os.listdir(os.path.join(src, 'ranks'))):
+    copy('ranks/' + name)
+"""
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", required=True, help="shardc binary")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 run, no warm-up, shrunk")
+    ap.add_argument("--runs", type=int, help="timed runs per benchmark (default 5; quick 1)")
+    ap.add_argument("--warmup", type=int, help="untimed runs first (default 1; quick 0)")
+    ap.add_argument("--no-jobs1", dest="jobs1", action="store_false",
+                    help="skip the -j 1 rank-file run")
+    ap.add_argument("--output", default=str(REPO / "bench-results.md"), help="Markdown table file")
+    ap.add_argument("--tmp", help="directory for inputs and outputs (default: system temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = ap.parse_args(argv)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 5
+    if args.warmup is None:
+        args.warmup = 0 if args.quick else 1
+    if args.runs < 1 or args.warmup < 0:
+        ap.error("--runs must be >= 1 and --warmup >= 0")
+    args.quick_shrunk = lambda group: args.quick and group.startswith("C")
+    if not os.access(args.shardc, os.X_OK):
+        print(f"bench: shardc binary {args.shardc} not found or not executable", file=sys.stderr)
+        return 2
+    args.shardc = str(Path(args.shardc).resolve())
+    tmp = Path(tempfile.mkdtemp(prefix="shardc-bench-", dir=args.tmp))
+    t0 = time.perf_counter()
+    try:
+        bench = run_all(args, tmp)
+    finally:
+        if args.keep:
+            print(f"[bench] kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    header = machine_header(args) + [f"bench wall time: {time.perf_counter() - t0:.0f} s"]
+    table = render(bench, header)
+    print(table)
+    Path(args.output).write_text(table)
+    if bench.failed:
+        print(f"tools/bench: {bench.failed} benchmark(s) FAILED; table written to {args.output}",
+              file=sys.stderr)
+        return 1
+    print(f"tools/bench: ok ({len(bench.rows)} benchmarks); table written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
