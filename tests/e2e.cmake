@@ -4,6 +4,9 @@
 #   case/<folder>       tests/cases/<folder>: golden case (expected.json) via run_case.py
 #   plan/<recipe>       plans/<recipe>.recipe.yaml: validate + compile a rank sample
 #   models/compact      plans/*.model.yaml expand to exactly the real inventories
+#   schemas/static      schemas/*.schema.json: valid draft 2020-12; every shipped input and
+#                       README example validates; invalid documents fail
+#   schemas/cli         `shardc schema NAME` = the files; compiled plans and rank files validate
 #   determinism/bytes   outputs byte-identical across runs and -j 1 / -j 2
 #   determinism/golden  sha256 of every shipped plan's outputs = tests/golden/outputs.sha256
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
@@ -65,3 +68,13 @@ add_test(NAME bench/smoke
                  --output ${CMAKE_CURRENT_BINARY_DIR}/bench-smoke.md)
 set_tests_properties(bench/smoke PROPERTIES LABELS "e2e;bench" TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "tools/bench: ok \\(")
+
+# JSON Schemas (schemas/*.schema.json; python3-jsonschema, python3-yaml) ...
+add_test(NAME schemas/static
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_schemas.py --part static)
+set_tests_properties(schemas/static PROPERTIES LABELS "e2e;schemas" TIMEOUT 300)
+# ... and against the real CLI's outputs.
+add_test(NAME schemas/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_schemas.py --part cli
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(schemas/cli PROPERTIES LABELS "e2e;schemas" TIMEOUT 600)

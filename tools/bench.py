@@ -24,7 +24,10 @@ warm-up, and marks shrunk rows' targets n/a):
      the same filesystem (one stream: the pure cost of the bytes, the strict baseline), and
      for information a per-file copy done in-process (open/write/close per file, so the
      file-creation cost is included without fork/exec per file). Page cache only: neither
-     shardc nor the baselines fsync; `sync` runs (untimed) before every run.
+     shardc nor the baselines fsync; `sync` runs (untimed) before every run. Every run
+     writes a new directory (deleted at the end of the group), because creating thousands
+     of inodes right after deleting thousands is several times slower on ext4 without a
+     journal; -j 1 (C2) runs at most 3 times.
   D  parsing: `validate` of the ~5 MB DeepSeek-V3 JSON inventory and of a flat YAML model
      with the same params, each with a trivial recipe (one rule `**`, placements {}, a
      1-rank mesh): whole-command time and MB/s, plus the model-parse phase from -vv.
@@ -136,15 +139,15 @@ class RunError(Exception):
 
 
 def parse_gnu_time(text: str) -> tuple[int | None, float | None]:
-    rss = wall = None
+    """(peak RSS KiB, user + system CPU seconds) from `/usr/bin/time -v` output."""
+    rss = cpu = None
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("Maximum resident set size (kbytes):"):
             rss = int(line.rsplit(":", 1)[1])
-        elif line.startswith("Elapsed (wall clock) time"):
-            parts = line.rsplit(")", 1)[1].lstrip(": ").split(":")
-            wall = sum(float(p) * 60 ** i for i, p in enumerate(reversed(parts)))
-    return rss, wall
+        elif line.startswith(("User time (seconds):", "System time (seconds):")):
+            cpu = (cpu or 0.0) + float(line.rsplit(":", 1)[1])
+    return rss, cpu
 
 
 def run_once(cmd: list[str], tmp: Path) -> dict:
@@ -175,10 +178,13 @@ def run_once(cmd: list[str], tmp: Path) -> dict:
         time_file.unlink(missing_ok=True)
     if rss is None:
         rss = usage.ru_maxrss  # KiB on Linux
+    # CPU from wait4(): microseconds (GNU time prints 1/100 s); it includes the reaped
+    # grandchild when GNU time wraps the command.
+    cpu = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0:
         raise RunError(f"exit {proc.returncode}: {' '.join(cmd)}\n" + "".join(tail[-15:]))
     marks["end"] = wall
-    return {"wall": wall, "rss_kb": rss, "marks": marks}
+    return {"wall": wall, "cpu": cpu, "rss_kb": rss, "marks": marks}
 
 
 def sync() -> None:
@@ -192,15 +198,18 @@ class Bench:
     def __init__(self, args: argparse.Namespace, tmp: Path):
         self.args, self.tmp = args, tmp
         self.rows: list[dict] = []
+        self.notes: list[str] = []
         self.failed = 0
 
-    def measure(self, cmd: list[str], prep=None) -> dict:
+    def measure(self, cmd, prep=None, runs_cap: int | None = None) -> dict:
+        """`cmd` is a list, or a callable(run index) -> list; `prep(run index)` runs untimed."""
         runs = []
-        for i in range(self.args.warmup + self.args.runs):
+        n_runs = min(self.args.runs, runs_cap) if runs_cap else self.args.runs
+        for i in range(self.args.warmup + n_runs):
             if prep:
-                prep()
+                prep(i)
             sync()
-            r = run_once(cmd, self.tmp)
+            r = run_once(cmd(i) if callable(cmd) else cmd, self.tmp)
             if i >= self.args.warmup:
                 runs.append(r)
         walls = [r["wall"] for r in runs]
@@ -213,15 +222,17 @@ class Bench:
             if len(vals) == len(runs):
                 phases[name] = statistics.median(vals)
         return {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
+                "cpu": statistics.median(r["cpu"] for r in runs),
                 "rss_mb": max(r["rss_kb"] for r in runs) / 1024.0, "phases": phases,
                 "n": len(runs)}
 
-    def add(self, group: str, name: str, cmd: list[str], *, prep=None, target: str = "",
-            check=None, extra=None) -> dict | None:
+    def add(self, group: str, name: str, cmd, *, prep=None, target: str = "",
+            check=None, extra=None, runs_cap: int | None = None) -> dict | None:
         """Runs one benchmark and records a table row; `check(res) -> bool` judges the target."""
-        print(f"[bench] {group} {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        shown = " ".join("<script>" if "\n" in a else a for a in (cmd(0) if callable(cmd) else cmd))
+        print(f"[bench] {group} {name}: {shown}", file=sys.stderr, flush=True)
         try:
-            res = self.measure(cmd, prep)
+            res = self.measure(cmd, prep, runs_cap)
         except (RunError, OSError) as e:
             self.failed += 1
             print(f"[bench] FAILED: {e}", file=sys.stderr, flush=True)
@@ -252,18 +263,21 @@ def fmt_s(x: float) -> str:
 
 def render(bench: Bench, header: list[str]) -> str:
     out = ["# shardc benchmark results", ""] + [f"* {h}" for h in header] + [""]
-    out += ["| # | benchmark | median s | min–max s | peak RSS MB | throughput / ratio | target | status |",
-            "|---|---|---:|---:|---:|---|---|---|"]
+    out += ["| # | benchmark | median s | min–max s | CPU s | peak RSS MB | throughput / ratio | target | status |",
+            "|---|---|---:|---:|---:|---:|---|---|---|"]
     for row in bench.rows:
         if "error" in row:
-            out.append(f"| {row['group']} | {row['name']} | FAILED | | | {row['error']} | "
+            out.append(f"| {row['group']} | {row['name']} | FAILED | | | | {row['error']} | "
                        f"{row['target']} | **FAILED** |")
             continue
         r = row["res"]
         out.append(f"| {row['group']} | {row['name']} | {fmt_s(r['median'])} | "
-                   f"{fmt_s(r['min'])}–{fmt_s(r['max'])} | {r['rss_mb']:.1f} | {row['extra']} | "
+                   f"{fmt_s(r['min'])}–{fmt_s(r['max'])} | {fmt_s(r['cpu'])} | {r['rss_mb']:.1f} | "
+                   f"{row['extra']} | "
                    f"{row['target']} | {row['status']} |")
-    out += ["", "Phases (median s, from time-stamped `-vv` log lines; start+read = process start to "
+    out += ["", "CPU s = median user + system time of the process (all threads); on a loaded "
+            "machine it is steadier than wall time.", "",
+            "Phases (median s, from time-stamped `-vv` log lines; start+read = process start to "
             "model file read):", "",
             "| # | benchmark | start+read | model parse | recipe+checks | plan | output |",
             "|---|---|---:|---:|---:|---:|---:|"]
@@ -308,7 +322,16 @@ def machine_header(args: argparse.Namespace) -> list[str]:
             f"mode: {'quick (smoke: shrunk, targets n/a where shrunk)' if args.quick else 'full'}; "
             f"{args.runs} timed runs after {args.warmup} warm-up; median, min–max wall time; "
             f"peak RSS = max over runs via {rss_src}",
-            f"temp dir: `{args.tmp or tempfile.gettempdir()}` (outputs and the cat baseline on the same filesystem)"]
+            f"temp dir: `{args.tmp or tempfile.gettempdir()}` (outputs and the cat baseline on the same filesystem)",
+            f"load average (1/5/15 min) at start: {args.load_start}, at end: {load_average()}"
+            " (anything above 0 on top of the bench competes for the cores)"]
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 # --------------------------------------------------------------------------- benchmarks
@@ -356,51 +379,72 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
            "--no-rank-files", "--force"],
           extra=lambda r: f"plan.json {(out / 'l16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
 
-    # C: every rank file vs writing the same bytes.
+    # C: every rank file vs writing the same bytes. Every run writes into a new directory
+    # and the group's outputs are deleted only at its end: on ext4 without a journal (as on
+    # the reference VM) creating inodes right after deleting thousands of files is several
+    # times slower (the kernel's recently_deleted() scan), which would measure the previous
+    # run's `rm -rf`, not shardc. With too little free space, runs delete as they go.
     dp = 8 if args.quick else 256
     world = dp * 8
     lrec = write_recipe(tmp, LLAMA_RECIPE, {"dp": dp}, world)
-    rdir = out / f"l{world}-ranks"
-    fresh = tmp / "fresh"
+    cdir = tmp / "rankfiles"
+    cdir.mkdir()
+    free_gb = shutil.disk_usage(cdir).free / 1e9
+    keep_runs = args.quick or free_gb >= 16
+    if not keep_runs:
+        print(f"[bench] only {free_gb:.0f} GB free: C runs delete the previous output first",
+              file=sys.stderr)
+    b.notes.append("C: every run writes a new directory; outputs deleted at the end of the group"
+                   if keep_runs else f"C: only {free_gb:.0f} GB free, so each run deletes the "
+                   "previous output first (slower on ext4 without a journal)")
 
-    def clean_out():
-        shutil.rmtree(rdir, ignore_errors=True)
+    def out_dir(tag: str, i: int) -> Path:
+        return cdir / f"{tag}-{i}"
 
-    def clean_fresh():
-        shutil.rmtree(fresh, ignore_errors=True)
-        fresh.mkdir()
+    def prep_for(tag: str):
+        def prep(i: int):
+            if not keep_runs:
+                for old in cdir.glob(f"{tag}-*"):
+                    shutil.rmtree(old, ignore_errors=True)
+            if tag != "shardc" and tag != "shardc-j1":
+                out_dir(tag, i).mkdir()
+        return prep
+
+    def compile_cmd(tag: str, extra_args: list[str]):
+        return lambda i: [S, "-vv", "compile", str(LLAMA_MODEL), str(lrec), "-o",
+                          str(out_dir(tag, i))] + extra_args
 
     label = f"Llama-3.1-405B, {world:,} ranks (dp {dp} x tp 8)"
-    cfull = b.add("C1", f"compile, every rank file, {label}",
-                  [S, "-vv", "compile", str(LLAMA_MODEL), str(lrec), "-o", str(rdir)], prep=clean_out)
+    cfull = b.add("C1", f"compile, every rank file, {label}", compile_cmd("shardc", []),
+                  prep=prep_for("shardc"))
     if cfull is not None:
-        nbytes = dir_bytes(rdir)
-        nfiles = len(list((rdir / "ranks").glob("rank-*.json")))
+        rdir = next(d for d in sorted(cdir.glob("shardc-*")) if (d / "plan.json").exists())
+        nbytes = dir_bytes(rdir) - (rdir / ".shardc-output").stat().st_size
+        nfiles = len(list((rdir / "ranks").glob("rank-*.json"))) + 1
         cfull_row = b.rows[-1]
-        cfull_row["extra"] = f"{nbytes / 1e6:.0f} MB in {nfiles + 1} files, {nbytes / 1e6 / cfull['median']:.0f} MB/s"
+        cfull_row["extra"] = (f"{nbytes / 1e6:.0f} MB in {nfiles} files, "
+                              f"{nbytes / 1e6 / cfull['median']:.0f} MB/s")
         if not args.quick and args.jobs1:
-            b.add("C2", f"compile, every rank file, -j 1, {label}",
-                  [S, "-vv", "compile", str(LLAMA_MODEL), str(lrec), "-o", str(rdir), "-j", "1"],
-                  prep=clean_out,
-                  extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
-            # leave rdir populated for the baselines
+            b.add("C2", f"compile, every rank file, -j 1, {label}", compile_cmd("shardc-j1", ["-j", "1"]),
+                  prep=prep_for("shardc-j1"), runs_cap=3,
+                  extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s (max 3 runs)")
         cat = b.add("C3", "baseline: `cat plan.json ranks/* > fresh/all` (same bytes, one stream)",
-                    ["sh", "-c", 'cd "$0" && exec cat plan.json ranks/* > "$1/all"', str(rdir), str(fresh)],
-                    prep=clean_fresh, extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
+                    lambda i: ["sh", "-c", 'cd "$0" && exec cat plan.json ranks/* > "$1/all"', str(rdir),
+                               str(out_dir("cat", i))],
+                    prep=prep_for("cat"), extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
         if cat is not None:
             ratio = cfull["median"] / cat["median"]
-            shrunk = args.quick
-            cfull_row["extra"] += f"; **{ratio:.2f}× cat**"
+            cpu_ratio = cfull["cpu"] / max(cat["cpu"], 1e-6)
+            cfull_row["extra"] += f"; **{ratio:.2f}× cat** (CPU time {cpu_ratio:.1f}× cat's)"
             cfull_row["target"] = "≤ 2× cat"
-            cfull_row["status"] = "n/a (quick)" if shrunk else ("meets" if ratio <= 2.0 else "**misses**")
-        # Per-file copy, in-process (no fork per file): includes file creation.
-        copy = b.add("C4", "baseline: per-file copy (open/write/close per file, in-process)",
-                     [sys.executable, "-c", PER_FILE_COPY, str(rdir), str(fresh)], prep=clean_fresh,
-                     extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
-        if copy is not None and cfull is not None:
+            cfull_row["status"] = "n/a (quick)" if args.quick else ("meets" if ratio <= 2.0 else "**misses**")
+        # Per-file copy, in-process (no fork per file): includes creating the files.
+        copy = b.add("C4", f"baseline: per-file copy of the {nfiles} files (open/write/close, in-process)",
+                     lambda i: [sys.executable, "-c", PER_FILE_COPY, str(rdir), str(out_dir("copy", i))],
+                     prep=prep_for("copy"), extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s")
+        if copy is not None:
             b.rows[-1]["extra"] += f"; shardc = {cfull['median'] / copy['median']:.2f}× this"
-        clean_out()
-        clean_fresh()
+    shutil.rmtree(cdir, ignore_errors=True)
 
     # D: parsing alone.
     for group, label, path in (("D1", "JSON inventory", ds_json), ("D2", "flat YAML model", ds_yaml)):
@@ -445,8 +489,9 @@ src, dst = sys.argv[1], sys.argv[2]
 def copy(rel):
     with open(os.path.join(src, rel), 'rb') as f:
         data = f.read()
-    with open(os.path.join(dst, rel.replace('/', '_')), 'wb') as f:
+    with open(os.path.join(dst, rel), 'wb') as f:
         f.write(data)
+os.makedirs(os.path.join(dst, 'ranks'), exist_ok=True)
 copy('plan.json')
 for name in sorted(os.listdir(os.path.join(src, 'ranks'))):
     copy('ranks/' + name)
@@ -476,6 +521,7 @@ def main(argv: list[str]) -> int:
         print(f"bench: shardc binary {args.shardc} not found or not executable", file=sys.stderr)
         return 2
     args.shardc = str(Path(args.shardc).resolve())
+    args.load_start = load_average()
     tmp = Path(tempfile.mkdtemp(prefix="shardc-bench-", dir=args.tmp))
     t0 = time.perf_counter()
     try:
@@ -485,7 +531,7 @@ def main(argv: list[str]) -> int:
             print(f"[bench] kept {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    header = machine_header(args) + [f"bench wall time: {time.perf_counter() - t0:.0f} s"]
+    header = machine_header(args) + bench.notes + [f"bench wall time: {time.perf_counter() - t0:.0f} s"]
     table = render(bench, header)
     print(table)
     Path(args.output).write_text(table)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shardc/buffers.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/plan.hpp"
 
@@ -17,11 +18,17 @@ namespace shardc {
 /// `plan.json` (SPEC §6.1): meshes, every param with placements, rule,
 /// stage, alias, stacked sources and its distinct shards with rank sets,
 /// the warnings, tie sync groups and the per-rank byte summary.
-std::string render_plan_json(const Plan& plan, const RankBytes& bytes);
+/// `buffer_bytes` adds `summary.per_rank_buffer_bytes` (one entry per layout).
+std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
+                             const std::vector<BufferRankBytes>& buffer_bytes = {});
 
 /// `ranks/rank-<r>.json` (SPEC §6.2, §6.3) for one rank: coords, every param
 /// the rank holds, buffer layouts, totals. Cost O(params) for the rank.
+/// Plans the buffers itself; a writer of many rank files passes the
+/// buffers planned once (`plan_buffers`) to the second overload.
 std::string render_rank_json(const Plan& plan, std::int64_t rank);
+std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                             std::int64_t rank);
 
 /// File name of a rank file: "rank-" + rank zero-padded to the width of
 /// world_size - 1 + ".json".

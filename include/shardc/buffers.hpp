@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,11 @@ struct MuonRankLayout {
 /// The layout `rank` packs. Cost O(params x stages x group size).
 MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_t rank);
 
+/// One group of `muon_for_rank` (the group must be on `rank`'s stage). Its
+/// sizes depend only on `rank`'s coordinates on the group's split axes.
+MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
+                                  std::int64_t rank);
+
 // --------------------------------------------------------------- fsdp2 --
 
 /// One FSDP unit buffer: params of one unit on one mesh, model order.
@@ -161,5 +167,41 @@ struct Fsdp2RankLayout {
 };
 
 Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::int64_t rank);
+
+/// One unit of `fsdp2_for_rank` (the unit must be on `rank`'s stage).
+Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int64_t rank);
+
+// ------------------------------------------------------------- per plan --
+
+/// One `buffers:` entry of the recipe with its rank-independent layout,
+/// computed once per compile and shared (read-only) by every rank writer.
+struct PlannedBuffer {
+  BufferSpec spec;
+  std::optional<MuonPlan> muon;    ///< kind == MuonAllGather
+  std::optional<Fsdp2Plan> fsdp2;  ///< kind == Fsdp2AllGather
+};
+
+/// `plan_muon` / `plan_fsdp2` for every entry of `plan.buffers`, in order.
+std::vector<PlannedBuffer> plan_buffers(const Plan& plan);
+
+/// "muon_allgather" / "fsdp2_allgather".
+const char* buffer_kind_name(BufferKind k);
+
+/// Per-rank buffer sizes of one layout, in BYTES: `pack` is the rank's
+/// packed input summed over every stage / unit it joins, `gathered` the
+/// all-gather outputs (pack x group size).
+struct BufferRankBytes {
+  BufferKind kind = BufferKind::MuonAllGather;
+  std::vector<std::int64_t> pack;      ///< per rank
+  std::vector<std::int64_t> gathered;  ///< per rank
+};
+
+/// Per-rank bytes of every planned buffer without a (params x ranks) loop:
+/// each group / unit is laid out once per class of its sharding axes
+/// (its sizes depend on nothing else), then every rank sums one table entry
+/// per group. Cost O(sum over groups of classes x group layout + ranks x
+/// groups per stage).
+std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
+                                               const std::vector<PlannedBuffer>& buffers);
 
 }  // namespace shardc

@@ -92,7 +92,11 @@ struct ExplainOptions {
 
 struct VerifyOptions {
   std::string out_dir;
-  std::optional<std::string> ranks;  ///< sample of ranks to verify; all when absent
+  std::optional<std::string> ranks;  ///< sample of ranks to verify; all files present when absent
+  /// Params with more global elements than this are checked with box
+  /// arithmetic instead of simulated element by element.
+  std::int64_t max_elements = std::int64_t{1} << 24;
+  int max_mismatches = 20;  ///< mismatches listed before "... and N more"
 };
 
 /// Each returns the process exit code. `out` receives data (tables, JSON),

@@ -26,7 +26,7 @@ std::int64_t numel(const Shape& shape);
 struct Param {
   std::string name;  ///< fully-qualified name (FQN), Hugging Face naming
   Shape shape;       ///< global shape, elements
-  DType dtype = DType::BFloat16;
+  DType dtype = DType::Float32;  ///< torch's default dtype when none is given
   bool requires_grad = true;
   SourceLoc loc;  ///< the entry (or the repeat-expanded template) in the model file
 };

@@ -155,7 +155,21 @@ void write_rank_stats(Writer& w, std::string_view key, const std::vector<std::in
   w.end_object();
 }
 
-void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes) {
+// Per layout: pack and gathered bytes per rank (min / median / max).
+void write_buffer_stats(Writer& w, const std::vector<BufferRankBytes>& buffer_bytes) {
+  w.key("per_rank_buffer_bytes").begin_array();
+  for (const BufferRankBytes& b : buffer_bytes) {
+    w.line_break().begin_object().member("kind", buffer_kind_name(b.kind));
+    write_rank_stats(w, "pack", b.pack);
+    write_rank_stats(w, "gathered", b.gathered);
+    w.end_object();
+  }
+  if (!buffer_bytes.empty()) w.line_break();
+  w.end_array();
+}
+
+void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes,
+                   const std::vector<BufferRankBytes>& buffer_bytes) {
   std::int64_t stacked = 0;
   std::int64_t count = 0;
   std::int64_t total_bytes = 0;
@@ -172,12 +186,14 @@ void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes) {
   w.member("param_bytes", total_bytes);
   write_rank_stats(w, "per_rank_param_bytes", bytes.param_bytes);
   write_rank_stats(w, "per_rank_padded_param_bytes", bytes.padded_param_bytes);
+  write_buffer_stats(w, buffer_bytes);
   w.end_object();
 }
 
 }  // namespace
 
-std::string render_plan_json(const Plan& plan, const RankBytes& bytes) {
+std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
+                             const std::vector<BufferRankBytes>& buffer_bytes) {
   std::string out;
   out.reserve(4096 + plan.params.size() * 512);
   Writer w(out);
@@ -193,7 +209,7 @@ std::string render_plan_json(const Plan& plan, const RankBytes& bytes) {
   w.end_array();
   write_tie_sync(w, plan);
   write_diagnostics(w, plan);
-  write_summary(w, plan, bytes);
+  write_summary(w, plan, bytes, buffer_bytes);
   w.line_break().end_object();
   out += '\n';
   return out;

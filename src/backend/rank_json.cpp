@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/json_writer.hpp"
+#include "backend/rank_buffers.hpp"
 #include "backend/render_util.hpp"
 #include "shardc/backend.hpp"
 
@@ -96,6 +97,11 @@ void write_totals(Writer& w, const Totals& t) {
 }  // namespace
 
 std::string render_rank_json(const Plan& plan, std::int64_t rank) {
+  return render_rank_json(plan, plan_buffers(plan), rank);
+}
+
+std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                             std::int64_t rank) {
   RankCoords c;
   c.dense = mesh_coords(plan.dense, rank);
   if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
@@ -115,8 +121,8 @@ std::string render_rank_json(const Plan& plan, std::int64_t rank) {
   }
   if (any) w.line_break();
   w.end_array();
-  // Buffer-packing layouts (SPEC §6.3) are filled in by a later issue.
-  w.line_break().key("buffers").begin_array().end_array();
+  w.line_break().key("buffers");
+  backend::write_rank_buffers(w, plan, buffers, rank);
   write_totals(w, totals);
   w.line_break().end_object();
   out += '\n';

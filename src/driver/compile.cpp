@@ -62,11 +62,12 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
   out << "\n";
 }
 
-bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir, FileSystem& fs,
-                std::ostream& err) {
+bool write_plan(const Plan& plan, const RankBytes& bytes,
+                const std::vector<BufferRankBytes>& buffer_bytes, const std::string& dir,
+                FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(dir, "plan.json");
   std::string error;
-  if (!fs.write_atomic(path, render_plan_json(plan, bytes), error)) {
+  if (!fs.write_atomic(path, render_plan_json(plan, bytes, buffer_bytes), error)) {
     driver::print_error(err, "cannot write '" + path + "': " + error);
     return false;
   }
@@ -74,14 +75,15 @@ bool write_plan(const Plan& plan, const RankBytes& bytes, const std::string& dir
   return true;
 }
 
-bool write_ranks(const Plan& plan, const std::vector<std::int64_t>& ranks,
-                 const CompileOptions& opt, FileSystem& fs, std::ostream& err) {
+bool write_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                 const std::vector<std::int64_t>& ranks, const CompileOptions& opt, FileSystem& fs,
+                 std::ostream& err) {
   const std::string ranks_dir = path_join(opt.out_dir, "ranks");
   std::set<std::string> keep;
   for (const auto r : ranks) keep.insert(rank_file_name(r, plan.world_size));
   if (!ranks.empty()) {
     if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
-    const driver::RankWriteJob job{&plan, ranks, ranks_dir, opt.jobs, opt.common.progress};
+    const driver::RankWriteJob job{&plan, &buffers, ranks, ranks_dir, opt.jobs, opt.common.progress};
     if (!driver::write_rank_files(job, fs, err)) return false;
   }
   driver::remove_stale_rank_files(ranks_dir, keep, fs, err);
@@ -100,8 +102,10 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
   if (!ranks) return ExitCode::Usage;
   if (!driver::prepare_out_dir(opt.out_dir, opt.force, fs, err)) return ExitCode::Usage;
   const RankBytes bytes = rank_bytes(plan);
-  if (!write_plan(plan, bytes, opt.out_dir, fs, err)) return ExitCode::Usage;
-  if (!write_ranks(plan, *ranks, opt, fs, err)) return ExitCode::Usage;
+  const std::vector<PlannedBuffer> buffers = plan_buffers(plan);  // once, shared by the writers
+  const auto buffer_bytes = buffer_rank_bytes(plan, buffers);
+  if (!write_plan(plan, bytes, buffer_bytes, opt.out_dir, fs, err)) return ExitCode::Usage;
+  if (!write_ranks(plan, buffers, *ranks, opt, fs, err)) return ExitCode::Usage;
   print_summary(plan, bytes, opt, ranks->size(), out);
   return ExitCode::Ok;
 }

@@ -1,4 +1,4 @@
-// `shardc schema`, `shardc verify` (placeholder) and the version string.
+// `shardc schema` and the version string.
 #include <ostream>
 
 #include "driver/embedded_schemas.hpp"
@@ -22,15 +22,6 @@ ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& er
   for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
   driver::print_error(err, "unknown schema '" + name + "'; valid names: " +
                                (valid.empty() ? "(none embedded in this build)" : valid));
-  return ExitCode::Usage;
-}
-
-ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
-                    std::ostream& err) {
-  (void)fs;
-  (void)out;
-  driver::print_error(err, "verify is not implemented yet (cannot check '" + opt.out_dir +
-                               "'); it arrives in a later release");
   return ExitCode::Usage;
 }
 

@@ -40,7 +40,7 @@ void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
     const std::string path = path_join(job.ranks_dir, rank_file_name(rank, plan.world_size));
     std::string error;
     try {
-      const std::string bytes = render_rank_json(plan, rank);
+      const std::string bytes = render_rank_json(plan, *job.buffers, rank);
       if (!fs.write_atomic(path, bytes, error)) {
         shared.fail("cannot write '" + path + "': " + error);
         return;

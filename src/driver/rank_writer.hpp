@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shardc/buffers.hpp"
 #include "shardc/driver.hpp"
 #include "shardc/plan.hpp"
 
@@ -16,6 +17,7 @@ namespace shardc::driver {
 
 struct RankWriteJob {
   const Plan* plan = nullptr;
+  const std::vector<PlannedBuffer>* buffers = nullptr;  ///< planned once, shared read-only
   std::vector<std::int64_t> ranks;  ///< ascending
   std::string ranks_dir;
   int jobs = 0;           ///< worker threads; 0 = one per core

@@ -59,7 +59,8 @@ class TemplateBuilder {
   std::optional<Entry> build_group(const Node& item, int depth) {
     r_.check_keys(item, {"repeat", "params"}, "a repeat group");
     if (depth >= kMaxRepeatDepth) {
-      r_.error(item, "repeat groups nest deeper than " + std::to_string(kMaxRepeatDepth));
+      r_.error(item, "repeat groups nest deeper than " + std::to_string(kMaxRepeatDepth),
+               "flatten the groups: one `repeat` may name several variables");
       return std::nullopt;
     }
     Entry e;
@@ -99,12 +100,14 @@ class TemplateBuilder {
   bool parse_var(const Node& v, std::vector<RepeatVar>& vars) {
     RepeatVar var{v.key, 0, 0, r_.key_loc(v), false};
     if (!valid_var_name(var.name)) {
-      r_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier");
+      r_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier",
+               "variable names are letters, digits and `_`, not starting with a digit");
       return false;
     }
     for (const RepeatVar& sibling : vars) {
       if (sibling.name == var.name) {
-        r_.error(var.loc, "repeat variable `" + var.name + "` is listed twice");
+        r_.error(var.loc, "repeat variable `" + var.name + "` is listed twice",
+                 "give each variable of a group a different name");
         return false;
       }
     }

@@ -27,8 +27,10 @@ std::optional<std::int64_t> positive_attr(const Node& n, Reader& r, std::int64_t
   if (n.is_null()) return std::nullopt;
   std::optional<std::int64_t> v = r.get_int(n, "`" + n.key + "`");
   if (v && *v < min) {
-    r.error(n, "`" + n.key + "` must be at least " + std::to_string(min) + ", got " +
-                   std::to_string(*v));
+    r.error(n,
+            "`" + n.key + "` must be at least " + std::to_string(min) + ", got " +
+                std::to_string(*v),
+            "copy the value from the model's config.json, or remove the attribute");
     return std::nullopt;
   }
   return v;

@@ -61,7 +61,8 @@ bool check_duplicate_names(const std::vector<Param>& params, Reader& r) {
   }
   if (duplicates > kMaxReported) {
     r.error(params.front().loc,
-            std::to_string(duplicates - kMaxReported) + " more duplicate parameter names");
+            std::to_string(duplicates - kMaxReported) + " more duplicate parameter names",
+            "every parameter name must be unique after `repeat` expansion");
   }
   return duplicates == 0;
 }

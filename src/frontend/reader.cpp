@@ -41,20 +41,31 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   return value;
 }
 
+std::string Reader::default_hint() const {
+  // Every diagnostic carries a hint (README "Diagnostics"); this one points
+  // at the reference for whatever the caller did not explain itself.
+  return std::string_view(code_) == "E-MODEL"
+             ? "see README \"Input formats\" or `shardc schema model` for the model format"
+             : "see README \"Input formats\" or `shardc schema recipe` for the recipe format";
+}
+
 void Reader::error(const SourceLoc& at, std::string message, std::string hint, const char* code) {
   ++errors_;
+  if (hint.empty()) hint = default_hint();
   sink_.error(code != nullptr ? code : code_, at, printable(message), printable(hint));
 }
 
 bool Reader::expect_map(const Node& n, std::string_view what) {
   if (n.is_map()) return true;
-  error(n, std::string(what) + " must be a mapping, got " + describe(n));
+  error(n, std::string(what) + " must be a mapping, got " + describe(n),
+        "write `key: value` pairs (block style) or `{key: value, ...}` (flow style) here");
   return false;
 }
 
 bool Reader::expect_seq(const Node& n, std::string_view what) {
   if (n.is_seq()) return true;
-  error(n, std::string(what) + " must be a list, got " + describe(n));
+  error(n, std::string(what) + " must be a list, got " + describe(n),
+        "write `- item` lines (block style) or `[item, ...]` (flow style) here");
   return false;
 }
 
@@ -91,7 +102,8 @@ bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view>
 
 std::optional<std::string> Reader::get_string(const Node& n, std::string_view what) {
   if (n.is_scalar()) return n.text;
-  error(n, std::string(what) + " must be a string, got " + describe(n));
+  error(n, std::string(what) + " must be a string, got " + describe(n),
+        "write a plain or quoted string here");
   return std::nullopt;
 }
 
@@ -102,7 +114,8 @@ std::optional<std::int64_t> Reader::get_int(const Node& n, std::string_view what
   bool digits = n.is_scalar() && !n.text.empty() &&
                 n.text.find_first_not_of("+-0123456789") == std::string::npos;
   std::string why = digits && !n.quoted ? " (out of the 64-bit range)" : "";
-  error(n, std::string(what) + " must be an integer, got " + describe(n) + why);
+  error(n, std::string(what) + " must be an integer, got " + describe(n) + why,
+        "write an unquoted decimal integer (64-bit signed)");
   return std::nullopt;
 }
 
@@ -115,7 +128,8 @@ std::optional<bool> Reader::get_bool(const Node& n, std::string_view what) {
       if (n.text == f) return false;
     }
   }
-  error(n, std::string(what) + " must be true or false, got " + describe(n));
+  error(n, std::string(what) + " must be true or false, got " + describe(n),
+        "write true or false (unquoted)");
   return std::nullopt;
 }
 
@@ -123,8 +137,10 @@ std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
                                                                 std::string_view what) {
   if (n.is_scalar()) return std::vector<std::string>{n.text};
   if (!n.is_seq() || n.items.empty()) {
-    error(n, std::string(what) + " must be a string or a non-empty list of strings, got " +
-                 describe(n));
+    error(n,
+          std::string(what) + " must be a string or a non-empty list of strings, got " +
+              describe(n),
+          "write one string, or a list such as `[a, b]`");
     return std::nullopt;
   }
   std::vector<std::string> out;

@@ -27,6 +27,9 @@ class Reader {
   [[nodiscard]] DiagnosticSink& sink() const { return sink_; }
   [[nodiscard]] std::size_t errors() const { return errors_; }
 
+  /// Reports `message` at `at` under the reader's code (or `code`). An
+  /// empty `hint` is replaced by a pointer to the format's reference, so
+  /// every front-end diagnostic has a hint.
   void error(const SourceLoc& at, std::string message, std::string hint = {},
              const char* code = nullptr);
   void error(const Node& n, std::string message, std::string hint = {}) {
@@ -48,6 +51,8 @@ class Reader {
   std::optional<std::vector<std::string>> get_string_list(const Node& n, std::string_view what);
 
  private:
+  [[nodiscard]] std::string default_hint() const;
+
   std::string file_;
   DiagnosticSink& sink_;
   const char* code_;

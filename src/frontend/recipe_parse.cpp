@@ -74,7 +74,8 @@ std::optional<Mesh> parse_mesh(const Node& n, Reader& r, std::string_view what) 
       ok = false;
     }
     if (ok && (__builtin_mul_overflow(world, axis->size, &world) || world > kMaxWorld)) {
-      r.error(axis->loc, "`" + std::string(what) + "` has more than 2^31-1 ranks", {}, "E-MESH");
+      r.error(axis->loc, "`" + std::string(what) + "` has more than 2^31-1 ranks",
+              "the product of the axis sizes (the world size) must be below 2^31", "E-MESH");
       ok = false;
     }
     mesh.axes.push_back(std::move(*axis));

@@ -30,7 +30,8 @@ std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
   for (std::size_t i = 0; i < axes->size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if ((*axes)[i] == (*axes)[j]) {
-        r.error(n, std::string(what) + " lists axis `" + (*axes)[i] + "` twice");
+        r.error(n, std::string(what) + " lists axis `" + (*axes)[i] + "` twice",
+                "list each axis once");
         return std::nullopt;
       }
     }
@@ -79,7 +80,8 @@ void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
 std::optional<std::int64_t> positive_int(const Node& n, Reader& r, std::string_view what) {
   std::optional<std::int64_t> v = r.get_int(n, what);
   if (v && *v <= 0) {
-    r.error(n, std::string(what) + " must be positive, got " + std::to_string(*v));
+    r.error(n, std::string(what) + " must be positive, got " + std::to_string(*v),
+            "use a positive integer, or omit the key for the default");
     return std::nullopt;
   }
   return v;
@@ -159,7 +161,9 @@ TiedSpec parse_tied_spec(const Node& n, Reader& r) {
     }
     std::optional<std::string> a = r.get_string(pair.items[0], "a tied name");
     std::optional<std::string> b = r.get_string(pair.items[1], "a tied name");
-    if (a && b && *a == *b) r.error(pair, "`" + *a + "` is tied to itself");
+    if (a && b && *a == *b) {
+      r.error(pair, "`" + *a + "` is tied to itself", "a tie names two different parameters");
+    }
     if (a && b) t.pairs.emplace_back(std::move(*a), std::move(*b));
   }
   return t;

@@ -54,36 +54,38 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
   return f;
 }
 
+Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int64_t rank) {
+  const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+  const auto coords = mesh_coords(mesh, rank);
+  Fsdp2RankUnit ru;
+  ru.unit = &u;
+  const PlannedParam& first = plan.params[u.params.front()];
+  const DimSplit& split =
+      first.geometry.per_dim[static_cast<std::size_t>(first.geometry.fsdp_dim)].back();
+  ru.index = split_coord(split, coords);
+  for (std::int64_t k = 0; k < split.ways; ++k)
+    ru.ranks.push_back(rank_of(mesh, with_split_coord(split, coords, k)));
+  for (std::size_t i : u.params) {
+    const PlannedParam& p = plan.params[i];
+    const ShardGeom g = shard_at(p.geometry, coords);
+    std::vector<int> undone(p.global_shape.size(), 0);
+    undone[static_cast<std::size_t>(p.geometry.fsdp_dim)] = 1;
+    const std::int64_t unit = u.byte_units ? element_size(p.dtype) : 1;
+    Fsdp2Param fp{i, ru.total, numel(g.padded_shape) * unit, g.padded_shape, g.local_shape,
+                  partial_shape(p.geometry, coords, undone)};
+    ru.total += fp.padded_numel;
+    ru.total_bytes += numel(g.padded_shape) * element_size(p.dtype);
+    ru.params.push_back(std::move(fp));
+  }
+  return ru;
+}
+
 Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::int64_t rank) {
   Fsdp2RankLayout out;
   const int stage = plan.stage_of_rank(rank);
   out.not_communicated = &fsdp2.not_communicated[static_cast<std::size_t>(stage)];
-  for (const Fsdp2Unit& u : fsdp2.units) {
-    if (u.stage != stage) continue;
-    const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const auto coords = mesh_coords(mesh, rank);
-    Fsdp2RankUnit ru;
-    ru.unit = &u;
-    const PlannedParam& first = plan.params[u.params.front()];
-    const DimSplit& split =
-        first.geometry.per_dim[static_cast<std::size_t>(first.geometry.fsdp_dim)].back();
-    ru.index = split_coord(split, coords);
-    for (std::int64_t k = 0; k < split.ways; ++k)
-      ru.ranks.push_back(rank_of(mesh, with_split_coord(split, coords, k)));
-    for (std::size_t i : u.params) {
-      const PlannedParam& p = plan.params[i];
-      const ShardGeom g = shard_at(p.geometry, coords);
-      std::vector<int> undone(p.global_shape.size(), 0);
-      undone[static_cast<std::size_t>(p.geometry.fsdp_dim)] = 1;
-      const std::int64_t unit = u.byte_units ? element_size(p.dtype) : 1;
-      Fsdp2Param fp{i, ru.total, numel(g.padded_shape) * unit, g.padded_shape, g.local_shape,
-                    partial_shape(p.geometry, coords, undone)};
-      ru.total += fp.padded_numel;
-      ru.total_bytes += numel(g.padded_shape) * element_size(p.dtype);
-      ru.params.push_back(std::move(fp));
-    }
-    out.units.push_back(std::move(ru));
-  }
+  for (const Fsdp2Unit& u : fsdp2.units)
+    if (u.stage == stage) out.units.push_back(fsdp2_unit_for_rank(u, plan, rank));
   return out;
 }
 

@@ -197,36 +197,39 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
 
 }  // namespace
 
+MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
+                                  std::int64_t rank) {
+  const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+  const auto coords = mesh_coords(mesh, rank);
+  MuonRankGroup rg;
+  rg.group = &g;
+  for (int a : g.replicate_axes) rg.replicate_coord.push_back(coords[static_cast<std::size_t>(a)]);
+  for (const MuonBatch& b : g.batches) {
+    MuonRankBatch rb{b.dtype, {}};
+    for (std::size_t s = 0; s < g.splits.size(); ++s)
+      rb.stages.push_back(build_stage(g, b, s, plan, mesh, coords, muon.alignment_bytes));
+    rg.batches.push_back(std::move(rb));
+  }
+  // Slice-back: per param, the stages in reverse.
+  std::map<std::size_t, std::vector<SliceStep>> steps;
+  for (const MuonRankBatch& rb : rg.batches)
+    for (auto st = rb.stages.rbegin(); st != rb.stages.rend(); ++st)
+      for (const MuonStageParam& sp : st->params) {
+        std::int64_t start = 0;
+        for (std::int64_t m = 0; m < st->index; ++m) start += sp.split_sizes[static_cast<std::size_t>(m)];
+        steps[sp.param].push_back(
+            {sp.tensor_dim, start, sp.split_sizes[static_cast<std::size_t>(st->index)]});
+      }
+  for (std::size_t i : g.params) rg.slice_back.push_back(steps[i]);
+  return rg;
+}
+
 MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_t rank) {
   MuonRankLayout out;
   const int stage = plan.stage_of_rank(rank);
   out.not_communicated = &muon.not_communicated[static_cast<std::size_t>(stage)];
-  for (const MuonGroup& g : muon.groups) {
-    if (g.stage != stage) continue;
-    const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const auto coords = mesh_coords(mesh, rank);
-    MuonRankGroup rg;
-    rg.group = &g;
-    for (int a : g.replicate_axes) rg.replicate_coord.push_back(coords[static_cast<std::size_t>(a)]);
-    for (const MuonBatch& b : g.batches) {
-      MuonRankBatch rb{b.dtype, {}};
-      for (std::size_t s = 0; s < g.splits.size(); ++s)
-        rb.stages.push_back(build_stage(g, b, s, plan, mesh, coords, muon.alignment_bytes));
-      rg.batches.push_back(std::move(rb));
-    }
-    // Slice-back: per param, the stages in reverse.
-    std::map<std::size_t, std::vector<SliceStep>> steps;
-    for (const MuonRankBatch& rb : rg.batches)
-      for (auto st = rb.stages.rbegin(); st != rb.stages.rend(); ++st)
-        for (const MuonStageParam& sp : st->params) {
-          std::int64_t start = 0;
-          for (std::int64_t m = 0; m < st->index; ++m) start += sp.split_sizes[static_cast<std::size_t>(m)];
-          steps[sp.param].push_back(
-              {sp.tensor_dim, start, sp.split_sizes[static_cast<std::size_t>(st->index)]});
-        }
-    for (std::size_t i : g.params) rg.slice_back.push_back(steps[i]);
-    out.groups.push_back(std::move(rg));
-  }
+  for (const MuonGroup& g : muon.groups)
+    if (g.stage == stage) out.groups.push_back(muon_group_for_rank(muon, g, plan, rank));
   return out;
 }
 

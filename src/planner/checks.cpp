@@ -58,10 +58,20 @@ void check_even(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
   }
 }
 
+// Divisors of g in increasing order, for hints. Bounded work for hostile
+// counts (g may be near 2^63): tries k up to 2^20 and lists at most 64.
 std::string divisors_text(std::int64_t g) {
+  constexpr std::int64_t kMaxTried = std::int64_t{1} << 20;
+  constexpr int kMaxListed = 64;
   std::string t;
-  for (std::int64_t k = 1; k <= g; ++k)
-    if (g % k == 0) t += (t.empty() ? "" : ", ") + std::to_string(k);
+  int listed = 0;
+  std::int64_t k = 1;
+  for (; k <= g && k <= kMaxTried && listed < kMaxListed; ++k) {
+    if (g % k != 0) continue;
+    t += (t.empty() ? "" : ", ") + std::to_string(k);
+    ++listed;
+  }
+  if (k <= g) t += ", ... (the divisors of " + std::to_string(g) + ")";
   return t;
 }
 

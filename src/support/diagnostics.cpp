@@ -19,6 +19,9 @@ const char* severity_name(Severity s) {
 }
 
 void DiagnosticSink::report(Diagnostic d) {
+  // Every diagnostic has a hint (README "Diagnostics"): a pass that has no
+  // better advice points at the table that explains the code.
+  if (d.hint.empty()) d.hint = "see " + d.code + " in the Diagnostics table of README.md";
   if (d.severity == Severity::Error) ++errors_;
   if (d.severity == Severity::Warning) ++warnings_;
   if (items_.size() < limit_) {

@@ -1,0 +1,175 @@
+// `shardc verify`: the report, the rank-file store, and the per-rank checks
+// that need no simulation (coverage, muon owners, slice-back).
+#include <algorithm>
+#include <set>
+
+#include "driver/out_dir.hpp"
+#include "driver/verify.hpp"
+#include "shardc/backend.hpp"
+
+namespace shardc::driver::verify {
+
+void Report::mismatch(const std::string& what) {
+  ++num_mismatches;
+  if (static_cast<int>(mismatches.size()) < max_listed) mismatches.push_back(what);
+}
+
+void Report::not_verifiable(const std::string& what) {
+  ++unverifiable;
+  mismatch("not verifiable: " + what);
+}
+
+const RankFile* RankStore::get(std::int64_t rank) {
+  if (const auto it = files_.find(rank); it != files_.end()) return &it->second;
+  if (missing_.contains(rank) || rank < 0 || rank >= world_) return nullptr;
+  const std::string path = path_join(dir_, rank_file_name(rank, world_));
+  std::string error;
+  const auto text = fs_.read(path, std::int64_t{1} << 31, error);
+  if (!text) {
+    missing_.insert(rank);
+    return nullptr;
+  }
+  auto file = readback::parse_rank_file(*text, error);
+  if (!file || file->rank != rank) {
+    if (fatal.empty()) fatal = "'" + path + "': " + (file ? "holds rank " + std::to_string(file->rank) : error);
+    missing_.insert(rank);
+    return nullptr;
+  }
+  return &files_.emplace(rank, std::move(*file)).first->second;
+}
+
+const readback::RankParam* Context::held(const RankFile& f, const std::string& name) {
+  for (const auto& p : f.params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+namespace {
+
+std::string at(const RankFile& f, std::size_t b) {
+  return "rank " + std::to_string(f.rank) + " buffer " + std::to_string(b);
+}
+
+std::vector<std::string> communicated(const readback::Buffer& buf) {
+  std::vector<std::string> out;
+  for (const auto& g : buf.groups) out.insert(out.end(), g.params.begin(), g.params.end());
+  for (const auto& u : buf.units)
+    for (const auto& p : u.params) out.push_back(p.name);
+  return out;
+}
+
+const std::vector<readback::PlanMeshAxis>& mesh_of(const PlanFile& plan, const std::string& mesh) {
+  return mesh == "expert" ? plan.expert : plan.dense;
+}
+
+std::vector<std::int64_t> coords_of(const std::vector<readback::PlanMeshAxis>& axes,
+                                    std::int64_t rank) {
+  std::vector<std::int64_t> c(axes.size(), 0);
+  for (std::size_t a = axes.size(); a-- > 0;) {
+    c[a] = rank % axes[a].size;
+    rank /= axes[a].size;
+  }
+  return c;
+}
+
+// The greedy owner assignment (hyper-parallel build_owner_by_size).
+std::vector<std::vector<std::int64_t>> expected_owners(const Context& cx,
+                                                       const readback::MuonGroup& g,
+                                                       const std::vector<std::int64_t>& sizes) {
+  std::vector<std::int64_t> n;
+  for (const auto& name : g.params) n.push_back(cx.param(name) ? numel(cx.param(name)->global_shape) : 0);
+  std::vector<std::size_t> order(n.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return n[a] > n[b]; });
+  std::int64_t grid = 1;
+  for (std::int64_t s : sizes) grid *= s;
+  std::set<std::pair<std::int64_t, std::int64_t>> load;
+  for (std::int64_t c = 0; c < grid; ++c) load.insert({0, c});
+  std::vector<std::vector<std::int64_t>> out(n.size());
+  for (std::size_t i : order) {
+    auto best = *load.begin();
+    load.erase(load.begin());
+    std::int64_t rem = best.second;
+    out[i].assign(sizes.size(), 0);
+    for (std::size_t k = sizes.size(); k-- > 0;) {
+      out[i][k] = rem % sizes[k];
+      rem /= sizes[k];
+    }
+    best.first += n[i];
+    load.insert(best);
+  }
+  return out;
+}
+
+void check_owners(Context& cx, const RankFile& f, const readback::MuonGroup& g) {
+  const auto& axes = mesh_of(cx.plan, g.mesh);
+  const auto coords = coords_of(axes, f.rank);
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> mine;
+  for (const auto& name : g.replicate_axes) {
+    const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.name == name; });
+    if (it == axes.end()) return cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key + "': replicate axis " + name + " not in the mesh");
+    sizes.push_back(it->size);
+    mine.push_back(coords[static_cast<std::size_t>(it - axes.begin())]);
+  }
+  const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key + "'";
+  if (mine != g.replicate_coord) return cx.report.mismatch(where + ": replicate_coord " + ints_text(g.replicate_coord) + ", expected " + ints_text(mine));
+  const auto want = expected_owners(cx, g, sizes);
+  if (g.owners.size() != g.params.size()) return cx.report.mismatch(where + ": one owner per param expected");
+  for (std::size_t i = 0; i < g.owners.size(); ++i) {
+    const auto& o = g.owners[i];
+    if (o.param != g.params[i] || o.owner != want[i] || o.is_owner != (o.owner == mine))
+      return cx.report.mismatch(where + " param " + o.param + ": owner " + ints_text(o.owner) + (o.is_owner ? " (mine)" : "") + ", expected " + ints_text(want[i]));
+  }
+}
+
+void check_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g) {
+  for (const auto& sb : g.slice_back) {
+    const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key + "' param " + sb.param + " slice_back";
+    const PlanParam* pp = cx.param(sb.param);
+    const readback::RankParam* held = Context::held(f, sb.param);
+    if (!pp || !held) return cx.report.mismatch(where + ": param not held");
+    ++cx.report.slice_checks;
+    Box b{Shape(pp->global_shape.size(), 0), pp->global_shape};
+    for (const SliceStep& s : sb.steps) {
+      const auto d = static_cast<std::size_t>(s.dim);
+      if (s.dim < 0 || d >= b.shape.size() || s.start < 0 || s.length < 0 || s.start + s.length > b.shape[d])
+        return cx.report.mismatch(where + ": narrow(" + std::to_string(s.dim) + ", " + std::to_string(s.start) + ", " + std::to_string(s.length) + ") out of " + box_text(b));
+      b.origin[d] += s.start;
+      b.shape[d] = s.length;
+    }
+    const Box own{held->global_offset, held->local_shape};
+    if (b.shape != own.shape || (!is_empty(own) && b.origin != own.origin))
+      return cx.report.mismatch(where + ": gives " + box_text(b) + ", this rank holds " + box_text(own));
+  }
+  if (g.slice_back.size() != g.params.size())
+    cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key + "': slice_back does not list every param");
+}
+
+}  // namespace
+
+void check_owners_and_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g) {
+  check_owners(cx, f, g);
+  check_slices(cx, f, g);
+}
+
+void check_coverage(Context& cx, const RankFile& f, std::size_t b) {
+  const readback::Buffer& buf = f.buffers[b];
+  std::map<std::string, int> seen;
+  for (const auto& name : communicated(buf)) ++seen[name];
+  for (const auto& name : buf.not_communicated) seen[name] += 100;
+  const bool muon = buf.kind == BufferKind::MuonAllGather;
+  for (const auto& p : f.params) {
+    const auto it = seen.find(p.name);
+    const int n = it == seen.end() ? 0 : it->second;
+    const bool must_skip = p.alias || (muon && p.local_shape.size() < 2);
+    if (n != 1 && n != 100)
+      cx.report.mismatch(at(f, b) + " param " + p.name + ": listed " + std::to_string(n % 100 + n / 100) + " times in groups/units and not_communicated");
+    else if (must_skip && n == 1)
+      cx.report.mismatch(at(f, b) + " param " + p.name + ": an alias or ndim < 2 param is communicated");
+    if (it != seen.end()) seen.erase(it);
+  }
+  if (!seen.empty()) cx.report.mismatch(at(f, b) + ": lists " + seen.begin()->first + ", which the rank does not hold");
+}
+
+}  // namespace shardc::driver::verify

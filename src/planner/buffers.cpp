@@ -1,0 +1,161 @@
+// The recipe's `buffers:` entries planned once per compile, and per-rank
+// buffer bytes for the plan.json summary (SPEC §6.3).
+#include <algorithm>
+
+#include "buffer_util.hpp"
+#include "shardc/buffers.hpp"
+
+namespace shardc {
+namespace {
+
+// The axes whose coordinates a group's (or unit's) sizes depend on, in mesh
+// order, and every rank's class index over them.
+struct ClassAxes {
+  std::vector<int> axes;
+  std::vector<std::int64_t> sizes;
+  std::int64_t num_classes = 1;
+};
+
+ClassAxes class_axes(std::vector<int> axes, const Mesh& mesh) {
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  ClassAxes c;
+  c.axes = std::move(axes);
+  for (int a : c.axes) {
+    c.sizes.push_back(mesh.axes[static_cast<std::size_t>(a)].size);
+    c.num_classes *= c.sizes.back();
+  }
+  return c;
+}
+
+std::int64_t class_of(const ClassAxes& c, std::span<const std::int64_t> coords) {
+  std::int64_t k = 0;
+  for (std::size_t i = 0; i < c.axes.size(); ++i)
+    k = k * c.sizes[i] + coords[static_cast<std::size_t>(c.axes[i])];
+  return k;
+}
+
+// A representative rank of class `k` on pipeline stage `stage`: the class
+// axes set from `k`, the pipeline axis at `stage`, every other axis 0.
+std::int64_t representative(const ClassAxes& c, std::int64_t k, const Mesh& mesh, int pp_axis,
+                            int stage) {
+  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+  if (pp_axis >= 0) coords[static_cast<std::size_t>(pp_axis)] = stage;
+  for (std::size_t i = c.axes.size(); i-- > 0;) {
+    coords[static_cast<std::size_t>(c.axes[i])] = k % c.sizes[i];
+    k /= c.sizes[i];
+  }
+  return rank_of(mesh, coords);
+}
+
+struct Sizes {
+  std::int64_t pack = 0;
+  std::int64_t gathered = 0;
+};
+
+Sizes muon_sizes(const MuonRankGroup& rg) {
+  Sizes s;
+  for (const MuonRankBatch& b : rg.batches)
+    for (const MuonStage& st : b.stages) {
+      s.pack += st.total_numel * element_size(b.dtype);
+      s.gathered += st.gathered_numel * element_size(b.dtype);
+    }
+  return s;
+}
+
+// Adds `table[class of r]` to every rank r on `stage`.
+void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
+                  const std::vector<Sizes>& table, BufferRankBytes& out) {
+  const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
+  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+  for (std::int64_t r = 0; r < plan.world_size; ++r) {
+    if (plan.stage_of_rank(r) == stage) {
+      const Sizes& s = table[static_cast<std::size_t>(class_of(c, coords))];
+      out.pack[static_cast<std::size_t>(r)] += s.pack;
+      out.gathered[static_cast<std::size_t>(r)] += s.gathered;
+    }
+    for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
+      if (++coords[a] < mesh.axes[a].size) break;
+      coords[a] = 0;
+    }
+  }
+}
+
+int pp_axis_of(const Plan& plan, MeshKind kind) {
+  return kind == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+}
+
+void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
+  for (const MuonGroup& g : muon.groups) {
+    const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    const PlannedParam& first = plan.params[g.params.front()];
+    std::vector<int> axes;
+    for (const auto& [dim, index] : g.splits) {
+      const DimSplit& s =
+          first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+      axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+    }
+    const ClassAxes c = class_axes(std::move(axes), mesh);
+    std::vector<Sizes> table;
+    for (std::int64_t k = 0; k < c.num_classes; ++k) {
+      const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, g.mesh), g.stage);
+      table.push_back(muon_sizes(muon_group_for_rank(muon, g, plan, rep)));
+    }
+    add_per_rank(plan, g.mesh, g.stage, c, table, out);
+  }
+}
+
+void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
+  for (const Fsdp2Unit& u : fsdp2.units) {
+    const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    std::vector<int> axes;
+    for (std::size_t i : u.params)
+      for (const auto& chain : plan.params[i].geometry.per_dim)
+        for (const DimSplit& s : chain) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+    const ClassAxes c = class_axes(std::move(axes), mesh);
+    std::vector<Sizes> table;
+    for (std::int64_t k = 0; k < c.num_classes; ++k) {
+      const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, u.mesh), u.stage);
+      const Fsdp2RankUnit ru = fsdp2_unit_for_rank(u, plan, rep);
+      const auto ways = static_cast<std::int64_t>(ru.ranks.size());
+      table.push_back({ru.total_bytes, ru.total_bytes * ways});
+    }
+    add_per_rank(plan, u.mesh, u.stage, c, table, out);
+  }
+}
+
+}  // namespace
+
+const char* buffer_kind_name(BufferKind k) {
+  return k == BufferKind::Fsdp2AllGather ? "fsdp2_allgather" : "muon_allgather";
+}
+
+std::vector<PlannedBuffer> plan_buffers(const Plan& plan) {
+  std::vector<PlannedBuffer> out;
+  for (const BufferSpec& spec : plan.buffers) {
+    PlannedBuffer b{spec, std::nullopt, std::nullopt};
+    if (spec.kind == BufferKind::MuonAllGather) {
+      b.muon = plan_muon(plan, spec);
+    } else {
+      b.fsdp2 = plan_fsdp2(plan, spec);
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
+                                               const std::vector<PlannedBuffer>& buffers) {
+  std::vector<BufferRankBytes> out;
+  const auto w = static_cast<std::size_t>(plan.world_size);
+  for (const PlannedBuffer& b : buffers) {
+    BufferRankBytes r{b.spec.kind, std::vector<std::int64_t>(w, 0),
+                      std::vector<std::int64_t>(w, 0)};
+    if (b.muon) muon_bytes(plan, *b.muon, r);
+    if (b.fsdp2) fsdp2_bytes(plan, *b.fsdp2, r);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace shardc

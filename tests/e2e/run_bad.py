@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Runs bad-input folders (tests/bad/<name>/) through `shardc validate --format json`.
+
+    run_bad.py --shardc BIN [--sanitizer] [--timeout S] FOLDER [FOLDER ...]
+
+Each folder holds a model file, a recipe file and `expect.json`:
+
+    {"command": "validate", "exit": 1 | 2, "codes": ["E-..."],
+     "file": "model" | "recipe", "line": N, "column": N,        # optional location
+     "model": "model.json", "recipe": "recipe.yaml",             # optional file names
+     "args": ["--strict"],                                       # optional extra arguments
+     "generate": "params_1e6_json",                              # optional: built at test time
+     "max_rss_mb": 2048}                                         # optional peak-RSS bound
+
+Checks: the exit code; every expected code is reported; when `line`/`column`/`file` are
+given, some diagnostic with the first expected code has that location (`file` compares the
+diagnostic's file with the model or recipe path); every diagnostic has a non-empty code,
+severity, message and hint (no exceptions, I/O errors included); stdout is valid JSON;
+nothing is written to stderr that looks like a sanitizer report or a crash; the run ends
+within --timeout seconds (default 20) and, when `max_rss_mb` is given, its peak RSS stays
+under it (skipped with --sanitizer: ASan's shadow memory inflates RSS, and time limits are
+multiplied by 5).
+
+`generate` makes inputs too big (or unrepresentable) for git in a temporary folder:
+  params_1e6_json    model.json, a 10^6-param inventory (~60 MB) whose last param no rule
+                     matches
+  params_1e6_repeat  model.yaml, the same 10^6 params written as one `repeat` group
+  model_too_large    model.yaml, a sparse 300 MiB file (the input limit is 256 MiB)
+  path_not_utf8      the folder's model file copied to a name with non-UTF-8 bytes
+Exit status: 0 all pass, 1 a mismatch, 2 harness error. Stdlib only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+CRASH_RE = re.compile(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
+                      r"LeakSanitizer|terminate called|Segmentation fault|Aborted")
+
+
+def generate(kind: str, folder: Path, tmp: Path, expect: dict) -> dict[str, Path]:
+    """Writes generated inputs into tmp; returns overrides for 'model'/'recipe'."""
+    n = 1_000_000
+    if kind == "params_1e6_json":
+        path = tmp / "model.json"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write('{"format": "shardc.model/v1", "name": "big", "params": [\n')
+            for i in range(n - 1):
+                f.write('{"name": "layers.%d.w", "shape": [%d, 64]},\n' % (i, 2 + i % 7))
+            f.write('{"name": "uncovered.w", "shape": [4]}\n]}\n')
+        return {"model": path}
+    if kind == "params_1e6_repeat":
+        path = tmp / "model.yaml"
+        path.write_text("format: shardc.model/v1\nname: big\nparams:\n"
+                        f"  - repeat: {{i: [0, {n - 1}]}}\n    params:\n"
+                        "      - {name: \"layers.{i}.w\", shape: [6, 64]}\n"
+                        "  - {name: uncovered.w, shape: [4]}\n", encoding="utf-8")
+        return {"model": path}
+    if kind == "model_too_large":
+        path = tmp / "model.yaml"
+        with open(path, "wb") as f:
+            f.truncate(300 << 20)  # sparse: no disk space used
+        return {"model": path}
+    if kind == "path_not_utf8":
+        src = folder / expect.get("model", "model.yaml")
+        dst = Path(os.fsdecode(bytes(tmp) + b"/m\xff\xfe-model.yaml"))
+        shutil.copyfile(src, dst)
+        return {"model": dst}
+    raise ValueError(f"unknown generator {kind!r}")
+
+
+def run_limited(cmd: list[str], timeout: float) -> tuple[int | None, str, str, float, int]:
+    """Runs cmd; returns (exit status or None on timeout, stdout, stderr, seconds, peak RSS KiB)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from waiting again
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+    code = None if timed_out.is_set() else proc.returncode
+    return code, stdout, stderr, seconds, usage.ru_maxrss
+
+
+def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> list[str]:
+    problems: list[str] = []
+    expect = json.loads((folder / "expect.json").read_text(encoding="utf-8"))
+    if expect.get("command", "validate") != "validate":
+        return [f"unsupported command {expect.get('command')!r}"]
+    with tempfile.TemporaryDirectory(prefix="shardc-bad-") as tmp_name:
+        tmp = Path(tmp_name)
+        paths = {"model": folder / expect.get("model", "model.yaml"),
+                 "recipe": folder / expect.get("recipe", "recipe.yaml")}
+        if "generate" in expect:
+            paths.update(generate(expect["generate"], folder, tmp, expect))
+        cmd = [shardc, "validate", str(paths["model"]), str(paths["recipe"]), "--format",
+               "json"] + expect.get("args", [])
+        limit = timeout * (5 if sanitizer else 1)
+        code, stdout, stderr, seconds, rss_kib = run_limited(cmd, limit)
+    rss_mb = rss_kib / 1024
+    print(f"  {folder.name}: exit {code}, {seconds:.2f} s, peak RSS {rss_mb:.0f} MB")
+    if code is None:
+        return [f"did not finish within {limit:g} s"]
+    if code < 0:
+        problems.append(f"killed by signal {-code} ({signal.Signals(-code).name})")
+    if CRASH_RE.search(stderr):
+        problems.append("stderr looks like a crash or sanitizer report:\n" + stderr[-3000:])
+    if code != expect["exit"]:
+        problems.append(f"exit {code}, expected {expect['exit']}")
+    if "max_rss_mb" in expect and not sanitizer and rss_mb > expect["max_rss_mb"]:
+        problems.append(f"peak RSS {rss_mb:.0f} MB over the limit {expect['max_rss_mb']} MB")
+    try:
+        diags = json.loads(stdout)
+    except json.JSONDecodeError as e:
+        return problems + [f"stdout is not JSON ({e}): {stdout[:500]!r}"]
+    if not isinstance(diags, list):
+        return problems + ["stdout is not a JSON list of diagnostics"]
+    for i, d in enumerate(diags):
+        for field in ("code", "severity", "message", "hint"):
+            if not isinstance(d.get(field), str) or not d[field].strip():
+                problems.append(f"diagnostic {i} ({d.get('code')}) has an empty {field}: {d}")
+    reported = [d.get("code") for d in diags]
+    for c in expect["codes"]:
+        if c not in reported:
+            problems.append(f"expected code {c} not reported (got {sorted(set(reported))})")
+    if any(k in expect for k in ("line", "column", "file")) and expect["codes"]:
+        first = expect["codes"][0]
+        want_file = None
+        if "file" in expect:
+            want_file = os.path.basename(os.fsencode(str(paths[expect["file"]])))
+        candidates = [d for d in diags if d.get("code") == first]
+
+        def at(d: dict) -> bool:
+            if "line" in expect and d.get("line") != expect["line"]:
+                return False
+            if "column" in expect and d.get("column") != expect["column"]:
+                return False
+            if want_file is not None:
+                got = os.path.basename(os.fsencode(d.get("file", "")))
+                # Non-UTF-8 paths are reported with replacement characters: compare the
+                # ASCII tail only.
+                if got != want_file and not (want_file.isascii() is False and
+                                             got.endswith(b"-model.yaml")):
+                    return False
+            return True
+
+        if candidates and not any(at(d) for d in candidates):
+            where = {k: expect[k] for k in ("file", "line", "column") if k in expect}
+            got = [{k: d.get(k) for k in ("file", "line", "column")} for d in candidates]
+            problems.append(f"{first}: expected at {where}, reported at {got}")
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", required=True)
+    ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--sanitizer", action="store_true",
+                    help="sanitizer build: time limits x5, no RSS limits")
+    ap.add_argument("folders", nargs="+", type=Path)
+    args = ap.parse_args()
+    if not os.access(args.shardc, os.X_OK):
+        print(f"run_bad: {args.shardc} is not executable", file=sys.stderr)
+        return 2
+    failed = 0
+    for folder in args.folders:
+        if not (folder / "expect.json").is_file():
+            print(f"run_bad: {folder}: no expect.json", file=sys.stderr)
+            return 2
+        problems = check_folder(folder, args.shardc, args.timeout, args.sanitizer)
+        if problems:
+            failed += 1
+            print(f"FAIL {folder.name}")
+            for p in problems:
+                print("    " + p.replace("\n", "\n    "))
+    print(f"run_bad: {len(args.folders) - failed}/{len(args.folders)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
