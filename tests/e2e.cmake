@@ -10,6 +10,9 @@
 #   determinism/bytes   outputs byte-identical across runs and -j 1 / -j 2
 #   determinism/golden  sha256 of every shipped plan's outputs = tests/golden/outputs.sha256
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
+#   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
+#   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
+#   fuzz/replay         every tests/fuzz/corpus file through the fuzz entry points (no crash)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
 
@@ -78,3 +81,55 @@ add_test(NAME schemas/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_schemas.py --part cli
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(schemas/cli PROPERTIES LABELS "e2e;schemas" TIMEOUT 600)
+
+# Buffer layouts round-trip: compile + `shardc verify` (and a corrupted copy must fail)
+# on every shipped plan and every golden case whose recipe has `buffers:`.
+foreach(recipe IN LISTS SHARDC_PLAN_RECIPES)
+  file(STRINGS ${recipe} has_buffers REGEX "^buffers:")
+  if(NOT has_buffers)
+    continue()
+  endif()
+  get_filename_component(recipe_file ${recipe} NAME)
+  string(REPLACE ".recipe.yaml" "" plan_name ${recipe_file})
+  add_test(NAME verify/plan/${plan_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_verify.py
+                   --shardc $<TARGET_FILE:shardc> --recipe ${recipe})
+  set_tests_properties(verify/plan/${plan_name} PROPERTIES LABELS "e2e;verify" TIMEOUT 900)
+endforeach()
+foreach(expected IN LISTS SHARDC_CASE_EXPECTED)
+  get_filename_component(case_dir ${expected} DIRECTORY)
+  get_filename_component(case_name ${case_dir} NAME)
+  file(STRINGS ${case_dir}/recipe.yaml has_buffers REGEX "^buffers:")
+  if(NOT has_buffers)
+    continue()
+  endif()
+  add_test(NAME verify/case/${case_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_verify.py
+                   --shardc $<TARGET_FILE:shardc> --case ${case_dir})
+  set_tests_properties(verify/case/${case_name} PROPERTIES LABELS "e2e;verify" TIMEOUT 300)
+endforeach()
+
+# Bad inputs (tests/bad/<name>/, expect.json): `validate --format json` exits 1 or 2 with the
+# expected codes and locations, every diagnostic has a hint, within 20 s (hostile inputs
+# prove bounded time; peak RSS is checked where expect.json sets max_rss_mb).
+file(GLOB SHARDC_BAD_EXPECT CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bad/*/expect.json)
+list(SORT SHARDC_BAD_EXPECT)
+set(SHARDC_BAD_FLAGS)
+if(SHARDC_SANITIZE)
+  set(SHARDC_BAD_FLAGS --sanitizer)
+endif()
+foreach(expect IN LISTS SHARDC_BAD_EXPECT)
+  get_filename_component(bad_dir ${expect} DIRECTORY)
+  get_filename_component(bad_name ${bad_dir} NAME)
+  add_test(NAME bad/${bad_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_bad.py
+                   --shardc $<TARGET_FILE:shardc> ${SHARDC_BAD_FLAGS} ${bad_dir})
+  set_tests_properties(bad/${bad_name} PROPERTIES LABELS "e2e;bad" TIMEOUT 300)
+endforeach()
+
+# Output safety of `compile`: atomic writes, --force, no partial outputs, byte-identical
+# reruns, symlinked and unwritable OUTDIRs.
+add_test(NAME output/safety
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_output_safety.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(output/safety PROPERTIES LABELS "e2e;output" TIMEOUT 300)

@@ -6,6 +6,7 @@ SHARDC_DEB_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev doctest-dev libssl-dev
   python3 python3-jsonschema python3-yaml
   clang        # libFuzzer and sanitizer builds
+  libclang-rt-14-dev # clang's libFuzzer, ASan and UBSan runtimes (tools/fuzz)
   clang-format # tools/format
   ccache       # compiler launcher when present
 )

@@ -157,7 +157,7 @@ struct Fsdp2RankUnit {
   std::vector<std::int64_t> ranks;  ///< the FSDP group, by FSDP coordinate
   std::int64_t index = 0;           ///< this rank's position in `ranks`
   std::vector<Fsdp2Param> params;
-  std::int64_t total = 0;           ///< per-rank slot size (elements, or bytes)
+  std::int64_t total = 0;  ///< per-rank slot size (elements, or bytes)
   std::int64_t total_bytes = 0;
 };
 

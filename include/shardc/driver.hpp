@@ -65,7 +65,7 @@ struct CommonOptions {
   std::string model_path;
   std::string recipe_path;
   DiagFormat diag_format = DiagFormat::Text;
-  bool strict = false;  ///< warnings fail the run (exit 1)
+  bool strict = false;    ///< warnings fail the run (exit 1)
   bool progress = false;  ///< stderr is a terminal: show progress on long runs
 };
 
@@ -109,8 +109,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
                      std::ostream& err);
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
-ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
-                    std::ostream& err);
+ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

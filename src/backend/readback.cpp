@@ -132,9 +132,10 @@ MuonGroup muon_group(const Node& n) {
     return MuonBatch{b.at("dtype").dtype(), b.at("stages").map(muon_stage)};
   });
   g.slice_back = n.at("slice_back").map([](const Node& s) {
-    return MuonSliceBack{s.at("param").str(), s.at("steps").map([](const Node& st) {
-      return SliceStep{st.at("dim").i32(), st.at("start").i64(), st.at("length").i64()};
-    })};
+    return MuonSliceBack{
+        s.at("param").str(), s.at("steps").map([](const Node& st) {
+          return SliceStep{st.at("dim").i32(), st.at("start").i64(), st.at("length").i64()};
+        })};
   });
   return g;
 }
@@ -152,9 +153,12 @@ Fsdp2Unit fsdp2_unit(const Node& n) {
   u.total_bytes = n.at("total_bytes").i64();
   u.output_shape = n.at("output_shape").ints();
   u.params = n.at("params").map([](const Node& p) {
-    return Fsdp2Param{p.at("name").str(),          p.at("shard_dim").i32(),
-                      p.at("offset").i64(),        p.at("padded_numel").i64(),
-                      p.at("padded_shape").ints(), p.at("local_shape").ints(),
+    return Fsdp2Param{p.at("name").str(),
+                      p.at("shard_dim").i32(),
+                      p.at("offset").i64(),
+                      p.at("padded_numel").i64(),
+                      p.at("padded_shape").ints(),
+                      p.at("local_shape").ints(),
                       p.at("unsharded_shape").ints()};
   });
   return u;

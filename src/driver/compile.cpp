@@ -83,7 +83,8 @@ bool write_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
   for (const auto r : ranks) keep.insert(rank_file_name(r, plan.world_size));
   if (!ranks.empty()) {
     if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
-    const driver::RankWriteJob job{&plan, &buffers, ranks, ranks_dir, opt.jobs, opt.common.progress};
+    const driver::RankWriteJob job{&plan,     &buffers, ranks,
+                                   ranks_dir, opt.jobs, opt.common.progress};
     if (!driver::write_rank_files(job, fs, err)) return false;
   }
   driver::remove_stale_rank_files(ranks_dir, keep, fs, err);

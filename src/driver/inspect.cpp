@@ -1,6 +1,7 @@
 // `shardc inspect`: what one rank holds, as a table or as its rank file.
 #include <ostream>
 
+#include "driver/inspect_buffers.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
@@ -77,6 +78,7 @@ void print_table(const Plan& plan, std::int64_t rank, const std::optional<Patter
   out << table.render() << "\n";
   out << (match ? "matched: " : "total: ") << totals.params << " params, "
       << bytes_text(totals.bytes) << ", padded " << bytes_text(totals.padded) << "\n";
+  if (!match) driver::print_rank_buffers(plan, rank, out);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace shardc::driver {
 struct RankWriteJob {
   const Plan* plan = nullptr;
   const std::vector<PlannedBuffer>* buffers = nullptr;  ///< planned once, shared read-only
-  std::vector<std::int64_t> ranks;  ///< ascending
+  std::vector<std::int64_t> ranks;                      ///< ascending
   std::string ranks_dir;
   int jobs = 0;           ///< worker threads; 0 = one per core
   bool progress = false;  ///< show `[ranks i/N]` on `err`

@@ -1,5 +1,6 @@
 // `shardc verify OUTDIR [--ranks SET]`: loads plan.json and the rank files,
 // simulates every buffer layout (see verify.hpp) and prints a summary.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ostream>
@@ -30,8 +31,9 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, FileSystem& fs, std:
 }
 
 // --ranks, or every rank whose file is present.
-std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt, const PlanFile& plan,
-                                                      FileSystem& fs, std::ostream& err) {
+std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
+                                                      const PlanFile& plan, FileSystem& fs,
+                                                      std::ostream& err) {
   if (opt.ranks) {
     std::string error;
     const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
@@ -46,7 +48,9 @@ std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt, 
   for (std::int64_t r = 0; names && r < plan.world_size; ++r)
     if (std::find(names->begin(), names->end(), rank_file_name(r, plan.world_size)) != names->end())
       out.push_back(r);
-  if (out.empty()) print_error(err, "no rank files in '" + path_join(opt.out_dir, "ranks") + "' (compiled with --no-rank-files?)");
+  if (out.empty())
+    print_error(err, "no rank files in '" + path_join(opt.out_dir, "ranks") +
+                         "' (compiled with --no-rank-files?)");
   if (out.empty()) return std::nullopt;
   return out;
 }
@@ -56,7 +60,9 @@ bool load_sample(RankStore& store, const std::vector<std::int64_t>& sample, cons
                  std::ostream& err) {
   for (const std::int64_t r : sample) {
     if (store.get(r)) continue;
-    print_error(err, store.fatal.empty() ? "rank " + std::to_string(r) + ": no rank file in '" + dir + "'" : store.fatal);
+    print_error(err, store.fatal.empty()
+                         ? "rank " + std::to_string(r) + ": no rank file in '" + dir + "'"
+                         : store.fatal);
     return false;
   }
   return true;
@@ -68,9 +74,11 @@ bool same_buffers(Context& cx, const std::vector<std::int64_t>& sample) {
   for (const std::int64_t r : sample) {
     const RankFile& f = *cx.store.get(r);
     bool same = f.buffers.size() == first.buffers.size();
-    for (std::size_t b = 0; same && b < f.buffers.size(); ++b) same = f.buffers[b].kind == first.buffers[b].kind;
+    for (std::size_t b = 0; same && b < f.buffers.size(); ++b)
+      same = f.buffers[b].kind == first.buffers[b].kind;
     if (!same) {
-      cx.report.mismatch("rank " + std::to_string(r) + ": buffers differ from rank " + std::to_string(first.rank) + "'s");
+      cx.report.mismatch("rank " + std::to_string(r) + ": buffers differ from rank " +
+                         std::to_string(first.rank) + "'s");
       return false;
     }
   }
@@ -84,24 +92,28 @@ void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, d
   out << "verified " << rep.buffers << (rep.buffers == 1 ? " buffer" : " buffers") << ", "
       << rep.groups << " groups/units, " << rep.element_params + rep.box_params
       << " param gathers (" << rep.element_params << " element-simulated, " << rep.box_params
-      << " box-checked; " << rep.memo_hits << " stage simulations reused from an identical layout), "
-      << rep.slice_checks << " slice-backs, " << sampled << " sampled ranks (" << loaded
-      << " rank files read) in " << time << " s\n";
+      << " box-checked; " << rep.memo_hits
+      << " stage simulations reused from an identical layout), " << rep.slice_checks
+      << " slice-backs, " << sampled << " sampled ranks (" << loaded << " rank files read) in "
+      << time << " s\n";
   if (rep.num_mismatches == 0) {
     out << "all buffer layouts round-trip\n";
     return;
   }
   out << rep.num_mismatches << " mismatch(es)";
-  if (rep.unverifiable) out << " (" << rep.unverifiable << " not verifiable: member rank files absent)";
+  if (rep.unverifiable)
+    out << " (" << rep.unverifiable << " not verifiable: member rank files absent)";
   out << ":\n";
   for (const auto& m : rep.mismatches) out << "  " << m << "\n";
   if (rep.num_mismatches > static_cast<std::int64_t>(rep.mismatches.size()))
-    out << "  ... and " << rep.num_mismatches - static_cast<std::int64_t>(rep.mismatches.size()) << " more\n";
+    out << "  ... and " << rep.num_mismatches - static_cast<std::int64_t>(rep.mismatches.size())
+        << " more\n";
 }
 
 }  // namespace
 
-ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err) {
+ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
+                    std::ostream& err) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto plan = load_plan(opt, fs, err);
   if (!plan) return ExitCode::Usage;

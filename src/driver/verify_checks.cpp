@@ -31,7 +31,8 @@ const RankFile* RankStore::get(std::int64_t rank) {
   }
   auto file = readback::parse_rank_file(*text, error);
   if (!file || file->rank != rank) {
-    if (fatal.empty()) fatal = "'" + path + "': " + (file ? "holds rank " + std::to_string(file->rank) : error);
+    if (fatal.empty())
+      fatal = "'" + path + "': " + (file ? "holds rank " + std::to_string(file->rank) : error);
     missing_.insert(rank);
     return nullptr;
   }
@@ -77,10 +78,12 @@ std::vector<std::vector<std::int64_t>> expected_owners(const Context& cx,
                                                        const readback::MuonGroup& g,
                                                        const std::vector<std::int64_t>& sizes) {
   std::vector<std::int64_t> n;
-  for (const auto& name : g.params) n.push_back(cx.param(name) ? numel(cx.param(name)->global_shape) : 0);
+  for (const auto& name : g.params)
+    n.push_back(cx.param(name) ? numel(cx.param(name)->global_shape) : 0);
   std::vector<std::size_t> order(n.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return n[a] > n[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return n[a] > n[b]; });
   std::int64_t grid = 1;
   for (std::int64_t s : sizes) grid *= s;
   std::set<std::pair<std::int64_t, std::int64_t>> load;
@@ -107,25 +110,33 @@ void check_owners(Context& cx, const RankFile& f, const readback::MuonGroup& g) 
   std::vector<std::int64_t> sizes;
   std::vector<std::int64_t> mine;
   for (const auto& name : g.replicate_axes) {
-    const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.name == name; });
-    if (it == axes.end()) return cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key + "': replicate axis " + name + " not in the mesh");
+    const auto it =
+        std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.name == name; });
+    if (it == axes.end())
+      return cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key +
+                                "': replicate axis " + name + " not in the mesh");
     sizes.push_back(it->size);
     mine.push_back(coords[static_cast<std::size_t>(it - axes.begin())]);
   }
   const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key + "'";
-  if (mine != g.replicate_coord) return cx.report.mismatch(where + ": replicate_coord " + ints_text(g.replicate_coord) + ", expected " + ints_text(mine));
+  if (mine != g.replicate_coord)
+    return cx.report.mismatch(where + ": replicate_coord " + ints_text(g.replicate_coord) +
+                              ", expected " + ints_text(mine));
   const auto want = expected_owners(cx, g, sizes);
-  if (g.owners.size() != g.params.size()) return cx.report.mismatch(where + ": one owner per param expected");
+  if (g.owners.size() != g.params.size())
+    return cx.report.mismatch(where + ": one owner per param expected");
   for (std::size_t i = 0; i < g.owners.size(); ++i) {
     const auto& o = g.owners[i];
     if (o.param != g.params[i] || o.owner != want[i] || o.is_owner != (o.owner == mine))
-      return cx.report.mismatch(where + " param " + o.param + ": owner " + ints_text(o.owner) + (o.is_owner ? " (mine)" : "") + ", expected " + ints_text(want[i]));
+      return cx.report.mismatch(where + " param " + o.param + ": owner " + ints_text(o.owner) +
+                                (o.is_owner ? " (mine)" : "") + ", expected " + ints_text(want[i]));
   }
 }
 
 void check_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g) {
   for (const auto& sb : g.slice_back) {
-    const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key + "' param " + sb.param + " slice_back";
+    const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key +
+                              "' param " + sb.param + " slice_back";
     const PlanParam* pp = cx.param(sb.param);
     const readback::RankParam* held = Context::held(f, sb.param);
     if (!pp || !held) return cx.report.mismatch(where + ": param not held");
@@ -133,17 +144,22 @@ void check_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g) 
     Box b{Shape(pp->global_shape.size(), 0), pp->global_shape};
     for (const SliceStep& s : sb.steps) {
       const auto d = static_cast<std::size_t>(s.dim);
-      if (s.dim < 0 || d >= b.shape.size() || s.start < 0 || s.length < 0 || s.start + s.length > b.shape[d])
-        return cx.report.mismatch(where + ": narrow(" + std::to_string(s.dim) + ", " + std::to_string(s.start) + ", " + std::to_string(s.length) + ") out of " + box_text(b));
+      if (s.dim < 0 || d >= b.shape.size() || s.start < 0 || s.length < 0 ||
+          s.start + s.length > b.shape[d])
+        return cx.report.mismatch(where + ": narrow(" + std::to_string(s.dim) + ", " +
+                                  std::to_string(s.start) + ", " + std::to_string(s.length) +
+                                  ") out of " + box_text(b));
       b.origin[d] += s.start;
       b.shape[d] = s.length;
     }
     const Box own{held->global_offset, held->local_shape};
     if (b.shape != own.shape || (!is_empty(own) && b.origin != own.origin))
-      return cx.report.mismatch(where + ": gives " + box_text(b) + ", this rank holds " + box_text(own));
+      return cx.report.mismatch(where + ": gives " + box_text(b) + ", this rank holds " +
+                                box_text(own));
   }
   if (g.slice_back.size() != g.params.size())
-    cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key + "': slice_back does not list every param");
+    cx.report.mismatch("rank " + std::to_string(f.rank) + " muon group '" + g.key +
+                       "': slice_back does not list every param");
 }
 
 }  // namespace
@@ -164,12 +180,17 @@ void check_coverage(Context& cx, const RankFile& f, std::size_t b) {
     const int n = it == seen.end() ? 0 : it->second;
     const bool must_skip = p.alias || (muon && p.local_shape.size() < 2);
     if (n != 1 && n != 100)
-      cx.report.mismatch(at(f, b) + " param " + p.name + ": listed " + std::to_string(n % 100 + n / 100) + " times in groups/units and not_communicated");
+      cx.report.mismatch(at(f, b) + " param " + p.name + ": listed " +
+                         std::to_string(n % 100 + n / 100) +
+                         " times in groups/units and not_communicated");
     else if (must_skip && n == 1)
-      cx.report.mismatch(at(f, b) + " param " + p.name + ": an alias or ndim < 2 param is communicated");
+      cx.report.mismatch(at(f, b) + " param " + p.name +
+                         ": an alias or ndim < 2 param is communicated");
     if (it != seen.end()) seen.erase(it);
   }
-  if (!seen.empty()) cx.report.mismatch(at(f, b) + ": lists " + seen.begin()->first + ", which the rank does not hold");
+  if (!seen.empty())
+    cx.report.mismatch(at(f, b) + ": lists " + seen.begin()->first +
+                       ", which the rank does not hold");
 }
 
 }  // namespace shardc::driver::verify

@@ -35,8 +35,12 @@ std::string unit_error(Context& cx, const RankFile& f, const Fsdp2Unit& u) {
     if (!pp || !held) return p.name + ": not held by this rank";
     const std::int64_t esize = element_size(pp->dtype);
     const std::int64_t n = numel(p.padded_shape) * (u.byte_units ? esize : 1);
-    if (p.offset != off) return p.name + ": offset " + std::to_string(p.offset) + ", expected " + std::to_string(off) + " (previous params end there)";
-    if (p.padded_numel != n) return p.name + ": padded_numel " + std::to_string(p.padded_numel) + " != numel(padded_shape)" + (u.byte_units ? " x element size" : "");
+    if (p.offset != off)
+      return p.name + ": offset " + std::to_string(p.offset) + ", expected " + std::to_string(off) +
+             " (previous params end there)";
+    if (p.padded_numel != n)
+      return p.name + ": padded_numel " + std::to_string(p.padded_numel) +
+             " != numel(padded_shape)" + (u.byte_units ? " x element size" : "");
     if (p.local_shape != held->local_shape || p.padded_shape != held->padded_shape)
       return p.name + ": local/padded shape differ from the rank's params entry";
     if (p.shard_dim < 0 || static_cast<std::size_t>(p.shard_dim) >= pp->global_shape.size())
@@ -44,8 +48,11 @@ std::string unit_error(Context& cx, const RankFile& f, const Fsdp2Unit& u) {
     off += p.padded_numel;
     bytes += numel(p.padded_shape) * esize;
   }
-  if (u.total != off || u.total_bytes != bytes || u.output_shape != std::vector<std::int64_t>{w, u.total})
-    return "total " + std::to_string(u.total) + " / total_bytes " + std::to_string(u.total_bytes) + " / output_shape " + ints_text(u.output_shape) + " != sums " + std::to_string(off) + " / " + std::to_string(bytes);
+  if (u.total != off || u.total_bytes != bytes ||
+      u.output_shape != std::vector<std::int64_t>{w, u.total})
+    return "total " + std::to_string(u.total) + " / total_bytes " + std::to_string(u.total_bytes) +
+           " / output_shape " + ints_text(u.output_shape) + " != sums " + std::to_string(off) +
+           " / " + std::to_string(bytes);
   return "";
 }
 
@@ -62,21 +69,25 @@ bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t r
     const RankFile* f = cx.store.get(u.ranks[k]);
     if (!f) {
       if (cx.store.fatal.empty())
-        cx.report.not_verifiable(where(u, rank) + ": needs member rank " + std::to_string(u.ranks[k]) + ", whose rank file is absent");
+        cx.report.not_verifiable(where(u, rank) + ": needs member rank " +
+                                 std::to_string(u.ranks[k]) + ", whose rank file is absent");
       return false;
     }
     const Fsdp2Unit* mu = b < f->buffers.size() ? find_unit(*f, b, u) : nullptr;
-    if (!mu || mu->ranks != u.ranks || mu->index != static_cast<std::int64_t>(k) || mu->byte_units != u.byte_units ||
-        mu->params.size() != u.params.size()) {
-      cx.report.mismatch(where(u, u.ranks[k]) + ": the member's unit differs (ranks, index, units or params)");
+    if (!mu || mu->ranks != u.ranks || mu->index != static_cast<std::int64_t>(k) ||
+        mu->byte_units != u.byte_units || mu->params.size() != u.params.size()) {
+      cx.report.mismatch(where(u, u.ranks[k]) +
+                         ": the member's unit differs (ranks, index, units or params)");
       return false;
     }
     for (std::size_t i = 0; i < u.params.size(); ++i)
       if (mu->params[i].name != u.params[i].name || mu->params[i].offset != u.params[i].offset ||
           mu->params[i].padded_numel != u.params[i].padded_numel) {
-        cx.report.mismatch(where(u, u.ranks[k]) + " param " + mu->params[i].name + ": offset " + std::to_string(mu->params[i].offset) +
-                           " padded_numel " + std::to_string(mu->params[i].padded_numel) + " (rank " + std::to_string(rank) +
-                           ": " + u.params[i].name + " at " + std::to_string(u.params[i].offset) + ")");
+        cx.report.mismatch(where(u, u.ranks[k]) + " param " + mu->params[i].name + ": offset " +
+                           std::to_string(mu->params[i].offset) + " padded_numel " +
+                           std::to_string(mu->params[i].padded_numel) + " (rank " +
+                           std::to_string(rank) + ": " + u.params[i].name + " at " +
+                           std::to_string(u.params[i].offset) + ")");
         return false;
       }
     if (const std::string e = unit_error(cx, *f, *mu); !e.empty()) {
@@ -140,7 +151,8 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
       }
       same[sig] = r;
       why[r].clear();
-      auto b = elements ? fsdp2_unpack_elements(global, fm, r, why[r]) : fsdp2_unpack_boxes(global, fm, r, why[r]);
+      auto b = elements ? fsdp2_unpack_elements(global, fm, r, why[r])
+                        : fsdp2_unpack_boxes(global, fm, r, why[r]);
       if (b && !is_empty(*b))
         for (std::size_t d = 0; d < anchor.size(); ++d) b->origin[d] -= anchor[d];
       rel.push_back(b);
@@ -168,9 +180,13 @@ void verify_unit_param(Context& cx, const Members& m, std::size_t i) {
   const auto res = simulate(cx, elements, pp->global_shape, fm, why);
   ++(elements ? cx.report.element_params : cx.report.box_params);
   for (std::size_t k = 0; k < fm.size(); ++k) {
-    if (!res[k]) return cx.report.mismatch(where(*m.units[k], m.ranks[k]) + " param " + p0.name + ": " + why[k]);
+    if (!res[k])
+      return cx.report.mismatch(where(*m.units[k], m.ranks[k]) + " param " + p0.name + ": " +
+                                why[k]);
     if (res[k]->shape != fm[k].entry->unsharded_shape || (!is_empty(*res[k]) && *res[k] != *res[0]))
-      return cx.report.mismatch(where(*m.units[k], m.ranks[k]) + " param " + p0.name + ": rebuilds " + box_text(*res[k]) + ", member 0 rebuilds " + box_text(*res[0]));
+      return cx.report.mismatch(where(*m.units[k], m.ranks[k]) + " param " + p0.name +
+                                ": rebuilds " + box_text(*res[k]) + ", member 0 rebuilds " +
+                                box_text(*res[0]));
   }
 }
 

@@ -55,7 +55,8 @@ std::optional<Closure> closure_of(Context& cx, std::size_t b, const std::string&
     }
     c[r] = {f, g};
     for (const auto& batch : g->batches)
-      for (const MuonStage& st : batch.stages) todo.insert(todo.end(), st.ranks.begin(), st.ranks.end());
+      for (const MuonStage& st : batch.stages)
+        todo.insert(todo.end(), st.ranks.begin(), st.ranks.end());
   }
   return c;
 }
@@ -73,17 +74,22 @@ Shape elementwise_max(const std::vector<Shape>& shapes) {
 std::string param_layout_error(const MuonStageParam& p, const MuonStage& st, std::int64_t align,
                                std::size_t ndim) {
   const std::size_t n = st.ranks.size();
-  if (p.tensor_dim < 0 || static_cast<std::size_t>(p.tensor_dim) >= ndim) return "tensor_dim out of range";
-  if (p.split_sizes.size() != n || p.rank_shapes.size() != n) return "split_sizes/rank_shapes size != group size";
+  if (p.tensor_dim < 0 || static_cast<std::size_t>(p.tensor_dim) >= ndim)
+    return "tensor_dim out of range";
+  if (p.split_sizes.size() != n || p.rank_shapes.size() != n)
+    return "split_sizes/rank_shapes size != group size";
   for (std::size_t k = 0; k < n; ++k)
     if (p.rank_shapes[k].size() != ndim ||
         p.split_sizes[k] != p.rank_shapes[k][static_cast<std::size_t>(p.tensor_dim)])
-      return "split_sizes[" + std::to_string(k) + "] != rank_shapes[" + std::to_string(k) + "][tensor_dim]";
-  if (p.pad_shape != elementwise_max(p.rank_shapes)) return "pad_shape is not the element-wise max of rank_shapes";
+      return "split_sizes[" + std::to_string(k) + "] != rank_shapes[" + std::to_string(k) +
+             "][tensor_dim]";
+  if (p.pad_shape != elementwise_max(p.rank_shapes))
+    return "pad_shape is not the element-wise max of rank_shapes";
   if (p.padded_numel != round_up(numel(p.pad_shape), align))
     return "padded_numel " + std::to_string(p.padded_numel) + " != numel(pad_shape) rounded to " +
            std::to_string(align);
-  if (p.actual_numel != numel(p.rank_shapes[static_cast<std::size_t>(st.index)])) return "actual_numel != numel(own rank_shape)";
+  if (p.actual_numel != numel(p.rank_shapes[static_cast<std::size_t>(st.index)]))
+    return "actual_numel != numel(own rank_shape)";
   if (p.padded_numel < p.actual_numel) return "padded_numel < actual_numel";
   return "";
 }
@@ -94,13 +100,16 @@ void check_stage(Context& cx, std::int64_t rank, const std::string& key, DType d
   const std::string at = where(key, rank) + " stage " + std::to_string(s);
   const auto n = static_cast<std::int64_t>(st.ranks.size());
   if (st.index < 0 || st.index >= n || st.ranks[static_cast<std::size_t>(st.index)] != rank)
-    return cx.report.mismatch(at + ": index " + std::to_string(st.index) + " is not this rank in " + ints_text(st.ranks));
+    return cx.report.mismatch(at + ": index " + std::to_string(st.index) + " is not this rank in " +
+                              ints_text(st.ranks));
   const std::int64_t align = std::max<std::int64_t>(1, alignment / element_size(dtype));
   std::int64_t end = 0;
   std::int64_t sum = 0;
   for (const MuonStageParam& p : st.params) {
     const PlanParam* pp = cx.param(p.name);
-    std::string e = !pp ? "not in plan.json" : pp->dtype != dtype ? "dtype differs from its batch" : "";
+    std::string e = !pp                  ? "not in plan.json"
+                    : pp->dtype != dtype ? "dtype differs from its batch"
+                                         : "";
     if (e.empty()) e = param_layout_error(p, st, align, pp->global_shape.size());
     if (e.empty() && (p.offset < end || p.offset % align != 0))
       e = "offset " + std::to_string(p.offset) + " overlaps the previous param (ends at " +
@@ -110,12 +119,14 @@ void check_stage(Context& cx, std::int64_t rank, const std::string& key, DType d
     sum += p.padded_numel;
   }
   if (st.total_numel != sum || end > st.total_numel || st.gathered_numel != sum * n)
-    cx.report.mismatch(at + ": total_numel " + std::to_string(st.total_numel) + " / gathered_numel " +
-                       std::to_string(st.gathered_numel) + " != sum of padded_numel " +
-                       std::to_string(sum) + " (x " + std::to_string(n) + ")");
+    cx.report.mismatch(at + ": total_numel " + std::to_string(st.total_numel) +
+                       " / gathered_numel " + std::to_string(st.gathered_numel) +
+                       " != sum of padded_numel " + std::to_string(sum) + " (x " +
+                       std::to_string(n) + ")");
 }
 
-void check_structure(Context& cx, const Closure& c, const std::string& key, std::int64_t alignment) {
+void check_structure(Context& cx, const Closure& c, const std::string& key,
+                     std::int64_t alignment) {
   for (const auto& [rank, m] : c)
     for (const auto& batch : m.group->batches)
       for (std::size_t s = 0; s < batch.stages.size(); ++s)
@@ -240,15 +251,23 @@ bool stage_members(Context& cx, const Closure& c, const State& state, const Para
     const MuonStageParam* e = it == c.end() ? nullptr : entry_at(it->second, pr.slot, s, pr.name);
     const auto& st = it == c.end() ? nullptr : &it->second.group->batches[pr.slot.batch].stages[s];
     if (!e || st->ranks != ranks || st->index != static_cast<std::int64_t>(k))
-      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) + " does not list the same group " + ints_text(ranks)), false;
+      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) +
+                                " does not list the same group " + ints_text(ranks)),
+             false;
     const Box& box = state.at(ranks[k]);
-    if (e->rank_shapes != mine->rank_shapes || e->offset != mine->offset || e->padded_numel != mine->padded_numel)
-      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) + " has offset " + std::to_string(e->offset) +
-                                " padded_numel " + std::to_string(e->padded_numel) + " (this rank: " +
-                                std::to_string(mine->offset) + ", " + std::to_string(mine->padded_numel) + ")"), false;
+    if (e->rank_shapes != mine->rank_shapes || e->offset != mine->offset ||
+        e->padded_numel != mine->padded_numel)
+      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) + " has offset " +
+                                std::to_string(e->offset) + " padded_numel " +
+                                std::to_string(e->padded_numel) +
+                                " (this rank: " + std::to_string(mine->offset) + ", " +
+                                std::to_string(mine->padded_numel) + ")"),
+             false;
     if (mine->rank_shapes[k] != box.shape)
-      return cx.report.mismatch(at + ": rank_shapes[" + std::to_string(k) + "] " + ints_text(mine->rank_shapes[k]) +
-                                " but member " + std::to_string(ranks[k]) + " holds " + ints_text(box.shape)), false;
+      return cx.report.mismatch(at + ": rank_shapes[" + std::to_string(k) + "] " +
+                                ints_text(mine->rank_shapes[k]) + " but member " +
+                                std::to_string(ranks[k]) + " holds " + ints_text(box.shape)),
+             false;
     mm.push_back({box, e});
   }
   return true;
@@ -266,8 +285,8 @@ bool run_stage(Context& cx, const Closure& c, State& state, const ParamRun& pr, 
     const auto res = simulate(cx, pr.elements, pr.global, mm, why);
     for (std::size_t k = 0; k < ranks.size(); ++k) {
       if (!res[k]) {
-        cx.report.mismatch(where(pr.key, ranks[k]) + " stage " + std::to_string(s) + " param " + pr.name +
-                           " (group " + ints_text(ranks) + "): " + why[k]);
+        cx.report.mismatch(where(pr.key, ranks[k]) + " stage " + std::to_string(s) + " param " +
+                           pr.name + " (group " + ints_text(ranks) + "): " + why[k]);
         return false;
       }
       next[ranks[k]] = *res[k];
@@ -280,24 +299,30 @@ bool run_stage(Context& cx, const Closure& c, State& state, const ParamRun& pr, 
 void verify_param(Context& cx, const Closure& c, const std::string& key, const std::string& name) {
   const PlanParam* pp = cx.param(name);
   const Member& first = c.begin()->second;
-  const auto slot = slot_of(*first.group, name);
-  if (!pp || !slot) return cx.report.mismatch(where(key, c.begin()->first) + " param " + name + ": in no batch or not in plan.json");
+  const bool gathers = std::any_of(first.group->batches.begin(), first.group->batches.end(),
+                                   [](const auto& b) { return !b.stages.empty(); });
+  const auto slot = gathers ? slot_of(*first.group, name) : std::optional<Slot>(Slot{});
+  if (!pp || !slot)
+    return cx.report.mismatch(where(key, c.begin()->first) + " param " + name +
+                              ": in no batch or not in plan.json");
   const ParamRun pr{key, name, pp->global_shape, numel(pp->global_shape) <= cx.max_elements, *slot};
   State state;
   for (const auto& [rank, m] : c) {
     const readback::RankParam* held = Context::held(*m.file, name);
-    if (!held) return cx.report.mismatch(where(key, rank) + " param " + name + ": not held by this member");
+    if (!held)
+      return cx.report.mismatch(where(key, rank) + " param " + name + ": not held by this member");
     state[rank] = Box{held->global_offset, held->local_shape};
   }
-  const std::size_t stages = first.group->batches[slot->batch].stages.size();
+  const std::size_t stages = gathers ? first.group->batches[slot->batch].stages.size() : 0;
   for (std::size_t s = 0; s < stages; ++s)
     if (!run_stage(cx, c, state, pr, s)) return;
   ++(pr.elements ? cx.report.element_params : cx.report.box_params);
   const Box global{Shape(pr.global.size(), 0), pr.global};
   for (const auto& [rank, box] : state)
     if (box.shape != global.shape || (!is_empty(box) && box != global))
-      return cx.report.mismatch(where(key, rank) + " param " + name + ": after the last stage holds " +
-                                box_text(box) + ", not the global tensor " + ints_text(pr.global));
+      return cx.report.mismatch(where(key, rank) + " param " + name +
+                                ": after the last stage holds " + box_text(box) +
+                                ", not the global tensor " + ints_text(pr.global));
 }
 
 void verify_closure(Context& cx, const Closure& c, const std::string& key, std::int64_t alignment) {
@@ -307,7 +332,8 @@ void verify_closure(Context& cx, const Closure& c, const std::string& key, std::
   const MuonGroup& g = *c.begin()->second.group;
   for (const auto& [rank, m] : c)
     if (m.group->params != g.params)
-      cx.report.mismatch(where(key, rank) + ": params differ from member " + std::to_string(c.begin()->first) + "'s");
+      cx.report.mismatch(where(key, rank) + ": params differ from member " +
+                         std::to_string(c.begin()->first) + "'s");
   if (cx.report.num_mismatches != before) return;
   for (const std::string& name : g.params) verify_param(cx, c, key, name);
 }

@@ -106,8 +106,8 @@ std::optional<Box> read_box(const Shape& global, const Shape& shape, int d,
   std::int64_t row0 = 0;  // position along d of the current member's first row
   for (std::size_t k = 0; k < rows.size(); ++k) {
     for (std::int64_t j = 0; j < counts[k]; ++j) {
-      const std::int64_t want =
-          base + (row0 + j / rest_n) * gs[static_cast<std::size_t>(d)] + rest_flat[static_cast<std::size_t>(j % rest_n)];
+      const std::int64_t want = base + (row0 + j / rest_n) * gs[static_cast<std::size_t>(d)] +
+                                rest_flat[static_cast<std::size_t>(j % rest_n)];
       const std::int32_t got = rows[k][j];
       if (got != want) {
         why = "member " + std::to_string(k) + " element " + std::to_string(j) + ": expected " +
@@ -194,8 +194,8 @@ std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<Muon
   const Shape rest = without_dim(r.box.shape, d);
   if (!check_reads(m, r, numel(rest), why)) return std::nullopt;
   Box out{Shape(global.size(), 0), r.box.shape};
-  out.shape[du] = std::accumulate(r.entry->split_sizes.begin(), r.entry->split_sizes.end(),
-                                  std::int64_t{0});
+  out.shape[du] =
+      std::accumulate(r.entry->split_sizes.begin(), r.entry->split_sizes.end(), std::int64_t{0});
   if (is_empty(out)) return out;
   std::optional<Box> prev;
   for (std::size_t k = 0; k < m.size(); ++k) {
@@ -230,8 +230,8 @@ bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, st
   const Shape& pad = r.entry->padded_shape;
   const Shape& un = r.entry->unsharded_shape;
   if (un.size() != pad.size() || without_dim(un, d) != without_dim(pad, d) ||
-      un[static_cast<std::size_t>(d)] > pad[static_cast<std::size_t>(d)] *
-                                             static_cast<std::int64_t>(m.size())) {
+      un[static_cast<std::size_t>(d)] >
+          pad[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(m.size())) {
     why = "unsharded_shape " + ints_text(un) + " is not " + std::to_string(m.size()) +
           " padded shards " + ints_text(pad) + " along dim " + std::to_string(d);
     return false;
@@ -244,8 +244,8 @@ bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, st
     for (std::size_t e = 0; fits && e < ls.size(); ++e)
       fits = ls[e] <= pad[e] && (static_cast<int>(e) == d || ls[e] == pad[e] || numel(ls) == 0);
     if (!fits) {
-      why = "member " + std::to_string(k) + " local shape " + ints_text(ls) +
-            " does not pad to " + ints_text(pad);
+      why = "member " + std::to_string(k) + " local shape " + ints_text(ls) + " does not pad to " +
+            ints_text(pad);
       return false;
     }
   }

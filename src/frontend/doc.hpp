@@ -1,11 +1,18 @@
 // The front end's document tree: YAML and JSON both load into Node values
 // that remember where each node (and each map key) was written, so every
 // semantic pass reports file:line:col the same way for both syntaxes.
+//
+// Nodes are small trivially-copyable values: `key` and `text` view either the
+// source text (JSON strings without escapes, JSON numbers) or the Document's
+// string arena, and `items` views one contiguous block of the Document's node
+// arena. A Node is valid as long as its Document and the SourceFile's text live.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,9 +30,9 @@ struct Node {
   int col = 0;          ///< 1-based
   int key_line = 0;     ///< map entries: where the key was written
   int key_col = 0;
-  std::string key;          ///< map entries: the key
-  std::string text;         ///< scalars: the text (JSON numbers/bools as written)
-  std::vector<Node> items;  ///< sequence items, or map entries in written order
+  std::string_view key;          ///< map entries: the key
+  std::string_view text;         ///< scalars: the text (JSON numbers/bools as written)
+  std::span<const Node> items;   ///< sequence items, or map entries in written order
 
   [[nodiscard]] bool is_map() const { return kind == Kind::Map; }
   [[nodiscard]] bool is_seq() const { return kind == Kind::Seq; }
@@ -33,6 +40,29 @@ struct Node {
   [[nodiscard]] bool is_null() const { return kind == Kind::Null; }
   /// First entry of a map with this key, or nullptr.
   [[nodiscard]] const Node* find(std::string_view k) const;
+};
+
+/// Owns the storage Nodes point into: blocks of child nodes and the strings
+/// that are not views of the source text. Movable; moving keeps every view.
+class Document {
+ public:
+  Node root;
+
+  /// Copies `nodes` into one contiguous arena block.
+  std::span<const Node> store(std::span<const Node> nodes);
+  /// Copies `s` into the string arena.
+  std::string_view save(std::string_view s);
+
+ private:
+  template <typename T>
+  struct Arena {
+    std::vector<std::unique_ptr<T[]>> chunks;
+    std::size_t used = 0;
+    std::size_t capacity = 0;
+    T* allocate(std::size_t n, std::size_t chunk);
+  };
+  Arena<Node> nodes_;
+  Arena<char> chars_;
 };
 
 /// Limits against hostile input (README "Input limits").
@@ -43,16 +73,37 @@ struct DocLimits {
 
 /// Loads `file`: JSON (nlohmann) when the first non-blank byte is `{`, else
 /// YAML (yaml-cpp). Reports `code` with file:line:col on malformed text or a
-/// broken limit; nullopt then.
-std::optional<Node> load_document(const SourceFile& file, const char* code, DiagnosticSink& sink,
-                                  const DocLimits& limits = {});
+/// broken limit; nullopt then. The result views `file.text`.
+std::optional<Document> load_document(const SourceFile& file, const char* code,
+                                      DiagnosticSink& sink, const DocLimits& limits = {});
 
-std::optional<Node> load_json(const SourceFile& file, const char* code, DiagnosticSink& sink,
-                              const DocLimits& limits);
-std::optional<Node> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
-                              const DocLimits& limits);
+/// JSON: nlohmann's parser on the contiguous text (its pointer input
+/// adapter); node positions come from a cursor that follows the SAX events
+/// through the text. On malformed text or a broken limit it re-parses with
+/// load_json_tracking, whose diagnostics it reports.
+std::optional<Document> load_json(const SourceFile& file, const char* code, DiagnosticSink& sink,
+                                  const DocLimits& limits);
+/// JSON through a byte-tracking input iterator (slower): the reference for
+/// positions and the producer of every JSON syntax/limit diagnostic.
+std::optional<Document> load_json_tracking(const SourceFile& file, const char* code,
+                                           DiagnosticSink& sink, const DocLimits& limits);
+std::optional<Document> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
+                                  const DocLimits& limits);
 
 /// 1-based line and column of byte `offset` in `text` (columns count bytes).
 std::pair<int, int> line_col(std::string_view text, std::size_t offset);
+
+/// Advances a (offset, line, col) cursor monotonically: total cost O(bytes).
+class LineCursor {
+ public:
+  explicit LineCursor(std::string_view text) : text_(text) {}
+  std::pair<int, int> at(std::size_t offset);
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::size_t line_start_ = 0;
+  int line_ = 1;
+};
 
 }  // namespace shardc::fe

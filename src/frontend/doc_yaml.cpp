@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "frontend/doc.hpp"
 #include "support/utf8.hpp"
@@ -19,7 +20,8 @@ struct LimitError {
 
 class Converter {
  public:
-  Converter(std::size_t max_nodes, int max_depth) : max_nodes_(max_nodes), max_depth_(max_depth) {}
+  Converter(Document& doc, std::size_t max_nodes, int max_depth)
+      : doc_(doc), max_nodes_(max_nodes), max_depth_(max_depth) {}
 
   // Throws LimitError when a limit is broken.
   Node convert(const YAML::Node& in, int depth) {
@@ -35,13 +37,12 @@ class Converter {
     switch (in.Type()) {
       case YAML::NodeType::Scalar:
         out.kind = Node::Kind::Scalar;
-        out.text = in.Scalar();
+        out.text = doc_.save(in.Scalar());
         out.quoted = in.Tag() == "!";
         break;
       case YAML::NodeType::Sequence:
         out.kind = Node::Kind::Seq;
-        out.items.reserve(in.size());
-        for (const YAML::Node& item : in) out.items.push_back(convert(item, depth + 1));
+        convert_seq(in, out, depth);
         break;
       case YAML::NodeType::Map:
         out.kind = Node::Kind::Map;
@@ -60,19 +61,29 @@ class Converter {
     out.col = std::max(m.column, 0) + 1;
   }
 
+  void convert_seq(const YAML::Node& in, Node& out, int depth) {
+    std::vector<Node> items;
+    items.reserve(in.size());
+    for (const YAML::Node& item : in) items.push_back(convert(item, depth + 1));
+    out.items = doc_.store(items);
+  }
+
   void convert_map(const YAML::Node& in, Node& out, int depth) {
-    out.items.reserve(in.size());
+    std::vector<Node> items;
+    items.reserve(in.size());
     for (auto it = in.begin(); it != in.end(); ++it) {
       YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
       if (!key.IsScalar()) throw LimitError{key.Mark(), "a mapping key must be a plain string"};
       Node value = convert(YAML::Node(it->second), depth + 1);
-      value.key = key.Scalar();
+      value.key = doc_.save(key.Scalar());
       value.key_line = std::max(key.Mark().line, 0) + 1;
       value.key_col = std::max(key.Mark().column, 0) + 1;
-      out.items.push_back(std::move(value));
+      items.push_back(value);
     }
+    out.items = doc_.store(items);
   }
 
+  Document& doc_;
   std::size_t max_nodes_;
   int max_depth_;
   std::size_t visited_ = 0;
@@ -84,13 +95,15 @@ SourceLoc mark_loc(const std::string& file, const YAML::Mark& m) {
 
 }  // namespace
 
-std::optional<Node> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
-                              const DocLimits& limits) {
+std::optional<Document> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
+                                  const DocLimits& limits) {
   std::size_t budget = std::min(limits.max_nodes, 4 * file.text.size() + 100'000);
   try {
     YAML::Node root = YAML::Load(file.text);
-    Converter converter(budget, limits.max_depth);
-    return converter.convert(root, 0);
+    Document doc;
+    Converter converter(doc, budget, limits.max_depth);
+    doc.root = converter.convert(root, 0);
+    return doc;
   } catch (const LimitError& e) {
     sink.error(code, mark_loc(file.path, e.mark), e.message,
                "simplify the document (see README \"Input limits\")");

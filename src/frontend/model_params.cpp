@@ -3,6 +3,7 @@
 // repeat count), then count and expand. Expansion never starts when the
 // count passes kMaxExpandedParams.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <string>
 
@@ -27,8 +28,10 @@ struct NamePiece {
 
 struct Entry {
   bool group = false;
-  // A parameter template.
+  // A parameter template: `name` pieces, or the whole name in `flat` when
+  // it substitutes no variable.
   std::vector<NamePiece> name;
+  std::string flat;
   Shape shape;
   DType dtype = DType::Float32;
   bool requires_grad = true;
@@ -98,7 +101,7 @@ class TemplateBuilder {
   }
 
   bool parse_var(const Node& v, std::vector<RepeatVar>& vars) {
-    RepeatVar var{v.key, 0, 0, r_.key_loc(v), false};
+    RepeatVar var{std::string(v.key), 0, 0, r_.key_loc(v), false};
     if (!valid_var_name(var.name)) {
       r_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier",
                "variable names are letters, digits and `_`, not starting with a digit");
@@ -149,13 +152,35 @@ class TemplateBuilder {
     });
   }
 
+  // Index of a param entry key in {name, shape, dtype, requires_grad}, or -1.
+  static int param_key(std::string_view key) {
+    if (key == "name") return 0;
+    if (key == "shape") return 1;
+    if (key == "dtype") return 2;
+    if (key == "requires_grad") return 3;
+    return -1;
+  }
+
   std::optional<Entry> build_param(const Node& item) {
-    bool ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad"}, "a param entry");
+    // One pass over the entry's keys; any unknown or repeated key takes the
+    // reporting path (check_keys).
+    std::array<const Node*, 4> slot{};
+    bool ok = item.items.size() <= slot.size();
+    for (std::size_t i = 0; ok && i < item.items.size(); ++i) {
+      int k = param_key(item.items[i].key);
+      ok = k >= 0 && slot[static_cast<std::size_t>(k)] == nullptr;
+      if (ok) slot[static_cast<std::size_t>(k)] = &item.items[i];
+    }
+    if (!ok) {
+      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad"}, "a param entry");
+      slot = {item.find("name"), item.find("shape"), item.find("dtype"),
+              item.find("requires_grad")};
+    }
     Entry e;
     e.loc = r_.loc(item);
     e.dtype = default_dtype_;
-    const Node* name = item.find("name");
-    const Node* shape = item.find("shape");
+    const Node* name = slot[0];
+    const Node* shape = slot[1];
     if (name == nullptr || shape == nullptr) {
       r_.error(item,
                std::string("param entry has no `") + (name == nullptr ? "name" : "shape") + "`",
@@ -163,16 +188,25 @@ class TemplateBuilder {
                "group is {repeat: {...}, params: [...]}");
       return std::nullopt;
     }
-    ok = compile_name(*name, e.name) && ok;
+    if (name->is_scalar() && name->text.find_first_of("{}") == std::string_view::npos) {
+      // No variable to substitute: check the text, skip template compilation.
+      if (check_name_text(*name, name->text)) {
+        e.flat = std::string(name->text);
+      } else {
+        ok = false;
+      }
+    } else {
+      ok = compile_name(*name, e.name) && ok;
+    }
     std::optional<Shape> s = parse_shape(*shape, r_);
     ok = s.has_value() && ok;
     if (s) e.shape = std::move(*s);
-    if (const Node* dtype = item.find("dtype")) {
+    if (const Node* dtype = slot[2]) {
       std::optional<DType> t = parse_dtype_node(*dtype, r_);
       ok = t.has_value() && ok;
       if (t) e.dtype = *t;
     }
-    if (const Node* rg = item.find("requires_grad")) {
+    if (const Node* rg = slot[3]) {
       std::optional<bool> b = r_.get_bool(*rg, "`requires_grad`");
       ok = b.has_value() && ok;
       if (b) e.requires_grad = *b;
@@ -181,7 +215,20 @@ class TemplateBuilder {
     return e;
   }
 
-  bool check_name_text(const Node& at, const std::string& name) {
+  // Printable ASCII, no empty segment: the common case, in one pass.
+  static bool plain_ascii_name(std::string_view name) {
+    if (name.empty() || name.front() == '.' || name.back() == '.') return false;
+    char prev = 0;
+    for (char c : name) {
+      auto u = static_cast<unsigned char>(c);
+      if (u <= 0x20 || u >= 0x7F || (c == '.' && prev == '.')) return false;
+      prev = c;
+    }
+    return true;
+  }
+
+  bool check_name_text(const Node& at, std::string_view name) {
+    if (plain_ascii_name(name)) return true;
     std::string why;
     if (name.empty()) {
       why = "is empty";
@@ -192,7 +239,8 @@ class TemplateBuilder {
                  return u <= 0x20 || u == 0x7F;
                })) {
       why = "contains whitespace or a control character";
-    } else if (name.front() == '.' || name.back() == '.' || name.find("..") != std::string::npos) {
+    } else if (name.front() == '.' || name.back() == '.' ||
+               name.find("..") != std::string_view::npos) {
       why = "has an empty segment";
     }
     if (why.empty()) return true;
@@ -306,17 +354,25 @@ bool advance(std::vector<std::int64_t>& env, std::size_t base, const std::vector
   return false;
 }
 
-void expand(const std::vector<Entry>& entries, std::vector<std::int64_t>& env,
-            std::vector<Param>& out) {
-  for (const Entry& e : entries) {
+// `last_use`: the entries are expanded once (not inside a repeat group), so
+// their names, shapes and locations move into the params.
+void expand(std::vector<Entry>& entries, std::vector<std::int64_t>& env, std::vector<Param>& out,
+            bool last_use) {
+  for (Entry& e : entries) {
     if (!e.group) {
-      out.push_back(Param{expand_name(e.name, env), e.shape, e.dtype, e.requires_grad, e.loc});
+      if (last_use) {
+        out.push_back(Param{e.name.empty() ? std::move(e.flat) : expand_name(e.name, env),
+                            std::move(e.shape), e.dtype, e.requires_grad, std::move(e.loc)});
+      } else {
+        out.push_back(Param{e.name.empty() ? e.flat : expand_name(e.name, env), e.shape, e.dtype,
+                            e.requires_grad, e.loc});
+      }
       continue;
     }
     std::size_t base = env.size();
     for (const RepeatVar& v : e.vars) env.push_back(v.start);
     do {
-      expand(e.children, env, out);
+      expand(e.children, env, out, false);
     } while (advance(env, base, e.vars));
     env.resize(base);
   }
@@ -340,7 +396,7 @@ bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vecto
   }
   out.reserve(total);
   std::vector<std::int64_t> env;
-  expand(entries, env, out);
+  expand(entries, env, out, true);
   return true;
 }
 

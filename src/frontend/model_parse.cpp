@@ -25,12 +25,12 @@ void parse_format(const Node& root, Reader& r) {
 
 std::optional<std::int64_t> positive_attr(const Node& n, Reader& r, std::int64_t min) {
   if (n.is_null()) return std::nullopt;
-  std::optional<std::int64_t> v = r.get_int(n, "`" + n.key + "`");
+  std::optional<std::int64_t> v = r.get_int(n, "`" + std::string(n.key) + "`");
   if (v && *v < min) {
-    r.error(n,
-            "`" + n.key + "` must be at least " + std::to_string(min) + ", got " +
-                std::to_string(*v),
-            "copy the value from the model's config.json, or remove the attribute");
+    r.error(
+        n,
+        "`" + std::string(n.key) + "` must be at least " + std::to_string(min) + ", got " + std::to_string(*v),
+        "copy the value from the model's config.json, or remove the attribute");
     return std::nullopt;
   }
   return v;
@@ -72,7 +72,7 @@ void parse_tied_weights(const Node& tied, Reader& r, std::vector<TiePair>& out) 
   if (tied.is_null() || !r.expect_map(tied, "`tied_weights`")) return;
   for (const Node& entry : tied.items) {
     std::optional<std::string> source = r.get_string(entry, "a `tied_weights` source");
-    if (source) out.push_back(TiePair{*source, entry.key, r.key_loc(entry)});
+    if (source) out.push_back(TiePair{*source, std::string(entry.key), r.key_loc(entry)});
   }
 }
 
@@ -89,7 +89,7 @@ void log_ignored_keys(const Node& root, const std::string& path) {
 
 std::string model_name(const Node& root, Reader& r) {
   for (std::string_view key : {"name", "model"}) {
-    if (const Node* n = root.find(key)) return r.get_string(*n, "`" + n->key + "`").value_or("");
+    if (const Node* n = root.find(key)) return r.get_string(*n, "`" + std::string(n->key) + "`").value_or("");
   }
   return {};
 }
@@ -122,8 +122,9 @@ void parse_top(const Node& root, Reader& r, Model& m) {
 }  // namespace fe
 
 std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {
-  std::optional<fe::Node> root = fe::load_document(file, "E-MODEL", sink);
-  if (!root) return std::nullopt;
+  std::optional<fe::Document> doc = fe::load_document(file, "E-MODEL", sink);
+  if (!doc) return std::nullopt;
+  const fe::Node* root = &doc->root;
   fe::Reader r(file.path, sink, "E-MODEL");
   if (!r.expect_map(*root, "the model description")) return std::nullopt;
   fe::log_ignored_keys(*root, file.path);

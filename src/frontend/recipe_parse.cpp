@@ -131,8 +131,9 @@ std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r) {
 }  // namespace fe
 
 std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink) {
-  std::optional<fe::Node> root = fe::load_document(file, "E-RECIPE", sink);
-  if (!root) return std::nullopt;
+  std::optional<fe::Document> doc = fe::load_document(file, "E-RECIPE", sink);
+  if (!doc) return std::nullopt;
+  const fe::Node* root = &doc->root;
   fe::Reader r(file.path, sink, "E-RECIPE");
   if (!r.expect_map(*root, "the recipe")) return std::nullopt;
   r.check_keys(*root,

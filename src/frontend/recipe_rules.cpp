@@ -70,15 +70,15 @@ bool check_stack(const Node& stack, const Pattern& match, Reader& r) {
   }
   if (!Pattern::substitute(stack.text, probe)) {
     r.error(stack,
-            "`stack` `" + stack.text +
+            "`stack` `" + std::string(stack.text) +
                 "` uses a capture that `match` does not bind "
                 "(or {E}, or an unbalanced brace)",
             "`stack` may use the captures of `match` other than {E}");
     return false;
   }
   for (const auto& [name, value] : probe) {
-    if (stack.text.find("{" + name + "}") == std::string::npos) {
-      r.error(stack, "`stack` `" + stack.text + "` does not use the capture {" + name + "}",
+    if (stack.text.find("{" + name + "}") == std::string_view::npos) {
+      r.error(stack, "`stack` `" + std::string(stack.text) + "` does not use the capture {" + name + "}",
               "every capture but {E} must appear in `stack`, or stacked names would collide");
       return false;
     }
@@ -143,12 +143,12 @@ std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader
     if (entry.is_scalar()) p = parse_placement(entry.text);
     if (!p) {
       r.error(r.loc(entry),
-              "unparseable placement " + describe(entry) + " for axis `" + entry.key + "`",
+              "unparseable placement " + describe(entry) + " for axis `" + std::string(entry.key) + "`",
               std::string(kPlacementHint), "E-PLACEMENT");
       ok = false;
       continue;
     }
-    out.push_back(AxisPlacement{entry.key, std::move(*p), r.key_loc(entry)});
+    out.push_back(AxisPlacement{std::string(entry.key), std::move(*p), r.key_loc(entry)});
   }
   if (!ok) return std::nullopt;
   return out;

@@ -12,8 +12,7 @@ std::optional<std::vector<Pattern>> parse_stage(const Node& n, Reader& r) {
   if (!texts) return std::nullopt;
   std::vector<Pattern> out;
   bool ok = true;
-  const std::vector<Node> single{n};
-  const std::vector<Node>& nodes = n.is_seq() ? n.items : single;
+  std::span<const Node> nodes = n.is_seq() ? n.items : std::span<const Node>(&n, 1);
   for (const Node& item : nodes) {
     std::optional<Pattern> p = parse_pattern(item, r);
     ok = p.has_value() && ok;

@@ -71,7 +71,11 @@ Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int
     std::vector<int> undone(p.global_shape.size(), 0);
     undone[static_cast<std::size_t>(p.geometry.fsdp_dim)] = 1;
     const std::int64_t unit = u.byte_units ? element_size(p.dtype) : 1;
-    Fsdp2Param fp{i, ru.total, numel(g.padded_shape) * unit, g.padded_shape, g.local_shape,
+    Fsdp2Param fp{i,
+                  ru.total,
+                  numel(g.padded_shape) * unit,
+                  g.padded_shape,
+                  g.local_shape,
                   partial_shape(p.geometry, coords, undone)};
     ru.total += fp.padded_numel;
     ru.total_bytes += numel(g.padded_shape) * element_size(p.dtype);

@@ -22,8 +22,8 @@ std::vector<int> axis_dims(const PlannedParam& p, std::size_t naxes) {
 }
 
 std::string layout_key(const PlannedParam& p, const Mesh& mesh) {
-  std::string key = std::string(mesh_kind_name(p.mesh)) + " ndim=" +
-                    std::to_string(p.global_shape.size());
+  std::string key =
+      std::string(mesh_kind_name(p.mesh)) + " ndim=" + std::to_string(p.global_shape.size());
   const auto dims = axis_dims(p, mesh.axes.size());
   for (std::size_t a = 0; a < dims.size(); ++a)
     if (dims[a] >= 0) key += " " + mesh.axes[a].name + ":" + std::to_string(dims[a]);
@@ -66,7 +66,8 @@ void assign_owners(MuonGroup& g, const Plan& plan, const Mesh& mesh) {
   std::vector<std::size_t> order(g.params.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return numel(plan.params[g.params[a]].global_shape) > numel(plan.params[g.params[b]].global_shape);
+    return numel(plan.params[g.params[a]].global_shape) >
+           numel(plan.params[g.params[b]].global_shape);
   });
   std::set<std::pair<std::int64_t, std::int64_t>> load;  // (load, flat coordinate)
   for (std::int64_t c = 0; c < grid; ++c) load.insert({0, c});
@@ -137,7 +138,8 @@ MuonPlan plan_muon(const Plan& plan, const BufferSpec& spec) {
         const auto dims = axis_dims(p, mesh.axes.size());
         const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
         for (std::size_t a = 0; a < dims.size(); ++a)
-          if (dims[a] < 0 && static_cast<int>(a) != pp) g.replicate_axes.push_back(static_cast<int>(a));
+          if (dims[a] < 0 && static_cast<int>(a) != pp)
+            g.replicate_axes.push_back(static_cast<int>(a));
         m.groups.push_back(std::move(g));
       }
       m.groups[it->second].params.push_back(i);
@@ -216,7 +218,8 @@ MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, cons
     for (auto st = rb.stages.rbegin(); st != rb.stages.rend(); ++st)
       for (const MuonStageParam& sp : st->params) {
         std::int64_t start = 0;
-        for (std::int64_t m = 0; m < st->index; ++m) start += sp.split_sizes[static_cast<std::size_t>(m)];
+        for (std::int64_t m = 0; m < st->index; ++m)
+          start += sp.split_sizes[static_cast<std::size_t>(m)];
         steps[sp.param].push_back(
             {sp.tensor_dim, start, sp.split_sizes[static_cast<std::size_t>(st->index)]});
       }

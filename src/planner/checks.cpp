@@ -12,9 +12,9 @@ namespace shardc::passes {
 namespace {
 
 const std::set<std::string_view>& qkv_modules() {
-  static const std::set<std::string_view> names = {
-      "q_proj", "k_proj", "v_proj", "qkv_proj", "qkv", "linear_qkv", "wqkv", "Wqkv",
-      "query_key_value"};
+  static const std::set<std::string_view> names = {"q_proj",   "k_proj", "v_proj",
+                                                   "qkv_proj", "qkv",    "linear_qkv",
+                                                   "wqkv",     "Wqkv",   "query_key_value"};
   return names;
 }
 
@@ -110,21 +110,23 @@ void check_experts(const PlannedParam& p, const Plan& plan, DiagnosticSink& sink
   d.rule = p.rule.match;
   if (p.uneven == SplitRule::Even) {
     d.code = "E-EXPERTS";
-    d.message = "stacked " + p.name + ": " + std::to_string(e) + " experts over ep=" +
-                std::to_string(ep) + " do not divide under uneven: even";
+    d.message = "stacked " + p.name + ": " + std::to_string(e) +
+                " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
     d.hint = "valid ep sizes divide " + std::to_string(e) + ": " + divisors_text(e);
     sink.report(std::move(d));
     return;
   }
   d.severity = Severity::Warning;
   d.code = "W-EXPERTS";
-  d.message = "stacked " + p.name + ": " + std::to_string(e) + " experts over ep=" +
-              std::to_string(ep) + " (" + split_rule_name(p.uneven) + ")";
+  d.message = "stacked " + p.name + ": " + std::to_string(e) +
+              " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(p.uneven) + ")";
   // Expert range of each ep coordinate: the dim-0 pieces of the non-FSDP splits.
   const Mesh& mesh = plan.mesh_of(p);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   std::string ranges;
-  for (std::int64_t k = 0; k < ep; ++k) {
+  // At most kMaxListed coordinates: ep may be near 2^31 on hostile meshes.
+  constexpr std::int64_t kMaxListed = 256;
+  for (std::int64_t k = 0; k < ep && k < kMaxListed; ++k) {
     std::int64_t rem = k;
     for (auto it = p.geometry.per_dim[0].rbegin(); it != p.geometry.per_dim[0].rend(); ++it) {
       if (it->fsdp) continue;
@@ -145,6 +147,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, DiagnosticSink& sink
     ranges += (ranges.empty() ? "" : ", ") + std::to_string(k) + ": [" + std::to_string(start) +
               ", " + std::to_string(start + len) + ")";
   }
+  if (ep > kMaxListed) ranges += ", ... (" + std::to_string(ep - kMaxListed) + " more)";
   d.hint = "experts per ep coordinate: " + ranges +
            "; frameworks differ on uneven experts (this plan uses " + split_rule_name(p.uneven) +
            ")";

@@ -33,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from run_plans import mesh_sizes, model_for, sample_ranks  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "outputs.sha256"

@@ -30,14 +30,15 @@ TEST_CASE("text diagnostics quote the source line with a caret and a hint") {
         "recipe.yaml:3: warning[W-UNUSED-RULE]: rule matches nothing\n"
         " 3 | rules: []\n"
         "   | ^\n"
+        "  hint: see W-UNUSED-RULE in the Diagnostics table of README.md\n"
         "1 error, 1 warning\n");
 }
 
-TEST_CASE("text diagnostics without a file or source print the headline only") {
+TEST_CASE("text diagnostics without a file or source print the headline and hint only") {
   DiagnosticSink sink;
-  sink.error("E-MODEL", {}, "cannot read");
+  sink.error("E-MODEL", {}, "cannot read", "check the path");
   CHECK(render_diagnostics_text(sink, {}) ==
-        "shardc: error[E-MODEL]: cannot read\n1 error, 0 warnings\n");
+        "shardc: error[E-MODEL]: cannot read\n  hint: check the path\n1 error, 0 warnings\n");
   CHECK(render_diagnostics_text(DiagnosticSink{}, {}).empty());
 }
 
@@ -77,8 +78,8 @@ TEST_CASE("json diagnostics are an array of objects with every field") {
 TEST_CASE("github annotations escape percent, newlines and property separators") {
   DiagnosticSink sink;
   sink.error("E-X", {"a,b:c.yaml", 4, 2}, "100% bad\nreally", "fix it");
-  sink.warning("W-Y", {}, "w");
+  sink.warning("W-Y", {}, "w", "h");
   CHECK(render_diagnostics_github(sink) ==
         "::error file=a%2Cb%3Ac.yaml,line=4,col=2,title=E-X::100%25 bad%0Areally%0Ahint: fix it\n"
-        "::warning title=W-Y::w\n");
+        "::warning title=W-Y::w%0Ahint: h\n");
 }

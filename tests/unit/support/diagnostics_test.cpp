@@ -51,3 +51,12 @@ TEST_CASE("utf8 validation rejects malformed sequences") {
   CHECK_FALSE(shardc::is_valid_utf8("\xED\xA0\x80"));      // surrogate
   CHECK_FALSE(shardc::is_valid_utf8("\xF4\x90\x80\x80"));  // > U+10FFFF
 }
+
+TEST_CASE("every stored diagnostic has a hint") {
+  shardc::DiagnosticSink sink;
+  sink.error("E-AXIS", {}, "an axis is missing");
+  sink.warning("W-VOCAB", {}, "uneven vocab", "pad it");
+  REQUIRE(sink.items().size() == 2);
+  CHECK(sink.items()[0].hint.find("E-AXIS") != std::string::npos);
+  CHECK(sink.items()[1].hint == "pad it");
+}

@@ -1,0 +1,83 @@
+// `shardc inspect` text for a rank's buffer-packing layouts (SPEC §6.3).
+#include "driver/inspect_buffers.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "driver/text_format.hpp"
+#include "shardc/buffers.hpp"
+
+namespace shardc::driver {
+namespace {
+
+std::string ranks_text(const std::vector<std::int64_t>& ranks) {
+  if (std::is_sorted(ranks.begin(), ranks.end())) return RankSet::from_sorted(ranks).to_string();
+  std::vector<std::string> parts;
+  for (std::int64_t r : ranks) parts.push_back(std::to_string(r));
+  return join(parts, ",");
+}
+
+std::string size_text(std::int64_t numel, std::int64_t bytes) {
+  return group_digits(numel) + " el (" + human_bytes(bytes) + ")";
+}
+
+std::string axes_text(const Mesh& mesh, const std::vector<int>& axes) {
+  std::vector<std::string> names;
+  for (int a : axes) names.push_back(mesh.axes.at(static_cast<std::size_t>(a)).name);
+  return join(names, "+");
+}
+
+void print_muon(const Plan& plan, const MuonPlan& muon, std::int64_t rank, std::ostream& out) {
+  out << "  muon_allgather (alignment " << muon.alignment_bytes << " B):";
+  const MuonRankLayout layout = muon_for_rank(muon, plan, rank);
+  out << (layout.groups.empty() ? " no groups\n" : "\n");
+  for (const MuonRankGroup& rg : layout.groups) {
+    const MuonGroup& g = *rg.group;
+    const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    const auto owned = std::count(g.owners.begin(), g.owners.end(), rg.replicate_coord);
+    out << "    group '" << g.key << "': " << g.params.size() << " params, owner of " << owned
+        << ", " << g.batches.size() << (g.batches.size() == 1 ? " batch\n" : " batches\n");
+    for (std::size_t b = 0; b < rg.batches.size(); ++b) {
+      const MuonRankBatch& rb = rg.batches[b];
+      const std::int64_t esize = element_size(rb.dtype);
+      if (rb.stages.empty())
+        out << "      batch " << b << " " << dtype_name(rb.dtype) << ": nothing to gather\n";
+      for (std::size_t s = 0; s < rb.stages.size(); ++s) {
+        const MuonStage& st = rb.stages[s];
+        out << "      batch " << b << " " << dtype_name(rb.dtype) << " stage " << s << " over "
+            << axes_text(mesh, st.axes) << ", ranks " << ranks_text(st.ranks) << " (index "
+            << st.index << "): pack " << size_text(st.total_numel, st.total_numel * esize)
+            << ", gathered " << size_text(st.gathered_numel, st.gathered_numel * esize) << "\n";
+      }
+    }
+  }
+  out << "    not communicated: " << layout.not_communicated->size() << " params\n";
+}
+
+void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, std::ostream& out) {
+  const Fsdp2RankLayout layout = fsdp2_for_rank(fsdp2, plan, rank);
+  out << "  fsdp2_allgather:" << (layout.units.empty() ? " no units\n" : "\n");
+  for (const Fsdp2RankUnit& ru : layout.units) {
+    const auto w = static_cast<std::int64_t>(ru.ranks.size());
+    const std::string name = ru.unit->name.empty() ? "(root)" : ru.unit->name;
+    out << "    unit '" << name << "' (" << mesh_kind_name(ru.unit->mesh) << ", "
+        << ru.params.size() << " params" << (ru.unit->byte_units ? ", byte units" : "")
+        << "): ranks " << ranks_text(ru.ranks) << " (index " << ru.index << "), slot "
+        << human_bytes(ru.total_bytes) << ", gathered [" << w << ", " << group_digits(ru.total)
+        << "] " << human_bytes(ru.total_bytes * w) << "\n";
+  }
+  out << "    not communicated: " << layout.not_communicated->size() << " params\n";
+}
+
+}  // namespace
+
+void print_rank_buffers(const Plan& plan, std::int64_t rank, std::ostream& out) {
+  if (plan.buffers.empty()) return;
+  out << "\nbuffers:\n";
+  for (const PlannedBuffer& b : plan_buffers(plan)) {
+    if (b.muon) print_muon(plan, *b.muon, rank, out);
+    if (b.fsdp2) print_fsdp2(plan, *b.fsdp2, rank, out);
+  }
+}
+
+}  // namespace shardc::driver

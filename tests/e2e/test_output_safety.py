@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Output safety of `shardc compile` (SPEC §2, README "Command line").
+
+    test_output_safety.py --shardc BIN
+
+Checks, each in a fresh temporary folder:
+  * a fresh OUTDIR gets plan.json, rank files and the marker; no temporary files remain
+  * a rerun is byte-identical (every file), and a rerun without --force is allowed
+    (shardc wrote the folder)
+  * a non-empty OUTDIR that shardc did not write is refused (exit 2, message names --force,
+    nothing written); --force overwrites it and keeps the foreign file
+  * an invalid recipe leaves OUTDIR untouched (no plan.json, no marker) and an existing
+    compiled OUTDIR unchanged
+  * an OUTDIR that is a symbolic link is refused with a clear message (exit 2), and the
+    link's target stays empty
+  * an unwritable OUTDIR (its parent is a regular file; works as root too) exits 2 with a
+    message, no crash
+  * a compile that fails half-way (ranks/ is a regular file) exits 2 and leaves no temporary
+    files
+  * rank files removed by --ranks are deleted on the next run (no stale outputs)
+Exit status: 0 pass, 1 failure. Stdlib only.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+MODEL = """format: shardc.model/v1
+name: tiny
+dtype: bfloat16
+attributes: {num_attention_heads: 4, num_key_value_heads: 2}
+params:
+  - {name: model.embed_tokens.weight, shape: [1000, 64]}
+  - repeat: {i: [0, 2]}
+    params:
+      - {name: "model.layers.{i}.self_attn.q_proj.weight", shape: [64, 64]}
+      - {name: "model.layers.{i}.input_layernorm.weight", shape: [64], dtype: float32}
+  - {name: lm_head.weight, shape: [1000, 64]}
+"""
+RECIPE = """format: shardc.recipe/v1
+mesh:
+  - {name: dp_shard, size: 2}
+  - {name: tp, size: 2}
+rules:
+  - match: "**.q_proj.weight"
+    placements: {tp: Shard(0)}
+  - match: "**"
+    placements: {}
+fsdp: {shard: dp_shard}
+"""
+BAD_RECIPE = RECIPE.replace("Shard(0)", "Shard(7)")
+
+FAILURES: list[str] = []
+
+
+def check(cond: bool, what: str, detail: str = "") -> None:
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILURES.append(what)
+        if detail:
+            print("     " + detail.replace("\n", "\n     "))
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            if not p.is_symlink():
+                out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def temps(root: Path) -> list[str]:
+    return [k for k in snapshot(root) if ".tmp." in k]
+
+
+class Env:
+    def __init__(self, shardc: str, tmp: Path) -> None:
+        self.shardc = shardc
+        self.model = tmp / "model.yaml"
+        self.recipe = tmp / "recipe.yaml"
+        self.bad = tmp / "bad.recipe.yaml"
+        self.model.write_text(MODEL)
+        self.recipe.write_text(RECIPE)
+        self.bad.write_text(BAD_RECIPE)
+
+    def compile(self, out: Path | str, *extra: str, recipe: Path | None = None):
+        cmd = [self.shardc, "compile", str(self.model), str(recipe or self.recipe), "-o",
+               str(out), "--quiet", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def test_fresh_and_rerun(env: Env, tmp: Path) -> None:
+    out = tmp / "fresh" / "nested"
+    r = env.compile(out)
+    check(r.returncode == 0, "fresh nested OUTDIR compiles", r.stderr)
+    files = snapshot(out)
+    check("plan.json" in files and any(k.startswith("ranks/rank-") for k in files),
+          "plan.json and rank files written", str(sorted(files)))
+    check(not temps(out), "no temporary files left", str(temps(out)))
+    r = env.compile(out)
+    check(r.returncode == 0, "rerun into shardc's own OUTDIR needs no --force", r.stderr)
+    check(snapshot(out) == files, "rerun is byte-identical")
+    r = env.compile(out, "--ranks", "0-1")
+    left = sorted(k for k in snapshot(out) if k.startswith("ranks/"))
+    check(r.returncode == 0 and left == ["ranks/rank-0.json", "ranks/rank-1.json"],
+          "--ranks removes stale rank files", str(left))
+
+
+def test_foreign_dir(env: Env, tmp: Path) -> None:
+    out = tmp / "foreign"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    r = env.compile(out)
+    check(r.returncode == 2, "non-empty foreign OUTDIR is refused (exit 2)", r.stderr)
+    check("--force" in r.stderr, "the refusal names --force", r.stderr)
+    check(sorted(snapshot(out)) == ["notes.txt"], "refused OUTDIR is untouched",
+          str(sorted(snapshot(out))))
+    r = env.compile(out, "--force")
+    check(r.returncode == 0 and "plan.json" in snapshot(out), "--force writes into it", r.stderr)
+    check((out / "notes.txt").read_text() == "mine\n", "--force keeps foreign files")
+
+
+def test_invalid_leaves_no_output(env: Env, tmp: Path) -> None:
+    out = tmp / "invalid"
+    r = env.compile(out, recipe=env.bad)
+    check(r.returncode == 1, "invalid recipe: exit 1", r.stderr)
+    check(not out.exists() or not any(out.iterdir()), "invalid recipe: OUTDIR untouched",
+          str(snapshot(out)) if out.exists() else "")
+    good = tmp / "compiled"
+    check(env.compile(good).returncode == 0, "compile a good plan")
+    before = snapshot(good)
+    r = env.compile(good, "--force", recipe=env.bad)
+    check(r.returncode == 1 and snapshot(good) == before,
+          "invalid recipe: existing outputs unchanged (even with --force)")
+    r = env.compile(tmp / "missing-model", recipe=tmp / "no-such.yaml")
+    check(r.returncode == 2 and not (tmp / "missing-model").exists(),
+          "unreadable recipe: exit 2, no OUTDIR created", r.stderr)
+
+
+def test_symlink(env: Env, tmp: Path) -> None:
+    target = tmp / "link-target"
+    target.mkdir()
+    link = tmp / "link"
+    link.symlink_to(target, target_is_directory=True)
+    for spelled in (str(link), str(link) + "/"):
+        r = env.compile(spelled)
+        check(r.returncode == 2 and "symbolic link" in r.stderr,
+              f"symlinked OUTDIR {spelled!r} refused with a clear message", r.stderr)
+    check(not any(target.iterdir()), "the symlink's target stays empty")
+    out = tmp / "ranks-link"
+    check(env.compile(out, "--no-rank-files").returncode == 0, "compile without rank files")
+    (out / "ranks").symlink_to(target, target_is_directory=True)
+    r = env.compile(out)
+    check(r.returncode == 2 and "symbolic link" in r.stderr and not any(target.iterdir()),
+          "symlinked OUTDIR/ranks refused", r.stderr)
+
+
+def test_unwritable(env: Env, tmp: Path) -> None:
+    blocker = tmp / "a-file"
+    blocker.write_text("x")
+    r = env.compile(blocker / "out")
+    check(r.returncode == 2 and "shardc: error:" in r.stderr and "out" in r.stderr,
+          "OUTDIR under a regular file: exit 2 with a message", r.stderr)
+    r = env.compile(blocker)
+    check(r.returncode == 2 and "shardc: error:" in r.stderr,
+          "OUTDIR that is a regular file: exit 2 with a message", r.stderr)
+    check(blocker.read_text() == "x", "the regular file is untouched")
+    r = env.compile("/proc/version/out")
+    check(r.returncode == 2, "OUTDIR under /proc/version: exit 2", r.stderr)
+    out = tmp / "ranks-file"
+    out.mkdir()
+    (out / "ranks").write_text("not a folder")
+    r = env.compile(out, "--force")
+    check(r.returncode == 2 and "shardc: error:" in r.stderr,
+          "ranks/ is a regular file: exit 2 with a message", r.stderr)
+    check(not temps(out), "failed compile leaves no temporary files", str(temps(out)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", required=True)
+    args = ap.parse_args()
+    tests = [test_fresh_and_rerun, test_foreign_dir, test_invalid_leaves_no_output,
+             test_symlink, test_unwritable]
+    for t in tests:
+        with tempfile.TemporaryDirectory(prefix="shardc-out-") as name:
+            print(f"# {t.__name__}")
+            t(Env(args.shardc, Path(name)), Path(name))
+    print(f"test_output_safety: {len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+// The fuzz entry points (see fuzz_entry.hpp). Anything but a clean return
+// (a crash, a sanitizer report, an uncaught exception) is a bug.
+#include "fuzz_entry.hpp"
+
+#include <optional>
+#include <string>
+
+#include "frontend/doc.hpp"
+#include "shardc/backend.hpp"
+#include "shardc/frontend.hpp"
+#include "shardc/planner.hpp"
+
+namespace shardc::fuzz {
+namespace {
+
+constexpr std::string_view kModel = R"(format: shardc.model/v1
+name: fuzz
+dtype: bfloat16
+attributes: {num_attention_heads: 4, num_key_value_heads: 2, num_experts: 4,
+             tie_word_embeddings: true}
+params:
+  - {name: model.embed_tokens.weight, shape: [100, 16]}
+  - repeat: {i: [0, 2]}
+    params:
+      - {name: "model.layers.{i}.self_attn.q_proj.weight", shape: [16, 16]}
+      - {name: "model.layers.{i}.self_attn.o_proj.weight", shape: [16, 16]}
+      - {name: "model.layers.{i}.input_layernorm.weight", shape: [16], dtype: float32}
+      - repeat: {e: [0, 4]}
+        params:
+          - {name: "model.layers.{i}.mlp.experts.{e}.up_proj.weight", shape: [8, 16]}
+  - {name: model.norm.weight, shape: [16], dtype: float32}
+  - {name: model.scalar, shape: []}
+  - {name: lm_head.weight, shape: [100, 16]}
+)";
+
+constexpr std::string_view kRecipe = R"(format: shardc.recipe/v1
+mesh:
+  - {name: pp, size: 2}
+  - {name: dp_shard, size: 2}
+  - {name: tp, size: 2}
+rules:
+  - match: "**.q_proj.weight"
+    placements: {tp: Shard(0)}
+  - match: "**"
+    placements: {}
+pipeline: {axis: pp, stages: auto}
+fsdp: {shard: dp_shard}
+buffers:
+  - {kind: muon_allgather}
+  - {kind: fsdp2_allgather, units: ["model.layers.{i}", "**"]}
+)";
+
+template <typename T>
+const T& fixed(std::string_view text,
+               std::optional<T> (*parse)(const SourceFile&, DiagnosticSink&)) {
+  static const T value = [&] {
+    DiagnosticSink sink;
+    std::optional<T> v = parse(SourceFile{"fixed", std::string(text)}, sink);
+    if (!v) __builtin_trap();  // the fixed inputs must parse
+    return std::move(*v);
+  }();
+  return value;
+}
+
+void render(const DiagnosticSink& sink, const std::string& path, std::string_view bytes) {
+  SourceMap sources;
+  sources[path] = std::string(bytes);
+  (void)render_diagnostics_text(sink, sources);
+  (void)render_diagnostics_json(sink);
+  (void)render_diagnostics_github(sink);
+}
+
+void plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+  std::optional<Plan> p = build_plan(model, recipe, sink);
+  (void)p;
+}
+
+}  // namespace
+
+void model_input(std::string_view bytes) {
+  const std::string path = "fuzz.model";
+  DiagnosticSink sink;
+  std::optional<Model> model = parse_model(SourceFile{path, std::string(bytes)}, sink);
+  if (model) plan(*model, fixed<Recipe>(kRecipe, &parse_recipe), sink);
+  render(sink, path, bytes);
+  DiagnosticSink json_sink;
+  (void)fe::load_json(SourceFile{path, std::string(bytes)}, "E-MODEL", json_sink, fe::DocLimits{});
+  render(json_sink, path, bytes);
+}
+
+void recipe_input(std::string_view bytes) {
+  const std::string path = "fuzz.recipe";
+  DiagnosticSink sink;
+  std::optional<Recipe> recipe = parse_recipe(SourceFile{path, std::string(bytes)}, sink);
+  if (recipe) plan(fixed<Model>(kModel, &parse_model), *recipe, sink);
+  render(sink, path, bytes);
+}
+
+}  // namespace shardc::fuzz

@@ -1,0 +1,165 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "driver/verify.hpp"
+#include "driver_fixture.hpp"
+
+using namespace shardc;
+using nlohmann::json;
+
+namespace {
+
+// Uneven FSDP-over-TP pieces (10 rows over tp 2 x dp_shard 2 -> 3,2 / 3,2),
+// an empty FSDP shard (3 rows over 4), a tied alias and a 1-d param.
+const char* const kBufModel = R"(format: shardc.model/v1
+name: buf
+dtype: bfloat16
+params:
+  - {name: emb.weight, shape: [10, 7]}
+  - {name: w.weight, shape: [3, 8]}
+  - {name: n.weight, shape: [4], dtype: float32}
+  - {name: head.weight, shape: [10, 7]}
+tied: [[emb.weight, head.weight]]
+)";
+
+const char* const kBufRecipe = R"(format: shardc.recipe/v1
+mesh:
+  - {name: dp_shard, size: 2}
+  - {name: tp, size: 2}
+rules:
+  - match: ["emb.weight", "head.weight"]
+    placements: {tp: Shard(0)}
+  - match: "**"
+    placements: {}
+fsdp: {shard: dp_shard}
+buffers:
+  - {kind: muon_allgather, alignment_bytes: 64}
+  - {kind: fsdp2_allgather, units: ["**"]}
+)";
+
+struct VerifyFixture : test::DriverFixture {
+  VerifyFixture() {
+    fs.files["m.yaml"] = kBufModel;
+    fs.files["r.yaml"] = kBufRecipe;
+    REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
+  }
+  ExitCode verify(std::optional<std::string> ranks = std::nullopt) {
+    out.str("");
+    err.str("");
+    VerifyOptions o;
+    o.out_dir = "out";
+    o.ranks = std::move(ranks);
+    return run_verify(o, fs, out, err);
+  }
+  json rank(int r) {
+    return json::parse(fs.files.at("out/ranks/rank-" + std::to_string(r) + ".json"));
+  }
+  void put(int r, const json& j) {
+    fs.files["out/ranks/rank-" + std::to_string(r) + ".json"] = j.dump();
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VerifyFixture, "verify passes on a compiled plan and counts what it checked") {
+  CHECK(verify() == ExitCode::Ok);
+  CHECK(out.str().find("all buffer layouts round-trip") != std::string::npos);
+  CHECK(out.str().find("verified 2 buffers") != std::string::npos);
+  CHECK(out.str().find("element-simulated") != std::string::npos);
+  CHECK(verify("0,2") == ExitCode::Ok);  // a dp_shard group alone: its tp peers are read too
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "verify box-checks params above --max-elements") {
+  VerifyOptions o;
+  o.out_dir = "out";
+  o.max_elements = 0;
+  CHECK(run_verify(o, fs, out, err) == ExitCode::Ok);
+  CHECK(out.str().find("(0 element-simulated") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a corrupted muon split size fails naming param, rank and stage") {
+  json j = rank(1);
+  j["buffers"][0]["groups"][0]["batches"][0]["stages"][1]["params"][0]["split_sizes"][0] = 4;
+  put(1, j);
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("rank 1 stage 1 param emb.weight") != std::string::npos);
+  CHECK(out.str().find("split_sizes[0]") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a corrupted fsdp2 offset fails naming the param") {
+  json j = rank(3);
+  auto& params = j["buffers"][1]["units"][0]["params"];
+  REQUIRE(params.size() >= 2);
+  params[1]["offset"] = params[1]["offset"].get<int>() + 1;
+  put(3, j);
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find(params[1]["name"].get<std::string>()) != std::string::npos);
+  CHECK(out.str().find("offset") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a piece at the wrong offset does not round-trip") {
+  json j = rank(2);  // dp_shard 1, tp 0: emb rows 3..4 -> claim rows 5..6
+  for (auto& p : j["params"])
+    if (p["name"] == "emb.weight") p["global_offset"][0] = 5;
+  put(2, j);
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("emb.weight") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture,
+                  "missing member files are not verifiable; a missing sample is an error") {
+  fs.files.erase("out/ranks/rank-1.json");
+  CHECK(verify("0") == ExitCode::Invalid);
+  CHECK(out.str().find("not verifiable") != std::string::npos);
+  CHECK(verify("1") == ExitCode::Usage);
+  fs.files["out/ranks/rank-0.json"] = "{";
+  CHECK(verify("0") == ExitCode::Usage);
+}
+
+TEST_CASE("box arithmetic agrees with element simulation on small muon stages") {
+  using namespace driver::verify;
+  const Shape global{5, 3};
+  // Two members splitting dim 0 as 3 + 2, and the same pieces in the wrong order.
+  readback::MuonStageParam e;
+  e.tensor_dim = 0;
+  e.split_sizes = {3, 2};
+  e.padded_numel = 9;
+  for (const bool swapped : {false, true}) {
+    std::vector<MuonMember> m{{Box{{0, 0}, {3, 3}}, &e}, {Box{{3, 0}, {2, 3}}, &e}};
+    if (swapped) {
+      m[0].box = Box{{2, 0}, {3, 3}};
+      m[1].box = Box{{0, 0}, {2, 3}};
+    }
+    std::string why_e;
+    std::string why_b;
+    const auto a = muon_unpack_elements(global, m, 1, why_e);
+    const auto b = muon_unpack_boxes(global, m, 1, why_b);
+    CHECK(a.has_value() == !swapped);
+    CHECK(b.has_value() == !swapped);
+    if (a && b) CHECK(*a == Box{{0, 0}, {5, 3}});
+    if (a && b) CHECK(*a == *b);
+  }
+}
+
+TEST_CASE("fsdp2 unpack drops the padding of an empty last shard") {
+  using namespace driver::verify;
+  const Shape global{3, 2};
+  readback::Fsdp2Param e;
+  e.shard_dim = 0;
+  e.padded_shape = {1, 2};
+  e.unsharded_shape = {3, 2};
+  std::vector<Fsdp2Member> m;
+  for (std::int64_t k = 0; k < 4; ++k)
+    m.push_back({k < 3 ? Box{{k, 0}, {1, 2}} : Box{{3, 0}, {0, 2}}, &e});
+  std::string why;
+  const auto a = fsdp2_unpack_elements(global, m, 3, why);
+  REQUIRE(a);
+  CHECK(*a == Box{{0, 0}, {3, 2}});
+  const auto b = fsdp2_unpack_boxes(global, m, 3, why);
+  REQUIRE(b);
+  CHECK(*a == *b);
+  m[1].box.origin = {2, 0};  // two shards claim row 2
+  CHECK_FALSE(fsdp2_unpack_elements(global, m, 0, why));
+  CHECK_FALSE(fsdp2_unpack_boxes(global, m, 0, why));
+}
