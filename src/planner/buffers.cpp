@@ -53,23 +53,18 @@ struct Sizes {
   std::int64_t gathered = 0;
 };
 
-Sizes muon_sizes(const MuonRankGroup& rg) {
-  Sizes s;
-  for (const MuonRankBatch& b : rg.batches)
-    for (const MuonStage& st : b.stages) {
-      s.pack += st.total_numel * element_size(b.dtype);
-      s.gathered += st.gathered_numel * element_size(b.dtype);
-    }
-  return s;
+int pp_axis_of(const Plan& plan, MeshKind kind) {
+  return kind == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
 }
 
 // Adds `table[class of r]` to every rank r on `stage`.
 void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
                   const std::vector<Sizes>& table, BufferRankBytes& out) {
   const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
+  const int pp = pp_axis_of(plan, kind);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   for (std::int64_t r = 0; r < plan.world_size; ++r) {
-    if (plan.stage_of_rank(r) == stage) {
+    if (pp < 0 || coords[static_cast<std::size_t>(pp)] == stage) {
       const Sizes& s = table[static_cast<std::size_t>(class_of(c, coords))];
       out.pack[static_cast<std::size_t>(r)] += s.pack;
       out.gathered[static_cast<std::size_t>(r)] += s.gathered;
@@ -81,8 +76,55 @@ void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c
   }
 }
 
-int pp_axis_of(const Plan& plan, MeshKind kind) {
-  return kind == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+// Params of a muon group that share shape, dtype and split rule have the
+// same sizes: one representative each, with its multiplicity.
+struct Signature {
+  const PlannedParam* param = nullptr;
+  std::int64_t count = 0;
+};
+
+std::vector<Signature> signatures(const Plan& plan, const MuonGroup& g) {
+  std::vector<Signature> out;
+  for (std::size_t i : g.params) {
+    const PlannedParam& p = plan.params[i];
+    auto same = [&](const Signature& s) {
+      return s.param->global_shape == p.global_shape && s.param->dtype == p.dtype &&
+             s.param->uneven == p.uneven;
+    };
+    auto it = std::find_if(out.begin(), out.end(), same);
+    if (it == out.end()) {
+      out.push_back({&p, 1});
+    } else {
+      ++it->count;
+    }
+  }
+  return out;
+}
+
+// Pack and gathered bytes of one class (representative coordinates), summed
+// over stages (batches only partition the params, so they do not change the
+// sums). The pad shape of a stage is the piece of the split's member 0: with
+// chunk and balanced splits the first piece is the largest.
+Sizes muon_class_sizes(const MuonGroup& g, const std::vector<Signature>& sigs,
+                       std::span<const std::int64_t> coords, std::int64_t alignment_bytes) {
+  Sizes total;
+  for (const Signature& sig : sigs) {
+    const PlannedParam& p = *sig.param;
+    const std::int64_t esize = element_size(p.dtype);
+    const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / esize);
+    std::vector<int> undone(p.global_shape.size(), 0);
+    for (const auto& [dim, index] : g.splits) {
+      const DimSplit& s =
+          p.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+      const auto member0 = with_split_coord(s, coords, 0);
+      const std::int64_t pad = numel(partial_shape(p.geometry, member0, undone));
+      const std::int64_t padded = (pad + align - 1) / align * align;
+      total.pack += padded * esize * sig.count;
+      total.gathered += padded * esize * s.ways * sig.count;
+      ++undone[static_cast<std::size_t>(dim)];
+    }
+  }
+  return total;
 }
 
 void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
@@ -96,10 +138,12 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
       axes.insert(axes.end(), s.axes.begin(), s.axes.end());
     }
     const ClassAxes c = class_axes(std::move(axes), mesh);
+    const std::vector<Signature> sigs = signatures(plan, g);
     std::vector<Sizes> table;
     for (std::int64_t k = 0; k < c.num_classes; ++k) {
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, g.mesh), g.stage);
-      table.push_back(muon_sizes(muon_group_for_rank(muon, g, plan, rep)));
+      const auto coords = mesh_coords(mesh, rep);
+      table.push_back(muon_class_sizes(g, sigs, coords, muon.alignment_bytes));
     }
     add_per_rank(plan, g.mesh, g.stage, c, table, out);
   }
