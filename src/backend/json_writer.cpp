@@ -64,10 +64,25 @@ void append_control(std::string& out, unsigned char c) {
 
 }  // namespace
 
+// Bytes that can be copied as they are: printable ASCII except `"` and `\`.
+constexpr std::array<bool, 256> kPlain = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x7F; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
+  return t;
+}();
+
 void append_string(std::string& out, std::string_view s) {
   out += '"';
   std::size_t i = 0;
   while (i < s.size()) {
+    // Fast path: copy the longest plain run in one append.
+    std::size_t j = i;
+    while (j < s.size() && kPlain[static_cast<unsigned char>(s[j])]) ++j;
+    if (j > i) {
+      out.append(s.data() + i, j - i);
+      i = j;
+      if (i == s.size()) break;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out += '\\';
@@ -177,12 +192,26 @@ Writer& Writer::null() {
 
 Writer& Writer::ints(std::span<const std::int64_t> v) {
   separate();
-  out_ += '[';
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out_ += ',';
-    append_int(out_, v[i]);
+  // Format into a stack buffer and append once (shapes are short).
+  constexpr std::size_t kPerInt = 21;  // sign + 19 digits + comma
+  std::array<char, 8 * kPerInt + 2> buf{};
+  if (v.size() > 8) {
+    out_ += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) out_ += ',';
+      append_int(out_, v[i]);
+    }
+    out_ += ']';
+    return *this;
   }
-  out_ += ']';
+  char* p = buf.data();
+  *p++ = '[';
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) *p++ = ',';
+    p = std::to_chars(p, buf.data() + buf.size(), v[i]).ptr;
+  }
+  *p++ = ']';
+  out_.append(buf.data(), p);
   return *this;
 }
 

@@ -16,6 +16,11 @@ using json::Writer;
 struct RankCoords {
   std::vector<std::int64_t> dense;
   std::vector<std::int64_t> expert;
+  int stage = 0;
+  /// Same as Plan::holds, without recomputing the rank's coordinates.
+  [[nodiscard]] bool holds(const Plan& plan, const PlannedParam& p) const {
+    return plan.pipeline_axis < 0 || p.stage == stage;
+  }
 };
 
 struct Totals {
@@ -49,7 +54,7 @@ void write_header(Writer& w, const Plan& plan, std::int64_t rank, const RankCoor
 // The tie source of `p` as this rank sees it: an alias when the rank holds
 // the source too (same storage), a tied copy when the source sits on
 // another pipeline stage.
-void write_alias(Writer& w, const Plan& plan, std::int64_t rank, const PlannedParam& p,
+void write_alias(Writer& w, const Plan& plan, const RankCoords& c, const PlannedParam& p,
                  bool& counted) {
   counted = true;
   w.key("alias_of");
@@ -58,7 +63,7 @@ void write_alias(Writer& w, const Plan& plan, std::int64_t rank, const PlannedPa
     return;
   }
   const PlannedParam& src = plan.params.at(*p.alias_of);
-  if (plan.holds(rank, src)) {
+  if (c.holds(plan, src)) {
     w.value(src.name);
     counted = false;
     return;
@@ -66,8 +71,8 @@ void write_alias(Writer& w, const Plan& plan, std::int64_t rank, const PlannedPa
   w.null().member("tied_copy_of", src.name);
 }
 
-void write_param(Writer& w, const Plan& plan, std::int64_t rank, const PlannedParam& p,
-                 const RankCoords& c, Totals& totals) {
+void write_param(Writer& w, const Plan& plan, const PlannedParam& p, const RankCoords& c,
+                 Totals& totals) {
   const auto& coords = p.mesh == MeshKind::Expert ? c.expert : c.dense;
   const ShardGeom g = shard_at(p.geometry, coords);
   const std::int64_t n = numel(g.local_shape);
@@ -79,7 +84,7 @@ void write_param(Writer& w, const Plan& plan, std::int64_t rank, const PlannedPa
   w.member_ints("padded_shape", g.padded_shape);
   w.member("numel", n).member("bytes", bytes);
   bool counted = true;
-  write_alias(w, plan, rank, p, counted);
+  write_alias(w, plan, c, p, counted);
   w.end_object();
   if (!counted) return;
   totals.param_bytes += bytes;
@@ -105,6 +110,7 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
   RankCoords c;
   c.dense = mesh_coords(plan.dense, rank);
   if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
+  c.stage = plan.stage_of_rank(rank);
   std::string out;
   out.reserve(1024 + plan.params.size() * 256);
   Writer w(out);
@@ -114,9 +120,9 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
   bool any = false;
   w.line_break().key("params").begin_array();
   for (const auto& p : plan.params) {
-    if (!plan.holds(rank, p)) continue;
+    if (!c.holds(plan, p)) continue;
     w.line_break();
-    write_param(w, plan, rank, p, c, totals);
+    write_param(w, plan, p, c, totals);
     any = true;
   }
   if (any) w.line_break();
