@@ -12,7 +12,7 @@
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
 #   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
-#   fuzz/replay         every tests/fuzz/corpus file through the fuzz entry points (no crash)
+#   (fuzz/replay-*      the fuzz corpus replay is registered from tests/fuzz/replay.cmake)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
 

@@ -209,3 +209,29 @@ TEST_CASE("W-STRIDED fires only where the DTensor reading differs") {
     CHECK(sink.has_code("W-STRIDED"));
   }
 }
+
+TEST_CASE("a tie across pipeline stages lists its gradient-sync rank groups") {
+  Model m;
+  m.attributes.tie_word_embeddings = true;
+  m.params.push_back(param("model.embed_tokens.weight", {16, 4}));
+  for (int i = 0; i < 4; ++i)
+    m.params.push_back(param("model.layers." + std::to_string(i) + ".w", {4, 4}));
+  m.params.push_back(param("lm_head.weight", {16, 4}));
+  Recipe r;
+  r.mesh = mesh({{"pp", 2}, {"dp", 2}, {"tp", 2}});
+  r.rules = {rule("model.embed_tokens.weight", {{"tp", shard(0)}}),
+             rule("lm_head.weight", {{"tp", shard(0)}}), rule("**", {})};
+  r.pipeline = PipelineSpec{};
+  r.pipeline->axis = "pp";
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE(plan);
+  REQUIRE(plan->tie_sync.size() == 1);
+  const auto& t = plan->tie_sync[0];
+  CHECK(t.source == "model.embed_tokens.weight");
+  CHECK(t.alias == "lm_head.weight");
+  CHECK(t.groups == std::vector<std::vector<std::int64_t>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  // Both stages hold a copy: the alias is real storage on stage 1.
+  auto bytes = rank_bytes(*plan);
+  CHECK(bytes.param_bytes[4] == 2 * 16 * 2 + 8 * 4 * 2);  // layers 2-3 + lm_head piece
+}
