@@ -8,6 +8,7 @@
 // arena. A Node is valid as long as its Document and the SourceFile's text live.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@
 
 namespace shardc::fe {
 
+// 48 bytes: a scalar's text and a container's items share one pointer.
 struct Node {
   enum class Kind : std::uint8_t { Null, Scalar, Seq, Map };
   Kind kind = Kind::Null;
@@ -30,9 +32,32 @@ struct Node {
   int col = 0;          ///< 1-based
   int key_line = 0;     ///< map entries: where the key was written
   int key_col = 0;
-  std::string_view key;          ///< map entries: the key
-  std::string_view text;         ///< scalars: the text (JSON numbers/bools as written)
-  std::span<const Node> items;   ///< sequence items, or map entries in written order
+
+  /// Map entries: the key.
+  [[nodiscard]] std::string_view key() const { return {key_, key_size_}; }
+  /// Scalars: the text (JSON numbers/bools as written); empty for other kinds.
+  [[nodiscard]] std::string_view text() const {
+    return kind == Kind::Scalar ? std::string_view(static_cast<const char*>(data_), size_)
+                                : std::string_view();
+  }
+  /// Sequence items, or map entries in written order; empty for other kinds.
+  [[nodiscard]] std::span<const Node> items() const {
+    return kind == Kind::Seq || kind == Kind::Map
+               ? std::span<const Node>(static_cast<const Node*>(data_), size_)
+               : std::span<const Node>();
+  }
+  void set_key(std::string_view k) {
+    key_ = k.data();
+    key_size_ = static_cast<std::uint32_t>(k.size());
+  }
+  void set_text(std::string_view t) {
+    data_ = t.data();
+    size_ = static_cast<std::uint32_t>(t.size());
+  }
+  void set_items(std::span<const Node> items) {
+    data_ = items.data();
+    size_ = static_cast<std::uint32_t>(items.size());
+  }
 
   [[nodiscard]] bool is_map() const { return kind == Kind::Map; }
   [[nodiscard]] bool is_seq() const { return kind == Kind::Seq; }
@@ -40,6 +65,13 @@ struct Node {
   [[nodiscard]] bool is_null() const { return kind == Kind::Null; }
   /// First entry of a map with this key, or nullptr.
   [[nodiscard]] const Node* find(std::string_view k) const;
+
+ private:
+  // Sizes fit 32 bits: inputs are limited to 256 MiB (README "Input limits").
+  std::uint32_t key_size_ = 0;
+  std::uint32_t size_ = 0;
+  const char* key_ = nullptr;
+  const void* data_ = nullptr;
 };
 
 /// Owns the storage Nodes point into: blocks of child nodes and the strings
@@ -54,15 +86,12 @@ class Document {
   std::string_view save(std::string_view s);
 
  private:
-  template <typename T>
-  struct Arena {
-    std::vector<std::unique_ptr<T[]>> chunks;
-    std::size_t used = 0;
-    std::size_t capacity = 0;
-    T* allocate(std::size_t n, std::size_t chunk);
-  };
-  Arena<Node> nodes_;
-  Arena<char> chars_;
+  /// Uninitialized, `align`-aligned storage (align <= alignof(max_align_t)).
+  void* allocate(std::size_t bytes, std::size_t align);
+
+  std::vector<std::unique_ptr<std::byte[]>> chunks_;
+  std::byte* next_ = nullptr;
+  std::size_t left_ = 0;
 };
 
 /// Limits against hostile input (README "Input limits").
@@ -98,6 +127,8 @@ class LineCursor {
  public:
   explicit LineCursor(std::string_view text) : text_(text) {}
   std::pair<int, int> at(std::size_t offset);
+  /// Moves to `offset` (>= the last one) over bytes known to hold no newline.
+  void skip_to(std::size_t offset) { pos_ = std::max(pos_, std::min(offset, text_.size())); }
 
  private:
   std::string_view text_;

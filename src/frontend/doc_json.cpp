@@ -16,6 +16,7 @@
 // comes from the tracking path, which the fast path re-runs on any failure.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -32,7 +33,12 @@ using Sax = nlohmann::json_sax<nlohmann::json>;
 // container moves its children into one Document block.
 class Assembler {
  public:
-  explicit Assembler(Document& doc) : doc_(doc) { pending_.reserve(256); }
+  // `hint`: the text size; reserving address space for the longest list of a
+  // typical document avoids copying the staging vector as it grows (pages
+  // that are never used are never touched).
+  Assembler(Document& doc, std::size_t hint) : doc_(doc) {
+    pending_.reserve(std::clamp<std::size_t>(hint / 64, 256, std::size_t{1} << 20));
+  }
 
   [[nodiscard]] std::size_t depth() const { return frames_.size(); }
   [[nodiscard]] bool in_map() const { return !frames_.empty() && frames_.back().map; }
@@ -44,7 +50,7 @@ class Assembler {
   }
   void add(Node node) {
     if (in_map()) {
-      node.key = key_;
+      node.set_key(key_);
       node.key_line = key_line_;
       node.key_col = key_col_;
     }
@@ -58,7 +64,7 @@ class Assembler {
     std::size_t index = frames_.back().index;
     frames_.pop_back();
     std::span<const Node> children(pending_.data() + index + 1, pending_.size() - index - 1);
-    pending_[index].items = doc_.store(children);
+    pending_[index].set_items(doc_.store(children));
     pending_.resize(index + 1);
   }
   void finish() {
@@ -82,7 +88,7 @@ Node make(Node::Kind kind, std::string_view text, bool quoted, std::pair<int, in
   Node node;
   node.kind = kind;
   node.quoted = quoted;
-  node.text = text;
+  node.set_text(text);
   node.line = pos.first;
   node.col = pos.second;
   return node;
@@ -98,7 +104,7 @@ bool is_separator(char c) {
 class FastBuilder : public Sax {
  public:
   FastBuilder(std::string_view text, Document& doc, const DocLimits& limits)
-      : text_(text), doc_(doc), tree_(doc), cursor_(text), limits_(limits) {}
+      : text_(text), doc_(doc), tree_(doc, text.size()), cursor_(text), limits_(limits) {}
 
   bool null() override { return literal(Node::Kind::Null, {}, 4); }
   bool boolean(bool v) override {
@@ -110,9 +116,10 @@ class FastBuilder : public Sax {
   bool string(string_t& s) override {
     if (!count()) return false;
     std::size_t start = token_start();
+    std::pair<int, int> at = cursor_.at(start);
     std::string_view view = string_token(start, s);
     if (failed_) return false;
-    tree_.add(make(Node::Kind::Scalar, view, true, cursor_.at(start)));
+    tree_.add(make(Node::Kind::Scalar, view, true, at));
     return true;
   }
   bool binary(binary_t&) override { return literal(Node::Kind::Null, {}, 0); }
@@ -122,9 +129,9 @@ class FastBuilder : public Sax {
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
     std::size_t start = token_start();
+    auto [line, col] = cursor_.at(start);
     std::string_view view = string_token(start, k);
     if (failed_) return false;
-    auto [line, col] = cursor_.at(start);
     tree_.key(view, line, col);
     return true;
   }
@@ -150,7 +157,8 @@ class FastBuilder : public Sax {
   }
 
   // The text of the string token at `start` whose decoded value is `s`, and
-  // the cursor moved past it.
+  // the cursors moved past it (a valid string token holds no raw newline, so
+  // the line cursor need not look at its bytes).
   std::string_view string_token(std::size_t start, const std::string& s) {
     const char* p = text_.data();
     std::size_t n = s.size();
@@ -161,8 +169,10 @@ class FastBuilder : public Sax {
     std::size_t close = start + 1 + n;
     // No backslash in the first n raw bytes: they are the decoded value, so
     // a quote right after them is the closing one.
-    if (close < text_.size() && p[close] == '"' && std::memchr(p + start + 1, '\\', n) == nullptr) {
+    if (close < text_.size() && p[close] == '"' &&
+        std::none_of(p + start + 1, p + close, [](char c) { return c == '\\'; })) {
       pos_ = close + 1;
+      cursor_.skip_to(pos_);
       return text_.substr(start + 1, n);
     }
     std::size_t i = start + 1;
@@ -172,6 +182,7 @@ class FastBuilder : public Sax {
       return {};
     }
     pos_ = i + 1;
+    cursor_.skip_to(pos_);
     return doc_.save(s);
   }
 
@@ -267,7 +278,12 @@ class TrackingIterator {
 class Builder : public Sax {
  public:
   Builder(std::string_view text, const char** track, Document& doc, const DocLimits& limits)
-      : text_(text), track_(track), doc_(doc), tree_(doc), cursor_(text), limits_(limits) {}
+      : text_(text),
+        track_(track),
+        doc_(doc),
+        tree_(doc, text.size()),
+        cursor_(text),
+        limits_(limits) {}
 
   bool null() override { return add(Node::Kind::Null, {}, false); }
   bool boolean(bool v) override { return add(Node::Kind::Scalar, v ? "true" : "false", false); }
@@ -376,8 +392,8 @@ std::optional<Document> load_json(const SourceFile& file, const char* code, Diag
     FastBuilder builder(file.text, doc, limits);
     const char* first = file.text.data();
     try {
-      ok = nlohmann::json::sax_parse(first, first + file.text.size(), &builder) &&
-           !builder.failed();
+      ok =
+          nlohmann::json::sax_parse(first, first + file.text.size(), &builder) && !builder.failed();
     } catch (const std::exception&) {
       ok = false;
     }

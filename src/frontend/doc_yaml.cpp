@@ -37,7 +37,7 @@ class Converter {
     switch (in.Type()) {
       case YAML::NodeType::Scalar:
         out.kind = Node::Kind::Scalar;
-        out.text = doc_.save(in.Scalar());
+        out.set_text(doc_.save(in.Scalar()));
         out.quoted = in.Tag() == "!";
         break;
       case YAML::NodeType::Sequence:
@@ -65,7 +65,7 @@ class Converter {
     std::vector<Node> items;
     items.reserve(in.size());
     for (const YAML::Node& item : in) items.push_back(convert(item, depth + 1));
-    out.items = doc_.store(items);
+    out.set_items(doc_.store(items));
   }
 
   void convert_map(const YAML::Node& in, Node& out, int depth) {
@@ -75,12 +75,12 @@ class Converter {
       YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
       if (!key.IsScalar()) throw LimitError{key.Mark(), "a mapping key must be a plain string"};
       Node value = convert(YAML::Node(it->second), depth + 1);
-      value.key = doc_.save(key.Scalar());
+      value.set_key(doc_.save(key.Scalar()));
       value.key_line = std::max(key.Mark().line, 0) + 1;
       value.key_col = std::max(key.Mark().column, 0) + 1;
       items.push_back(value);
     }
-    out.items = doc_.store(items);
+    out.set_items(doc_.store(items));
   }
 
   Document& doc_;

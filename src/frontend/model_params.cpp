@@ -28,14 +28,10 @@ struct NamePiece {
 
 struct Entry {
   bool group = false;
-  // A parameter template: `name` pieces, or the whole name in `flat` when
-  // it substitutes no variable.
-  std::vector<NamePiece> name;
-  std::string flat;
-  Shape shape;
-  DType dtype = DType::Float32;
-  bool requires_grad = true;
-  SourceLoc loc;
+  // A parameter template: `param` with its name in `pieces` when the name
+  // substitutes variables (`param.name` is then empty).
+  Param param;
+  std::vector<NamePiece> pieces;
   // A repeat group.
   std::vector<RepeatVar> vars;
   std::vector<Entry> children;
@@ -48,14 +44,27 @@ class TemplateBuilder {
   std::vector<Entry> build_list(const Node& list, int depth) {
     std::vector<Entry> out;
     if (!r_.expect_seq(list, "`params`")) return out;
-    out.reserve(list.items.size());
-    for (const Node& item : list.items) {
+    out.reserve(list.items().size());
+    for (const Node& item : list.items()) {
       if (!r_.expect_map(item, "a `params` entry")) continue;
       std::optional<Entry> e =
           item.find("repeat") != nullptr ? build_group(item, depth) : build_param(item);
       if (e) out.push_back(std::move(*e));
     }
     return out;
+  }
+
+  // A list without repeat groups: its params, built in place. false when any
+  // error was reported.
+  bool build_flat(const Node& list, std::vector<Param>& out) {
+    std::size_t errors_before = r_.errors();
+    out.reserve(out.size() + list.items().size());
+    for (const Node& item : list.items()) {
+      if (!r_.expect_map(item, "a `params` entry")) continue;
+      std::optional<Entry> e = build_param(item);
+      if (e && r_.errors() == errors_before) out.push_back(std::move(e->param));
+    }
+    return r_.errors() == errors_before;
   }
 
  private:
@@ -68,7 +77,7 @@ class TemplateBuilder {
     }
     Entry e;
     e.group = true;
-    e.loc = r_.loc(item);
+    e.param.loc = r_.loc(item);
     if (!parse_vars(*item.find("repeat"), e.vars)) return std::nullopt;
     const Node* children = item.find("params");
     if (children == nullptr) {
@@ -90,18 +99,18 @@ class TemplateBuilder {
 
   bool parse_vars(const Node& repeat, std::vector<RepeatVar>& vars) {
     if (!r_.expect_map(repeat, "`repeat`")) return false;
-    if (repeat.items.empty()) {
+    if (repeat.items().empty()) {
       r_.error(repeat, "`repeat` names no variable", "e.g. `repeat: {i: [0, 32]}`");
       return false;
     }
     bool ok = true;
     vars.clear();
-    for (const Node& v : repeat.items) ok = parse_var(v, vars) && ok;
+    for (const Node& v : repeat.items()) ok = parse_var(v, vars) && ok;
     return ok;
   }
 
   bool parse_var(const Node& v, std::vector<RepeatVar>& vars) {
-    RepeatVar var{std::string(v.key), 0, 0, r_.key_loc(v), false};
+    RepeatVar var{std::string(v.key()), 0, 0, r_.key_loc(v), false};
     if (!valid_var_name(var.name)) {
       r_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier",
                "variable names are letters, digits and `_`, not starting with a digit");
@@ -124,13 +133,13 @@ class TemplateBuilder {
         return false;
       }
     }
-    if (!v.is_seq() || v.items.size() != 2) {
+    if (!v.is_seq() || v.items().size() != 2) {
       r_.error(v, "the range of `" + var.name + "` must be [start, stop], got " + describe(v),
                "ranges are half-open: [0, 32] gives 0..31");
       return false;
     }
-    std::optional<std::int64_t> start = r_.get_int(v.items[0], "a repeat start");
-    std::optional<std::int64_t> stop = r_.get_int(v.items[1], "a repeat stop");
+    std::optional<std::int64_t> start = r_.get_int(v.items()[0], "a repeat start");
+    std::optional<std::int64_t> stop = r_.get_int(v.items()[1], "a repeat stop");
     if (!start || !stop) return false;
     if (*stop <= *start) {
       r_.error(v,
@@ -165,11 +174,11 @@ class TemplateBuilder {
     // One pass over the entry's keys; any unknown or repeated key takes the
     // reporting path (check_keys).
     std::array<const Node*, 4> slot{};
-    bool ok = item.items.size() <= slot.size();
-    for (std::size_t i = 0; ok && i < item.items.size(); ++i) {
-      int k = param_key(item.items[i].key);
+    bool ok = item.items().size() <= slot.size();
+    for (std::size_t i = 0; ok && i < item.items().size(); ++i) {
+      int k = param_key(item.items()[i].key());
       ok = k >= 0 && slot[static_cast<std::size_t>(k)] == nullptr;
-      if (ok) slot[static_cast<std::size_t>(k)] = &item.items[i];
+      if (ok) slot[static_cast<std::size_t>(k)] = &item.items()[i];
     }
     if (!ok) {
       ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad"}, "a param entry");
@@ -177,8 +186,8 @@ class TemplateBuilder {
               item.find("requires_grad")};
     }
     Entry e;
-    e.loc = r_.loc(item);
-    e.dtype = default_dtype_;
+    e.param.loc = r_.loc(item);
+    e.param.dtype = default_dtype_;
     const Node* name = slot[0];
     const Node* shape = slot[1];
     if (name == nullptr || shape == nullptr) {
@@ -188,31 +197,35 @@ class TemplateBuilder {
                "group is {repeat: {...}, params: [...]}");
       return std::nullopt;
     }
-    if (name->is_scalar() && name->text.find_first_of("{}") == std::string_view::npos) {
+    if (name->is_scalar() && !has_brace(name->text())) {
       // No variable to substitute: check the text, skip template compilation.
-      if (check_name_text(*name, name->text)) {
-        e.flat = std::string(name->text);
+      if (check_name_text(*name, name->text())) {
+        e.param.name = std::string(name->text());
       } else {
         ok = false;
       }
     } else {
-      ok = compile_name(*name, e.name) && ok;
+      ok = compile_name(*name, e.pieces) && ok;
     }
     std::optional<Shape> s = parse_shape(*shape, r_);
     ok = s.has_value() && ok;
-    if (s) e.shape = std::move(*s);
+    if (s) e.param.shape = std::move(*s);
     if (const Node* dtype = slot[2]) {
       std::optional<DType> t = parse_dtype_node(*dtype, r_);
       ok = t.has_value() && ok;
-      if (t) e.dtype = *t;
+      if (t) e.param.dtype = *t;
     }
     if (const Node* rg = slot[3]) {
       std::optional<bool> b = r_.get_bool(*rg, "`requires_grad`");
       ok = b.has_value() && ok;
-      if (b) e.requires_grad = *b;
+      if (b) e.param.requires_grad = *b;
     }
     if (!ok) return std::nullopt;
     return e;
+  }
+
+  static bool has_brace(std::string_view text) {
+    return std::any_of(text.begin(), text.end(), [](char c) { return c == '{' || c == '}'; });
   }
 
   // Printable ASCII, no empty segment: the common case, in one pass.
@@ -321,7 +334,7 @@ std::size_t count(const std::vector<Entry>& entries, Reader& r, bool& reported) 
         n = std::min(n, kMaxExpandedParams + 1);
       }
       if (n > kMaxExpandedParams && !reported) {
-        r.error(e.loc, "this repeat group expands to more than 10,000,000 parameters",
+        r.error(e.param.loc, "this repeat group expands to more than 10,000,000 parameters",
                 "the model may have at most 10,000,000 parameters after expansion");
         reported = true;
       }
@@ -361,12 +374,11 @@ void expand(std::vector<Entry>& entries, std::vector<std::int64_t>& env, std::ve
   for (Entry& e : entries) {
     if (!e.group) {
       if (last_use) {
-        out.push_back(Param{e.name.empty() ? std::move(e.flat) : expand_name(e.name, env),
-                            std::move(e.shape), e.dtype, e.requires_grad, std::move(e.loc)});
+        out.push_back(std::move(e.param));
       } else {
-        out.push_back(Param{e.name.empty() ? e.flat : expand_name(e.name, env), e.shape, e.dtype,
-                            e.requires_grad, e.loc});
+        out.push_back(e.param);
       }
+      if (!e.pieces.empty()) out.back().name = expand_name(e.pieces, env);
       continue;
     }
     std::size_t base = env.size();
@@ -383,6 +395,14 @@ void expand(std::vector<Entry>& entries, std::vector<std::int64_t>& env, std::ve
 bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vector<Param>& out) {
   std::size_t errors_before = r.errors();
   TemplateBuilder builder(r, default_dtype);
+  if (params.is_seq() && std::none_of(params.items().begin(), params.items().end(),
+                                      [](const Node& item) { return item.find("repeat"); })) {
+    // A plain inventory: at most one param per node, far below the cap.
+    std::size_t before = out.size();
+    if (builder.build_flat(params, out)) return true;
+    out.erase(out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
+    return false;
+  }
   std::vector<Entry> entries = builder.build_list(params, 0);
   if (r.errors() != errors_before) return false;
   bool reported = false;

@@ -1,6 +1,9 @@
 // Shapes, dtypes and duplicate names of model parameters (SPEC §3).
+#include <bit>
+#include <functional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
+#include <vector>
 
 #include "frontend/model_internal.hpp"
 
@@ -9,10 +12,10 @@ namespace shardc::fe {
 std::optional<Shape> parse_shape(const Node& n, Reader& r) {
   if (!r.expect_seq(n, "`shape`")) return std::nullopt;
   Shape shape;
-  shape.reserve(n.items.size());
+  shape.reserve(n.items().size());
   bool ok = true;
   std::int64_t product = 1;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     std::optional<std::int64_t> extent = r.get_int(item, "a shape extent");
     if (!extent) {
       ok = false;
@@ -36,9 +39,11 @@ std::optional<Shape> parse_shape(const Node& n, Reader& r) {
 }
 
 std::optional<DType> parse_dtype_node(const Node& n, Reader& r) {
-  std::optional<std::string> text = r.get_string(n, "`dtype`");
-  if (!text) return std::nullopt;
-  if (std::optional<DType> t = parse_dtype(*text)) return t;
+  if (!n.is_scalar()) {
+    r.get_string(n, "`dtype`");  // reports the wrong kind
+    return std::nullopt;
+  }
+  if (std::optional<DType> t = parse_dtype(n.text())) return t;
   r.error(n, "unknown dtype " + describe(n),
           "valid dtypes: " + std::string(dtype_names_list()) +
               " (aliases: bf16, fp32, fp16, F32, BF16, F8_E4M3, torch.<name>)");
@@ -47,14 +52,23 @@ std::optional<DType> parse_dtype_node(const Node& n, Reader& r) {
 
 bool check_duplicate_names(const std::vector<Param>& params, Reader& r) {
   constexpr std::size_t kMaxReported = 100;
-  std::unordered_map<std::string_view, std::size_t> seen;
-  seen.reserve(params.size());
+  // Open addressing over param indices (+1; 0 = empty), load factor <= 1/2.
+  std::size_t capacity = std::bit_ceil(2 * params.size() + 2);
+  std::vector<std::uint32_t> table(capacity, 0);
+  std::hash<std::string_view> hash;
   std::size_t duplicates = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    auto [it, inserted] = seen.emplace(params[i].name, i);
-    if (inserted) continue;
+    std::string_view name = params[i].name;
+    std::size_t slot = hash(name) & (capacity - 1);
+    while (table[slot] != 0 && params[table[slot] - 1].name != name) {
+      slot = (slot + 1) & (capacity - 1);
+    }
+    if (table[slot] == 0) {
+      table[slot] = static_cast<std::uint32_t>(i + 1);
+      continue;
+    }
     if (++duplicates > kMaxReported) continue;
-    const SourceLoc& first = params[it->second].loc;
+    const SourceLoc& first = params[table[slot] - 1].loc;
     r.error(params[i].loc, "duplicate parameter name `" + params[i].name + "`",
             "first defined at " + first.file + ":" + std::to_string(first.line) + ":" +
                 std::to_string(first.column));

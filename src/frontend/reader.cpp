@@ -28,8 +28,8 @@ std::string describe(const Node& n) {
     case Node::Kind::Scalar:
       break;
   }
-  std::string text(n.text.substr(0, 40));
-  if (n.text.size() > 40) text += "...";
+  std::string text(n.text().substr(0, 40));
+  if (n.text().size() > 40) text += "...";
   return (n.quoted ? "the string \"" : "`") + text + (n.quoted ? "\"" : "`");
 }
 
@@ -74,21 +74,22 @@ bool Reader::check_duplicates(const Node& map, std::string_view what) {
   // Small maps (param entries have 2-4 keys) compare pairwise; larger ones hash.
   constexpr std::size_t kLinear = 8;
   std::unordered_map<std::string_view, std::size_t> seen;
-  if (map.items.size() > kLinear) seen.reserve(map.items.size());
+  if (map.items().size() > kLinear) seen.reserve(map.items().size());
   bool ok = true;
-  for (std::size_t i = 0; i < map.items.size(); ++i) {
-    const Node& entry = map.items[i];
+  for (std::size_t i = 0; i < map.items().size(); ++i) {
+    const Node& entry = map.items()[i];
     std::size_t first_index = i;
-    if (map.items.size() > kLinear) {
-      first_index = seen.emplace(entry.key, i).first->second;
+    if (map.items().size() > kLinear) {
+      first_index = seen.emplace(entry.key(), i).first->second;
     } else {
       for (std::size_t j = 0; j < i && first_index == i; ++j) {
-        if (map.items[j].key == entry.key) first_index = j;
+        if (map.items()[j].key() == entry.key()) first_index = j;
       }
     }
     if (first_index == i) continue;
-    const Node& first = map.items[first_index];
-    error(key_loc(entry), "duplicate key `" + std::string(entry.key) + "` in " + std::string(what),
+    const Node& first = map.items()[first_index];
+    error(key_loc(entry),
+          "duplicate key `" + std::string(entry.key()) + "` in " + std::string(what),
           "first given at line " + std::to_string(first.key_line) + ", column " +
               std::to_string(first.key_col));
     ok = false;
@@ -99,11 +100,11 @@ bool Reader::check_duplicates(const Node& map, std::string_view what) {
 bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view> valid,
                         std::string_view what) {
   bool ok = true;
-  for (const Node& entry : map.items) {
+  for (const Node& entry : map.items()) {
     bool known = false;
-    for (std::string_view v : valid) known = known || entry.key == v;
+    for (std::string_view v : valid) known = known || entry.key() == v;
     if (known) continue;
-    error(key_loc(entry), "unknown key `" + std::string(entry.key) + "` in " + std::string(what),
+    error(key_loc(entry), "unknown key `" + std::string(entry.key()) + "` in " + std::string(what),
           "valid keys: " + join(valid));
     ok = false;
   }
@@ -111,7 +112,7 @@ bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view>
 }
 
 std::optional<std::string> Reader::get_string(const Node& n, std::string_view what) {
-  if (n.is_scalar()) return std::string(n.text);
+  if (n.is_scalar()) return std::string(n.text());
   error(n, std::string(what) + " must be a string, got " + describe(n),
         "write a plain or quoted string here");
   return std::nullopt;
@@ -119,10 +120,10 @@ std::optional<std::string> Reader::get_string(const Node& n, std::string_view wh
 
 std::optional<std::int64_t> Reader::get_int(const Node& n, std::string_view what) {
   if (n.is_scalar() && !n.quoted) {
-    if (std::optional<std::int64_t> v = parse_int(n.text)) return v;
+    if (std::optional<std::int64_t> v = parse_int(n.text())) return v;
   }
-  bool digits = n.is_scalar() && !n.text.empty() &&
-                n.text.find_first_not_of("+-0123456789") == std::string_view::npos;
+  bool digits = n.is_scalar() && !n.text().empty() &&
+                n.text().find_first_not_of("+-0123456789") == std::string_view::npos;
   std::string why = digits && !n.quoted ? " (out of the 64-bit range)" : "";
   error(n, std::string(what) + " must be an integer, got " + describe(n) + why,
         "write an unquoted decimal integer (64-bit signed)");
@@ -132,10 +133,10 @@ std::optional<std::int64_t> Reader::get_int(const Node& n, std::string_view what
 std::optional<bool> Reader::get_bool(const Node& n, std::string_view what) {
   if (n.is_scalar() && !n.quoted) {
     for (std::string_view t : {"true", "True", "TRUE"}) {
-      if (n.text == t) return true;
+      if (n.text() == t) return true;
     }
     for (std::string_view f : {"false", "False", "FALSE"}) {
-      if (n.text == f) return false;
+      if (n.text() == f) return false;
     }
   }
   error(n, std::string(what) + " must be true or false, got " + describe(n),
@@ -145,8 +146,8 @@ std::optional<bool> Reader::get_bool(const Node& n, std::string_view what) {
 
 std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
                                                                 std::string_view what) {
-  if (n.is_scalar()) return std::vector<std::string>{std::string(n.text)};
-  if (!n.is_seq() || n.items.empty()) {
+  if (n.is_scalar()) return std::vector<std::string>{std::string(n.text())};
+  if (!n.is_seq() || n.items().empty()) {
     error(
         n,
         std::string(what) + " must be a string or a non-empty list of strings, got " + describe(n),
@@ -155,7 +156,7 @@ std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
   }
   std::vector<std::string> out;
   bool ok = true;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     std::optional<std::string> s = get_string(item, what);
     ok = ok && s.has_value();
     if (s) out.push_back(std::move(*s));

@@ -55,14 +55,14 @@ std::optional<Mesh> parse_mesh(const Node& n, Reader& r, std::string_view what) 
   if (!r.expect_seq(n, "`" + std::string(what) + "`")) return std::nullopt;
   Mesh mesh;
   mesh.loc = r.loc(n);
-  if (n.items.empty()) {
+  if (n.items().empty()) {
     r.error(mesh.loc, "`" + std::string(what) + "` has no axes",
             "e.g. `" + std::string(what) + ": [{name: tp, size: 8}]`", "E-MESH");
     return std::nullopt;
   }
   bool ok = true;
   std::int64_t world = 1;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     std::optional<MeshAxis> axis = parse_axis(item, r);
     if (!axis) {
       ok = false;
@@ -119,9 +119,9 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
 
 std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r) {
   if (n.is_scalar()) {
-    if (n.text == "chunk") return SplitRule::Chunk;
-    if (n.text == "balanced") return SplitRule::Balanced;
-    if (n.text == "even") return SplitRule::Even;
+    if (n.text() == "chunk") return SplitRule::Chunk;
+    if (n.text() == "balanced") return SplitRule::Balanced;
+    if (n.text() == "even") return SplitRule::Even;
   }
   r.error(n, "`uneven` must be chunk, balanced or even, got " + describe(n),
           "valid values: chunk (torch.chunk, the default), balanced (hyper-parallel), even");

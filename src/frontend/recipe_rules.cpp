@@ -15,7 +15,7 @@ constexpr std::string_view kPlacementHint =
     "hyper-parallel DSL: shard(d), replicate, partial";
 
 std::optional<std::vector<Pattern>> parse_match_list(const Node& n, Reader& r) {
-  if (n.is_seq() && n.items.empty()) {
+  if (n.is_seq() && n.items().empty()) {
     r.error(n, "`match` is an empty list", "give one pattern or a list of patterns");
     return std::nullopt;
   }
@@ -26,7 +26,7 @@ std::optional<std::vector<Pattern>> parse_match_list(const Node& n, Reader& r) {
   }
   std::vector<Pattern> out;
   bool ok = true;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     std::optional<Pattern> p = parse_pattern(item, r);
     ok = p.has_value() && ok;
     if (p) out.push_back(std::move(*p));
@@ -68,17 +68,18 @@ bool check_stack(const Node& stack, const Pattern& match, Reader& r) {
   for (const std::string& name : match.capture_names()) {
     if (name != "E") probe.emplace_back(name, "x");
   }
-  if (!Pattern::substitute(stack.text, probe)) {
+  if (!Pattern::substitute(stack.text(), probe)) {
     r.error(stack,
-            "`stack` `" + std::string(stack.text) +
+            "`stack` `" + std::string(stack.text()) +
                 "` uses a capture that `match` does not bind "
                 "(or {E}, or an unbalanced brace)",
             "`stack` may use the captures of `match` other than {E}");
     return false;
   }
   for (const auto& [name, value] : probe) {
-    if (stack.text.find("{" + name + "}") == std::string_view::npos) {
-      r.error(stack, "`stack` `" + std::string(stack.text) + "` does not use the capture {" + name + "}",
+    if (stack.text().find("{" + name + "}") == std::string_view::npos) {
+      r.error(stack,
+              "`stack` `" + std::string(stack.text()) + "` does not use the capture {" + name + "}",
               "every capture but {E} must appear in `stack`, or stacked names would collide");
       return false;
     }
@@ -138,17 +139,18 @@ std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader
   if (n.is_null()) return out;
   if (!r.expect_map(n, "`placements`")) return std::nullopt;
   bool ok = r.check_duplicates(n, "`placements`");
-  for (const Node& entry : n.items) {
+  for (const Node& entry : n.items()) {
     std::optional<Placement> p;
-    if (entry.is_scalar()) p = parse_placement(entry.text);
+    if (entry.is_scalar()) p = parse_placement(entry.text());
     if (!p) {
       r.error(r.loc(entry),
-              "unparseable placement " + describe(entry) + " for axis `" + std::string(entry.key) + "`",
+              "unparseable placement " + describe(entry) + " for axis `" +
+                  std::string(entry.key()) + "`",
               std::string(kPlacementHint), "E-PLACEMENT");
       ok = false;
       continue;
     }
-    out.push_back(AxisPlacement{std::string(entry.key), std::move(*p), r.key_loc(entry)});
+    out.push_back(AxisPlacement{std::string(entry.key()), std::move(*p), r.key_loc(entry)});
   }
   if (!ok) return std::nullopt;
   return out;
@@ -157,8 +159,8 @@ std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader
 std::vector<Rule> parse_rules(const Node& n, Reader& r) {
   std::vector<Rule> out;
   if (n.is_null() || !r.expect_seq(n, "`rules`")) return out;
-  out.reserve(n.items.size());
-  for (const Node& item : n.items) {
+  out.reserve(n.items().size());
+  for (const Node& item : n.items()) {
     if (std::optional<Rule> rule = parse_rule(item, r)) out.push_back(std::move(*rule));
   }
   return out;
@@ -167,7 +169,7 @@ std::vector<Rule> parse_rules(const Node& n, Reader& r) {
 std::vector<ExpertsEntry> parse_experts(const Node& n, Reader& r) {
   std::vector<ExpertsEntry> out;
   if (n.is_null() || !r.expect_seq(n, "`experts`")) return out;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     if (std::optional<ExpertsEntry> e = parse_expert(item, r)) out.push_back(std::move(*e));
   }
   return out;

@@ -12,7 +12,7 @@ std::optional<std::vector<Pattern>> parse_stage(const Node& n, Reader& r) {
   if (!texts) return std::nullopt;
   std::vector<Pattern> out;
   bool ok = true;
-  std::span<const Node> nodes = n.is_seq() ? n.items : std::span<const Node>(&n, 1);
+  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
   for (const Node& item : nodes) {
     std::optional<Pattern> p = parse_pattern(item, r);
     ok = p.has_value() && ok;
@@ -40,9 +40,9 @@ std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
 
 std::optional<ExpertDim> parse_expert_dim(const Node& n, Reader& r) {
   if (n.is_scalar() && !n.quoted) {
-    if (n.text == "0") return ExpertDim::Zero;
-    if (n.text == "1") return ExpertDim::One;
-    if (n.text == "auto") return ExpertDim::Auto;
+    if (n.text() == "0") return ExpertDim::Zero;
+    if (n.text() == "1") return ExpertDim::One;
+    if (n.text() == "auto") return ExpertDim::Auto;
   }
   r.error(n, "`expert_dim` must be 0, 1 or auto, got " + describe(n),
           "valid values: 0, 1, auto (1 when FSDP and EP ranks outnumber the experts)");
@@ -122,11 +122,11 @@ std::optional<BufferSpec> parse_buffer(const Node& n, Reader& r) {
   BufferSpec b;
   b.loc = r.loc(n);
   const Node* kind = n.find("kind");
-  if (kind != nullptr && kind->is_scalar() && kind->text == "muon_allgather") {
+  if (kind != nullptr && kind->is_scalar() && kind->text() == "muon_allgather") {
     b.kind = BufferKind::MuonAllGather;
     return parse_muon(n, r, std::move(b));
   }
-  if (kind != nullptr && kind->is_scalar() && kind->text == "fsdp2_allgather") {
+  if (kind != nullptr && kind->is_scalar() && kind->text() == "fsdp2_allgather") {
     b.kind = BufferKind::Fsdp2AllGather;
     return parse_fsdp2(n, r, std::move(b));
   }
@@ -141,8 +141,8 @@ std::optional<BufferSpec> parse_buffer(const Node& n, Reader& r) {
 TiedSpec parse_tied_spec(const Node& n, Reader& r) {
   TiedSpec t;
   t.loc = r.loc(n);
-  if (n.is_null() || (n.is_scalar() && n.text == "auto")) return t;
-  if (n.is_scalar() && n.text == "none") {
+  if (n.is_null() || (n.is_scalar() && n.text() == "auto")) return t;
+  if (n.is_scalar() && n.text() == "none") {
     t.mode = TiedMode::None;
     return t;
   }
@@ -152,14 +152,14 @@ TiedSpec parse_tied_spec(const Node& n, Reader& r) {
     return t;
   }
   t.mode = TiedMode::Explicit;
-  for (const Node& pair : n.items) {
-    if (!pair.is_seq() || pair.items.size() != 2) {
+  for (const Node& pair : n.items()) {
+    if (!pair.is_seq() || pair.items().size() != 2) {
       r.error(pair, "a `tied` entry must be [source, alias], got " + describe(pair),
               "e.g. [model.embed_tokens.weight, lm_head.weight]");
       continue;
     }
-    std::optional<std::string> a = r.get_string(pair.items[0], "a tied name");
-    std::optional<std::string> b = r.get_string(pair.items[1], "a tied name");
+    std::optional<std::string> a = r.get_string(pair.items()[0], "a tied name");
+    std::optional<std::string> b = r.get_string(pair.items()[1], "a tied name");
     if (a && b && *a == *b) {
       r.error(pair, "`" + *a + "` is tied to itself", "a tie names two different parameters");
     }
@@ -177,17 +177,17 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   if (const Node* axis = n.find("axis"))
     p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
   const Node* stages = n.find("stages");
-  if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text == "auto")) {
+  if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text() == "auto")) {
     return p;
   }
-  if (!stages->is_seq() || stages->items.empty()) {
+  if (!stages->is_seq() || stages->items().empty()) {
     r.error(*stages,
             "`stages` must be auto or a non-empty list of pattern lists, got " + describe(*stages),
             "e.g. `stages: [[\"model.embed_tokens.*\", \"model.layers.[0-3].**\"], [\"**\"]]`");
     return std::nullopt;
   }
   p.auto_stages = false;
-  for (const Node& stage : stages->items) {
+  for (const Node& stage : stages->items()) {
     std::optional<std::vector<Pattern>> globs = parse_stage(stage, r);
     if (globs) p.stages.push_back(std::move(*globs));
   }
@@ -206,7 +206,7 @@ std::optional<FsdpSpec> parse_fsdp(const Node& n, Reader& r) {
 std::vector<BufferSpec> parse_buffers(const Node& n, Reader& r) {
   std::vector<BufferSpec> out;
   if (n.is_null() || !r.expect_seq(n, "`buffers`")) return out;
-  for (const Node& item : n.items) {
+  for (const Node& item : n.items()) {
     if (std::optional<BufferSpec> b = parse_buffer(item, r)) out.push_back(std::move(*b));
   }
   return out;

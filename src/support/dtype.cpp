@@ -75,6 +75,9 @@ std::string lower(std::string_view text) {
 
 std::optional<DType> parse_dtype(std::string_view text) {
   if (text.size() > 32) return std::nullopt;
+  for (const DTypeInfo& info : kTypes) {
+    if (text == info.name) return info.type;  // canonical names are lower case
+  }
   std::string key = lower(text);
   if (key.starts_with("torch.")) key.erase(0, 6);
   for (const DTypeInfo& info : kTypes) {
