@@ -24,8 +24,8 @@ std::int64_t numel(const Shape& shape);
 
 /// One parameter as written in the model description.
 struct Param {
-  std::string name;  ///< fully-qualified name (FQN), Hugging Face naming
-  Shape shape;       ///< global shape, elements
+  std::string name;              ///< fully-qualified name (FQN), Hugging Face naming
+  Shape shape;                   ///< global shape, elements
   DType dtype = DType::Float32;  ///< torch's default dtype when none is given
   bool requires_grad = true;
   SourceLoc loc;  ///< the entry (or the repeat-expanded template) in the model file

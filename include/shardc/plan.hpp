@@ -128,12 +128,12 @@ struct Plan {
   std::int64_t world_size = 1;
   Mesh dense;
   std::optional<Mesh> expert;
-  int pipeline_axis = -1;  ///< index in `dense`, or -1 without a pipeline
+  int pipeline_axis = -1;         ///< index in `dense`, or -1 without a pipeline
   int expert_pipeline_axis = -1;  ///< index of the same axis in `expert`, or -1
   int num_stages = 1;
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;
-  std::vector<BufferSpec> buffers;  ///< copied from the recipe, patterns included
+  std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
 
   /// The mesh a param lives on.

@@ -76,7 +76,7 @@ struct Rule {
 /// stacked params named by `stack`.
 struct ExpertsEntry {
   Pattern match;
-  std::string stack;  ///< name template with `{capture}` references
+  std::string stack;                      ///< name template with `{capture}` references
   std::vector<AxisPlacement> placements;  ///< on the expert mesh
   std::optional<SplitRule> uneven;
   SourceLoc loc;
@@ -112,9 +112,9 @@ enum class BufferKind { MuonAllGather, Fsdp2AllGather };
 
 struct BufferSpec {
   BufferKind kind = BufferKind::MuonAllGather;
-  std::int64_t alignment_bytes = 512;                ///< muon only
+  std::int64_t alignment_bytes = 512;                  ///< muon only
   std::int64_t max_batch_numel = 512LL * 1024 * 1024;  ///< muon only, elements
-  std::vector<Pattern> units;                         ///< fsdp2 only
+  std::vector<Pattern> units;                          ///< fsdp2 only
   SourceLoc loc;
 };
 

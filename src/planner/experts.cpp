@@ -103,7 +103,8 @@ PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& rec
   q.name = g.name;
   q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
   q.mesh = MeshKind::Expert;
-  q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry), recipe.experts[g.entry].match.text()};
+  q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry),
+            recipe.experts[g.entry].match.text()};
   q.uneven = recipe.experts[g.entry].uneven.value_or(recipe.uneven);
   for (const Source& s : g.sources) q.stacked_from.push_back(model.params[s.param].name);
   return q;
@@ -120,8 +121,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     return out;
   }
   if (!recipe.expert_mesh) {
-    sink.error("E-EXPERTS", recipe.experts.front().loc,
-               "`experts` stacking needs an `expert_mesh`",
+    sink.error("E-EXPERTS", recipe.experts.front().loc, "`experts` stacking needs an `expert_mesh`",
                "add expert_mesh: a second row-major view of the same ranks, e.g. with an ep axis");
     return {};
   }
@@ -144,8 +144,11 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
       if (ex < 0) continue;
       auto name = Pattern::substitute(entry.stack, without_expert(caps));
       if (!name) {
-        sink.error("E-RECIPE", entry.loc, "stack name '" + entry.stack + "' uses a capture that "
-                   "`match` does not bind", "use only captures of the match pattern other than {E}");
+        sink.error("E-RECIPE", entry.loc,
+                   "stack name '" + entry.stack +
+                       "' uses a capture that "
+                       "`match` does not bind",
+                   "use only captures of the match pattern other than {E}");
         return {};
       }
       auto [it, fresh] = group_by_name.try_emplace(*name, groups.size());

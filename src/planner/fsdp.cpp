@@ -140,12 +140,14 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
   }
   if (spec.replicate) {
     if (plan.dense.find(*spec.replicate) < 0)
-      sink.error("E-AXIS", spec.loc, "fsdp.replicate names axis '" + *spec.replicate +
-                 "' but the mesh lacks it", "use an axis of the mesh, e.g. dp_replicate");
+      sink.error("E-AXIS", spec.loc,
+                 "fsdp.replicate names axis '" + *spec.replicate + "' but the mesh lacks it",
+                 "use an axis of the mesh, e.g. dp_replicate");
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {
-    if (!p.requires_grad || p.global_shape.empty() || p.geometry.per_dim.size() != p.global_shape.size())
+    if (!p.requires_grad || p.global_shape.empty() ||
+        p.geometry.per_dim.size() != p.global_shape.size())
       continue;
     const auto& f = p.mesh == MeshKind::Expert ? expert : dense;
     if (!f) continue;

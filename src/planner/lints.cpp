@@ -49,7 +49,8 @@ void lint_replicated(const PlannedParam& p, const Plan& plan, const std::set<int
   for (int a : tp_axes) {
     const auto& axis = plan.dense.axes[static_cast<std::size_t>(a)];
     if (axis.size < 2) continue;
-    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate) continue;
+    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate)
+      continue;
     Diagnostic d;
     d.severity = Severity::Warning;
     d.code = "W-REPLICATED-LARGE";
@@ -58,7 +59,8 @@ void lint_replicated(const PlannedParam& p, const Plan& plan, const std::set<int
     d.rule = p.rule.match;
     d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
                 " elements) is replicated over '" + axis.name + "', which shards other params";
-    d.hint = "a rule placing it on " + axis.name + " may be missing (or put it in an explicit "
+    d.hint = "a rule placing it on " + axis.name +
+             " may be missing (or put it in an explicit "
              "replicated rule to silence this)";
     rep.add(std::move(d), std::to_string(p.rule.index) + ":" + axis.name);
   }
@@ -86,7 +88,8 @@ void lint_vocab(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
 }
 
 void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink) {
-  auto check = [&](const std::vector<AxisPlacement>& pls, const Mesh* mesh, const std::string& rule) {
+  auto check = [&](const std::vector<AxisPlacement>& pls, const Mesh* mesh,
+                   const std::string& rule) {
     if (!mesh) return;
     for (const AxisPlacement& ap : pls) {
       const int a = mesh->find(ap.axis);

@@ -33,8 +33,8 @@ Diagnostic make(const char* code, const AxisPlacement& ap, const PlannedParam& p
 }
 
 // Resolves one `axis: placement` entry into `out`; false after reporting.
-bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mesh,
-                 const Plan& plan, std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
+bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mesh, const Plan& plan,
+                 std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
   const std::string key = std::to_string(p.rule.index) + ':' + ap.axis;
   const int axis = mesh.find(ap.axis);
   const char* mesh_name = p.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
@@ -57,23 +57,23 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
   }
   const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   if (axis == pp) {
-    rep.add(make("E-PIPELINE", ap, p,
-                 "rule places parameters on the pipeline axis '" + ap.axis + "'",
-                 "the pipeline axis assigns stages; remove it from the placements"),
-            key);
+    rep.add(
+        make("E-PIPELINE", ap, p, "rule places parameters on the pipeline axis '" + ap.axis + "'",
+             "the pipeline axis assigns stages; remove it from the placements"),
+        key);
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Replicate) return true;
   const int ndim = static_cast<int>(p.global_shape.size());
   const int dim = ap.placement.dim < 0 ? ap.placement.dim + ndim : ap.placement.dim;
   if (dim < 0 || dim >= ndim) {
-    rep.add(make("E-SHARD-DIM", ap, p,
-                 "'" + ap.placement.text + "' is out of range for " + p.name + " with " +
-                     std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
-                 ndim == 0 ? std::string("a 0-d parameter can only be replicated")
-                           : "valid dims: " + std::to_string(-ndim) + ".." +
-                                 std::to_string(ndim - 1)),
-            key + ':' + std::to_string(ndim));
+    rep.add(
+        make("E-SHARD-DIM", ap, p,
+             "'" + ap.placement.text + "' is out of range for " + p.name + " with " +
+                 std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
+             ndim == 0 ? std::string("a 0-d parameter can only be replicated")
+                       : "valid dims: " + std::to_string(-ndim) + ".." + std::to_string(ndim - 1)),
+        key + ':' + std::to_string(ndim));
     return false;
   }
   auto& rp = out[static_cast<std::size_t>(axis)];

@@ -99,7 +99,8 @@ std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p
   for_each_class(cs, [&](std::span<const std::int64_t> coords) {
     ShardGeom g = shard_at(p.geometry, coords);
     RankSet ranks = class_ranks(cs, coords, p.stage);
-    const bool empty = std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
+    const bool empty =
+        std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
     if (empty) {
       auto [it, fresh] = empty_index.try_emplace({g.local_shape, g.global_offset}, out.size());
       if (!fresh) {

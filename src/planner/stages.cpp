@@ -114,12 +114,15 @@ void check_expert_pp(Plan& plan, const PipelineSpec& spec, DiagnosticSink& sink)
   const int e = plan.expert->find(spec.axis);
   auto stride = [](const Mesh& m, int a) {
     std::int64_t s = 1;
-    for (std::size_t i = static_cast<std::size_t>(a) + 1; i < m.axes.size(); ++i) s *= m.axes[i].size;
+    for (std::size_t i = static_cast<std::size_t>(a) + 1; i < m.axes.size(); ++i)
+      s *= m.axes[i].size;
     return s;
   };
   const Mesh& dense = plan.dense;
   const int d = plan.pipeline_axis;
-  if (e < 0 || plan.expert->axes[static_cast<std::size_t>(e)].size != dense.axes[static_cast<std::size_t>(d)].size ||
+  if (e < 0 ||
+      plan.expert->axes[static_cast<std::size_t>(e)].size !=
+          dense.axes[static_cast<std::size_t>(d)].size ||
       stride(*plan.expert, e) != stride(dense, d)) {
     sink.error("E-PIPELINE", plan.expert->loc,
                "expert_mesh must have the pipeline axis '" + spec.axis +

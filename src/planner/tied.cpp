@@ -17,7 +17,8 @@ struct Tie {
 };
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The ties in force: explicit list, or the model's plus the
@@ -80,9 +81,7 @@ void sync_groups(Plan& plan, const PlannedParam& src, const PlannedParam& alias)
   for (std::int64_t x = 0; x < per_stage; ++x) {
     const std::int64_t outer = x / stride;
     const std::int64_t inner = x % stride;
-    auto rank = [&](int stage) {
-      return (outer * plan.num_stages + stage) * stride + inner;
-    };
+    auto rank = [&](int stage) { return (outer * plan.num_stages + stage) * stride + inner; };
     t.groups.push_back({rank(src.stage), rank(alias.stage)});
   }
   plan.tie_sync.push_back(std::move(t));

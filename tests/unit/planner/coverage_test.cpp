@@ -83,7 +83,8 @@ void check_elements(const Plan& plan, const PlannedParam& p, std::int64_t reps) 
     std::vector<std::int64_t> idx(nd, 0);
     for (std::int64_t e = 0; e < numel(c.geom.local_shape); ++e) {
       std::int64_t flat = 0;
-      for (std::size_t d = 0; d < nd; ++d) flat = flat * p.global_shape[d] + c.geom.global_offset[d] + idx[d];
+      for (std::size_t d = 0; d < nd; ++d)
+        flat = flat * p.global_shape[d] + c.geom.global_offset[d] + idx[d];
       held[static_cast<std::size_t>(flat)] += c.ranks.size();
       for (std::size_t d = nd; d-- > 0;) {
         if (++idx[d] < c.geom.local_shape[d]) break;

@@ -26,7 +26,9 @@ inline Mesh mesh(std::vector<std::pair<std::string, std::int64_t>> axes) {
   return m;
 }
 
-inline Placement shard(int d) { return {Placement::Kind::Shard, d, {}, "Shard(" + std::to_string(d) + ")"}; }
+inline Placement shard(int d) {
+  return {Placement::Kind::Shard, d, {}, "Shard(" + std::to_string(d) + ")"};
+}
 
 inline Rule rule(const std::string& match, std::vector<std::pair<std::string, Placement>> pl) {
   Rule r;
