@@ -51,13 +51,19 @@ def world_of(recipe: Path) -> int:
 
 def compile_plan(shardc: str, recipe: Path, out: Path, ranks: list[int] | None,
                  jobs: int | None = None) -> None:
-    cmd = [shardc, "--quiet", "compile", str(model_for(recipe)), str(recipe), "-o", str(out)]
+    # Paths relative to the repository root (run from there): diagnostics in plan.json
+    # quote the input paths as given, so absolute paths would make the digests depend on
+    # where the repository is cloned.
+    base = recipe.parent.parent
+    model = model_for(recipe).relative_to(base)
+    cmd = [shardc, "--quiet", "compile", str(model), str(recipe.relative_to(base)), "-o",
+           str(out)]
     if ranks is not None:
         cmd += ["--ranks", ",".join(map(str, ranks))]
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
     print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=base)
     if proc.returncode != 0:
         raise RuntimeError(f"compile exited {proc.returncode}:\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-2000:]}")
@@ -157,6 +163,8 @@ def main(argv: list[str]) -> int:
         print(f"test_deterministic: shardc binary {args.shardc} not found", file=sys.stderr)
         return 2
     plans = Path(args.plans).resolve()
+    if "/" in args.shardc:  # compile runs from the repository root
+        args.shardc = str(Path(args.shardc).resolve())
     tmp = Path(tempfile.mkdtemp(prefix="shardc-determinism-"))
     errors: list[str] = []
     try:
