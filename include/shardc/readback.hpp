@@ -16,6 +16,14 @@
 
 namespace shardc::readback {
 
+/// One entry of a param's `shards` in plan.json.
+struct PlanShard {
+  std::string ranks;  ///< rank-set text, parsed on use (RankSet::parse)
+  Shape local_shape;
+  Shape global_offset;
+  Shape padded_shape;
+};
+
 struct PlanParam {
   std::string name;
   DType dtype = DType::BFloat16;
@@ -23,6 +31,7 @@ struct PlanParam {
   std::string mesh;  ///< "dense" / "expert"
   int stage = 0;
   std::optional<std::string> alias_of;
+  std::vector<PlanShard> shards;
 };
 
 struct PlanMeshAxis {

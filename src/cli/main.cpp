@@ -16,6 +16,15 @@ namespace {
 
 using shardc::ExitCode;
 
+// A whole number >= 0 (CLI11's NonNegativeNumber prints a floating-point range).
+const CLI::Validator kNonNegativeInt(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+        return "expected a non-negative integer, got '" + text + "'";
+      return {};
+    },
+    "INT>=0");
+
 // Options every subcommand shares, and the command that ran.
 struct Cli {
   bool quiet = false;
@@ -52,7 +61,7 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   cmd->add_flag("--no-rank-files", no_rank_files, "Write plan.json only (removes old rank files)");
   cmd->add_flag("--force", opt.force, "Write into a non-empty directory not made by shardc");
   cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeInt);
   add_diag_options(*cmd, cli);
   cmd->footer(
       "Example:\n  shardc compile llama.yaml tp8_fsdp.yaml -o out/ --ranks 0-7\n"
@@ -87,7 +96,7 @@ void add_validate(CLI::App& app, Cli& cli) {
 void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::string& format) {
   auto* cmd = app.add_subcommand("inspect", "Show what one rank holds");
   add_inputs(*cmd, cli);
-  cmd->add_option("--rank", opt.rank, "Global rank")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rank", opt.rank, "Global rank")->required()->check(kNonNegativeInt);
   cmd->add_option("--match", opt.match, "Only params whose FQN matches this glob");
   cmd->add_option("--format", format, "Output: table (default) or json (the rank file)")
       ->check(CLI::IsMember({"table", "json"}));

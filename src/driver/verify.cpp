@@ -126,6 +126,7 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
   report.max_listed = opt.max_mismatches;
   Context cx{*plan, {}, store, report, opt.max_elements, {}};
   for (const auto& p : plan->params) cx.params.emplace(p.name, &p);
+  check_manifest(cx, *sample);
   if (same_buffers(cx, *sample)) {
     const auto& buffers = store.get(sample->front())->buffers;
     for (std::size_t b = 0; b < buffers.size() && store.fatal.empty(); ++b) {

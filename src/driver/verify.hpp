@@ -97,6 +97,11 @@ struct Context {
   static const readback::RankParam* held(const RankFile& f, const std::string& name);
 };
 
+/// The sampled rank files against plan.json: each rank holds exactly the
+/// params whose shards list it, with that shard's local shape, global offset
+/// and padded shape (verify_manifest.cpp).
+void check_manifest(Context& cx, const std::vector<std::int64_t>& sample);
+
 /// Checks buffer `b` of every rank in `sample` (and of the group members
 /// those need).
 void verify_muon(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);

@@ -33,7 +33,8 @@ std::string axes_text(const DimSplit& s, const Mesh& mesh) {
   return t;
 }
 
-void check_even(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
+void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+                GroupedReporter& rep) {
   const Mesh& mesh = plan.mesh_of(p);
   for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
     std::int64_t len = p.global_shape[d];
@@ -43,7 +44,7 @@ void check_even(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
         if (p.mesh == MeshKind::Expert && d == 0) return;  // E-EXPERTS reports it
         Diagnostic diag;
         diag.code = "E-EVEN";
-        diag.loc = p.loc;
+        diag.loc = rule_loc(p, recipe);
         diag.param = p.name;
         diag.rule = p.rule.match;
         diag.message = p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len) +
@@ -75,7 +76,8 @@ std::string divisors_text(std::int64_t g) {
   return t;
 }
 
-void check_heads(const PlannedParam& p, const Model& model, GroupedReporter& rep) {
+void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe,
+                 GroupedReporter& rep) {
   if (p.mesh != MeshKind::Dense || p.geometry.per_dim.empty()) return;
   if (!qkv_modules().count(weight_module(p.name))) return;
   const auto& heads = model.attributes.num_attention_heads;
@@ -87,7 +89,7 @@ void check_heads(const PlannedParam& p, const Model& model, GroupedReporter& rep
   if (tp <= 1 || (*heads % tp == 0 && kv % tp == 0)) return;
   Diagnostic d;
   d.code = "E-HEADS";
-  d.loc = p.loc;
+  d.loc = rule_loc(p, recipe);
   d.param = p.name;
   d.rule = p.rule.match;
   d.message = p.name + " is sharded on dim 0 over tp=" + std::to_string(tp) + " but " +
@@ -97,7 +99,8 @@ void check_heads(const PlannedParam& p, const Model& model, GroupedReporter& rep
   rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp));
 }
 
-void check_experts(const PlannedParam& p, const Plan& plan, DiagnosticSink& sink) {
+void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+                   DiagnosticSink& sink) {
   if (p.mesh != MeshKind::Expert || p.geometry.per_dim.empty()) return;
   const std::int64_t e = p.global_shape[0];
   std::int64_t ep = 1;
@@ -105,7 +108,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, DiagnosticSink& sink
     if (!s.fsdp) ep *= s.ways;
   if (ep <= 1 || e % ep == 0) return;
   Diagnostic d;
-  d.loc = p.loc;
+  d.loc = rule_loc(p, recipe);
   d.param = p.name;
   d.rule = p.rule.match;
   if (p.uneven == SplitRule::Even) {
@@ -157,14 +160,14 @@ void check_experts(const PlannedParam& p, const Plan& plan, DiagnosticSink& sink
 }  // namespace
 
 void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
-                const Recipe& /*recipe*/, DiagnosticSink& sink) {
+                const Recipe& recipe, DiagnosticSink& sink) {
   GroupedReporter even;
   GroupedReporter heads;
   for (const PlannedParam& p : params) {
     if (p.geometry.per_dim.size() != p.global_shape.size()) continue;  // placements failed
-    check_even(p, plan, even);
-    check_heads(p, model, heads);
-    check_experts(p, plan, sink);
+    check_even(p, plan, recipe, even);
+    check_heads(p, model, recipe, heads);
+    check_experts(p, plan, recipe, sink);
   }
   even.flush(sink);
   heads.flush(sink);

@@ -31,6 +31,10 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
 /// driver's job). Sets PlannedParam::rule and ::uneven.
 void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, DiagnosticSink& sink);
 
+/// rules.cpp: where the rule (or experts entry) that placed `p` is written in
+/// the recipe; diagnostics about a placement point there.
+SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);
+
 /// placements.cpp: normalizes the matched rule's or experts entry's
 /// placements into one ResolvedPlacement per mesh axis and builds the split
 /// chains. E-AXIS, E-PARTIAL, E-SHARD-DIM, E-PIPELINE (rule shards the pp axis).

@@ -65,6 +65,12 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
   }
 }
 
+SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe) {
+  if (p.rule.index < 0) return p.loc;
+  const auto i = static_cast<std::size_t>(p.rule.index);
+  return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].loc : recipe.rules[i].loc;
+}
+
 void GroupedReporter::add(Diagnostic d, const std::string& key) {
   const std::string full = d.code + '\x1f' + key;
   for (Entry& e : entries_) {

@@ -58,15 +58,31 @@ std::string rule_text(const PlannedParam& p) {
          std::to_string(p.rule.index) + " (" + p.rule.match + ")";
 }
 
-// The first way the two ends differ, or empty.
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Every way the two ends differ ("; "-joined), or empty.
 std::string mismatch(const PlannedParam& a, const PlannedParam& b) {
-  if (a.global_shape != b.global_shape) return "global shapes differ";
-  if (a.dtype != b.dtype) return "dtypes differ";
-  if (a.mesh != b.mesh) return "meshes differ";
-  if (placements_text(a) != placements_text(b))
-    return "placements differ: " + placements_text(a) + " vs " + placements_text(b);
-  if (a.uneven != b.uneven) return "split rules differ";
-  return {};
+  std::vector<std::string> why;
+  if (a.global_shape != b.global_shape)
+    why.push_back("shapes " + shape_text(a.global_shape) + " vs " + shape_text(b.global_shape));
+  if (a.dtype != b.dtype)
+    why.push_back("dtypes " + std::string(dtype_name(a.dtype)) + " vs " +
+                  std::string(dtype_name(b.dtype)));
+  if (a.mesh != b.mesh)
+    why.push_back(std::string("meshes ") + mesh_kind_name(a.mesh) + " vs " +
+                  mesh_kind_name(b.mesh));
+  else if (placements_text(a) != placements_text(b))
+    why.push_back("placements " + placements_text(a) + " vs " + placements_text(b));
+  if (a.uneven != b.uneven)
+    why.push_back(std::string("split rules ") + split_rule_name(a.uneven) + " vs " +
+                  split_rule_name(b.uneven));
+  std::string out;
+  for (const std::string& w : why) out += (out.empty() ? "" : "; ") + w;
+  return out;
 }
 
 void sync_groups(Plan& plan, const PlannedParam& src, const PlannedParam& alias) {
@@ -108,12 +124,15 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     if (std::string why = mismatch(src, alias); !why.empty()) {
       Diagnostic d;
       d.code = "E-TIED";
-      d.loc = alias.loc;
+      d.loc = rule_loc(alias, recipe);
       d.param = alias.name;
       d.rule = alias.rule.match;
       d.message = "tied " + src.name + " [" + rule_text(src) + "] and " + alias.name + " [" +
                   rule_text(alias) + "]: " + why;
-      d.hint = "give both ends the same placements (one rule matching both), or untie them";
+      d.hint =
+          "tied ends share one storage: give them the same shape and dtype in the model and "
+          "the same placements and uneven rule (one rule matching both), or untie them "
+          "(tied: none)";
       sink.report(std::move(d));
       continue;
     }

@@ -117,6 +117,15 @@ TEST_CASE_FIXTURE(VerifyFixture,
   CHECK(verify("0") == ExitCode::Usage);
 }
 
+TEST_CASE_FIXTURE(VerifyFixture, "a plan.json shard that disagrees with the rank files fails") {
+  json plan = json::parse(fs.files.at("out/plan.json"));
+  for (auto& p : plan["params"])
+    if (p["name"] == "w.weight") p["shards"][0]["global_offset"][0] = 1;
+  fs.files["out/plan.json"] = plan.dump();
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("w.weight on rank 0: rank file global_offset") != std::string::npos);
+}
+
 TEST_CASE("box arithmetic agrees with element simulation on small muon stages") {
   using namespace driver::verify;
   const Shape global{5, 3};
