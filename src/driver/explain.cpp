@@ -178,7 +178,12 @@ void print_unknown(const Plan& plan, const std::string& fqn, std::ostream& err) 
   }
   driver::print_error(err, "no parameter named '" + fqn + "' in the model");
   const auto close = driver::closest_names(fqn, names);
-  if (!close.empty()) err << "  hint: did you mean " << driver::join(close, ", ") << "?\n";
+  if (!close.empty()) {
+    err << "  hint: did you mean " << driver::join(close, ", ") << "?\n";
+  } else {
+    err << "  hint: FQNs are post-stacking names; list them with `shardc inspect MODEL RECIPE "
+           "--rank 0` (or --match GLOB)\n";
+  }
 }
 
 }  // namespace

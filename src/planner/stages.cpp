@@ -82,28 +82,29 @@ void explicit_stages(std::vector<PlannedParam>& params, int stages, const Pipeli
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {
-    int found = -1;
-    int count = 0;
+    std::vector<int> hits;
     for (int s = 0; s < stages; ++s) {
       for (const Pattern& pat : spec.stages[static_cast<std::size_t>(s)]) {
         if (!pat.match(p.name)) continue;
-        if (found < 0) found = s;
-        ++count;
+        hits.push_back(s);
         break;
       }
     }
-    if (count == 1) {
-      p.stage = found;
+    if (hits.size() == 1) {
+      p.stage = hits.front();
       continue;
     }
+    std::string list;
+    for (int s : hits) list += (list.empty() ? "" : ", ") + std::to_string(s);
     Diagnostic d;
     d.code = "E-PIPELINE";
     d.loc = spec.loc;
     d.param = p.name;
-    d.message = count == 0 ? p.name + " is in no pipeline stage"
-                           : p.name + " is in " + std::to_string(count) + " pipeline stages";
-    d.hint = "every parameter must match the globs of exactly one stage";
-    rep.add(std::move(d), count == 0 ? "none" : "many");
+    d.message = hits.empty() ? p.name + " is in no pipeline stage"
+                             : p.name + " is in pipeline stages " + list;
+    d.hint = "every parameter must match the globs of exactly one of the " +
+             std::to_string(stages) + " stage lists under pipeline.stages";
+    rep.add(std::move(d), hits.empty() ? "none" : "many");
   }
   rep.flush(sink);
 }
