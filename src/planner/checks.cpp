@@ -42,11 +42,7 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
       if (s.rule != SplitRule::Even) continue;
       if (len % s.ways != 0) {
         if (p.mesh == MeshKind::Expert && d == 0) return;  // E-EXPERTS reports it
-        Diagnostic diag;
-        diag.code = "E-EVEN";
-        diag.loc = rule_loc(p, recipe);
-        diag.param = p.name;
-        diag.rule = p.rule.match;
+        Diagnostic diag = param_diagnostic(p, "E-EVEN", rule_loc(p, recipe));
         diag.message = p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len) +
                        " is not divisible by " + std::to_string(s.ways) + " (" +
                        axes_text(s, mesh) + ") under uneven: even";
@@ -87,11 +83,7 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   for (const DimSplit& s : p.geometry.per_dim[0])
     if (!s.fsdp) tp *= s.ways;
   if (tp <= 1 || (*heads % tp == 0 && kv % tp == 0)) return;
-  Diagnostic d;
-  d.code = "E-HEADS";
-  d.loc = rule_loc(p, recipe);
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, "E-HEADS", rule_loc(p, recipe));
   d.message = p.name + " is sharded on dim 0 over tp=" + std::to_string(tp) + " but " +
               std::to_string(*heads) + " attention heads and " + std::to_string(kv) +
               " KV heads do not divide by " + std::to_string(tp);
@@ -107,10 +99,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
   for (const DimSplit& s : p.geometry.per_dim[0])
     if (!s.fsdp) ep *= s.ways;
   if (ep <= 1 || e % ep == 0) return;
-  Diagnostic d;
-  d.loc = rule_loc(p, recipe);
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, "", rule_loc(p, recipe));
   if (p.uneven == SplitRule::Even) {
     d.code = "E-EXPERTS";
     d.message = "stacked " + p.name + ": " + std::to_string(e) +

@@ -76,11 +76,7 @@ bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, Group
   const int ndim = static_cast<int>(p.global_shape.size());
   int dim = resolve_dim(p, spec, f);
   if (dim < 0) dim += ndim;
-  Diagnostic d;
-  d.code = "E-FSDP";
-  d.loc = spec.loc;
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, "E-FSDP", spec.loc);
   if (dim < 0 || dim >= ndim) {
     d.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
                 " with " + std::to_string(ndim) + " dims";

@@ -51,12 +51,7 @@ void lint_replicated(const PlannedParam& p, const Plan& plan, const std::set<int
     if (axis.size < 2) continue;
     if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate)
       continue;
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = "W-REPLICATED-LARGE";
-    d.loc = p.loc;
-    d.param = p.name;
-    d.rule = p.rule.match;
+    Diagnostic d = param_diagnostic(p, "W-REPLICATED-LARGE", p.loc, Severity::Warning);
     d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
                 " elements) is replicated over '" + axis.name + "', which shards other params";
     d.hint = "a rule placing it on " + axis.name +
@@ -73,12 +68,7 @@ void lint_vocab(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
     if (!s.fsdp) ways *= s.ways;
   const std::int64_t vocab = p.global_shape[0];
   if (ways <= 1 || vocab % ways == 0) return;
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = "W-VOCAB";
-  d.loc = p.loc;
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, "W-VOCAB", p.loc, Severity::Warning);
   d.message = p.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
               std::to_string(ways) + " ranks (uneven " + split_rule_name(p.uneven) + " pieces)";
   d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +

@@ -67,6 +67,11 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, Di
 void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                DiagnosticSink& sink);
 
+/// A diagnostic about param `p` placed by its rule: code, severity, location
+/// and the param / rule context fields set; message and hint left to fill.
+Diagnostic param_diagnostic(const PlannedParam& p, std::string code, SourceLoc loc,
+                            Severity severity = Severity::Error);
+
 /// Reports a diagnostic at most once per (code, key), counting the others;
 /// `flush` appends "(and N more params)" to each and reports them in order.
 class GroupedReporter {

@@ -22,11 +22,7 @@ std::string axis_names(const Mesh& mesh) {
 
 Diagnostic make(const char* code, const AxisPlacement& ap, const PlannedParam& p,
                 std::string message, std::string hint) {
-  Diagnostic d;
-  d.code = code;
-  d.loc = ap.loc;
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, code, ap.loc);
   d.message = std::move(message);
   d.hint = std::move(hint);
   return d;

@@ -65,6 +65,17 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
   }
 }
 
+Diagnostic param_diagnostic(const PlannedParam& p, std::string code, SourceLoc loc,
+                            Severity severity) {
+  Diagnostic d;
+  d.severity = severity;
+  d.code = std::move(code);
+  d.loc = std::move(loc);
+  d.param = p.name;
+  d.rule = p.rule.match;
+  return d;
+}
+
 SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe) {
   if (p.rule.index < 0) return p.loc;
   const auto i = static_cast<std::size_t>(p.rule.index);

@@ -170,12 +170,7 @@ void warn(const PlannedParam& p, const Plan& plan,
     ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
                           : ranks.unite(class_ranks(cs, coords, p.stage));
   }
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = "W-STRIDED";
-  d.loc = p.loc;
-  d.param = p.name;
-  d.rule = p.rule.match;
+  Diagnostic d = param_diagnostic(p, "W-STRIDED", p.loc, Severity::Warning);
   d.message = p.name +
               ": newest DTensor reads the _StridedShard label with different rows than "
               "the physical FSDP2 layout on " +
@@ -200,12 +195,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
     for (std::size_t i = 0; i + 1 < chain.size(); ++i) ways.push_back(chain[i].ways);
     const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
     if (!within_budget(length, chain.back().ways, ways)) {
-      Diagnostic d;
-      d.severity = Severity::Note;
-      d.code = "W-STRIDED";
-      d.loc = p.loc;
-      d.param = p.name;
-      d.rule = p.rule.match;
+      Diagnostic d = param_diagnostic(p, "W-STRIDED", p.loc, Severity::Note);
       d.message = p.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";

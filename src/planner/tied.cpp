@@ -122,11 +122,7 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     PlannedParam& alias = params[a->second];
     if (src.rule.index < 0 || alias.rule.index < 0) continue;  // already reported
     if (std::string why = mismatch(src, alias); !why.empty()) {
-      Diagnostic d;
-      d.code = "E-TIED";
-      d.loc = rule_loc(alias, recipe);
-      d.param = alias.name;
-      d.rule = alias.rule.match;
+      Diagnostic d = param_diagnostic(alias, "E-TIED", rule_loc(alias, recipe));
       d.message = "tied " + src.name + " [" + rule_text(src) + "] and " + alias.name + " [" +
                   rule_text(alias) + "]: " + why;
       d.hint =
