@@ -25,7 +25,8 @@ namespace shardc {
 
 // ---------------------------------------------------------------- muon --
 
-/// One param of a muon group: the layout key members and its stages.
+/// One fused all-gather call of a muon group: params of one dtype, in
+/// group order, whose global numels fill up to `max_batch_numel` (elements).
 struct MuonBatch {
   DType dtype = DType::BFloat16;
   std::vector<std::size_t> params;  ///< indices into Plan::params, group order
@@ -166,6 +167,10 @@ struct Fsdp2RankLayout {
   const std::vector<std::size_t>* not_communicated = nullptr;
 };
 
+/// The FSDP2 buffers `rank` packs: every unit of its pipeline stage, with
+/// this rank's FSDP group (global ranks by FSDP coordinate), per-param offsets
+/// and padded numels (elements, or bytes for byte-unit units) and the
+/// unit's slot size. Cost O(params of the stage x ndim).
 Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::int64_t rank);
 
 /// One unit of `fsdp2_for_rank` (the unit must be on `rank`'s stage).
