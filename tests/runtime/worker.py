@@ -1,0 +1,294 @@
+"""One rank of a runtime test (spawned by harness.launch).
+
+Joins gloo on 127.0.0.1, then runs the spec's tasks in order with real
+collectives, printing one `MISMATCH ...` line per failed check and exiting 1
+when any check failed:
+
+* plan: load this rank's shards with the adapter (only its bytes), all-gather
+  every rank's shards and rebuild every tensor bit for bit with each element
+  held exactly the plan's replica count; FSDP2 units and muon groups gathered
+  on their layouts' groups; DCP chunk metadata tiles every tensor once.
+* reshard: plan-A holders send to plan-B ranks exactly what the `shardc
+  reshard` listing names; every plan-B shard ends equal to the checkpoint.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+T0 = time.monotonic()
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                                "python"))
+from shardc_runtime import (Checkpoint, Groups, OutDir, allgather_group, allgather_unit,  # noqa: E402
+                            check_written, checkpoint_metadata, load_rank, reshard, slice_back)
+from shardc_runtime.layout import numel  # noqa: E402
+from shardc_runtime.rankset import parse_rank_set  # noqa: E402
+
+FAILURES = []
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print("MISMATCH " + msg, flush=True)
+
+
+def same(a, b):
+    """Bit-for-bit equality of two arrays (shape and bytes)."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.dtype.itemsize == b.dtype.itemsize and a.tobytes() == b.tobytes()
+
+
+def box(a, offset, shape):
+    return a[tuple(slice(o, o + s) for o, s in zip(offset, shape))]
+
+
+class Reference:
+    """Global tensors straight from the checkpoint (whole-tensor reads: test side
+    only), resolving stacked experts and ties from plan.json independently of
+    the adapter's load path."""
+
+    def __init__(self, outdir, ckpt_path):
+        self.plan = outdir.plan
+        self.params = {p["name"]: p for p in self.plan["params"]}
+        self.ties = {t["alias"]: t["source"] for t in self.plan.get("tie_sync_groups", [])}
+        self.ck, self.cache = Checkpoint(ckpt_path), {}
+
+    def get(self, name):
+        if name not in self.cache:
+            p = self.params.get(name, {})
+            if name in self.ck:
+                v = self.ck.read_full(name)
+            elif p.get("stacked_from"):
+                v = np.stack([self.ck.read_full(s) for s in p["stacked_from"]["sources"]])
+            elif p.get("alias_of") or name in self.ties:
+                v = self.get(p.get("alias_of") or self.ties[name])
+            else:
+                raise KeyError(f"{name} not in checkpoint")
+            self.cache[name] = v
+        return self.cache[name]
+
+
+def replica_count(plan, p):
+    """Ranks holding each element of p, from placements alone: the product of
+    the sizes of its mesh's axes that shard nothing, the pipeline axis excluded."""
+    mesh = plan["meshes"][p["mesh"]]
+    pp = (plan.get("pipeline") or {}).get("axis")
+    n = 1
+    for axis, pl in zip(mesh, p["placements"]):
+        if pl.startswith("Replicate") and axis["name"] != pp:
+            n *= axis["size"]
+    return n
+
+
+def gather_shards(me, loaded, rank, world):
+    """All-gather (metadata, bytes) of every rank's unpadded shards."""
+    meta, parts = {}, []
+    if me is not None:
+        for p in me.params.values():
+            a = np.ascontiguousarray(loaded.local(p.name))
+            meta[p.name] = (p.local_shape, p.global_offset, a.nbytes)
+            parts.append(a.reshape(-1).view(np.uint8))
+    data = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    metas = [None] * world
+    dist.all_gather_object(metas, {"meta": meta, "n": int(data.size)})
+    longest = max(m["n"] for m in metas)
+    buf = torch.zeros(max(longest, 1), dtype=torch.uint8)
+    buf[:data.size] = torch.from_numpy(data)
+    outs = [torch.empty_like(buf) for _ in range(world)]
+    dist.all_gather(outs, buf)
+    return metas, [o.numpy() for o in outs]
+
+
+def check_rebuild(out, ref, metas, blobs, label):
+    """Every tensor rebuilt bit for bit, every element held replica_count times."""
+    plan = out.plan
+    vals = {p["name"]: np.zeros_like(ref.get(p["name"])) for p in plan["params"]}
+    counts = {n: np.zeros(v.shape, np.int32) for n, v in vals.items()}
+    for r, m in enumerate(metas):
+        pos = 0
+        for name, (shape, offset, nbytes) in m["meta"].items():
+            piece = blobs[r][pos:pos + nbytes].view(vals[name].dtype).reshape(shape)
+            pos += nbytes
+            if numel(shape) == 0:
+                continue
+            target = box(vals[name], offset, shape)
+            if box(counts[name], offset, shape).max() > 0 and not np.array_equal(
+                    target[box(counts[name], offset, shape) > 0],
+                    piece[box(counts[name], offset, shape) > 0]):
+                fail(f"{label}: {name}: rank {r} disagrees with another replica")
+            target[...] = piece
+            box(counts[name], offset, shape)[...] += 1
+    for p in plan["params"]:
+        name, want = p["name"], replica_count(plan, p)
+        if not same(vals[name], ref.get(name)):
+            bad = np.argwhere(vals[name] != ref.get(name))
+            fail(f"{label}: {name}: all-gathered shards differ from the checkpoint at "
+                 f"{len(bad)} elements, first {bad[0].tolist() if len(bad) else '?'}")
+        if counts[name].size and not (counts[name] == want).all():
+            fail(f"{label}: {name}: elements held {sorted(set(counts[name].ravel().tolist()))} "
+                 f"times, plan replica count {want}")
+
+
+def check_fsdp2(out, me, loaded, groups, ref, metas, label):
+    for unit in me.fsdp2:
+        got = allgather_unit(groups, unit, me, loaded.arrays)
+        for p in unit.params:
+            first = metas[unit.ranks[0]]["meta"][p.name]  # FSDP member 0 starts the TP-local piece
+            want = box(ref.get(p.name), first[1], p.unsharded_shape) if numel(p.unsharded_shape) else None
+            if want is not None and not same(got[p.name], want):
+                fail(f"{label}: fsdp2 unit {unit.name!r}: {p.name} unsharded differs from the "
+                     f"TP/EP-local tensor")
+            if want is None and got[p.name].size:
+                fail(f"{label}: fsdp2 {p.name}: expected an empty unsharded tensor")
+
+
+def check_muon(out, me, loaded, groups, ref, label):
+    owners = []
+    for g in me.muon:
+        check_written(g, me)
+        full = allgather_group(groups, g, me, loaded.arrays)
+        for name in g.params:
+            if not same(full[name], ref.get(name)):
+                fail(f"{label}: muon group {g.key!r}: {name} gathered != global tensor")
+            back = slice_back(g, name, full[name])
+            if not same(back, np.ascontiguousarray(loaded.local(name))):
+                fail(f"{label}: muon {name}: slice_back != this rank's shard")
+            mesh = {a["name"]: a["size"] for a in out.plan["meshes"][g.mesh]}
+            grid = int(np.prod([mesh[a] for a in g.replicate_axes])) if g.replicate_axes else 1
+            owners.append((name, g.is_owner(name), grid))
+    return owners
+
+
+def check_owners(all_owners, label):
+    holders, owned, grid = {}, {}, {}
+    for lst in all_owners:
+        for name, is_owner, g in lst:
+            holders[name] = holders.get(name, 0) + 1
+            owned[name] = owned.get(name, 0) + int(is_owner)
+            grid[name] = g
+    for name in holders:
+        if owned[name] * grid[name] != holders[name]:
+            fail(f"{label}: muon {name}: {owned[name]} owners for {holders[name]} holders on a "
+                 f"replicate grid of {grid[name]}")
+
+
+def check_dcp(out, metas, label):
+    md = checkpoint_metadata(out)
+    for p in out.plan["params"]:
+        if p.get("alias_of"):
+            continue
+        cover = np.zeros(p["global_shape"], np.int32)
+        for c in md["state_dict_metadata"][p["name"]]["chunks"]:
+            box(cover, c["offsets"], c["sizes"])[...] += 1
+            holders = [r for r, m in enumerate(metas)
+                       if m["meta"].get(p["name"], (None, None))[:2] == (c["sizes"], c["offsets"])]
+            if not holders or c["writer_rank"] != min(holders):
+                fail(f"{label}: dcp {p['name']} chunk {c['offsets']}: writer {c['writer_rank']}, "
+                     f"holders {holders}")
+        if cover.size and not (cover == 1).all():
+            fail(f"{label}: dcp {p['name']}: chunks do not tile the tensor exactly once")
+
+
+def run_plan(task, rank, world, groups):
+    label = task["name"]
+    out = OutDir(task["outdir"], require_manifest=task.get("require_manifest", True))
+    me = out.rank(rank) if rank < out.world_size else None
+    loaded = None
+    if me is not None:
+        loaded = load_rank(me, task["ckpt"])
+        want = sum(p.nbytes for p in me.storage_params())
+        if loaded.bytes_read != want:
+            fail(f"{label}: rank {rank} read {loaded.bytes_read} checkpoint bytes, holds {want}")
+    ref = Reference(out, task["ckpt"])
+    metas, blobs = gather_shards(me, loaded, rank, world)
+    if rank == 0:
+        check_rebuild(out, ref, metas, blobs, label)
+        check_dcp(out, metas, label)
+    groups.ensure(([st.ranks for g in me.muon for st in g.stages] +
+                   [u.ranks for u in me.fsdp2]) if me else [])
+    owners = []
+    if me is not None:
+        check_fsdp2(out, me, loaded, groups, ref, metas, label)
+        owners = check_muon(out, me, loaded, groups, ref, label)
+    all_owners = [None] * world
+    dist.all_gather_object(all_owners, owners)
+    if rank == 0:
+        check_owners(all_owners, label)
+
+
+def run_reshard(task, rank, world):
+    label = task["name"]
+    a = OutDir(task["a"], require_manifest=task.get("require_manifest", True))
+    b = OutDir(task["b"], require_manifest=task.get("require_manifest", True))
+    listing = json.load(open(task["listing"]))
+    source, dest = {}, {}
+    if rank < a.world_size:
+        loaded = load_rank(a.rank(rank), task["ckpt"])
+        source = {n: loaded.local(n) for n in loaded.arrays}
+    if rank < b.world_size:
+        dest = b.rank(rank).params
+    arrays, stats = reshard(listing, rank, source, dest)
+    ref = Reference(b, task["ckpt"])
+    mine = next((r for r in listing["ranks"] if r["rank"] == rank), None)
+    if mine is not None:
+        if stats["received_bytes"] != mine["moved_bytes"]:
+            fail(f"{label}: rank {rank} received {stats['received_bytes']} bytes, listing moves "
+                 f"{mine['moved_bytes']}")
+        if stats["local_bytes"] != mine["in_place_bytes"]:
+            fail(f"{label}: rank {rank} copied {stats['local_bytes']} in place, listing says "
+                 f"{mine['in_place_bytes']}")
+    if not stats["coverage_ok"]:
+        fail(f"{label}: rank {rank}: some element written zero or several times")
+    for name, info in dest.items():
+        got = arrays[name]
+        local = box(got, [0] * got.ndim, info.local_shape)
+        if info.numel and not same(
+                local, box(ref.get(name), info.global_offset, info.local_shape)):
+            fail(f"{label}: rank {rank}: {name} after reshard differs from the checkpoint")
+        if got.size != local.size and np.count_nonzero(got.view(np.uint8)) != np.count_nonzero(local.view(np.uint8)):
+            fail(f"{label}: rank {rank}: {name} padding not zero")
+    sent = [None] * world
+    dist.all_gather_object(sent, stats["sent_bytes"])
+    if rank == 0 and sum(sent) != listing["totals"]["moved_bytes"]:
+        fail(f"{label}: {sum(sent)} bytes sent in all, listing moves {listing['totals']['moved_bytes']}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--spec", required=True)
+    args = ap.parse_args()
+    spec = json.load(open(args.spec))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
+                            world_size=args.world,
+                            timeout=datetime.timedelta(seconds=spec.get("collective_timeout", 90)))
+    groups = Groups()
+    start = time.monotonic()
+    print(f"rank {args.rank}: joined in {start - T0:.1f} s", flush=True)
+    for task in spec["tasks"]:
+        n = len(FAILURES)
+        if task["kind"] == "plan":
+            run_plan(task, args.rank, args.world, groups)
+        else:
+            run_reshard(task, args.rank, args.world)
+        print(f"rank {args.rank}: {task['kind']} {task['name']}: "
+              f"{'ok' if len(FAILURES) == n else 'FAILED'} ({time.monotonic() - start:.1f} s)",
+              flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"rank {args.rank}: done at {time.monotonic() - T0:.1f} s", flush=True)
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""FSDP2 all-gather by the plan's `fsdp2_allgather` layout (SPEC §6.3).
+
+A unit's buffer on each rank is `total` (in `units`: elements of the unit's
+single dtype, or bytes when the unit mixes dtypes) holding each param's padded
+shard flattened at its `offset`, no alignment. All-gather gives rank-major
+[W, total]; member m's slot holds member m's padded shard; its first
+`chunk(L, W, m)` rows on `shard_dim` are real (FSDP2 pads every shard to the
+first chunk's size), concatenated in FSDP order they form the unsharded,
+TP/EP-local tensor (`unsharded_shape`).
+
+`pack_unit` / `unpack_unit` are pure numpy (testable without processes);
+`allgather_unit` runs the real collective.
+"""
+
+import numpy as np
+
+from . import dtypes
+from .collectives import all_gather
+
+
+def chunk_size(length, ways, k):
+    """Extent of piece k when `length` is split `ways` ways by torch.chunk."""
+    c = -(-length // ways) if ways else 0
+    return max(0, min(length - k * c, c))
+
+
+def _span(unit, p, dtype):
+    """(byte offset, byte length) of param p in a slot of `unit`."""
+    es = 1 if unit.units == "bytes" else dtypes.element_size(dtype)
+    return p.offset * es, p.padded_numel * es
+
+
+def pack_unit(unit, rank_file, arrays):
+    """This rank's slot of `unit` as a uint8 array of `total_bytes`, from
+    {name: padded array} (e.g. LoadedRank.arrays)."""
+    buf = np.zeros(unit.total_bytes, dtype=np.uint8)
+    for p in unit.params:
+        info = rank_file.params[p.name]
+        a = np.ascontiguousarray(arrays[p.name])
+        if list(a.shape) != p.padded_shape:
+            raise ValueError(f"{p.name}: shard shape {list(a.shape)} != padded_shape {p.padded_shape}")
+        off, n = _span(unit, p, info.dtype)
+        if a.nbytes != n or off + n > unit.total_bytes:
+            raise ValueError(f"{p.name}: padded shard of {a.nbytes} bytes does not fit its "
+                             f"slot [{off}, {off + n}) of {unit.total_bytes}")
+        buf[off:off + n] = a.reshape(-1).view(np.uint8)
+    return buf
+
+
+def unpack_unit(unit, rank_file, gathered):
+    """{name: unsharded (TP/EP-local) array} from the [W, total_bytes] gathered
+    uint8 buffer, each member's real rows cut from its padded slot."""
+    out, ways = {}, len(unit.ranks)
+    for p in unit.params:
+        info = rank_file.params[p.name]
+        sdt = dtypes.storage_dtype(info.dtype)
+        off, n = _span(unit, p, info.dtype)
+        slots = [gathered[m, off:off + n].view(sdt).reshape(p.padded_shape) for m in range(ways)]
+        if p.shard_dim < 0:
+            out[p.name] = slots[unit.index].copy()
+            continue
+        d, length = p.shard_dim, p.unsharded_shape[p.shard_dim]
+        pieces = [np.take(s, range(chunk_size(length, ways, m)), axis=d) for m, s in enumerate(slots)]
+        full = np.concatenate(pieces, axis=d)
+        if list(full.shape) != p.unsharded_shape:
+            raise ValueError(f"{p.name}: unpacked {list(full.shape)} != unsharded_shape "
+                             f"{p.unsharded_shape}")
+        out[p.name] = full
+    return out
+
+
+def allgather_unit(groups, unit, rank_file, arrays):
+    """Pack, all-gather over the unit's FSDP group with real collectives, unpack.
+    Returns {name: unsharded array}. `groups` must know unit.ranks."""
+    gathered = all_gather(groups, unit.ranks, pack_unit(unit, rank_file, arrays))
+    return unpack_unit(unit, rank_file, gathered)
