@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runtime tests: real processes consume shardc plans (ctest label `runtime`).
 
-    run_runtime.py --shardc BIN --test plans|features|negative [--keep DIR]
+    run_runtime.py --shardc BIN --test plans|features|negative|reshard [--keep DIR]
 
 Each test compiles its plans, writes a random safetensors checkpoint, and
 launches one worker process per rank (harness.launch: gloo on 127.0.0.1, free
@@ -99,7 +99,42 @@ def test_negative(shardc, python, work):
     return caught, report if caught else "NOT CAUGHT (or failed otherwise):\n" + text
 
 
-TESTS = {"plans": test_plans, "features": test_features, "negative": test_negative}
+def reshard_listing(shardc, a, b, path, extra=()):
+    """`shardc reshard A B -o PATH` (the listing the transfers must follow)."""
+    r = subprocess.run([shardc, "reshard", a, b, "-o", path, "--quiet", *extra],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"shardc reshard {a} {b} failed ({r.returncode}):\n{r.stderr}")
+    return path
+
+
+# (case, extra reshard args): plan A = cases/<case>/recipe.yaml, plan B = recipe_b.yaml
+RESHARD = [
+    ("tp_uneven", []),                          # 8 -> 6 ranks (2 idle), chunk -> balanced, + FSDP
+    ("tp_uneven", ["--ranks-per-node", "4"]),   # same, sources on the destination's node first
+    ("hsdp_tp", []),                            # HSDP x TP -> FSDP 8, mixed dtypes
+    ("ep_efsdp", []),                           # tp 2 -> 4, ep 4 -> 2, efsdp 2 -> 4
+    ("tied_pp", []),                            # 2 -> 3 pipeline stages, 8 -> 6 ranks, ties
+]
+
+
+def test_reshard(shardc, python, work):
+    """Plan-A holders send plan-B ranks exactly what `shardc reshard` lists."""
+    tasks = []
+    for i, (case, extra) in enumerate(RESHARD):
+        a, ckpt = compile_case(shardc, work, case)
+        b = harness.compile_plan(shardc, os.path.join(CASES, case, "model.yaml"),
+                                 os.path.join(CASES, case, "recipe_b.yaml"),
+                                 os.path.join(work, case + "-b"))
+        listing = reshard_listing(shardc, a, b, os.path.join(work, f"{case}-{i}.reshard.json"), extra)
+        tasks.append({"kind": "reshard", "name": f"{case}{' '.join([''] + extra)}", "a": a, "b": b,
+                      "listing": listing, "ckpt": ckpt,
+                      "require_manifest": os.path.exists(os.path.join(a, "manifest.json"))})
+    return run(python, 8, tasks, work, "reshard")
+
+
+TESTS = {"plans": test_plans, "features": test_features, "negative": test_negative,
+         "reshard": test_reshard}
 
 
 def main():

@@ -110,6 +110,76 @@ def simulate_muon(out, ranks, loaded):
     return n
 
 
+def to_lean(doc):
+    """The lean rank-file form (README "Rank files: derived fields") of a full
+    one: params by index, rank lists as strings, run-length split sizes,
+    derived fields dropped. Lets the lean reader be checked against the full
+    one on the same plan."""
+    idx = {p["name"]: i for i, p in enumerate(doc["params"])}
+
+    def runs(v):
+        out = []
+        for x in v:
+            if out and out[-1][0] == x:
+                out[-1][1] += 1
+            else:
+                out.append([x, 1])
+        return out
+
+    lean = dict(doc, buffers=[])
+    for b in doc["buffers"]:
+        nb = {"kind": b["kind"]}
+        if b["kind"] == "muon_allgather":
+            nb.update(alignment_bytes=b["alignment_bytes"], max_batch_numel=b["max_batch_numel"],
+                      groups=[])
+            for g in b["groups"]:
+                st0 = g["batches"][0]["stages"] if g["batches"] else []
+                splits = {n: [] for n in g["params"]}
+                for bt in g["batches"]:
+                    for st_ in bt["stages"]:
+                        for sp in st_["params"]:
+                            splits[sp["name"]].append(runs(sp["split_sizes"]))
+                nb["groups"].append({
+                    "key": g["key"], "mesh": g["mesh"], "replicate_axes": g["replicate_axes"],
+                    "replicate_coord": g["replicate_coord"],
+                    "stages": [{"axes": x["axes"], "tensor_dim": x["params"][0]["tensor_dim"],
+                                "ranks": ",".join(map(str, x["ranks"])), "index": x["index"]}
+                               for x in st0],
+                    "params": [{"param": idx[o["param"]], "owner": o["owner"],
+                                "split_sizes": splits[o["param"]]} for o in g["owners"]],
+                    "batches": [{"dtype": bt["dtype"],
+                                 "params": [idx[sp["name"]] for sp in bt["stages"][0]["params"]]
+                                 if bt["stages"] else [idx[n] for n in g["params"]],
+                                 "total_numel": [x["total_numel"] for x in bt["stages"]]}
+                                for bt in g["batches"]]})
+        else:
+            nb["units"] = [dict({k: u[k] for k in ("name", "mesh", "units", "index", "total",
+                                                   "total_bytes", "output_shape")},
+                                ranks=",".join(map(str, u["ranks"])),
+                                params=[{"param": idx[p["name"]], "shard_dim": p["shard_dim"],
+                                         "offset": p["offset"], "padded_numel": p["padded_numel"],
+                                         "unsharded_shape": p["unsharded_shape"]}
+                                        for p in u["params"]]) for u in b["units"]]
+        nb["not_communicated"] = [idx[n] for n in b["not_communicated"]]
+        lean["buffers"].append(nb)
+    return lean
+
+
+def same_layouts(a, b):
+    """Normalized muon groups and FSDP2 units of two RankFiles are equal."""
+    def muon_key(g):
+        return (g.key, g.mesh, g.replicate_coord,
+                [(s.axes, s.tensor_dim, s.ranks, s.index) for s in g.stages],
+                g.params, g.split_sizes, g.owner,
+                [(x.dtype, x.params, x.total_numel) for x in g.batches if x.total_numel])
+
+    def unit_key(u):
+        return (u.name, u.mesh, u.units, u.ranks, u.index, u.total, u.total_bytes,
+                [vars(p) for p in u.params])
+    return ([muon_key(g) for g in a.muon] == [muon_key(g) for g in b.muon] and
+            [unit_key(u) for u in a.fsdp2] == [unit_key(u) for u in b.fsdp2])
+
+
 REFS = {}
 
 
@@ -135,6 +205,12 @@ def test_plan(shardc, work, case):
         else:
             REFS[(out.path, p["name"])] = ck.read_full(src)
     ranks = {r: out.rank(r) for r in range(out.world_size)}
+    for r, rf in ranks.items():
+        if any("groups" in b and b["groups"] and "owners" in b["groups"][0] for b in rf.doc["buffers"]) \
+                or any("units" in b and b["units"] and "name" in b["units"][0]["params"][0]
+                       for b in rf.doc["buffers"] if b.get("units") and b["units"][0]["params"]):
+            lean = sr.RankFile(to_lean(rf.doc), out.plan)
+            check(same_layouts(rf, lean), f"{case} rank {r}: lean and full forms read differently")
     loaded = {}
     for r, rf in ranks.items():
         loaded[r] = sr.load_rank(rf, ckpt)
