@@ -17,3 +17,12 @@ foreach(test plans features negative)
   set_tests_properties(runtime/${test} PROPERTIES LABELS "e2e;runtime" TIMEOUT 600
                        SKIP_RETURN_CODE 77 RESOURCE_LOCK runtime_processes)
 endforeach()
+
+# Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)
+  add_test(NAME runtime/reshard
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_RUNTIME_DIR}/run_runtime.py
+                   --shardc $<TARGET_FILE:shardc> --test reshard)
+  set_tests_properties(runtime/reshard PROPERTIES LABELS "e2e;runtime" TIMEOUT 600
+                       SKIP_RETURN_CODE 77 RESOURCE_LOCK runtime_processes)
+endif()
