@@ -93,9 +93,14 @@ def gather_shards(me, loaded, rank, world):
     meta, parts = {}, []
     if me is not None:
         for p in me.params.values():
-            a = np.ascontiguousarray(loaded.local(p.name))
-            meta[p.name] = (p.local_shape, p.global_offset, a.nbytes)
-            parts.append(a.reshape(-1).view(np.uint8))
+            local = loaded.local(p.name)
+            boxes = []
+            for b in p.boxes:  # one box, or several for a packed param
+                a = np.ascontiguousarray(box(local, b.local_offset, b.shape))
+                boxes.append((b.shape, b.global_offset, a.nbytes))
+                parts.append(a.reshape(-1).view(np.uint8))
+            meta[p.name] = {"local_shape": p.local_shape, "global_offset": p.global_offset,
+                            "boxes": boxes}
     data = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
     metas = [None] * world
     dist.all_gather_object(metas, {"meta": meta, "n": int(data.size)})
@@ -114,11 +119,9 @@ def check_rebuild(out, ref, metas, blobs, label):
     counts = {n: np.zeros(v.shape, np.int32) for n, v in vals.items()}
     for r, m in enumerate(metas):
         pos = 0
-        for name, (shape, offset, nbytes) in m["meta"].items():
+        for name, shape, offset, nbytes in [(n, *b) for n, x in m["meta"].items() for b in x["boxes"]]:
             piece = blobs[r][pos:pos + nbytes].view(vals[name].dtype).reshape(shape)
             pos += nbytes
-            if numel(shape) == 0:
-                continue
             target = box(vals[name], offset, shape)
             if box(counts[name], offset, shape).max() > 0 and not np.array_equal(
                     target[box(counts[name], offset, shape) > 0],
@@ -142,7 +145,8 @@ def check_fsdp2(out, me, loaded, groups, ref, metas, label):
         got = allgather_unit(groups, unit, me, loaded.arrays)
         for p in unit.params:
             first = metas[unit.ranks[0]]["meta"][p.name]  # FSDP member 0 starts the TP-local piece
-            want = box(ref.get(p.name), first[1], p.unsharded_shape) if numel(p.unsharded_shape) else None
+            want = box(ref.get(p.name), first["global_offset"], p.unsharded_shape) \
+                if numel(p.unsharded_shape) else None
             if want is not None and not same(got[p.name], want):
                 fail(f"{label}: fsdp2 unit {unit.name!r}: {p.name} unsharded differs from the "
                      f"TP/EP-local tensor")
@@ -188,8 +192,8 @@ def check_dcp(out, metas, label):
         cover = np.zeros(p["global_shape"], np.int32)
         for c in md["state_dict_metadata"][p["name"]]["chunks"]:
             box(cover, c["offsets"], c["sizes"])[...] += 1
-            holders = [r for r, m in enumerate(metas)
-                       if m["meta"].get(p["name"], (None, None))[:2] == (c["sizes"], c["offsets"])]
+            holders = [r for r, m in enumerate(metas) if p["name"] in m["meta"] and
+                       [c["sizes"], c["offsets"]] in [[b[0], b[1]] for b in m["meta"][p["name"]]["boxes"]]]
             if not holders or c["writer_rank"] != min(holders):
                 fail(f"{label}: dcp {p['name']} chunk {c['offsets']}: writer {c['writer_rank']}, "
                      f"holders {holders}")

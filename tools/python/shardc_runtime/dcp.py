@@ -15,7 +15,8 @@ PyTorch turns into its `Metadata` one to one:
 [ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes))])` per fqn and
 `{MetadataIndex(fqn, offset): _StorageInfo(relative_path, byte_offset, length)}`.
 
-Rules: one chunk per distinct shard (plan.json `shards`), written by the first
+Rules: one chunk per distinct shard (plan.json `shards`; per box of a packed
+param's shard, since a DCP chunk is one box), written by the first
 (lowest) rank of its replica set, as DCP's de-duplication keeps one writer per
 replicated chunk; empty shards are skipped (DCP writes no empty chunk); a tied
 alias sharing storage is not stored again (listed under `aliases`); a tied copy
@@ -39,11 +40,13 @@ def checkpoint_metadata(outdir):
             continue
         chunks = []
         for s in p["shards"]:
-            if numel(s["local_shape"]) == 0:
-                continue
             writer = parse_rank_set(s["ranks"])[0]
-            chunks.append({"offsets": list(s["global_offset"]), "sizes": list(s["local_shape"]),
-                           "writer_rank": writer})
+            boxes = s.get("boxes") or [{"global_offset": s["global_offset"], "shape": s["local_shape"]}]
+            for b in boxes:  # a packed param's piece is several boxes: one chunk each
+                if numel(b["shape"]) == 0:
+                    continue
+                chunks.append({"offsets": list(b["global_offset"]), "sizes": list(b["shape"]),
+                               "writer_rank": writer})
         md[p["name"]] = {"type": "tensor", "dtype": p["dtype"], "size": list(p["global_shape"]),
                          "chunks": chunks}
         es = dtypes.element_size(p["dtype"])

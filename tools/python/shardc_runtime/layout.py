@@ -71,6 +71,9 @@ class ParamInfo:
         self._check(entry)
 
     def _boxes(self, entry):
+        if "boxes" in entry:  # a packed (fused) param: several global boxes per piece
+            return [Box(b["global_offset"], b["shape"], b["local_offset"]) for b in entry["boxes"]
+                    if numel(b["shape"]) > 0]
         if self.numel == 0:
             return []
         return [Box(self.global_offset, self.local_shape, [0] * len(self.local_shape))]
@@ -85,6 +88,12 @@ class ParamInfo:
             for o, s, g in zip(b.global_offset, b.shape, self.global_shape):
                 if o < 0 or o + s > g:
                     raise PlanError(f"{self.name}: box {b} outside global shape {self.global_shape}")
+            for o, s, n in zip(b.local_offset, b.shape, self.local_shape):
+                if o < 0 or o + s > n:
+                    raise PlanError(f"{self.name}: box {b} outside local shape {self.local_shape}")
+        if sum(numel(b.shape) for b in self.boxes) != self.numel:
+            raise PlanError(f"{self.name}: boxes hold {sum(numel(b.shape) for b in self.boxes)} "
+                            f"elements, local_shape {self.numel}")
         for l, p in zip(self.local_shape, self.padded_shape):
             if p < l:
                 raise PlanError(f"{self.name}: padded_shape {self.padded_shape} < local_shape")
