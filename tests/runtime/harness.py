@@ -138,7 +138,8 @@ def launch(python, world, spec, workdir, timeout=240):
         json.dump(spec, f)
     port = free_port()
     procs, logs, started = [], [], time.monotonic()
-    env = dict(os.environ, PYTHONPATH=ADAPTER, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    env = dict(os.environ, PYTHONPATH=ADAPTER, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
+               SHARDC_WORKER_TIMEOUT=str(timeout + 30))
     try:
         for r in range(world):
             log = open(os.path.join(workdir, f"worker-{r}.log"), "w+")

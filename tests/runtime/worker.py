@@ -17,9 +17,30 @@ import datetime
 import json
 import os
 import sys
+import threading
 import time
 
 T0 = time.monotonic()
+
+
+def watchdog(limit):
+    """Exit when the launcher dies (so no worker outlives a killed test) or after
+    `limit` seconds, whatever the main thread is blocked in."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            if os.getppid() != parent or time.monotonic() - T0 > limit:
+                print(f"worker: {'launcher gone' if os.getppid() != parent else 'time limit'}, "
+                      "exiting", flush=True)
+                os._exit(3)
+            time.sleep(0.5)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+# Started before torch is imported (seconds on a busy machine): a worker whose
+# launcher was killed exits even while still importing.
+watchdog(float(os.environ.get("SHARDC_WORKER_TIMEOUT", "330")))
 
 import numpy as np
 import torch
