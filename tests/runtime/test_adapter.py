@@ -242,6 +242,18 @@ def test_plan(shardc, work, case):
               f"local_tensors {name}: {t.dtype} {list(t.shape)}")
         if p.alias_of:
             check(t is ts[p.alias_of], f"local_tensors alias {name}")
+    ts = sr.local_tensors(ranks[0], ckpt, requires_grad=True, aliases=False)
+    for name, p in ranks[0].params.items():
+        if p.alias_of:
+            check(name not in ts, f"local_tensors(aliases=False) leaves out {name}")
+            continue
+        t = ts[name]
+        check(t.requires_grad == (p.requires_grad and t.is_floating_point()),
+              f"local_tensors requires_grad {name}")
+        check(t.detach().numpy().tobytes() == np.ascontiguousarray(loaded[0].padded(name)).tobytes()
+              if str(t.dtype) != "torch.bfloat16" else
+              t.detach().view(torch.int16).numpy().tobytes() == loaded[0].padded(name).tobytes(),
+              f"local_tensors values {name}")
     print(f"{case}: {out.world_size} ranks, {nf} fsdp2 and {nm} muon param checks")
     return outdir
 
@@ -269,8 +281,9 @@ def main():
     if os.path.realpath(python) != os.path.realpath(sys.executable):
         os.environ["SHARDC_RUNTIME_PYTHON_OK"] = "1"
         os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
-    global harness, np, sr, st, rs, fsdp2, muon
+    global harness, np, sr, st, rs, fsdp2, muon, torch
     import harness
+    import torch
     import numpy as np
     import shardc_runtime as sr
     from shardc_runtime import fsdp2, muon

@@ -50,12 +50,13 @@ class ParamInfo:
     (FSDP2 allocation; pad at the end of the FSDP dim), alias_of (shares the
     source's storage on this rank), tied_copy_of (own copy of a tie source that
     sits on another stage), stacked_from (source FQNs of a stacked expert param,
-    from plan.json, else None), boxes (list of `Box`; one for an ordinary param,
+    from plan.json, else None), requires_grad (plan.json; True without a plan), boxes (list of `Box`; one for an ordinary param,
     none for an empty shard).
     """
 
-    def __init__(self, entry, stacked_from=None):
+    def __init__(self, entry, stacked_from=None, requires_grad=True):
         self.name = entry["name"]
+        self.requires_grad = requires_grad
         self.dtype = entry["dtype"]
         self.stage = entry.get("stage", 0)
         self.global_shape = list(entry["global_shape"])
@@ -237,14 +238,16 @@ class RankFile:
         self.path, self.doc = path, doc
         self.rank, self.world_size = doc["rank"], doc.get("world_size")
         self.stage, self.coords = doc.get("stage", 0), doc["coords"]
-        stacked = {}
+        stacked, grads = {}, {}
         if plan is not None:
+            grads = {p["name"]: p.get("requires_grad", True) for p in plan["params"]}
             for p in plan["params"]:
                 sf = p.get("stacked_from")
                 if sf:  # {count, first, last, sources} (older plans: a plain list)
                     stacked[p["name"]] = sf["sources"] if isinstance(sf, dict) else list(sf)
         order = [p["name"] for p in doc["params"]]
-        self.params = {p["name"]: ParamInfo(p, stacked.get(p["name"])) for p in doc["params"]}
+        self.params = {p["name"]: ParamInfo(p, stacked.get(p["name"]), grads.get(p["name"], True))
+                       for p in doc["params"]}
         for p in self.params.values():
             if p.alias_of is not None and p.alias_of not in self.params:
                 raise PlanError(f"{p.name}: alias of {p.alias_of}, which this rank does not hold")

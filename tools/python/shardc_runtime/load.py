@@ -85,13 +85,16 @@ def load_rank(rank_file, checkpoint):
     return LoadedRank(rank_file, arrays, ckpt.bytes_read - before)
 
 
-def local_tensors(rank_file, checkpoint=None, padded=True, requires_grad=False):
+def local_tensors(rank_file, checkpoint=None, padded=True, requires_grad=False, aliases=True):
     """{name: torch tensor} of a rank's shards, the real dtypes (float8 as int8
     views on a torch without float8). With a checkpoint the values are loaded,
     else zeros; padded=True gives FSDP2 `padded_shape` tensors (what FSDP2
-    allocates), else `local_shape` views. Aliases share their source's tensor.
-    Floating tensors get `requires_grad`. Meant for memory measurements (e.g.
-    optimizer state of exactly what a rank holds) and start-up code."""
+    allocates), else `local_shape` tensors. Aliases map to their source's tensor
+    object (aliases=False leaves them out, e.g. to hand each storage to an
+    optimizer once). requires_grad=True marks the floating tensors whose plan
+    param has requires_grad. Meant for memory measurements (optimizer state of
+    exactly what a rank holds: `torch.optim.AdamW(local_tensors(me,
+    requires_grad=True, aliases=False).values())`) and start-up code."""
     import torch
 
     if checkpoint is not None:
@@ -106,11 +109,12 @@ def local_tensors(rank_file, checkpoint=None, padded=True, requires_grad=False):
     for p in rank_file.params.values():
         if p.alias_of is not None:
             continue
-        t = dtypes.to_torch(get(p.name), p.dtype)
-        if requires_grad and t.is_floating_point():
+        t = dtypes.to_torch(np.ascontiguousarray(get(p.name)), p.dtype)
+        if requires_grad and p.requires_grad and t.is_floating_point():
             t.requires_grad_(True)
         out[p.name] = t
-    for p in rank_file.params.values():
-        if p.alias_of is not None:
-            out[p.name] = out[p.alias_of]
+    if aliases:
+        for p in rank_file.params.values():
+            if p.alias_of is not None:
+                out[p.name] = out[p.alias_of]
     return out
