@@ -130,7 +130,33 @@ def test_reshard(shardc, python, work):
         tasks.append({"kind": "reshard", "name": f"{case}{' '.join([''] + extra)}", "a": a, "b": b,
                       "listing": listing, "ckpt": ckpt,
                       "require_manifest": os.path.exists(os.path.join(a, "manifest.json"))})
-    return run(python, 8, tasks, work, "reshard")
+    bad = perturb_listing(tasks[0], os.path.join(work, "perturbed.reshard.json"))
+    tasks.append(dict(tasks[0], name=tasks[0]["name"] + " (perturbed listing)", listing=bad,
+                      expect_mismatch=True))
+    ok, text = run(python, 8, tasks, work, "reshard")
+    return ok and "EXPECTED: " in text, text
+
+
+def perturb_listing(task, path):
+    """A copy of the task's listing with one moved box read one row off in its
+    source (same size, other bytes): the transfers then deliver wrong data,
+    which the destination must catch."""
+    listing = json.load(open(task["listing"]))
+    src_shapes = {}
+    for r in range(json.load(open(os.path.join(task["a"], "plan.json")))["world_size"]):
+        width = len(str(json.load(open(os.path.join(task["a"], "plan.json")))["world_size"] - 1))
+        doc = json.load(open(os.path.join(task["a"], "ranks", f"rank-{r:0{width}d}.json")))
+        src_shapes[r] = {p["name"]: p["local_shape"] for p in doc["params"]}
+    for dst in listing["ranks"]:
+        for p in dst["params"]:
+            for rd in p["reads"]:
+                local = src_shapes[rd["src"]][p["name"]]
+                if rd["src"] != dst["rank"] and rd["src_offset"][0] + rd["shape"][0] < local[0]:
+                    rd["src_offset"][0] += 1
+                    with open(path, "w") as f:
+                        json.dump(listing, f)
+                    return path
+    raise RuntimeError("no read of the listing can be shifted by a row")
 
 
 TESTS = {"plans": test_plans, "features": test_features, "negative": test_negative,

@@ -306,6 +306,14 @@ def main():
             run_plan(task, args.rank, args.world, groups)
         else:
             run_reshard(task, args.rank, args.world)
+        if task.get("expect_mismatch"):  # a broken input: some rank must catch it
+            caught = [None] * args.world
+            dist.all_gather_object(caught, len(FAILURES) - n)
+            del FAILURES[n:]
+            if sum(caught) == 0:
+                fail(f"{task['name']}: the broken input was not caught by any rank")
+            elif args.rank == 0:
+                print(f"EXPECTED: {task['name']}: caught by {sum(c > 0 for c in caught)} rank(s)")
         print(f"rank {args.rank}: {task['kind']} {task['name']}: "
               f"{'ok' if len(FAILURES) == n else 'FAILED'} ({time.monotonic() - start:.1f} s)",
               flush=True)
