@@ -12,6 +12,7 @@
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
 #   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
+#   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
 #   (fuzz/replay-*      the fuzz corpus replay is registered from tests/fuzz/replay.cmake)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
@@ -133,3 +134,15 @@ add_test(NAME output/safety
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_output_safety.py
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(output/safety PROPERTIES LABELS "e2e;output" TIMEOUT 300)
+
+# `shardc reshard` between plan variants (tests/data/reshard/), each listing proven against
+# both plan.json files by an independent Python reader: exact tiling by element counting,
+# the source rule, bytes and in-place fraction; plus the mismatch errors.
+set(SHARDC_RESHARD_PAIRS gpt2-tp4-to-pp2 gpt2-pp2-to-tp4 gpt2-tp4-to-fsdp3 qwen-tp2-to-fsdp3
+    qwen-fsdp3-to-tp2 mixtral-ep8-to-ep4 qwen3-ep8-to-pp2 llama8b-tp8-to-pp4 mismatch)
+foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
+  add_test(NAME reshard/${pair}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_reshard.py
+                   --shardc $<TARGET_FILE:shardc> --only ${pair})
+  set_tests_properties(reshard/${pair} PROPERTIES LABELS "e2e;reshard" TIMEOUT 600)
+endforeach()

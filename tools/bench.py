@@ -34,6 +34,10 @@ warm-up, and marks shrunk rows' targets n/a):
      1-rank mesh): whole-command time and MB/s, plus the model-parse phase from -vv.
   E  scaling: `validate` DeepSeek-V3 on 1k, 4k, 16k, 64k and 256k ranks (dp_shard and
      efsdp scaled; pp 16, tp 8, ep 64 fixed).
+  R  `shardc reshard` DeepSeek-V3 from the shipped 2,048-rank plan to 16,384 ranks and
+     back (plan.json inputs compiled untimed first; summary only), from the MODEL RECIPE
+     pairs, and with the JSON listing of one 1,024-rank stage (--quick: only the MODEL
+     RECIPE form, to 4,096 ranks).
 
 Exit status: 0 when every command ran and exited 0 (targets missed do not fail the run;
 the table says so), 1 when a command failed, 2 on usage errors.
@@ -380,6 +384,14 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
            "--no-rank-files", "--force"],
           extra=lambda r: f"plan.json {(out / 'l16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
 
+    # R: reshard DeepSeek-V3 from 2,048 (shipped plan) to 16,384 ranks, per shard class.
+    if args.quick:  # smoke: the in-memory form only, to 4,096 ranks
+        ds4k = write_recipe(tmp, DS_RECIPE, ds_sizes(4096), 4096)
+        b.add("R3", "reshard DeepSeek-V3 2,048 -> 4,096 ranks (MODEL RECIPE pairs, summary)",
+              [S, "reshard", str(ds_json), str(DS_RECIPE), str(ds_json), str(ds4k)])
+    else:
+        run_reshard_group(b, S, ds_json, ds16k, out)
+
     # C: every rank file vs writing the same bytes. Every run writes into a new directory
     # and the group's outputs are deleted only at its end: on ext4 without a journal (as on
     # the reference VM) creating inodes right after deleting thousands of files is several
@@ -484,6 +496,40 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
             base = res["median"]
             b.rows[-1]["extra"] = "1.00× (reference)"
     return b
+
+
+def run_reshard_group(b: Bench, S: str, ds_json: Path, ds16k: Path, out: Path) -> None:
+    """R: `shardc reshard` DeepSeek-V3 2,048 -> 16,384 ranks (and back), from plan.json files
+    compiled untimed first, and from the MODEL RECIPE pairs (planning in memory)."""
+    plans = {}
+    for tag, recipe in (("ds2k", DS_RECIPE), ("ds16k", ds16k)):
+        plans[tag] = out / f"reshard-{tag}"
+        proc = subprocess.run([S, "-q", "compile", str(ds_json), str(recipe), "-o", str(plans[tag]),
+                               "--no-rank-files", "--force"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            b.failed += 1
+            b.rows.append({"group": "R", "name": f"compile {tag} for reshard",
+                           "error": (proc.stderr.strip().splitlines() or ["failed"])[-1],
+                           "target": ""})
+            return
+    mb = {t: (p / "plan.json").stat().st_size / 1e6 for t, p in plans.items()}
+    listing = out / "reshard-listing.json"
+
+    def pieces(res) -> str:
+        return f"plan.json {mb['ds2k']:.1f} + {mb['ds16k']:.1f} MB"
+
+    b.add("R1", "reshard DeepSeek-V3 2,048 -> 16,384 ranks (plan.json inputs, summary)",
+          [S, "reshard", str(plans["ds2k"]), str(plans["ds16k"]), "--ranks-per-node", "8"],
+          target="≤ 10 s", check=lambda r: r["median"] <= 10.0, extra=pieces)
+    b.add("R2", "reshard DeepSeek-V3 16,384 -> 2,048 ranks (plan.json inputs, summary)",
+          [S, "reshard", str(plans["ds16k"]), str(plans["ds2k"]), "--ranks-per-node", "8"],
+          extra=pieces)
+    b.add("R3", "reshard DeepSeek-V3 2,048 -> 16,384 ranks (MODEL RECIPE pairs, summary)",
+          [S, "reshard", str(ds_json), str(DS_RECIPE), str(ds_json), str(ds16k)])
+    b.add("R4", "reshard DeepSeek-V3 2,048 -> 16,384 ranks, JSON listing of 1,024 ranks (a stage)",
+          [S, "reshard", str(plans["ds2k"]), str(plans["ds16k"]), "--ranks", "0-1023", "-o",
+           str(listing)],
+          extra=lambda r: f"listing {listing.stat().st_size / 1e6:.1f} MB")
 
 
 PER_FILE_COPY = r"""

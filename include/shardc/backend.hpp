@@ -12,6 +12,7 @@
 #include "shardc/buffers.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/plan.hpp"
+#include "shardc/reshard.hpp"
 
 namespace shardc {
 
@@ -33,6 +34,16 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
 /// File name of a rank file: "rank-" + rank zero-padded to the width of
 /// world_size - 1 + ".json".
 std::string rank_file_name(std::int64_t rank, std::int64_t world_size);
+
+/// The reshard listing (`shardc.reshard/v1`, schemas/reshard.schema.json):
+/// both plans' labels and world sizes, `ranks_per_node`, byte totals, per-rank
+/// min/median/max of destination, moved and in-place bytes, then for every
+/// rank of `ranks` (ascending, < B's world size) each B param it holds with
+/// its reads (source rank, global box, offsets in the destination's and the
+/// source's local tensors, bytes). Cost O(listed reads) after the index.
+std::string render_reshard_json(const reshard::Layout& a, const reshard::Layout& b,
+                                const reshard::Result& r, const reshard::Options& opt,
+                                const std::vector<std::int64_t>& ranks);
 
 /// Source texts by path, so text diagnostics can quote the offending line.
 using SourceMap = std::map<std::string, std::string>;

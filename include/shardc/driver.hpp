@@ -99,6 +99,18 @@ struct VerifyOptions {
   int max_mismatches = 20;  ///< mismatches listed before "... and N more"
 };
 
+/// `shardc reshard`: plan A -> plan B transfers (include/shardc/reshard.hpp).
+struct ReshardOptions {
+  /// Two plans (each an OUTDIR of `compile` or a plan.json file), or four
+  /// paths MODEL_A RECIPE_A MODEL_B RECIPE_B planned in memory.
+  std::vector<std::string> inputs;
+  std::optional<std::string> ranks;     ///< B ranks listed in the JSON; all when absent
+  std::optional<std::string> out_file;  ///< write the JSON listing here (atomically)
+  bool json = false;                    ///< print the JSON listing on stdout, not the summary
+  std::optional<std::int64_t> ranks_per_node;  ///< node = rank / N for the source choice
+  DiagFormat diag_format = DiagFormat::Text;
+};
+
 /// Each returns the process exit code. `out` receives data (tables, JSON),
 /// `err` receives diagnostics. Logs go through spdlog (set up by main).
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
@@ -110,6 +122,11 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
 ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+/// Exit 0 planned (summary and/or JSON written), 1 the plans are
+/// incompatible (E-RESHARD-* diagnostics) or a MODEL RECIPE pair is invalid,
+/// 2 usage, unreadable or malformed input.
+ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

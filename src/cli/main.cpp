@@ -154,8 +154,42 @@ void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
   });
 }
 
+void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::string& format) {
+  auto* cmd = app.add_subcommand("reshard", "List the transfers from plan A's shards to plan B's");
+  cmd->add_option("PLANS", opt.inputs,
+                  "PLAN_A PLAN_B (OUTDIRs of compile or plan.json files), or "
+                  "MODEL_A RECIPE_A MODEL_B RECIPE_B")
+      ->required()
+      ->expected(2, 4);
+  cmd->add_option("--ranks", opt.ranks, "Plan-B ranks listed in the JSON (default: all)");
+  cmd->add_option("-o,--out", opt.out_file, "Write the JSON listing to this file");
+  cmd->add_option("--format", format, "Output: summary (default) or json (listing on stdout)")
+      ->check(CLI::IsMember({"summary", "json"}));
+  cmd->add_option("--ranks-per-node", opt.ranks_per_node,
+                  "Ranks per node (node = rank / N): read from a replica on the same node first")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->footer(
+      "Each plan-B rank's shard of every param is cut into boxes, each read from one\n"
+      "plan-A rank: itself when it already holds the box, else the lowest holder on its\n"
+      "node (--ranks-per-node), else the lowest holder. Prints a summary; -o FILE or\n"
+      "--format json writes the per-rank listing (schema: shardc schema reshard).\n"
+      "Exit codes: 0 planned, 1 the plans differ (E-RESHARD-*), 2 unreadable input.\n"
+      "Example:\n  shardc reshard out/tp8/ out/tp4/ -o reshard.json --ranks 0-7");
+  cmd->callback([&] {
+    opt.json = format == "json";
+    cli.run = [&] {
+      opt.diag_format = cli.options().diag_format;
+      shardc::RealFileSystem fs;
+      return shardc::run_reshard(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
-  auto* cmd = app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan or rank");
+  auto* cmd =
+      app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan, rank or reshard");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });
@@ -188,11 +222,14 @@ int run(int argc, char** argv) {
   shardc::ExplainOptions explain;
   shardc::VerifyOptions verify;
   std::string schema;
+  shardc::ReshardOptions reshard;
+  std::string reshard_format = "summary";
   add_compile(app, cli, compile, no_rank_files);
   add_validate(app, cli);
   add_inspect(app, cli, inspect, inspect_format);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
+  add_reshard(app, cli, reshard, reshard_format);
   add_schema(app, cli, schema);
   try {
     app.parse(argc, argv);

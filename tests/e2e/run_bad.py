@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs bad-input folders (tests/bad/<name>/) through `shardc validate --format json`.
+"""Runs bad-input folders (tests/bad/<name>/) through `shardc validate --format json`
+(or `shardc reshard ... --diag-format json` when `command` is "reshard").
 
     run_bad.py --shardc BIN [--sanitizer] [--timeout S] FOLDER [FOLDER ...]
 
@@ -10,6 +11,8 @@ Each folder holds a model file, a recipe file and `expect.json`:
      "model": "model.json", "recipe": "recipe.yaml",             # optional file names
      "args": ["--strict"],                                       # optional extra arguments
      "generate": "params_1e6_json",                              # optional: built at test time
+     "inputs": ["model_a.yaml", "recipe.yaml", ...]              # reshard: its inputs; `file`
+                                                                 # may then name one of them
      "max_rss_mb": 2048}                                         # optional peak-RSS bound
 
 Checks: the exit code; every expected code is reported; when `line`/`column`/`file` are
@@ -109,16 +112,23 @@ def run_limited(cmd: list[str], timeout: float) -> tuple[int | None, str, str, f
 def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> list[str]:
     problems: list[str] = []
     expect = json.loads((folder / "expect.json").read_text(encoding="utf-8"))
-    if expect.get("command", "validate") != "validate":
-        return [f"unsupported command {expect.get('command')!r}"]
+    command = expect.get("command", "validate")
+    if command not in ("validate", "reshard"):
+        return [f"unsupported command {command!r}"]
     with tempfile.TemporaryDirectory(prefix="shardc-bad-") as tmp_name:
         tmp = Path(tmp_name)
         paths = {"model": folder / expect.get("model", "model.yaml"),
                  "recipe": folder / expect.get("recipe", "recipe.yaml")}
         if "generate" in expect:
             paths.update(generate(expect["generate"], folder, tmp, expect))
-        cmd = [shardc, "validate", str(paths["model"]), str(paths["recipe"]), "--format",
-               "json"] + expect.get("args", [])
+        if command == "validate":
+            cmd = [shardc, "validate", str(paths["model"]), str(paths["recipe"]), "--format",
+                   "json"] + expect.get("args", [])
+        else:  # reshard: `inputs` are 2 plans or MODEL_A RECIPE_A MODEL_B RECIPE_B
+            inputs = [folder / name for name in expect["inputs"]]
+            paths.update({name: folder / name for name in expect["inputs"]})
+            cmd = [shardc, "reshard"] + [str(p) for p in inputs] + [
+                "--diag-format", "json"] + expect.get("args", [])
         limit = timeout * (5 if sanitizer else 1)
         code, stdout, stderr, seconds, rss_kib = run_limited(cmd, limit)
     rss_mb = rss_kib / 1024

@@ -1,0 +1,194 @@
+// Resharding: which bytes every rank of plan B must read, and from which
+// rank of plan A, to go from holding its shards under A to holding them
+// under B (`shardc reshard PLAN_A PLAN_B`). Pure planning, no I/O
+// (src/reshard/); the driver reads the plans, the back end renders JSON.
+//
+// Model. A plan is seen as a `Layout`: per param its distinct shard classes,
+// each a box of the global tensor (global offset + shape, in elements) with
+// the replica set of ranks holding it (SPEC §6.1 `shards`). A rank that a
+// plan does not have (rank >= world_size) holds nothing in it; so do the
+// ranks of other pipeline stages. The two plans may have different world
+// sizes, meshes, degrees and pipeline splits: only boxes and rank sets
+// matter.
+//
+// Cost. Transfers are planned per shard class, never per rank pair: for
+// every param, each B class box is intersected with the A class boxes
+// (found through a per-dim index of A's boxes, brute force as a fallback),
+// giving `Piece`s whose rank sets stay progressions. Per-rank byte totals
+// are accumulated per progression (difference arrays by stride), so the
+// summary costs O(params x pieces x runs + world x distinct strides).
+// Per-rank read lists (`reads_for_rank`) are expanded only when asked for.
+//
+// Source choice. Each piece of a destination rank's box is read from exactly
+// one rank of the A class holding it: the destination itself when it holds
+// the piece under A ("in place", 0 bytes moved); else, when ranks per node
+// are known (`Options::ranks_per_node`, node = rank / N), the lowest rank of
+// that class on the destination's node; else the lowest rank of the class.
+// So the bytes read by a destination sum exactly to its local bytes.
+//
+// Aliases (tied weights). A B param that is an alias of a param on the same
+// pipeline stage shares its source's storage on every rank that holds it
+// (SPEC §5.5): it is not transferred (its reads are empty, `shares_storage`
+// is set) and its bytes are not counted. An alias on another stage than its
+// source is a separate copy and is transferred like any param. Sources are
+// matched by name: A's holders of the alias's name are its sources.
+//
+// Padding. FSDP padding (`padded_shape`) holds no data: only `local_shape`
+// elements are transferred; a runtime zero-fills the padding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardc/diagnostics.hpp"
+#include "shardc/dtype.hpp"
+#include "shardc/model.hpp"
+#include "shardc/plan.hpp"
+#include "shardc/rank_set.hpp"
+#include "shardc/readback.hpp"
+
+namespace shardc::reshard {
+
+/// A box of a tensor: `offset` and `shape` per dim, in elements.
+struct Box {
+  Shape offset;
+  Shape shape;
+  bool operator==(const Box&) const = default;
+};
+
+/// Elements in `b` (product of its shape; 1 for a 0-dim box).
+std::int64_t numel(const Box& b);
+
+/// The intersection of two boxes of the same rank (ndim); nullopt when it
+/// holds no element (any dim empty, or the ndims differ).
+std::optional<Box> intersect(const Box& a, const Box& b);
+
+/// `inner.offset - outer.offset` per dim: where `inner` starts inside
+/// `outer`'s local tensor. Precondition: same ndim.
+Shape offset_within(const Box& inner, const Box& outer);
+
+/// The intersection of two rank sets, as sorted non-interleaving
+/// progressions (each pair of runs meets in at most one progression, found
+/// by the Chinese remainder theorem). Cost O(runs(a) x runs(b)).
+std::vector<Progression> intersect_ranks(const RankSet& a, const RankSet& b);
+
+/// The rank of `holders` that destination `dst` reads from: `dst` itself
+/// when it is a holder; else the lowest holder on dst's node when
+/// `ranks_per_node` is set (node = rank / ranks_per_node); else the lowest
+/// holder. Precondition: `holders` non-empty. Cost O(runs).
+std::int64_t choose_source(const RankSet& holders, std::int64_t dst,
+                           std::optional<std::int64_t> ranks_per_node);
+
+/// One distinct shard of a param and its replica set. An empty shard (some
+/// extent 0) has a box with numel 0 and is never a source.
+struct ShardClassBox {
+  Box box;
+  RankSet ranks;
+};
+
+struct LayoutParam {
+  std::string name;
+  DType dtype = DType::BFloat16;
+  Shape global_shape;
+  int stage = 0;
+  std::optional<std::string> alias_of;  ///< tie source's name
+  bool shares_storage = false;          ///< alias on its source's stage: never transferred
+  std::vector<ShardClassBox> classes;
+  SourceLoc loc;  ///< where the param is described (for diagnostics)
+};
+
+/// One plan as resharding sees it.
+struct Layout {
+  std::string label;  ///< file or recipe the layout came from (for messages)
+  std::int64_t world_size = 1;
+  std::vector<LayoutParam> params;  ///< plan order
+};
+
+/// A compiled plan.json (readback). `path` labels diagnostics; `text` (the
+/// file's bytes) locates each param's `"name"` for file:line:col (may be
+/// empty: lines are then 0). Every param's shard `ranks` text is parsed; a
+/// malformed one is an E-RESHARD-INPUT error and the param is left without
+/// classes.
+Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
+                             const std::string& text, DiagnosticSink& sink);
+
+/// A plan built in memory (MODEL RECIPE inputs), via `enumerate_shards`.
+/// Locations are the params' model entries.
+Layout layout_from_plan(const Plan& plan, const std::string& label);
+
+struct Options {
+  std::optional<std::int64_t> ranks_per_node;  ///< >= 1; none = no node locality
+};
+
+/// The intersection of one A class with one B class of a param.
+struct Piece {
+  Box box;                ///< global offset + shape (elements), numel > 0
+  std::size_t src_class;  ///< index into the A param's `classes`
+  std::size_t dst_class;  ///< index into the B param's `classes`
+};
+
+/// How one B param is obtained.
+struct ParamPlan {
+  std::size_t b_param = 0;                ///< index into B's params
+  std::optional<std::size_t> a_param;     ///< index into A's params (absent on error)
+  std::vector<Piece> pieces;              ///< grouped by dst_class, then A class order
+  std::vector<std::size_t> class_pieces;  ///< start of dst_class j's pieces; size classes+1
+};
+
+/// Byte totals (bytes = elements x dtype size, padding excluded).
+struct Totals {
+  std::int64_t dest_bytes = 0;      ///< bytes every B rank holds, summed over ranks
+  std::int64_t moved_bytes = 0;     ///< of those, read from another rank
+  std::int64_t in_place_bytes = 0;  ///< of those, already held by the same rank under A
+  std::int64_t pieces = 0;          ///< class-level pieces (A class x B class intersections)
+  std::int64_t params = 0;          ///< B params transferred
+  std::int64_t shared_aliases = 0;  ///< B aliases sharing storage (not transferred)
+};
+
+struct Result {
+  std::vector<ParamPlan> params;  ///< one per B param, B order (also on error, pieces empty)
+  Totals totals;
+  std::vector<std::int64_t> dest_bytes;      ///< per B rank (size B world)
+  std::vector<std::int64_t> moved_bytes;     ///< per B rank
+  std::vector<std::int64_t> in_place_bytes;  ///< per B rank
+};
+
+/// Plans the transfers from `a` to `b`. Errors (to `sink`, located at B's
+/// param): E-RESHARD-MISMATCH when a param's global shape or dtype differ
+/// between the plans, E-RESHARD-MISSING when a B param is absent from A,
+/// E-RESHARD-COVERAGE when A's shards do not cover a piece B needs (a
+/// malformed plan). A param with an error gets no pieces; the caller stops
+/// on `sink.has_errors()`.
+Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, DiagnosticSink& sink);
+
+/// One box a destination reads.
+struct Read {
+  std::int64_t src = 0;  ///< source rank (== destination when in place)
+  Box box;               ///< global offset + shape
+  Shape dst_offset;      ///< where the box starts in the destination's local tensor
+  Shape src_offset;      ///< where it starts in the source's local tensor
+  std::int64_t bytes = 0;
+};
+
+/// What one destination rank does for one B param it holds.
+struct RankParamReads {
+  std::size_t b_param = 0;
+  std::size_t dst_class = 0;  ///< the rank's class in the B param
+  bool shares_storage = false;
+  std::vector<Read> reads;  ///< tile the local box exactly once (empty when sharing or empty)
+};
+
+/// Calls `fn(rank, reads)` for every rank of `ranks` (ascending, each <
+/// B's world size) with every B param the rank holds, in B order, and its
+/// reads. Finding the ranks' classes costs, per class run, the smaller of
+/// its length and the number of requested ranks in its span; then O(reads).
+void for_each_rank_reads(
+    const Layout& a, const Layout& b, const Result& r, const std::vector<std::int64_t>& ranks,
+    const Options& opt,
+    const std::function<void(std::int64_t, const std::vector<RankParamReads>&)>& fn);
+
+}  // namespace shardc::reshard

@@ -1,0 +1,85 @@
+// Per-rank read lists: which (param, class) each requested rank holds in
+// plan B, and for each piece of its class the source rank.
+#include <algorithm>
+
+#include "shardc/reshard.hpp"
+
+namespace shardc::reshard {
+namespace {
+
+struct Held {
+  std::uint32_t param;
+  std::uint32_t cls;
+};
+
+// For every requested rank (by index in `ranks`), the B (param, class)
+// pairs it holds, in B order.
+std::vector<std::vector<Held>> index_ranks(const Layout& b,
+                                           const std::vector<std::int64_t>& ranks) {
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(b.world_size), -1);
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    pos[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
+  std::vector<std::vector<Held>> held(ranks.size());
+  const auto hold = [&](std::int64_t rank, std::size_t j, std::size_t k) {
+    const std::int32_t at = pos[static_cast<std::size_t>(rank)];
+    if (at >= 0)
+      held[static_cast<std::size_t>(at)].push_back(
+          {static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(k)});
+  };
+  for (std::size_t j = 0; j < b.params.size(); ++j) {
+    const auto& classes = b.params[j].classes;
+    for (std::size_t k = 0; k < classes.size(); ++k) {
+      for (const Progression& run : classes[k].ranks.runs()) {
+        const auto lo = std::lower_bound(ranks.begin(), ranks.end(), run.start);
+        const auto hi = std::upper_bound(lo, ranks.end(), run.last());
+        if (run.count <= hi - lo) {
+          for (std::int64_t x = run.start, n = 0; n < run.count; ++n, x += run.stride)
+            hold(x, j, k);
+        } else {
+          for (auto it = lo; it != hi; ++it)
+            if ((*it - run.start) % run.stride == 0) hold(*it, j, k);
+        }
+      }
+    }
+  }
+  return held;
+}
+
+RankParamReads reads_of(const Layout& a, const Layout& b, const Result& r, std::int64_t rank,
+                        Held h, const Options& opt) {
+  RankParamReads out;
+  out.b_param = h.param;
+  out.dst_class = h.cls;
+  const LayoutParam& pb = b.params[h.param];
+  out.shares_storage = pb.shares_storage;
+  const ParamPlan& pp = r.params[h.param];
+  if (pb.shares_storage || !pp.a_param) return out;
+  const LayoutParam& pa = a.params[*pp.a_param];
+  const Box& dst = pb.classes[h.cls].box;
+  const std::int64_t esize = element_size(pb.dtype);
+  for (std::size_t i = pp.class_pieces[h.cls]; i < pp.class_pieces[h.cls + 1]; ++i) {
+    const Piece& piece = pp.pieces[i];
+    const ShardClassBox& src = pa.classes[piece.src_class];
+    out.reads.push_back({choose_source(src.ranks, rank, opt.ranks_per_node), piece.box,
+                         offset_within(piece.box, dst), offset_within(piece.box, src.box),
+                         numel(piece.box) * esize});
+  }
+  return out;
+}
+
+}  // namespace
+
+void for_each_rank_reads(
+    const Layout& a, const Layout& b, const Result& r, const std::vector<std::int64_t>& ranks,
+    const Options& opt,
+    const std::function<void(std::int64_t, const std::vector<RankParamReads>&)>& fn) {
+  const auto held = index_ranks(b, ranks);
+  std::vector<RankParamReads> list;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    list.clear();
+    for (const Held& h : held[i]) list.push_back(reads_of(a, b, r, ranks[i], h, opt));
+    fn(ranks[i], list);
+  }
+}
+
+}  // namespace shardc::reshard

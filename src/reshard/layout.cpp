@@ -1,0 +1,108 @@
+// Layouts: a plan (compiled plan.json or an in-memory Plan) as per-param
+// shard-class boxes with replica rank sets.
+#include <unordered_map>
+
+#include "shardc/reshard.hpp"
+
+namespace shardc::reshard {
+namespace {
+
+// Finds each param's `"name":"<fqn>"` in plan.json, in file order, and turns
+// the position into line:col. A forward cursor keeps it linear.
+class NameLocator {
+ public:
+  NameLocator(const std::string& path, const std::string& text) : path_(path), text_(text) {}
+
+  SourceLoc locate(const std::string& name) {
+    if (text_.empty()) return {path_, 0, 0};
+    const std::string needle = "\"name\":\"" + name + "\"";
+    std::size_t at = text_.find(needle, cursor_);
+    if (at == std::string::npos) {
+      at = text_.find(needle);
+      if (at == std::string::npos) return {path_, 0, 0};
+      cursor_ = 0, line_ = 1, line_start_ = 0;
+    }
+    for (std::size_t i = cursor_; i < at; ++i)
+      if (text_[i] == '\n') ++line_, line_start_ = i + 1;
+    cursor_ = at;
+    return {path_, line_, static_cast<int>(at - line_start_) + 1};
+  }
+
+ private:
+  const std::string& path_;
+  const std::string& text_;
+  std::size_t cursor_ = 0;
+  int line_ = 1;
+  std::size_t line_start_ = 0;
+};
+
+// Marks aliases that share storage: same stage as their source.
+void mark_shared(Layout& l) {
+  std::unordered_map<std::string, int> stage;
+  for (const auto& p : l.params) stage.emplace(p.name, p.stage);
+  for (auto& p : l.params) {
+    if (!p.alias_of) continue;
+    const auto it = stage.find(*p.alias_of);
+    p.shares_storage = it != stage.end() && it->second == p.stage;
+  }
+}
+
+}  // namespace
+
+Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
+                             const std::string& text, DiagnosticSink& sink) {
+  Layout l;
+  l.label = path;
+  l.world_size = plan.world_size;
+  l.params.reserve(plan.params.size());
+  NameLocator where(path, text);
+  for (const auto& pp : plan.params) {
+    LayoutParam p;
+    p.name = pp.name;
+    p.dtype = pp.dtype;
+    p.global_shape = pp.global_shape;
+    p.stage = pp.stage;
+    p.alias_of = pp.alias_of;
+    p.loc = where.locate(pp.name);
+    for (const auto& s : pp.shards) {
+      std::string error;
+      auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
+      if (!ranks || s.local_shape.size() != pp.global_shape.size() ||
+          s.global_offset.size() != pp.global_shape.size()) {
+        sink.error("E-RESHARD-INPUT", p.loc,
+                   "param '" + pp.name + "': malformed shard (ranks '" + s.ranks +
+                       "'): " + (ranks ? "shape or offset rank differs from the param's" : error),
+                   "recompile the plan with shardc compile; plan.json must not be edited by hand");
+        p.classes.clear();
+        break;
+      }
+      p.classes.push_back({Box{s.global_offset, s.local_shape}, std::move(*ranks)});
+    }
+    l.params.push_back(std::move(p));
+  }
+  mark_shared(l);
+  return l;
+}
+
+Layout layout_from_plan(const Plan& plan, const std::string& label) {
+  Layout l;
+  l.label = label;
+  l.world_size = plan.world_size;
+  l.params.reserve(plan.params.size());
+  for (const auto& pp : plan.params) {
+    LayoutParam p;
+    p.name = pp.name;
+    p.dtype = pp.dtype;
+    p.global_shape = pp.global_shape;
+    p.stage = pp.stage;
+    if (pp.alias_of) p.alias_of = plan.params[*pp.alias_of].name;
+    p.loc = pp.loc;
+    for (auto& c : enumerate_shards(plan, pp))
+      p.classes.push_back({Box{c.geom.global_offset, c.geom.local_shape}, std::move(c.ranks)});
+    l.params.push_back(std::move(p));
+  }
+  mark_shared(l);
+  return l;
+}
+
+}  // namespace shardc::reshard

@@ -1,0 +1,151 @@
+// plan_reshard: per param, B class boxes intersected with A class boxes,
+// checked for exact coverage; per-rank byte totals per progression.
+#include <unordered_map>
+
+#include "reshard/accumulate.hpp"
+#include "reshard/box_index.hpp"
+#include "shardc/reshard.hpp"
+
+namespace shardc::reshard {
+namespace {
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+struct Accumulators {
+  RankAccumulator dest;
+  RankAccumulator in_place;
+};
+
+// Checks that A's param can feed B's: same global shape and dtype.
+bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, const Layout& b,
+                DiagnosticSink& sink) {
+  if (pa.global_shape == pb.global_shape && pa.dtype == pb.dtype) return true;
+  Diagnostic d;
+  d.code = "E-RESHARD-MISMATCH";
+  d.loc = pb.loc;
+  d.param = pb.name;
+  d.message = "param '" + pb.name + "' differs between the plans: " + shape_text(pa.global_shape) +
+              " " + std::string(dtype_name(pa.dtype)) + " in plan A (" + a.label + ") but " +
+              shape_text(pb.global_shape) + " " + std::string(dtype_name(pb.dtype)) +
+              " in plan B (" + b.label + ")";
+  d.hint =
+      "resharding moves bytes, it does not reshape or convert: compile both plans from the same "
+      "model description (same vocab padding, expert count and dtypes)";
+  sink.report(std::move(d));
+  return false;
+}
+
+// The pieces of one B class (appended to `pp.pieces`); false when A's
+// classes do not tile the B box exactly.
+bool cut_class(const BoxIndex& index, const Box& want, std::size_t k, ParamPlan& pp) {
+  const std::size_t first = pp.pieces.size();
+  std::int64_t covered = 0;
+  const auto add = [&](std::size_t i, const Box& m) {
+    covered += numel(m);
+    pp.pieces.push_back({m, i, k});
+  };
+  index.for_each_meeting(want, add);
+  if (covered == numel(want)) return true;
+  if (!index.is_grid()) return false;
+  pp.pieces.resize(first);
+  covered = 0;
+  index.for_each_meeting_brute(want, add);
+  return covered == numel(want);
+}
+
+void report_coverage(const LayoutParam& pb, const Box& want, const Layout& a,
+                     DiagnosticSink& sink) {
+  Diagnostic d;
+  d.code = "E-RESHARD-COVERAGE";
+  d.loc = pb.loc;
+  d.param = pb.name;
+  d.message = "the shards of '" + pb.name + "' in plan A (" + a.label + ")" +
+              " do not tile the box at offset " + shape_text(want.offset) + " shape " +
+              shape_text(want.shape) + " exactly once";
+  d.hint = "plan A is not a shardc plan or was edited: recompile it with shardc compile";
+  sink.report(std::move(d));
+}
+
+// Pieces and per-rank bytes of one B param sourced from A's `pa`.
+void plan_param(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, ParamPlan& pp,
+                Accumulators& acc, DiagnosticSink& sink) {
+  const BoxIndex index(pa.classes);
+  const std::int64_t esize = element_size(pb.dtype);
+  for (std::size_t k = 0; k < pb.classes.size(); ++k) {
+    pp.class_pieces.push_back(pp.pieces.size());
+    const ShardClassBox& c = pb.classes[k];
+    if (numel(c.box) == 0) continue;
+    const std::size_t first = pp.pieces.size();
+    if (!cut_class(index, c.box, k, pp)) {
+      report_coverage(pb, c.box, a, sink);
+      pp.pieces.clear();
+      pp.class_pieces.clear();
+      return;
+    }
+    acc.dest.add(c.ranks, numel(c.box) * esize);
+    for (std::size_t i = first; i < pp.pieces.size(); ++i) {
+      const Piece& piece = pp.pieces[i];
+      for (const auto& run : intersect_ranks(pa.classes[piece.src_class].ranks, c.ranks))
+        acc.in_place.add(run, numel(piece.box) * esize);
+    }
+  }
+  pp.class_pieces.push_back(pp.pieces.size());
+}
+
+void report_missing(const LayoutParam& pb, const Layout& a, DiagnosticSink& sink) {
+  Diagnostic d;
+  d.code = "E-RESHARD-MISSING";
+  d.loc = pb.loc;
+  d.param = pb.name;
+  d.message = "param '" + pb.name + "' of plan B is not in plan A (" + a.label + ")";
+  d.hint = "both plans must be compiled from the same model description";
+  sink.report(std::move(d));
+}
+
+}  // namespace
+
+Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, DiagnosticSink& sink) {
+  (void)opt;  // the source choice happens at expansion; totals do not depend on it
+  std::unordered_map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < a.params.size(); ++i) by_name.emplace(a.params[i].name, i);
+  Accumulators acc{RankAccumulator(b.world_size), RankAccumulator(b.world_size)};
+  Result r;
+  r.params.reserve(b.params.size());
+  for (std::size_t j = 0; j < b.params.size(); ++j) {
+    const LayoutParam& pb = b.params[j];
+    ParamPlan pp;
+    pp.b_param = j;
+    const auto it = by_name.find(pb.name);
+    if (it == by_name.end()) {
+      report_missing(pb, a, sink);
+    } else if (compatible(a.params[it->second], pb, a, b, sink)) {
+      pp.a_param = it->second;
+      if (pb.shares_storage) {
+        ++r.totals.shared_aliases;
+        pp.class_pieces.assign(pb.classes.size() + 1, 0);
+      } else {
+        plan_param(a.params[it->second], pb, a, pp, acc, sink);
+        ++r.totals.params;
+        r.totals.pieces += static_cast<std::int64_t>(pp.pieces.size());
+      }
+    }
+    if (pp.class_pieces.empty()) pp.class_pieces.assign(pb.classes.size() + 1, 0);
+    r.params.push_back(std::move(pp));
+  }
+  r.dest_bytes = acc.dest.finish();
+  r.in_place_bytes = acc.in_place.finish();
+  r.moved_bytes.resize(r.dest_bytes.size());
+  for (std::size_t i = 0; i < r.dest_bytes.size(); ++i) {
+    r.moved_bytes[i] = r.dest_bytes[i] - r.in_place_bytes[i];
+    r.totals.dest_bytes += r.dest_bytes[i];
+    r.totals.in_place_bytes += r.in_place_bytes[i];
+    r.totals.moved_bytes += r.moved_bytes[i];
+  }
+  return r;
+}
+
+}  // namespace shardc::reshard

@@ -1,0 +1,166 @@
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "shardc/reshard.hpp"
+
+using namespace shardc;
+using namespace shardc::reshard;
+
+namespace {
+
+RankSet ranks(std::vector<std::int64_t> r) { return RankSet::from_sorted(r); }
+
+// A [rows, cols] float32 param split on dim `dim` into `parts` (chunk), part
+// k held by `holders[k]`.
+LayoutParam split(const std::string& name, Shape shape, int dim,
+                  const std::vector<std::vector<std::int64_t>>& holders) {
+  LayoutParam p;
+  p.name = name;
+  p.dtype = DType::Float32;
+  p.global_shape = shape;
+  const auto parts = static_cast<std::int64_t>(holders.size());
+  const std::int64_t len = shape[static_cast<std::size_t>(dim)];
+  const std::int64_t chunk = (len + parts - 1) / parts;
+  for (std::int64_t k = 0; k < parts; ++k) {
+    Box b{Shape(shape.size(), 0), shape};
+    const std::int64_t start = std::min(len, k * chunk);
+    b.offset[static_cast<std::size_t>(dim)] = start;
+    b.shape[static_cast<std::size_t>(dim)] = std::min(len, start + chunk) - start;
+    p.classes.push_back({b, ranks(holders[static_cast<std::size_t>(k)])});
+  }
+  return p;
+}
+
+Layout layout(std::int64_t world, std::vector<LayoutParam> params) {
+  Layout l;
+  l.label = "plan";
+  l.world_size = world;
+  l.params = std::move(params);
+  return l;
+}
+
+// Every listed rank's reads, by (rank, param name).
+std::map<std::pair<std::int64_t, std::string>, RankParamReads> listing(const Layout& a,
+                                                                       const Layout& b,
+                                                                       const Result& r,
+                                                                       const Options& opt) {
+  std::vector<std::int64_t> all;
+  for (std::int64_t i = 0; i < b.world_size; ++i) all.push_back(i);
+  std::map<std::pair<std::int64_t, std::string>, RankParamReads> out;
+  for_each_rank_reads(a, b, r, all, opt, [&](std::int64_t rank, const auto& list) {
+    for (const auto& rp : list) out[{rank, b.params[rp.b_param].name}] = rp;
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("row split on 2 ranks to column split on 4 ranks: pieces, bytes, in place") {
+  // A: w[8, 6] rows 0-3 on rank 0, rows 4-7 on rank 1 (world 2).
+  // B: columns in 4 chunks of 2, 2, 2, 0 on ranks 0-3 (world 4): rank 3 empty.
+  const Layout a = layout(2, {split("w", {8, 6}, 0, {{0}, {1}})});
+  const Layout b = layout(4, {split("w", {8, 6}, 1, {{0}, {1}, {2}, {3}})});
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(r.totals.pieces == 6);  // 3 non-empty B classes x 2 A classes
+  CHECK(r.dest_bytes == std::vector<std::int64_t>{64, 64, 64, 0});
+  // Rank 0 already holds rows 0-3 of its columns 0-1; rank 1 rows 4-7 of columns 2-3.
+  CHECK(r.in_place_bytes == std::vector<std::int64_t>{32, 32, 0, 0});
+  CHECK(r.moved_bytes == std::vector<std::int64_t>{32, 32, 64, 0});
+  CHECK(r.totals.moved_bytes == 128);
+  const auto l = listing(a, b, r, {});
+  const auto& r2 = l.at({2, "w"}).reads;
+  REQUIRE(r2.size() == 2);
+  CHECK(r2[0].src == 0);
+  CHECK(r2[0].box == Box{{0, 4}, {4, 2}});
+  CHECK(r2[0].dst_offset == Shape{0, 0});
+  CHECK(r2[0].src_offset == Shape{0, 4});
+  CHECK(r2[1].src == 1);
+  CHECK(r2[1].dst_offset == Shape{4, 0});
+  CHECK(r2[1].src_offset == Shape{0, 4});
+  CHECK(l.at({3, "w"}).reads.empty());  // empty shard: held, nothing to read
+}
+
+TEST_CASE("replicas: each box is read once, from self, the same node or the lowest rank") {
+  // A: replicated on ranks 4-7 (world 8). B: 2-way row split, each half on 4 ranks.
+  const Layout a = layout(8, {split("w", {4, 4}, 0, {{4, 5, 6, 7}})});
+  const Layout b = layout(8, {split("w", {4, 4}, 0, {{0, 2, 4, 6}, {1, 3, 5, 7}})});
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(r.in_place_bytes == std::vector<std::int64_t>{0, 0, 0, 0, 32, 32, 32, 32});
+  const auto lowest = listing(a, b, r, {});
+  CHECK(lowest.at({2, "w"}).reads.at(0).src == 4);
+  CHECK(lowest.at({6, "w"}).reads.at(0).src == 6);
+  const auto nodes = listing(a, b, r, Options{2});  // nodes {0,1} {2,3} {4,5} {6,7}
+  CHECK(nodes.at({2, "w"}).reads.at(0).src == 4);   // no holder on node 1
+  CHECK(nodes.at({5, "w"}).reads.at(0).src == 5);
+  for (const auto& [key, rp] : nodes) {
+    std::int64_t bytes = 0;
+    for (const auto& rd : rp.reads) bytes += rd.bytes;
+    CHECK(bytes == r.dest_bytes[static_cast<std::size_t>(key.first)]);
+  }
+}
+
+TEST_CASE("a smaller target world: ranks beyond it only send") {
+  const Layout a = layout(4, {split("w", {8}, 0, {{0}, {1}, {2}, {3}})});
+  const Layout b = layout(2, {split("w", {8}, 0, {{0}, {1}})});
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(r.dest_bytes == std::vector<std::int64_t>{16, 16});
+  CHECK(r.in_place_bytes == std::vector<std::int64_t>{8, 0});
+  const auto l = listing(a, b, r, {});
+  REQUIRE(l.at({1, "w"}).reads.size() == 2);
+  CHECK(l.at({1, "w"}).reads[0].src == 2);
+  CHECK(l.at({1, "w"}).reads[1].src == 3);
+}
+
+TEST_CASE("shape or dtype differences and missing params are errors at plan B's param") {
+  const Layout a = layout(2, {split("w", {8, 6}, 0, {{0}, {1}}), split("v", {4}, 0, {{0, 1}})});
+  Layout b = layout(2, {split("w", {8, 7}, 0, {{0}, {1}}), split("v", {4}, 0, {{0, 1}}),
+                        split("u", {4}, 0, {{0, 1}})});
+  b.params[1].dtype = DType::BFloat16;
+  b.params[0].loc = {"b.json", 12, 5};
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  CHECK(sink.error_count() == 3);
+  REQUIRE(sink.items().size() == 3);
+  CHECK(sink.items()[0].code == "E-RESHARD-MISMATCH");
+  CHECK(sink.items()[0].loc.line == 12);
+  CHECK(sink.items()[0].message.find("[8, 6] float32") != std::string::npos);
+  CHECK(sink.items()[1].code == "E-RESHARD-MISMATCH");
+  CHECK(sink.items()[2].code == "E-RESHARD-MISSING");
+  CHECK_FALSE(sink.items()[2].hint.empty());
+  CHECK(r.params[0].pieces.empty());
+}
+
+TEST_CASE("A shards that do not tile B's box are a coverage error") {
+  Layout a = layout(2, {split("w", {8}, 0, {{0}, {1}})});
+  a.params[0].classes.pop_back();  // rows 4-7 held by nobody
+  const Layout b = layout(2, {split("w", {8}, 0, {{0, 1}})});
+  DiagnosticSink sink;
+  plan_reshard(a, b, {}, sink);
+  REQUIRE(sink.has_errors());
+  CHECK(sink.items()[0].code == "E-RESHARD-COVERAGE");
+}
+
+TEST_CASE("a tied alias on its source's stage shares storage: not transferred") {
+  const Layout a =
+      layout(2, {split("emb", {4, 2}, 0, {{0}, {1}}), split("head", {4, 2}, 0, {{0}, {1}})});
+  Layout b = layout(2, {split("emb", {4, 2}, 1, {{0}, {1}}), split("head", {4, 2}, 1, {{0}, {1}})});
+  b.params[1].alias_of = "emb";
+  b.params[1].shares_storage = true;
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(r.totals.shared_aliases == 1);
+  CHECK(r.totals.params == 1);
+  CHECK(r.dest_bytes == std::vector<std::int64_t>{16, 16});  // emb only
+  const auto l = listing(a, b, r, {});
+  CHECK(l.at({0, "head"}).shares_storage);
+  CHECK(l.at({0, "head"}).reads.empty());
+  CHECK(l.at({0, "emb"}).reads.size() == 2);
+}
