@@ -107,7 +107,8 @@ void print_summary(const reshard::Layout& a, const reshard::Layout& b, const res
   if (opt.ranks_per_node) out << ", " << *opt.ranks_per_node << " ranks per node";
   out << "\n";
   out << "params: " << t.params << " transferred";
-  if (t.shared_aliases) out << ", " << t.shared_aliases << " tied aliases share storage";
+  if (t.shared_aliases == 1) out << ", 1 tied alias shares storage";
+  if (t.shared_aliases > 1) out << ", " << t.shared_aliases << " tied aliases share storage";
   out << "; " << t.pieces << " pieces (A shard class x B shard class), read and planned in " << time
       << " s\n";
   out << "destination bytes: " << human_bytes(t.dest_bytes) << " total; per rank "
