@@ -11,6 +11,7 @@ The multi-process proof is run_runtime.py.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -49,6 +50,14 @@ def test_safetensors(work):
         check(False, "a box leaving the tensor must be refused")
     except ValueError:
         pass
+    # a Hugging Face sharded checkpoint: two files and model.safetensors.index.json
+    st.write_file(os.path.join(work, "m-1.safetensors"), {"a": (a, "bfloat16")})
+    st.write_file(os.path.join(work, "m-2.safetensors"), {"b": (b, "float32")})
+    index = os.path.join(work, "model.safetensors.index.json")
+    with open(index, "w") as f:
+        json.dump({"metadata": {}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}, f)
+    ck2 = st.Checkpoint(index)
+    check(ck2.read_box("b", [1], [2]).tobytes() == b[1:3].tobytes(), "index.json checkpoint")
     check(rs.parse_rank_list("4-12:4,1,0-1") == [4, 8, 12, 1, 0, 1], "rank list order kept")
     check(rs.parse_rank_set("3-2043:8")[:3] == [3, 11, 19], "rank set step")
 
