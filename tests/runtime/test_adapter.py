@@ -268,6 +268,19 @@ def test_plan(shardc, work, case):
 
 
 def test_manifest(outdir, work):
+    if os.path.exists(os.path.join(outdir, "manifest.json")):
+        changed = os.path.join(work, "changed")
+        shutil.copytree(outdir, changed)
+        out = sr.OutDir(changed, require_manifest=True)
+        path = os.path.join(changed, out.rank_path(1))
+        with open(path, "a") as f:
+            f.write(" ")
+        try:
+            out.rank(1)
+            check(False, "a rank file changed after the compile must be refused")
+        except sr.PlanError as e:
+            check("changed after the compile" in str(e), f"refusal message: {e}")
+        out.rank(0)  # the unchanged files still read
     bare = os.path.join(work, "no-manifest")
     shutil.copytree(outdir, bare)
     if os.path.exists(os.path.join(bare, "manifest.json")):
