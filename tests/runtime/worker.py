@@ -118,7 +118,7 @@ def gather_shards(me, loaded, rank, world):
             boxes = []
             for b in p.boxes:  # one box, or several for a packed param
                 a = np.ascontiguousarray(box(local, b.local_offset, b.shape))
-                boxes.append((b.shape, b.global_offset, a.nbytes))
+                boxes.append((b.shape, b.global_offset, a.nbytes, b.local_offset))
                 parts.append(a.reshape(-1).view(np.uint8))
             meta[p.name] = {"local_shape": p.local_shape, "global_offset": p.global_offset,
                             "boxes": boxes}
@@ -140,7 +140,7 @@ def check_rebuild(out, ref, metas, blobs, label):
     counts = {n: np.zeros(v.shape, np.int32) for n, v in vals.items()}
     for r, m in enumerate(metas):
         pos = 0
-        for name, shape, offset, nbytes in [(n, *b) for n, x in m["meta"].items() for b in x["boxes"]]:
+        for name, shape, offset, nbytes, _ in [(n, *b) for n, x in m["meta"].items() for b in x["boxes"]]:
             piece = blobs[r][pos:pos + nbytes].view(vals[name].dtype).reshape(shape)
             pos += nbytes
             target = box(vals[name], offset, shape)
@@ -165,14 +165,24 @@ def check_fsdp2(out, me, loaded, groups, ref, metas, label):
     for unit in me.fsdp2:
         got = allgather_unit(groups, unit, me, loaded.arrays)
         for p in unit.params:
-            first = metas[unit.ranks[0]]["meta"][p.name]  # FSDP member 0 starts the TP-local piece
-            want = box(ref.get(p.name), first["global_offset"], p.unsharded_shape) \
-                if numel(p.unsharded_shape) else None
-            if want is not None and not same(got[p.name], want):
+            # the TP/EP-local tensor as FSDP2 sees it: member m's allocated piece at row
+            # m x padded rows, its real boxes (from the checkpoint) a prefix, the rest zero
+            want = np.zeros(p.unsharded_shape, ref.get(p.name).dtype)
+            d = max(p.shard_dim, 0)
+            for m, r in enumerate(unit.ranks):
+                for shape, goff, _, loff in metas[r]["meta"][p.name]["boxes"]:
+                    at = list(loff)
+                    at[d] += m * p.padded_shape[d] if p.shard_dim >= 0 else 0
+                    box(want, at, shape)[...] = box(ref.get(p.name), goff, shape)
+            first = metas[unit.ranks[0]]["meta"][p.name]
+            if len(first["boxes"]) == 1 and numel(p.unsharded_shape) == sum(
+                    numel(b[0]) for r in unit.ranks for b in metas[r]["meta"][p.name]["boxes"]):
+                # no pad rows, not packed: the TP/EP-local tensor is one box of the global
+                # tensor starting at FSDP member 0's offset (independent of the others')
+                want = box(ref.get(p.name), first["global_offset"], p.unsharded_shape)
+            if not same(got[p.name], want):
                 fail(f"{label}: fsdp2 unit {unit.name!r}: {p.name} unsharded differs from the "
                      f"TP/EP-local tensor")
-            if want is None and got[p.name].size:
-                fail(f"{label}: fsdp2 {p.name}: expected an empty unsharded tensor")
 
 
 def check_muon(out, me, loaded, groups, ref, label):
@@ -214,7 +224,7 @@ def check_dcp(out, metas, label):
         for c in md["state_dict_metadata"][p["name"]]["chunks"]:
             box(cover, c["offsets"], c["sizes"])[...] += 1
             holders = [r for r, m in enumerate(metas) if p["name"] in m["meta"] and
-                       [c["sizes"], c["offsets"]] in [[b[0], b[1]] for b in m["meta"][p["name"]]["boxes"]]]
+                       [c["sizes"], c["offsets"]] in [list(b[:2]) for b in m["meta"][p["name"]]["boxes"]]]
             if not holders or c["writer_rank"] != min(holders):
                 fail(f"{label}: dcp {p['name']} chunk {c['offsets']}: writer {c['writer_rank']}, "
                      f"holders {holders}")
