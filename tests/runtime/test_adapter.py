@@ -72,9 +72,15 @@ def simulate_fsdp2(out, ranks, loaded):
                               for u in ranks[m].fsdp2 if (u.name, u.mesh) == (unit.name, unit.mesh)])
             got = fsdp2.unpack_unit(unit, ranks[r], slots)
             for p in unit.params:
-                first = ranks[unit.ranks[0]].params[p.name]
                 ref = loaded_ref(out, p.name)
-                want = ref[tuple(slice(o, o + s) for o, s in zip(first.global_offset, p.unsharded_shape))]
+                want = np.zeros(p.unsharded_shape, ref.dtype)  # pad rows stay zero
+                d = max(p.shard_dim, 0)
+                for m, k in enumerate(unit.ranks):
+                    for b in ranks[k].params[p.name].boxes:
+                        at = list(b.local_offset)
+                        at[d] += m * p.padded_shape[d] if p.shard_dim >= 0 else 0
+                        want[tuple(slice(o, o + s) for o, s in zip(at, b.shape))] = \
+                            ref[tuple(slice(o, o + s) for o, s in zip(b.global_offset, b.shape))]
                 check(got[p.name].tobytes() == np.ascontiguousarray(want).tobytes(),
                       f"fsdp2 {out.path} rank {r} {p.name}")
                 n += 1
@@ -232,10 +238,11 @@ def test_plan(shardc, work, case):
             local = loaded[r].local(p.name)
             check(np.count_nonzero(a.view(np.uint8)) == np.count_nonzero(
                 np.ascontiguousarray(local).view(np.uint8)), f"{case} {p.name}: padding not zero")
-            if p.numel:
-                ref = loaded_ref(out, p.name)
-                want_box = ref[tuple(slice(o, o + s) for o, s in zip(p.global_offset, p.local_shape))]
-                check(np.ascontiguousarray(local).tobytes() == np.ascontiguousarray(want_box).tobytes(),
+            ref = loaded_ref(out, p.name)
+            for b in p.boxes:  # one box, or a packed param's several
+                want_box = ref[tuple(slice(o, o + s) for o, s in zip(b.global_offset, b.shape))]
+                got_box = local[tuple(slice(o, o + s) for o, s in zip(b.local_offset, b.shape))]
+                check(np.ascontiguousarray(got_box).tobytes() == np.ascontiguousarray(want_box).tobytes(),
                       f"{case} rank {r} {p.name}: loaded shard differs")
             if p.alias_of:
                 check(a is loaded[r].padded(p.alias_of), f"{case} alias {p.name} shares storage")

@@ -175,7 +175,7 @@ def check_fsdp2(out, me, loaded, groups, ref, metas, label):
                     at[d] += m * p.padded_shape[d] if p.shard_dim >= 0 else 0
                     box(want, at, shape)[...] = box(ref.get(p.name), goff, shape)
             first = metas[unit.ranks[0]]["meta"][p.name]
-            if len(first["boxes"]) == 1 and numel(p.unsharded_shape) == sum(
+            if not me.params[p.name].packed and numel(p.unsharded_shape) == sum(
                     numel(b[0]) for r in unit.ranks for b in metas[r]["meta"][p.name]["boxes"]):
                 # no pad rows, not packed: the TP/EP-local tensor is one box of the global
                 # tensor starting at FSDP member 0's offset (independent of the others')

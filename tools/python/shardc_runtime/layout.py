@@ -50,7 +50,8 @@ class ParamInfo:
     (FSDP2 allocation; pad at the end of the FSDP dim), alias_of (shares the
     source's storage on this rank), tied_copy_of (own copy of a tie source that
     sits on another stage), stacked_from (source FQNs of a stacked expert param,
-    from plan.json, else None), requires_grad (plan.json; True without a plan), boxes (list of `Box`; one for an ordinary param,
+    from plan.json, else None), requires_grad (plan.json; True without a plan),
+    packed (the rank file lists `boxes`: a fused param, several boxes per piece), boxes (list of `Box`; one for an ordinary param,
     none for an empty shard).
     """
 
@@ -66,6 +67,7 @@ class ParamInfo:
         self.alias_of = entry.get("alias_of")
         self.tied_copy_of = entry.get("tied_copy_of")
         self.stacked_from = stacked_from
+        self.packed = "boxes" in entry  # a packed (fused) param: `boxes` give its pieces
         self.numel = numel(self.local_shape)
         self.nbytes = self.numel * dtypes.element_size(self.dtype)
         self.boxes = self._boxes(entry)
