@@ -83,6 +83,12 @@ add_test(NAME schemas/cli
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(schemas/cli PROPERTIES LABELS "e2e;schemas" TIMEOUT 600)
 
+# The README's five-minute tour runs as written (validate, inspect, explain, compile, verify).
+add_test(NAME readme/tour
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_readme_tour.py
+                 --shardc $<TARGET_FILE:shardc> --readme ${PROJECT_SOURCE_DIR}/README.md)
+set_tests_properties(readme/tour PROPERTIES LABELS "e2e;readme" TIMEOUT 600)
+
 # Buffer layouts round-trip: compile + `shardc verify` (and a corrupted copy must fail)
 # on every shipped plan and every golden case whose recipe has `buffers:`.
 foreach(recipe IN LISTS SHARDC_PLAN_RECIPES)

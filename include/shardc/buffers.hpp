@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardc/plan.hpp"
@@ -189,17 +190,40 @@ struct PlannedBuffer {
 /// `plan_muon` / `plan_fsdp2` for every entry of `plan.buffers`, in order.
 std::vector<PlannedBuffer> plan_buffers(const Plan& plan);
 
+/// The ranks whose files `shardc verify` needs to check `rank`'s buffers:
+/// `rank` and the closure (`group_closure`) of every muon group and FSDP2
+/// unit it joins, sorted. `compile --with-groups` writes these too. Cost
+/// O(muon_for_rank + fsdp2_for_rank) for `rank`.
+std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                                       std::int64_t rank);
+
+/// How text output names an FSDP unit: its module prefix, or "(root)" for
+/// the root unit (whose prefix, as in rank files, is "").
+std::string fsdp2_unit_label(std::string_view name);
+
 /// "muon_allgather" / "fsdp2_allgather".
 const char* buffer_kind_name(BufferKind k);
 
 /// Per-rank buffer sizes of one layout, in BYTES: `pack` is the rank's
 /// packed input summed over every stage / unit it joins, `gathered` the
-/// all-gather outputs (pack x group size).
+/// all-gather outputs (pack x group size) summed the same way.
+///
+/// FSDP2 never holds every unit gathered at once: `gathered_peak` (FSDP2
+/// only, empty for muon) is the most it holds at one time, the largest
+/// unit plus the next one prefetched — the largest sum of two consecutive
+/// units in module order (or the largest unit when it has one). This is the
+/// one place the FSDP2 peak is computed (see `fsdp2_gathered_peak`).
 struct BufferRankBytes {
   BufferKind kind = BufferKind::MuonAllGather;
-  std::vector<std::int64_t> pack;      ///< per rank
-  std::vector<std::int64_t> gathered;  ///< per rank
+  std::vector<std::int64_t> pack;           ///< per rank, sum over stages / units
+  std::vector<std::int64_t> gathered;       ///< per rank, sum over stages / units
+  std::vector<std::int64_t> gathered_peak;  ///< per rank, FSDP2 only: unit + prefetched unit
 };
+
+/// The FSDP2 gathered peak of one rank from its units' gathered bytes in
+/// module (execution) order: max over i of units[i] + units[i+1], or the
+/// largest unit when there is only one; 0 for none.
+std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered);
 
 /// Per-rank bytes of every planned buffer without a (params x ranks) loop:
 /// each group / unit is laid out once per class of its sharding axes

@@ -74,6 +74,9 @@ struct CompileOptions {
   std::string out_dir;
   std::optional<std::string> ranks;  ///< rank set text; all ranks when absent
   bool rank_files = true;
+  /// Also write the files of every rank in the buffer groups of the
+  /// selected ranks, so `verify --ranks SET` can check them.
+  bool with_groups = false;
   bool force = false;  ///< overwrite a non-empty OUTDIR not written by shardc
   int jobs = 0;        ///< rank-file workers; 0 = one per core
 };
@@ -81,7 +84,8 @@ struct CompileOptions {
 struct InspectOptions {
   CommonOptions common;
   std::int64_t rank = 0;
-  std::optional<std::string> match;  ///< glob over FQNs
+  std::optional<std::string> match;  ///< glob over FQNs (stacked: also source expert FQNs)
+  bool summary = false;              ///< totals per kind and stage only, no table
   InspectFormat format = InspectFormat::Table;
 };
 

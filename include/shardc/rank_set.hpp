@@ -54,4 +54,14 @@ class RankSet {
   std::vector<Progression> runs_;
 };
 
+/// The ranks a hierarchical all-gather of `rank` touches: every rank reached
+/// by moving `rank` within each stage's group, i.e. `rank + sum_s (m_s - rank)`
+/// for every choice of a member `m_s` of stage `s`'s group. On a row-major
+/// mesh whose stages gather over distinct axes this is exactly the sub-mesh
+/// those axes span (a muon group's closure, an FSDP unit's group). Sorted,
+/// without duplicates, includes `rank`. Used by `compile --with-groups` and
+/// `verify` (the files a rank's buffer check needs).
+std::vector<std::int64_t> group_closure(std::int64_t rank,
+                                        const std::vector<std::vector<std::int64_t>>& stages);
+
 }  // namespace shardc

@@ -64,6 +64,9 @@ struct AxisPlacement {
 
 struct Rule {
   std::vector<Pattern> match;  ///< one or more patterns; any may match
+  /// Where each pattern of `match` is written (same length as `match`): a
+  /// list element that matches nothing is reported at its own line:col.
+  std::vector<SourceLoc> match_locs;
   std::vector<AxisPlacement> placements;
   std::optional<SplitRule> uneven;  ///< overrides the recipe default
   SourceLoc loc;
@@ -76,6 +79,7 @@ struct Rule {
 /// stacked params named by `stack`.
 struct ExpertsEntry {
   Pattern match;
+  SourceLoc match_loc;                    ///< where `match` is written
   std::string stack;                      ///< name template with `{capture}` references
   std::vector<AxisPlacement> placements;  ///< on the expert mesh
   std::optional<SplitRule> uneven;
@@ -91,7 +95,8 @@ struct TiedSpec {
 };
 
 struct PipelineSpec {
-  std::string axis;  ///< dense mesh axis, usually "pp"
+  std::string axis;    ///< dense mesh axis, usually "pp"
+  SourceLoc axis_loc;  ///< where `axis` is written (the section when defaulted)
   bool auto_stages = true;
   std::vector<std::vector<Pattern>> stages;  ///< explicit: glob list per stage
   SourceLoc loc;
@@ -103,6 +108,9 @@ struct FsdpSpec {
   std::vector<std::string> shard;         ///< dense axes, flattened row-major
   std::optional<std::string> replicate;   ///< HSDP replicate axis
   std::vector<std::string> expert_shard;  ///< expert-mesh axes for stacked experts
+  std::vector<SourceLoc> shard_locs;      ///< where each `shard` axis is written
+  SourceLoc replicate_loc;
+  std::vector<SourceLoc> expert_shard_locs;  ///< where each `expert_shard` axis is written
   int dim = 0;
   ExpertDim expert_dim = ExpertDim::Auto;
   SourceLoc loc;
@@ -121,6 +129,10 @@ struct BufferSpec {
 struct Recipe {
   std::string source_path;
   std::string sha256;
+  /// Optional `world_size:` (the intended number of ranks); when set, both
+  /// meshes' products are checked against it (E-MESH names the mesh that differs).
+  std::optional<std::int64_t> world_size;
+  SourceLoc world_size_loc;
   Mesh mesh;
   std::optional<Mesh> expert_mesh;
   SplitRule uneven = SplitRule::Chunk;
@@ -131,5 +143,10 @@ struct Recipe {
   std::optional<FsdpSpec> fsdp;
   std::vector<BufferSpec> buffers;
 };
+
+/// How messages name rule `index` (0-based) of `recipe.rules`, or of
+/// `recipe.experts` when `experts`: 1-based number and recipe line, e.g.
+/// "rule 4 (line 12)" or "experts entry 1 (line 30)".
+std::string rule_label(const Recipe& recipe, bool experts, int index);
 
 }  // namespace shardc

@@ -162,6 +162,7 @@ void write_buffer_stats(Writer& w, const std::vector<BufferRankBytes>& buffer_by
     w.line_break().begin_object().member("kind", buffer_kind_name(b.kind));
     write_rank_stats(w, "pack", b.pack);
     write_rank_stats(w, "gathered", b.gathered);
+    if (!b.gathered_peak.empty()) write_rank_stats(w, "gathered_peak", b.gathered_peak);
     w.end_object();
   }
   if (!buffer_bytes.empty()) w.line_break();

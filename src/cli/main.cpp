@@ -58,6 +58,9 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   add_inputs(*cmd, cli);
   cmd->add_option("-o,--out", opt.out_dir, "Output directory")->required();
   cmd->add_option("--ranks", opt.ranks, "Rank files to write, e.g. 0-7,16,20-23 (default: all)");
+  cmd->add_flag("--with-groups", opt.with_groups,
+                "Also write the rank files of every rank in the buffer groups of --ranks, so "
+                "`verify --ranks` can check them");
   cmd->add_flag("--no-rank-files", no_rank_files, "Write plan.json only (removes old rank files)");
   cmd->add_flag("--force", opt.force, "Write into a non-empty directory not made by shardc");
   cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
@@ -97,14 +100,23 @@ void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::stri
   auto* cmd = app.add_subcommand("inspect", "Show what one rank holds");
   add_inputs(*cmd, cli);
   cmd->add_option("--rank", opt.rank, "Global rank")->required()->check(kNonNegativeInt);
-  cmd->add_option("--match", opt.match, "Only params whose FQN matches this glob");
-  cmd->add_option("--format", format, "Output: table (default) or json (the rank file)")
-      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--match", opt.match,
+                  "Only params whose FQN (or, for stacked experts, a source expert's FQN) "
+                  "matches this glob");
+  cmd->add_flag("--summary", opt.summary, "Totals only: per kind and per stage, no table");
+  cmd->add_option("--format", format,
+                  "text (default: the table, text diagnostics), json (the rank file, JSON "
+                  "diagnostics), github (the table, GitHub annotations); table = text")
+      ->check(CLI::IsMember({"text", "table", "json", "github"}));
+  // Old spelling of the diagnostics format, kept hidden for scripts.
   cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+      ->check(CLI::IsMember({"text", "json", "github"}))
+      ->group("");
   cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
   cmd->footer("Example:\n  shardc inspect llama.yaml recipe.yaml --rank 17 --match '**.q_proj.*'");
-  cmd->callback([&] {
+  cmd->callback([&, cmd] {
+    if (cmd->count("--diag-format") == 0 && (format == "json" || format == "github"))
+      cli.diag_format = format;
     opt.common = cli.options();
     opt.format = format == "json" ? shardc::InspectFormat::Json : shardc::InspectFormat::Table;
     cli.run = [&] {

@@ -35,6 +35,23 @@ std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& op
   return set->expand();
 }
 
+// --with-groups: the ranks of every buffer group of the selected ranks.
+void add_group_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                     std::vector<std::int64_t>& ranks, std::ostream& out) {
+  if (static_cast<std::int64_t>(ranks.size()) == plan.world_size) return;
+  std::vector<std::int64_t> all = ranks;
+  for (const std::int64_t r : ranks) {
+    const auto peers = buffer_peers(plan, buffers, r);
+    all.insert(all.end(), peers.begin(), peers.end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  out << "--with-groups: " << all.size() - ranks.size()
+      << " rank(s) added so every buffer group of the selected ranks is complete: --ranks "
+      << RankSet::from_sorted(all).to_string() << "\n";
+  ranks = std::move(all);
+}
+
 std::int64_t lower_median(std::vector<std::int64_t> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -99,11 +116,12 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
   const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;
-  const auto ranks = selected_ranks(opt, plan, err);
+  auto ranks = selected_ranks(opt, plan, err);
   if (!ranks) return ExitCode::Usage;
   if (!driver::prepare_out_dir(opt.out_dir, opt.force, fs, err)) return ExitCode::Usage;
   const RankBytes bytes = rank_bytes(plan);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);  // once, shared by the writers
+  if (opt.with_groups) add_group_ranks(plan, buffers, *ranks, out);
   const auto buffer_bytes = buffer_rank_bytes(plan, buffers);
   if (!write_plan(plan, bytes, buffer_bytes, opt.out_dir, fs, err)) return ExitCode::Usage;
   if (!write_ranks(plan, buffers, *ranks, opt, fs, err)) return ExitCode::Usage;

@@ -35,8 +35,8 @@ std::string rule_text(const PlannedParam& p, const Recipe& recipe) {
   SourceLoc loc;
   if (experts && i < recipe.experts.size()) loc = recipe.experts[i].loc;
   if (!experts && i < recipe.rules.size()) loc = recipe.rules[i].loc;
-  return std::string(experts ? "experts[" : "rules[") + std::to_string(p.rule.index) +
-         "] match \"" + p.rule.match + "\"" + loc_text(loc);
+  return rule_label(recipe, experts, p.rule.index) + ", match \"" + p.rule.match + "\"" +
+         loc_text(loc);
 }
 
 void print_placements(const Plan& plan, const PlannedParam& p, std::ostream& out) {
@@ -137,8 +137,33 @@ void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {
   out << table.render();
 }
 
+// Explaining a source expert: only the shards holding rows of expert `e`
+// (dim 0 of the stacked param), the row each holds it at, and their ranks.
+void print_expert_shards(const Plan& plan, const PlannedParam& p, std::int64_t e,
+                         std::ostream& out) {
+  driver::TextTable table(
+      {"    ranks", "local row", "piece of the expert", "global offset", "local shape"});
+  RankSet holders;
+  std::int64_t classes = 0;
+  for (const ShardClass& c : enumerate_shards(plan, p)) {
+    const Shape& local = c.geom.local_shape;
+    const Shape& off = c.geom.global_offset;
+    if (local.empty() || local[0] == 0 || e < off[0] || e >= off[0] + local[0]) continue;
+    Shape piece(local.begin() + 1, local.end());
+    Shape piece_off(off.begin() + 1, off.end());
+    table.add_row({"    " + c.ranks.to_string(), std::to_string(e - off[0]),
+                   shape_text(piece) + " at " + shape_text(piece_off), shape_text(off),
+                   shape_text(local)});
+    holders = holders.unite(c.ranks);
+    ++classes;
+  }
+  out << "  expert " << e << " is held by " << holders.size() << " ranks (" << holders.to_string()
+      << "), in " << classes << " distinct shards:\n";
+  out << table.render();
+}
+
 void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedParam& p,
-                       std::ostream& out) {
+                       std::int64_t expert, std::ostream& out) {
   out << p.name << "\n";
   field(out, "dtype", std::string(dtype_name(p.dtype)));
   field(out, "global shape", shape_text(p.global_shape));
@@ -152,19 +177,26 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedPara
   field(out, "alias", alias_text(plan, p));
   print_stacked(plan, p, out);
   print_fsdp(p, out);
-  print_shards(plan, p, out);
+  if (expert >= 0) {
+    print_expert_shards(plan, p, expert, out);
+  } else {
+    print_shards(plan, p, out);
+  }
 }
 
-// The planned param named `fqn`, or the stacked param that absorbed it.
-const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::ostream& out) {
+// The planned param named `fqn`, or the stacked param that absorbed it
+// (`expert` set to its index there).
+const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::int64_t& expert,
+                               std::ostream& out) {
   for (const auto& p : plan.params) {
     if (p.name == fqn) return &p;
   }
   for (const auto& p : plan.params) {
     const auto it = std::find(p.stacked_from.begin(), p.stacked_from.end(), fqn);
     if (it == p.stacked_from.end()) continue;
-    out << fqn << " is expert " << (it - p.stacked_from.begin()) << " of stacked param " << p.name
-        << "\n\n";
+    expert = it - p.stacked_from.begin();
+    out << fqn << " is expert " << expert << " of stacked param " << p.name << " (row " << expert
+        << " of dim 0)\n\n";
     return &p;
   }
   return nullptr;
@@ -193,12 +225,13 @@ ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& ou
   driver::Session s;
   const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
   if (code != ExitCode::Ok) return code;
-  const PlannedParam* p = find_param(*s.plan, opt.fqn, out);
+  std::int64_t expert = -1;
+  const PlannedParam* p = find_param(*s.plan, opt.fqn, expert, out);
   if (p == nullptr) {
     print_unknown(*s.plan, opt.fqn, err);
     return ExitCode::Usage;
   }
-  print_explanation(*s.plan, *s.recipe, *p, out);
+  print_explanation(*s.plan, *s.recipe, *p, expert, out);
   return ExitCode::Ok;
 }
 

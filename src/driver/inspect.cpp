@@ -5,6 +5,7 @@
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/buffers.hpp"
 #include "shardc/pattern.hpp"
 
 namespace shardc {
@@ -48,16 +49,43 @@ void print_header(const Plan& plan, std::int64_t rank, std::ostream& out) {
   out << "\n\n";
 }
 
+// The experts of stacked `p` whose source FQN matches `match` and that
+// `rows` [start, start + n) of dim 0 hold, as "expert 17" / "3 experts".
+std::string matched_experts(const PlannedParam& p, const Pattern& match, std::int64_t start,
+                            std::int64_t n) {
+  std::int64_t count = 0;
+  std::int64_t first = -1;
+  for (std::int64_t e = start; e < start + n && e < std::ssize(p.stacked_from); ++e) {
+    if (!match.match(p.stacked_from[static_cast<std::size_t>(e)])) continue;
+    if (first < 0) first = e;
+    ++count;
+  }
+  if (count == 0) return "";
+  if (count == 1)
+    return "expert " + std::to_string(first) + " = local row " + std::to_string(first - start);
+  return std::to_string(count) + " matched experts";
+}
+
 // Adds p's row; counts it unless it is an alias of a param on this rank.
-void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p, driver::TextTable& table,
-             Totals& totals) {
+// With `match`, a stacked param is listed when its name or one of its held
+// source experts' FQNs matches (the row then says which).
+void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
+             const std::optional<Pattern>& match, driver::TextTable& table, Totals& totals) {
   const auto coords = mesh_coords(plan.mesh_of(p), rank);
   const ShardGeom g = shard_at(p.geometry, coords);
+  std::string name = p.name;
+  if (match && !match->match(p.name)) {
+    if (p.stacked_from.empty() || g.local_shape.empty()) return;
+    const std::int64_t n = g.local_shape[0];
+    const std::string which = n == 0 ? "" : matched_experts(p, *match, g.global_offset[0], n);
+    if (which.empty()) return;
+    name += " (" + which + ")";
+  }
   const std::int64_t bytes = numel(g.local_shape) * element_size(p.dtype);
   std::string bytes_col = bytes_text(bytes);
   const bool alias = p.alias_of && plan.holds(rank, plan.params.at(*p.alias_of));
   if (alias) bytes_col = "alias of " + plan.params.at(*p.alias_of).name;
-  table.add_row({p.name, shape_text(p.global_shape), placements_text(plan, p),
+  table.add_row({name, shape_text(p.global_shape), placements_text(plan, p),
                  shape_text(g.local_shape), shape_text(g.global_offset), bytes_col});
   if (alias) return;
   ++totals.params;
@@ -71,14 +99,64 @@ void print_table(const Plan& plan, std::int64_t rank, const std::optional<Patter
                           {false, false, false, false, false, true});
   Totals totals;
   for (const auto& p : plan.params) {
-    if (!plan.holds(rank, p) || (match && !match->match(p.name))) continue;
-    add_row(plan, rank, p, table, totals);
+    if (plan.holds(rank, p)) add_row(plan, rank, p, match, table, totals);
   }
   print_header(plan, rank, out);
   out << table.render() << "\n";
   out << (match ? "matched: " : "total: ") << totals.params << " params, "
       << bytes_text(totals.bytes) << ", padded " << bytes_text(totals.padded) << "\n";
+  if (match && totals.params == 0)
+    out << "(no parameter held by rank " << rank
+        << " matches; FQNs are the plan's names or, for stacked experts, their sources'; `*` "
+           "stays within one segment, `**` spans segments)\n";
   if (!match) driver::print_rank_buffers(plan, rank, out);
+}
+
+// --summary: totals per kind of param and per buffer layout, no table.
+void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
+  Totals dense;
+  Totals experts;
+  std::int64_t aliases = 0;
+  std::int64_t held_experts = 0;
+  for (const auto& p : plan.params) {
+    if (!plan.holds(rank, p)) continue;
+    if (p.alias_of && plan.holds(rank, plan.params.at(*p.alias_of))) {
+      ++aliases;
+      continue;
+    }
+    const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.mesh_of(p), rank));
+    Totals& t = p.stacked_from.empty() ? dense : experts;
+    if (!p.stacked_from.empty() && !g.local_shape.empty()) held_experts += g.local_shape[0];
+    ++t.params;
+    t.bytes += numel(g.local_shape) * element_size(p.dtype);
+    t.padded += numel(g.padded_shape) * element_size(p.dtype);
+  }
+  print_header(plan, rank, out);
+  out << "param bytes of stage " << plan.stage_of_rank(rank) << " on this rank:\n";
+  auto line = [&](const char* kind, const Totals& t, const std::string& extra) {
+    out << "  " << kind << t.params << " params, " << bytes_text(t.bytes) << ", padded "
+        << bytes_text(t.padded) << extra << "\n";
+  };
+  line("dense    ", dense, "");
+  line("experts  ", experts,
+       experts.params ? " (" + std::to_string(held_experts) + " expert rows of stacked params)"
+                      : "");
+  line("total    ",
+       {dense.params + experts.params, dense.bytes + experts.bytes, dense.padded + experts.padded},
+       aliases ? " (" + std::to_string(aliases) + " aliases share a held param's storage)" : "");
+  if (plan.buffers.empty()) return;
+  const auto bytes = buffer_rank_bytes(plan, plan_buffers(plan));
+  out << "buffers on this rank:\n";
+  const auto r = static_cast<std::size_t>(rank);
+  for (const BufferRankBytes& b : bytes) {
+    out << "  " << buffer_kind_name(b.kind) << ": pack " << human_bytes(b.pack[r]);
+    if (b.gathered_peak.empty())
+      out << ", gathered " << human_bytes(b.gathered[r]) << " (sum over stages)\n";
+    else
+      out << ", gathered peak " << human_bytes(b.gathered_peak[r])
+          << " (largest unit + the next one prefetched), sum over units "
+          << human_bytes(b.gathered[r]) << "\n";
+  }
 }
 
 }  // namespace
@@ -96,8 +174,9 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
     return ExitCode::Usage;
   }
   if (opt.format == InspectFormat::Json) {
-    if (opt.match) {
-      driver::print_error(err, "--match filters the table; it cannot be used with --format json");
+    if (opt.match || opt.summary) {
+      driver::print_error(err, std::string(opt.match ? "--match" : "--summary") +
+                                   " is a table option; it cannot be used with --format json");
       return ExitCode::Usage;
     }
     out << render_rank_json(plan, opt.rank);
@@ -111,6 +190,14 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
       driver::print_error(err, "--match '" + *opt.match + "': " + error);
       return ExitCode::Usage;
     }
+  }
+  if (opt.summary) {
+    if (match) {
+      driver::print_error(err, "--summary prints totals only; it cannot be used with --match");
+      return ExitCode::Usage;
+    }
+    print_summary(plan, opt.rank, out);
+    return ExitCode::Ok;
   }
   print_table(plan, opt.rank, match, out);
   return ExitCode::Ok;

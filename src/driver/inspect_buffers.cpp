@@ -57,15 +57,22 @@ void print_muon(const Plan& plan, const MuonPlan& muon, std::int64_t rank, std::
 void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, std::ostream& out) {
   const Fsdp2RankLayout layout = fsdp2_for_rank(fsdp2, plan, rank);
   out << "  fsdp2_allgather:" << (layout.units.empty() ? " no units\n" : "\n");
+  std::vector<std::int64_t> gathered;
   for (const Fsdp2RankUnit& ru : layout.units) {
     const auto w = static_cast<std::int64_t>(ru.ranks.size());
-    const std::string name = ru.unit->name.empty() ? "(root)" : ru.unit->name;
+    gathered.push_back(ru.total_bytes * w);
+    const std::string name = fsdp2_unit_label(ru.unit->name);
     out << "    unit '" << name << "' (" << mesh_kind_name(ru.unit->mesh) << ", "
         << ru.params.size() << " params" << (ru.unit->byte_units ? ", byte units" : "")
         << "): ranks " << ranks_text(ru.ranks) << " (index " << ru.index << "), slot "
         << human_bytes(ru.total_bytes) << ", gathered [" << w << ", " << group_digits(ru.total)
         << "] " << human_bytes(ru.total_bytes * w) << "\n";
   }
+  std::int64_t sum = 0;
+  for (const std::int64_t g : gathered) sum += g;
+  out << "    gathered peak " << human_bytes(fsdp2_gathered_peak(gathered))
+      << " (largest unit + the next one prefetched); sum over units " << human_bytes(sum)
+      << " (never all live at once)\n";
   out << "    not communicated: " << layout.not_communicated->size() << " params\n";
 }
 

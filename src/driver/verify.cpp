@@ -85,6 +85,35 @@ bool same_buffers(Context& cx, const std::vector<std::int64_t>& sample) {
   return true;
 }
 
+// The smallest rank set whose files make every sampled rank verifiable:
+// the sample plus the closure of each of its muon groups and FSDP2 units.
+RankSet needed_ranks(RankStore& store, const std::vector<std::int64_t>& sample) {
+  std::vector<std::int64_t> all(sample.begin(), sample.end());
+  for (const std::int64_t r : sample) {
+    const RankFile* f = store.get(r);
+    if (!f) continue;
+    for (const auto& b : f->buffers) {
+      for (const auto& g : b.groups) {
+        std::vector<std::vector<std::int64_t>> stages;
+        for (const auto& batch : g.batches)
+          for (const auto& st : batch.stages) stages.push_back(st.ranks);
+        const auto c = group_closure(r, stages);
+        all.insert(all.end(), c.begin(), c.end());
+      }
+      for (const auto& u : b.units) all.insert(all.end(), u.ranks.begin(), u.ranks.end());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return RankSet::from_sorted(all);
+}
+
+void print_list(const std::vector<std::string>& items, std::int64_t total, std::ostream& out) {
+  for (const auto& m : items) out << "  " << m << "\n";
+  if (total > static_cast<std::int64_t>(items.size()))
+    out << "  ... and " << total - static_cast<std::int64_t>(items.size()) << " more\n";
+}
+
 void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, double seconds,
                    std::ostream& out) {
   char time[32];
@@ -96,18 +125,34 @@ void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, d
       << " stage simulations reused from an identical layout), " << rep.slice_checks
       << " slice-backs, " << sampled << " sampled ranks (" << loaded << " rank files read) in "
       << time << " s\n";
-  if (rep.num_mismatches == 0) {
-    out << "all buffer layouts round-trip\n";
+  if (rep.num_mismatches == 0 && rep.unverifiable == 0) {
+    out << (rep.buffers == 0 ? "no buffer layouts to simulate (the recipe has no `buffers:`); "
+                               "the rank files' params agree with plan.json\n"
+                             : "all buffer layouts round-trip\n");
     return;
   }
-  out << rep.num_mismatches << " mismatch(es)";
-  if (rep.unverifiable)
-    out << " (" << rep.unverifiable << " not verifiable: member rank files absent)";
-  out << ":\n";
-  for (const auto& m : rep.mismatches) out << "  " << m << "\n";
-  if (rep.num_mismatches > static_cast<std::int64_t>(rep.mismatches.size()))
-    out << "  ... and " << rep.num_mismatches - static_cast<std::int64_t>(rep.mismatches.size())
-        << " more\n";
+  if (rep.num_mismatches == 0) out << "no mismatches among the layouts checked\n";
+  if (rep.num_mismatches > 0) {
+    out << rep.num_mismatches << " mismatch(es):\n";
+    print_list(rep.mismatches, rep.num_mismatches, out);
+  }
+}
+
+// "not verifiable" (missing files, not a mismatch) and the rank set that fixes it.
+void print_unverifiable(const Report& rep, const std::vector<std::int64_t>& sample,
+                        RankStore& store, std::int64_t world, std::ostream& out) {
+  if (rep.unverifiable == 0) return;
+  out << rep.unverifiable
+      << " group(s)/unit(s) not verifiable: the rank files of some members are absent (not a "
+         "mismatch):\n";
+  const std::size_t shown = std::min<std::size_t>(rep.unverifiable_list.size(), 5);
+  print_list({rep.unverifiable_list.begin(), rep.unverifiable_list.begin() + shown},
+             rep.unverifiable, out);
+  const std::string asked = RankSet::from_sorted(sample).to_string();
+  const RankSet need = needed_ranks(store, sample);
+  out << "to verify ranks " << asked << ", compile (at least) --ranks " << need.to_string() << " ("
+      << need.size() << " of " << world << " ranks; `shardc compile ... --ranks " << asked
+      << " --with-groups` adds them), then run verify --ranks " << asked << "\n";
 }
 
 }  // namespace
@@ -141,7 +186,8 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
   }
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   print_summary(report, sample->size(), store.loaded(), dt.count(), out);
-  return report.num_mismatches == 0 ? ExitCode::Ok : ExitCode::Invalid;
+  print_unverifiable(report, *sample, store, plan->world_size, out);
+  return report.num_mismatches == 0 && report.unverifiable == 0 ? ExitCode::Ok : ExitCode::Invalid;
 }
 
 }  // namespace shardc

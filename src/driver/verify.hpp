@@ -42,10 +42,12 @@ struct Box {
 [[nodiscard]] std::string box_text(const Box& b);
 [[nodiscard]] std::string ints_text(const std::vector<std::int64_t>& v);
 
-/// Counters and the first mismatches.
+/// Counters, the first mismatches and the first groups that could not be
+/// checked (a member's rank file is absent: not a mismatch).
 struct Report {
   std::vector<std::string> mismatches;
   std::int64_t num_mismatches = 0;
+  std::vector<std::string> unverifiable_list;
   std::int64_t unverifiable = 0;
   std::int64_t buffers = 0;
   std::int64_t groups = 0;  ///< muon groups (closures) and FSDP2 units verified

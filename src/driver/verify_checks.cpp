@@ -16,7 +16,7 @@ void Report::mismatch(const std::string& what) {
 
 void Report::not_verifiable(const std::string& what) {
   ++unverifiable;
-  mismatch("not verifiable: " + what);
+  if (static_cast<int>(unverifiable_list.size()) < max_listed) unverifiable_list.push_back(what);
 }
 
 const RankFile* RankStore::get(std::int64_t rank) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "driver/verify.hpp"
+#include "shardc/buffers.hpp"
 
 namespace shardc::driver::verify {
 namespace {
@@ -19,7 +20,8 @@ const Fsdp2Unit* find_unit(const RankFile& f, std::size_t b, const Fsdp2Unit& li
 }
 
 std::string where(const Fsdp2Unit& u, std::int64_t rank) {
-  return "fsdp2 unit '" + u.name + "' (" + u.mesh + ") rank " + std::to_string(rank);
+  return "fsdp2 unit '" + fsdp2_unit_label(u.name) + "' (" + u.mesh + ") rank " +
+         std::to_string(rank);
 }
 
 // Offsets, sizes and totals of one unit in one rank file; "" when right.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frontend/doc.hpp"
+#include "frontend/yaml_errors.hpp"
 #include "support/utf8.hpp"
 
 namespace shardc::fe {
@@ -108,6 +109,11 @@ std::optional<Document> load_yaml(const SourceFile& file, const char* code, Diag
     sink.error(code, mark_loc(file.path, e.mark), e.message,
                "simplify the document (see README \"Input limits\")");
   } catch (const YAML::Exception& e) {
+    if (auto help = explain_yaml_error(file.text, e.mark.line, e.mark.column, e.msg)) {
+      sink.error(code, SourceLoc{file.path, help->line, help->column},
+                 printable(help->message) + " (yaml-cpp: " + printable(e.msg) + ")", help->hint);
+      return std::nullopt;
+    }
     sink.error(code, mark_loc(file.path, e.mark), "malformed YAML: " + printable(e.msg),
                "fix the YAML syntax at this position");
   } catch (const std::exception& e) {

@@ -101,6 +101,15 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
   } else {
     r.error(r.loc(root), "the recipe has no `mesh`", "add `mesh: [{name: tp, size: 8}]`");
   }
+  if (const Node* world = root.find("world_size")) {
+    out.world_size_loc = r.loc(*world);
+    out.world_size = r.get_int(*world, "`world_size`");
+    if (out.world_size && (*out.world_size < 1 || *out.world_size > kMaxWorld)) {
+      r.error(r.loc(*world), "`world_size` must be between 1 and 2^31-1, got " + describe(*world),
+              "the number of ranks the job runs on, e.g. `world_size: 512`", "E-MESH");
+      out.world_size.reset();
+    }
+  }
   if (const Node* mesh = root.find("expert_mesh")) {
     out.expert_mesh = parse_mesh(*mesh, r, "expert_mesh");
   }
@@ -137,8 +146,8 @@ std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink)
   fe::Reader r(file.path, sink, "E-RECIPE");
   if (!r.expect_map(*root, "the recipe")) return std::nullopt;
   r.check_keys(*root,
-               {"format", "mesh", "expert_mesh", "uneven", "rules", "experts", "tied", "pipeline",
-                "fsdp", "buffers"},
+               {"format", "world_size", "mesh", "expert_mesh", "uneven", "rules", "experts", "tied",
+                "pipeline", "fsdp", "buffers"},
                "the recipe");
   Recipe recipe;
   recipe.source_path = file.path;

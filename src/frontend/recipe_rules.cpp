@@ -1,5 +1,6 @@
 // Recipe `rules` and `experts` entries, placements and patterns (SPEC §4, §5.4).
 #include <algorithm>
+#include <span>
 #include <string>
 
 #include "frontend/recipe_internal.hpp"
@@ -14,25 +15,22 @@ constexpr std::string_view kPlacementHint =
     "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max); "
     "hyper-parallel DSL: shard(d), replicate, partial";
 
-std::optional<std::vector<Pattern>> parse_match_list(const Node& n, Reader& r) {
+// The patterns of `match` (one or a list) and where each is written.
+bool parse_match_list(const Node& n, Reader& r, Rule& rule) {
   if (n.is_seq() && n.items().empty()) {
     r.error(n, "`match` is an empty list", "give one pattern or a list of patterns");
-    return std::nullopt;
+    return false;
   }
-  if (!n.is_seq()) {
-    std::optional<Pattern> p = parse_pattern(n, r);
-    if (!p) return std::nullopt;
-    return std::vector<Pattern>{std::move(*p)};
-  }
-  std::vector<Pattern> out;
+  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
   bool ok = true;
-  for (const Node& item : n.items()) {
+  for (const Node& item : nodes) {
     std::optional<Pattern> p = parse_pattern(item, r);
     ok = p.has_value() && ok;
-    if (p) out.push_back(std::move(*p));
+    if (!p) continue;
+    rule.match.push_back(std::move(*p));
+    rule.match_locs.push_back(r.loc(item));
   }
-  if (!ok) return std::nullopt;
-  return out;
+  return ok;
 }
 
 std::optional<Rule> parse_rule(const Node& n, Reader& r) {
@@ -48,7 +46,7 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
             "Shard(1)}}`; use `placements: {}` for replicated");
     return std::nullopt;
   }
-  std::optional<std::vector<Pattern>> patterns = parse_match_list(*match, r);
+  const bool patterns = parse_match_list(*match, r, rule);
   std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
   ok = patterns && places && ok;
   if (const Node* uneven = n.find("uneven")) {
@@ -56,7 +54,6 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
     ok = rule.uneven.has_value() && ok;
   }
   if (!ok) return std::nullopt;
-  rule.match = std::move(*patterns);
   rule.placements = std::move(*places);
   return rule;
 }
@@ -101,6 +98,7 @@ std::optional<ExpertsEntry> parse_expert(const Node& n, Reader& r) {
   }
   ExpertsEntry e;
   e.loc = r.loc(n);
+  e.match_loc = r.loc(*match);
   std::optional<Pattern> pattern = parse_pattern(*match, r);
   const auto& names = pattern ? pattern->capture_names() : std::vector<std::string>{};
   if (pattern && std::find(names.begin(), names.end(), "E") == names.end()) {

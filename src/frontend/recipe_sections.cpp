@@ -59,16 +59,29 @@ std::optional<int> parse_fsdp_dim(const Node& n, Reader& r) {
   return static_cast<int>(*v);
 }
 
+// Where each axis of a one-or-list axis field is written.
+std::vector<SourceLoc> axis_locs(const Node& n, Reader& r) {
+  std::vector<SourceLoc> out;
+  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
+  for (const Node& item : nodes) out.push_back(r.loc(item));
+  return out;
+}
+
 void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
   if (const Node* shard = n.find("shard")) {
     f.shard = parse_axes(*shard, r, "`fsdp.shard`").value_or(std::vector<std::string>{});
+    f.shard_locs = axis_locs(*shard, r);
   } else {
     r.error(n, "`fsdp` needs `shard` (the axis or axes FSDP shards over)",
             "e.g. `fsdp: {shard: dp_shard}`");
   }
-  if (const Node* rep = n.find("replicate")) f.replicate = r.get_string(*rep, "`fsdp.replicate`");
+  if (const Node* rep = n.find("replicate")) {
+    f.replicate = r.get_string(*rep, "`fsdp.replicate`");
+    f.replicate_loc = r.loc(*rep);
+  }
   if (const Node* es = n.find("expert_shard")) {
     f.expert_shard = parse_axes(*es, r, "`fsdp.expert_shard`").value_or(std::vector<std::string>{});
+    f.expert_shard_locs = axis_locs(*es, r);
   }
   if (const Node* dim = n.find("dim")) f.dim = parse_fsdp_dim(*dim, r).value_or(0);
   if (const Node* ed = n.find("expert_dim")) {
@@ -174,8 +187,11 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   PipelineSpec p;
   p.loc = r.loc(n);
   p.axis = "pp";
-  if (const Node* axis = n.find("axis"))
+  p.axis_loc = p.loc;
+  if (const Node* axis = n.find("axis")) {
     p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
+    p.axis_loc = r.loc(*axis);
+  }
   const Node* stages = n.find("stages");
   if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text() == "auto")) {
     return p;

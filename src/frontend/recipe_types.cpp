@@ -31,4 +31,14 @@ std::string Rule::match_text() const {
   return out;
 }
 
+std::string rule_label(const Recipe& recipe, bool experts, int index) {
+  const auto i = static_cast<std::size_t>(index);
+  const std::size_t n = experts ? recipe.experts.size() : recipe.rules.size();
+  std::string s = std::string(experts ? "experts entry " : "rule ") + std::to_string(index + 1);
+  if (index < 0 || i >= n) return s;
+  const int line = experts ? recipe.experts[i].loc.line : recipe.rules[i].loc.line;
+  if (line > 0) s += " (line " + std::to_string(line) + ")";
+  return s;
+}
+
 }  // namespace shardc

@@ -57,9 +57,12 @@ int pp_axis_of(const Plan& plan, MeshKind kind) {
   return kind == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
 }
 
-// Adds `table[class of r]` to every rank r on `stage`.
+// Adds `table[class of r]` to every rank r on `stage`. With `prev` (FSDP2:
+// the rank's previous unit's gathered bytes) also raises `gathered_peak` to
+// this unit plus the previous one (the prefetch overlap).
 void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
-                  const std::vector<Sizes>& table, BufferRankBytes& out) {
+                  const std::vector<Sizes>& table, BufferRankBytes& out,
+                  std::vector<std::int64_t>* prev = nullptr) {
   const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
   const int pp = pp_axis_of(plan, kind);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
@@ -68,6 +71,12 @@ void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c
       const Sizes& s = table[static_cast<std::size_t>(class_of(c, coords))];
       out.pack[static_cast<std::size_t>(r)] += s.pack;
       out.gathered[static_cast<std::size_t>(r)] += s.gathered;
+      if (prev) {
+        auto& last = (*prev)[static_cast<std::size_t>(r)];
+        auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
+        peak = std::max(peak, last + s.gathered);
+        last = s.gathered;
+      }
     }
     for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
       if (++coords[a] < mesh.axes[a].size) break;
@@ -150,6 +159,8 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
 }
 
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
+  std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
+  out.gathered_peak.assign(prev.size(), 0);
   for (const Fsdp2Unit& u : fsdp2.units) {
     const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     std::vector<int> axes;
@@ -164,11 +175,22 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
       const auto ways = static_cast<std::int64_t>(ru.ranks.size());
       table.push_back({ru.total_bytes, ru.total_bytes * ways});
     }
-    add_per_rank(plan, u.mesh, u.stage, c, table, out);
+    add_per_rank(plan, u.mesh, u.stage, c, table, out, &prev);
   }
 }
 
 }  // namespace
+
+std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered) {
+  std::int64_t peak = 0;
+  for (std::size_t i = 0; i < unit_gathered.size(); ++i)
+    peak = std::max(peak, unit_gathered[i] + (i > 0 ? unit_gathered[i - 1] : 0));
+  return peak;
+}
+
+std::string fsdp2_unit_label(std::string_view name) {
+  return name.empty() ? "(root)" : std::string(name);
+}
 
 const char* buffer_kind_name(BufferKind k) {
   return k == BufferKind::Fsdp2AllGather ? "fsdp2_allgather" : "muon_allgather";
@@ -193,8 +215,8 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
   std::vector<BufferRankBytes> out;
   const auto w = static_cast<std::size_t>(plan.world_size);
   for (const PlannedBuffer& b : buffers) {
-    BufferRankBytes r{b.spec.kind, std::vector<std::int64_t>(w, 0),
-                      std::vector<std::int64_t>(w, 0)};
+    BufferRankBytes r{
+        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}};
     if (b.muon) muon_bytes(plan, *b.muon, r);
     if (b.fsdp2) fsdp2_bytes(plan, *b.fsdp2, r);
     out.push_back(std::move(r));

@@ -4,6 +4,7 @@
 // `_StridedShard(dim, sf=F)` when other axes already shard that dim.
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "passes.hpp"
 
@@ -16,16 +17,30 @@ struct FsdpAxes {
   std::int64_t ways = 1;
 };
 
+// "dp_shard (8), tp (8)".
+std::string axis_list(const Mesh& mesh) {
+  std::string s;
+  for (const MeshAxis& a : mesh.axes)
+    s += (s.empty() ? "" : ", ") + a.name + " (" + std::to_string(a.size) + ")";
+  return s;
+}
+
 // Looks up the FSDP axes in `mesh`; reports E-AXIS for a missing one.
-std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names, const Mesh& mesh,
-                                  const char* mesh_name, const SourceLoc& loc,
-                                  DiagnosticSink& sink) {
+std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names,
+                                  const std::vector<SourceLoc>& locs, const Mesh& mesh,
+                                  const char* field, const SourceLoc& loc, DiagnosticSink& sink) {
   FsdpAxes f;
-  for (const std::string& n : names) {
+  const bool expert = std::string_view(field) == "expert_shard";
+  const char* mesh_name = expert ? "expert_mesh" : "mesh";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
     const int a = mesh.find(n);
     if (a < 0) {
-      sink.error("E-AXIS", loc, "fsdp names axis '" + n + "' but the " + mesh_name + " lacks it",
-                 std::string("use axes of the ") + mesh_name);
+      sink.error("E-AXIS", i < locs.size() ? locs[i] : loc,
+                 std::string("fsdp.") + field + " names axis '" + n + "' but the " + mesh_name +
+                     " has no such axis",
+                 std::string("axes of the ") + mesh_name + ": " + axis_list(mesh) +
+                     (expert ? "" : " (expert_mesh axes go in fsdp.expert_shard)"));
       return std::nullopt;
     }
     f.axes.push_back(a);
@@ -122,13 +137,14 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
                 DiagnosticSink& sink) {
   if (!recipe.fsdp) return;
   const FsdpSpec& spec = *recipe.fsdp;
-  auto dense = find_axes(spec.shard, plan.dense, "mesh", spec.loc, sink);
+  auto dense = find_axes(spec.shard, spec.shard_locs, plan.dense, "shard", spec.loc, sink);
   std::optional<FsdpAxes> expert;
   bool has_stacked = false;
   for (const PlannedParam& p : params) has_stacked = has_stacked || p.mesh == MeshKind::Expert;
   if (has_stacked && plan.expert) {
     if (!spec.expert_shard.empty()) {
-      expert = find_axes(spec.expert_shard, *plan.expert, "expert_mesh", spec.loc, sink);
+      expert = find_axes(spec.expert_shard, spec.expert_shard_locs, *plan.expert, "expert_shard",
+                         spec.loc, sink);
     } else {
       sink.error("E-FSDP", spec.loc, "fsdp has no expert FSDP axis for the stacked experts",
                  "set fsdp.expert_shard to an expert_mesh axis (e.g. efsdp)");
@@ -136,9 +152,10 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
   }
   if (spec.replicate) {
     if (plan.dense.find(*spec.replicate) < 0)
-      sink.error("E-AXIS", spec.loc,
-                 "fsdp.replicate names axis '" + *spec.replicate + "' but the mesh lacks it",
-                 "use an axis of the mesh, e.g. dp_replicate");
+      sink.error(
+          "E-AXIS", spec.replicate_loc.line > 0 ? spec.replicate_loc : spec.loc,
+          "fsdp.replicate names axis '" + *spec.replicate + "' but the mesh has no such axis",
+          "axes of the mesh: " + axis_list(plan.dense));
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {

@@ -42,19 +42,44 @@ std::optional<std::int64_t> mesh_product(const Mesh& mesh, const char* what, Dia
   return product;
 }
 
+// "dp_shard 64 x tp 8 = 512 ranks".
+std::string product_text(const Mesh& mesh, std::int64_t product) {
+  std::string s;
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i)
+    s += (i ? " x " : "") + mesh.axes[i].name + " " + std::to_string(mesh.axes[i].size);
+  return s + " = " + std::to_string(product) + " ranks";
+}
+
+// E-MESH when `mesh`'s product differs from the declared `world_size:`.
+bool matches_world(const Mesh& mesh, const char* what, std::int64_t product, const Recipe& recipe,
+                   DiagnosticSink& sink) {
+  if (!recipe.world_size || *recipe.world_size == product) return true;
+  sink.error("E-MESH", mesh.loc,
+             std::string(what) + " has " + product_text(mesh, product) + " but world_size is " +
+                 std::to_string(*recipe.world_size),
+             std::string("the product of `") + what + "` sizes is the number of ranks: make it " +
+                 std::to_string(*recipe.world_size) + " (or fix world_size)");
+  return false;
+}
+
 }  // namespace
 
 std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& sink) {
   auto world = mesh_product(recipe.mesh, "mesh", sink);
-  if (!recipe.expert_mesh) return world;
+  const bool dense_ok = !world || matches_world(recipe.mesh, "mesh", *world, recipe, sink);
+  if (!recipe.expert_mesh) return dense_ok ? world : std::nullopt;
   auto expert_world = mesh_product(*recipe.expert_mesh, "expert_mesh", sink);
   if (!world || !expert_world) return std::nullopt;
+  const bool expert_ok =
+      matches_world(*recipe.expert_mesh, "expert_mesh", *expert_world, recipe, sink);
+  if (!dense_ok || !expert_ok) return std::nullopt;
   if (*world != *expert_world) {
     sink.error("E-MESH", recipe.expert_mesh->loc,
-               "expert_mesh has " + std::to_string(*expert_world) + " ranks but mesh has " +
-                   std::to_string(*world),
-               "the expert mesh is a second view of the same ranks: its sizes must multiply to " +
-                   std::to_string(*world));
+               "expert_mesh has " + product_text(*recipe.expert_mesh, *expert_world) +
+                   " but mesh has " + product_text(recipe.mesh, *world),
+               "both meshes are views of the same ranks, so their products must be equal; add "
+               "`world_size: N` (the number of ranks you launch) to the recipe and shardc "
+               "names the mesh that is wrong");
     return std::nullopt;
   }
   return world;

@@ -31,6 +31,19 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
 /// driver's job). Sets PlannedParam::rule and ::uneven.
 void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, DiagnosticSink& sink);
 
+/// uncovered.cpp: E-UNCOVERED for `uncovered` (params no rule matched). A
+/// param that looks like a routed expert (a segment naming experts followed by
+/// an index) is reported first, at the `experts` entry that matched nothing
+/// when there is one; no hint suggests a catch-all that would replicate experts.
+void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
+                      const std::vector<PlannedParam>& params, const Recipe& recipe,
+                      DiagnosticSink& sink);
+
+/// uncovered.cpp: W-UNUSED-RULE for an `experts` entry that stacked nothing,
+/// naming the rule that placed expert-looking params instead (if any).
+void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe& recipe,
+                           DiagnosticSink& sink);
+
 /// rules.cpp: where the rule (or experts entry) that placed `p` is written in
 /// the recipe; diagnostics about a placement point there.
 SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);

@@ -142,8 +142,11 @@ void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& 
   const PipelineSpec& spec = *recipe.pipeline;
   const int axis = plan.dense.find(spec.axis);
   if (axis < 0) {
-    sink.error("E-AXIS", spec.loc, "pipeline axis '" + spec.axis + "' is not an axis of the mesh",
-               "name a mesh axis, usually pp");
+    std::string axes;
+    for (const MeshAxis& a : plan.dense.axes) axes += (axes.empty() ? "" : ", ") + a.name;
+    sink.error("E-AXIS", spec.axis_loc.line > 0 ? spec.axis_loc : spec.loc,
+               "pipeline axis '" + spec.axis + "' is not an axis of the mesh",
+               "axes of the mesh: " + axes + " (the pipeline axis is a mesh axis, usually pp)");
     return;
   }
   plan.pipeline_axis = axis;

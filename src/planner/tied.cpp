@@ -53,9 +53,9 @@ std::string placements_text(const PlannedParam& p) {
   return s + ")";
 }
 
-std::string rule_text(const PlannedParam& p) {
-  return (p.rule.kind == RuleRef::Kind::Experts ? "experts " : "rule ") +
-         std::to_string(p.rule.index) + " (" + p.rule.match + ")";
+std::string rule_text(const PlannedParam& p, const Recipe& recipe) {
+  return rule_label(recipe, p.rule.kind == RuleRef::Kind::Experts, p.rule.index) + " (" +
+         p.rule.match + ")";
 }
 
 std::string shape_text(const Shape& s) {
@@ -123,8 +123,8 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     if (src.rule.index < 0 || alias.rule.index < 0) continue;  // already reported
     if (std::string why = mismatch(src, alias); !why.empty()) {
       Diagnostic d = param_diagnostic(alias, "E-TIED", rule_loc(alias, recipe));
-      d.message = "tied " + src.name + " [" + rule_text(src) + "] and " + alias.name + " [" +
-                  rule_text(alias) + "]: " + why;
+      d.message = "tied " + src.name + " [" + rule_text(src, recipe) + "] and " + alias.name +
+                  " [" + rule_text(alias, recipe) + "]: " + why;
       d.hint =
           "tied ends share one storage: give them the same shape and dtype in the model and "
           "the same placements and uneven rule (one rule matching both), or untie them "

@@ -201,4 +201,24 @@ RankSet RankSet::unite(const RankSet& other) const {
   return from_sorted(u);
 }
 
+std::vector<std::int64_t> group_closure(std::int64_t rank,
+                                        const std::vector<std::vector<std::int64_t>>& stages) {
+  std::vector<std::int64_t> out{rank};
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const auto& members = stages[s];
+    // A stage listed again (another batch of the same group) spans nothing new.
+    if (std::find(stages.begin(), stages.begin() + static_cast<std::ptrdiff_t>(s), members) !=
+        stages.begin() + static_cast<std::ptrdiff_t>(s))
+      continue;
+    std::vector<std::int64_t> next;
+    next.reserve(out.size() * members.size());
+    for (const std::int64_t r : out)
+      for (const std::int64_t m : members) next.push_back(r + (m - rank));
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    out = std::move(next);
+  }
+  return out;
+}
+
 }  // namespace shardc

@@ -182,6 +182,19 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
             where = {k: expect[k] for k in ("file", "line", "column") if k in expect}
             got = [{k: d.get(k) for k in ("file", "line", "column")} for d in candidates]
             problems.append(f"{first}: expected at {where}, reported at {got}")
+    # "says": substrings the first expected code's message + hint must contain (the words
+    # a user needs, e.g. the entry that matched nothing); "never_says": text no diagnostic
+    # may contain (e.g. a catch-all hint that would hide experts).
+    if expect.get("says") and expect["codes"]:
+        texts = [d.get("message", "") + "\n" + d.get("hint", "")
+                 for d in diags if d.get("code") == expect["codes"][0]]
+        for want in expect["says"]:
+            if not any(want in t for t in texts):
+                problems.append(f"{expect['codes'][0]}: no message says {want!r}: {texts}")
+    for never in expect.get("never_says", []):
+        for d in diags:
+            if never in d.get("message", "") + d.get("hint", ""):
+                problems.append(f"{d.get('code')} says {never!r}: {d}")
     return problems
 
 

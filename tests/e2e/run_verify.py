@@ -3,11 +3,10 @@
 
     run_verify.py --shardc BIN (--recipe plans/X.recipe.yaml | --case tests/cases/NN_x)
 
-`shardc compile MODEL RECIPE -o TMP --ranks SAMPLE`, then `shardc verify TMP --ranks SAMPLE`
-must exit 0 and report every buffer as round-tripping. SAMPLE is every rank when the world
-has at most 512 ranks, else the recipe's `# verify-ranks: SET` comment: a set of whole
-groups (e.g. complete pipeline stages), since verify needs every member of the groups of
-the ranks it checks. Recipes without `buffers:` are skipped (exit 0). Then the negative
+`shardc compile MODEL RECIPE -o TMP --ranks SAMPLE --with-groups`, then `shardc verify TMP
+--ranks SAMPLE` must exit 0 and report every buffer as round-tripping. SAMPLE is the
+recipe's `# verify-ranks: SET` comment, else every rank when the world has at most 512
+ranks; `--with-groups` adds the members of the sample's buffer groups, which verify needs. Recipes without `buffers:` are skipped (exit 0). Then the negative
 check: one muon split size (or FSDP2 offset) in the middle rank file is corrupted and
 verify must exit 1 naming that param and rank. Stdlib only.
 """
@@ -75,7 +74,7 @@ def check(model: Path, recipe: Path, shardc: str, world: int) -> list[str]:
     try:
         out = tmp / "out"
         proc = run([shardc, "compile", str(model), str(recipe), "-o", str(out), "--force", "-q",
-                    "--ranks", ranks])
+                    "--ranks", ranks, "--with-groups"])
         if proc.returncode != 0:
             return [f"compile exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"]
         t0 = time.monotonic()

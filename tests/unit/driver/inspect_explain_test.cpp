@@ -54,7 +54,7 @@ TEST_CASE_FIXTURE(test::DriverFixture, "explain shows the rule, placements and e
   o.fqn = "a.weight";
   CHECK(run_explain(o, fs, out, err) == ExitCode::Ok);
   const std::string s = out.str();
-  CHECK(s.find("rules[0] match \"a.*\" at r.yaml:6:") != std::string::npos);
+  CHECK(s.find("rule 1 (line 6), match \"a.*\" at r.yaml:6:") != std::string::npos);
   CHECK(s.find("Shard(0)") != std::string::npos);
   CHECK(s.find("shards: 2 distinct") != std::string::npos);
   CHECK(s.find("    0,2 ") != std::string::npos);  // tp = 0 on both dp rows

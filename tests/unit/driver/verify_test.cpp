@@ -112,6 +112,12 @@ TEST_CASE_FIXTURE(VerifyFixture,
   fs.files.erase("out/ranks/rank-1.json");
   CHECK(verify("0") == ExitCode::Invalid);
   CHECK(out.str().find("not verifiable") != std::string::npos);
+  // Missing files are not mismatches, and the message names the rank set that fixes it:
+  // rank 0's muon closure is the whole 2 x 2 mesh, its FSDP2 group ranks 0 and 2.
+  CHECK(out.str().find("mismatch(es)") == std::string::npos);
+  CHECK(out.str().find("no mismatches among the layouts checked") != std::string::npos);
+  CHECK(out.str().find("to verify ranks 0, compile (at least) --ranks 0-3 (4 of 4 ranks;") !=
+        std::string::npos);
   CHECK(verify("1") == ExitCode::Usage);
   fs.files["out/ranks/rank-0.json"] = "{";
   CHECK(verify("0") == ExitCode::Usage);

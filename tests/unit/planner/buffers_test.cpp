@@ -117,3 +117,40 @@ TEST_CASE("fsdp2 units take the deepest matching module prefix") {
   CHECK(u1.params[1].offset == 16);
   CHECK(u1.params[1].padded_numel == 4);  // [1] float32 -> 4 bytes
 }
+
+TEST_CASE("FSDP2 gathered peak: the largest unit plus the next one prefetched") {
+  CHECK(fsdp2_gathered_peak({}) == 0);
+  CHECK(fsdp2_gathered_peak({7}) == 7);
+  CHECK(fsdp2_gathered_peak({4, 10, 3, 9}) == 14);  // units 0+1; the sum would be 26
+  CHECK(fsdp2_gathered_peak({10, 1, 1, 10}) == 11);
+}
+
+TEST_CASE("plan-wide FSDP2 peak per rank equals the peak of that rank's own units") {
+  Model m;
+  m.params = {param("model.embed.weight", {10, 4}), param("model.layers.0.w", {6, 4}),
+              param("model.layers.1.w", {16, 4}), param("model.layers.2.w", {2, 4})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 4}});
+  r.rules = {rule("**", {})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  BufferSpec spec;
+  spec.kind = BufferKind::Fsdp2AllGather;
+  spec.units = {pat("model.layers.{i}"), pat("**")};
+  r.buffers = {spec};
+  Plan plan = plan_of(m, r);
+  const auto buffers = plan_buffers(plan);
+  const auto bytes = buffer_rank_bytes(plan, buffers);
+  REQUIRE(bytes.size() == 1);
+  REQUIRE(bytes[0].gathered_peak.size() == 4);
+  for (std::int64_t rank = 0; rank < 4; ++rank) {
+    std::vector<std::int64_t> units;
+    for (const auto& u : fsdp2_for_rank(*buffers[0].fsdp2, plan, rank).units)
+      units.push_back(u.total_bytes * static_cast<std::int64_t>(u.ranks.size()));
+    CHECK(bytes[0].gathered_peak[static_cast<std::size_t>(rank)] == fsdp2_gathered_peak(units));
+  }
+  // Units root [3,4] x 4, layer 0 [2,4] x 4, layer 1 [4,4] x 4, layer 2 [1,4] x 4 (bf16):
+  // 96, 64, 128, 32 B gathered; peak = layers 0 + 1 = 192 B, sum 320 B.
+  CHECK(bytes[0].gathered_peak[0] == 192);
+  CHECK(bytes[0].gathered[0] == 320);
+}

@@ -130,6 +130,7 @@ TEST_CASE("every shipped plan covers each global element exactly the replica cou
       {"plans/llama-3.1-405b.model.yaml", "plans/llama-3.1-405b-dp2048-tp8.recipe.yaml"},
       {"plans/qwen2.5-0.5b.model.yaml", "plans/qwen2.5-0.5b-dp4-tp2.recipe.yaml"},
       {"plans/qwen3-30b-a3b.model.yaml", "plans/qwen3-30b-a3b-ep8-fsdp.recipe.yaml"},
+      {"plans/qwen3-235b-a22b.model.yaml", "plans/qwen3-235b-a22b-tp4-ep64.recipe.yaml"},
       {"plans/mixtral-8x7b.model.yaml", "plans/mixtral-8x7b-ep8-tp8.recipe.yaml"},
       {"plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml"},
       {"plans/gpt2.model.yaml", "plans/gpt2-tp4-tied.recipe.yaml"},

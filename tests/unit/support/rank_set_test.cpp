@@ -47,3 +47,17 @@ TEST_CASE("union of rank sets") {
   auto b = RankSet::from_sorted({5, 6, 7});
   CHECK(a.unite(b).to_string() == "1-3,5-7");
 }
+
+TEST_CASE("group_closure spans the sub-mesh of every stage's axes") {
+  using V = std::vector<std::int64_t>;
+  // dp 4 x tp 2 (rank = 2 dp + tp): rank 3's tp group {2, 3}, its dp group {1, 3, 5, 7}.
+  CHECK(shardc::group_closure(3, {{2, 3}, {1, 3, 5, 7}}) == V{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(shardc::group_closure(3, {{1, 3, 5, 7}}) == V{1, 3, 5, 7});
+  CHECK(shardc::group_closure(3, {}) == V{3});
+}
+
+TEST_CASE("group_closure counts a repeated stage (another batch) once") {
+  using V = std::vector<std::int64_t>;
+  CHECK(shardc::group_closure(3, {{2, 3}, {1, 3, 5, 7}, {2, 3}, {1, 3, 5, 7}}) ==
+        V{0, 1, 2, 3, 4, 5, 6, 7});
+}

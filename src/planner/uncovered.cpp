@@ -1,0 +1,234 @@
+// E-UNCOVERED and unused `experts` entries: what a user must read first when
+// params fall through every rule.
+//
+// The silent failure this file guards against: an `experts` pattern with a
+// typo stacks nothing, every routed expert is then uncovered, and a
+// catch-all `"**"` rule would turn those errors into a valid plan with every
+// expert replicated on every rank (no expert parallelism). So a param that
+// looks like an expert (`...experts.17...`) is reported at the `experts`
+// entry that matched nothing, and no hint ever suggests a catch-all while
+// experts are uncovered.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+std::vector<std::string> segments(const std::string& fqn) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= fqn.size(); ++i) {
+    if (i < fqn.size() && fqn[i] != '.') continue;
+    out.push_back(fqn.substr(start, i - start));
+    start = i + 1;
+  }
+  return out;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+bool names_experts(const std::string& s) {
+  std::string lower = s;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("expert") != std::string::npos;
+}
+
+// The segment index of the expert number (a number right after a segment
+// naming experts, as in HF MoE models), or -1.
+int expert_segment(const std::vector<std::string>& segs) {
+  for (std::size_t k = 0; k + 1 < segs.size(); ++k)
+    if (names_experts(segs[k]) && all_digits(segs[k + 1])) return static_cast<int>(k + 1);
+  return -1;
+}
+
+std::string join(const std::vector<std::string>& segs) {
+  std::string s;
+  for (std::size_t i = 0; i < segs.size(); ++i) s += (i ? "." : "") + segs[i];
+  return s;
+}
+
+// An `experts` entry that would stack this param: the expert number becomes
+// {E}, other numbers {L}, {L2}, ..., the projection name after {E} {P}.
+std::string suggested_entry(std::vector<std::string> segs, int e) {
+  int layers = 0;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    if (static_cast<int>(i) == e || !all_digits(segs[i])) continue;
+    segs[i] = ++layers == 1 ? "{L}" : "{L" + std::to_string(layers) + "}";
+  }
+  const auto ue = static_cast<std::size_t>(e);
+  segs[ue] = "{E}";
+  if (ue + 2 < segs.size()) segs[ue + 1] = "{P}";
+  std::vector<std::string> stack;
+  for (std::size_t i = 0; i < segs.size(); ++i)
+    if (i != ue && !(i + 1 == segs.size() && segs[i] == "weight" && ue + 2 < segs.size()))
+      stack.push_back(segs[i]);
+  return "{match: \"" + join(segs) + "\", stack: \"" + join(stack) +
+         "\", placements: {ep: Shard(0)}}";
+}
+
+// A rule pattern for one uncovered param: numbers become `*`.
+std::string generalized(std::vector<std::string> segs) {
+  for (std::string& s : segs)
+    if (all_digits(s)) s = "*";
+  return join(segs);
+}
+
+// Uncovered params whose names are scanned for distinct patterns (the rest are counted).
+constexpr std::int64_t kPatternScan = 10000;
+constexpr std::size_t kPatternsListed = 8;
+
+// "a, b, c (and 2 more patterns)".
+std::string pattern_list(const std::vector<std::string>& shapes) {
+  std::string s;
+  for (std::size_t i = 0; i < shapes.size() && i < kPatternsListed; ++i)
+    s += (i ? ", " : "") + shapes[i];
+  if (shapes.size() > kPatternsListed)
+    s += " (and " + std::to_string(shapes.size() - kPatternsListed) + " more patterns)";
+  return s;
+}
+
+bool used(const std::vector<PlannedParam>& params, std::size_t entry) {
+  return std::any_of(params.begin(), params.end(), [&](const PlannedParam& p) {
+    return p.rule.kind == RuleRef::Kind::Experts && p.rule.index == static_cast<int>(entry);
+  });
+}
+
+// The first `experts` entry that stacked nothing, or -1.
+int unused_entry(const std::vector<PlannedParam>& params, const Recipe& recipe) {
+  for (std::size_t e = 0; e < recipe.experts.size(); ++e)
+    if (!used(params, e)) return static_cast<int>(e);
+  return -1;
+}
+
+std::string entry_name(const Recipe& recipe, int e) {
+  return rule_label(recipe, true, e) + " `" +
+         recipe.experts[static_cast<std::size_t>(e)].match.text() + "`";
+}
+
+Diagnostic expert_uncovered(const PlannedParam& p, const std::vector<std::string>& segs, int seg,
+                            int entry, const Recipe& recipe) {
+  Diagnostic d;
+  d.code = "E-UNCOVERED";
+  d.param = p.name;
+  d.loc = p.loc;
+  const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
+  const std::string replicate =
+      "; do not add a catch-all rule for them: it would replicate every expert on every rank "
+      "(no expert parallelism)";
+  if (entry >= 0) {
+    const ExpertsEntry& x = recipe.experts[static_cast<std::size_t>(entry)];
+    d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
+    d.rule = x.match.text();
+    d.message = "parameter " + p.name + " is matched by no rule: it looks like " + expert +
+                " of a MoE layer, and " + entry_name(recipe, entry) +
+                " matched no parameter (a typo in its pattern?)";
+    d.hint = "fix that entry's `match` so it stacks these experts, e.g. " +
+             suggested_entry(segs, seg) + replicate;
+  } else {
+    d.message = "parameter " + p.name + " is matched by no rule: it looks like " + expert +
+                " of a MoE layer, and no `experts` entry stacks it";
+    d.hint =
+        "stack the experts for expert parallelism with an `experts` entry (README, "
+        "\"Experts\"), e.g. " +
+        suggested_entry(segs, seg) + ", or give them their own rule" + replicate;
+  }
+  return d;
+}
+
+}  // namespace
+
+void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
+                      const std::vector<PlannedParam>& params, const Recipe& recipe,
+                      DiagnosticSink& sink) {
+  if (uncovered.empty()) return;
+  const int entry = unused_entry(params, recipe);
+  // Only the first param of each kind gets a full diagnostic; the others are
+  // counted ("and N more like it"), so 10^6 uncovered params stay cheap.
+  GroupedReporter experts;
+  GroupedReporter others;
+  Diagnostic counted;
+  counted.code = "E-UNCOVERED";
+  const PlannedParam* first_plain = nullptr;
+  std::int64_t plain = 0;
+  bool experts_uncovered = false;
+  std::vector<std::string> shapes;  // distinct name patterns of the first plain params
+  for (const PlannedParam* p : uncovered) {
+    const bool maybe_expert =
+        p->name.find("xpert") != std::string::npos || p->name.find("XPERT") != std::string::npos;
+    const int seg = maybe_expert ? expert_segment(segments(p->name)) : -1;
+    if (seg < 0) {
+      if (!first_plain) first_plain = p;
+      if (plain < kPatternScan) {
+        std::string g = generalized(segments(p->name));
+        if (std::find(shapes.begin(), shapes.end(), g) == shapes.end()) shapes.push_back(g);
+      }
+      ++plain;
+      continue;
+    }
+    if (!experts_uncovered)
+      experts.add(expert_uncovered(*p, segments(p->name), seg, entry, recipe), "experts");
+    else
+      experts.add(counted, "experts");
+    experts_uncovered = true;
+  }
+  if (first_plain) {
+    Diagnostic d;
+    d.code = "E-UNCOVERED";
+    d.loc = first_plain->loc;
+    d.param = first_plain->name;
+    d.message = "parameter " + first_plain->name + " is matched by no rule";
+    d.hint = "add a rule whose match covers it, e.g. `- {match: \"" + shapes.front() +
+             "\", placements: {}}`" +
+             (experts_uncovered ? " (not a catch-all `**`: it would also replicate the "
+                                  "uncovered experts)"
+                                : ", or a catch-all `match: \"**\"` last");
+    if (shapes.size() > 1) d.hint += "; uncovered names: " + pattern_list(shapes);
+    others.add(std::move(d), "");
+    for (std::int64_t i = 1; i < plain; ++i) others.add(counted, "");
+  }
+  experts.flush(sink);
+  others.flush(sink);
+}
+
+void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe& recipe,
+                           DiagnosticSink& sink) {
+  for (std::size_t e = 0; e < recipe.experts.size(); ++e) {
+    if (used(params, e)) continue;
+    const ExpertsEntry& x = recipe.experts[e];
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.code = "W-UNUSED-RULE";
+    d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
+    d.rule = x.match.text();
+    d.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";
+    d.hint = "fix its pattern (`shardc inspect --match GLOB` lists FQNs) or remove it";
+    std::int64_t placed = 0;
+    const PlannedParam* example = nullptr;
+    for (const PlannedParam& p : params) {
+      if (p.rule.kind != RuleRef::Kind::Rule || p.rule.index < 0) continue;
+      if (p.name.find("xpert") == std::string::npos && p.name.find("XPERT") == std::string::npos)
+        continue;
+      if (expert_segment(segments(p.name)) < 0) continue;
+      if (!example) example = &p;
+      ++placed;
+    }
+    if (example) {
+      d.message += "; " + std::to_string(placed) + " expert-looking parameter(s) such as " +
+                   example->name + " are placed by " +
+                   rule_label(recipe, false, example->rule.index) + " (" + example->rule.match +
+                   ") instead, without expert parallelism";
+      d.hint = "fix the entry's `match` so it stacks them, e.g. " +
+               suggested_entry(segments(example->name), expert_segment(segments(example->name)));
+    }
+    sink.report(std::move(d));
+  }
+}
+
+}  // namespace shardc::passes
