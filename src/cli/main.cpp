@@ -103,7 +103,10 @@ void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::stri
   cmd->add_option("--match", opt.match,
                   "Only params whose FQN (or, for stacked experts, a source expert's FQN) "
                   "matches this glob");
-  cmd->add_flag("--summary", opt.summary, "Totals only: per kind and per stage, no table");
+  cmd->add_flag(
+      "--summary", opt.summary,
+      "Totals only: param bytes per kind on the rank's stage, buffer bytes (FSDP2 gathered "
+      "peak and sum); no table");
   cmd->add_option("--format", format,
                   "text (default: the table, text diagnostics), json (the rank file, JSON "
                   "diagnostics), github (the table, GitHub annotations); table = text")
