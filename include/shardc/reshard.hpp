@@ -83,12 +83,33 @@ std::vector<Progression> intersect_ranks(const RankSet& a, const RankSet& b);
 std::int64_t choose_source(const RankSet& holders, std::int64_t dst,
                            std::optional<std::int64_t> ranks_per_node);
 
+/// One contiguous box of a packed piece: `box` of the global tensor sits at
+/// `local_offset` in the rank's local tensor.
+struct ShardPart {
+  Box box;
+  Shape local_offset;
+};
+
 /// One distinct shard of a param and its replica set. An empty shard (some
-/// extent 0) has a box with numel 0 and is never a source.
+/// extent 0) has a box with numel 0 and is never a source. `box` is the
+/// shard's `global_offset` + `local_shape` (real elements, padding
+/// excluded). A packed piece (several global boxes concatenated in the local
+/// tensor) lists them in `parts`, which are then what is read and sent;
+/// `parts` is empty for an ordinary piece (one part: `box` at local 0).
 struct ShardClassBox {
   Box box;
   RankSet ranks;
+  std::vector<ShardPart> parts;
 };
+
+/// Calls `fn(part index, global box)` for every part of `c` (`c.box` alone,
+/// index 0, when `c.parts` is empty).
+void for_each_part(const ShardClassBox& c, const std::function<void(std::size_t, const Box&)>& fn);
+
+/// Where `piece` (inside part `part` of `c`) starts in the local tensor of a
+/// rank holding `c`: its offset within the part's box plus the part's
+/// local offset.
+Shape local_offset_in(const Box& piece, const ShardClassBox& c, std::size_t part);
 
 struct LayoutParam {
   std::string name;
@@ -126,9 +147,11 @@ struct Options {
 
 /// The intersection of one A class with one B class of a param.
 struct Piece {
-  Box box;                ///< global offset + shape (elements), numel > 0
-  std::size_t src_class;  ///< index into the A param's `classes`
-  std::size_t dst_class;  ///< index into the B param's `classes`
+  Box box;                    ///< global offset + shape (elements), numel > 0
+  std::size_t src_class = 0;  ///< index into the A param's `classes`
+  std::size_t src_part = 0;   ///< part of that class (0 unless packed)
+  std::size_t dst_class = 0;  ///< index into the B param's `classes`
+  std::size_t dst_part = 0;   ///< part of that class (0 unless packed)
 };
 
 /// How one B param is obtained.

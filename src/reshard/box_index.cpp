@@ -5,24 +5,24 @@
 
 namespace shardc::reshard {
 
-BoxIndex::BoxIndex(const std::vector<ShardClassBox>& classes) : classes_(classes) {
+BoxIndex::BoxIndex(std::vector<Box> boxes) : boxes_(std::move(boxes)) {
   std::size_t ndim = 0;
   bool any = false;
-  for (const auto& c : classes) {
-    if (numel(c.box) == 0) continue;
-    if (!any) ndim = c.box.offset.size(), any = true;
-    if (c.box.offset.size() != ndim) grid_ = false;
+  for (const Box& b : boxes_) {
+    if (numel(b) == 0) continue;
+    if (!any) ndim = b.offset.size(), any = true;
+    if (b.offset.size() != ndim) grid_ = false;
   }
   if (!any || !grid_) return;
   dims_.assign(ndim, {});
   std::size_t nonempty = 0;
-  for (std::size_t i = 0; i < classes.size(); ++i) {
-    const Box& b = classes[i].box;
+  for (std::size_t i = 0; i < boxes_.size(); ++i) {
+    const Box& b = boxes_[i];
     if (numel(b) == 0) continue;
     ++nonempty;
     for (std::size_t d = 0; d < ndim; ++d)
       dims_[d].push_back({b.offset[d], b.offset[d] + b.shape[d]});
-    if (!by_offset_.emplace(b.offset, i).second) grid_ = false;  // two classes, one offset
+    if (!by_offset_.emplace(b.offset, i).second) grid_ = false;  // two boxes, one offset
   }
   std::size_t cells = 1;
   for (auto& iv : dims_) {
@@ -38,14 +38,14 @@ BoxIndex::BoxIndex(const std::vector<ShardClassBox>& classes) : classes_(classes
       if (iv[k].start < iv[k - 1].end) grid_ = false;  // overlapping or same start, other end
     cells = std::min<std::size_t>(cells * iv.size(), std::size_t{1} << 62);
   }
-  // Every class is one cell; a grid has a class in every cell.
+  // Every box is one cell; a grid has a box in every cell.
   if (cells != nonempty) grid_ = false;
 }
 
 void BoxIndex::for_each_meeting_brute(
     const Box& box, const std::function<void(std::size_t, const Box&)>& fn) const {
-  for (std::size_t i = 0; i < classes_.size(); ++i)
-    if (auto m = intersect(classes_[i].box, box)) fn(i, *m);
+  for (std::size_t i = 0; i < boxes_.size(); ++i)
+    if (auto m = intersect(boxes_[i], box)) fn(i, *m);
 }
 
 void BoxIndex::for_each_meeting(const Box& box,
@@ -73,7 +73,7 @@ void BoxIndex::for_each_meeting(const Box& box,
     for (std::size_t d = 0; d < ndim; ++d) offset[d] = dims_[d][at[d]].start;
     const auto it = by_offset_.find(offset);
     if (it != by_offset_.end())
-      if (auto m = intersect(classes_[it->second].box, box)) fn(it->second, *m);
+      if (auto m = intersect(boxes_[it->second], box)) fn(it->second, *m);
     std::size_t d = ndim;
     while (d > 0) {
       --d;

@@ -1,5 +1,6 @@
-// Finds the A shard classes whose boxes meet a B box (internal to
-// src/reshard). A plan's non-empty class boxes of one param form a grid:
+// Finds the boxes of A's shard classes (their parts) that meet a B box
+// (internal to src/reshard). A plan's non-empty class boxes of one param
+// form a grid:
 // each mesh axis splits at most one dim, so per dim the distinct intervals
 // partition the extent and every combination is a class. The index keeps
 // per dim the sorted distinct intervals and a map from offset tuple to
@@ -19,14 +20,15 @@ namespace shardc::reshard {
 
 class BoxIndex {
  public:
-  explicit BoxIndex(const std::vector<ShardClassBox>& classes);
+  /// Indexes `boxes` (copied; empty ones are never found).
+  explicit BoxIndex(std::vector<Box> boxes);
 
-  /// Calls `fn(class index, intersection)` for every non-empty class whose
-  /// box meets `box`, in class order for the brute-force path and in
-  /// row-major offset order for the grid path.
+  /// Calls `fn(box index, intersection)` for every box meeting `box`, in
+  /// index order for the brute-force path and in row-major offset order for
+  /// the grid path.
   void for_each_meeting(const Box& box,
                         const std::function<void(std::size_t, const Box&)>& fn) const;
-  /// Same, testing every class (the fallback; also used to cross-check).
+  /// Same, testing every box (the fallback; also used to cross-check).
   void for_each_meeting_brute(const Box& box,
                               const std::function<void(std::size_t, const Box&)>& fn) const;
   [[nodiscard]] bool is_grid() const { return grid_; }
@@ -36,7 +38,7 @@ class BoxIndex {
     std::int64_t start = 0;
     std::int64_t end = 0;
   };
-  const std::vector<ShardClassBox>& classes_;
+  std::vector<Box> boxes_;
   std::vector<std::vector<Interval>> dims_;  // per dim, sorted, disjoint
   std::map<Shape, std::size_t> by_offset_;
   bool grid_ = true;

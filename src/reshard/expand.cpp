@@ -55,13 +55,14 @@ RankParamReads reads_of(const Layout& a, const Layout& b, const Result& r, std::
   const ParamPlan& pp = r.params[h.param];
   if (pb.shares_storage || !pp.a_param) return out;
   const LayoutParam& pa = a.params[*pp.a_param];
-  const Box& dst = pb.classes[h.cls].box;
+  const ShardClassBox& dst = pb.classes[h.cls];
   const std::int64_t esize = element_size(pb.dtype);
   for (std::size_t i = pp.class_pieces[h.cls]; i < pp.class_pieces[h.cls + 1]; ++i) {
     const Piece& piece = pp.pieces[i];
     const ShardClassBox& src = pa.classes[piece.src_class];
     out.reads.push_back({choose_source(src.ranks, rank, opt.ranks_per_node), piece.box,
-                         offset_within(piece.box, dst), offset_within(piece.box, src.box),
+                         local_offset_in(piece.box, dst, piece.dst_part),
+                         local_offset_in(piece.box, src, piece.src_part),
                          numel(piece.box) * esize});
   }
   return out;

@@ -76,7 +76,7 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
         p.classes.clear();
         break;
       }
-      p.classes.push_back({Box{s.global_offset, s.local_shape}, std::move(*ranks)});
+      p.classes.push_back({Box{s.global_offset, s.local_shape}, std::move(*ranks), {}});
     }
     l.params.push_back(std::move(p));
   }
@@ -98,7 +98,7 @@ Layout layout_from_plan(const Plan& plan, const std::string& label) {
     if (pp.alias_of) p.alias_of = plan.params[*pp.alias_of].name;
     p.loc = pp.loc;
     for (auto& c : enumerate_shards(plan, pp))
-      p.classes.push_back({Box{c.geom.global_offset, c.geom.local_shape}, std::move(c.ranks)});
+      p.classes.push_back({Box{c.geom.global_offset, c.geom.local_shape}, std::move(c.ranks), {}});
     l.params.push_back(std::move(p));
   }
   mark_shared(l);

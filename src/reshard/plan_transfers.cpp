@@ -39,22 +39,50 @@ bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, c
   return false;
 }
 
-// The pieces of one B class (appended to `pp.pieces`); false when A's
-// classes do not tile the B box exactly.
-bool cut_class(const BoxIndex& index, const Box& want, std::size_t k, ParamPlan& pp) {
+// A's parts of one param, indexed: the boxes and which (class, part) each is.
+struct SourceIndex {
+  std::vector<std::pair<std::size_t, std::size_t>> owner;  // (class, part) per box
+  BoxIndex index;
+};
+
+SourceIndex index_sources(const LayoutParam& pa) {
+  std::vector<Box> boxes;
+  std::vector<std::pair<std::size_t, std::size_t>> owner;
+  for (std::size_t i = 0; i < pa.classes.size(); ++i)
+    for_each_part(pa.classes[i], [&](std::size_t part, const Box& b) {
+      boxes.push_back(b);
+      owner.emplace_back(i, part);
+    });
+  return {std::move(owner), BoxIndex(std::move(boxes))};
+}
+
+// The pieces of B class `k` (appended to `pp.pieces`); false when A's parts
+// do not tile its parts exactly.
+bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, ParamPlan& pp) {
   const std::size_t first = pp.pieces.size();
   std::int64_t covered = 0;
+  std::size_t dst_part = 0;
   const auto add = [&](std::size_t i, const Box& m) {
     covered += numel(m);
-    pp.pieces.push_back({m, i, k});
+    pp.pieces.push_back({m, src.owner[i].first, src.owner[i].second, k, dst_part});
   };
-  index.for_each_meeting(want, add);
-  if (covered == numel(want)) return true;
-  if (!index.is_grid()) return false;
+  const auto cut = [&](bool brute) {
+    for_each_part(c, [&](std::size_t part, const Box& want) {
+      dst_part = part;
+      if (brute) {
+        src.index.for_each_meeting_brute(want, add);
+      } else {
+        src.index.for_each_meeting(want, add);
+      }
+    });
+  };
+  cut(false);
+  if (covered == numel(c.box)) return true;
+  if (!src.index.is_grid()) return false;
   pp.pieces.resize(first);
   covered = 0;
-  index.for_each_meeting_brute(want, add);
-  return covered == numel(want);
+  cut(true);
+  return covered == numel(c.box);
 }
 
 void report_coverage(const LayoutParam& pb, const Box& want, const Layout& a,
@@ -73,14 +101,14 @@ void report_coverage(const LayoutParam& pb, const Box& want, const Layout& a,
 // Pieces and per-rank bytes of one B param sourced from A's `pa`.
 void plan_param(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, ParamPlan& pp,
                 Accumulators& acc, DiagnosticSink& sink) {
-  const BoxIndex index(pa.classes);
+  const SourceIndex src = index_sources(pa);
   const std::int64_t esize = element_size(pb.dtype);
   for (std::size_t k = 0; k < pb.classes.size(); ++k) {
     pp.class_pieces.push_back(pp.pieces.size());
     const ShardClassBox& c = pb.classes[k];
     if (numel(c.box) == 0) continue;
     const std::size_t first = pp.pieces.size();
-    if (!cut_class(index, c.box, k, pp)) {
+    if (!cut_class(src, c, k, pp)) {
       report_coverage(pb, c.box, a, sink);
       pp.pieces.clear();
       pp.class_pieces.clear();

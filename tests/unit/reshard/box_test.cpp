@@ -35,7 +35,14 @@ std::vector<ShardClassBox> grid(const std::vector<std::int64_t>& rows,
   for (std::size_t i = 0; i + 1 < rows.size(); ++i)
     for (std::size_t j = 0; j + 1 < cols.size(); ++j)
       out.push_back({Box{{rows[i], cols[j]}, {rows[i + 1] - rows[i], cols[j + 1] - cols[j]}},
-                     RankSet::from_sorted({rank++})});
+                     RankSet::from_sorted({rank++}),
+                     {}});
+  return out;
+}
+
+std::vector<Box> boxes_of(const std::vector<ShardClassBox>& classes) {
+  std::vector<Box> out;
+  for (const auto& c : classes) out.push_back(c.box);
   return out;
 }
 
@@ -55,8 +62,8 @@ std::vector<std::pair<std::size_t, Box>> collect(const BoxIndex& idx, const Box&
 
 TEST_CASE("the grid index finds exactly the boxes brute force finds") {
   auto classes = grid({0, 3, 3, 7, 10}, {0, 5, 6, 16});  // an empty row band [3, 3)
-  classes.push_back({Box{{10, 0}, {0, 16}}, RankSet::from_sorted({99})});  // empty shard
-  const BoxIndex idx(classes);
+  classes.push_back({Box{{10, 0}, {0, 16}}, RankSet::from_sorted({99}), {}});  // empty shard
+  const BoxIndex idx(boxes_of(classes));
   CHECK(idx.is_grid());
   std::mt19937 rng(7);
   for (int t = 0; t < 500; ++t) {
@@ -74,11 +81,11 @@ TEST_CASE("the grid index finds exactly the boxes brute force finds") {
 
 TEST_CASE("boxes that are not a grid fall back to testing every class") {
   // Two rows split at different columns: not a product of per-dim intervals.
-  std::vector<ShardClassBox> classes{{Box{{0, 0}, {1, 3}}, RankSet::from_sorted({0})},
-                                     {Box{{0, 3}, {1, 5}}, RankSet::from_sorted({1})},
-                                     {Box{{1, 0}, {1, 5}}, RankSet::from_sorted({2})},
-                                     {Box{{1, 5}, {1, 3}}, RankSet::from_sorted({3})}};
-  const BoxIndex idx(classes);
+  std::vector<ShardClassBox> classes{{Box{{0, 0}, {1, 3}}, RankSet::from_sorted({0}), {}},
+                                     {Box{{0, 3}, {1, 5}}, RankSet::from_sorted({1}), {}},
+                                     {Box{{1, 0}, {1, 5}}, RankSet::from_sorted({2}), {}},
+                                     {Box{{1, 5}, {1, 3}}, RankSet::from_sorted({3}), {}}};
+  const BoxIndex idx(boxes_of(classes));
   CHECK_FALSE(idx.is_grid());
   const Box q{{0, 2}, {2, 4}};
   const auto got = collect(idx, q, false);

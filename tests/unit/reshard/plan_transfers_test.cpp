@@ -27,7 +27,7 @@ LayoutParam split(const std::string& name, Shape shape, int dim,
     const std::int64_t start = std::min(len, k * chunk);
     b.offset[static_cast<std::size_t>(dim)] = start;
     b.shape[static_cast<std::size_t>(dim)] = std::min(len, start + chunk) - start;
-    p.classes.push_back({b, ranks(holders[static_cast<std::size_t>(k)])});
+    p.classes.push_back({b, ranks(holders[static_cast<std::size_t>(k)]), {}});
   }
   return p;
 }
@@ -163,4 +163,62 @@ TEST_CASE("a tied alias on its source's stage shares storage: not transferred") 
   CHECK(l.at({0, "head"}).shares_storage);
   CHECK(l.at({0, "head"}).reads.empty());
   CHECK(l.at({0, "emb"}).reads.size() == 2);
+}
+
+namespace {
+
+// w [6, 2] packed as q|k|v (2 rows each) and split over tp 2 per part: rank t
+// holds rows t, 2 + t, 4 + t, concatenated in its local tensor.
+LayoutParam packed_qkv() {
+  LayoutParam p;
+  p.name = "qkv";
+  p.dtype = DType::Float32;
+  p.global_shape = {6, 2};
+  for (std::int64_t t = 0; t < 2; ++t) {
+    ShardClassBox c{Box{{t, 0}, {3, 2}}, ranks({t}), {}};
+    for (std::int64_t part = 0; part < 3; ++part)
+      c.parts.push_back({Box{{2 * part + t, 0}, {1, 2}}, Shape{part, 0}});
+    p.classes.push_back(std::move(c));
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("packed pieces: reads land at each part's local offset") {
+  const Layout a = layout(2, {split("qkv", {6, 2}, 0, {{0}, {1}})});  // rows 0-2 | 3-5
+  const Layout b = layout(2, {packed_qkv()});
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(r.dest_bytes == std::vector<std::int64_t>{24, 24});
+  CHECK(r.in_place_bytes == std::vector<std::int64_t>{16, 16});  // rows 0, 2 | 3, 5
+  const auto l = listing(a, b, r, {});
+  const auto& r1 = l.at({1, "qkv"}).reads;  // global rows 1, 3, 5
+  REQUIRE(r1.size() == 3);
+  CHECK(r1[0].src == 0);
+  CHECK(r1[0].dst_offset == Shape{0, 0});
+  CHECK(r1[0].src_offset == Shape{1, 0});
+  CHECK(r1[1].src == 1);
+  CHECK(r1[1].dst_offset == Shape{1, 0});
+  CHECK(r1[1].src_offset == Shape{0, 0});
+  CHECK(r1[2].dst_offset == Shape{2, 0});
+  CHECK(r1[2].src_offset == Shape{2, 0});
+
+  // And back: packed sources are sliced at their parts' local offsets.
+  DiagnosticSink sink2;
+  const Result back = plan_reshard(b, a, {}, sink2);
+  REQUIRE_FALSE(sink2.has_errors());
+  const auto lb = listing(b, a, back, {});
+  const auto& r0 = lb.at({0, "qkv"}).reads;  // global rows 0, 1, 2
+  REQUIRE(r0.size() == 3);
+  std::map<std::int64_t, const Read*> by_row;
+  for (const auto& rd : r0) by_row[rd.box.offset[0]] = &rd;
+  CHECK(by_row.at(0)->src == 0);
+  CHECK(by_row.at(0)->src_offset == Shape{0, 0});
+  CHECK(by_row.at(1)->src == 1);
+  CHECK(by_row.at(1)->src_offset == Shape{0, 0});
+  CHECK(by_row.at(1)->dst_offset == Shape{1, 0});
+  CHECK(by_row.at(2)->src == 0);
+  CHECK(by_row.at(2)->src_offset == Shape{1, 0});
 }
