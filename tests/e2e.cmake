@@ -152,3 +152,20 @@ foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
                    --shardc $<TARGET_FILE:shardc> --only ${pair})
   set_tests_properties(reshard/${pair} PROPERTIES LABELS "e2e;reshard" TIMEOUT 600)
 endforeach()
+# The output directory commits as a whole: compile SIGKILLed at several moments leaves the
+# previous complete state or a directory verify refuses as incomplete; changed inputs;
+# tampered files caught by digest (tests/e2e/test_commit.py).
+add_test(NAME output/commit
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_commit.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(output/commit PROPERTIES LABELS "e2e;output" TIMEOUT 900)
+
+# `shardc verify` on tampered outputs (tests/tampered/cases.json: wrong types, negatives,
+# huge and inconsistent values in plan.json, rank files and manifest.json; missing, extra,
+# duplicate, foreign and symlinked files): the expected exit code and message, bounded time,
+# no sanitizer report (runs in tools/test stage 2 too: the label is not excluded there).
+add_test(NAME tampered/corpus
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_tampered.py
+                 --shardc $<TARGET_FILE:shardc> ${SHARDC_BAD_FLAGS}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/tampered/cases.json)
+set_tests_properties(tampered/corpus PROPERTIES LABELS "e2e;tampered" TIMEOUT 900)

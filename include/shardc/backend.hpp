@@ -44,6 +44,25 @@ std::string rank_file_name(std::int64_t rank, std::int64_t world_size);
 std::string render_reshard_json(const reshard::Layout& a, const reshard::Layout& b,
                                 const reshard::Result& r, const reshard::Options& opt,
                                 const std::vector<std::int64_t>& ranks);
+/// One output file as written: its path relative to OUTDIR, size and
+/// sha256 (hex), computed from the bytes in memory (never re-read).
+struct FileDigest {
+  std::string path;        ///< "plan.json", "ranks/rank-03.json"
+  std::int64_t rank = -1;  ///< the rank of a rank file; -1 for plan.json
+  std::int64_t bytes = 0;
+  std::string sha256;
+};
+
+/// The commit marker name, written last into OUTDIR.
+inline constexpr const char* kManifestName = "manifest.json";
+
+/// `manifest.json` (`shardc.manifest/v1`, schemas/manifest.schema.json):
+/// the inputs' digests, world size, plan.json's digest, the rank-file set
+/// (`ranks_text` in rank-set syntax; "" with --no-rank-files) and every rank
+/// file's digest, ascending by rank. Byte-identical for identical inputs.
+std::string render_manifest_json(const Plan& plan, const FileDigest& plan_file,
+                                 const std::string& ranks_text,
+                                 const std::vector<FileDigest>& rank_files);
 
 /// Source texts by path, so text diagnostics can quote the offending line.
 using SourceMap = std::map<std::string, std::string>;

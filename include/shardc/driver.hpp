@@ -45,6 +45,31 @@ class FileSystem {
   virtual std::optional<std::vector<std::string>> list_dir(const std::string& path) = 0;
   /// True when `path` is a symbolic link.
   virtual bool is_symlink(const std::string& path) = 0;
+
+  // --- whole-directory commits (see README "Output directory commits") ---
+
+  /// Makes every file and directory entry written so far under the
+  /// directory `dir` durable (Linux: one syncfs(2) of its filesystem, then
+  /// fsync(2) of `dir`; one call instead of an fsync per rank file, which
+  /// costs ~4 ms each on ext4). false and `error` on failure.
+  virtual bool sync_dir(const std::string& dir, std::string& error) = 0;
+  /// Creates a fresh, empty, hidden sibling of `target` to build a new
+  /// output in (`<parent>/.<name>.shardc-tmp.<pid>.<n>`) and returns its
+  /// path. Siblings of the same pattern left by processes that no longer
+  /// run (killed compiles) are removed first. nullopt and `error` when the
+  /// parent is not writable.
+  virtual std::optional<std::string> make_temp_sibling(const std::string& target,
+                                                       std::string& error) = 0;
+  /// Puts the directory `from` at `to` atomically. When `to` exists the two
+  /// are exchanged (renameat2 RENAME_EXCHANGE; where the filesystem lacks
+  /// it, three renames with a short window in which `to` is absent), so
+  /// `from` then names the previous directory; when it does not, `from` is
+  /// renamed. The parent is fsync'ed. false and `error` on failure, nothing
+  /// moved.
+  virtual bool replace_dir(const std::string& from, const std::string& to, std::string& error) = 0;
+  /// Removes the directory `dir` and everything in it; symlinks inside are
+  /// removed, never followed. A missing `dir` is not a failure.
+  virtual bool remove_tree(const std::string& dir, std::string& error) = 0;
 };
 
 class RealFileSystem final : public FileSystem {
@@ -56,6 +81,11 @@ class RealFileSystem final : public FileSystem {
   bool make_dirs(const std::string& path, std::string& error) override;
   std::optional<std::vector<std::string>> list_dir(const std::string& path) override;
   bool is_symlink(const std::string& path) override;
+  bool sync_dir(const std::string& dir, std::string& error) override;
+  std::optional<std::string> make_temp_sibling(const std::string& target,
+                                               std::string& error) override;
+  bool replace_dir(const std::string& from, const std::string& to, std::string& error) override;
+  bool remove_tree(const std::string& dir, std::string& error) override;
 };
 
 enum class DiagFormat { Text, Json, Github };
@@ -101,6 +131,9 @@ struct VerifyOptions {
   /// arithmetic instead of simulated element by element.
   std::int64_t max_elements = std::int64_t{1} << 24;
   int max_mismatches = 20;  ///< mismatches listed before "... and N more"
+  /// Files in OUTDIR/ranks that are not part of the compile (extra, duplicate,
+  /// beyond the world size, foreign, symlinks) fail the run (else warnings).
+  bool strict = false;
 };
 
 /// `shardc reshard`: plan A -> plan B transfers (include/shardc/reshard.hpp).
@@ -131,7 +164,7 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
 /// 2 usage, unreadable or malformed input.
 ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
-/// Prints the JSON Schema named `name` (model, recipe, plan, rank).
+/// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 
 /// The version string, e.g. "0.1.0".

@@ -16,6 +16,9 @@
 
 namespace shardc::readback {
 
+/// Largest world size an output can have (the recipe's mesh bound, 2^31 - 1).
+inline constexpr std::int64_t kMaxWorldSize = 2147483647;
+
 /// One entry of a param's `shards` in plan.json.
 struct PlanShard {
   std::string ranks;  ///< rank-set text, parsed on use (RankSet::parse)
@@ -39,19 +42,50 @@ struct PlanMeshAxis {
   std::int64_t size = 1;
 };
 
+/// `min` / `max` of a per-rank byte statistic in plan.json `summary`, with
+/// the rank sets (text) that reach them.
+struct PlanRankStat {
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+  std::string min_ranks;
+  std::string max_ranks;
+};
+
 struct PlanFile {
   std::int64_t world_size = 1;
+  std::string model_sha256;
+  std::string recipe_sha256;
   std::vector<PlanMeshAxis> dense;
-  std::vector<PlanMeshAxis> expert;  ///< empty without an expert mesh
+  std::vector<PlanMeshAxis> expert;          ///< empty without an expert mesh
+  std::optional<std::string> pipeline_axis;  ///< `pipeline.axis`; nullopt without a pipeline
+  std::int64_t num_stages = 1;
   std::vector<PlanParam> params;
+  std::int64_t summary_num_params = 0;  ///< `summary.num_params`
+  PlanRankStat per_rank_param_bytes;
+  PlanRankStat per_rank_padded_param_bytes;
 };
 
 struct RankParam {
   std::string name;
+  DType dtype = DType::BFloat16;
+  int stage = 0;
+  Shape global_shape;
   Shape local_shape;
   Shape global_offset;
   Shape padded_shape;
-  bool alias = false;  ///< alias_of non-null: shares its source's storage here
+  std::int64_t numel = 0;  ///< elements of local_shape, as the file says
+  std::int64_t bytes = 0;  ///< bytes of local_shape, as the file says
+  bool alias = false;      ///< alias_of non-null: shares its source's storage here
+};
+
+/// `coords` of a rank file on one mesh: axis name -> coordinate, in file order.
+using RankCoords = std::vector<std::pair<std::string, std::int64_t>>;
+
+/// `totals` of a rank file, as the file says.
+struct RankTotals {
+  std::int64_t param_bytes = 0;
+  std::int64_t padded_param_bytes = 0;
+  std::int64_t num_params = 0;
 };
 
 struct MuonStageParam {
@@ -134,12 +168,44 @@ struct Buffer {
 
 struct RankFile {
   std::int64_t rank = 0;
+  std::int64_t world_size = 0;
   int stage = 0;
+  RankCoords dense;
+  std::optional<RankCoords> expert;  ///< nullopt when `coords.expert` is null
   std::vector<RankParam> params;
   std::vector<Buffer> buffers;
+  RankTotals totals;
 };
 
+/// One file listed in manifest.json.
+struct ManifestEntry {
+  std::string path;        ///< relative to OUTDIR: "plan.json", "ranks/rank-03.json"
+  std::int64_t rank = -1;  ///< -1 for plan.json
+  std::int64_t bytes = 0;
+  std::string sha256;  ///< 64 lowercase hex digits
+};
+
+/// manifest.json (`shardc.manifest/v1`), the commit marker of an OUTDIR.
+struct ManifestFile {
+  std::int64_t world_size = 1;
+  std::string model_sha256;
+  std::string recipe_sha256;
+  ManifestEntry plan;
+  std::string ranks;                      ///< rank-set text of the rank files ("" = none)
+  std::vector<ManifestEntry> rank_files;  ///< ascending by rank
+};
+
+/// Parses manifest.json and checks it is self-consistent: world_size in
+/// [1, 2^31 - 1], `count` = the number of files, each rank in range,
+/// strictly ascending, named `ranks/rank_file_name(rank)`, the `ranks` set
+/// = the files' ranks (its size checked before it is expanded), sha256 64
+/// hex digits, bytes >= 0. nullopt and `error` (with the JSON path) otherwise.
+std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::string& error);
+
 /// Parses plan.json; nullopt and `error` (with the JSON path) when malformed.
+/// Integers that the format bounds are checked while parsing: world_size
+/// and mesh axis sizes in [1, 2^31 - 1], stages and tensor dims 32-bit;
+/// meaning (products, cross-file agreement) is verify's job.
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error);
 /// Parses one rank file; nullopt and `error` when malformed.
 std::optional<RankFile> parse_rank_file(std::string_view text, std::string& error);

@@ -3,8 +3,14 @@
 // malformed file is reported as e.g. "buffers[0].groups[2].batches: missing".
 #include "shardc/readback.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+
 #include <stdexcept>
+#include "shardc/backend.hpp"
+#include "shardc/rank_set.hpp"
 
 namespace shardc::readback {
 namespace {
@@ -35,10 +41,29 @@ class Node {
     return {j_.at(i), path_ + "[" + std::to_string(i) + "]"};
   }
   [[nodiscard]] std::int64_t i64() const {
+    if (j_.is_number_unsigned() && j_.get<std::uint64_t>() > INT64_MAX) fail("above 2^63 - 1");
     if (!j_.is_number_integer()) fail("not an integer");
     return j_.get<std::int64_t>();
   }
-  [[nodiscard]] int i32() const { return static_cast<int>(i64()); }
+  [[nodiscard]] int i32() const {
+    const std::int64_t v = i64();
+    if (v < INT32_MIN || v > INT32_MAX) fail(std::to_string(v) + " out of 32-bit range");
+    return static_cast<int>(v);
+  }
+  /// An integer in [lo, hi].
+  [[nodiscard]] std::int64_t in_range(std::int64_t lo, std::int64_t hi) const {
+    const std::int64_t v = i64();
+    if (v < lo || v > hi)
+      fail(std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  /// Members of an object with integer values, in file order.
+  [[nodiscard]] std::vector<std::pair<std::string, std::int64_t>> int_members() const {
+    if (!j_.is_object()) fail("not an object");
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const auto& [k, v] : j_.items()) out.emplace_back(k, Node(v, join(k.c_str())).i64());
+    return out;
+  }
   [[nodiscard]] bool boolean() const {
     if (!j_.is_boolean()) fail("not a boolean");
     return j_.get<bool>();
@@ -94,8 +119,22 @@ PlanParam plan_param(const Node& n) {
 }
 
 RankParam rank_param(const Node& n) {
-  return {n.at("name").str(), n.at("local_shape").ints(), n.at("global_offset").ints(),
-          n.at("padded_shape").ints(), !n.at("alias_of").is_null()};
+  RankParam p;
+  p.name = n.at("name").str();
+  p.dtype = n.at("dtype").dtype();
+  p.stage = n.at("stage").i32();
+  p.global_shape = n.at("global_shape").ints();
+  p.local_shape = n.at("local_shape").ints();
+  p.global_offset = n.at("global_offset").ints();
+  p.padded_shape = n.at("padded_shape").ints();
+  p.numel = n.at("numel").i64();
+  p.bytes = n.at("bytes").i64();
+  p.alias = !n.at("alias_of").is_null();
+  return p;
+}
+
+PlanRankStat rank_stat(const Node& n) {
+  return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str()};
 }
 
 MuonStageParam muon_stage_param(const Node& n) {
@@ -186,6 +225,50 @@ Buffer buffer(const Node& n) {
   return b;
 }
 
+bool is_hex_digest(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+ManifestEntry manifest_entry(const Node& n, bool rank_file) {
+  ManifestEntry e;
+  e.path = n.at("path").str();
+  if (rank_file) e.rank = n.at("rank").i64();
+  e.bytes = n.at("bytes").i64();
+  if (e.bytes < 0) n.at("bytes").fail("negative");
+  e.sha256 = n.at("sha256").str();
+  if (!is_hex_digest(e.sha256)) n.at("sha256").fail("not 64 lowercase hex digits");
+  return e;
+}
+
+// The files agree with world_size, their names, count and the rank set.
+void check_rank_files(const Node& files, const ManifestFile& m, std::int64_t count,
+                      const Node& ranks) {
+  if (count != static_cast<std::int64_t>(m.rank_files.size()))
+    files.fail("lists " + std::to_string(m.rank_files.size()) + " files but count says " +
+               std::to_string(count));
+  for (std::size_t i = 0; i < m.rank_files.size(); ++i) {
+    const ManifestEntry& e = m.rank_files[i];
+    if (e.rank < 0 || e.rank >= m.world_size)
+      files[i].at("rank").fail("rank " + std::to_string(e.rank) + " outside world size " +
+                               std::to_string(m.world_size));
+    if (i > 0 && e.rank <= m.rank_files[i - 1].rank)
+      files[i].at("rank").fail("ranks not strictly ascending");
+    if (e.path != "ranks/" + rank_file_name(e.rank, m.world_size))
+      files[i].at("path").fail("'" + e.path + "' is not the file name of rank " +
+                               std::to_string(e.rank));
+  }
+  if (m.ranks.empty() && m.rank_files.empty()) return;
+  std::string error;
+  const auto set = RankSet::parse(m.ranks, m.world_size, error);
+  if (!set) ranks.fail(error);
+  bool same = set->size() == count;
+  for (std::size_t i = 0; same && i < m.rank_files.size(); ++i)
+    same = set->contains(m.rank_files[i].rank);
+  if (!same) ranks.fail("'" + m.ranks + "' is not the set of the listed files' ranks");
+}
+
 template <typename T, typename F>
 std::optional<T> parse_with(std::string_view text, std::string& error, F read) {
   try {
@@ -204,14 +287,23 @@ std::optional<T> parse_with(std::string_view text, std::string& error, F read) {
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error) {
   return parse_with<PlanFile>(text, error, [](const Node& n) {
     PlanFile f;
-    f.world_size = n.at("world_size").i64();
-    if (f.world_size < 1) n.at("world_size").fail("must be >= 1");
+    f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
+    f.model_sha256 = n.at("inputs").at("model").at("sha256").str();
+    f.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
     f.params = n.at("params").map(plan_param);
     const auto axes = [](const Node& a) {
-      return PlanMeshAxis{a.at("name").str(), a.at("size").i64()};
+      return PlanMeshAxis{a.at("name").str(), a.at("size").in_range(1, kMaxWorldSize)};
     };
     f.dense = n.at("meshes").at("dense").map(axes);
     if (!n.at("meshes").at("expert").is_null()) f.expert = n.at("meshes").at("expert").map(axes);
+    if (const Node pp = n.at("pipeline"); !pp.is_null()) {
+      f.pipeline_axis = pp.at("axis").str();
+      f.num_stages = pp.at("num_stages").in_range(1, kMaxWorldSize);
+    }
+    const Node sum = n.at("summary");
+    f.summary_num_params = sum.at("num_params").i64();
+    f.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
+    f.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
     return f;
   });
 }
@@ -220,10 +312,35 @@ std::optional<RankFile> parse_rank_file(std::string_view text, std::string& erro
   return parse_with<RankFile>(text, error, [](const Node& n) {
     RankFile f;
     f.rank = n.at("rank").i64();
+    f.world_size = n.at("world_size").i64();
     f.stage = n.at("stage").i32();
+    f.dense = n.at("coords").at("dense").int_members();
+    if (!n.at("coords").at("expert").is_null())
+      f.expert = n.at("coords").at("expert").int_members();
     f.params = n.at("params").map(rank_param);
     f.buffers = n.at("buffers").map(buffer);
+    const Node t = n.at("totals");
+    f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
+                t.at("num_params").i64()};
     return f;
+  });
+}
+
+std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::string& error) {
+  return parse_with<ManifestFile>(text, error, [](const Node& n) {
+    if (n.at("format").str() != "shardc.manifest/v1") n.at("format").fail("not shardc.manifest/v1");
+    ManifestFile m;
+    m.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
+    m.model_sha256 = n.at("inputs").at("model").at("sha256").str();
+    m.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
+    m.plan = manifest_entry(n.at("plan"), false);
+    if (m.plan.path != "plan.json") n.at("plan").at("path").fail("not 'plan.json'");
+    const Node rf = n.at("rank_files");
+    m.ranks = rf.at("ranks").str();
+    const std::int64_t count = rf.at("count").i64();
+    m.rank_files = rf.at("files").map([](const Node& f) { return manifest_entry(f, true); });
+    check_rank_files(rf.at("files"), m, count, rf.at("ranks"));
+    return m;
   });
 }
 

@@ -155,11 +155,15 @@ void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
   cmd->add_option("--max-elements", opt.max_elements,
                   "Params with more global elements are box-checked, not simulated")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
+  cmd->add_flag("--strict", opt.strict,
+                "Files in OUTDIR/ranks that are not part of the compile fail the run");
   cmd->footer(
       "Simulates every buffer layout in the rank files (pack, all-gather, unpack with\n"
       "element value = global flat index) and checks it rebuilds the right tensor.\n"
-      "Exit codes: 0 all layouts round-trip, 1 mismatches (listed) or a group not\n"
-      "verifiable, 2 unreadable input.\n"
+      "Refuses a directory without manifest.json (an interrupted compile) and checks\n"
+      "every file it reads against the size and sha256 manifest.json recorded.\n"
+      "Exit codes: 0 all layouts round-trip, 1 mismatches (listed), a file changed after\n"
+      "the compile or a group not verifiable, 2 unreadable input or incomplete compile.\n"
       "Example:\n  shardc compile m.yaml r.yaml -o out/ && shardc verify out/ --ranks 0-63");
   cmd->callback([&] {
     cli.run = [&] {
@@ -204,7 +208,7 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd =
-      app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan, rank or reshard");
+      app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan, rank, reshard or manifest");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });

@@ -11,6 +11,8 @@
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/frontend.hpp"
+#include "shardc/rank_set.hpp"
 
 namespace shardc {
 namespace {
@@ -79,12 +81,15 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
   out << "\n";
 }
 
+// plan.json into `dir`; its digest into `digest`.
 bool write_plan(const Plan& plan, const RankBytes& bytes,
                 const std::vector<BufferRankBytes>& buffer_bytes, const std::string& dir,
-                FileSystem& fs, std::ostream& err) {
+                FileDigest& digest, FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(dir, "plan.json");
+  const std::string text = render_plan_json(plan, bytes, buffer_bytes);
+  digest = FileDigest{"plan.json", -1, static_cast<std::int64_t>(text.size()), sha256_hex(text)};
   std::string error;
-  if (!fs.write_atomic(path, render_plan_json(plan, bytes, buffer_bytes), error)) {
+  if (!fs.write_atomic(path, text, error)) {
     driver::print_error(err, "cannot write '" + path + "': " + error);
     return false;
   }
@@ -92,20 +97,39 @@ bool write_plan(const Plan& plan, const RankBytes& bytes,
   return true;
 }
 
+// The rank files into `t.write_dir/ranks`; stale ones removed (in place).
 bool write_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                 const std::vector<std::int64_t>& ranks, const CompileOptions& opt, FileSystem& fs,
+                 const std::vector<std::int64_t>& ranks, const CompileOptions& opt,
+                 const driver::OutputTarget& t, std::vector<FileDigest>& digests, FileSystem& fs,
                  std::ostream& err) {
-  const std::string ranks_dir = path_join(opt.out_dir, "ranks");
-  std::set<std::string> keep;
-  for (const auto r : ranks) keep.insert(rank_file_name(r, plan.world_size));
+  const std::string ranks_dir = path_join(t.write_dir, "ranks");
   if (!ranks.empty()) {
     if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
-    const driver::RankWriteJob job{&plan,     &buffers, ranks,
-                                   ranks_dir, opt.jobs, opt.common.progress};
+    driver::RankWriteJob job{&plan, &buffers, ranks, ranks_dir, opt.jobs, opt.common.progress};
+    job.digests = &digests;
     if (!driver::write_rank_files(job, fs, err)) return false;
   }
-  driver::remove_stale_rank_files(ranks_dir, keep, fs, err);
+  if (t.in_place) {
+    std::set<std::string> keep;
+    for (const auto r : ranks) keep.insert(rank_file_name(r, plan.world_size));
+    driver::remove_stale_rank_files(ranks_dir, keep, fs, err);
+  }
   return true;
+}
+
+// plan.json, the rank files and (last) manifest.json.
+bool write_outputs(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                   const std::vector<std::int64_t>& ranks, const CompileOptions& opt,
+                   const driver::OutputTarget& t, const RankBytes& bytes, FileSystem& fs,
+                   std::ostream& err) {
+  const auto buffer_bytes = buffer_rank_bytes(plan, buffers);
+  FileDigest plan_digest;
+  std::vector<FileDigest> rank_digests;
+  if (!write_plan(plan, bytes, buffer_bytes, t.write_dir, plan_digest, fs, err)) return false;
+  if (!write_ranks(plan, buffers, ranks, opt, t, rank_digests, fs, err)) return false;
+  const std::string ranks_text = RankSet::from_sorted(ranks).to_string();
+  return driver::commit_output(t, render_manifest_json(plan, plan_digest, ranks_text, rank_digests),
+                               fs, err);
 }
 
 }  // namespace
@@ -118,13 +142,15 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
   const Plan& plan = *s.plan;
   auto ranks = selected_ranks(opt, plan, err);
   if (!ranks) return ExitCode::Usage;
-  if (!driver::prepare_out_dir(opt.out_dir, opt.force, fs, err)) return ExitCode::Usage;
+  const auto target = driver::begin_output(opt.out_dir, opt.force, fs, err);
+  if (!target) return ExitCode::Usage;
   const RankBytes bytes = rank_bytes(plan);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);  // once, shared by the writers
   if (opt.with_groups) add_group_ranks(plan, buffers, *ranks, out);
-  const auto buffer_bytes = buffer_rank_bytes(plan, buffers);
-  if (!write_plan(plan, bytes, buffer_bytes, opt.out_dir, fs, err)) return ExitCode::Usage;
-  if (!write_ranks(plan, buffers, *ranks, opt, fs, err)) return ExitCode::Usage;
+  if (!write_outputs(plan, buffers, *ranks, opt, *target, bytes, fs, err)) {
+    driver::abandon_output(*target, fs);
+    return ExitCode::Usage;
+  }
   print_summary(plan, bytes, opt, ranks->size(), out);
   return ExitCode::Ok;
 }

@@ -3,26 +3,81 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <ostream>
 
 #include "driver/session.hpp"
+#include "shardc/backend.hpp"
 
 namespace shardc::driver {
 namespace {
 
 constexpr std::string_view kMarkerText =
-    "This directory is written by shardc compile. shardc may replace or delete\n"
-    "plan.json and ranks/rank-*.json here on the next run.\n";
-
-bool is_rank_file_name(const std::string& name) {
-  if (name.size() <= 10 || !name.starts_with("rank-") || !name.ends_with(".json")) return false;
-  const std::string digits = name.substr(5, name.size() - 10);
-  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
+    "This directory is written by shardc compile. A compile is complete only when\n"
+    "manifest.json is present (it is written last). shardc may replace or delete\n"
+    "plan.json, manifest.json and ranks/rank-*.json here on the next run, and replaces\n"
+    "the whole directory when it holds nothing else.\n";
 
 // Temporary files an interrupted write may leave: ".<name>.tmp.<pid>.<n>".
 bool is_leftover_temp(const std::string& name) {
   return name.starts_with(".rank-") && name.find(".json.tmp.") != std::string::npos;
+}
+
+// Top-level entries a compile writes (or an interrupted one leaves).
+bool is_own_entry(const std::string& name) {
+  static constexpr std::array<std::string_view, 4> kOwn = {kMarkerName, "plan.json", kManifestName,
+                                                           "ranks"};
+  return std::find(kOwn.begin(), kOwn.end(), name) != kOwn.end() ||
+         (name.starts_with(".") && name.find(".tmp.") != std::string::npos);
+}
+
+bool refuse_symlinks(const std::string& dir, FileSystem& fs, std::ostream& err) {
+  if (fs.is_symlink(dir)) {
+    print_error(err, "output directory '" + dir +
+                         "' is a symbolic link; shardc does not write through symlinks "
+                         "(pass the real path)");
+    return false;
+  }
+  if (fs.is_symlink(path_join(dir, "ranks"))) {
+    print_error(err, "'" + path_join(dir, "ranks") +
+                         "' is a symbolic link; shardc does not write through it");
+    return false;
+  }
+  return true;
+}
+
+// In place: removes manifest.json first, so until the new one is written the
+// directory is refused as incomplete.
+bool uncommit(const std::string& dir, FileSystem& fs, std::ostream& err) {
+  std::string error;
+  if (!fs.remove_file(path_join(dir, kManifestName), error) || !fs.sync_dir(dir, error)) {
+    print_error(err, "cannot write to output directory '" + dir + "': " + error);
+    return false;
+  }
+  return true;
+}
+
+// Swap or in place (see out_dir.hpp); nullopt after printing a refusal.
+std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSystem& fs,
+                                    std::ostream& err) {
+  const auto entries = fs.list_dir(dir);
+  if (!entries) {
+    std::string error;
+    if (!fs.make_dirs(dir, error)) {  // validates the path; the new empty dir is ours
+      print_error(err, "cannot create output directory '" + dir + "': " + error);
+      return std::nullopt;
+    }
+    return false;
+  }
+  if (entries->empty()) return true;
+  const bool marked = std::find(entries->begin(), entries->end(), kMarkerName) != entries->end();
+  if (!marked && !force) {
+    print_error(err, "output directory '" + dir +
+                         "' is not empty and was not written by shardc (no " + kMarkerName +
+                         " file); choose an empty directory or pass --force");
+    return std::nullopt;
+  }
+  return !marked || !std::all_of(entries->begin(), entries->end(), is_own_entry);
 }
 
 }  // namespace
@@ -32,32 +87,58 @@ std::string path_join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-bool prepare_out_dir(const std::string& dir, bool force, FileSystem& fs, std::ostream& err) {
-  if (fs.is_symlink(dir)) {
-    print_error(err, "output directory '" + dir +
-                         "' is a symbolic link; shardc does not write through symlinks "
-                         "(pass the real path)");
-    return false;
-  }
+bool is_rank_file_name(const std::string& name) {
+  if (name.size() <= 10 || !name.starts_with("rank-") || !name.ends_with(".json")) return false;
+  const std::string digits = name.substr(5, name.size() - 10);
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<OutputTarget> begin_output(const std::string& dir, bool force, FileSystem& fs,
+                                         std::ostream& err) {
+  if (!refuse_symlinks(dir, fs, err)) return std::nullopt;
+  const auto in_place = choose_in_place(dir, force, fs, err);
+  if (!in_place) return std::nullopt;
+  OutputTarget t{dir, dir, *in_place};
   std::string error;
-  const auto entries = fs.list_dir(dir);
-  if (!entries) {
-    if (!fs.make_dirs(dir, error)) {
-      print_error(err, "cannot create output directory '" + dir + "': " + error);
-      return false;
+  if (!t.in_place) {
+    if (auto tmp = fs.make_temp_sibling(dir, error)) {
+      t.write_dir = *tmp;
+    } else {
+      spdlog::debug("{}; writing in place", error);
+      t.in_place = true;
     }
-  } else if (!entries->empty() &&
-             std::find(entries->begin(), entries->end(), kMarkerName) == entries->end() && !force) {
-    print_error(err, "output directory '" + dir +
-                         "' is not empty and was not written by shardc (no " + kMarkerName +
-                         " file); choose an empty directory or pass --force");
-    return false;
   }
-  if (!fs.write_atomic(path_join(dir, kMarkerName), kMarkerText, error)) {
+  if (t.in_place && !uncommit(dir, fs, err)) return std::nullopt;
+  if (!fs.write_atomic(path_join(t.write_dir, kMarkerName), kMarkerText, error)) {
     print_error(err, "cannot write to output directory '" + dir + "': " + error);
+    abandon_output(t, fs);
+    return std::nullopt;
+  }
+  spdlog::debug("writing {} ({})", t.write_dir, t.in_place ? "in place" : "swap");
+  return t;
+}
+
+bool commit_output(const OutputTarget& t, const std::string& manifest, FileSystem& fs,
+                   std::ostream& err) {
+  std::string error;
+  const std::string path = path_join(t.write_dir, kManifestName);
+  bool ok = fs.sync_dir(t.write_dir, error) && fs.write_atomic(path, manifest, error) &&
+            fs.sync_dir(t.write_dir, error);
+  if (ok && !t.in_place) ok = fs.replace_dir(t.write_dir, t.out_dir, error);
+  if (!ok) {
+    print_error(err, "cannot commit '" + t.out_dir + "': " + error);
+    abandon_output(t, fs);
     return false;
   }
+  if (!t.in_place && !fs.remove_tree(t.write_dir, error))  // now the previous OUTDIR
+    spdlog::warn("{}", error);
   return true;
+}
+
+void abandon_output(const OutputTarget& t, FileSystem& fs) {
+  if (t.in_place) return;
+  std::string error;
+  if (!fs.remove_tree(t.write_dir, error)) spdlog::warn("{}", error);
 }
 
 bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostream& err) {

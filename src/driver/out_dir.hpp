@@ -1,9 +1,23 @@
-// The compile output directory (internal to src/driver): creation, the
-// `.shardc-output` marker that makes a directory safe to overwrite, and
-// removal of rank files a previous run left behind.
+// The compile output directory (internal to src/driver): the commit
+// protocol, the `.shardc-output` marker that makes a directory safe to
+// overwrite, and removal of rank files a previous run left behind.
+//
+// Protocol (README "Output directory commits"): a directory holds a complete
+// compile iff it holds `manifest.json`, which is written last, after every
+// other file is durable. Two ways to get there:
+//  * swap (OUTDIR missing, or holding only shardc's own entries): everything
+//    is written into a fresh hidden sibling, made durable, the manifest is
+//    added, and the sibling replaces OUTDIR with one atomic exchange. A kill
+//    at any moment leaves OUTDIR as it was (the previous complete compile).
+//  * in place (an existing empty directory, e.g. a mount point; a directory
+//    with foreign files under --force or beside the marker; a parent that is
+//    not writable): manifest.json is removed first (the directory is then
+//    refused as incomplete), files are written, stale rank files removed,
+//    and manifest.json written last.
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -17,11 +31,29 @@ inline constexpr const char* kMarkerName = ".shardc-output";
 /// `dir/name`, without doubling a trailing slash.
 std::string path_join(const std::string& dir, const std::string& name);
 
-/// Makes `dir` a shardc output directory: refuses a symlink, creates it when
-/// missing, refuses a non-empty directory without the marker unless
-/// `force`, then writes the marker. Prints the reason and returns false on
-/// failure.
-bool prepare_out_dir(const std::string& dir, bool force, FileSystem& fs, std::ostream& err);
+/// Where one compile writes, and how it commits.
+struct OutputTarget {
+  std::string out_dir;    ///< OUTDIR as given
+  std::string write_dir;  ///< the temporary sibling (swap) or OUTDIR (in place)
+  bool in_place = false;
+};
+
+/// Checks OUTDIR (refuses a symlinked OUTDIR or OUTDIR/ranks, and a
+/// non-empty directory without the marker unless `force`), picks the
+/// protocol, uncommits an in-place OUTDIR (removes manifest.json) and writes
+/// the marker into the write directory. Prints the reason and returns
+/// nullopt on failure.
+std::optional<OutputTarget> begin_output(const std::string& dir, bool force, FileSystem& fs,
+                                         std::ostream& err);
+
+/// Makes every written file durable, writes `manifest` as manifest.json,
+/// and (swap) replaces OUTDIR with the write directory and removes the
+/// previous one. Prints and returns false on failure.
+bool commit_output(const OutputTarget& t, const std::string& manifest, FileSystem& fs,
+                   std::ostream& err);
+
+/// After a failure: removes the temporary sibling (swap); nothing in place.
+void abandon_output(const OutputTarget& t, FileSystem& fs);
 
 /// Creates `dir/ranks` (refusing a symlink). Prints and returns false on failure.
 bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostream& err);
@@ -30,5 +62,8 @@ bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostrea
 /// not named in `keep`. Returns the number removed; prints failures.
 int remove_stale_rank_files(const std::string& ranks_dir, const std::set<std::string>& keep,
                             FileSystem& fs, std::ostream& err);
+
+/// True for "rank-<digits>.json".
+bool is_rank_file_name(const std::string& name);
 
 }  // namespace shardc::driver

@@ -13,6 +13,7 @@
 #include "driver/out_dir.hpp"
 #include "driver/session.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/frontend.hpp"
 
 namespace shardc::driver {
 namespace {
@@ -37,10 +38,14 @@ void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
     const std::size_t i = shared.next.fetch_add(1);
     if (i >= job.ranks.size() || shared.failed.load()) return;
     const std::int64_t rank = job.ranks[i];
-    const std::string path = path_join(job.ranks_dir, rank_file_name(rank, plan.world_size));
+    const std::string name = rank_file_name(rank, plan.world_size);
+    const std::string path = path_join(job.ranks_dir, name);
     std::string error;
     try {
       const std::string bytes = render_rank_json(plan, *job.buffers, rank);
+      if (job.digests != nullptr)
+        (*job.digests)[i] = FileDigest{"ranks/" + name, rank,
+                                       static_cast<std::int64_t>(bytes.size()), sha256_hex(bytes)};
       if (!fs.write_atomic(path, bytes, error)) {
         shared.fail("cannot write '" + path + "': " + error);
         return;
@@ -68,6 +73,7 @@ bool write_rank_files(const RankWriteJob& job, FileSystem& fs, std::ostream& err
   const std::size_t total = job.ranks.size();
   const std::size_t n = worker_count(job.jobs, total);
   spdlog::debug("writing {} rank files with {} workers", total, n);
+  if (job.digests != nullptr) job.digests->assign(total, FileDigest{});
   Shared shared;
   std::latch finished(static_cast<std::ptrdiff_t>(n));
   std::vector<std::jthread> threads;

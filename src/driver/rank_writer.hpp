@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shardc/backend.hpp"
 #include "shardc/buffers.hpp"
 #include "shardc/driver.hpp"
 #include "shardc/plan.hpp"
@@ -22,6 +23,10 @@ struct RankWriteJob {
   std::string ranks_dir;
   int jobs = 0;           ///< worker threads; 0 = one per core
   bool progress = false;  ///< show `[ranks i/N]` on `err`
+  /// Filled with each file's size and sha256 (index i = ranks[i]), computed
+  /// from the rendered bytes before they are written; `path` is
+  /// "ranks/<file name>". Sized by write_rank_files.
+  std::vector<FileDigest>* digests = nullptr;
 };
 
 /// Writes every rank file of the job. Prints the first failure to `err` and

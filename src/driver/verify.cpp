@@ -17,26 +17,30 @@ using driver::path_join;
 using driver::print_error;
 using namespace driver::verify;
 
-std::optional<PlanFile> load_plan(const VerifyOptions& opt, FileSystem& fs, std::ostream& err) {
+// plan.json, checked against the manifest's digest (a change is a mismatch).
+std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::ManifestFile& manifest,
+                                  Report& report, FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(opt.out_dir, "plan.json");
   std::string error;
-  const auto text = fs.read(path, std::int64_t{1} << 32, error);
+  const auto text = fs.read(path, read_limit(manifest.plan.bytes), error);
   if (!text) {
     print_error(err, "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
+  if (const std::string change = digest_change(manifest.plan, *text); !change.empty())
+    report.mismatch(change);
   auto plan = readback::parse_plan_file(*text, error);
   if (!plan) print_error(err, "'" + path + "' is not a shardc plan: " + error);
   return plan;
 }
 
-// --ranks, or every rank whose file is present.
+// --ranks, or every rank file the manifest lists.
 std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
-                                                      const PlanFile& plan, FileSystem& fs,
+                                                      const readback::ManifestFile& manifest,
                                                       std::ostream& err) {
   if (opt.ranks) {
     std::string error;
-    const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
+    const auto set = RankSet::parse(*opt.ranks, manifest.world_size, error);
     if (!set) {
       print_error(err, "--ranks '" + *opt.ranks + "': " + error);
       return std::nullopt;
@@ -44,27 +48,37 @@ std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
     return set->expand();
   }
   std::vector<std::int64_t> out;
-  const auto names = fs.list_dir(path_join(opt.out_dir, "ranks"));
-  for (std::int64_t r = 0; names && r < plan.world_size; ++r)
-    if (std::find(names->begin(), names->end(), rank_file_name(r, plan.world_size)) != names->end())
-      out.push_back(r);
+  for (const auto& e : manifest.rank_files) out.push_back(e.rank);
   if (out.empty())
     print_error(err, "no rank files in '" + path_join(opt.out_dir, "ranks") +
-                         "' (compiled with --no-rank-files?)");
+                         "' (manifest.json lists none: compiled with --no-rank-files)");
   if (out.empty()) return std::nullopt;
   return out;
 }
 
-// Loads the sample's files; false (exit 2) when one is absent or malformed.
-bool load_sample(RankStore& store, const std::vector<std::int64_t>& sample, const std::string& dir,
+// Loads the sample's files and drops those that are listed but unreadable or
+// hold another rank (a mismatch already recorded). false (exit 2) when one is
+// malformed or not part of the compile.
+bool load_sample(RankStore& store, std::vector<std::int64_t>& sample, const std::string& dir,
                  std::ostream& err) {
+  std::vector<std::int64_t> kept;
   for (const std::int64_t r : sample) {
-    if (store.get(r)) continue;
-    print_error(err, store.fatal.empty()
-                         ? "rank " + std::to_string(r) + ": no rank file in '" + dir + "'"
-                         : store.fatal);
-    return false;
+    if (store.get(r)) {
+      kept.push_back(r);
+      continue;
+    }
+    if (!store.fatal.empty()) {
+      print_error(err, store.fatal);
+      return false;
+    }
+    if (!store.listed(r)) {
+      print_error(err, "rank " + std::to_string(r) + ": no rank file in '" + dir +
+                           "' (not part of the compile: manifest.json lists ranks '" +
+                           store.listed_text() + "')");
+      return false;
+    }
   }
+  sample = std::move(kept);
   return true;
 }
 
@@ -125,6 +139,14 @@ void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, d
       << " stage simulations reused from an identical layout), " << rep.slice_checks
       << " slice-backs, " << sampled << " sampled ranks (" << loaded << " rank files read) in "
       << time << " s\n";
+  if (rep.num_warnings > 0) {
+    out << rep.num_warnings << (rep.num_warnings == 1 ? " warning" : " warnings")
+        << " (not part of the compile):\n";
+    for (const auto& w : rep.warnings) out << "  warning: " << w << "\n";
+    if (rep.num_warnings > static_cast<std::int64_t>(rep.warnings.size()))
+      out << "  ... and " << rep.num_warnings - static_cast<std::int64_t>(rep.warnings.size())
+          << " more\n";
+  }
   if (rep.num_mismatches == 0 && rep.unverifiable == 0) {
     out << (rep.buffers == 0 ? "no buffer layouts to simulate (the recipe has no `buffers:`); "
                                "the rank files' params agree with plan.json\n"
@@ -160,19 +182,29 @@ void print_unverifiable(const Report& rep, const std::vector<std::int64_t>& samp
 ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto plan = load_plan(opt, fs, err);
-  if (!plan) return ExitCode::Usage;
-  const auto sample = sample_ranks(opt, *plan, fs, err);
-  if (!sample) return ExitCode::Usage;
-  const std::string dir = path_join(opt.out_dir, "ranks");
-  RankStore store(fs, dir, plan->world_size);
-  if (!load_sample(store, *sample, dir, err)) return ExitCode::Usage;
+  const auto manifest = load_commit(opt.out_dir, fs, err);
+  if (!manifest) return ExitCode::Usage;
   Report report;
   report.max_listed = opt.max_mismatches;
+  const auto plan = load_plan(opt, *manifest, report, fs, err);
+  if (!plan) return ExitCode::Usage;
+  auto sample = sample_ranks(opt, *manifest, err);
+  if (!sample) return ExitCode::Usage;
+  const std::string dir = path_join(opt.out_dir, "ranks");
+  RankStore store(fs, dir, *manifest, report);
   Context cx{*plan, {}, store, report, opt.max_elements, {}};
   for (const auto& p : plan->params) cx.params.emplace(p.name, &p);
+  if (!check_plan_fields(*plan, *manifest, report)) {
+    print_summary(report, 0, 0, 0.0, out);
+    return ExitCode::Invalid;
+  }
+  store.on_load = [&cx](const RankFile& f, const std::string& file) {
+    check_rank_fields(cx, f, file);
+  };
+  check_ranks_listing(dir, *manifest, fs, report);
+  if (!load_sample(store, *sample, dir, err)) return ExitCode::Usage;
   check_manifest(cx, *sample);
-  if (same_buffers(cx, *sample)) {
+  if (!sample->empty() && same_buffers(cx, *sample)) {
     const auto& buffers = store.get(sample->front())->buffers;
     for (std::size_t b = 0; b < buffers.size() && store.fatal.empty(); ++b) {
       ++report.buffers;
@@ -187,7 +219,11 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   print_summary(report, sample->size(), store.loaded(), dt.count(), out);
   print_unverifiable(report, *sample, store, plan->world_size, out);
-  return report.num_mismatches == 0 && report.unverifiable == 0 ? ExitCode::Ok : ExitCode::Invalid;
+  if (report.num_mismatches == 0 && report.num_warnings > 0 && opt.strict)
+    out << "warnings fail the run under --strict\n";
+  const bool failed = report.num_mismatches > 0 || report.unverifiable > 0 ||
+                      (opt.strict && report.num_warnings > 0);
+  return failed ? ExitCode::Invalid : ExitCode::Ok;
 }
 
 }  // namespace shardc

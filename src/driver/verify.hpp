@@ -13,11 +13,14 @@
 // translated result): identical layers and replicas are simulated once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -55,20 +58,49 @@ struct Report {
   std::int64_t box_params = 0;
   std::int64_t memo_hits = 0;
   std::int64_t slice_checks = 0;
+  std::vector<std::string> warnings;  ///< the first max_listed
+  std::int64_t num_warnings = 0;      ///< errors under --strict
   int max_listed = 20;
 
   void mismatch(const std::string& what);
+  /// Something in OUTDIR that is not part of the compile (verify_listing.cpp).
+  void warning(const std::string& what);
   void not_verifiable(const std::string& what);
 };
 
-/// Rank files loaded on demand and kept (parsed) for the whole run.
+/// OUTDIR/manifest.json (verify_commit.cpp); nullopt after printing
+/// "incomplete compile: N of M rank files; rerun compile" when it is absent,
+/// or why it cannot be read or is inconsistent.
+std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, FileSystem& fs,
+                                                  std::ostream& err);
+/// How many bytes to read of a file the manifest says has `recorded` bytes:
+/// a little more (so a grown file is reported as changed, not unreadable),
+/// never more than 4 GiB.
+[[nodiscard]] inline std::int64_t read_limit(std::int64_t recorded) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 32;
+  return std::min(std::max<std::int64_t>(recorded, 0), kMax) + 4096;
+}
+
+/// "" when `bytes` have the size and sha256 `e` records, else a message
+/// naming the file and both values.
+std::string digest_change(const readback::ManifestEntry& e, std::string_view bytes);
+
+/// Rank files loaded on demand and kept (parsed) for the whole run. Only
+/// files the manifest lists are read, and each is checked against its
+/// recorded digest (a change is a mismatch in `report`).
 class RankStore {
  public:
-  RankStore(FileSystem& fs, std::string ranks_dir, std::int64_t world_size)
-      : fs_(fs), dir_(std::move(ranks_dir)), world_(world_size) {}
-  /// The rank file, or nullptr when absent (`missing`) or malformed
-  /// (`fatal` set: exit 2).
+  RankStore(FileSystem& fs, std::string ranks_dir, const readback::ManifestFile& manifest,
+            Report& report);
+  /// The rank file, or nullptr when absent or not part of the compile
+  /// (`missing`) or malformed (`fatal` set: exit 2).
   const RankFile* get(std::int64_t rank);
+  /// Called with every file loaded (and its path relative to OUTDIR).
+  std::function<void(const RankFile&, const std::string&)> on_load;
+  /// True when the manifest lists a file for `rank`.
+  [[nodiscard]] bool listed(std::int64_t rank) const { return entries_.contains(rank); }
+  /// The manifest's rank set text.
+  [[nodiscard]] const std::string& listed_text() const { return listed_text_; }
   [[nodiscard]] bool missing(std::int64_t rank) const { return missing_.contains(rank); }
   [[nodiscard]] std::size_t loaded() const { return files_.size(); }
   std::string fatal;
@@ -77,6 +109,9 @@ class RankStore {
   FileSystem& fs_;
   std::string dir_;
   std::int64_t world_;
+  Report& report_;
+  std::string listed_text_;
+  std::map<std::int64_t, const readback::ManifestEntry*> entries_;
   std::map<std::int64_t, RankFile> files_;
   std::set<std::int64_t> missing_;
 };
@@ -103,6 +138,32 @@ struct Context {
 /// params whose shards list it, with that shard's local shape, global offset
 /// and padded shape (verify_manifest.cpp).
 void check_manifest(Context& cx, const std::vector<std::int64_t>& sample);
+
+/// Lists `ranks_dir` once (cost: the entries present). Rank files the
+/// manifest does not list (beyond the world size, a second name for one
+/// rank, left over from another compile), other files and symlinks are
+/// warnings; a file the manifest lists but the directory lacks is a
+/// mismatch (verify_listing.cpp).
+void check_ranks_listing(const std::string& ranks_dir, const readback::ManifestFile& manifest,
+                         FileSystem& fs, Report& report);
+
+/// Elements of a shape read from a file; nullopt when an extent is negative
+/// or the product (zeros counted as 1) reaches 2^62 (verify_fields.cpp).
+std::optional<std::int64_t> shape_numel(const Shape& shape);
+
+/// plan.json's redundant fields (mesh products = world_size, pipeline axis
+/// and stage count, shard shapes within global shapes, summary.num_params)
+/// and its agreement with manifest.json (world_size, input digests). false
+/// when the plan must not drive the simulator (a size it would loop over
+/// is inconsistent); every problem is a mismatch in `report`.
+bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manifest,
+                       Report& report);
+
+/// One rank file (`file`, relative to OUTDIR) against plan.json: world_size,
+/// coords on both meshes, stage, each held param's dtype, stage,
+/// global_shape, numel and bytes, duplicate entries, totals (= the sums of
+/// its params, within plan.json's per-rank min/max).
+void check_rank_fields(const Context& cx, const RankFile& f, const std::string& file);
 
 /// Checks buffer `b` of every rank in `sample` (and of the group members
 /// those need).

@@ -14,28 +14,55 @@ void Report::mismatch(const std::string& what) {
   if (static_cast<int>(mismatches.size()) < max_listed) mismatches.push_back(what);
 }
 
+void Report::warning(const std::string& what) {
+  ++num_warnings;
+  if (static_cast<int>(warnings.size()) < max_listed) warnings.push_back(what);
+}
+
 void Report::not_verifiable(const std::string& what) {
   ++unverifiable;
   if (static_cast<int>(unverifiable_list.size()) < max_listed) unverifiable_list.push_back(what);
 }
 
+RankStore::RankStore(FileSystem& fs, std::string ranks_dir, const readback::ManifestFile& manifest,
+                     Report& report)
+    : fs_(fs),
+      dir_(std::move(ranks_dir)),
+      world_(manifest.world_size),
+      report_(report),
+      listed_text_(manifest.ranks) {
+  for (const auto& e : manifest.rank_files) entries_.emplace(e.rank, &e);
+}
+
 const RankFile* RankStore::get(std::int64_t rank) {
   if (const auto it = files_.find(rank); it != files_.end()) return &it->second;
-  if (missing_.contains(rank) || rank < 0 || rank >= world_) return nullptr;
+  const auto entry = entries_.find(rank);
+  if (missing_.contains(rank) || entry == entries_.end()) return nullptr;
   const std::string path = path_join(dir_, rank_file_name(rank, world_));
   std::string error;
-  const auto text = fs_.read(path, std::int64_t{1} << 31, error);
+  // The manifest bounds what to read (plus slack for a changed file's report).
+  const auto text = fs_.read(path, read_limit(entry->second->bytes), error);
   if (!text) {
+    report_.mismatch(entry->second->path +
+                     " is listed in manifest.json but cannot be read: " + error);
     missing_.insert(rank);
     return nullptr;
   }
+  if (const std::string change = digest_change(*entry->second, *text); !change.empty())
+    report_.mismatch(change);
   auto file = readback::parse_rank_file(*text, error);
-  if (!file || file->rank != rank) {
-    if (fatal.empty())
-      fatal = "'" + path + "': " + (file ? "holds rank " + std::to_string(file->rank) : error);
+  if (!file) {
+    if (fatal.empty()) fatal = "'" + path + "': " + error;
     missing_.insert(rank);
     return nullptr;
   }
+  if (file->rank != rank) {
+    report_.mismatch(entry->second->path + " rank " + std::to_string(file->rank) +
+                     " but its name and manifest.json say " + std::to_string(rank));
+    missing_.insert(rank);
+    return nullptr;
+  }
+  if (on_load) on_load(*file, entry->second->path);
   return &files_.emplace(rank, std::move(*file)).first->second;
 }
 
@@ -86,8 +113,12 @@ std::vector<std::vector<std::int64_t>> expected_owners(const Context& cx,
                    [&](std::size_t a, std::size_t b) { return n[a] > n[b]; });
   std::int64_t grid = 1;
   for (std::int64_t s : sizes) grid *= s;
+  // Only the lowest min(grid, params) coordinates can ever be least loaded
+  // (an untouched one below that always ties at 0 with a lower index), so
+  // the loop is bounded by the params listed, not by the mesh sizes read.
   std::set<std::pair<std::int64_t, std::int64_t>> load;
-  for (std::int64_t c = 0; c < grid; ++c) load.insert({0, c});
+  const auto slots = std::min<std::int64_t>(grid, static_cast<std::int64_t>(n.size()));
+  for (std::int64_t c = 0; c < slots; ++c) load.insert({0, c});
   std::vector<std::vector<std::int64_t>> out(n.size());
   for (std::size_t i : order) {
     auto best = *load.begin();

@@ -7,8 +7,9 @@
 --ranks SAMPLE` must exit 0 and report every buffer as round-tripping. SAMPLE is the
 recipe's `# verify-ranks: SET` comment, else every rank when the world has at most 512
 ranks; `--with-groups` adds the members of the sample's buffer groups, which verify needs. Recipes without `buffers:` are skipped (exit 0). Then the negative
-check: one muon split size (or FSDP2 offset) in the middle rank file is corrupted and
-verify must exit 1 naming that param and rank. Stdlib only.
+check: one muon split size (or FSDP2 offset) in the middle rank file is corrupted,
+manifest.json re-signed (so the digest check passes) and verify must exit 1 naming that
+param and rank. Stdlib only.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run_case  # noqa: E402
 import run_plans  # noqa: E402
+import run_tampered  # noqa: E402
 
 MAX_ALL_RANKS = 512
 
@@ -85,6 +87,7 @@ def check(model: Path, recipe: Path, shardc: str, world: int) -> list[str]:
         hit = corrupt(out)
         if hit is None:
             return []
+        run_tampered.resign(out)  # past the digest check: the simulator must catch it
         proc = run([shardc, "verify", str(out), "--ranks", ranks])
         print(proc.stdout[-1500:] + proc.stderr)
         if proc.returncode != 1 or hit[0] not in proc.stdout or f"rank {hit[1]}" not in proc.stdout:

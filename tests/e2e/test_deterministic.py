@@ -5,7 +5,8 @@
                           [--golden FILE] [--update]
 
 `bytes`: compiles shipped plans three times into fresh folders — `-j 2`, `-j 2` again and
-`-j 1` — and every output file (plan.json, ranks/rank-*.json, the .shardc-output marker)
+`-j 1` — and every output file (plan.json, ranks/rank-*.json, manifest.json, the
+.shardc-output marker)
 must be byte-identical across the three, with the same file names:
   * deepseek-v3-pp16-ep64 (2,048 ranks, MoE, pipeline, both buffer kinds) with a --ranks
     sample, and llama-3.1-70b-hsdp (256 ranks, HSDP) with a --ranks sample;
@@ -14,8 +15,9 @@ must be byte-identical across the three, with the same file names:
 The rank sample is run_plans.py's: first, 17, middle + 1, last.
 
 `golden`: compiles every plans/*.recipe.yaml with that rank sample and compares the
-sha256 of plan.json and of each sampled rank file with tests/golden/outputs.sha256
-(`sha256sum` format: `<hex>  <plan>/plan.json`, `<hex>  <plan>/ranks/rank-NN.json`), so a
+sha256 of plan.json, manifest.json and of each sampled rank file with
+tests/golden/outputs.sha256 (`sha256sum` format: `<hex>  <plan>/plan.json`,
+`<hex>  <plan>/ranks/rank-NN.json`), so a
 change that alters any output byte — a performance rewrite included — fails here. When the
 change is intended, refresh the file with `tools/update-golden` (or `--update`) and review
 the diff. Exit status 0 when every check passes. Stdlib only.
@@ -111,7 +113,7 @@ def golden_digests(shardc: str, plans: Path, tmp: Path) -> dict[str, str]:
         out = tmp / f"golden-{name}"
         compile_plan(shardc, recipe, out, sample_ranks(world_of(recipe)))
         for rel, data in files_of(out).items():
-            if rel == "plan.json" or rel.startswith("ranks/"):
+            if rel in ("plan.json", "manifest.json") or rel.startswith("ranks/"):
                 digests[f"{name}/{rel}"] = hashlib.sha256(data).hexdigest()
         shutil.rmtree(out, ignore_errors=True)
     return digests

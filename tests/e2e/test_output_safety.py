@@ -4,7 +4,8 @@
     test_output_safety.py --shardc BIN
 
 Checks, each in a fresh temporary folder:
-  * a fresh OUTDIR gets plan.json, rank files and the marker; no temporary files remain
+  * a fresh OUTDIR gets plan.json, rank files, the marker and manifest.json (the commit
+    marker, listing every rank file); no temporary files or temporary siblings remain
   * a rerun is byte-identical (every file), and a rerun without --force is allowed
     (shardc wrote the folder)
   * a non-empty OUTDIR that shardc did not write is refused (exit 2, message names --force,
@@ -17,12 +18,16 @@ Checks, each in a fresh temporary folder:
     message, no crash
   * a compile that fails half-way (ranks/ is a regular file) exits 2 and leaves no temporary
     files
-  * rank files removed by --ranks are deleted on the next run (no stale outputs)
+  * rank files removed by --ranks are deleted on the next run (no stale outputs), and
+    manifest.json records the subset
+  * a shardc OUTDIR with a foreign file beside the marker is written in place: the foreign
+    file is kept, the compile is complete (the kill tests are in test_commit.py)
 Exit status: 0 pass, 1 failure. Stdlib only.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -75,6 +80,10 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
+def siblings(out: Path) -> list[str]:
+    return sorted(n for n in os.listdir(out.parent) if ".shardc-tmp." in n)
+
+
 def temps(root: Path) -> list[str]:
     return [k for k in snapshot(root) if ".tmp." in k]
 
@@ -103,6 +112,12 @@ def test_fresh_and_rerun(env: Env, tmp: Path) -> None:
     check("plan.json" in files and any(k.startswith("ranks/rank-") for k in files),
           "plan.json and rank files written", str(sorted(files)))
     check(not temps(out), "no temporary files left", str(temps(out)))
+    check("manifest.json" in files and ".shardc-output" in files, "manifest.json and marker",
+          str(sorted(files)))
+    manifest = json.loads(files["manifest.json"])
+    check(manifest["rank_files"]["ranks"] == "0-3" and manifest["rank_files"]["count"] == 4,
+          "manifest.json lists ranks 0-3", str(manifest["rank_files"]["ranks"]))
+    check(not siblings(out), "no temporary sibling left", str(siblings(out)))
     r = env.compile(out)
     check(r.returncode == 0, "rerun into shardc's own OUTDIR needs no --force", r.stderr)
     check(snapshot(out) == files, "rerun is byte-identical")
@@ -110,6 +125,14 @@ def test_fresh_and_rerun(env: Env, tmp: Path) -> None:
     left = sorted(k for k in snapshot(out) if k.startswith("ranks/"))
     check(r.returncode == 0 and left == ["ranks/rank-0.json", "ranks/rank-1.json"],
           "--ranks removes stale rank files", str(left))
+    manifest = json.loads((out / "manifest.json").read_text())
+    check(manifest["rank_files"]["ranks"] == "0,1", "manifest.json records the --ranks subset")
+    (out / "notes.txt").write_text("mine\n")
+    r = env.compile(out)
+    check(r.returncode == 0 and (out / "notes.txt").read_text() == "mine\n"
+          and (out / "manifest.json").exists() and len(list((out / "ranks").iterdir())) == 4,
+          "a foreign file beside the marker: compiled in place, the file kept", r.stderr)
+    check(not siblings(out), "no temporary sibling left (in place)", str(siblings(out)))
 
 
 def test_foreign_dir(env: Env, tmp: Path) -> None:

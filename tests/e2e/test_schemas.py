@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 ROOT = TESTS.parent
 SCHEMAS = ROOT / "schemas"
-NAMES = ["model", "recipe", "plan", "rank", "reshard"]
+NAMES = ["model", "recipe", "plan", "rank", "reshard", "manifest"]
 DATA_MODELS = TESTS / "data" / "models"
 EXAMPLE_RE = re.compile(r"<!--\s*example:\s*(model|recipe)\s*-->\s*\n(?:\s*\n)*```yaml\n(.*?)```",
                         re.S)
@@ -390,8 +390,35 @@ def compile_and_validate(f: Failures, shardc: str, vs, model: Path, recipe: Path
         doc = json.loads(path.read_text())
         expect_valid(f, vs["rank"], doc, f"{label}: ranks/{path.name}")
         note_undocumented_buffer_keys(vs["rank_closed"], doc, f"{label}: ranks/{path.name}")
-    print(f"ok   {label}: plan.json + {len(files)} rank files", flush=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    expect_valid(f, vs["manifest"], manifest, f"{label}: manifest.json")
+    f.check([e["rank"] for e in manifest["rank_files"]["files"]] == sorted(ranks),
+            f"{label}: manifest.json lists exactly the rank files written")
+    print(f"ok   {label}: plan.json + {len(files)} rank files + manifest.json", flush=True)
+    LAST_MANIFEST.clear()
+    LAST_MANIFEST.update(manifest)
     return plan, json.loads(files[0].read_text()) if files else {}
+
+
+LAST_MANIFEST: dict = {}
+
+
+def check_manifest_mutations(f: Failures, vs) -> None:
+    m = dict(LAST_MANIFEST)
+    vm = vs["manifest"]
+    for what, doc in [
+        ("wrong format", mutated(m, ["format"], "shardc.plan/v1")),
+        ("unknown top-level key", mutated(m, ["extra"], 1)),
+        ("world_size 0", mutated(m, ["world_size"], 0)),
+        ("plan sha256 not hex", mutated(m, ["plan", "sha256"], "xyz")),
+        ("plan bytes negative", mutated(m, ["plan", "bytes"], -1)),
+        ("rank file without sha256", mutated(m, ["rank_files", "files", 0, "sha256"],
+                                             delete=True)),
+        ("rank file path outside ranks/", mutated(m, ["rank_files", "files", 0, "path"],
+                                                  "../etc/passwd")),
+        ("no rank_files", mutated(m, ["rank_files"], delete=True)),
+    ]:
+        expect_invalid(f, vm, doc, f"manifest.json mutation: {what}")
 
 
 def mutated(doc: dict, path: list, value=None, delete: bool = False) -> dict:
@@ -555,6 +582,7 @@ def check_cli(f: Failures, schemas: dict[str, dict], shardc: str) -> None:
                                        tmp / "readme", "README example")
             if got:
                 check_output_mutations(f, vs, *got)
+                check_manifest_mutations(f, vs)
         # The recipe schema's placement pattern agrees with the real parser.
         (tmp / "p.model.json").write_text(json.dumps(TINY_MODEL))
         for text in PLACEMENTS_OK + PLACEMENTS_BAD:

@@ -2,13 +2,20 @@
 // (a crash, a sanitizer report, an uncaught exception) is a bug.
 #include "fuzz_entry.hpp"
 
+#include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include "../unit/driver/fake_file_system.hpp"
 #include "frontend/doc.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/driver.hpp"
 #include "shardc/frontend.hpp"
 #include "shardc/planner.hpp"
+#include "shardc/readback.hpp"
 
 namespace shardc::fuzz {
 namespace {
@@ -75,7 +82,67 @@ void plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
   (void)p;
 }
 
+// kModel + kRecipe compiled once (8 ranks, both buffer kinds) into an
+// in-memory OUTDIR "out": the files and directories.
+struct Compiled {
+  std::map<std::string, std::string> files;
+  std::set<std::string> dirs;
+};
+
+const Compiled& compiled() {
+  static const Compiled c = [] {
+    test::FakeFileSystem f;
+    f.files["m.yaml"] = std::string(kModel);
+    f.files["r.yaml"] = std::string(kRecipe);
+    CompileOptions o;
+    o.common.model_path = "m.yaml";
+    o.common.recipe_path = "r.yaml";
+    o.out_dir = "out";
+    o.jobs = 1;
+    std::ostringstream out;
+    std::ostringstream err;
+    if (run_compile(o, f, out, err) != ExitCode::Ok) __builtin_trap();
+    return Compiled{f.files, f.dirs};
+  }();
+  return c;
+}
+
+// Points manifest.json's entry for `rel` at the current bytes of the file.
+void resign(test::FakeFileSystem& fs, const std::string& rel) {
+  auto m = nlohmann::json::parse(fs.files.at("out/manifest.json"));
+  const std::string& bytes = fs.files.at("out/" + rel);
+  auto sign = [&](nlohmann::json& e) {
+    e["bytes"] = bytes.size();
+    e["sha256"] = sha256_hex(bytes);
+  };
+  if (rel == "plan.json") sign(m["plan"]);
+  for (auto& e : m["rank_files"]["files"])
+    if (e["path"] == rel) sign(e);
+  fs.files["out/manifest.json"] = m.dump();
+}
+
 }  // namespace
+
+void output_input(std::string_view bytes) {
+  std::string error;
+  (void)readback::parse_plan_file(bytes, error);
+  (void)readback::parse_rank_file(bytes, error);
+  (void)readback::parse_manifest_file(bytes, error);
+  if (bytes.empty()) return;
+  // The first byte picks the file the rest replaces in a compiled OUTDIR.
+  static constexpr const char* kTargets[] = {"ranks/rank-1.json", "plan.json", "manifest.json"};
+  const std::string rel = kTargets[static_cast<unsigned char>(bytes[0]) % 3];
+  test::FakeFileSystem fs;
+  fs.files = compiled().files;
+  fs.dirs = compiled().dirs;
+  fs.files["out/" + rel] = std::string(bytes.substr(1));
+  if (rel != "manifest.json") resign(fs, rel);
+  VerifyOptions o;
+  o.out_dir = "out";
+  std::ostringstream out;
+  std::ostringstream err;
+  (void)run_verify(o, fs, out, err);
+}
 
 void model_input(std::string_view bytes) {
   const std::string path = "fuzz.model";

@@ -16,4 +16,12 @@ void model_input(std::string_view bytes);
 /// fixed small model (dense and expert params); diagnostics rendered.
 void recipe_input(std::string_view bytes);
 
+/// Bytes as a compiled output file: the plan.json, rank-file and
+/// manifest.json readers, then `verify` on a fixed compiled OUTDIR (8 ranks,
+/// pipeline, FSDP, both buffer kinds; in memory) in which the bytes after
+/// the first replace ranks/rank-1.json, plan.json or manifest.json (first
+/// byte mod 3), with manifest.json re-signed for the first two, so the
+/// field checks and the simulator see the bytes, not just the digest check.
+void output_input(std::string_view bytes);
+
 }  // namespace shardc::fuzz

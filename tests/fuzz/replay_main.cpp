@@ -2,7 +2,7 @@
 // build (CTest fuzz/replay), so every corpus file and every crash found by
 // tools/fuzz stays a regression test without clang or libFuzzer.
 //
-//   shardc_fuzz_replay model|recipe DIR_OR_FILE...
+//   shardc_fuzz_replay model|recipe|outputs DIR_OR_FILE...
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -26,11 +26,11 @@ std::string read_file(const std::filesystem::path& p) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: shardc_fuzz_replay model|recipe DIR_OR_FILE...\n";
+    std::cerr << "usage: shardc_fuzz_replay model|recipe|outputs DIR_OR_FILE...\n";
     return 2;
   }
   const std::string kind = argv[1];
-  if (kind != "model" && kind != "recipe") {
+  if (kind != "model" && kind != "recipe" && kind != "outputs") {
     std::cerr << "shardc_fuzz_replay: unknown kind '" << kind << "'\n";
     return 2;
   }
@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
     const std::string bytes = read_file(f);
     if (kind == "model") {
       shardc::fuzz::model_input(bytes);
+    } else if (kind == "outputs") {
+      shardc::fuzz::output_input(bytes);
     } else {
       shardc::fuzz::recipe_input(bytes);
     }

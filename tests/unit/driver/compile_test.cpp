@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver_fixture.hpp"
+#include "shardc/frontend.hpp"
 
 using namespace shardc;
 
@@ -78,9 +79,63 @@ TEST_CASE_FIXTURE(test::DriverFixture, "compile refuses a symlinked OUTDIR") {
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "compile reports an unwritable directory with exit 2") {
-  fs.fail_writes_under = "out/ranks/";
+  fs.fail_writes_under = "ranks/rank-";
   CHECK(run_compile(compile_opts(), fs, out, err) == ExitCode::Usage);
   CHECK(err.str().find("Permission denied") != std::string::npos);
+}
+
+namespace {
+
+bool has_temp_sibling(const test::FakeFileSystem& fs) {
+  for (const auto& d : fs.dirs)
+    if (d.find(".shardc-tmp.") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::DriverFixture, "compile writes manifest.json with every file's digest") {
+  REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
+  const auto m = nlohmann::json::parse(fs.files.at("out/manifest.json"));
+  CHECK(m["format"] == "shardc.manifest/v1");
+  CHECK(m["world_size"] == 4);
+  CHECK(m["plan"]["sha256"] == sha256_hex(fs.files.at("out/plan.json")));
+  CHECK(m["plan"]["bytes"] == fs.files.at("out/plan.json").size());
+  CHECK(m["rank_files"]["ranks"] == "0-3");
+  REQUIRE(m["rank_files"]["files"].size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    const auto& e = m["rank_files"]["files"][static_cast<std::size_t>(r)];
+    CHECK(e["rank"] == r);
+    CHECK(e["sha256"] == sha256_hex(fs.files.at("out/" + e["path"].get<std::string>())));
+  }
+  CHECK_FALSE(has_temp_sibling(fs));
+  CHECK(fs.syncs >= 2);
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "a failed rerun leaves the previous complete output") {
+  CompileOptions o = compile_opts();
+  o.ranks = "0-1";
+  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  const auto before = fs.files;
+  fs.fail_writes_under = "ranks/rank-3";
+  CHECK(run_compile(compile_opts(), fs, out, err) == ExitCode::Usage);
+  CHECK(fs.files == before);
+  CHECK_FALSE(has_temp_sibling(fs));
+}
+
+TEST_CASE_FIXTURE(test::DriverFixture, "compile writes in place when no sibling can be made") {
+  fs.no_temp_siblings = true;
+  REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
+  CHECK(fs.files.contains("out/manifest.json"));
+  CompileOptions o = compile_opts();
+  o.ranks = "2";
+  fs.fail_writes_under = "ranks/rank-2";
+  CHECK(run_compile(o, fs, out, err) == ExitCode::Usage);
+  CHECK_FALSE(fs.files.contains("out/manifest.json"));  // uncommitted: refused as incomplete
+  fs.fail_writes_under.clear();
+  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  CHECK(nlohmann::json::parse(fs.files.at("out/manifest.json"))["rank_files"]["ranks"] == "2");
+  CHECK_FALSE(fs.files.contains("out/ranks/rank-0.json"));
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "compile writes nothing for an invalid plan") {

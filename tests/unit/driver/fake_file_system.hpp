@@ -16,7 +16,7 @@ class FakeFileSystem final : public FileSystem {
   std::map<std::string, std::string> files;
   std::set<std::string> dirs{"."};
   std::set<std::string> symlinks;
-  std::string fail_writes_under;  ///< writes to paths with this prefix fail
+  std::string fail_writes_under;  ///< writes to paths containing this text fail
 
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                   std::string& error) override {
@@ -35,7 +35,7 @@ class FakeFileSystem final : public FileSystem {
 
   bool write_atomic(const std::string& path, std::string_view bytes, std::string& error) override {
     const std::lock_guard lock(mutex_);
-    if (!fail_writes_under.empty() && path.starts_with(fail_writes_under)) {
+    if (!fail_writes_under.empty() && path.find(fail_writes_under) != std::string::npos) {
       error = "Permission denied";
       return false;
     }
@@ -81,13 +81,89 @@ class FakeFileSystem final : public FileSystem {
     return symlinks.contains(path);
   }
 
+  bool sync_dir(const std::string& dir, std::string& error) override {
+    const std::lock_guard lock(mutex_);
+    ++syncs;
+    if (!dirs.contains(dir)) {
+      error = "No such file or directory";
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<std::string> make_temp_sibling(const std::string& target,
+                                               std::string& error) override {
+    const std::lock_guard lock(mutex_);
+    if (no_temp_siblings) {
+      error = "Permission denied";
+      return std::nullopt;
+    }
+    const std::string p = parent(target);
+    const std::string base = target.substr(target.find_last_of('/') + 1);
+    std::string tmp =
+        (p == "." ? "" : p + "/") + "." + base + ".shardc-tmp.1." + std::to_string(temp_counter_++);
+    dirs.insert(tmp);
+    return tmp;
+  }
+
+  bool replace_dir(const std::string& from, const std::string& to, std::string& error) override {
+    const std::lock_guard lock(mutex_);
+    if (!dirs.contains(from)) {
+      error = "No such file or directory";
+      return false;
+    }
+    const std::string aside = from + ".swap";
+    move_tree(to, aside);
+    move_tree(from, to);
+    move_tree(aside, from);
+    return true;
+  }
+
+  bool remove_tree(const std::string& dir, std::string& /*error*/) override {
+    const std::lock_guard lock(mutex_);
+    std::erase_if(files, [&](const auto& kv) { return under(kv.first, dir); });
+    std::erase_if(dirs, [&](const std::string& d) { return d == dir || under(d, dir); });
+    return true;
+  }
+
+  int syncs = 0;
+  bool no_temp_siblings = false;  ///< make_temp_sibling fails (unwritable parent)
+
  private:
+  static bool under(const std::string& path, const std::string& dir) {
+    return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
+  }
+  // Renames the directory `from` (if present) and everything under it to `to`.
+  void move_tree(const std::string& from, const std::string& to) {
+    std::map<std::string, std::string> moved;
+    for (auto it = files.begin(); it != files.end();) {
+      if (under(it->first, from)) {
+        moved[to + it->first.substr(from.size())] = std::move(it->second);
+        it = files.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    files.merge(moved);
+    std::set<std::string> moved_dirs;
+    for (auto it = dirs.begin(); it != dirs.end();) {
+      if (*it == from || under(*it, from)) {
+        moved_dirs.insert(to + it->substr(from.size()));
+        it = dirs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    dirs.merge(moved_dirs);
+  }
+
   static std::string parent(const std::string& path) {
     const auto slash = path.find_last_of('/');
     return slash == std::string::npos ? "." : path.substr(0, slash);
   }
 
   std::mutex mutex_;
+  int temp_counter_ = 0;
 };
 
 }  // namespace shardc::test

@@ -108,8 +108,10 @@ TEST_CASE_FIXTURE(VerifyFixture, "a piece at the wrong offset does not round-tri
 }
 
 TEST_CASE_FIXTURE(VerifyFixture,
-                  "missing member files are not verifiable; a missing sample is an error") {
-  fs.files.erase("out/ranks/rank-1.json");
+                  "member files outside a partial compile are not verifiable") {
+  CompileOptions partial = compile_opts();
+  partial.ranks = "0,2-3";  // rank 1 not compiled: the manifest does not list it
+  REQUIRE(run_compile(partial, fs, out, err) == ExitCode::Ok);
   CHECK(verify("0") == ExitCode::Invalid);
   CHECK(out.str().find("not verifiable") != std::string::npos);
   // Missing files are not mismatches, and the message names the rank set that fixes it:
@@ -118,9 +120,55 @@ TEST_CASE_FIXTURE(VerifyFixture,
   CHECK(out.str().find("no mismatches among the layouts checked") != std::string::npos);
   CHECK(out.str().find("to verify ranks 0, compile (at least) --ranks 0-3 (4 of 4 ranks;") !=
         std::string::npos);
-  CHECK(verify("1") == ExitCode::Usage);
+  CHECK(verify("1") == ExitCode::Usage);  // not part of the compile
+  CHECK(verify("7") == ExitCode::Usage);  // outside the world
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a listed rank file removed after the compile is a mismatch") {
+  fs.files.erase("out/ranks/rank-1.json");
+  CHECK(verify("1") == ExitCode::Invalid);
+  CHECK(out.str().find("ranks/rank-1.json is listed in manifest.json but missing") !=
+        std::string::npos);
   fs.files["out/ranks/rank-0.json"] = "{";
   CHECK(verify("0") == ExitCode::Usage);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "verify refuses an OUTDIR without manifest.json") {
+  fs.files.erase("out/manifest.json");
+  fs.files.erase("out/ranks/rank-2.json");
+  CHECK(verify() == ExitCode::Usage);
+  CHECK(err.str().find("incomplete compile: 3 of 4 rank files; rerun compile") !=
+        std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "verify names a file changed after the compile") {
+  put(1, rank(1));  // same content, other bytes
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("ranks/rank-1.json changed after the compile") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "verify reports files that are not part of the compile") {
+  fs.files["out/ranks/rank-9.json"] = fs.files.at("out/ranks/rank-1.json");
+  fs.files["out/ranks/rank-01.json"] = fs.files.at("out/ranks/rank-1.json");
+  fs.files["out/ranks/notes.txt"] = "x";
+  CHECK(verify() == ExitCode::Ok);
+  CHECK(out.str().find("3 warnings") != std::string::npos);
+  CHECK(out.str().find("rank-9.json: a rank file beyond the world size 4") != std::string::npos);
+  CHECK(out.str().find("a second file for rank 1") != std::string::npos);
+  CHECK(out.str().find("notes.txt: a foreign file") != std::string::npos);
+  VerifyOptions o;
+  o.out_dir = "out";
+  o.strict = true;
+  CHECK(run_verify(o, fs, out, err) == ExitCode::Invalid);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a rank file's world_size that disagrees is a mismatch") {
+  json j = rank(1);
+  j["world_size"] = std::int64_t{1} << 40;
+  put(1, j);
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("ranks/rank-1.json world_size 1099511627776 but plan.json world_size 4") !=
+        std::string::npos);
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "a plan.json shard that disagrees with the rank files fails") {
