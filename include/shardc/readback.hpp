@@ -78,7 +78,7 @@ struct RankParam {
   bool alias = false;      ///< alias_of non-null: shares its source's storage here
 };
 
-/// `coords` of a rank file on one mesh: axis name -> coordinate, in file order.
+/// `coords` of a rank file on one mesh: axis name -> coordinate, sorted by name.
 using RankCoords = std::vector<std::pair<std::string, std::int64_t>>;
 
 /// `totals` of a rank file, as the file says.

@@ -57,7 +57,7 @@ class Node {
       fail(std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return v;
   }
-  /// Members of an object with integer values, in file order.
+  /// Members of an object with integer values, sorted by key.
   [[nodiscard]] std::vector<std::pair<std::string, std::int64_t>> int_members() const {
     if (!j_.is_object()) fail("not an object");
     std::vector<std::pair<std::string, std::int64_t>> out;

@@ -42,6 +42,7 @@ std::string coords_text(const readback::RankCoords& c) {
   return out + "}";
 }
 
+// The coordinates of `rank`, sorted by axis name (as the reader returns them).
 readback::RankCoords expected_coords(const std::vector<readback::PlanMeshAxis>& axes,
                                      std::int64_t rank) {
   readback::RankCoords c(axes.size());
@@ -49,6 +50,7 @@ readback::RankCoords expected_coords(const std::vector<readback::PlanMeshAxis>& 
     c[a] = {axes[a].name, rank % axes[a].size};
     rank /= axes[a].size;
   }
+  std::sort(c.begin(), c.end());
   return c;
 }
 
