@@ -207,8 +207,8 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
 }
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
-  auto* cmd =
-      app.add_subcommand("schema", "Print a JSON Schema: model, recipe, plan, rank, reshard or manifest");
+  auto* cmd = app.add_subcommand(
+      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard or manifest");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });

@@ -10,6 +10,7 @@
 #include "driver/out_dir.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
+#include "driver/verify.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/readback.hpp"
 #include "shardc/reshard.hpp"
@@ -26,12 +27,23 @@ constexpr std::int64_t kMaxPlanBytes = std::int64_t{1} << 32;
 // Reads an OUTDIR's plan.json or a plan.json file into a layout.
 std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSystem& fs,
                                                driver::Session& rs, std::ostream& err) {
-  const std::string path = fs.list_dir(input) ? driver::path_join(input, "plan.json") : input;
+  const bool out_dir = fs.list_dir(input).has_value();
+  const std::string path = out_dir ? driver::path_join(input, "plan.json") : input;
+  // An OUTDIR must hold a complete compile (manifest.json) with plan.json unchanged.
+  std::optional<readback::ManifestFile> manifest;
+  if (out_dir && !(manifest = driver::verify::load_commit(input, fs, err))) return std::nullopt;
   std::string error;
   auto text = fs.read(path, kMaxPlanBytes, error);
   if (!text) {
     print_error(err, "cannot read '" + path + "': " + error);
     return std::nullopt;
+  }
+  if (manifest) {
+    if (const std::string change = driver::verify::digest_change(manifest->plan, *text);
+        !change.empty()) {
+      print_error(err, "'" + input + "': " + change + "; rerun compile");
+      return std::nullopt;
+    }
   }
   const auto plan = readback::parse_plan_file(*text, error);
   if (!plan) {
