@@ -107,8 +107,7 @@ TEST_CASE_FIXTURE(VerifyFixture, "a piece at the wrong offset does not round-tri
   CHECK(out.str().find("emb.weight") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(VerifyFixture,
-                  "member files outside a partial compile are not verifiable") {
+TEST_CASE_FIXTURE(VerifyFixture, "member files outside a partial compile are not verifiable") {
   CompileOptions partial = compile_opts();
   partial.ranks = "0,2-3";  // rank 1 not compiled: the manifest does not list it
   REQUIRE(run_compile(partial, fs, out, err) == ExitCode::Ok);
