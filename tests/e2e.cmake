@@ -169,3 +169,19 @@ add_test(NAME tampered/corpus
                  --shardc $<TARGET_FILE:shardc> ${SHARDC_BAD_FLAGS}
                  ${CMAKE_CURRENT_SOURCE_DIR}/tampered/cases.json)
 set_tests_properties(tampered/corpus PROPERTIES LABELS "e2e;tampered" TIMEOUT 900)
+
+# Checkpoint import (tests/e2e/test_import.py): every real inventory written as a sparse
+# hub checkpoint (sharded safetensors + index + config.json) imports to exactly the
+# inventory and compiles to the shipped model's plan; DeepSeek-V3's FP8 layout; natural
+# order + W-MODULE-ORDER for an unknown architecture.
+add_test(NAME import/checkpoints
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_import.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(import/checkpoints PROPERTIES LABELS "e2e;models" TIMEOUT 900)
+
+# tools/dump_model.py (PyTorch module on the meta device -> model) on small modules; uses
+# /usr/bin/python3 (Debian's python3-torch) and prints SKIP when torch is missing.
+add_test(NAME import/dump-model
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_dump_model.py
+                 --shardc $<TARGET_FILE:shardc> --python /usr/bin/python3)
+set_tests_properties(import/dump-model PROPERTIES LABELS "e2e;models" TIMEOUT 300)

@@ -38,6 +38,10 @@ warm-up, and marks shrunk rows' targets n/a):
      back (plan.json inputs compiled untimed first; summary only), from the MODEL RECIPE
      pairs, and with the JSON listing of one 1,024-rank stage (--quick: only the MODEL
      RECIPE form, to 4,096 ranks).
+  F  checkpoint import: `shardc import` of DeepSeek-V3 written as its real hub layout
+     (tests/e2e/checkpoint_util.py, sparse files): F1 the FP8 layout, 163 files, 90,427
+     tensors (F8_E4M3 weights + F32 weight_scale_inv) with the index and config.json;
+     F2 the bf16 layout (45,395 tensors). Headers only, so a few MB are read.
 
 Exit status: 0 when every command ran and exited 0 (targets missed do not fail the run;
 the table says so), 1 when a command failed, 2 on usage errors.
@@ -495,6 +499,21 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
         if res is not None and base is None:
             base = res["median"]
             b.rows[-1]["extra"] = "1.00× (reference)"
+    # F: checkpoint import (headers only; the data parts are sparse holes).
+    sys.path.insert(0, str(REPO / "tests" / "e2e"))
+    import checkpoint_util as cu  # noqa: E402
+    ds_cfg = cu.load_config("DeepSeek-V3")
+    fp8_dir, bf16_dir = tmp / "ckpt-ds-fp8", tmp / "ckpt-ds-bf16"
+    n_fp8 = len(cu.write_checkpoint(inv, ds_cfg, fp8_dir, fp8=True, num_files=163))
+    n_bf16 = len(cu.write_checkpoint(inv, ds_cfg, bf16_dir))
+    for group, label, d, n in (("F1", "FP8", fp8_dir, n_fp8), ("F2", "bf16", bf16_dir, n_bf16)):
+        files = len(list(d.glob("*.safetensors")))
+        hdr_mb = sum(min(p.stat().st_size, 8 + int.from_bytes(p.open("rb").read(8), "little"))
+                     for p in d.glob("*.safetensors")) / 1e6
+        b.add(group, f"import DeepSeek-V3 checkpoint ({label}: {files} files, {n:,} tensors)",
+              [S, "import", str(d), "-o", str(tmp / f"import-{label}.yaml")],
+              target="≤ 0.5 s" if group == "F1" else "", check=secs_target(0.5) if group == "F1" else None,
+              extra=lambda r, hdr_mb=hdr_mb: f"{hdr_mb:.1f} MB of headers")
     return b
 
 

@@ -4,6 +4,7 @@
 SHARDC_DEB_PACKAGES=(
   build-essential cmake ninja-build g++
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev doctest-dev libssl-dev
+  libsimdjson-dev # safetensors headers, config.json (src/import)
   python3 python3-jsonschema python3-yaml
   python3-torch python3-numpy # runtime tests (tests/runtime): gloo processes, CPU only
   clang        # libFuzzer and sanitizer builds

@@ -31,6 +31,13 @@ class FileSystem {
   /// larger than `max_bytes`.
   virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                           std::string& error) = 0;
+  /// Reads at most `max_bytes` bytes starting at byte `offset` of a regular
+  /// file (fewer at the end of the file) and sets `file_size` to the file's
+  /// size in bytes: a bounded read for file headers (safetensors). nullopt and
+  /// `error` set when missing, unreadable or not a regular file.
+  virtual std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
+                                                std::int64_t max_bytes, std::int64_t& file_size,
+                                                std::string& error) = 0;
   /// Writes `bytes` to `path` atomically (temporary file in the same
   /// directory, then rename). false and `error` set on failure; never
   /// leaves a partial file at `path`.
@@ -76,6 +83,9 @@ class RealFileSystem final : public FileSystem {
  public:
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                   std::string& error) override;
+  std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
+                                        std::int64_t max_bytes, std::int64_t& file_size,
+                                        std::string& error) override;
   bool write_atomic(const std::string& path, std::string_view bytes, std::string& error) override;
   bool remove_file(const std::string& path, std::string& error) override;
   bool make_dirs(const std::string& path, std::string& error) override;
@@ -148,6 +158,15 @@ struct ReshardOptions {
   DiagFormat diag_format = DiagFormat::Text;
 };
 
+enum class ImportFormat { Yaml, Json };
+
+struct ImportOptions {
+  std::string path;    ///< checkpoint directory, .safetensors file, or model file
+  std::string output;  ///< file to write (atomically); empty = `out`
+  ImportFormat format = ImportFormat::Yaml;
+  DiagFormat diag_format = DiagFormat::Text;
+};
+
 /// Each returns the process exit code. `out` receives data (tables, JSON),
 /// `err` receives diagnostics. Logs go through spdlog (set up by main).
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
@@ -164,6 +183,9 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
 /// 2 usage, unreadable or malformed input.
 ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
+/// `shardc import`: reads a checkpoint (or model file) and writes the
+/// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).
+ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

@@ -46,6 +46,12 @@ struct ModelAttributes {
   std::optional<std::int64_t> num_key_value_heads;
   std::optional<std::int64_t> num_experts;
   std::optional<bool> tie_word_embeddings;
+  std::optional<std::int64_t> head_dim;     ///< elements per attention head
+  std::optional<std::int64_t> vocab_size;   ///< rows of the embedding / output head
+  std::optional<std::int64_t> hidden_size;  ///< model width, elements
+  /// FP8 block quantization block size [rows, cols] in elements, from
+  /// config.json `quantization_config.weight_block_size` (DeepSeek-V3: [128, 128]).
+  std::vector<std::int64_t> weight_block_size;
   SourceLoc num_experts_loc;
 };
 

@@ -206,6 +206,32 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
   });
 }
 
+void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string& format) {
+  auto* cmd = app.add_subcommand(
+      "import", "Read a checkpoint (config.json + safetensors headers) and write a model file");
+  cmd->add_option("PATH", opt.path,
+                  "Checkpoint directory, .safetensors file, or model file / inventory JSON")
+      ->required();
+  cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
+  cmd->add_option("--format", format, "yaml (compact model, default) or json (plain inventory)")
+      ->check(CLI::IsMember({"yaml", "json"}));
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->footer(
+      "Reads only the safetensors headers, never the weights. Params come out in module\n"
+      "(named_parameters) order for known architectures; others get natural order and a\n"
+      "W-MODULE-ORDER warning.\n"
+      "Example:\n  shardc import ~/ckpt/Llama-3.1-8B -o llama-3.1-8b.model.yaml");
+  cmd->callback([&] {
+    opt.format = format == "json" ? shardc::ImportFormat::Json : shardc::ImportFormat::Yaml;
+    opt.diag_format = cli.options().diag_format;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_import(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
       "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard or manifest");
@@ -243,12 +269,15 @@ int run(int argc, char** argv) {
   std::string schema;
   shardc::ReshardOptions reshard;
   std::string reshard_format = "summary";
+  shardc::ImportOptions import_opt;
+  std::string import_format = "yaml";
   add_compile(app, cli, compile, no_rank_files);
   add_validate(app, cli);
   add_inspect(app, cli, inspect, inspect_format);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);
+  add_import(app, cli, import_opt, import_format);
   add_schema(app, cli, schema);
   try {
     app.parse(argc, argv);

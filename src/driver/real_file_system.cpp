@@ -109,6 +109,42 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
   return text;
 }
 
+std::optional<std::string> RealFileSystem::read_range(const std::string& path, std::int64_t offset,
+                                                      std::int64_t max_bytes,
+                                                      std::int64_t& file_size, std::string& error) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    error = errno_text(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    error = errno_text(errno);
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file";
+    return std::nullopt;
+  }
+  file_size = st.st_size;
+  const std::int64_t want = std::clamp<std::int64_t>(file_size - offset, 0, max_bytes);
+  std::string bytes(static_cast<std::size_t>(want), '\0');
+  std::int64_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::pread(fd.get(), bytes.data() + got, static_cast<std::size_t>(want - got),
+                              static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(errno);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    got += n;
+  }
+  bytes.resize(static_cast<std::size_t>(got));
+  return bytes;
+}
+
 bool RealFileSystem::write_atomic(const std::string& path, std::string_view bytes,
                                   std::string& error) {
   const std::string tmp = temp_name_for(path);

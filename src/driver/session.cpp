@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "shardc/frontend.hpp"
+#include "shardc/import.hpp"
 #include "shardc/planner.hpp"
 
 namespace shardc::driver {
@@ -34,7 +35,9 @@ std::string stem_of(const std::string& path) {
 }
 
 void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
-  if (auto file = read_input(fs, opt.model_path, "model", "E-MODEL", s)) {
+  if (is_checkpoint_path(fs, opt.model_path)) {
+    if (auto im = import_checkpoint(fs, opt.model_path, s.sink)) s.model = std::move(im->model);
+  } else if (auto file = read_input(fs, opt.model_path, "model", "E-MODEL", s)) {
     s.model = parse_model(*file, s.sink);
     if (s.model) {
       if (s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
@@ -73,7 +76,8 @@ void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
 
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {
   if (sink.has_errors()) {
-    const bool unreadable = sink.has_code("E-MODEL") || sink.has_code("E-RECIPE");
+    const bool unreadable =
+        sink.has_code("E-MODEL") || sink.has_code("E-RECIPE") || sink.has_code("E-CHECKPOINT");
     return unreadable ? ExitCode::Usage : ExitCode::Invalid;
   }
   if (opt.strict && sink.warning_count() > 0) return ExitCode::Invalid;

@@ -28,12 +28,13 @@ struct Session {
   std::optional<Plan> plan;
 };
 
-/// Reads, parses and plans. Every problem goes to `s.sink`; `s.plan` is set
-/// only when no error was reported.
+/// Reads, parses and plans. A MODEL that is a directory or a .safetensors
+/// file is imported as a checkpoint (import_checkpoint). Every problem goes to `s.sink`; `s.plan`
+/// is set only when no error was reported.
 void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s);
 
 /// The exit code the diagnostics call for: 2 when an input could not be
-/// read or parsed (E-MODEL, E-RECIPE), 1 for any other error, 1 for
+/// read or parsed (E-MODEL, E-RECIPE, E-CHECKPOINT), 1 for any other error, 1 for
 /// warnings under --strict, else 0.
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink);
 

@@ -38,6 +38,28 @@ std::optional<std::int64_t> positive_attr(const Node& n, Reader& r, std::int64_t
   return v;
 }
 
+// `weight_block_size: [rows, cols]`, each >= 1.
+void parse_block_size(const Node& n, Reader& r, std::vector<std::int64_t>& out) {
+  if (n.is_null() || !r.expect_seq(n, "`weight_block_size`")) return;
+  if (n.items().size() != 2) {
+    r.error(n, "`weight_block_size` must be [rows, cols], got " + describe(n),
+            "copy quantization_config.weight_block_size from config.json, e.g. [128, 128]");
+    return;
+  }
+  std::vector<std::int64_t> sizes;
+  for (const Node& v : n.items()) {
+    std::optional<std::int64_t> size = r.get_int(v, "a `weight_block_size` entry");
+    if (!size) return;
+    if (*size < 1) {
+      r.error(v, "a `weight_block_size` entry must be at least 1, got " + std::to_string(*size),
+              "copy quantization_config.weight_block_size from config.json, e.g. [128, 128]");
+      return;
+    }
+    sizes.push_back(*size);
+  }
+  out = sizes;
+}
+
 void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
   if (attrs.is_null() || !r.expect_map(attrs, "`attributes`")) return;
   for (const Node& a : attrs.items()) {
@@ -50,6 +72,14 @@ void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
       out.num_experts_loc = r.loc(a);
     } else if (a.key() == "tie_word_embeddings" && !a.is_null()) {
       out.tie_word_embeddings = r.get_bool(a, "`tie_word_embeddings`");
+    } else if (a.key() == "head_dim") {
+      out.head_dim = positive_attr(a, r, 1);
+    } else if (a.key() == "vocab_size") {
+      out.vocab_size = positive_attr(a, r, 1);
+    } else if (a.key() == "hidden_size") {
+      out.hidden_size = positive_attr(a, r, 1);
+    } else if (a.key() == "weight_block_size") {
+      parse_block_size(a, r, out.weight_block_size);
     }
   }
 }

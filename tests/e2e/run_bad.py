@@ -30,6 +30,11 @@ multiplied by 5).
   params_1e6_repeat  model.yaml, the same 10^6 params written as one `repeat` group
   model_too_large    model.yaml, a sparse 300 MiB file (the input limit is 256 MiB)
   path_not_utf8      the folder's model file copied to a name with non-UTF-8 bytes
+  checkpoint         a hostile safetensors checkpoint directory, `variant` in expect.json
+                     (see hostile_checkpoint: header lengths past the file or 100 MB,
+                     non-object JSON, overlapping / out-of-file / wrong-size offsets,
+                     unknown dtype, names repeated across files, an index naming a missing
+                     file, absurd config head counts)
 Exit status: 0 all pass, 1 a mismatch, 2 harness error. Stdlib only.
 """
 from __future__ import annotations
@@ -40,6 +45,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -79,7 +85,73 @@ def generate(kind: str, folder: Path, tmp: Path, expect: dict) -> dict[str, Path
         dst = Path(os.fsdecode(bytes(tmp) + b"/m\xff\xfe-model.yaml"))
         shutil.copyfile(src, dst)
         return {"model": dst}
+    if kind == "checkpoint":
+        path = tmp / "ckpt"
+        hostile_checkpoint(expect["variant"], path)
+        return {"model": path}
     raise ValueError(f"unknown generator {kind!r}")
+
+
+def _st_file(path: Path, header: bytes | dict, data_bytes: int = 0,
+             length: int | None = None) -> None:
+    blob = header if isinstance(header, bytes) else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob) if length is None else length))
+        f.write(blob)
+    os.truncate(path, 8 + len(blob) + data_bytes)
+
+
+def hostile_checkpoint(variant: str, d: Path) -> None:
+    """A checkpoint directory broken in one way (the data parts are sparse holes)."""
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                               "num_attention_heads": 4,
+                                               "num_key_value_heads": 2,
+                                               "tie_word_embeddings": False}))
+    ok = {"model.norm.weight": {"dtype": "F32", "shape": [64], "data_offsets": [0, 256]}}
+    one = d / "model.safetensors"
+    if variant == "length_past_file":
+        _st_file(one, ok, 256, length=1 << 20)
+    elif variant == "length_over_100mb":
+        _st_file(one, ok, 150 << 20, length=120_000_000)  # inside the (sparse) file
+    elif variant == "length_2_64":
+        _st_file(one, ok, 256, length=(1 << 64) - 1)
+    elif variant == "short_file":
+        one.write_bytes(b"\x01\x02")
+    elif variant == "not_object":
+        _st_file(one, b"[1, 2, 3]")
+    elif variant == "not_json":
+        _st_file(one, b"{\"a\": {\"dtype\": \"F32\", ")
+    elif variant == "offsets_overlap":
+        _st_file(one, {"a.weight": {"dtype": "F32", "shape": [64], "data_offsets": [0, 256]},
+                       "b.weight": {"dtype": "F32", "shape": [64], "data_offsets": [128, 384]}},
+                 384)
+    elif variant == "offsets_out_of_file":
+        _st_file(one, {"a.weight": {"dtype": "F32", "shape": [1 << 40],
+                                    "data_offsets": [0, 1 << 42]}}, 256)
+    elif variant == "offsets_wrong_size":
+        _st_file(one, {"a.weight": {"dtype": "BF16", "shape": [64, 64],
+                                    "data_offsets": [0, 4096]}}, 8192)
+    elif variant == "unknown_dtype":
+        _st_file(one, {"a.weight": {"dtype": "F6_E3M2", "shape": [64],
+                                    "data_offsets": [0, 64]}}, 64)
+    elif variant == "duplicate_across_files":
+        _st_file(d / "model-00001-of-00002.safetensors", ok, 256)
+        _st_file(d / "model-00002-of-00002.safetensors", ok, 256)
+    elif variant == "index_missing_file":
+        _st_file(d / "model-00001-of-00002.safetensors", ok, 256)
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            "model.norm.weight": "model-00001-of-00002.safetensors",
+            "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    elif variant == "config_absurd_heads":
+        _st_file(one, ok, 256)
+        (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                                   "num_attention_heads": 1 << 62,
+                                                   "num_key_value_heads": -3}))
+    elif variant == "no_safetensors":
+        pass
+    else:
+        raise ValueError(f"unknown checkpoint variant {variant!r}")
 
 
 def run_limited(cmd: list[str], timeout: float) -> tuple[int | None, str, str, float, int]:

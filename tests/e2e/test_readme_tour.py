@@ -5,7 +5,7 @@
 
 Takes the first ```sh block under "## A five-minute tour", sets `S` to BIN instead of
 build/release/shardc, and runs each command (continuation lines joined) with bash in a
-temporary folder where `plans/` points at the repository's. A command must exit 0, or 1
+temporary folder where `plans/` and `tests/` point at the repository's. A command must exit 0, or 1
 when its comment says "exit 1"; its output must not say "not verifiable" or
 "mismatch". Stdlib only.
 """
@@ -50,6 +50,7 @@ def main() -> int:
     failures = []
     with tempfile.TemporaryDirectory(prefix="shardc-tour-") as tmp:
         os.symlink(ROOT / "plans", Path(tmp) / "plans")
+        os.symlink(ROOT / "tests", Path(tmp) / "tests")  # tests/e2e/checkpoint_util.py (step 0)
         env_prefix = cmds[0]
         for cmd in cmds[1:]:
             want = 1 if re.search(r"#.*\bexit 1\b", cmd) else 0

@@ -14,6 +14,7 @@
 #include "shardc/backend.hpp"
 #include "shardc/driver.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/import.hpp"
 #include "shardc/planner.hpp"
 #include "shardc/readback.hpp"
 
@@ -161,6 +162,30 @@ void recipe_input(std::string_view bytes) {
   std::optional<Recipe> recipe = parse_recipe(SourceFile{path, std::string(bytes)}, sink);
   if (recipe) plan(fixed<Model>(kModel, &parse_model), *recipe, sink);
   render(sink, path, bytes);
+}
+
+void safetensors_input(std::string_view bytes) {
+  DiagnosticSink sink;
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  if (const auto n = safetensors_header_length(bytes, size, "fuzz.safetensors", sink)) {
+    if (auto h = parse_safetensors_header(bytes.substr(8, static_cast<std::size_t>(*n)), size,
+                                          "fuzz.safetensors", sink)) {
+      std::vector<Param> params;
+      for (auto& t : h->tensors) params.push_back(Param{t.name, t.shape, t.dtype, true, {}});
+      CheckpointConfig config;
+      config.model_type = "deepseek_v3";
+      std::vector<Param> copy = params;
+      (void)order_params(copy, config);
+      (void)order_params(params, CheckpointConfig{});
+      ImportedModel im;
+      im.model.params = std::move(params);
+      (void)render_model_yaml(im);
+      (void)render_model_json(im);
+    }
+  }
+  (void)parse_hf_config(bytes, "config.json", sink);
+  (void)render_diagnostics_json(sink);
+  (void)render_diagnostics_text(sink, {});
 }
 
 }  // namespace shardc::fuzz

@@ -24,4 +24,9 @@ void recipe_input(std::string_view bytes);
 /// field checks and the simulator see the bytes, not just the digest check.
 void output_input(std::string_view bytes);
 
+/// Bytes as a safetensors file: the header length check, the JSON header
+/// reader, module ordering of the names it yields (DeepSeek-V3 rules and
+/// natural order), and the same bytes as a config.json; diagnostics rendered.
+void safetensors_input(std::string_view bytes);
+
 }  // namespace shardc::fuzz

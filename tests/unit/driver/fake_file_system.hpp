@@ -2,6 +2,7 @@
 // symlinks as flagged paths, optional write failures. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -31,6 +32,30 @@ class FakeFileSystem final : public FileSystem {
       return std::nullopt;
     }
     return it->second;
+  }
+
+  /// Files are stored whole; `sparse_sizes` adds zero bytes after a file's
+  /// stored text (a sparse tail), so huge claimed sizes cost nothing.
+  std::map<std::string, std::int64_t> sparse_sizes;
+
+  std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
+                                        std::int64_t max_bytes, std::int64_t& file_size,
+                                        std::string& error) override {
+    const std::lock_guard lock(mutex_);
+    const auto it = files.find(path);
+    if (it == files.end()) {
+      error = "No such file or directory";
+      return std::nullopt;
+    }
+    const auto stored = static_cast<std::int64_t>(it->second.size());
+    const auto sparse = sparse_sizes.find(path);
+    file_size = sparse == sparse_sizes.end() ? stored : std::max(stored, sparse->second);
+    const std::int64_t end = offset + std::clamp<std::int64_t>(file_size - offset, 0, max_bytes);
+    std::string out;
+    for (std::int64_t i = offset; i < end; ++i) {
+      out.push_back(i < stored ? it->second[static_cast<std::size_t>(i)] : '\0');
+    }
+    return out;
   }
 
   bool write_atomic(const std::string& path, std::string_view bytes, std::string& error) override {

@@ -1,0 +1,41 @@
+// Helpers shared by the files of src/import (internal).
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "shardc/import.hpp"
+
+namespace shardc::imp {
+
+/// `text` with control and non-ASCII bytes escaped (\xNN), at most 200 bytes, for messages.
+std::string printable(std::string_view text);
+
+/// "[4096, 4096]"
+std::string shape_text(const Shape& shape);
+
+/// "numel x size = N bytes", exact even when the product overflows int64.
+std::string bytes_text(std::int64_t numel, std::int64_t element_size);
+
+/// A YAML scalar as tools/compact_model.py wrote it: plain when it is a
+/// simple identifier-like word, else a JSON string (ASCII-escaped like
+/// Python's json.dumps).
+std::string yaml_string(std::string_view text);
+
+/// JSON string literal, ASCII-escaped (Python json.dumps compatible).
+std::string json_string(std::string_view text);
+
+/// parse_safetensors_header with a reusable simdjson parser.
+std::optional<SafetensorsHeader> parse_header_with(simdjson::dom::parser& parser,
+                                                   std::string_view json, std::int64_t file_size,
+                                                   const std::string& path, DiagnosticSink& sink);
+
+/// read_safetensors_header with a reusable simdjson parser.
+std::optional<SafetensorsHeader> read_header_with(simdjson::dom::parser& parser, FileSystem& fs,
+                                                  const std::string& path, DiagnosticSink& sink);
+
+}  // namespace shardc::imp

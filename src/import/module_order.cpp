@@ -1,0 +1,200 @@
+// order_params: module registration order from the architecture rules, or
+// the natural order (numeric segments as numbers) where no rule applies.
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "import/module_order.hpp"
+
+namespace shardc {
+namespace imp {
+namespace {
+
+ArchRules parse_rules(const ArchRuleText& text) {
+  ArchRules rules;
+  rules.base_prefix = std::string(text.base_prefix);
+  std::string_view rest = text.text;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    auto& kids = rules.children[std::string(line.substr(0, colon))];
+    std::string_view names = line.substr(colon + 1);
+    while (!names.empty()) {
+      const auto start = names.find_first_not_of(' ');
+      if (start == std::string_view::npos) break;
+      names.remove_prefix(start);
+      const auto end = names.find(' ');
+      const std::string_view name = names.substr(0, end);
+      kids.emplace(std::string(name), static_cast<std::int64_t>(kids.size()));
+      names = end == std::string_view::npos ? std::string_view{} : names.substr(end);
+    }
+  }
+  return rules;
+}
+
+const std::vector<ArchRules>& all_rules() {
+  static const std::vector<ArchRules> rules = [] {
+    std::vector<ArchRules> out;
+    for (const ArchRuleText& t : arch_rule_texts()) out.push_back(parse_rules(t));
+    return out;
+  }();
+  return rules;
+}
+
+// One segment's sort rank: known children by rule index, numbers by value,
+// unknown names after both (then by name).
+struct Rank {
+  std::int64_t major = 0;
+  std::string_view minor;
+  friend bool operator<(const Rank& a, const Rank& b) {
+    return a.major != b.major ? a.major < b.major : a.minor < b.minor;
+  }
+  friend bool operator==(const Rank& a, const Rank& b) = default;
+};
+
+constexpr std::int64_t kUnknown = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kNumberBase = std::int64_t{1} << 40;  // numbers after named children
+
+std::optional<std::int64_t> number(std::string_view seg) {
+  if (seg.empty() || seg.size() > 12) return std::nullopt;
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), v);
+  if (ec != std::errc() || p != seg.data() + seg.size()) return std::nullopt;
+  return v;
+}
+
+// Sort key of one name; `exact` cleared when some segment had no rule.
+std::vector<Rank> key_of(std::string_view name, const ArchRules* rules, bool& exact) {
+  std::vector<Rank> key;
+  std::string parent;  // normalized path of the segments so far
+  std::size_t pos = 0;
+  while (pos <= name.size()) {
+    const auto dot = name.find('.', pos);
+    const std::string_view seg =
+        name.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
+    const bool last = dot == std::string_view::npos;
+    const std::optional<std::int64_t> n = number(seg);
+    if (n) {
+      key.push_back({kNumberBase + *n, {}});
+    } else {
+      Rank r{kUnknown, seg};
+      if (rules != nullptr) {
+        const auto it = rules->children.find(parent);
+        if (it != rules->children.end()) {
+          if (const auto c = it->second.find(std::string(seg)); c != it->second.end()) {
+            r = {c->second, {}};
+          }
+        } else if (last) {
+          const auto* leaf = std::find(kLeafOrder.begin(), kLeafOrder.end(), seg);
+          if (leaf != kLeafOrder.end()) r = {leaf - kLeafOrder.begin(), {}};
+        }
+      }
+      if (r.major == kUnknown) exact = false;
+      key.push_back(r);
+    }
+    if (pos > 0) parent += '.';
+    parent += n ? std::string_view("#") : seg;
+    if (last) break;
+    pos = dot + 1;
+  }
+  return key;
+}
+
+// The name with numeric segments as `#`, and those numbers: names of one
+// template share a key up to the numbers, so rules are looked up once per
+// template (DeepSeek-V3: ~40 templates for 90k names).
+std::string_view template_of(std::string_view name, std::string& buf,
+                             std::vector<std::int64_t>& numbers) {
+  buf.clear();
+  numbers.clear();
+  std::size_t pos = 0;
+  for (;;) {
+    const auto dot = name.find('.', pos);
+    const std::string_view seg =
+        name.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
+    if (pos > 0) buf += '.';
+    if (const auto n = number(seg)) {
+      buf += '#';
+      numbers.push_back(*n);
+    } else {
+      buf += seg;
+    }
+    if (dot == std::string_view::npos) break;
+    pos = dot + 1;
+  }
+  return buf;
+}
+
+}  // namespace
+
+const ArchRules* find_arch_rules(const CheckpointConfig& config) {
+  const auto texts = arch_rule_texts();
+  const auto& rules = all_rules();
+  auto find = [&](std::string_view what) -> const ArchRules* {
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      for (std::string_view k : texts[i].keys) {
+        if (!k.empty() && k == what) return &rules[i];
+      }
+    }
+    return nullptr;
+  };
+  for (const std::string& a : config.architectures) {
+    if (const ArchRules* r = find(a)) return r;
+  }
+  return config.model_type.empty() ? nullptr : find(config.model_type);
+}
+
+}  // namespace imp
+
+std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config) {
+  const imp::ArchRules* rules = imp::find_arch_rules(config);
+  struct Template {
+    std::vector<imp::Rank> key;  // numbers as kNumberBase placeholders
+    bool exact = true;
+  };
+  std::unordered_map<std::string, Template> templates;
+  struct Item {
+    std::vector<imp::Rank> key;
+    std::size_t index;
+  };
+  std::vector<Item> items;
+  items.reserve(params.size());
+  std::size_t natural = 0;
+  std::string buf;
+  std::vector<std::int64_t> numbers;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string_view tmpl = imp::template_of(params[i].name, buf, numbers);
+    auto it = templates.find(buf);
+    if (it == templates.end()) {
+      Template t;
+      t.exact = rules != nullptr;
+      t.key = imp::key_of(params[i].name, rules, t.exact);
+      it = templates.emplace(std::string(tmpl), std::move(t)).first;
+    }
+    Item item{it->second.key, i};
+    std::size_t k = 0;
+    for (imp::Rank& r : item.key) {
+      if (r.major >= imp::kNumberBase && r.major != imp::kUnknown)
+        r.major = imp::kNumberBase + numbers.at(k++);
+    }
+    // Unknown segments keep their text: point it into this param's own name.
+    if (!it->second.exact) item.key = imp::key_of(params[i].name, rules, it->second.exact);
+    if (!it->second.exact) ++natural;
+    items.push_back(std::move(item));
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.key != b.key ? a.key < b.key : a.index < b.index;
+  });
+  std::vector<Param> out;
+  out.reserve(params.size());
+  for (const Item& it : items) out.push_back(std::move(params[it.index]));
+  params = std::move(out);
+  return natural;
+}
+
+}  // namespace shardc

@@ -1,0 +1,318 @@
+// The safetensors header reader: the 8-byte little-endian length, then the
+// JSON header (name -> {dtype, shape, data_offsets}; `__metadata__` ignored).
+// Format: https://github.com/huggingface/safetensors (README, "Format").
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <unordered_set>
+
+#include "import/import_internal.hpp"
+#include "shardc/import.hpp"
+
+namespace shardc {
+namespace {
+
+// Errors reported per file before the rest are only counted.
+constexpr int kMaxErrorsPerFile = 20;
+constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
+constexpr std::size_t kMaxRank = 64;
+
+struct StDType {
+  std::string_view code;
+  DType type;
+};
+
+// safetensors dtype codes (safetensors/src/tensor.rs `Dtype`) that map to a model dtype.
+constexpr std::array<StDType, 12> kDTypes{{
+    {"BOOL", DType::Bool},
+    {"U8", DType::UInt8},
+    {"I8", DType::Int8},
+    {"I16", DType::Int16},
+    {"I32", DType::Int32},
+    {"I64", DType::Int64},
+    {"F8_E4M3", DType::Float8E4M3fn},
+    {"F8_E5M2", DType::Float8E5M2},
+    {"F16", DType::Float16},
+    {"BF16", DType::BFloat16},
+    {"F32", DType::Float32},
+    {"F64", DType::Float64},
+}};
+
+std::optional<DType> st_dtype(std::string_view code) {
+  for (const StDType& d : kDTypes) {
+    if (d.code == code) return d.type;
+  }
+  return std::nullopt;
+}
+
+class HeaderChecker {
+ public:
+  HeaderChecker(const std::string& path, std::int64_t data_size, DiagnosticSink& sink)
+      : path_(path), data_size_(data_size), sink_(sink) {}
+
+  void error(const std::string& tensor, std::string message, std::string hint) {
+    ++errors_;
+    if (errors_ > kMaxErrorsPerFile) return;
+    Diagnostic d;
+    d.code = "E-CHECKPOINT";
+    d.loc = SourceLoc{path_, 0, 0};
+    d.param = tensor;
+    d.message = tensor.empty() ? std::move(message) : "tensor '" + tensor + "': " + message;
+    d.hint = std::move(hint);
+    sink_.report(std::move(d));
+  }
+
+  [[nodiscard]] int errors() const { return errors_; }
+
+  // Reads one header entry into `t`; false (and errors reported) when malformed.
+  bool entry(std::string_view name, simdjson::dom::element value, SafetensorsTensor& t) {
+    t.name = std::string(name);
+    simdjson::dom::object obj;
+    if (value.get_object().get(obj) != simdjson::SUCCESS) {
+      error(t.name, "entry is not an object", "each entry is {dtype, shape, data_offsets}");
+      return false;
+    }
+    return dtype_of(obj, t) && shape_of(obj, t) && offsets_of(obj, t) && size_matches(t);
+  }
+
+  void check_overlaps(std::vector<SafetensorsTensor>& tensors) {
+    std::vector<const SafetensorsTensor*> order;
+    order.reserve(tensors.size());
+    for (const auto& t : tensors) {
+      if (t.end > t.begin) order.push_back(&t);
+    }
+    std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+      return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+    });
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      if (order[i]->begin < order[i - 1]->end) {
+        error(order[i]->name,
+              "data_offsets [" + std::to_string(order[i]->begin) + ", " +
+                  std::to_string(order[i]->end) + ") overlap tensor '" + order[i - 1]->name +
+                  "' [" + std::to_string(order[i - 1]->begin) + ", " +
+                  std::to_string(order[i - 1]->end) + ")",
+              "the file is corrupt or hand-edited: rewrite it with safetensors");
+      }
+    }
+  }
+
+ private:
+  bool dtype_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+    std::string_view code;
+    if (obj["dtype"].get_string().get(code) != simdjson::SUCCESS) {
+      error(t.name, "missing or non-string `dtype`", "each entry needs a dtype such as \"BF16\"");
+      return false;
+    }
+    const std::optional<DType> type = st_dtype(code);
+    if (!type) {
+      error(t.name, "unknown dtype '" + imp::printable(code) + "'",
+            "supported: BOOL, U8, I8, I16, I32, I64, F8_E4M3, F8_E5M2, F16, BF16, F32, F64");
+      return false;
+    }
+    t.dtype = *type;
+    return true;
+  }
+
+  bool shape_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+    simdjson::dom::array dims;
+    if (obj["shape"].get_array().get(dims) != simdjson::SUCCESS) {
+      error(t.name, "missing or non-list `shape`", "each entry needs shape: [d0, d1, ...]");
+      return false;
+    }
+    std::int64_t numel = 1;
+    for (simdjson::dom::element d : dims) {
+      std::int64_t extent = 0;
+      if (d.get_int64().get(extent) != simdjson::SUCCESS || extent < 0) {
+        error(t.name,
+              "shape extent " + imp::printable(simdjson::to_string(d)) +
+                  " is not a non-negative 64-bit integer",
+              "extents are element counts");
+        return false;
+      }
+      if (t.shape.size() >= kMaxRank) {
+        error(t.name, "shape has more than 64 dimensions", "the file is corrupt");
+        return false;
+      }
+      const std::int64_t factor = std::max<std::int64_t>(extent, 1);
+      if (numel > (kMaxNumel - 1) / factor) {
+        error(t.name, "shape has 2^62 or more elements", "the file is corrupt");
+        return false;
+      }
+      numel *= factor;
+      t.shape.push_back(extent);
+    }
+    return true;
+  }
+
+  bool offsets_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+    simdjson::dom::array offs;
+    std::array<std::int64_t, 2> v{};
+    std::size_t n = 0;
+    bool ok = obj["data_offsets"].get_array().get(offs) == simdjson::SUCCESS;
+    if (ok) {
+      for (simdjson::dom::element e : offs) {
+        if (n >= 2 || e.get_int64().get(v.at(n)) != simdjson::SUCCESS || v.at(n) < 0) {
+          ok = false;
+          break;
+        }
+        ++n;
+      }
+    }
+    if (!ok || n != 2) {
+      error(t.name, "`data_offsets` is not [begin, end] with non-negative integers",
+            "data_offsets are byte offsets into the data section");
+      return false;
+    }
+    t.begin = v[0];
+    t.end = v[1];
+    if (t.begin > t.end || t.end > data_size_) {
+      error(t.name,
+            "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                ") are outside the data section of " + std::to_string(data_size_) + " bytes",
+            "the file is truncated or its header is corrupt");
+      return false;
+    }
+    return true;
+  }
+
+  bool size_matches(const SafetensorsTensor& t) {
+    const std::int64_t n = numel(t.shape);
+    const std::int64_t esize = element_size(t.dtype);
+    const bool fits = n <= (t.end - t.begin) / esize;
+    if (!fits || n * esize != t.end - t.begin) {
+      error(t.name,
+            "data_offsets span " + std::to_string(t.end - t.begin) + " bytes, but shape " +
+                imp::shape_text(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
+                imp::bytes_text(n, esize),
+            "data_offsets must cover exactly numel x dtype size bytes");
+      return false;
+    }
+    return true;
+  }
+
+  const std::string& path_;
+  std::int64_t data_size_;
+  DiagnosticSink& sink_;
+  int errors_ = 0;
+};
+
+std::int64_t read_le64(std::string_view bytes) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) {
+    v = (v << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  }
+  return v > static_cast<std::uint64_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(v);
+}
+
+}  // namespace
+
+std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
+                                                      std::int64_t file_size,
+                                                      const std::string& path,
+                                                      DiagnosticSink& sink) {
+  const std::string hint = "is this a safetensors file? It starts with an 8-byte length";
+  if (prefix.size() < 8 || file_size < 8) {
+    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+               "file of " + std::to_string(file_size) +
+                   " bytes is too short for a safetensors "
+                   "header",
+               hint);
+    return std::nullopt;
+  }
+  const std::int64_t n = read_le64(prefix);
+  if (n < 0 || n > kMaxSafetensorsHeaderBytes || n > file_size - 8) {
+    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+               "header length " + (n < 0 ? std::string(">= 2^63") : std::to_string(n)) +
+                   " exceeds " +
+                   (n >= 0 && n <= kMaxSafetensorsHeaderBytes
+                        ? "the file (" + std::to_string(file_size) + " bytes)"
+                        : std::string("the 100 MB header limit")),
+               hint + "; the file may be truncated or corrupt");
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& parser,
+                                                        std::string_view json,
+                                                        std::int64_t file_size,
+                                                        const std::string& path,
+                                                        DiagnosticSink& sink) {
+  const auto n = static_cast<std::int64_t>(json.size());
+  HeaderChecker check(path, file_size - 8 - n, sink);
+  simdjson::dom::element root;
+  const simdjson::padded_string padded(json);
+  if (const auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS) {
+    check.error("", std::string("header is not valid JSON: ") + simdjson::error_message(err),
+                "the file is truncated or not a safetensors file");
+    return std::nullopt;
+  }
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
+    check.error("", "header is not a JSON object", "a safetensors header maps names to tensors");
+    return std::nullopt;
+  }
+  SafetensorsHeader header;
+  header.header_bytes = n;
+  std::unordered_set<std::string_view> seen;
+  for (simdjson::dom::key_value_pair field : obj) {
+    if (field.key == "__metadata__") continue;
+    if (!seen.insert(field.key).second) {
+      check.error(std::string(field.key), "name appears twice in the header",
+                  "the file is corrupt or hand-edited");
+      continue;
+    }
+    SafetensorsTensor t;
+    if (check.entry(field.key, field.value, t)) header.tensors.push_back(std::move(t));
+  }
+  if (check.errors() == 0) check.check_overlaps(header.tensors);
+  if (check.errors() > kMaxErrorsPerFile) {
+    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+               std::to_string(check.errors() - kMaxErrorsPerFile) +
+                   " more header errors in this file not listed",
+               "the file is corrupt");
+  }
+  if (check.errors() > 0) return std::nullopt;
+  return header;
+}
+
+std::optional<SafetensorsHeader> parse_safetensors_header(std::string_view json,
+                                                          std::int64_t file_size,
+                                                          const std::string& path,
+                                                          DiagnosticSink& sink) {
+  simdjson::dom::parser parser;
+  return imp::parse_header_with(parser, json, file_size, path, sink);
+}
+
+std::optional<SafetensorsHeader> imp::read_header_with(simdjson::dom::parser& parser,
+                                                       FileSystem& fs, const std::string& path,
+                                                       DiagnosticSink& sink) {
+  std::string error;
+  std::int64_t file_size = 0;
+  const std::optional<std::string> prefix = fs.read_range(path, 0, 8, file_size, error);
+  if (!prefix) {
+    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0}, "cannot read '" + path + "': " + error,
+               "check the path and permissions");
+    return std::nullopt;
+  }
+  const std::optional<std::int64_t> n = safetensors_header_length(*prefix, file_size, path, sink);
+  if (!n) return std::nullopt;
+  const std::optional<std::string> json = fs.read_range(path, 8, *n, file_size, error);
+  if (!json || static_cast<std::int64_t>(json->size()) != *n) {
+    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+               "cannot read the " + std::to_string(*n) + "-byte header of '" + path +
+                   "': " + (json ? std::string("file shrank while reading") : error),
+               "check the file");
+    return std::nullopt;
+  }
+  return parse_header_with(parser, *json, file_size, path, sink);
+}
+
+std::optional<SafetensorsHeader> read_safetensors_header(FileSystem& fs, const std::string& path,
+                                                         DiagnosticSink& sink) {
+  simdjson::dom::parser parser;
+  return imp::read_header_with(parser, fs, path, sink);
+}
+
+}  // namespace shardc

@@ -1,0 +1,137 @@
+// Message and YAML/JSON scalar helpers of src/import.
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+
+#include "import/import_internal.hpp"
+
+namespace shardc::imp {
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (text.size() > 200) out += "...";
+  return out;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string bytes_text(std::int64_t numel, std::int64_t element_size) {
+  const std::string factors = std::to_string(numel) + " x " + std::to_string(element_size);
+  if (element_size > 0 && numel > INT64_MAX / element_size) return factors + " bytes (>= 2^63)";
+  return factors + " = " + std::to_string(numel * element_size) + " bytes";
+}
+
+namespace {
+
+bool plain_word(std::string_view s) {
+  if (s.empty()) return false;
+  const auto first = static_cast<unsigned char>(s[0]);
+  if (!(std::isalpha(first) || s[0] == '_')) return false;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!(std::isalnum(u) || c == '_' || c == '.' || c == '-')) return false;
+  }
+  std::string lower(s);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kWords[] = {"true", "false", "null", "yes", "no",
+                                                "on",   "off",   "y",    "n",   "~"};
+  for (std::string_view w : kWords) {
+    if (lower == w) return false;
+  }
+  return true;
+}
+
+void append_u(std::string& out, unsigned v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "\\u%04x", v & 0xffffU);
+  out += buf;
+}
+
+// Decodes one UTF-8 sequence at s[i]; returns the code point (or the byte for invalid input).
+unsigned decode(std::string_view s, std::size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  int len = b0 >= 0xf0 ? 4 : b0 >= 0xe0 ? 3 : b0 >= 0xc0 ? 2 : 1;
+  if (i + static_cast<std::size_t>(len) > s.size()) len = 1;
+  unsigned cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1fU) : len == 3 ? (b0 & 0x0fU) : (b0 & 0x07U);
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3fU);
+  i += static_cast<std::size_t>(len);
+  return cp;
+}
+
+}  // namespace
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      const unsigned cp = decode(text, i);
+      if (cp >= 0x10000) {
+        append_u(out, 0xd800 + ((cp - 0x10000) >> 10));
+        append_u(out, 0xdc00 + ((cp - 0x10000) & 0x3ff));
+      } else {
+        append_u(out, cp);
+      }
+      continue;
+    }
+    ++i;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          if (u == 0x7f) {
+            out.push_back(c);
+          } else {
+            append_u(out, u);
+          }
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string yaml_string(std::string_view text) {
+  return plain_word(text) ? std::string(text) : json_string(text);
+}
+
+}  // namespace shardc::imp

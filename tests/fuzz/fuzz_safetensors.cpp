@@ -1,0 +1,11 @@
+// libFuzzer target: arbitrary bytes as a safetensors file / config.json (tools/fuzz).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_entry.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  shardc::fuzz::safetensors_input(std::string_view(reinterpret_cast<const char*>(data), size));
+  return 0;
+}

@@ -1,0 +1,120 @@
+// import_checkpoint on an in-memory directory: index, config, ties, order,
+// cross-file problems.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "../driver/fake_file_system.hpp"
+#include "shardc/frontend.hpp"
+#include "shardc/import.hpp"
+
+namespace {
+
+std::string st_file(const std::string& json) {
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) {
+    len[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  }
+  return len + json;
+}
+
+void tied_checkpoint(shardc::test::FakeFileSystem& fs) {
+  fs.dirs.insert("ck");
+  fs.files["ck/config.json"] =
+      R"({"architectures": ["Qwen2ForCausalLM"], "_name_or_path": "Qwen/Tiny",
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 16, "hidden_size": 8})";
+  fs.files["ck/model-00001-of-00002.safetensors"] = st_file(
+      R"({"model.norm.weight": {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]},
+          "model.embed_tokens.weight": {"dtype": "BF16", "shape": [16, 8], "data_offsets": [16, 272]}})");
+  fs.files["ck/model-00002-of-00002.safetensors"] = st_file(
+      R"({"model.layers.0.self_attn.q_proj.bias": {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]},
+          "model.layers.0.self_attn.q_proj.weight": {"dtype": "BF16", "shape": [8, 8], "data_offsets": [16, 144]}})");
+  fs.files["ck/model.safetensors.index.json"] = R"({"metadata": {}, "weight_map": {
+      "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+      "model.norm.weight": "model-00001-of-00002.safetensors",
+      "model.layers.0.self_attn.q_proj.bias": "model-00002-of-00002.safetensors",
+      "model.layers.0.self_attn.q_proj.weight": "model-00002-of-00002.safetensors"}})";
+  for (const char* f :
+       {"ck/model-00001-of-00002.safetensors", "ck/model-00002-of-00002.safetensors"}) {
+    fs.sparse_sizes[f] = static_cast<std::int64_t>(fs.files[f].size()) + 272;  // the data: zeros
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a sharded, tied checkpoint: module order, lm_head alias, attributes, name") {
+  shardc::test::FakeFileSystem fs;
+  tied_checkpoint(fs);
+  shardc::DiagnosticSink sink;
+  auto im = shardc::import_checkpoint(fs, "ck", sink);
+  REQUIRE(im.has_value());
+  CHECK(sink.items().empty());
+  const auto& m = im->model;
+  CHECK(m.name == "Tiny");
+  REQUIRE(m.params.size() == 5);
+  CHECK(m.params[0].name == "model.embed_tokens.weight");
+  CHECK(m.params[1].name == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(m.params[2].name == "model.layers.0.self_attn.q_proj.bias");
+  CHECK(m.params[3].name == "model.norm.weight");
+  CHECK(m.params[4].name == "lm_head.weight");
+  CHECK(m.params[4].shape == shardc::Shape{16, 8});
+  REQUIRE(m.tied.size() == 1);
+  CHECK(m.tied[0].source == "model.embed_tokens.weight");
+  CHECK(m.tied[0].alias == "lm_head.weight");
+  CHECK(m.attributes.num_attention_heads == 4);
+  CHECK(m.attributes.vocab_size == 16);
+  CHECK(m.attributes.tie_word_embeddings == true);  // transformers' default
+  CHECK(m.sha256 == shardc::sha256_hex(shardc::render_model_yaml(*im)));
+}
+
+TEST_CASE("an index naming a missing file, and names repeated across files") {
+  SUBCASE("missing file") {
+    shardc::test::FakeFileSystem fs;
+    tied_checkpoint(fs);
+    fs.files.erase("ck/model-00002-of-00002.safetensors");
+    shardc::DiagnosticSink sink;
+    CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
+    REQUIRE(sink.has_code("E-CHECKPOINT"));
+    CHECK(sink.items()[0].message.find("model-00002-of-00002.safetensors") != std::string::npos);
+    CHECK(sink.items()[0].param == "model.layers.0.self_attn.q_proj.bias");
+  }
+  SUBCASE("duplicate across files (no index)") {
+    shardc::test::FakeFileSystem fs;
+    tied_checkpoint(fs);
+    fs.files.erase("ck/model.safetensors.index.json");
+    fs.files["ck/model-00003-of-00003.safetensors"] =
+        fs.files["ck/model-00001-of-00002.safetensors"];
+    fs.sparse_sizes["ck/model-00003-of-00003.safetensors"] =
+        fs.sparse_sizes["ck/model-00001-of-00002.safetensors"];
+    shardc::DiagnosticSink sink;
+    CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
+    REQUIRE(sink.has_code("E-CHECKPOINT"));
+    CHECK(sink.items()[0].message.find("also stored in") != std::string::npos);
+  }
+  SUBCASE("absurd head count in config.json") {
+    shardc::test::FakeFileSystem fs;
+    tied_checkpoint(fs);
+    fs.files["ck/config.json"] = R"({"num_attention_heads": 4611686018427387904})";
+    shardc::DiagnosticSink sink;
+    CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
+    CHECK(sink.has_code("E-CHECKPOINT"));
+    CHECK(sink.items()[0].loc.file == "ck/config.json");
+  }
+}
+
+TEST_CASE("the compact writer folds repeated blocks and round-trips") {
+  shardc::ImportedModel im;
+  im.model.name = "t";
+  im.source = "t.json";
+  for (int i = 0; i < 3; ++i) {
+    im.model.params.push_back(
+        {"layers." + std::to_string(i) + ".w", {4, 4}, shardc::DType::BFloat16, true, {}});
+  }
+  im.model.params.push_back({"norm", {4}, shardc::DType::Float32, false, {}});
+  const std::string yaml = shardc::render_model_yaml(im);
+  CHECK(yaml.find("- repeat: {i: [0, 3]}\n    params:\n      - {name: \"layers.{i}.w\", shape: [4, "
+                  "4]}\n") != std::string::npos);
+  CHECK(yaml.find("- {name: norm, shape: [4], dtype: float32, requires_grad: false}") !=
+        std::string::npos);
+  CHECK(yaml == shardc::render_model_yaml(im));
+}
