@@ -35,6 +35,7 @@ PLANS = {
     "Llama-3.1-405B": ("llama-3.1-405b", "llama-3.1-405b-dp2048-tp8"),
     "Qwen2.5-0.5B": ("qwen2.5-0.5b", "qwen2.5-0.5b-dp4-tp2"),
     "Qwen3-30B-A3B": ("qwen3-30b-a3b", "qwen3-30b-a3b-ep8-fsdp"),
+    "Qwen3-235B-A22B": ("qwen3-235b-a22b", "qwen3-235b-a22b-tp4-ep64"),
     "Mixtral-8x7B-v0.1": ("mixtral-8x7b", "mixtral-8x7b-ep8-tp8"),
     "DeepSeek-V3": ("deepseek-v3", "deepseek-v3-pp16-ep64"),
     "gpt2": ("gpt2", "gpt2-tp4-tied"),
