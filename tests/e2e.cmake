@@ -169,3 +169,16 @@ add_test(NAME tampered/corpus
                  --shardc $<TARGET_FILE:shardc> ${SHARDC_BAD_FLAGS}
                  ${CMAKE_CURRENT_SOURCE_DIR}/tampered/cases.json)
 set_tests_properties(tampered/corpus PROPERTIES LABELS "e2e;tampered" TIMEOUT 900)
+
+# Cases from public bug reports (tests/reports/<name>/: inputs, README with the right answer,
+# expect.json with the diagnostics / shapes / verify runs that prove it; run_report.py).
+file(GLOB SHARDC_REPORT_EXPECTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/reports/*/expect.json)
+list(SORT SHARDC_REPORT_EXPECTS)
+foreach(expected IN LISTS SHARDC_REPORT_EXPECTS)
+  get_filename_component(report_dir ${expected} DIRECTORY)
+  get_filename_component(report_name ${report_dir} NAME)
+  add_test(NAME report/${report_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_report.py ${report_dir}
+                   --shardc $<TARGET_FILE:shardc>)
+  set_tests_properties(report/${report_name} PROPERTIES LABELS "e2e;report" TIMEOUT 300)
+endforeach()

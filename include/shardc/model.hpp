@@ -45,6 +45,14 @@ struct ModelAttributes {
   std::optional<std::int64_t> num_attention_heads;
   std::optional<std::int64_t> num_key_value_heads;
   std::optional<std::int64_t> num_experts;
+  /// Rows of the token embedding / output head (config.json `vocab_size`):
+  /// the vocab lint recognizes vocab tensors by it (a 2-D param whose dim 0
+  /// equals it), whatever their name.
+  std::optional<std::int64_t> vocab_size;
+  std::optional<std::int64_t> hidden_size;  ///< config.json `hidden_size` (elements)
+  /// Rows per attention head (config.json `head_dim`); when absent, checks
+  /// use hidden_size / num_attention_heads.
+  std::optional<std::int64_t> head_dim;
   std::optional<bool> tie_word_embeddings;
   SourceLoc num_experts_loc;
 };

@@ -102,12 +102,36 @@ PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& rec
   PlannedParam q = plain_param(first);
   q.name = g.name;
   q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
-  q.mesh = MeshKind::Expert;
+  // Without an expert_mesh, stacked params live on the dense mesh (the recipe
+  // schema's documented behaviour): their placements name dense axes.
+  q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
   q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry),
             recipe.experts[g.entry].match.text()};
-  q.uneven = recipe.experts[g.entry].uneven.value_or(recipe.uneven);
+  const ExpertsEntry& entry = recipe.experts[g.entry];
+  q.uneven = entry.uneven.value_or(recipe.uneven);
+  q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
   for (const Source& s : g.sources) q.stacked_from.push_back(model.params[s.param].name);
   return q;
+}
+
+// W-UNUSED-RULE for `experts` entries that stack nothing: their experts
+// would silently stay unstacked (placed by `rules`, usually replicated).
+void report_unused(const Recipe& recipe, const std::vector<bool>& used, DiagnosticSink& sink) {
+  for (std::size_t e = 0; e < recipe.experts.size(); ++e) {
+    if (used[e]) continue;
+    const ExpertsEntry& entry = recipe.experts[e];
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.code = "W-UNUSED-RULE";
+    d.loc = entry.loc;
+    d.rule = entry.match.text();
+    d.message = "experts entry " + std::to_string(e) + " (" + d.rule +
+                ") matches no parameter: nothing is stacked by it";
+    d.hint =
+        "fix its pattern (it must match whole FQNs, e.g. `model.layers.{L}.mlp.experts.{E}.{P}."
+        "weight`; `shardc inspect --match GLOB` lists FQNs) or remove it";
+    sink.report(std::move(d));
+  }
 }
 
 }  // namespace
@@ -120,11 +144,6 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     for (const Param& p : model.params) out.push_back(plain_param(p));
     return out;
   }
-  if (!recipe.expert_mesh) {
-    sink.error("E-EXPERTS", recipe.experts.front().loc, "`experts` stacking needs an `expert_mesh`",
-               "add expert_mesh: a second row-major view of the same ranks, e.g. with an ep axis");
-    return {};
-  }
   // Slot per output param: either a model param or a group (stacked at its first source).
   struct Slot {
     bool stacked = false;
@@ -134,6 +153,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   std::vector<Group> groups;
   std::unordered_map<std::string, std::size_t> group_by_name;
   Captures caps;
+  std::vector<bool> used(recipe.experts.size(), false);
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const Param& p = model.params[i];
     bool taken = false;
@@ -157,10 +177,12 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
         slots.push_back({true, it->second});
       }
       groups[it->second].sources.push_back({ex, i});
+      used[e] = true;
       taken = true;
     }
     if (!taken) slots.push_back({false, i});
   }
+  report_unused(recipe, used, sink);
   std::unordered_set<std::string> plain_names;
   for (const Slot& s : slots)
     if (!s.stacked) plain_names.insert(model.params[s.index].name);
