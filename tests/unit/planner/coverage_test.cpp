@@ -194,6 +194,7 @@ TEST_CASE("every shipped plan covers each global element exactly the replica cou
       {"plans/mixtral-8x7b.model.yaml", "plans/mixtral-8x7b-ep8-tp8.recipe.yaml"},
       {"plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml"},
       {"plans/gpt2.model.yaml", "plans/gpt2-tp4-tied.recipe.yaml"},
+      {"plans/gpt2.model.yaml", "plans/gpt2-tp4-heads.recipe.yaml"},
       {"plans/gemma-2-2b.model.yaml", "plans/gemma-2-2b-tp4-tied.recipe.yaml"},
       // Padded, packed and unit-granular layouts (tests/reports/).
       {"tests/reports/vocab_pad_50257_tp2/model.yaml",
