@@ -114,26 +114,6 @@ PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& rec
   return q;
 }
 
-// W-UNUSED-RULE for `experts` entries that stack nothing: their experts
-// would silently stay unstacked (placed by `rules`, usually replicated).
-void report_unused(const Recipe& recipe, const std::vector<bool>& used, DiagnosticSink& sink) {
-  for (std::size_t e = 0; e < recipe.experts.size(); ++e) {
-    if (used[e]) continue;
-    const ExpertsEntry& entry = recipe.experts[e];
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = "W-UNUSED-RULE";
-    d.loc = entry.loc;
-    d.rule = entry.match.text();
-    d.message = "experts entry " + std::to_string(e) + " (" + d.rule +
-                ") matches no parameter: nothing is stacked by it";
-    d.hint =
-        "fix its pattern (it must match whole FQNs, e.g. `model.layers.{L}.mlp.experts.{E}.{P}."
-        "weight`; `shardc inspect --match GLOB` lists FQNs) or remove it";
-    sink.report(std::move(d));
-  }
-}
-
 }  // namespace
 
 std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
@@ -153,7 +133,6 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   std::vector<Group> groups;
   std::unordered_map<std::string, std::size_t> group_by_name;
   Captures caps;
-  std::vector<bool> used(recipe.experts.size(), false);
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const Param& p = model.params[i];
     bool taken = false;
@@ -177,12 +156,10 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
         slots.push_back({true, it->second});
       }
       groups[it->second].sources.push_back({ex, i});
-      used[e] = true;
       taken = true;
     }
     if (!taken) slots.push_back({false, i});
   }
-  report_unused(recipe, used, sink);
   std::unordered_set<std::string> plain_names;
   for (const Slot& s : slots)
     if (!s.stacked) plain_names.insert(model.params[s.index].name);
