@@ -185,3 +185,16 @@ add_test(NAME import/dump-model
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_dump_model.py
                  --shardc $<TARGET_FILE:shardc> --python /usr/bin/python3)
 set_tests_properties(import/dump-model PROPERTIES LABELS "e2e;models" TIMEOUT 300)
+
+# Cases from public bug reports (tests/reports/<name>/: inputs, README with the right answer,
+# expect.json with the diagnostics / shapes / verify runs that prove it; run_report.py).
+file(GLOB SHARDC_REPORT_EXPECTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/reports/*/expect.json)
+list(SORT SHARDC_REPORT_EXPECTS)
+foreach(expected IN LISTS SHARDC_REPORT_EXPECTS)
+  get_filename_component(report_dir ${expected} DIRECTORY)
+  get_filename_component(report_name ${report_dir} NAME)
+  add_test(NAME report/${report_name}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_report.py ${report_dir}
+                   --shardc $<TARGET_FILE:shardc>)
+  set_tests_properties(report/${report_name} PROPERTIES LABELS "e2e;report" TIMEOUT 300)
+endforeach()

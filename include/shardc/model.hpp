@@ -45,10 +45,15 @@ struct ModelAttributes {
   std::optional<std::int64_t> num_attention_heads;
   std::optional<std::int64_t> num_key_value_heads;
   std::optional<std::int64_t> num_experts;
+  /// Rows of the token embedding / output head (config.json `vocab_size`):
+  /// the vocab lint recognizes vocab tensors by it (a 2-D param whose dim 0
+  /// equals it), whatever their name.
+  std::optional<std::int64_t> vocab_size;
+  std::optional<std::int64_t> hidden_size;  ///< config.json `hidden_size` (elements)
+  /// Rows per attention head (config.json `head_dim`); when absent, checks
+  /// use hidden_size / num_attention_heads.
+  std::optional<std::int64_t> head_dim;
   std::optional<bool> tie_word_embeddings;
-  std::optional<std::int64_t> head_dim;     ///< elements per attention head
-  std::optional<std::int64_t> vocab_size;   ///< rows of the embedding / output head
-  std::optional<std::int64_t> hidden_size;  ///< model width, elements
   /// FP8 block quantization block size [rows, cols] in elements, from
   /// config.json `quantization_config.weight_block_size` (DeepSeek-V3: [128, 128]).
   std::vector<std::int64_t> weight_block_size;

@@ -45,7 +45,9 @@ struct DimSplit {
   std::vector<std::int64_t> axis_sizes;  ///< sizes of `axes`, same order
   std::int64_t ways = 1;                 ///< product of `axis_sizes`
   SplitRule rule = SplitRule::Chunk;
-  bool fsdp = false;  ///< the FSDP split (always last in its chain, always Chunk)
+  bool fsdp = false;              ///< the FSDP split (always last in its chain, always Chunk)
+  std::int64_t pad_multiple = 0;  ///< rule == Pad: every piece allocates a multiple of it
+  std::int64_t unit = 1;          ///< rows a split may not cut (rule splits only)
 };
 
 /// All splits of one param, per tensor dim, outermost (first applied) first:
@@ -55,16 +57,39 @@ struct ParamGeometry {
   std::vector<std::vector<DimSplit>> per_dim;  ///< size == ndim
   int fsdp_dim = -1;                           ///< dim the FSDP split acts on, or -1
   std::int64_t fsdp_ways = 1;                  ///< W, the FSDP world on that dim
+  /// Packed params: the part extents on `parts_dim` (they sum to its global
+  /// extent); the rule splits of that dim act on every part separately and
+  /// the FSDP split on the concatenated local tensor. Empty when unpacked.
+  std::vector<std::int64_t> parts;
+  int parts_dim = -1;
+};
+
+/// One contiguous box of a packed param's piece: `shape` elements at
+/// `global_offset` in the global tensor sit at `local_offset` in the rank's
+/// local tensor (which is its boxes concatenated on the packed dim).
+struct ShardBox {
+  Shape global_offset;
+  Shape local_offset;
+  Shape shape;
+  bool operator==(const ShardBox&) const = default;
 };
 
 /// A rank's piece of one param. Offsets of empty dims carry the DCP
-/// sentinel (the global extent of that dim, SPEC §5.2). `padded_shape` is
-/// `local_shape` with the FSDP dim set to ceil(L_local / W) (FSDP2 padding);
-/// equal to `local_shape` when the param is not FSDP-sharded.
+/// sentinel (the global extent of that dim, SPEC §5.2).
+///  * `local_shape`: the real (logical) elements the rank holds, a prefix of
+///    its allocated tensor on every dim; with `global_offset` the box of the
+///    global (checkpoint) tensor they are.
+///  * `padded_shape`: what the rank allocates: `local_shape` plus pad rows at
+///    the end of a padded dim (`uneven: {pad: M}`) and FSDP2's padding of the
+///    FSDP dim to ceil(L_local / W); equal to `local_shape` otherwise.
+///  * `boxes`: packed params only (empty otherwise): the global boxes of the
+///    piece in local order; `global_offset` is then the first box's offset
+///    (or the sentinel) and does not describe the piece alone.
 struct ShardGeom {
   Shape local_shape;
   Shape global_offset;
   Shape padded_shape;
+  std::vector<ShardBox> boxes;
   bool operator==(const ShardGeom&) const = default;
 };
 
@@ -76,6 +101,35 @@ struct Piece {
   std::int64_t size = 0;
 };
 Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitRule rule);
+
+/// Piece `k` of split `s` of an allocated extent `length`: whole units of
+/// `s.unit` rows (a trailing partial unit stays with the last piece);
+/// `Pad` pieces are all ceil(L_units / (ways x m)) x m units long (the last
+/// ones may start past `length`: pure padding); the FSDP split allocates
+/// ceil(length / ways) per piece (FSDP2 padding). `size` is the allocated
+/// extent; saturates instead of overflowing on hostile sizes.
+Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& s);
+
+/// One dim of a piece after some splits: `alloc` allocated rows, of which
+/// the first `real` hold global rows [start, start + real).
+struct DimPiece {
+  std::int64_t alloc = 0;
+  std::int64_t real = 0;
+  std::int64_t start = 0;
+};
+
+/// Applies the splits of `chain` in order to a dim of global extent
+/// `length` at mesh coordinates `coords` (each split acts on the allocated
+/// extent of the previous piece; real rows are always a prefix).
+DimPiece apply_chain(std::int64_t length, std::span<const DimSplit> chain,
+                     std::span<const std::int64_t> coords);
+
+/// The real extent of `apply_chain` (for lints comparing splits).
+std::int64_t split_extent(std::int64_t length, const std::vector<DimSplit>& chain,
+                          std::span<const std::int64_t> coords);
+
+/// "chunk", "balanced", "pad 64", "chunk, unit 128": how one split cuts.
+std::string uneven_text(const DimSplit& s);
 
 /// The coordinate of split `s` at mesh coordinates `coords`: the row-major
 /// flattening of the coordinates on `s.axes`.
@@ -105,6 +159,8 @@ struct PlannedParam {
   MeshKind mesh = MeshKind::Dense;
   std::vector<ResolvedPlacement> placements;  ///< one per axis of its mesh
   SplitRule uneven = SplitRule::Chunk;
+  std::int64_t pad_multiple = 0;  ///< uneven == Pad: the multiple (0 otherwise)
+  std::int64_t unit = 1;          ///< the rule's `unit` (1 = none)
   RuleRef rule;
   int stage = 0;
   std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
@@ -112,6 +168,10 @@ struct PlannedParam {
   ParamGeometry geometry;
   SourceLoc loc;
 };
+
+/// True when `p` is packed and its packed dim is split (by a rule or FSDP):
+/// its pieces are then several boxes of the global tensor.
+bool packed_dim_split(const PlannedParam& p);
 
 /// Ranks that must all-reduce a tied pair's gradients when its ends sit on
 /// different pipeline stages: one group per position on the other axes.

@@ -35,6 +35,8 @@ struct PlanParam {
   int stage = 0;
   std::optional<std::string> alias_of;
   std::vector<PlanShard> shards;
+  std::string uneven;   ///< "chunk", "balanced", "even", "pad"
+  bool packed = false;  ///< has `packed` parts (pieces are several boxes)
 };
 
 struct PlanMeshAxis {

@@ -21,6 +21,27 @@ enum class SplitRule {
   Chunk,     ///< torch.chunk / DTensor Shard / FSDP2: c = ceil(L/n)
   Balanced,  ///< hyper-parallel: q, r = divmod(L, n); first r ranks get q+1
   Even,      ///< error unless L % n == 0 (then as Chunk)
+  /// Megatron `make-vocab-size-divisible-by`, vLLM / ColossalAI vocab
+  /// padding: every piece allocates c = ceil(L / (n x m)) x m (m the pad
+  /// multiple); piece k holds the real rows [k c, min((k+1) c, L)) and pad
+  /// rows after them (pad rows sit at the end of the padded tensor n x c).
+  Pad,
+};
+
+/// Bounds of the per-rule extras (front end): pad multiples and units are in
+/// [1, kMaxPadOrUnit], part counts in [1, kMaxParts].
+inline constexpr std::int64_t kMaxPadOrUnit = std::int64_t{1} << 20;
+inline constexpr std::int64_t kMaxParts = 4096;
+
+/// A packed (fused) parameter (`packed:` on a rule): the tensor is its parts
+/// concatenated on `dim` (SwiGLU [W; V], fused q|k|v). Each part is split on
+/// its own by the rule's placements; a rank's local tensor is its pieces of
+/// every part concatenated in part order.
+struct PackedSpec {
+  std::int64_t count = 0;           ///< equal parts (when `sizes` is empty)
+  std::vector<std::int64_t> sizes;  ///< explicit part extents on `dim` (elements)
+  int dim = 0;                      ///< may be negative, normalized by the planner
+  SourceLoc loc;
 };
 
 /// "chunk", "balanced", "even".
@@ -69,6 +90,12 @@ struct Rule {
   std::vector<SourceLoc> match_locs;
   std::vector<AxisPlacement> placements;
   std::optional<SplitRule> uneven;  ///< overrides the recipe default
+  std::int64_t pad_multiple = 0;    ///< uneven == Pad: the multiple (rows per piece)
+  /// `unit:` the smallest block of a sharded dim a split may not cut (a head:
+  /// head_dim rows; a gate/up pair; a 64-row grain); 1 = any row. Splits then
+  /// split whole units (chunk/balanced/pad count units, even needs them to divide).
+  std::int64_t unit = 1;
+  std::optional<PackedSpec> packed;  ///< `packed:` parts, or none
   SourceLoc loc;
   /// The `match` text as written (patterns joined by ", "), for messages and the manifest.
   [[nodiscard]] std::string match_text() const;
@@ -81,8 +108,9 @@ struct ExpertsEntry {
   Pattern match;
   SourceLoc match_loc;                    ///< where `match` is written
   std::string stack;                      ///< name template with `{capture}` references
-  std::vector<AxisPlacement> placements;  ///< on the expert mesh
+  std::vector<AxisPlacement> placements;  ///< on the expert mesh (dense mesh without one)
   std::optional<SplitRule> uneven;
+  std::int64_t pad_multiple = 0;  ///< uneven == Pad: the multiple
   SourceLoc loc;
 };
 
@@ -136,6 +164,7 @@ struct Recipe {
   Mesh mesh;
   std::optional<Mesh> expert_mesh;
   SplitRule uneven = SplitRule::Chunk;
+  std::int64_t pad_multiple = 0;  ///< uneven == Pad: the multiple
   std::vector<Rule> rules;
   std::vector<ExpertsEntry> experts;
   TiedSpec tied;

@@ -79,6 +79,7 @@ void write_shards(Writer& w, const Plan& plan, const PlannedParam& p) {
     w.member_ints("local_shape", c.geom.local_shape);
     w.member_ints("global_offset", c.geom.global_offset);
     w.member_ints("padded_shape", c.geom.padded_shape);
+    backend::write_boxes(w, p, c.geom);
     w.end_object();
   }
   w.end_array();
@@ -93,6 +94,7 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
   for (const auto& label : backend::placement_labels(p)) w.value(label);
   w.end_array();
   w.member("uneven", split_rule_name(p.uneven));
+  backend::write_layout_extras(w, p);
   write_rule(w, p.rule);
   w.member("stage", p.stage);
   w.key("alias_of");
@@ -102,7 +104,7 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
     w.null();
   }
   write_stacked_from(w, p);
-  w.member("padded", p.geometry.fsdp_dim >= 0);
+  w.member("padded", p.geometry.fsdp_dim >= 0 || p.uneven == SplitRule::Pad);
   write_shards(w, plan, p);
   w.end_object();
 }

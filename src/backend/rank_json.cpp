@@ -82,6 +82,7 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p, const RankC
   w.member_ints("global_shape", p.global_shape);
   w.member_ints("local_shape", g.local_shape).member_ints("global_offset", g.global_offset);
   w.member_ints("padded_shape", g.padded_shape);
+  backend::write_boxes(w, p, g);
   w.member("numel", n).member("bytes", bytes);
   bool counted = true;
   write_alias(w, plan, c, p, counted);

@@ -111,6 +111,8 @@ PlanParam plan_param(const Node& n) {
   p.mesh = n.at("mesh").str();
   p.stage = n.at("stage").i32();
   if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
+  p.uneven = n.at("uneven").str();
+  p.packed = n.has("packed");
   p.shards = n.at("shards").map([](const Node& s) {
     return PlanShard{s.at("ranks").str(), s.at("local_shape").ints(), s.at("global_offset").ints(),
                      s.at("padded_shape").ints()};

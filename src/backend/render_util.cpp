@@ -35,4 +35,27 @@ std::vector<std::string> placement_labels(const PlannedParam& p) {
 
 std::int64_t bytes_of(std::int64_t numel, DType t) { return numel * element_size(t); }
 
+void write_layout_extras(json::Writer& w, const PlannedParam& p) {
+  if (p.uneven == SplitRule::Pad) w.member("pad_multiple", p.pad_multiple);
+  if (p.unit > 1) w.member("unit", p.unit);
+  if (p.geometry.parts.empty()) return;
+  w.key("packed").begin_object();
+  w.member("dim", p.geometry.parts_dim);
+  w.member_ints("parts", p.geometry.parts);
+  w.end_object();
+}
+
+void write_boxes(json::Writer& w, const PlannedParam& p, const ShardGeom& g) {
+  if (p.geometry.parts.empty()) return;
+  w.key("boxes").begin_array();
+  for (const ShardBox& b : g.boxes) {
+    w.begin_object();
+    w.member_ints("global_offset", b.global_offset);
+    w.member_ints("local_offset", b.local_offset);
+    w.member_ints("shape", b.shape);
+    w.end_object();
+  }
+  w.end_array();
+}
+
 }  // namespace shardc::backend

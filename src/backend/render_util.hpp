@@ -21,6 +21,15 @@ void write_mesh_axes(json::Writer& w, const Mesh& mesh);
 /// Placement labels of a param, one per axis of its mesh.
 std::vector<std::string> placement_labels(const PlannedParam& p);
 
+/// The layout extras of a param, only when present (so unpadded, unpacked
+/// params keep their bytes): `pad_multiple` (uneven pad), `unit` (> 1),
+/// `packed: {dim, parts}`.
+void write_layout_extras(json::Writer& w, const PlannedParam& p);
+
+/// `"boxes": [{global_offset, local_offset, shape}, ...]` of a packed
+/// param's piece; nothing for unpacked params.
+void write_boxes(json::Writer& w, const PlannedParam& p, const ShardGeom& g);
+
 /// Bytes of `numel` elements of `t`.
 std::int64_t bytes_of(std::int64_t numel, DType t);
 

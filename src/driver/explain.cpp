@@ -131,8 +131,15 @@ void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {
   out << "  shards: " << shards.size() << " distinct\n";
   driver::TextTable table({"    ranks", "local shape", "global offset", "padded shape"});
   for (const ShardClass& c : shards) {
-    table.add_row({"    " + c.ranks.to_string(), shape_text(c.geom.local_shape),
-                   shape_text(c.geom.global_offset), shape_text(c.geom.padded_shape)});
+    std::string offset = shape_text(c.geom.global_offset);
+    if (!c.geom.boxes.empty()) {
+      offset.clear();
+      for (const ShardBox& b : c.geom.boxes)
+        offset +=
+            (offset.empty() ? "" : " + ") + shape_text(b.shape) + "@" + shape_text(b.global_offset);
+    }
+    table.add_row({"    " + c.ranks.to_string(), shape_text(c.geom.local_shape), offset,
+                   shape_text(c.geom.padded_shape)});
   }
   out << table.render();
 }
@@ -172,7 +179,21 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedPara
   field(out, "mesh",
         std::string(mesh_kind_name(p.mesh)) + " (" + driver::mesh_text(plan.mesh_of(p)) + ")");
   print_placements(plan, p, out);
-  field(out, "uneven", split_rule_name(p.uneven));
+  std::string uneven = split_rule_name(p.uneven);
+  if (p.uneven == SplitRule::Pad)
+    uneven += " (every piece allocates a multiple of " + std::to_string(p.pad_multiple) +
+              " rows; pad rows at the end)";
+  if (p.unit > 1) uneven += "; unit " + std::to_string(p.unit) + " rows (never cut)";
+  field(out, "uneven", uneven);
+  if (!p.geometry.parts.empty()) {
+    std::string parts;
+    for (std::int64_t x : p.geometry.parts)
+      parts += (parts.empty() ? "" : ", ") + std::to_string(x);
+    field(out, "packed",
+          std::to_string(p.geometry.parts.size()) + " parts on dim " +
+              std::to_string(p.geometry.parts_dim) + " [" + parts +
+              "], each split on its own; local tensor = pieces in part order");
+  }
   field(out, "stage", std::to_string(p.stage));
   field(out, "alias", alias_text(plan, p));
   print_stacked(plan, p, out);

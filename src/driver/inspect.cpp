@@ -85,8 +85,19 @@ void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
   std::string bytes_col = bytes_text(bytes);
   const bool alias = p.alias_of && plan.holds(rank, plan.params.at(*p.alias_of));
   if (alias) bytes_col = "alias of " + plan.params.at(*p.alias_of).name;
-  table.add_row({name, shape_text(p.global_shape), placements_text(plan, p),
-                 shape_text(g.local_shape), shape_text(g.global_offset), bytes_col});
+  // Padded pieces show "real/allocated"; packed pieces list their boxes.
+  std::string local = shape_text(g.local_shape);
+  if (p.uneven == SplitRule::Pad && g.padded_shape != g.local_shape)
+    local += " pad " + shape_text(g.padded_shape);
+  std::string offset = shape_text(g.global_offset);
+  if (!g.boxes.empty()) {
+    offset.clear();
+    for (const ShardBox& b : g.boxes)
+      offset +=
+          (offset.empty() ? "" : " + ") + shape_text(b.shape) + "@" + shape_text(b.global_offset);
+  }
+  table.add_row(
+      {name, shape_text(p.global_shape), placements_text(plan, p), local, offset, bytes_col});
   if (alias) return;
   ++totals.params;
   totals.bytes += bytes;

@@ -135,10 +135,13 @@ void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, d
   out << "verified " << rep.buffers << (rep.buffers == 1 ? " buffer" : " buffers") << ", "
       << rep.groups << " groups/units, " << rep.element_params + rep.box_params
       << " param gathers (" << rep.element_params << " element-simulated, " << rep.box_params
-      << " box-checked; " << rep.memo_hits
-      << " stage simulations reused from an identical layout), " << rep.slice_checks
-      << " slice-backs, " << sampled << " sampled ranks (" << loaded << " rank files read) in "
-      << time << " s\n";
+      << " box-checked"
+      << (rep.packed_skipped > 0
+              ? ", " + std::to_string(rep.packed_skipped) + " packed not simulated"
+              : std::string())
+      << "; " << rep.memo_hits << " stage simulations reused from an identical layout), "
+      << rep.slice_checks << " slice-backs, " << sampled << " sampled ranks (" << loaded
+      << " rank files read) in " << time << " s\n";
   if (rep.num_warnings > 0) {
     out << rep.num_warnings << (rep.num_warnings == 1 ? " warning" : " warnings")
         << " (not part of the compile):\n";

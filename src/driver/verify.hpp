@@ -56,6 +56,7 @@ struct Report {
   std::int64_t groups = 0;  ///< muon groups (closures) and FSDP2 units verified
   std::int64_t element_params = 0;
   std::int64_t box_params = 0;
+  std::int64_t packed_skipped = 0;  ///< packed params whose FSDP2 simulation is skipped
   std::int64_t memo_hits = 0;
   std::int64_t slice_checks = 0;
   std::vector<std::string> warnings;  ///< the first max_listed

@@ -225,6 +225,20 @@ std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<Muon
 
 namespace {
 
+// The real (logical) part of the unsharded tensor: a prefix box on every
+// dim (padded dims keep pad rows at the end): on the FSDP dim the members'
+// real rows summed, elsewhere any non-empty member's extent.
+Shape real_unsharded(const std::vector<Fsdp2Member>& m, int d) {
+  Shape real(m.front().box.shape.size(), 0);
+  for (const Fsdp2Member& k : m) {
+    if (is_empty(k.box)) continue;
+    for (std::size_t e = 0; e < real.size(); ++e)
+      real[e] = static_cast<int>(e) == d ? real[e] + k.box.shape[e] : k.box.shape[e];
+  }
+  if (numel(real) == 0) real.assign(real.size(), 0);
+  return real;
+}
+
 bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, std::string& why) {
   const int d = r.entry->shard_dim;
   const Shape& pad = r.entry->padded_shape;
@@ -237,21 +251,27 @@ bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, st
     return false;
   }
   std::int64_t held = 0;
+  const Shape real = real_unsharded(m, d);
   for (std::size_t k = 0; k < m.size(); ++k) {
     const Shape& ls = m[k].box.shape;
     held += numel(ls);
     bool fits = m[k].entry->padded_shape == pad && ls.size() == pad.size();
+    // Off the FSDP dim a member's real extent is the tensor's (pad rows of an
+    // `uneven: pad` dim are allocated, not held).
     for (std::size_t e = 0; fits && e < ls.size(); ++e)
-      fits = ls[e] <= pad[e] && (static_cast<int>(e) == d || ls[e] == pad[e] || numel(ls) == 0);
+      fits = ls[e] <= pad[e] && (static_cast<int>(e) == d || ls[e] == real[e] || numel(ls) == 0);
     if (!fits) {
       why = "member " + std::to_string(k) + " local shape " + ints_text(ls) + " does not pad to " +
             ints_text(pad);
       return false;
     }
   }
-  if (held != numel(un)) {
-    why = "members hold " + std::to_string(held) + " elements, the unsharded tensor has " +
-          std::to_string(numel(un));
+  bool inside_un = real.size() == un.size();
+  for (std::size_t e = 0; inside_un && e < real.size(); ++e) inside_un = real[e] <= un[e];
+  if (held != numel(real) || !inside_un) {
+    why = "members hold " + std::to_string(held) + " elements, the unsharded tensor " +
+          ints_text(un) + " has " + std::to_string(numel(real)) + " real ones (" + ints_text(real) +
+          ")";
     return false;
   }
   return true;
@@ -280,7 +300,9 @@ std::optional<Box> fsdp2_unpack_elements(const Shape& global, const std::vector<
   // Unpack: rows viewed as padded shards, concatenated along d, truncated.
   const auto d = static_cast<std::size_t>(r.entry->shard_dim);
   const Shape& un = r.entry->unsharded_shape;
-  Box out{Shape(global.size(), 0), un};
+  // Real rows are a prefix box of the unsharded tensor; the rest is padding.
+  const Shape real = real_unsharded(m, r.entry->shard_dim);
+  Box out{Shape(global.size(), 0), real};
   bool first = true;
   std::optional<std::string> bad;
   Shape local(un.size());
@@ -290,6 +312,13 @@ std::optional<Box> fsdp2_unpack_elements(const Shape& global, const std::vector<
     local = u;
     local[d] = u[d] % pad[d];
     const std::int32_t got = gathered[static_cast<std::size_t>(k * width + flat(ps, local))];
+    bool is_real = true;
+    for (std::size_t e = 0; e < u.size(); ++e) is_real = is_real && u[e] < real[e];
+    if (!is_real) {
+      if (got >= 0)
+        bad = "element " + ints_text(u) + " should be padding, got " + std::to_string(got);
+      return;
+    }
     if (first) {
       first = false;
       if (got < 0) {
@@ -321,13 +350,14 @@ std::optional<Box> fsdp2_unpack_boxes(const Shape& global, const std::vector<Fsd
   if (!fsdp2_shapes_ok(m, r, why)) return std::nullopt;
   const auto d = static_cast<std::size_t>(r.entry->shard_dim);
   const std::int64_t c = r.entry->padded_shape[d];
-  const Shape& un = r.entry->unsharded_shape;
-  Box out{Shape(global.size(), 0), un};
+  const Shape real = real_unsharded(m, r.entry->shard_dim);
+  Box out{Shape(global.size(), 0), real};
   if (is_empty(out)) return out;
-  // Real rows of member k must be exactly rows [k c, min((k+1) c, U)).
+  // Real rows of member k must be exactly rows [k c, min((k+1) c, R)) of
+  // the real prefix R (pad rows of a padded dim follow it).
   for (std::size_t k = 0; k < m.size(); ++k) {
     const auto kk = static_cast<std::int64_t>(k);
-    const std::int64_t want = std::clamp<std::int64_t>(un[d] - kk * c, 0, c);
+    const std::int64_t want = std::clamp<std::int64_t>(real[d] - kk * c, 0, c);
     const Box& b = m[k].box;
     if (b.shape[d] != want && !(want == 0 && is_empty(b))) {
       why = "member " + std::to_string(k) + " holds " + std::to_string(b.shape[d]) +

@@ -70,14 +70,14 @@ void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
     } else if (a.key() == "num_experts") {
       out.num_experts = positive_attr(a, r, 0);
       out.num_experts_loc = r.loc(a);
-    } else if (a.key() == "tie_word_embeddings" && !a.is_null()) {
-      out.tie_word_embeddings = r.get_bool(a, "`tie_word_embeddings`");
-    } else if (a.key() == "head_dim") {
-      out.head_dim = positive_attr(a, r, 1);
     } else if (a.key() == "vocab_size") {
       out.vocab_size = positive_attr(a, r, 1);
     } else if (a.key() == "hidden_size") {
       out.hidden_size = positive_attr(a, r, 1);
+    } else if (a.key() == "head_dim" && !a.is_null()) {
+      out.head_dim = positive_attr(a, r, 1);
+    } else if (a.key() == "tie_word_embeddings" && !a.is_null()) {
+      out.tie_word_embeddings = r.get_bool(a, "`tie_word_embeddings`");
     } else if (a.key() == "weight_block_size") {
       parse_block_size(a, r, out.weight_block_size);
     }

@@ -12,7 +12,12 @@
 
 namespace shardc::fe {
 
-std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r);
+/// `uneven:` chunk | balanced | even | pad | {pad: M}; `pad` sets *pad to M
+/// (1 for the bare word). Reports E-RECIPE.
+std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r, std::int64_t* pad);
+/// An integer in [lo, hi] (E-RECIPE otherwise).
+std::optional<std::int64_t> parse_bounded(const Node& n, Reader& r, std::string_view what,
+                                          std::int64_t lo, std::int64_t hi);
 std::optional<Pattern> parse_pattern(const Node& n, Reader& r);
 /// `{axis: placement, ...}`; null means none. Reports E-PLACEMENT / E-RECIPE.
 std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader& r);

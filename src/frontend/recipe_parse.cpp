@@ -114,7 +114,7 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
     out.expert_mesh = parse_mesh(*mesh, r, "expert_mesh");
   }
   if (const Node* uneven = root.find("uneven")) {
-    out.uneven = parse_split_rule(*uneven, r).value_or(SplitRule::Chunk);
+    out.uneven = parse_split_rule(*uneven, r, &out.pad_multiple).value_or(SplitRule::Chunk);
   }
   if (const Node* rules = root.find("rules")) out.rules = parse_rules(*rules, r);
   if (const Node* experts = root.find("experts")) out.experts = parse_experts(*experts, r);
@@ -126,14 +126,39 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
 
 }  // namespace
 
-std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r) {
+std::optional<std::int64_t> parse_bounded(const Node& n, Reader& r, std::string_view what,
+                                          std::int64_t lo, std::int64_t hi) {
+  std::optional<std::int64_t> v = r.get_int(n, what);
+  if (v && (*v < lo || *v > hi)) {
+    r.error(n,
+            std::string(what) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got " + std::to_string(*v),
+            "use a small positive integer (rows)");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r, std::int64_t* pad) {
   if (n.is_scalar()) {
     if (n.text() == "chunk") return SplitRule::Chunk;
     if (n.text() == "balanced") return SplitRule::Balanced;
     if (n.text() == "even") return SplitRule::Even;
+    if (n.text() == "pad") {
+      *pad = 1;
+      return SplitRule::Pad;
+    }
   }
-  r.error(n, "`uneven` must be chunk, balanced or even, got " + describe(n),
-          "valid values: chunk (torch.chunk, the default), balanced (hyper-parallel), even");
+  if (n.is_map() && n.items().size() == 1 && n.find("pad") != nullptr) {
+    std::optional<std::int64_t> m =
+        parse_bounded(*n.find("pad"), r, "`uneven: {pad: M}` multiple", 1, kMaxPadOrUnit);
+    if (!m) return std::nullopt;
+    *pad = *m;
+    return SplitRule::Pad;
+  }
+  r.error(n, "`uneven` must be chunk, balanced, even, pad or {pad: M}, got " + describe(n),
+          "valid values: chunk (torch.chunk, the default), balanced (hyper-parallel), even, "
+          "{pad: 64} (every piece padded to a multiple of 64 rows, Megatron / vLLM)");
   return std::nullopt;
 }
 

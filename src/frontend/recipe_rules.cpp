@@ -33,9 +33,48 @@ bool parse_match_list(const Node& n, Reader& r, Rule& rule) {
   return ok;
 }
 
+// `packed: {parts: N | [sizes], dim: d}`.
+std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
+  constexpr std::string_view hint =
+      "e.g. `packed: {parts: 2}` (SwiGLU [W; V] on dim 0) or `packed: {parts: [4096, 1024, "
+      "1024], dim: 0}` (fused q|k|v)";
+  if (!r.expect_map(n, "`packed`")) return std::nullopt;
+  bool ok = r.check_keys(n, {"parts", "dim"}, "`packed`");
+  PackedSpec spec;
+  spec.loc = r.loc(n);
+  const Node* parts = n.find("parts");
+  if (parts == nullptr) {
+    r.error(n, "`packed` needs `parts` (a count or a list of extents)", std::string(hint));
+    return std::nullopt;
+  }
+  if (parts->is_seq()) {
+    if (parts->items().empty() || static_cast<std::int64_t>(parts->items().size()) > kMaxParts) {
+      r.error(*parts, "`parts` must list 1.." + std::to_string(kMaxParts) + " extents",
+              std::string(hint));
+      return std::nullopt;
+    }
+    for (const Node& item : parts->items()) {
+      const auto v = parse_bounded(item, r, "a part extent", 0, std::int64_t{1} << 62);
+      ok = v.has_value() && ok;
+      spec.sizes.push_back(v.value_or(0));
+    }
+  } else {
+    const auto v = parse_bounded(*parts, r, "`parts`", 1, kMaxParts);
+    ok = v.has_value() && ok;
+    spec.count = v.value_or(1);
+  }
+  if (const Node* dim = n.find("dim")) {
+    const auto d = parse_bounded(*dim, r, "`packed.dim`", -64, 63);
+    ok = d.has_value() && ok;
+    spec.dim = static_cast<int>(d.value_or(0));
+  }
+  if (!ok) return std::nullopt;
+  return spec;
+}
+
 std::optional<Rule> parse_rule(const Node& n, Reader& r) {
   if (!r.expect_map(n, "a rule")) return std::nullopt;
-  bool ok = r.check_keys(n, {"match", "placements", "uneven"}, "a rule");
+  bool ok = r.check_keys(n, {"match", "placements", "uneven", "unit", "packed"}, "a rule");
   Rule rule;
   rule.loc = r.loc(n);
   const Node* match = n.find("match");
@@ -50,8 +89,17 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
   std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
   ok = patterns && places && ok;
   if (const Node* uneven = n.find("uneven")) {
-    rule.uneven = parse_split_rule(*uneven, r);
+    rule.uneven = parse_split_rule(*uneven, r, &rule.pad_multiple);
     ok = rule.uneven.has_value() && ok;
+  }
+  if (const Node* unit = n.find("unit")) {
+    const auto u = parse_bounded(*unit, r, "`unit`", 1, kMaxPadOrUnit);
+    ok = u.has_value() && ok;
+    rule.unit = u.value_or(1);
+  }
+  if (const Node* packed = n.find("packed")) {
+    rule.packed = parse_packed(*packed, r);
+    ok = rule.packed.has_value() && ok;
   }
   if (!ok) return std::nullopt;
   rule.placements = std::move(*places);
@@ -111,7 +159,7 @@ std::optional<ExpertsEntry> parse_expert(const Node& n, Reader& r) {
   std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
   ok = places && ok;
   if (const Node* uneven = n.find("uneven")) {
-    e.uneven = parse_split_rule(*uneven, r);
+    e.uneven = parse_split_rule(*uneven, r, &e.pad_multiple);
     ok = e.uneven.has_value() && ok;
   }
   if (!ok) return std::nullopt;

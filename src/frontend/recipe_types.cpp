@@ -11,6 +11,8 @@ const char* split_rule_name(SplitRule r) {
       return "balanced";
     case SplitRule::Even:
       return "even";
+    case SplitRule::Pad:
+      return "pad";
   }
   return "chunk";
 }

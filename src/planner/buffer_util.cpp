@@ -1,6 +1,8 @@
 // Geometry helpers for buffer layouts.
 #include "buffer_util.hpp"
 
+#include <algorithm>
+
 namespace shardc {
 
 std::vector<std::int64_t> with_split_coord(const DimSplit& s, std::span<const std::int64_t> coords,
@@ -19,16 +21,33 @@ std::int64_t rank_of(const Mesh& mesh, std::span<const std::int64_t> coords) {
   return r;
 }
 
+void mark_gathered(std::vector<int>& undone, const ParamGeometry& g, int dim, int index) {
+  const auto d = static_cast<std::size_t>(dim);
+  const int suffix = static_cast<int>(g.per_dim[d].size()) - index;
+  undone[d] = std::max(undone[d], suffix);
+}
+
 Shape partial_shape(const ParamGeometry& g, std::span<const std::int64_t> coords,
-                    const std::vector<int>& undone) {
+                    const std::vector<int>& undone, bool allocated) {
   Shape shape = g.global_shape;
+  bool packed_cut = false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     const auto& chain = g.per_dim[d];
     const std::size_t n = chain.size() - static_cast<std::size_t>(undone[d]);
-    std::int64_t len = shape[d];
-    for (std::size_t i = 0; i < n; ++i)
-      len = split_piece(len, chain[i].ways, split_coord(chain[i], coords), chain[i].rule).size;
-    shape[d] = len;
+    if (!g.parts.empty() && static_cast<std::size_t>(g.parts_dim) == d) {
+      packed_cut = true;
+      continue;
+    }
+    const DimPiece p = apply_chain(shape[d], std::span<const DimSplit>(chain.data(), n), coords);
+    shape[d] = allocated ? p.alloc : p.real;
+  }
+  if (packed_cut) {
+    // The packed dim: the geometry with the undone splits removed.
+    ParamGeometry cut = g;
+    const auto pd = static_cast<std::size_t>(g.parts_dim);
+    cut.per_dim[pd].resize(cut.per_dim[pd].size() - static_cast<std::size_t>(undone[pd]));
+    const ShardGeom sg = shard_at(cut, coords);
+    shape[pd] = allocated ? sg.padded_shape[pd] : sg.local_shape[pd];
   }
   return shape;
 }

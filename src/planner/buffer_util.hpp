@@ -16,9 +16,16 @@ std::vector<std::int64_t> with_split_coord(const DimSplit& s, std::span<const st
 /// Global rank of mesh coordinates (row-major).
 std::int64_t rank_of(const Mesh& mesh, std::span<const std::int64_t> coords);
 
+/// Marks split (dim, index) as gathered: every split at or after `index` in
+/// that dim's chain is undone (splits after it are innermost, gathered
+/// before it, or one-way splits the muon stages skip, which must be undone
+/// with it: the chain is undone as a suffix, never by counting stages).
+void mark_gathered(std::vector<int>& undone, const ParamGeometry& g, int dim, int index);
+
 /// The local shape at `coords` when the last `undone[d]` splits of each
-/// dim's chain are not applied (they were gathered already).
+/// dim's chain are not applied (they were gathered already): the real
+/// extents, or the allocated ones (pad rows, FSDP2 padding) with `allocated`.
 Shape partial_shape(const ParamGeometry& g, std::span<const std::int64_t> coords,
-                    const std::vector<int>& undone);
+                    const std::vector<int>& undone, bool allocated = false);
 
 }  // namespace shardc

@@ -130,7 +130,7 @@ Sizes muon_class_sizes(const MuonGroup& g, const std::vector<Signature>& sigs,
       const std::int64_t padded = (pad + align - 1) / align * align;
       total.pack += padded * esize * sig.count;
       total.gathered += padded * esize * s.ways * sig.count;
-      ++undone[static_cast<std::size_t>(dim)];
+      mark_gathered(undone, p.geometry, dim, index);
     }
   }
   return total;

@@ -40,6 +40,9 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
   for (std::size_t i = 0; i < plan.params.size(); ++i) {
     const PlannedParam& p = plan.params[i];
     const bool alias = p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+    // Packed params split on their packed dim rebuild a local tensor of
+    // several global boxes; FSDP2 gathers it like any other (it sees only
+    // the local tensor), so they stay in their unit.
     if (p.geometry.fsdp_dim < 0 || alias) {
       f.not_communicated[static_cast<std::size_t>(p.stage)].push_back(i);
       continue;
@@ -76,7 +79,7 @@ Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int
                   numel(g.padded_shape) * unit,
                   g.padded_shape,
                   g.local_shape,
-                  partial_shape(p.geometry, coords, undone)};
+                  partial_shape(p.geometry, coords, undone, true)};
     ru.total += fp.padded_numel;
     ru.total_bytes += numel(g.padded_shape) * element_size(p.dtype);
     ru.params.push_back(std::move(fp));

@@ -57,6 +57,10 @@ std::vector<std::pair<int, int>> stage_splits(const PlannedParam& p) {
 
 bool communicated(const Plan& plan, const PlannedParam& p) {
   if (!p.requires_grad || p.global_shape.size() < 2) return false;
+  // Packed params split on their packed dim gather per part, which the
+  // concatenate-by-member unpack of this layout cannot express: they are
+  // left to the runtime (W-PACKED-BUFFER says so).
+  if (packed_dim_split(p)) return false;
   return !(p.alias_of && plan.params[*p.alias_of].stage == p.stage);
 }
 
@@ -172,7 +176,8 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
   }
   // Splits undone before this stage, per dim: a suffix of each chain.
   std::vector<int> undone(first.geometry.per_dim.size(), 0);
-  for (std::size_t s = 0; s < stage_no; ++s) ++undone[static_cast<std::size_t>(g.splits[s].first)];
+  for (std::size_t s = 0; s < stage_no; ++s)
+    mark_gathered(undone, first.geometry, g.splits[s].first, g.splits[s].second);
   for (std::size_t i : b.params) {
     const PlannedParam& p = plan.params[i];
     MuonStageParam sp;

@@ -1,6 +1,7 @@
 // Checks of SPEC §5.7 that look at resolved placements: `even`
 // divisibility (E-EVEN), attention heads vs tp (E-HEADS), experts vs ep
 // (E-EXPERTS under even, W-EXPERTS otherwise).
+#include <algorithm>
 #include <numeric>
 #include <set>
 #include <string>
@@ -11,48 +12,67 @@
 namespace shardc::passes {
 namespace {
 
-const std::set<std::string_view>& qkv_modules() {
-  static const std::set<std::string_view> names = {"q_proj",   "k_proj", "v_proj",
-                                                   "qkv_proj", "qkv",    "linear_qkv",
-                                                   "wqkv",     "Wqkv",   "query_key_value"};
-  return names;
+// Which head count a sharded attention projection must divide (SPEC §5.8,
+// extended): the module name, the tensor dim whose rows (or columns) are
+// head-major, and which counts it carries.
+enum HeadCounts { kQ = 1, kKV = 2 };
+struct HeadModule {
+  int dim;     ///< tensor dim (of an nn.Linear weight/bias) that is head-major
+  int counts;  ///< kQ, kKV or both (fused q|k|v)
+};
+
+// Sources: Hugging Face Llama/Qwen/Mistral (q_proj k_proj v_proj o_proj),
+// DeepSeek-V2/V3 and Kimi-K2 MLA (q_b_proj and kv_b_proj are head-major on
+// their outputs; o_proj on its inputs), Meta/torchtitan (wq wk wv wo), Phi-3
+// (qkv_proj), Megatron (linear_qkv, linear_proj), GPT-NeoX (query_key_value),
+// MPT (Wqkv), InternLM (wqkv).
+const HeadModule* head_module(std::string_view module) {
+  struct Entry {
+    std::string_view name;
+    HeadModule m;
+  };
+  static const Entry table[] = {
+      {"q_proj", {0, kQ}},
+      {"wq", {0, kQ}},
+      {"q_b_proj", {0, kQ}},
+      {"kv_b_proj", {0, kQ}},
+      {"k_proj", {0, kKV}},
+      {"v_proj", {0, kKV}},
+      {"wk", {0, kKV}},
+      {"wv", {0, kKV}},
+      {"qkv_proj", {0, kQ | kKV}},
+      {"qkv", {0, kQ | kKV}},
+      {"linear_qkv", {0, kQ | kKV}},
+      {"wqkv", {0, kQ | kKV}},
+      {"Wqkv", {0, kQ | kKV}},
+      {"query_key_value", {0, kQ | kKV}},
+      {"o_proj", {1, kQ}},
+      {"wo", {1, kQ}},
+      {"linear_proj", {1, kQ}},
+  };
+  for (const Entry& e : table)
+    if (e.name == module) return &e.m;
+  return nullptr;
 }
 
-// The module name of a `...module.weight` FQN, or empty.
-std::string_view weight_module(std::string_view fqn) {
-  constexpr std::string_view suffix = ".weight";
-  if (fqn.size() <= suffix.size() || fqn.substr(fqn.size() - suffix.size()) != suffix) return {};
-  std::string_view mod = fqn.substr(0, fqn.size() - suffix.size());
-  const auto dot = mod.rfind('.');
-  return dot == std::string_view::npos ? mod : mod.substr(dot + 1);
+// The module name of a `...module.weight` / `...module.bias` FQN, and
+// whether it is a bias (1-D: its only dim is the output dim).
+std::string_view param_module(std::string_view fqn, bool& bias) {
+  bias = false;
+  for (std::string_view suffix : {std::string_view(".weight"), std::string_view(".bias")}) {
+    if (fqn.size() <= suffix.size() || fqn.substr(fqn.size() - suffix.size()) != suffix) continue;
+    bias = suffix == ".bias";
+    std::string_view mod = fqn.substr(0, fqn.size() - suffix.size());
+    const auto dot = mod.rfind('.');
+    return dot == std::string_view::npos ? mod : mod.substr(dot + 1);
+  }
+  return {};
 }
 
 std::string axes_text(const DimSplit& s, const Mesh& mesh) {
   std::string t;
   for (int a : s.axes) t += (t.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(a)].name;
   return t;
-}
-
-void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
-                GroupedReporter& rep) {
-  const Mesh& mesh = plan.mesh_of(p);
-  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
-    std::int64_t len = p.global_shape[d];
-    for (const DimSplit& s : p.geometry.per_dim[d]) {
-      if (s.rule != SplitRule::Even) continue;
-      if (len % s.ways != 0) {
-        if (p.mesh == MeshKind::Expert && d == 0) return;  // E-EXPERTS reports it
-        Diagnostic diag = param_diagnostic(p, "E-EVEN", rule_loc(p, recipe));
-        diag.message = p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len) +
-                       " is not divisible by " + std::to_string(s.ways) + " (" +
-                       axes_text(s, mesh) + ") under uneven: even";
-        diag.hint = "use uneven: chunk (torch.chunk) or balanced, or a divisible mesh size";
-        rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
-        return;
-      }
-      len /= s.ways;
-    }
-  }
 }
 
 // Divisors of g in increasing order, for hints. Bounded work for hostile
@@ -72,28 +92,140 @@ std::string divisors_text(std::int64_t g) {
   return t;
 }
 
+// The extents a dim's rule splits act on: the parts of a packed dim, else
+// the whole extent.
+std::vector<std::int64_t> split_lengths(const PlannedParam& p, std::size_t d) {
+  if (!p.geometry.parts.empty() && static_cast<std::size_t>(p.geometry.parts_dim) == d)
+    return p.geometry.parts;
+  return {p.global_shape[d]};
+}
+
+// E-UNIT: an extent that is not a whole number of the rule's units (a split
+// would cut one). E-EVEN: `even` and a (unit) count that does not divide.
+// Both name the param, the unit and the valid sizes.
+void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+                GroupedReporter& rep) {
+  const Mesh& mesh = plan.mesh_of(p);
+  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
+    for (std::int64_t len : split_lengths(p, d)) {
+      bool first = true;
+      for (const DimSplit& s : p.geometry.per_dim[d]) {
+        if (s.fsdp) continue;
+        const std::int64_t unit = std::max<std::int64_t>(1, s.unit);
+        const std::string what =
+            p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len);
+        if (first && unit > 1 && len % unit != 0) {
+          Diagnostic diag = param_diagnostic(p, "E-UNIT", rule_loc(p, recipe));
+          diag.message = what + " is not a whole number of units of " + std::to_string(unit) +
+                         " rows: a split would cut a unit";
+          diag.hint = "the unit must divide the extent (a head is head_dim rows)";
+          rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
+          return;
+        }
+        first = false;
+        const std::int64_t units = len / unit;
+        if (s.rule == SplitRule::Even && units % s.ways != 0) {
+          if (!p.stacked_from.empty() && d == 0) return;  // E-EXPERTS reports it
+          Diagnostic diag = param_diagnostic(p, "E-EVEN", rule_loc(p, recipe));
+          diag.message = unit > 1 ? what + " (" + std::to_string(units) + " units of " +
+                                        std::to_string(unit) + " rows) cannot split evenly over " +
+                                        std::to_string(s.ways) + " (" + axes_text(s, mesh) +
+                                        ") without cutting a unit"
+                                  : what + " is not divisible by " + std::to_string(s.ways) + " (" +
+                                        axes_text(s, mesh) + ") under uneven: even";
+          diag.hint = (unit > 1 ? "valid sizes (divisors of " + std::to_string(units) +
+                                      " units): " + divisors_text(units) + "; or "
+                                : std::string("use ")) +
+                      "uneven: chunk (torch.chunk) or balanced" +
+                      (unit > 1 ? " (whole units per rank)" : ", or a divisible mesh size");
+          rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
+          return;
+        }
+        len = split_piece(len, 0, s).size;
+      }
+    }
+  }
+}
+
+// E-PAD: a padded extent whose padded tensor would not fit the front end's
+// numel bound (hostile pad multiples x mesh sizes).
+void check_padded_size(const PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
+  if (p.uneven != SplitRule::Pad) return;
+  constexpr std::int64_t kLimit = std::int64_t{1} << 62;
+  std::int64_t total = 1;
+  bool over = false;
+  for (std::size_t d = 0; d < p.geometry.per_dim.size() && !over; ++d) {
+    std::int64_t len = std::max<std::int64_t>(1, p.global_shape[d]);
+    for (const DimSplit& s : p.geometry.per_dim[d]) {
+      if (s.fsdp || s.rule != SplitRule::Pad) continue;
+      over = over || __builtin_mul_overflow(split_piece(len, 0, s).size, s.ways, &len) ||
+             len >= kLimit;
+    }
+    over = over || __builtin_mul_overflow(total, len, &total) || total >= kLimit;
+  }
+  if (!over) return;
+  Diagnostic diag = param_diagnostic(p, "E-PAD", rule_loc(p, recipe));
+  diag.message = p.name + ": the padded tensor would have 2^62 or more elements";
+  diag.hint = "use a smaller pad multiple";
+  rep.add(std::move(diag), std::to_string(p.rule.index));
+}
+
+// The tp sharding the head-major dim of `p` (product of its rule splits).
+std::int64_t head_tp(const PlannedParam& p, int dim) {
+  std::int64_t tp = 1;
+  if (dim >= static_cast<int>(p.geometry.per_dim.size())) return 1;
+  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)])
+    if (!s.fsdp) tp *= s.ways;
+  return tp;
+}
+
+// E-HEADS: a head-major dim sharded over tp must hold whole heads. Only the
+// counts the projection carries are checked (q heads on q/o projections and
+// MLA's q_b_proj / kv_b_proj, KV heads on k/v, both on fused qkv), so KV
+// projections replicated on purpose never fail the q split. The message names
+// only the counts that fail; the hint lists the tp sizes that divide them.
 void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe,
                  GroupedReporter& rep) {
   if (p.mesh != MeshKind::Dense || p.geometry.per_dim.empty()) return;
-  if (!qkv_modules().count(weight_module(p.name))) return;
+  bool bias = false;
+  const HeadModule* hm = head_module(param_module(p.name, bias));
+  if (hm == nullptr || (bias && hm->dim != 0)) return;
+  if (hm->dim >= static_cast<int>(p.global_shape.size()))
+    return;  // a row-parallel bias is not split by head
   const auto& heads = model.attributes.num_attention_heads;
   if (!heads || *heads <= 0) return;
   const std::int64_t kv = model.attributes.num_key_value_heads.value_or(*heads);
-  std::int64_t tp = 1;
-  for (const DimSplit& s : p.geometry.per_dim[0])
-    if (!s.fsdp) tp *= s.ways;
-  if (tp <= 1 || (*heads % tp == 0 && kv % tp == 0)) return;
+  const std::int64_t tp = head_tp(p, hm->dim);
+  if (tp <= 1) return;
+  // A rule whose `unit` is a whole number of heads splits whole heads
+  // (chunk / balanced / pad may then give ranks different head counts).
+  const std::int64_t count = ((hm->counts & kQ) != 0 ? *heads : 0) +
+                             ((hm->counts & kKV) != 0 ? (hm->counts & kQ ? 2 : 1) * kv : 0);
+  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(hm->dim)];
+  if (p.unit > 1 && p.uneven != SplitRule::Even && count > 0 && extent % count == 0 &&
+      p.unit % (extent / count) == 0)
+    return;
+  const bool q_fails = (hm->counts & kQ) != 0 && *heads % tp != 0;
+  const bool kv_fails = (hm->counts & kKV) != 0 && kv % tp != 0;
+  if (!q_fails && !kv_fails) return;
+  std::string what;
+  if (q_fails) what = std::to_string(*heads) + " attention heads";
+  if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + " KV heads";
+  std::int64_t g = 0;
+  if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
+  if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
   Diagnostic d = param_diagnostic(p, "E-HEADS", rule_loc(p, recipe));
-  d.message = p.name + " is sharded on dim 0 over tp=" + std::to_string(tp) + " but " +
-              std::to_string(*heads) + " attention heads and " + std::to_string(kv) +
-              " KV heads do not divide by " + std::to_string(tp);
-  d.hint = "valid tp sizes: " + divisors_text(std::gcd(*heads, kv));
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp));
+  d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
+              " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
+              std::to_string(tp);
+  d.hint = "valid tp sizes: " + divisors_text(g);
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":" +
+                            std::to_string(hm->counts));
 }
 
 void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
-                   DiagnosticSink& sink) {
-  if (p.mesh != MeshKind::Expert || p.geometry.per_dim.empty()) return;
+                   GroupedReporter& rep) {
+  if (p.stacked_from.empty() || p.geometry.per_dim.empty()) return;
   const std::int64_t e = p.global_shape[0];
   std::int64_t ep = 1;
   for (const DimSplit& s : p.geometry.per_dim[0])
@@ -105,7 +237,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
     d.message = "stacked " + p.name + ": " + std::to_string(e) +
                 " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
     d.hint = "valid ep sizes divide " + std::to_string(e) + ": " + divisors_text(e);
-    sink.report(std::move(d));
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(e));
     return;
   }
   d.severity = Severity::Warning;
@@ -131,7 +263,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
     std::int64_t len = e;
     for (const DimSplit& s : p.geometry.per_dim[0]) {
       if (s.fsdp) continue;
-      const Piece piece = split_piece(len, s.ways, split_coord(s, coords), s.rule);
+      const Piece piece = split_piece(len, split_coord(s, coords), s);
       start += piece.start;
       len = piece.size;
     }
@@ -143,7 +275,10 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
   d.hint = "experts per ep coordinate: " + ranges +
            "; frameworks differ on uneven experts (this plan uses " + split_rule_name(p.uneven) +
            ")";
-  sink.report(std::move(d));
+  // One warning per (entry, E, ep): every stacked param of an entry gets the
+  // same expert ranges, so the flood groups as "(and N more like it)".
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(e) + ":" +
+                            std::to_string(ep) + ":" + split_rule_name(p.uneven));
 }
 
 }  // namespace
@@ -152,14 +287,17 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
                 const Recipe& recipe, DiagnosticSink& sink) {
   GroupedReporter even;
   GroupedReporter heads;
+  GroupedReporter experts;
   for (const PlannedParam& p : params) {
     if (p.geometry.per_dim.size() != p.global_shape.size()) continue;  // placements failed
     check_even(p, plan, recipe, even);
+    check_padded_size(p, recipe, even);
     check_heads(p, model, recipe, heads);
-    check_experts(p, plan, recipe, sink);
+    check_experts(p, plan, recipe, experts);
   }
   even.flush(sink);
   heads.flush(sink);
+  experts.flush(sink);
 }
 
 }  // namespace shardc::passes

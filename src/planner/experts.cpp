@@ -102,10 +102,14 @@ PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& rec
   PlannedParam q = plain_param(first);
   q.name = g.name;
   q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
-  q.mesh = MeshKind::Expert;
+  // Without an expert_mesh, stacked params live on the dense mesh (the recipe
+  // schema's documented behaviour): their placements name dense axes.
+  q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
   q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry),
             recipe.experts[g.entry].match.text()};
-  q.uneven = recipe.experts[g.entry].uneven.value_or(recipe.uneven);
+  const ExpertsEntry& entry = recipe.experts[g.entry];
+  q.uneven = entry.uneven.value_or(recipe.uneven);
+  q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
   for (const Source& s : g.sources) q.stacked_from.push_back(model.params[s.param].name);
   return q;
 }
@@ -119,11 +123,6 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     out.reserve(model.params.size());
     for (const Param& p : model.params) out.push_back(plain_param(p));
     return out;
-  }
-  if (!recipe.expert_mesh) {
-    sink.error("E-EXPERTS", recipe.experts.front().loc, "`experts` stacking needs an `expert_mesh`",
-               "add expert_mesh: a second row-major view of the same ranks, e.g. with an ep axis");
-    return {};
   }
   // Slot per output param: either a model param or a group (stacked at its first source).
   struct Slot {

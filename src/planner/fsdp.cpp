@@ -57,7 +57,7 @@ std::set<std::int64_t> local_extents(const ParamGeometry& g, std::size_t d) {
     std::set<std::int64_t> next;
     for (std::int64_t len : cur)
       for (std::int64_t k = 0; k < s.ways; ++k) {
-        next.insert(split_piece(len, s.ways, k, s.rule).size);
+        next.insert(split_piece(len, k, s).size);
         if (next.size() > 4) break;  // chunk/balanced pieces take at most 3 sizes
       }
     cur = std::move(next);

@@ -1,5 +1,8 @@
 // Nesting and offsets (SPEC §5.2): a rank's piece of a param from its split
-// chains and mesh coordinates.
+// chains and mesh coordinates; padded dims (real rows a prefix of the
+// allocated piece) and packed params (one box per part piece).
+#include <algorithm>
+
 #include "shardc/plan.hpp"
 
 namespace shardc {
@@ -20,25 +23,91 @@ std::int64_t split_coord(const DimSplit& s, std::span<const std::int64_t> coords
   return k;
 }
 
+namespace {
+
+// One run of real rows of the packed dim: `len` rows at `local` in the
+// rank's local tensor are global rows [global, global + len).
+struct Segment {
+  std::int64_t local = 0;
+  std::int64_t global = 0;
+  std::int64_t len = 0;
+};
+
+// The packed dim: every part through the rule splits, concatenated; then
+// the FSDP split (if any) on the concatenation. Returns the allocated extent.
+std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t> coords,
+                        std::vector<Segment>& segs) {
+  const auto& chain = geom.per_dim[static_cast<std::size_t>(geom.parts_dim)];
+  const bool has_fsdp = !chain.empty() && chain.back().fsdp;
+  const std::span<const DimSplit> rule(chain.data(), chain.size() - (has_fsdp ? 1 : 0));
+  std::int64_t alloc = 0;
+  std::int64_t part_start = 0;
+  for (std::int64_t part : geom.parts) {
+    const DimPiece d = apply_chain(part, rule, coords);
+    if (d.real > 0) segs.push_back({alloc, part_start + d.start, d.real});
+    alloc += d.alloc;
+    part_start += part;
+  }
+  // Adjacent runs contiguous both locally and globally are one box.
+  std::vector<Segment> merged;
+  for (const Segment& s : segs) {
+    if (!merged.empty() && merged.back().local + merged.back().len == s.local &&
+        merged.back().global + merged.back().len == s.global) {
+      merged.back().len += s.len;
+    } else {
+      merged.push_back(s);
+    }
+  }
+  segs = std::move(merged);
+  if (!has_fsdp) return alloc;
+  const Piece f = split_piece(alloc, split_coord(chain.back(), coords), chain.back());
+  std::vector<Segment> cut;
+  for (const Segment& s : segs) {
+    const std::int64_t lo = std::max(s.local, f.start);
+    const std::int64_t hi = std::min(s.local + s.len, f.start + f.size);
+    if (lo < hi) cut.push_back({lo - f.start, s.global + (lo - s.local), hi - lo});
+  }
+  segs = std::move(cut);
+  return f.size;
+}
+
+}  // namespace
+
 ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coords) {
   const std::size_t ndim = geom.global_shape.size();
   ShardGeom g;
   g.local_shape = geom.global_shape;
   g.global_offset.assign(ndim, 0);
   g.padded_shape = geom.global_shape;
+  std::vector<Segment> segs;
   for (std::size_t d = 0; d < ndim; ++d) {
-    std::int64_t length = geom.global_shape[d];
-    std::int64_t offset = 0;
-    for (const DimSplit& s : geom.per_dim[d]) {
-      const std::int64_t k = split_coord(s, coords);
-      if (s.fsdp) g.padded_shape[d] = length == 0 ? 0 : (length + s.ways - 1) / s.ways;
-      const Piece p = split_piece(length, s.ways, k, s.rule);
-      offset += p.start;
-      length = p.size;
+    if (!geom.parts.empty() && static_cast<int>(d) == geom.parts_dim) {
+      g.padded_shape[d] = packed_dim(geom, coords, segs);
+      std::int64_t real = 0;
+      for (const Segment& s : segs) real += s.len;
+      g.local_shape[d] = real;
+      g.global_offset[d] = segs.empty() ? geom.global_shape[d] : segs.front().global;
+      continue;
     }
-    g.local_shape[d] = length;
-    if (geom.per_dim[d].empty() || !geom.per_dim[d].back().fsdp) g.padded_shape[d] = length;
-    g.global_offset[d] = length == 0 ? geom.global_shape[d] : offset;
+    const DimPiece p = apply_chain(geom.global_shape[d], geom.per_dim[d], coords);
+    g.local_shape[d] = p.real;
+    g.padded_shape[d] = p.alloc;
+    g.global_offset[d] = p.real == 0 ? geom.global_shape[d] : p.start;
+  }
+  if (geom.parts.empty()) return g;
+  const auto pd = static_cast<std::size_t>(geom.parts_dim);
+  const bool empty =
+      std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
+  if (empty) return g;
+  for (const Segment& s : segs) {
+    ShardBox b;
+    b.global_offset = g.global_offset;
+    b.global_offset[pd] = s.global;
+    b.local_offset.assign(ndim, 0);
+    b.local_offset[pd] = s.local;
+    b.shape = g.local_shape;
+    b.shape[pd] = s.len;
+    g.boxes.push_back(std::move(b));
   }
   return g;
 }

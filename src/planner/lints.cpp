@@ -2,8 +2,15 @@
 //  W-REPLICATED-LARGE  a large param replicated over an axis that shards
 //                      other params by rule (a TP axis): likely a forgotten rule
 //  W-VOCAB             an embedding / output head split unevenly on its vocab
-//                      dim; lists the sizes that divide
+//                      dim; lists the sizes that divide. Vocab tensors are
+//                      found by the model's `vocab_size` attribute (a 2-D
+//                      param whose dim 0 equals it) or, without it, by name
+//                      (HF, Megatron, GPT-NeoX, Meta spellings)
 //  W-AXIS-SIZE-1       a rule places Shard on an axis of size 1 (no effect)
+//  W-ACTIVATION-SPLIT  in one parent module, a colwise weight's output dim and
+//                      a later rowwise weight's input dim of the same extent
+//                      are split differently: the activation between them
+//                      does not line up (activation_split.cpp)
 // W-UNUSED-RULE / W-SHADOWED-RULE live in rules.cpp, W-EXPERTS in checks.cpp.
 #include <set>
 #include <string>
@@ -16,10 +23,27 @@ namespace {
 
 constexpr std::int64_t kLargeNumel = std::int64_t{1} << 24;  // 16 Mi elements
 
-bool is_vocab_param(std::string_view fqn) {
+bool has_vocab_name(std::string_view fqn) {
   for (std::string_view s : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
-                             "tok_embeddings.weight", "word_embeddings.weight", "output.weight"})
+                             "tok_embeddings.weight", "word_embeddings.weight", "output.weight",
+                             "output_layer.weight", "embed_in.weight", "embed_out.weight"})
     if (fqn.size() >= s.size() && fqn.substr(fqn.size() - s.size()) == s) return true;
+  return false;
+}
+
+// A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
+// the attribute is given, else by name.
+bool is_vocab_param(const PlannedParam& p, const Model& model) {
+  if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
+  if (const auto& v = model.attributes.vocab_size) return p.global_shape[0] == *v;
+  return has_vocab_name(p.name);
+}
+
+// True when the rule that placed `p` says `axis: Replicate()` explicitly.
+bool explicitly_replicated(const PlannedParam& p, const Recipe& recipe, const std::string& axis) {
+  if (p.rule.kind != RuleRef::Kind::Rule || p.rule.index < 0) return false;
+  for (const AxisPlacement& ap : recipe.rules[static_cast<std::size_t>(p.rule.index)].placements)
+    if (ap.axis == axis && ap.placement.kind == Placement::Kind::Replicate) return true;
   return false;
 }
 
@@ -43,26 +67,28 @@ std::set<int> rule_sharding_axes(const std::vector<PlannedParam>& params) {
   return axes;
 }
 
-void lint_replicated(const PlannedParam& p, const Plan& plan, const std::set<int>& tp_axes,
-                     GroupedReporter& rep) {
+void lint_replicated(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+                     const std::set<int>& tp_axes, GroupedReporter& rep) {
   if (p.mesh != MeshKind::Dense || numel(p.global_shape) < kLargeNumel) return;
   for (int a : tp_axes) {
     const auto& axis = plan.dense.axes[static_cast<std::size_t>(a)];
     if (axis.size < 2) continue;
     if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate)
       continue;
+    if (explicitly_replicated(p, recipe, axis.name)) continue;
     Diagnostic d = param_diagnostic(p, "W-REPLICATED-LARGE", p.loc, Severity::Warning);
     d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
                 " elements) is replicated over '" + axis.name + "', which shards other params";
     d.hint = "a rule placing it on " + axis.name +
-             " may be missing (or put it in an explicit "
-             "replicated rule to silence this)";
+             " may be missing; if replicating it is meant, say `" + axis.name +
+             ": Replicate()` in its rule's placements (that silences this)";
     rep.add(std::move(d), std::to_string(p.rule.index) + ":" + axis.name);
   }
 }
 
-void lint_vocab(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
-  if (!is_vocab_param(p.name) || p.geometry.per_dim.empty() || p.alias_of) return;
+void lint_vocab(const PlannedParam& p, const Model& model, GroupedReporter& rep) {
+  if (!is_vocab_param(p, model) || p.geometry.per_dim.empty() || p.alias_of) return;
+  if (p.uneven == SplitRule::Pad) return;  // every piece allocates the same rows
   std::int64_t ways = 1;
   for (const DimSplit& s : p.geometry.per_dim[0])
     if (!s.fsdp) ways *= s.ways;
@@ -72,8 +98,7 @@ void lint_vocab(const PlannedParam& p, const Plan& plan, GroupedReporter& rep) {
   d.message = p.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
               std::to_string(ways) + " ranks (uneven " + split_rule_name(p.uneven) + " pieces)";
   d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
-           "; or pad the vocab (many frameworks pad to a multiple of 64 x tp)";
-  (void)plan;
+           "; or pad it like Megatron / vLLM: `uneven: {pad: 64}` on its rule";
   rep.add(std::move(d), p.name);
 }
 
@@ -100,21 +125,47 @@ void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink)
     check(e.placements, plan.expert ? &*plan.expert : nullptr, e.match.text());
 }
 
+// W-PACKED-BUFFER: muon_allgather rebuilds a global tensor by concatenating
+// members' pieces, which for a packed param split on its packed dim would
+// interleave the parts; such params are left out of the muon layout.
+void lint_packed_buffers(const std::vector<PlannedParam>& params, const Plan& plan,
+                         DiagnosticSink& sink) {
+  bool muon = false;
+  for (const BufferSpec& b : plan.buffers) muon = muon || b.kind == BufferKind::MuonAllGather;
+  if (!muon) return;
+  GroupedReporter rep;
+  for (const PlannedParam& p : params) {
+    if (p.geometry.per_dim.size() != p.global_shape.size() || !packed_dim_split(p)) continue;
+    if (!p.requires_grad || p.global_shape.size() < 2) continue;
+    Diagnostic d = param_diagnostic(p, "W-PACKED-BUFFER", p.loc, Severity::Warning);
+    d.message = p.name +
+                " is packed and split on its packed dim: the muon_allgather layout leaves it "
+                "out (listed as not communicated)";
+    d.hint =
+        "gather it per part in the runtime (the rank file's boxes say where each part "
+        "piece sits), or drop `packed` from its rule";
+    rep.add(std::move(d), std::to_string(p.rule.index));
+  }
+  rep.flush(sink);
+}
+
 }  // namespace
 
-void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
-               DiagnosticSink& sink) {
+void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+               const Recipe& recipe, DiagnosticSink& sink) {
   const std::set<int> tp_axes = rule_sharding_axes(params);
   GroupedReporter replicated;
   GroupedReporter vocab;
   for (const PlannedParam& p : params) {
     if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
-    lint_replicated(p, plan, tp_axes, replicated);
-    lint_vocab(p, plan, vocab);
+    lint_replicated(p, plan, recipe, tp_axes, replicated);
+    lint_vocab(p, model, vocab);
   }
   replicated.flush(sink);
   vocab.flush(sink);
   lint_size_one(recipe, plan, sink);
+  lint_activation_splits(params, plan, sink);
+  lint_packed_buffers(params, plan, sink);
 }
 
 }  // namespace shardc::passes

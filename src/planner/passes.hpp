@@ -76,9 +76,15 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
 void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, DiagnosticSink& sink);
 
 /// lints.cpp: warnings beyond SPEC §5.7 (W-REPLICATED-LARGE, W-VOCAB,
-/// W-AXIS-SIZE-1); see the file's header.
-void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
-               DiagnosticSink& sink);
+/// W-AXIS-SIZE-1, W-ACTIVATION-SPLIT); see the file's header. Runs even when
+/// an error was reported; params whose placements failed are skipped.
+void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+               const Recipe& recipe, DiagnosticSink& sink);
+
+/// activation_split.cpp: W-ACTIVATION-SPLIT (colwise output vs the next
+/// rowwise input split differently in one parent module).
+void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan& plan,
+                            DiagnosticSink& sink);
 
 /// A diagnostic about param `p` placed by its rule: code, severity, location
 /// and the param / rule context fields set; message and hint left to fill.

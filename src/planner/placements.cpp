@@ -90,8 +90,54 @@ void build_chains(PlannedParam& p, const Mesh& mesh) {
     s.axis_sizes = {mesh.axes[a].size};
     s.ways = mesh.axes[a].size;
     s.rule = p.uneven;
+    s.pad_multiple = p.pad_multiple;
+    s.unit = p.unit;
     g.per_dim[static_cast<std::size_t>(rp.dim)].push_back(std::move(s));
   }
+}
+
+// `packed:` of the rule: part extents on the normalized dim. E-PACKED when
+// the dim is out of range or the parts do not add up to its extent.
+bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
+  if (p.rule.kind != RuleRef::Kind::Rule) return true;
+  const Rule& rule = recipe.rules[static_cast<std::size_t>(p.rule.index)];
+  if (!rule.packed) return true;
+  const PackedSpec& spec = *rule.packed;
+  const int ndim = static_cast<int>(p.global_shape.size());
+  const int dim = spec.dim < 0 ? spec.dim + ndim : spec.dim;
+  Diagnostic d = param_diagnostic(p, "E-PACKED", spec.loc);
+  const std::string key = std::to_string(p.rule.index) + ":" + std::to_string(ndim);
+  if (dim < 0 || dim >= ndim) {
+    d.message = "packed dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
+                " with " + std::to_string(ndim) + " dims";
+    d.hint = "packed parts concatenate on an existing dim (SwiGLU and fused qkv: 0)";
+    rep.add(std::move(d), key);
+    return false;
+  }
+  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(dim)];
+  std::vector<std::int64_t> parts = spec.sizes;
+  if (parts.empty()) {
+    if (extent % spec.count != 0) {
+      d.message = p.name + ": dim " + std::to_string(dim) + " extent " + std::to_string(extent) +
+                  " is not " + std::to_string(spec.count) + " equal parts";
+      d.hint = "give the part extents as a list, e.g. `parts: [q, k, v]`";
+      rep.add(std::move(d), key + ":" + std::to_string(extent));
+      return false;
+    }
+    parts.assign(static_cast<std::size_t>(spec.count), extent / spec.count);
+  }
+  std::int64_t sum = 0;
+  for (std::int64_t x : parts) sum = x > extent - sum ? extent + 1 : sum + x;
+  if (sum != extent) {
+    d.message = p.name + ": packed parts do not add up to dim " + std::to_string(dim) + " extent " +
+                std::to_string(extent);
+    d.hint = "the parts must tile the dim exactly, in order";
+    rep.add(std::move(d), key + ":" + std::to_string(extent));
+    return false;
+  }
+  p.geometry.parts = std::move(parts);
+  p.geometry.parts_dim = dim;
+  return true;
 }
 
 }  // namespace
@@ -108,6 +154,7 @@ void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, con
       ok = resolve_one(ap, p, mesh, plan, p.placements, rep) && ok;
     if (!ok) continue;
     build_chains(p, mesh);
+    if (!resolve_packed(p, recipe, rep)) p.geometry.per_dim.clear();
   }
   rep.flush(sink);
 }

@@ -26,9 +26,11 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   passes::apply_fsdp(params, plan, recipe, sink);
   passes::resolve_ties(params, plan, model, recipe, sink);
   passes::run_checks(params, plan, model, recipe, sink);
-  if (sink.error_count() > errors_before) return std::nullopt;
+  // Warnings are reported even when an error exists, so one pass shows the
+  // user everything to fix (the lints skip params whose placements failed).
   passes::check_strided(params, plan, sink);
-  passes::run_lints(params, plan, recipe, sink);
+  passes::run_lints(params, plan, model, recipe, sink);
+  if (sink.error_count() > errors_before) return std::nullopt;
   plan.params = std::move(params);
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);

@@ -89,6 +89,8 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
     ++use.won[static_cast<std::size_t>(first)];
     p.rule = {RuleRef::Kind::Rule, first, r.match_text()};
     p.uneven = r.uneven.value_or(recipe.uneven);
+    p.pad_multiple = r.uneven ? r.pad_multiple : recipe.pad_multiple;
+    p.unit = r.unit;
   }
   report_uncovered(uncovered, params, recipe, sink);
   report_unused(recipe, use, sink);

@@ -137,12 +137,12 @@ bool within_budget(std::int64_t length, std::int64_t w, const std::vector<std::i
 // True when the param's FSDP dim has the checked layout.
 bool checkable(const PlannedParam& p) {
   const int d = p.geometry.fsdp_dim;
-  if (d < 0) return false;
+  if (d < 0 || !p.geometry.parts.empty()) return false;
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
   const int first_fsdp_axis = chain.back().axes.front();
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
-    if (chain[i].rule != SplitRule::Chunk) return false;
+    if (chain[i].rule != SplitRule::Chunk || chain[i].unit > 1) return false;
     for (int a : chain[i].axes)
       if (a < first_fsdp_axis) return false;
   }

@@ -77,9 +77,13 @@ std::string mismatch(const PlannedParam& a, const PlannedParam& b) {
                   mesh_kind_name(b.mesh));
   else if (placements_text(a) != placements_text(b))
     why.push_back("placements " + placements_text(a) + " vs " + placements_text(b));
-  if (a.uneven != b.uneven)
+  if (a.uneven != b.uneven || a.pad_multiple != b.pad_multiple || a.unit != b.unit)
     why.push_back(std::string("split rules ") + split_rule_name(a.uneven) + " vs " +
-                  split_rule_name(b.uneven));
+                  split_rule_name(b.uneven) + " (pad " + std::to_string(a.pad_multiple) + " vs " +
+                  std::to_string(b.pad_multiple) + ", unit " + std::to_string(a.unit) + " vs " +
+                  std::to_string(b.unit) + ")");
+  if (a.geometry.parts != b.geometry.parts || a.geometry.parts_dim != b.geometry.parts_dim)
+    why.push_back("packed parts differ");
   std::string out;
   for (const std::string& w : why) out += (out.empty() ? "" : "; ") + w;
   return out;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "planner/shard_classes.hpp"
@@ -41,28 +42,31 @@ std::int64_t replicas(const Plan& plan, const PlannedParam& p) {
   return n;
 }
 
-// The 1-D pieces of dim d over every combination of its chain's coordinates
-// tile [0, L) (product structure: each axis splits one dim).
-void check_dim_tiling(const PlannedParam& p, std::size_t d) {
+// The 1-D real pieces of dim d over every combination of its chain's
+// coordinates tile [0, L) (product structure: each axis splits one dim);
+// padded pieces allocate at least their real rows. Packed dims are checked
+// by the element test instead (their pieces are several runs).
+void check_dim_tiling(const PlannedParam& p, std::size_t d, std::size_t naxes) {
+  if (!p.geometry.parts.empty() && static_cast<std::size_t>(p.geometry.parts_dim) == d) return;
   const auto& chain = p.geometry.per_dim[d];
   std::int64_t combos = 1;
   for (const DimSplit& s : chain) combos *= s.ways;
   std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
-  std::vector<std::int64_t> ks(chain.size(), 0);
+  std::vector<std::int64_t> coords(naxes, 0);
   for (std::int64_t c = 0; c < combos; ++c) {
     std::int64_t rem = c;
     for (std::size_t i = chain.size(); i-- > 0;) {
-      ks[i] = rem % chain[i].ways;
+      const std::int64_t k = rem % chain[i].ways;
       rem /= chain[i].ways;
+      std::int64_t kk = k;
+      for (std::size_t j = chain[i].axes.size(); j-- > 0;) {
+        coords[static_cast<std::size_t>(chain[i].axes[j])] = kk % chain[i].axis_sizes[j];
+        kk /= chain[i].axis_sizes[j];
+      }
     }
-    std::int64_t start = 0;
-    std::int64_t len = p.global_shape[d];
-    for (std::size_t i = 0; i < chain.size(); ++i) {
-      const Piece piece = split_piece(len, chain[i].ways, ks[i], chain[i].rule);
-      start += piece.start;
-      len = piece.size;
-    }
-    if (len > 0) pieces.emplace_back(start, len);
+    const DimPiece piece = apply_chain(p.global_shape[d], chain, coords);
+    REQUIRE_MESSAGE(piece.real <= piece.alloc, p.name << " dim " << d);
+    if (piece.real > 0) pieces.emplace_back(piece.start, piece.real);
   }
   std::sort(pieces.begin(), pieces.end());
   std::int64_t next = 0;
@@ -73,32 +77,87 @@ void check_dim_tiling(const PlannedParam& p, std::size_t d) {
   CHECK_MESSAGE(next == p.global_shape[d], p.name << " dim " << d);
 }
 
+// The boxes of a piece: its `boxes` (packed) or the one box at global_offset.
+// Packed boxes must concatenate, in order on the packed dim, to the local
+// tensor: local offsets contiguous from 0, extents summing to local_shape.
+std::vector<ShardBox> boxes_of(const PlannedParam& p, const ShardGeom& g) {
+  if (p.geometry.parts.empty())
+    return {ShardBox{g.global_offset, Shape(g.local_shape.size(), 0), g.local_shape}};
+  const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+  std::int64_t local = 0;
+  for (const ShardBox& b : g.boxes) {
+    REQUIRE_MESSAGE(b.local_offset[pd] == local, p.name << " box not contiguous");
+    for (std::size_t d = 0; d < b.shape.size(); ++d)
+      if (d != pd) REQUIRE_MESSAGE(b.shape[d] == g.local_shape[d], p.name);
+    local += b.shape[pd];
+  }
+  if (numel(g.local_shape) > 0) REQUIRE_MESSAGE(local == g.local_shape[pd], p.name);
+  return g.boxes;
+}
+
+// Every logical element is held exactly `reps` times; the real rows fit in
+// the allocation (pad rows, held by no logical index, follow them).
 void check_elements(const Plan& plan, const PlannedParam& p, std::int64_t reps) {
   const std::int64_t n = numel(p.global_shape);
   std::vector<std::int64_t> held(static_cast<std::size_t>(n), 0);
   for (const ShardClass& c : enumerate_shards(plan, p)) {
+    for (std::size_t d = 0; d < c.geom.local_shape.size(); ++d)
+      REQUIRE_MESSAGE(c.geom.local_shape[d] <= c.geom.padded_shape[d], p.name);
     if (numel(c.geom.local_shape) == 0) continue;
-    // Visit every element of the box.
     const std::size_t nd = p.global_shape.size();
-    std::vector<std::int64_t> idx(nd, 0);
-    for (std::int64_t e = 0; e < numel(c.geom.local_shape); ++e) {
-      std::int64_t flat = 0;
-      for (std::size_t d = 0; d < nd; ++d)
-        flat = flat * p.global_shape[d] + c.geom.global_offset[d] + idx[d];
-      held[static_cast<std::size_t>(flat)] += c.ranks.size();
-      for (std::size_t d = nd; d-- > 0;) {
-        if (++idx[d] < c.geom.local_shape[d]) break;
-        idx[d] = 0;
+    for (const ShardBox& b : boxes_of(p, c.geom)) {
+      std::vector<std::int64_t> idx(nd, 0);
+      for (std::int64_t e = 0; e < numel(b.shape); ++e) {
+        std::int64_t flat = 0;
+        for (std::size_t d = 0; d < nd; ++d)
+          flat = flat * p.global_shape[d] + b.global_offset[d] + idx[d];
+        REQUIRE(flat < n);
+        held[static_cast<std::size_t>(flat)] += c.ranks.size();
+        for (std::size_t d = nd; d-- > 0;) {
+          if (++idx[d] < b.shape[d]) break;
+          idx[d] = 0;
+        }
       }
     }
   }
   for (std::int64_t v : held) REQUIRE_MESSAGE(v == reps, p.name);
 }
 
+// Packed params of any size: for every position on the other dims, the
+// boxes' runs on the packed dim cover [0, L) exactly `reps` times.
+void check_packed_boxes(const Plan& plan, const PlannedParam& p, std::int64_t reps) {
+  const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+  std::map<std::pair<Shape, Shape>, std::map<std::int64_t, std::int64_t>> sweep;
+  for (const ShardClass& c : enumerate_shards(plan, p)) {
+    if (numel(c.geom.local_shape) == 0) continue;
+    for (const ShardBox& b : boxes_of(p, c.geom)) {
+      Shape off = b.global_offset;
+      Shape ext = b.shape;
+      off[pd] = 0;
+      ext[pd] = 0;
+      auto& events = sweep[{off, ext}];
+      events[b.global_offset[pd]] += c.ranks.size();
+      events[b.global_offset[pd] + b.shape[pd]] -= c.ranks.size();
+    }
+  }
+  REQUIRE(!sweep.empty());
+  for (const auto& [key, events] : sweep) {
+    std::int64_t depth = 0;
+    std::int64_t pos = 0;
+    for (const auto& [at, delta] : events) {
+      if (at > pos) REQUIRE_MESSAGE(depth == reps, p.name << " packed rows at " << pos);
+      depth += delta;
+      pos = at;
+    }
+    CHECK_MESSAGE(pos == p.global_shape[pd], p.name);
+  }
+}
+
 void check_plan(const Plan& plan) {
   for (const PlannedParam& p : plan.params) {
     const std::int64_t reps = replicas(plan, p);
-    for (std::size_t d = 0; d < p.global_shape.size(); ++d) check_dim_tiling(p, d);
+    for (std::size_t d = 0; d < p.global_shape.size(); ++d)
+      check_dim_tiling(p, d, plan.mesh_of(p).axes.size());
     const auto shards = enumerate_shards(plan, p);
     std::int64_t held_ranks = 0;
     for (const ShardClass& c : shards) {
@@ -118,6 +177,7 @@ void check_plan(const Plan& plan) {
       for (std::size_t i = 0; i < src.size(); ++i) CHECK(src[i].geom == shards[i].geom);
     }
     if (numel(p.global_shape) <= (1 << 16)) check_elements(plan, p, reps);
+    if (!p.geometry.parts.empty()) check_packed_boxes(plan, p, reps);
   }
 }
 
@@ -134,7 +194,25 @@ TEST_CASE("every shipped plan covers each global element exactly the replica cou
       {"plans/mixtral-8x7b.model.yaml", "plans/mixtral-8x7b-ep8-tp8.recipe.yaml"},
       {"plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml"},
       {"plans/gpt2.model.yaml", "plans/gpt2-tp4-tied.recipe.yaml"},
+      {"plans/gpt2.model.yaml", "plans/gpt2-tp4-heads.recipe.yaml"},
       {"plans/gemma-2-2b.model.yaml", "plans/gemma-2-2b-tp4-tied.recipe.yaml"},
+      // Padded, packed and unit-granular layouts (tests/reports/).
+      {"tests/reports/vocab_pad_50257_tp2/model.yaml",
+       "tests/reports/vocab_pad_50257_tp2/recipe-pad.yaml"},
+      {"tests/reports/vocab_pad_deepseek_v3_tp24/model.yaml",
+       "tests/reports/vocab_pad_deepseek_v3_tp24/recipe.yaml"},
+      {"tests/data/models/Qwen2.5-0.5B.params.json",
+       "tests/reports/vocab_pad_qwen2_151936_tp6/recipe.yaml"},
+      {"tests/reports/packed_swiglu_fc1_tp2/model.yaml",
+       "tests/reports/packed_swiglu_fc1_tp2/recipe-packed.yaml"},
+      {"tests/reports/packed_swiglu_fc1_tp2/model.yaml",
+       "tests/reports/packed_swiglu_fc1_tp2/recipe-packed-fsdp.yaml"},
+      {"tests/reports/packed_fused_qkv_phi3/model.yaml",
+       "tests/reports/packed_fused_qkv_phi3/recipe.yaml"},
+      {"tests/reports/unit_llama2_7b_heads_tp3/model.yaml",
+       "tests/reports/unit_llama2_7b_heads_tp3/recipe.yaml"},
+      {"tests/reports/packed_w13_pairs_tp2/model.yaml",
+       "tests/reports/packed_w13_pairs_tp2/recipe-units-tp3.yaml"},
   };
   for (const auto& [model, recipe] : plans) {
     CAPTURE(recipe);

@@ -1,0 +1,135 @@
+// W-ACTIVATION-SPLIT: tensor parallelism pairs a colwise linear (weight
+// [out, in] split on dim 0) with the next rowwise linear (weight split on
+// dim 1): the activation between them stays split, so the rowwise weight's
+// input pieces must be exactly the colwise weight's output pieces. A
+// mismatch (different split rules, unit, pad or axes on an extent both
+// share) computes garbage without any error at run time. Pairs are looked
+// for inside one parent module (`a.b.up.weight` and `a.b.down.weight`),
+// matched by extent (out of the colwise == in of the rowwise), model order.
+// FSDP splits are storage only and are ignored.
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+constexpr std::int64_t kMaxPieces = 4096;  // bound on the pieces compared per pair
+
+// Parent module of `...parent.module.weight`, or nullopt for other names.
+std::optional<std::string_view> parent_of(std::string_view fqn) {
+  constexpr std::string_view suffix = ".weight";
+  if (fqn.size() <= suffix.size() || fqn.substr(fqn.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  std::string_view mod = fqn.substr(0, fqn.size() - suffix.size());
+  const auto dot = mod.rfind('.');
+  if (dot == std::string_view::npos) return std::string_view{};
+  return mod.substr(0, dot);
+}
+
+// The rule splits of `d` (FSDP excluded).
+std::vector<DimSplit> rule_splits(const PlannedParam& p, std::size_t d) {
+  std::vector<DimSplit> out;
+  for (const DimSplit& s : p.geometry.per_dim[d])
+    if (!s.fsdp && s.ways > 1) out.push_back(s);
+  return out;
+}
+
+// Sizes of the pieces of `length` under `chain`, indexed by the row-major
+// flattening of the chain's axes in mesh order; empty when too many.
+std::vector<std::int64_t> piece_sizes(std::int64_t length, const std::vector<DimSplit>& chain,
+                                      std::size_t naxes) {
+  std::vector<int> axes;
+  std::vector<std::int64_t> sizes;
+  std::int64_t total = 1;
+  for (const DimSplit& s : chain)
+    for (std::size_t i = 0; i < s.axes.size(); ++i) {
+      axes.push_back(s.axes[i]);
+      sizes.push_back(s.axis_sizes[i]);
+      total *= s.axis_sizes[i];
+      if (total > kMaxPieces) return {};
+    }
+  std::vector<std::int64_t> out;
+  std::vector<std::int64_t> coords(naxes, 0);
+  for (std::int64_t k = 0; k < total; ++k) {
+    std::int64_t rem = k;
+    for (std::size_t i = axes.size(); i-- > 0;) {
+      coords[static_cast<std::size_t>(axes[i])] = rem % sizes[i];
+      rem /= sizes[i];
+    }
+    out.push_back(split_extent(length, chain, coords));
+  }
+  return out;
+}
+
+std::string sizes_text(const std::vector<std::int64_t>& v) {
+  std::string t;
+  for (std::size_t i = 0; i < v.size() && i < 16; ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > 16) t += ", ...";
+  return t;
+}
+
+std::string chain_text(const std::vector<DimSplit>& chain) {
+  std::string t;
+  for (const DimSplit& s : chain) t += (t.empty() ? "" : ", ") + uneven_text(s);
+  return t;
+}
+
+bool same_axes(const std::vector<DimSplit>& a, const std::vector<DimSplit>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].axes != b[i].axes) return false;
+  return true;
+}
+
+void check_pair(const PlannedParam& col, const PlannedParam& row, const Plan& plan,
+                GroupedReporter& rep) {
+  const std::int64_t extent = row.global_shape[1];
+  const auto a = rule_splits(col, 0);
+  const auto b = rule_splits(row, 1);
+  if (a.empty() || b.empty()) return;  // one side replicated: nothing lines up or not
+  const std::size_t naxes = plan.mesh_of(col).axes.size();
+  const auto pa = piece_sizes(extent, a, naxes);
+  const auto pb = piece_sizes(extent, b, naxes);
+  if (same_axes(a, b) && pa == pb) return;
+  if (same_axes(a, b) && pa.empty()) return;  // too many pieces to compare
+  Diagnostic d = param_diagnostic(row, "W-ACTIVATION-SPLIT", row.loc, Severity::Warning);
+  d.message = col.name + " (colwise) splits its output dim " + std::to_string(extent) + " as " +
+              sizes_text(pa) + " (" + chain_text(a) + ") but " + row.name +
+              " (rowwise) splits its input dim as " + sizes_text(pb) + " (" + chain_text(b) +
+              "): the activation between them does not line up";
+  d.hint =
+      "split both on the same axes with the same uneven rule (and unit / pad), e.g. set "
+      "`uneven` on both rules alike";
+  rep.add(std::move(d), std::to_string(col.rule.index) + ":" + std::to_string(row.rule.index) +
+                            ":" + std::to_string(extent));
+}
+
+}  // namespace
+
+void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan& plan,
+                            DiagnosticSink& sink) {
+  // parent module -> colwise candidates seen so far (indices into params)
+  std::unordered_map<std::string_view, std::vector<std::size_t>> colwise;
+  GroupedReporter rep;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& p = params[i];
+    if (p.mesh != MeshKind::Dense || p.global_shape.size() != 2 || p.geometry.per_dim.size() != 2 ||
+        p.placements.empty() || !p.geometry.parts.empty())
+      continue;
+    const auto parent = parent_of(p.name);
+    if (!parent) continue;
+    if (!rule_splits(p, 1).empty()) {
+      const auto it = colwise.find(*parent);
+      if (it != colwise.end())
+        for (std::size_t c : it->second)
+          if (params[c].global_shape[0] == p.global_shape[1]) check_pair(params[c], p, plan, rep);
+    }
+    if (!rule_splits(p, 0).empty()) colwise[*parent].push_back(i);
+  }
+  rep.flush(sink);
+}
+
+}  // namespace shardc::passes

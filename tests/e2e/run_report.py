@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Runs one tests/reports/<case>/ through the real CLI and checks expect.json.
+
+expect.json: {"runs": [RUN, ...]}; each RUN:
+  recipe     recipe file in the case folder (default recipe.yaml); model: model.yaml
+  args       extra validate args (e.g. ["--strict"])
+  exit       validate's exit code
+  codes      codes that must be reported; absent: codes that must not be
+  count      {code: n} exact number of diagnostics with that code
+  messages   {code: [substrings]} every substring in some diagnostic of that code
+             (message + hint); not_messages: substrings no message of that code has
+  compile    true: also compile (all ranks) and check `plan`, `ranks`, run verify
+  plan       {param: {field: value}} plan.json param fields; "shards": [...] exact
+  ranks      {rank: {param: {field: value}}} rank-file param fields (null: absent)
+  muon_stage [{rank, stage, param, field: value}] fields of a muon stage entry
+Stdlib only.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def model_path(case, name, tmp):
+    path = os.path.join(case, name)
+    if not path.endswith(".gz"):
+        return path
+    import gzip
+    out = os.path.join(tmp, os.path.basename(path)[:-3])
+    with gzip.open(path, "rb") as src, open(out, "wb") as dst:
+        dst.write(src.read())
+    return out
+
+
+def run_one(shardc, case, run, idx):
+    with tempfile.TemporaryDirectory() as tmp:
+        run_in(shardc, case, run, idx, model_path(case, run.get("model", "model.yaml"), tmp))
+
+
+def run_in(shardc, case, run, idx, model):
+    recipe = os.path.join(case, run.get("recipe", "recipe.yaml"))
+    where = "run %d (%s)" % (idx, run.get("recipe", "recipe.yaml"))
+    p = subprocess.run([shardc, "validate", model, recipe, "--format", "json"] + run.get("args", []),
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != run.get("exit", 0):
+        fail("%s: validate exit %d, expected %d\n%s%s" % (where, p.returncode, run.get("exit", 0),
+                                                          p.stdout, p.stderr))
+    diags = json.loads(p.stdout) if p.stdout.strip() else []
+    codes = [d["code"] for d in diags]
+    for c in run.get("codes", []):
+        if c not in codes:
+            fail("%s: expected %s, got %s" % (where, c, codes))
+    for c in run.get("absent", []):
+        if c in codes:
+            fail("%s: %s must not be reported: %s" % (where, c, [d for d in diags if d["code"] == c]))
+    for c, n in run.get("count", {}).items():
+        if codes.count(c) != n:
+            fail("%s: %d x %s, expected %d" % (where, codes.count(c), c, n))
+    for c, subs in run.get("messages", {}).items():
+        texts = [d["message"] + " | " + d["hint"] for d in diags if d["code"] == c]
+        for s in subs:
+            if not any(s in t for t in texts):
+                fail("%s: no %s diagnostic contains %r: %s" % (where, c, s, texts))
+    for c, subs in run.get("not_messages", {}).items():
+        for d in diags:
+            if d["code"] == c and any(s in d["message"] for s in subs):
+                fail("%s: %s message must not contain %s: %s" % (where, c, subs, d["message"]))
+    for d in diags:
+        if not d.get("hint"):
+            fail("%s: diagnostic without a hint: %s" % (where, d))
+    if not run.get("compile"):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out")
+        p = subprocess.run([shardc, "compile", model, recipe, "-o", out, "--quiet"],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            fail("%s: compile exit %d\n%s" % (where, p.returncode, p.stderr))
+        plan = json.load(open(os.path.join(out, "plan.json")))
+        by_name = {q["name"]: q for q in plan["params"]}
+        for name, fields in run.get("plan", {}).items():
+            if name not in by_name:
+                fail("%s: %s not in plan.json" % (where, name))
+            for k, v in fields.items():
+                if by_name[name].get(k) != v:
+                    fail("%s: plan %s.%s = %r, expected %r" % (where, name, k, by_name[name].get(k), v))
+        width = len(str(max(plan["world_size"] - 1, 0)))
+        for rank, params in run.get("ranks", {}).items():
+            path = os.path.join(out, "ranks", "rank-%s.json" % str(rank).zfill(width))
+            rf = json.load(open(path))
+            held = {q["name"]: q for q in rf["params"]}
+            for name, fields in params.items():
+                if fields is None:
+                    if name in held:
+                        fail("%s: rank %s must not hold %s" % (where, rank, name))
+                    continue
+                if name not in held:
+                    fail("%s: rank %s does not hold %s" % (where, rank, name))
+                for k, v in fields.items():
+                    if held[name].get(k) != v:
+                        fail("%s: rank %s %s.%s = %r, expected %r" % (where, rank, name, k,
+                                                                       held[name].get(k), v))
+        for m in run.get("muon_stage", []):
+            path = os.path.join(out, "ranks", "rank-%s.json" % str(m["rank"]).zfill(width))
+            rf = json.load(open(path))
+            found = None
+            for buf in rf["buffers"]:
+                for g in buf.get("groups", []):
+                    for b in g.get("batches", []):
+                        st = b["stages"][m["stage"]] if m["stage"] < len(b["stages"]) else None
+                        for sp in (st or {}).get("params", []):
+                            if sp["name"] == m["param"]:
+                                found = sp
+            if found is None:
+                fail("%s: rank %s has no muon stage %d for %s" % (where, m["rank"], m["stage"], m["param"]))
+            for k, v in m.items():
+                if k in ("rank", "stage", "param"):
+                    continue
+                if found.get(k) != v:
+                    fail("%s: rank %s muon stage %d %s.%s = %r, expected %r" % (
+                        where, m["rank"], m["stage"], m["param"], k, found.get(k), v))
+        p = subprocess.run([shardc, "verify", out], capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            fail("%s: verify exit %d\n%s%s" % (where, p.returncode, p.stdout, p.stderr))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--shardc", required=True)
+    a = ap.parse_args()
+    expect = json.load(open(os.path.join(a.case, "expect.json")))
+    for i, run in enumerate(expect["runs"]):
+        run_one(a.shardc, a.case, run, i)
+    print("ok: %s (%d runs)" % (os.path.basename(a.case.rstrip("/")), len(expect["runs"])))
+
+
+if __name__ == "__main__":
+    main()
