@@ -30,8 +30,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string kind = argv[1];
-  if (kind != "model" && kind != "recipe" && kind != "outputs" &&
-      kind != "safetensors") {
+  if (kind != "model" && kind != "recipe" && kind != "outputs" && kind != "safetensors") {
     std::cerr << "shardc_fuzz_replay: unknown kind '" << kind << "'\n";
     return 2;
   }

@@ -273,11 +273,11 @@ class OutDir:
     require_manifest: refuse a directory without `manifest.json` (an interrupted
     or foreign compile). When the manifest is present every file read is checked
     against its size and sha256 and must be listed in it (README "Output
-    directory commits"). The default becomes True once every shardc on main
-    writes the manifest.
+    directory commits"). On by default: `shardc compile` writes the manifest
+    last, so a directory without it is an interrupted or foreign compile.
     """
 
-    def __init__(self, path, require_manifest=False):
+    def __init__(self, path, require_manifest=True):
         self.path = os.fspath(path)
         self.manifest = None
         mpath = os.path.join(self.path, "manifest.json")
