@@ -2,6 +2,7 @@
 """shardc benchmark at cluster scale: the helper behind tools/bench (stdlib only).
 
     bench.py --shardc BIN [--quick] [--runs N] [--warmup N] [--output FILE] [--tmp DIR] [--keep]
+             [--baseline BIN] [--only-parse]
 
 Every input is generated into a temporary directory from what ships in the repository
 (a user's clone has nothing else): DeepSeek-V3 from tests/data/models/DeepSeek-V3.params.json.gz
@@ -32,6 +33,9 @@ warm-up, and marks shrunk rows' targets n/a):
   D  parsing: `validate` of the ~5 MB DeepSeek-V3 JSON inventory and of a flat YAML model
      with the same params, each with a trivial recipe (one rule `**`, placements {}, a
      1-rank mesh): whole-command time and MB/s, plus the model-parse phase from -vv.
+     With --baseline BIN (e.g. main's build), BIN runs the same commands interleaved
+     (A B, B A, ...; rows D1-base, D2-base) and each row gives the median of the per-pair
+     time ratios; --only-parse runs group D alone.
   E  scaling: `validate` DeepSeek-V3 on 1k, 4k, 16k, 64k and 256k ranks (dp_shard and
      efsdp scaled; pp 16, tp 8, ep 64 fixed).
   R  `shardc reshard` DeepSeek-V3 from the shipped 2,048-rank plan to 16,384 ranks and
@@ -221,6 +225,11 @@ class Bench:
             r = run_once(cmd(i) if callable(cmd) else cmd, self.tmp)
             if i >= self.args.warmup:
                 runs.append(r)
+        return self.summarize(runs)
+
+    @staticmethod
+    def summarize(runs: list[dict]) -> dict:
+        """Median / min / max wall, median CPU, peak RSS and median phases of `runs`."""
         walls = [r["wall"] for r in runs]
         phases = {}
         for name, a, b in (("start+read", None, "read_model"), ("model parse", "read_model", "read_recipe"),
@@ -234,6 +243,48 @@ class Bench:
                 "cpu": statistics.median(r["cpu"] for r in runs),
                 "rss_mb": max(r["rss_kb"] for r in runs) / 1024.0, "phases": phases,
                 "n": len(runs)}
+
+    def measure_pair(self, cmd_a: list[str], cmd_b: list[str]) -> tuple[dict, dict, float]:
+        """A and B interleaved (A B, then B A, ...): both results and the median of the
+        per-pair ratios time(B) / time(A)."""
+        runs_a, runs_b, ratios = [], [], []
+        for i in range(self.args.warmup + self.args.runs):
+            order = (0, 1) if i % 2 == 0 else (1, 0)
+            pair = [None, None]
+            for k in order:
+                sync()
+                pair[k] = run_once(cmd_a if k == 0 else cmd_b, self.tmp)
+            if i >= self.args.warmup:
+                runs_a.append(pair[0])
+                runs_b.append(pair[1])
+                ratios.append(pair[1]["wall"] / pair[0]["wall"])
+        return self.summarize(runs_a), self.summarize(runs_b), statistics.median(ratios)
+
+    def add_pair(self, group: str, name: str, cmd_a: list[str], cmd_b: list[str], *,
+                 target: str = "", check=None, extra=None) -> None:
+        """Rows `group`-base (cmd_a, the --baseline binary) and `group` (cmd_b), measured
+        interleaved; the second row's extra gives the median pair ratio."""
+        print(f"[bench] {group} {name}: {' '.join(cmd_b)} (interleaved with {cmd_a[0]})",
+              file=sys.stderr, flush=True)
+        try:
+            res_a, res_b, ratio = self.measure_pair(cmd_a, cmd_b)
+        except (RunError, OSError) as e:
+            self.failed += 1
+            print(f"[bench] FAILED: {e}", file=sys.stderr, flush=True)
+            self.rows.append({"group": group, "name": name, "error": str(e).splitlines()[0],
+                              "target": target})
+            return
+        for g, res, label in ((f"{group}-base", res_a, f"{name} [baseline {cmd_a[0]}]"),
+                              (group, res_b, name)):
+            row = {"group": g, "name": label, "res": res, "target": target if g == group else "",
+                   "extra": extra(res) if extra else "", "status": ""}
+            if g == group:
+                row["extra"] += f"; {ratio:.2f}× the baseline's time (median of pair ratios)"
+                if target and check is not None:
+                    row["status"] = "meets" if check(res) else "**misses**"
+            self.rows.append(row)
+            print(f"[bench]   {g}: median {res['median']:.3f} s {row['extra']}", file=sys.stderr,
+                  flush=True)
 
     def add(self, group: str, name: str, cmd, *, prep=None, target: str = "",
             check=None, extra=None, runs_cap: int | None = None) -> dict | None:
@@ -365,6 +416,9 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
     trivial.write_text(TRIVIAL_RECIPE)
     ds16k = write_recipe(tmp, DS_RECIPE, ds_sizes(16384), 16384)
     out = tmp / "out"
+    if args.only_parse:
+        run_parse_group(b, S, ds_json, ds_yaml, trivial)
+        return b
 
     def secs_target(limit_s: float, limit_mb: float | None = None):
         def check(res):
@@ -465,21 +519,7 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
                    + (f" (disk short: {deleted_early[0]} runs deleted the previous output first, "
                       "slower on ext4 without a journal)" if deleted_early[0] else ""))
 
-    # D: parsing alone.
-    for group, label, path in (("D1", "JSON inventory", ds_json), ("D2", "flat YAML model", ds_yaml)):
-        size_mb = path.stat().st_size / 1e6
-
-        def extra(r, size_mb=size_mb):
-            s = f"{size_mb:.2f} MB: {size_mb / r['median']:.1f} MB/s whole command"
-            if "model parse" in r["phases"]:
-                s += f", {size_mb / r['phases']['model parse']:.1f} MB/s model-parse phase"
-            return s
-
-        is_json = group == "D1"
-        b.add(group, f"parse: validate {label} DeepSeek-V3 ({size_mb:.1f} MB), trivial 1-rank recipe",
-              [S, "-vv", "validate", str(path), str(trivial)], extra=extra,
-              target="≥ 100 MB/s" if is_json else "",
-              check=(lambda r, size_mb=size_mb: size_mb / r["median"] >= 100) if is_json else None)
+    run_parse_group(b, S, ds_json, ds_yaml, trivial)
 
     # E: scaling.
     worlds = [1024, 4096, 16384, 65536, 262144]
@@ -515,6 +555,31 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
               target="≤ 0.5 s" if group == "F1" else "", check=secs_target(0.5) if group == "F1" else None,
               extra=lambda r, hdr_mb=hdr_mb: f"{hdr_mb:.1f} MB of headers")
     return b
+
+
+def run_parse_group(b: Bench, S: str, ds_json: Path, ds_yaml: Path, trivial: Path) -> None:
+    """D: `validate` of the JSON inventory and of the flat YAML model with a trivial recipe.
+    With --baseline, each row also runs the baseline binary interleaved (A B, B A, ...) and
+    reports the median of the per-pair time ratios, so that load drift cancels."""
+    for group, label, path in (("D1", "JSON inventory", ds_json), ("D2", "flat YAML model", ds_yaml)):
+        size_mb = path.stat().st_size / 1e6
+
+        def extra(r, size_mb=size_mb):
+            s = f"{size_mb:.2f} MB: {size_mb / r['median']:.1f} MB/s whole command"
+            if "model parse" in r["phases"]:
+                s += f", {size_mb / r['phases']['model parse']:.1f} MB/s model-parse phase"
+            return s
+
+        is_json = group == "D1"
+        name = f"parse: validate {label} DeepSeek-V3 ({size_mb:.1f} MB), trivial 1-rank recipe"
+        target = "≥ 200 MB/s" if is_json else ""
+        check = (lambda r, size_mb=size_mb: size_mb / r["median"] >= 200) if is_json else None
+        args = ["-vv", "validate", str(path), str(trivial)]
+        if not b.args.baseline:
+            b.add(group, name, [S] + args, extra=extra, target=target, check=check)
+            continue
+        b.add_pair(group, name, [b.args.baseline] + args, [S] + args, extra=extra,
+                   target=target, check=check)
 
 
 def run_reshard_group(b: Bench, S: str, ds_json: Path, ds16k: Path, out: Path) -> None:
@@ -577,6 +642,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--output", default=str(REPO / "bench-results.md"), help="Markdown table file")
     ap.add_argument("--tmp", help="directory for inputs and outputs (default: system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--baseline", help="another shardc binary (e.g. main's): group D runs it "
+                    "interleaved with --shardc and reports the median pair ratio")
+    ap.add_argument("--only-parse", action="store_true", help="run group D (parsing) only")
     args = ap.parse_args(argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 5
@@ -589,6 +657,12 @@ def main(argv: list[str]) -> int:
         print(f"bench: shardc binary {args.shardc} not found or not executable", file=sys.stderr)
         return 2
     args.shardc = str(Path(args.shardc).resolve())
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            print(f"bench: baseline binary {args.baseline} not found or not executable",
+                  file=sys.stderr)
+            return 2
+        args.baseline = str(Path(args.baseline).resolve())
     args.load_start = load_average()
     tmp = Path(tempfile.mkdtemp(prefix="shardc-bench-", dir=args.tmp))
     t0 = time.perf_counter()

@@ -100,20 +100,21 @@ struct DocLimits {
   int max_depth = 512;                ///< nesting of lists/maps
 };
 
-/// Loads `file`: JSON (nlohmann) when the first non-blank byte is `{`, else
+/// Loads `file`: JSON (simdjson) when the first non-blank byte is `{`, else
 /// YAML (yaml-cpp). Reports `code` with file:line:col on malformed text or a
 /// broken limit; nullopt then. The result views `file.text`.
 std::optional<Document> load_document(const SourceFile& file, const char* code,
                                       DiagnosticSink& sink, const DocLimits& limits = {});
 
-/// JSON: nlohmann's parser on the contiguous text (its pointer input
-/// adapter); node positions come from a cursor that follows the SAX events
-/// through the text. On malformed text or a broken limit it re-parses with
-/// load_json_tracking, whose diagnostics it reports.
+/// JSON: simdjson On-Demand on a padded copy of the text (doc_json.cpp);
+/// node positions from each token's byte offset. On malformed text or a
+/// broken limit it re-parses with load_json_tracking, whose diagnostics it
+/// reports (simdjson gives an error code, not a position).
 std::optional<Document> load_json(const SourceFile& file, const char* code, DiagnosticSink& sink,
                                   const DocLimits& limits);
-/// JSON through a byte-tracking input iterator (slower): the reference for
-/// positions and the producer of every JSON syntax/limit diagnostic.
+/// JSON through nlohmann's SAX parser and a byte-tracking input iterator
+/// (slower): the reference for the tree and positions, and the producer of
+/// every JSON syntax/limit diagnostic (doc_json_tracking.cpp).
 std::optional<Document> load_json_tracking(const SourceFile& file, const char* code,
                                            DiagnosticSink& sink, const DocLimits& limits);
 std::optional<Document> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,

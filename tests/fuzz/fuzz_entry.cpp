@@ -108,6 +108,19 @@ const Compiled& compiled() {
   return c;
 }
 
+// Same kinds, texts, keys and positions, recursively.
+bool same_tree(const fe::Node& a, const fe::Node& b) {
+  if (a.kind != b.kind || a.quoted != b.quoted || a.line != b.line || a.col != b.col ||
+      a.key_line != b.key_line || a.key_col != b.key_col || a.key() != b.key() ||
+      a.text() != b.text() || a.items().size() != b.items().size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.items().size(); ++i) {
+    if (!same_tree(a.items()[i], b.items()[i])) return false;
+  }
+  return true;
+}
+
 // Points manifest.json's entry for `rel` at the current bytes of the file.
 void resign(test::FakeFileSystem& fs, const std::string& rel) {
   auto m = nlohmann::json::parse(fs.files.at("out/manifest.json"));
@@ -151,8 +164,18 @@ void model_input(std::string_view bytes) {
   std::optional<Model> model = parse_model(SourceFile{path, std::string(bytes)}, sink);
   if (model) plan(*model, fixed<Recipe>(kRecipe, &parse_recipe), sink);
   render(sink, path, bytes);
+  // Differential: the simdjson reader must agree with the nlohmann reference.
+  const SourceFile file{path, std::string(bytes)};
   DiagnosticSink json_sink;
-  (void)fe::load_json(SourceFile{path, std::string(bytes)}, "E-MODEL", json_sink, fe::DocLimits{});
+  DiagnosticSink ref_sink;
+  std::optional<fe::Document> doc = fe::load_json(file, "E-MODEL", json_sink, fe::DocLimits{});
+  std::optional<fe::Document> ref =
+      fe::load_json_tracking(file, "E-MODEL", ref_sink, fe::DocLimits{});
+  if (doc.has_value() != ref.has_value() ||
+      render_diagnostics_json(json_sink) != render_diagnostics_json(ref_sink) ||
+      (doc && !same_tree(doc->root, ref->root))) {
+    __builtin_trap();
+  }
   render(json_sink, path, bytes);
 }
 

@@ -1,12 +1,14 @@
-// The JSON fast path (pointer input, positions from a cursor that follows
-// the SAX events) must build the same tree, with the same positions, as the
-// byte-tracking path, and report exactly its diagnostics.
+// The simdjson reader (load_json) must build the same tree, with the same
+// positions, as the nlohmann byte-tracking reader (load_json_tracking), and
+// report exactly its diagnostics; the positions and texts are also checked
+// against hand-counted values.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "frontend/doc.hpp"
 
@@ -53,7 +55,7 @@ void check_paths_agree(const std::string& text, const DocLimits& limits = {}) {
   if (fast) check_same(fast->root, ref->root);
 }
 
-TEST_CASE("JSON fast path: same tree and positions as the tracking path") {
+TEST_CASE("JSON simdjson path: same tree and positions as the tracking path") {
   check_paths_agree(R"({"a": 1, "b": [true, false, null], "c": {"d": "e"}})");
   check_paths_agree(
       "{\n  \"params\": [\n    {\"name\": \"w\", \"shape\": [2, 3]},\n"
@@ -72,7 +74,7 @@ TEST_CASE("JSON fast path: same tree and positions as the tracking path") {
   check_paths_agree("{\"a\":1}   \n\n");
 }
 
-TEST_CASE("JSON fast path: malformed text and limits report the tracking diagnostics") {
+TEST_CASE("JSON simdjson path: malformed text and limits report the tracking diagnostics") {
   check_paths_agree("{\"params\": [");
   check_paths_agree("{\"a\": tru}");
   check_paths_agree("{\"a\": 1,}");
@@ -82,6 +84,11 @@ TEST_CASE("JSON fast path: malformed text and limits report the tracking diagnos
   check_paths_agree("{\"a\": 1} trailing");
   check_paths_agree("{\"a\": [1, 2 3]}");
   check_paths_agree("{\n \"a\": \"\xff\"\n}");
+  // On-Demand skips an unconsumed value by counting brackets: these pass
+  // unless the reader consumes every string (found by mutating inputs).
+  check_paths_agree(R"({"params": ["name": "w",T"shape": [4],}]})");
+  check_paths_agree(R"({"a": ["x": "w"]})");
+  check_paths_agree(R"({"a": ["x": {"b": [}]]})");
   DocLimits few;
   few.max_nodes = 5;
   check_paths_agree("{\"a\": [1, 2, 3, 4, 5, 6]}", few);
@@ -91,7 +98,125 @@ TEST_CASE("JSON fast path: malformed text and limits report the tracking diagnos
   check_paths_agree("{\"a\": [[1]]}", shallow);
 }
 
-TEST_CASE("JSON fast path: every JSON file under tests/ agrees with the tracking path") {
+// `file` must outlive the result, which views its text.
+Document load_ok(const SourceFile& file) {
+  DiagnosticSink sink;
+  std::optional<Document> doc = load_json(file, "E-MODEL", sink, DocLimits{});
+  REQUIRE(doc.has_value());
+  CHECK(sink.items().empty());
+  return std::move(*doc);
+}
+
+// The one diagnostic load_json reports for `text`, rendered.
+std::string load_error(const std::string& text, const DocLimits& limits = {}) {
+  SourceFile file{"t.json", text};
+  DiagnosticSink sink;
+  CHECK_FALSE(load_json(file, "E-MODEL", sink, limits).has_value());
+  REQUIRE(sink.items().size() == 1);
+  return render(sink);
+}
+
+TEST_CASE("JSON simdjson path: nested positions are byte columns, keys where written") {
+  SourceFile file{"t.json",
+                  "{\n  \"a\": [1, {\"b\": \"\xC3\xA9\", \"c\": null}],\n\t\"d\": true\n}"};
+  Document doc = load_ok(file);
+  CHECK(where(doc.root) == "@1:1");
+  const Node& a = doc.root.items()[0];
+  CHECK(where(a) == "a@2:8");
+  CHECK(a.key_line == 2);
+  CHECK(a.key_col == 3);
+  CHECK(where(a.items()[0]) == "@2:9");
+  const Node& inner = a.items()[1];
+  CHECK(where(inner) == "@2:12");
+  CHECK(where(inner.items()[0]) == "b@2:18");
+  CHECK(inner.items()[0].key_col == 13);
+  // The column counts bytes: "é" is two.
+  CHECK(where(inner.items()[1]) == "c@2:29");
+  CHECK(inner.items()[1].key_col == 24);
+  CHECK(inner.items()[1].is_null());
+  const Node& d = doc.root.items()[1];
+  CHECK(where(d) == "d@3:7");
+  CHECK(d.key_col == 2);
+  CHECK(d.text() == "true");
+}
+
+TEST_CASE("JSON simdjson path: escapes are unescaped, plain strings view the source") {
+  SourceFile file{"t.json",
+                  R"({"k\"ey": "a\\b\"c\n\u00e9\ud83d\ude00", "plain": "x y", "\u0041": ""})"};
+  Document doc = load_ok(file);
+  const std::string& text = file.text;
+  const Node& first = doc.root.items()[0];
+  CHECK(first.key() == "k\"ey");
+  CHECK(first.text() == "a\\b\"c\n\xC3\xA9\xF0\x9F\x98\x80");
+  CHECK(first.quoted);
+  const Node& plain = doc.root.items()[1];
+  CHECK(plain.text() == "x y");
+  CHECK(plain.text().data() == text.data() + text.find("x y"));
+  CHECK(plain.key().data() == text.data() + text.find("plain"));
+  CHECK(doc.root.items()[2].key() == "A");
+  CHECK(doc.root.items()[2].text().empty());
+}
+
+TEST_CASE("JSON simdjson path: numbers keep their written text, big ones included") {
+  SourceFile file{
+      "t.json",
+      R"({"n": [18446744073709551616, -9223372036854775809, 123456789012345678901234567890,)"
+      " 1.50, -2.5E+3 , -0, -0.0, 1e-999]}"};
+  Document doc = load_ok(file);
+  std::vector<std::string> texts;
+  for (const Node& n : doc.root.items()[0].items()) {
+    CHECK_FALSE(n.quoted);
+    texts.emplace_back(n.text());
+  }
+  CHECK(texts == std::vector<std::string>{"18446744073709551616", "-9223372036854775809",
+                                          "123456789012345678901234567890", "1.50", "-2.5E+3", "0",
+                                          "-0.0", "1e-999"});
+}
+
+TEST_CASE("JSON simdjson path: duplicate keys stay, in written order, for the reader to report") {
+  SourceFile file{"t.json", "{\"a\": 1,\n \"a\": 2}"};
+  Document doc = load_ok(file);
+  REQUIRE(doc.root.items().size() == 2);
+  CHECK(where(doc.root.items()[0]) == "a@1:7");
+  CHECK(where(doc.root.items()[1]) == "a@2:7");
+  CHECK(doc.root.items()[1].key_col == 2);
+  CHECK(doc.root.find("a")->text() == "1");
+}
+
+TEST_CASE("JSON simdjson path: errors carry the tracking reader's file:line:col") {
+  CHECK(load_error("{\"a\": [1,\n 2 3]}").starts_with("t.json:2:4: E-MODEL: malformed JSON: "));
+  CHECK(load_error("{\"params\": [\n").starts_with("t.json:2:1: E-MODEL: malformed JSON: "));
+  CHECK(load_error("{\"a\":\n  1} x").starts_with("t.json:2:6: E-MODEL: malformed JSON: "));
+  CHECK(load_error("{\"a\": \"\xC3\xA9\xff\"}").starts_with("t.json:1:10: E-MODEL:"));
+  CHECK(load_error("{\"a\": \"\\q\"}").starts_with("t.json:1:9: E-MODEL:"));
+  // nlohmann stops on the last byte of a number it cannot hold.
+  CHECK(load_error("{\"a\": 1e999}").starts_with("t.json:1:11: E-MODEL:"));
+  std::string deep = "{\"a\": " + std::string(600, '[') + std::string(600, ']') + "}";
+  CHECK(load_error(deep) ==
+        "t.json:1:518: E-MODEL: malformed JSON: nesting deeper than 512 levels "
+        "[fix the JSON syntax at this position]\n");
+  DocLimits few;
+  few.max_nodes = 3;
+  CHECK(load_error("{\"a\": [1, 2, 3]}", few).find("more than 3 nodes") != std::string::npos);
+}
+
+TEST_CASE("JSON simdjson path: invalid UTF-8, NUL and truncation are errors at any cut") {
+  const std::string good =
+      "{\"params\": [{\"name\": \"w\\u00e9\", \"shape\": [2, 30]}], \"x\": null}";
+  for (std::size_t cut = 1; cut < good.size(); ++cut) check_paths_agree(good.substr(0, cut));
+  // Overlong, surrogate, past U+10FFFF, lone continuation byte, raw NUL.
+  for (const std::string& bad :
+       {std::string("\xC0\xAF"), std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80"),
+        std::string("\x80"), std::string(1, '\0')}) {
+    std::string text = "{\"k\": \"" + bad + "\"}";
+    check_paths_agree(text);
+    SourceFile file{"t.json", text};
+    DiagnosticSink sink;
+    CHECK_FALSE(load_json(file, "E-MODEL", sink, DocLimits{}).has_value());
+  }
+}
+
+TEST_CASE("JSON simdjson path: every JSON file under tests/ agrees with the tracking path") {
   const std::filesystem::path root = std::filesystem::path(SHARDC_SOURCE_DIR) / "tests";
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
