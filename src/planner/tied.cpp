@@ -2,6 +2,7 @@
 // the first (same storage on the same rank). Ends must agree in shape,
 // dtype, mesh, placements and split rule.
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -111,9 +112,12 @@ void sync_groups(Plan& plan, const PlannedParam& src, const PlannedParam& alias)
 
 void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& model,
                   const Recipe& recipe, DiagnosticSink& sink) {
-  std::unordered_map<std::string, std::size_t> index;
+  const std::vector<Tie> ties = ties_in_force(params, model, recipe);
+  if (ties.empty()) return;  // most models: no name index (a hash of every name) needed
+  std::unordered_map<std::string_view, std::size_t> index;
+  index.reserve(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) index.emplace(params[i].name, i);
-  for (const Tie& t : ties_in_force(params, model, recipe)) {
+  for (const Tie& t : ties) {
     auto s = index.find(t.source);
     auto a = index.find(t.alias);
     if (s == index.end() || a == index.end()) {

@@ -28,6 +28,8 @@ multiplied by 5).
   params_1e6_json    model.json, a 10^6-param inventory (~60 MB) whose last param no rule
                      matches
   params_1e6_repeat  model.yaml, the same 10^6 params written as one `repeat` group
+  params_flat_yaml   model.yaml, 10,001 params one by one (no `repeat`; W-FLAT-YAML), the
+                     last one matched by no rule
   model_too_large    model.yaml, a sparse 300 MiB file (the input limit is 256 MiB)
   path_not_utf8      the folder's model file copied to a name with non-UTF-8 bytes
   checkpoint         a hostile safetensors checkpoint directory, `variant` in expect.json
@@ -74,6 +76,13 @@ def generate(kind: str, folder: Path, tmp: Path, expect: dict) -> dict[str, Path
                         f"  - repeat: {{i: [0, {n - 1}]}}\n    params:\n"
                         "      - {name: \"layers.{i}.w\", shape: [6, 64]}\n"
                         "  - {name: uncovered.w, shape: [4]}\n", encoding="utf-8")
+        return {"model": path}
+    if kind == "params_flat_yaml":
+        path = tmp / "model.yaml"
+        lines = ["format: shardc.model/v1", "name: flat", "params:"]
+        lines += ['  - {name: "layers.%d.w", shape: [%d, 64]}' % (i, 2 + i % 7) for i in range(10_000)]
+        lines.append("  - {name: uncovered.w, shape: [4]}")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return {"model": path}
     if kind == "model_too_large":
         path = tmp / "model.yaml"

@@ -170,3 +170,43 @@ TEST_CASE("several model errors are reported in one run") {
   CHECK_FALSE(r.model.has_value());
   CHECK(r.sink.error_count() == 3);
 }
+
+namespace {
+
+// A flat YAML model: `plain` params one by one, then one `repeat` group of `grouped`.
+std::string flat_yaml(int plain, int grouped) {
+  std::string text = "format: shardc.model/v1\nname: flat\ndtype: bfloat16\nparams:\n";
+  for (int i = 0; i < plain; ++i) {
+    text += "  - {name: \"layers." + std::to_string(i) + ".w\", shape: [4, 4]}\n";
+  }
+  text += "  - repeat: {i: [0, " + std::to_string(grouped) + "]}\n";
+  text += "    params:\n      - {name: \"g.{i}.w\", shape: [4]}\n";
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a YAML model with more than 10,000 plain params gets W-FLAT-YAML at `params`") {
+  auto big = model_from(flat_yaml(10'001, 2));
+  INFO(big.all_messages());
+  REQUIRE(big.model.has_value());
+  CHECK(big.model->params.size() == 10'003);
+  const shardc::Diagnostic* d = big.find("W-FLAT-YAML");
+  REQUIRE(d != nullptr);
+  CHECK(d->loc.line == 4);
+  CHECK(d->loc.column == 1);
+  CHECK(d->message.find("10001 params one by one") != std::string::npos);
+  CHECK(d->hint.find("repeat") != std::string::npos);
+  // At the threshold, or with the params in `repeat` groups, no warning.
+  CHECK(model_from(flat_yaml(10'000, 50'000)).find("W-FLAT-YAML") == nullptr);
+  // JSON inventories are read fast: no warning for them.
+  std::string json = "{\"params\": [";
+  for (int i = 0; i < 10'001; ++i) {
+    json +=
+        std::string(i ? ", " : "") + "{\"name\": \"l" + std::to_string(i) + "\", \"shape\": [4]}";
+  }
+  json += "]}";
+  auto inventory = model_from(json, "m.json");
+  REQUIRE(inventory.model.has_value());
+  CHECK(inventory.find("W-FLAT-YAML") == nullptr);
+}
