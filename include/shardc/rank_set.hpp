@@ -64,4 +64,16 @@ class RankSet {
 std::vector<std::int64_t> group_closure(std::int64_t rank,
                                         const std::vector<std::vector<std::int64_t>>& stages);
 
+/// An ORDERED list of ranks (a communication group by coordinate, as rank
+/// files write them) in the same item syntax, order kept: each run of three or
+/// more ranks with one positive step becomes `a-b` / `a-b:s`, anything else a
+/// single rank, items in list order (`4096-5112:8`; `8,0,9` stays as is).
+/// Size O(runs): one item for a group on one mesh axis, whatever its size.
+std::string rank_list_text(const std::vector<std::int64_t>& ranks);
+
+/// Parses `rank_list_text` output back into the list, in order (items are
+/// expanded as written; no sorting, duplicates kept). nullopt and `error` on
+/// bad syntax, a reversed range or more than 2^24 ranks.
+std::optional<std::vector<std::int64_t>> parse_rank_list(std::string_view text, std::string& error);
+
 }  // namespace shardc

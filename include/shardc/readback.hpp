@@ -1,7 +1,12 @@
 // A typed view of a compiled OUTDIR, read back for `shardc verify`: the
 // parts of plan.json and of rank files that the buffer simulator needs.
 // Parsing (nlohmann/json) lives in src/backend/readback.cpp; the structs
-// mirror the JSON fields of schemas/plan.schema.json and rank.schema.json.
+// mirror the JSON fields of schemas/plan.schema.json and rank.schema.json,
+// except that the buffer layouts, written in the lean form (README "Rank
+// files: derived fields"), are expanded here: param indices become names,
+// rank lists and run-length split sizes are expanded, and every derived
+// field (member shapes, pad shape, offsets, padded_numel, slice-back,
+// is_owner, FSDP2 padded/local shapes) is computed from the written ones.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,14 @@
-// The `buffers` array of a rank file (SPEC §6.3): muon_allgather groups with
-// their stages, owners and slice-back recipe; fsdp2_allgather units.
+// The `buffers` array of a rank file (SPEC §6.3, lean form): muon_allgather
+// groups with their stages, owners and run-length split sizes; fsdp2_allgather
+// units. Params are referenced by their index in the file's `params` array;
+// everything a reader can derive (member shapes, pad shapes, offsets, slice-back)
+// is left out (README "Rank files: derived fields").
 #include "backend/rank_buffers.hpp"
 
 #include <algorithm>
+#include <map>
+
+#include "shardc/rank_set.hpp"
 
 namespace shardc::backend {
 namespace {
@@ -19,66 +25,59 @@ void write_axis_names(Writer& w, const Mesh& mesh, const std::vector<int>& axes)
   w.end_array();
 }
 
-void write_names(Writer& w, const Plan& plan, const std::vector<std::size_t>& params) {
+// `params` as indices into this rank file's `params` array.
+void write_indices(Writer& w, const FileIndex& fi, const std::vector<std::size_t>& params) {
   w.begin_array();
-  for (std::size_t i : params) w.value(plan.params[i].name);
+  for (std::size_t i : params) w.value(fi.at(i));
   w.end_array();
 }
 
-void write_stage_param(Writer& w, const Plan& plan, const MuonStageParam& sp) {
-  w.begin_object();
-  w.member("name", plan.params[sp.param].name).member("tensor_dim", sp.tensor_dim);
-  w.member_ints("split_sizes", sp.split_sizes);
-  w.key("rank_shapes").begin_array();
-  for (const Shape& s : sp.rank_shapes) w.ints(s);
-  w.end_array();
-  w.member_ints("pad_shape", sp.pad_shape).member("offset", sp.offset);
-  w.member("actual_numel", sp.actual_numel).member("padded_numel", sp.padded_numel);
-  w.end_object();
-}
-
-void write_stage(Writer& w, const Plan& plan, const Mesh& mesh, const MuonStage& st) {
-  w.begin_object();
-  w.key("axes");
-  write_axis_names(w, mesh, st.axes);
-  w.member_ints("ranks", st.ranks).member("index", st.index);
-  w.member("total_numel", st.total_numel).member("gathered_numel", st.gathered_numel);
-  w.key("params").begin_array();
-  for (const MuonStageParam& sp : st.params) {
-    w.line_break();
-    write_stage_param(w, plan, sp);
-  }
-  w.end_array();
-  w.end_object();
-}
-
-void write_owners(Writer& w, const Plan& plan, const MuonRankGroup& rg) {
-  const MuonGroup& g = *rg.group;
-  w.key("owners").begin_array();
-  for (std::size_t i = 0; i < g.params.size(); ++i) {
-    w.begin_object();
-    w.member("param", plan.params[g.params[i]].name).member_ints("owner", g.owners[i]);
-    w.member("is_owner", g.owners[i] == rg.replicate_coord);
-    w.end_object();
+// split_sizes run-length encoded: [[size, count], ...] in member order, so
+// its length does not grow with the group size (chunk: at most 3 runs).
+void write_runs(Writer& w, const std::vector<std::int64_t>& v) {
+  w.begin_array();
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i;
+    while (j < v.size() && v[j] == v[i]) ++j;
+    const std::vector<std::int64_t> run{v[i], static_cast<std::int64_t>(j - i)};
+    w.ints(run);
+    i = j;
   }
   w.end_array();
 }
 
-void write_slice_back(Writer& w, const Plan& plan, const MuonRankGroup& rg) {
-  w.key("slice_back").begin_array();
-  for (std::size_t i = 0; i < rg.group->params.size(); ++i) {
-    w.begin_object().member("param", plan.params[rg.group->params[i]].name);
-    w.key("steps").begin_array();
-    for (const SliceStep& s : rg.slice_back[i]) {
-      w.begin_object().member("dim", s.dim).member("start", s.start);
-      w.member("length", s.length).end_object();
+// Group-level stage geometry: every batch gathers over the same ranks.
+void write_stages(Writer& w, const Mesh& mesh, const MuonRankGroup& rg) {
+  w.key("stages").begin_array();
+  if (!rg.batches.empty())
+    for (const MuonStage& st : rg.batches.front().stages) {
+      w.begin_object().key("axes");
+      write_axis_names(w, mesh, st.axes);
+      const int dim = st.params.empty() ? 0 : st.params.front().tensor_dim;  // one per stage
+      w.member("tensor_dim", dim).member("ranks", rank_list_text(st.ranks));
+      w.member("index", st.index).end_object();
     }
+  w.end_array();
+}
+
+// Per param (group order): owner and, per stage, the members' split sizes.
+void write_group_params(Writer& w, const FileIndex& fi, const MuonRankGroup& rg) {
+  const MuonGroup& g = *rg.group;
+  std::map<std::size_t, std::vector<const MuonStageParam*>> by_param;
+  for (const MuonRankBatch& b : rg.batches)
+    for (const MuonStage& st : b.stages)
+      for (const MuonStageParam& sp : st.params) by_param[sp.param].push_back(&sp);
+  w.key("params").begin_array();
+  for (std::size_t i = 0; i < g.params.size(); ++i) {
+    w.line_break().begin_object().member("param", fi.at(g.params[i]));
+    w.member_ints("owner", g.owners[i]).key("split_sizes").begin_array();
+    for (const MuonStageParam* sp : by_param[g.params[i]]) write_runs(w, sp->split_sizes);
     w.end_array().end_object();
   }
   w.end_array();
 }
 
-void write_muon_group(Writer& w, const Plan& plan, const MuonRankGroup& rg) {
+void write_muon_group(Writer& w, const Plan& plan, const FileIndex& fi, const MuonRankGroup& rg) {
   const MuonGroup& g = *rg.group;
   const Mesh& mesh = mesh_for(plan, g.mesh);
   w.begin_object();
@@ -86,89 +85,87 @@ void write_muon_group(Writer& w, const Plan& plan, const MuonRankGroup& rg) {
   w.key("replicate_axes");
   write_axis_names(w, mesh, g.replicate_axes);
   w.member_ints("replicate_coord", rg.replicate_coord);
-  w.line_break().key("params");
-  write_names(w, plan, g.params);
   w.line_break();
-  write_owners(w, plan, rg);
+  write_stages(w, mesh, rg);
+  w.line_break();
+  write_group_params(w, fi, rg);
   w.line_break().key("batches").begin_array();
-  for (const MuonRankBatch& b : rg.batches) {
-    w.line_break().begin_object().member("dtype", dtype_name(b.dtype));
-    w.key("stages").begin_array();
-    for (const MuonStage& st : b.stages) {
-      w.line_break();
-      write_stage(w, plan, mesh, st);
-    }
+  for (std::size_t b = 0; b < rg.batches.size(); ++b) {
+    w.line_break().begin_object().member("dtype", dtype_name(rg.batches[b].dtype));
+    w.key("params");
+    write_indices(w, fi, g.batches[b].params);
+    w.key("total_numel").begin_array();
+    for (const MuonStage& st : rg.batches[b].stages) w.value(st.total_numel);
     w.end_array().end_object();
   }
   w.end_array();
-  w.line_break();
-  write_slice_back(w, plan, rg);
   w.end_object();
 }
 
-void write_muon(Writer& w, const Plan& plan, const MuonPlan& muon, std::int64_t rank) {
+void write_muon(Writer& w, const Plan& plan, const FileIndex& fi, const MuonPlan& muon,
+                std::int64_t rank) {
   const MuonRankLayout layout = muon_for_rank(muon, plan, rank);
   w.member("alignment_bytes", muon.alignment_bytes);
   w.member("max_batch_numel", muon.max_batch_numel);
   w.key("groups").begin_array();
   for (const MuonRankGroup& rg : layout.groups) {
     w.line_break();
-    write_muon_group(w, plan, rg);
+    write_muon_group(w, plan, fi, rg);
   }
   w.end_array();
   w.line_break().key("not_communicated");
-  write_names(w, plan, *layout.not_communicated);
+  write_indices(w, fi, *layout.not_communicated);
 }
 
-void write_fsdp2_param(Writer& w, const Plan& plan, const Fsdp2Param& fp) {
+void write_fsdp2_param(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Param& fp) {
   const PlannedParam& p = plan.params[fp.param];
   w.begin_object();
-  w.member("name", p.name).member("shard_dim", p.geometry.fsdp_dim);
+  w.member("param", fi.at(fp.param)).member("shard_dim", p.geometry.fsdp_dim);
   w.member("offset", fp.offset).member("padded_numel", fp.padded_numel);
-  w.member_ints("padded_shape", fp.padded_shape).member_ints("local_shape", fp.local_shape);
   w.member_ints("unsharded_shape", fp.unsharded_shape);
   w.end_object();
 }
 
-void write_fsdp2_unit(Writer& w, const Plan& plan, const Fsdp2RankUnit& ru) {
+void write_fsdp2_unit(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2RankUnit& ru) {
   const Fsdp2Unit& u = *ru.unit;
   const auto ways = static_cast<std::int64_t>(ru.ranks.size());
   w.begin_object();
   w.member("name", u.name).member("mesh", mesh_kind_name(u.mesh));
   w.member("units", u.byte_units ? "bytes" : "elements");
-  w.member_ints("ranks", ru.ranks).member("index", ru.index);
+  w.member("ranks", rank_list_text(ru.ranks)).member("index", ru.index);
   w.member("total", ru.total).member("total_bytes", ru.total_bytes);
   const std::vector<std::int64_t> output{ways, ru.total};
   w.member_ints("output_shape", output);
   w.key("params").begin_array();
   for (const Fsdp2Param& fp : ru.params) {
     w.line_break();
-    write_fsdp2_param(w, plan, fp);
+    write_fsdp2_param(w, plan, fi, fp);
   }
   w.end_array().end_object();
 }
 
-void write_fsdp2(Writer& w, const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank) {
+void write_fsdp2(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Plan& fsdp2,
+                 std::int64_t rank) {
   const Fsdp2RankLayout layout = fsdp2_for_rank(fsdp2, plan, rank);
   w.key("units").begin_array();
   for (const Fsdp2RankUnit& ru : layout.units) {
     w.line_break();
-    write_fsdp2_unit(w, plan, ru);
+    write_fsdp2_unit(w, plan, fi, ru);
   }
   w.end_array();
   w.line_break().key("not_communicated");
-  write_names(w, plan, *layout.not_communicated);
+  write_indices(w, fi, *layout.not_communicated);
 }
 
 }  // namespace
 
 void write_rank_buffers(Writer& w, const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                        std::int64_t rank) {
+                        std::int64_t rank, const FileIndex& fi) {
   w.begin_array();
   for (const PlannedBuffer& b : buffers) {
     w.line_break().begin_object().member("kind", buffer_kind_name(b.spec.kind));
-    if (b.muon) write_muon(w, plan, *b.muon, rank);
-    if (b.fsdp2) write_fsdp2(w, plan, *b.fsdp2, rank);
+    if (b.muon) write_muon(w, plan, fi, *b.muon, rank);
+    if (b.fsdp2) write_fsdp2(w, plan, fi, *b.fsdp2, rank);
     w.end_object();
   }
   if (!buffers.empty()) w.line_break();

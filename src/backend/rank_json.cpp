@@ -118,18 +118,19 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
   w.begin_object();
   write_header(w, plan, rank, c);
   Totals totals;
-  bool any = false;
+  std::vector<std::int64_t> index(plan.params.size(), -1);
+  std::int64_t held = 0;
   w.line_break().key("params").begin_array();
-  for (const auto& p : plan.params) {
-    if (!c.holds(plan, p)) continue;
+  for (std::size_t i = 0; i < plan.params.size(); ++i) {
+    if (!c.holds(plan, plan.params[i])) continue;
     w.line_break();
-    write_param(w, plan, p, c, totals);
-    any = true;
+    write_param(w, plan, plan.params[i], c, totals);
+    index[i] = held++;
   }
-  if (any) w.line_break();
+  if (held > 0) w.line_break();
   w.end_array();
   w.line_break().key("buffers");
-  backend::write_rank_buffers(w, plan, buffers, rank);
+  backend::write_rank_buffers(w, plan, buffers, rank, backend::FileIndex(std::move(index)));
   write_totals(w, totals);
   w.line_break().end_object();
   out += '\n';

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
-
+#include <numeric>
 #include <stdexcept>
 #include "shardc/backend.hpp"
+#include "shardc/rank_set.hpp"
+
 #include "shardc/rank_set.hpp"
 
 namespace shardc::readback {
@@ -139,91 +142,214 @@ PlanRankStat rank_stat(const Node& n) {
   return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str()};
 }
 
-MuonStageParam muon_stage_param(const Node& n) {
+// The rank file's params, for resolving the buffers' param indices.
+using Held = std::vector<RankParam>;
+
+const RankParam& held_at(const Node& n, const Held& held) {
+  const std::int64_t i = n.i64();
+  if (i < 0 || i >= static_cast<std::int64_t>(held.size()))
+    n.fail("param index " + std::to_string(i) + " is not in this file's params");
+  return held[static_cast<std::size_t>(i)];
+}
+
+std::vector<std::string> names_at(const Node& n, const Held& held) {
+  return n.map([&](const Node& i) { return held_at(i, held).name; });
+}
+
+std::vector<std::int64_t> rank_list(const Node& n) {
+  std::string error;
+  auto out = parse_rank_list(n.str(), error);
+  if (!out) n.fail(error);
+  return *out;
+}
+
+// [[size, count], ...] -> the expanded list.
+std::vector<std::int64_t> runs(const Node& n) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const auto run = n[i].ints();
+    if (run.size() != 2 || run[1] < 1 || run[1] > (std::int64_t{1} << 24) ||
+        run[1] > (std::int64_t{1} << 24) - static_cast<std::int64_t>(out.size()))
+      n[i].fail("not a [size, count] run with 1 <= count, at most 2^24 members in all");
+    out.insert(out.end(), static_cast<std::size_t>(run[1]), run[0]);
+  }
+  return out;
+}
+
+struct StageGeometry {
+  std::vector<std::string> axes;
+  int tensor_dim = 0;
+  std::vector<std::int64_t> ranks;
+  std::int64_t index = 0;
+};
+
+struct LeanParam {
+  std::string name;
+  Shape local_shape;
+  std::vector<std::int64_t> owner;
+  std::vector<std::vector<std::int64_t>> split_sizes;  // per stage
+};
+
+std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+
+// One param's entry at one stage, derived from its stage input shape (the
+// rank's own shape after the earlier stages): member k's shape is the input
+// with tensor_dim set to split_sizes[k]; pad_shape their element-wise max.
+MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& g,
+                                  const std::vector<std::int64_t>& split, const Shape& input,
+                                  std::int64_t align) {
   MuonStageParam p;
-  p.name = n.at("name").str();
-  p.tensor_dim = n.at("tensor_dim").i32();
-  p.split_sizes = n.at("split_sizes").ints();
-  p.rank_shapes = n.at("rank_shapes").map([](const Node& s) { return s.ints(); });
-  p.pad_shape = n.at("pad_shape").ints();
-  p.offset = n.at("offset").i64();
-  p.actual_numel = n.at("actual_numel").i64();
-  p.padded_numel = n.at("padded_numel").i64();
+  p.name = name;
+  p.tensor_dim = g.tensor_dim;
+  p.split_sizes = split;
+  const auto d = static_cast<std::size_t>(g.tensor_dim);
+  if (g.tensor_dim < 0 || d >= input.size()) return p;  // verify reports tensor_dim
+  for (std::int64_t size : split) {
+    Shape shape = input;
+    shape[d] = size;
+    p.rank_shapes.push_back(std::move(shape));
+  }
+  p.pad_shape = input;
+  if (!split.empty()) p.pad_shape[d] = *std::max_element(split.begin(), split.end());
+  if (g.index >= 0 && static_cast<std::size_t>(g.index) < p.rank_shapes.size())
+    p.actual_numel = numel(p.rank_shapes[static_cast<std::size_t>(g.index)]);
+  p.padded_numel = round_up(numel(p.pad_shape), align);
   return p;
 }
 
-MuonStage muon_stage(const Node& n) {
-  MuonStage s;
-  s.axes = n.at("axes").strs();
-  s.ranks = n.at("ranks").ints();
-  s.index = n.at("index").i64();
-  s.total_numel = n.at("total_numel").i64();
-  s.gathered_numel = n.at("gathered_numel").i64();
-  s.params = n.at("params").map(muon_stage_param);
-  return s;
+// The stage input shape of `lp` at stage `s`: its local shape with the
+// tensor dims of the earlier stages gathered (sum of their split sizes).
+Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages, std::size_t s) {
+  Shape shape = lp.local_shape;
+  for (std::size_t t = 0; t < s; ++t) {
+    const auto d = static_cast<std::size_t>(stages[t].tensor_dim);
+    if (stages[t].tensor_dim < 0 || d >= shape.size()) continue;
+    shape[d] = std::accumulate(lp.split_sizes[t].begin(), lp.split_sizes[t].end(), std::int64_t{0});
+  }
+  return shape;
 }
 
-MuonGroup muon_group(const Node& n) {
+MuonStage derive_stage(const Node& batch, const std::vector<const LeanParam*>& members,
+                       const std::vector<StageGeometry>& stages, std::size_t s,
+                       std::int64_t alignment_bytes, DType dtype) {
+  const StageGeometry& g = stages[s];
+  MuonStage st;
+  st.axes = g.axes;
+  st.ranks = g.ranks;
+  st.index = g.index;
+  const auto totals = batch.at("total_numel").ints();
+  if (totals.size() != stages.size())
+    batch.at("total_numel")
+        .fail("needs one entry per stage (" + std::to_string(stages.size()) + ")");
+  st.total_numel = totals[s];
+  st.gathered_numel = st.total_numel * static_cast<std::int64_t>(g.ranks.size());
+  const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / element_size(dtype));
+  std::int64_t offset = 0;
+  for (const LeanParam* lp : members) {
+    MuonStageParam p =
+        derive_stage_param(lp->name, g, lp->split_sizes[s], input_shape(*lp, stages, s), align);
+    p.offset = offset;
+    offset += p.padded_numel;
+    st.params.push_back(std::move(p));
+  }
+  return st;
+}
+
+// Per param, the narrows (last stage first) that cut this rank's piece out
+// of the global update: start = sum of the split sizes before the rank.
+std::vector<SliceStep> slice_back(const LeanParam& lp, const std::vector<StageGeometry>& stages) {
+  std::vector<SliceStep> out;
+  for (std::size_t s = stages.size(); s-- > 0;) {
+    const auto& split = lp.split_sizes[s];
+    const auto k = static_cast<std::size_t>(
+        std::clamp<std::int64_t>(stages[s].index, 0, static_cast<std::int64_t>(split.size())));
+    const std::int64_t start = std::accumulate(
+        split.begin(), split.begin() + static_cast<std::ptrdiff_t>(k), std::int64_t{0});
+    out.push_back({stages[s].tensor_dim, start, k < split.size() ? split[k] : 0});
+  }
+  return out;
+}
+
+MuonGroup muon_group(const Node& n, const Held& held, std::int64_t alignment_bytes) {
   MuonGroup g;
   g.key = n.at("key").str();
   g.mesh = n.at("mesh").str();
   g.replicate_axes = n.at("replicate_axes").strs();
   g.replicate_coord = n.at("replicate_coord").ints();
-  g.params = n.at("params").strs();
-  g.owners = n.at("owners").map([](const Node& o) {
-    return MuonOwner{o.at("param").str(), o.at("owner").ints(), o.at("is_owner").boolean()};
+  const auto stages = n.at("stages").map([](const Node& st) {
+    return StageGeometry{st.at("axes").strs(), st.at("tensor_dim").i32(), rank_list(st.at("ranks")),
+                         st.at("index").i64()};
   });
-  g.batches = n.at("batches").map([](const Node& b) {
-    return MuonBatch{b.at("dtype").dtype(), b.at("stages").map(muon_stage)};
-  });
-  g.slice_back = n.at("slice_back").map([](const Node& s) {
-    return MuonSliceBack{
-        s.at("param").str(), s.at("steps").map([](const Node& st) {
-          return SliceStep{st.at("dim").i32(), st.at("start").i64(), st.at("length").i64()};
-        })};
+  std::map<std::string, LeanParam> by_name;
+  for (std::size_t i = 0; i < n.at("params").size(); ++i) {
+    const Node e = n.at("params")[i];
+    const RankParam& h = held_at(e.at("param"), held);
+    LeanParam lp{h.name, h.local_shape, e.at("owner").ints(), e.at("split_sizes").map(runs)};
+    if (lp.split_sizes.size() != stages.size())
+      e.at("split_sizes")
+          .fail("needs one run list per stage (" + std::to_string(stages.size()) + ")");
+    g.params.push_back(lp.name);
+    g.owners.push_back({lp.name, lp.owner, lp.owner == g.replicate_coord});
+    g.slice_back.push_back({lp.name, slice_back(lp, stages)});
+    if (!by_name.emplace(lp.name, std::move(lp)).second) e.at("param").fail("listed twice");
+  }
+  g.batches = n.at("batches").map([&](const Node& b) {
+    MuonBatch batch{b.at("dtype").dtype(), {}};
+    std::vector<const LeanParam*> members;
+    for (const std::string& name : names_at(b.at("params"), held)) {
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) b.at("params").fail(name + " is not in the group's params");
+      members.push_back(&it->second);
+    }
+    for (std::size_t s = 0; s < stages.size(); ++s)
+      batch.stages.push_back(derive_stage(b, members, stages, s, alignment_bytes, batch.dtype));
+    return batch;
   });
   return g;
 }
 
-Fsdp2Unit fsdp2_unit(const Node& n) {
+Fsdp2Unit fsdp2_unit(const Node& n, const Held& held) {
   Fsdp2Unit u;
   u.name = n.at("name").str();
   u.mesh = n.at("mesh").str();
   const std::string units = n.at("units").str();
   if (units != "elements" && units != "bytes") n.at("units").fail("not 'elements' or 'bytes'");
   u.byte_units = units == "bytes";
-  u.ranks = n.at("ranks").ints();
+  u.ranks = rank_list(n.at("ranks"));
   u.index = n.at("index").i64();
   u.total = n.at("total").i64();
   u.total_bytes = n.at("total_bytes").i64();
   u.output_shape = n.at("output_shape").ints();
-  u.params = n.at("params").map([](const Node& p) {
-    return Fsdp2Param{p.at("name").str(),
+  u.params = n.at("params").map([&](const Node& p) {
+    const RankParam& h = held_at(p.at("param"), held);
+    return Fsdp2Param{h.name,
                       p.at("shard_dim").i32(),
                       p.at("offset").i64(),
                       p.at("padded_numel").i64(),
-                      p.at("padded_shape").ints(),
-                      p.at("local_shape").ints(),
+                      h.padded_shape,
+                      h.local_shape,
                       p.at("unsharded_shape").ints()};
   });
   return u;
 }
 
-Buffer buffer(const Node& n) {
+Buffer buffer(const Node& n, const Held& held) {
   Buffer b;
   const std::string kind = n.at("kind").str();
   if (kind == "muon_allgather") {
     b.kind = BufferKind::MuonAllGather;
     b.alignment_bytes = n.at("alignment_bytes").i64();
     b.max_batch_numel = n.at("max_batch_numel").i64();
-    b.groups = n.at("groups").map(muon_group);
+    if (b.alignment_bytes < 1) n.at("alignment_bytes").fail("must be >= 1");
+    b.groups =
+        n.at("groups").map([&](const Node& g) { return muon_group(g, held, b.alignment_bytes); });
   } else if (kind == "fsdp2_allgather") {
     b.kind = BufferKind::Fsdp2AllGather;
-    b.units = n.at("units").map(fsdp2_unit);
+    b.units = n.at("units").map([&](const Node& u) { return fsdp2_unit(u, held); });
   } else {
     n.at("kind").fail("unknown buffer kind '" + kind + "'");
   }
-  b.not_communicated = n.at("not_communicated").strs();
+  b.not_communicated = names_at(n.at("not_communicated"), held);
   return b;
 }
 
@@ -320,7 +446,7 @@ std::optional<RankFile> parse_rank_file(std::string_view text, std::string& erro
     if (!n.at("coords").at("expert").is_null())
       f.expert = n.at("coords").at("expert").int_members();
     f.params = n.at("params").map(rank_param);
-    f.buffers = n.at("buffers").map(buffer);
+    f.buffers = n.at("buffers").map([&](const Node& b) { return buffer(b, f.params); });
     const Node t = n.at("totals");
     f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
                 t.at("num_params").i64()};

@@ -255,18 +255,19 @@ bool stage_members(Context& cx, const Closure& c, const State& state, const Para
                                 " does not list the same group " + ints_text(ranks)),
              false;
     const Box& box = state.at(ranks[k]);
-    if (e->rank_shapes != mine->rank_shapes || e->offset != mine->offset ||
-        e->padded_numel != mine->padded_numel)
-      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) + " has offset " +
-                                std::to_string(e->offset) + " padded_numel " +
-                                std::to_string(e->padded_numel) +
+    if (e->split_sizes != mine->split_sizes || e->rank_shapes != mine->rank_shapes ||
+        e->offset != mine->offset || e->padded_numel != mine->padded_numel)
+      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) +
+                                " has other split_sizes, or offset " + std::to_string(e->offset) +
+                                " padded_numel " + std::to_string(e->padded_numel) +
                                 " (this rank: " + std::to_string(mine->offset) + ", " +
                                 std::to_string(mine->padded_numel) + ")"),
              false;
     if (mine->rank_shapes[k] != box.shape)
-      return cx.report.mismatch(at + ": rank_shapes[" + std::to_string(k) + "] " +
-                                ints_text(mine->rank_shapes[k]) + " but member " +
-                                std::to_string(ranks[k]) + " holds " + ints_text(box.shape)),
+      return cx.report.mismatch(at + ": split_sizes[" + std::to_string(k) + "] gives member " +
+                                std::to_string(ranks[k]) + " the shape " +
+                                ints_text(mine->rank_shapes[k]) + " but it holds " +
+                                ints_text(box.shape)),
              false;
     mm.push_back({box, e});
   }

@@ -221,4 +221,44 @@ std::vector<std::int64_t> group_closure(std::int64_t rank,
   return out;
 }
 
+std::string rank_list_text(const std::vector<std::int64_t>& ranks) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < ranks.size()) {
+    if (!out.empty()) out += ',';
+    const std::int64_t step = i + 1 < ranks.size() ? ranks[i + 1] - ranks[i] : 0;
+    std::size_t j = i;
+    if (step > 0 && i + 2 < ranks.size() && ranks[i + 2] - ranks[i + 1] == step) {
+      j = i + 2;
+      while (j + 1 < ranks.size() && ranks[j + 1] - ranks[j] == step) ++j;
+    }
+    out += std::to_string(ranks[i]);
+    if (j > i) {
+      out += '-' + std::to_string(ranks[j]);
+      if (step != 1) out += ':' + std::to_string(step);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+std::optional<std::vector<std::int64_t>> parse_rank_list(std::string_view text,
+                                                         std::string& error) {
+  std::vector<std::int64_t> out;
+  if (trim(text).empty()) return out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    Progression p;
+    if (!parse_item(trim(text.substr(pos, comma - pos)), p, error)) return std::nullopt;
+    if (static_cast<std::int64_t>(out.size()) + p.count > kMaxParsedItems) {
+      error = "more than 2^24 ranks";
+      return std::nullopt;
+    }
+    for (std::int64_t k = 0; k < p.count; ++k) out.push_back(p.start + k * p.stride);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace shardc

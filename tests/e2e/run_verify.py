@@ -47,23 +47,25 @@ def rank_sample(recipe: Path, world: int) -> str:
 
 
 def corrupt(outdir: Path) -> tuple[str, int] | None:
-    """Bumps one split size (muon) or one offset (fsdp2) in a rank file; (param, rank)."""
+    """Bumps one member's split size (muon) or one offset (fsdp2) in a rank file; (param, rank)."""
     files = sorted((outdir / "ranks").glob("rank-*.json"))
     for path in files[len(files) // 2:] + files[: len(files) // 2]:
         rf = json.loads(path.read_text())
         for buf in rf["buffers"]:
             for g in buf.get("groups", []):
-                for batch in g["batches"]:
-                    for st in batch["stages"]:
-                        for p in st["params"]:
-                            p["split_sizes"][0] += 1
-                            path.write_text(json.dumps(rf))
-                            return p["name"], rf["rank"]
+                for p in g["params"]:
+                    if not p["split_sizes"]:
+                        continue
+                    runs = p["split_sizes"][0]  # stage 0, [[size, count], ...]
+                    size, count = runs[0]
+                    runs[0:1] = [[size + 1, 1]] + ([[size, count - 1]] if count > 1 else [])
+                    path.write_text(json.dumps(rf))
+                    return rf["params"][p["param"]]["name"], rf["rank"]
             for u in buf.get("units", []):
                 if len(u["params"]) > 1:
                     u["params"][1]["offset"] += 1
                     path.write_text(json.dumps(rf))
-                    return u["params"][1]["name"], rf["rank"]
+                    return rf["params"][u["params"][1]["param"]]["name"], rf["rank"]
     return None
 
 

@@ -436,22 +436,16 @@ def mutated(doc: dict, path: list, value=None, delete: bool = False) -> dict:
 MUON_LAYOUT = {"kind": "muon_allgather", "alignment_bytes": 512, "max_batch_numel": 1 << 29,
                "groups": [{
                    "key": "dense ndim=2 tp:0", "mesh": "dense", "replicate_axes": ["dp"],
-                   "replicate_coord": [0], "params": ["a.weight"],
-                   "owners": [{"param": "a.weight", "owner": [0], "is_owner": True}],
-                   "batches": [{"dtype": "bfloat16", "stages": [{
-                       "axes": ["tp"], "ranks": [0, 1], "index": 0, "total_numel": 256,
-                       "gathered_numel": 512,
-                       "params": [{"name": "a.weight", "tensor_dim": 0, "split_sizes": [2, 2],
-                                   "rank_shapes": [[2, 4], [2, 4]], "pad_shape": [2, 4],
-                                   "offset": 0, "actual_numel": 8, "padded_numel": 256}]}]}],
-                   "slice_back": [{"param": "a.weight",
-                                   "steps": [{"dim": 0, "start": 0, "length": 2}]}]}],
-               "not_communicated": ["norm.weight"]}
+                   "replicate_coord": [0],
+                   "stages": [{"axes": ["tp"], "tensor_dim": 0, "ranks": "0-1", "index": 0}],
+                   "params": [{"param": 0, "owner": [0], "split_sizes": [[[2, 2]]]}],
+                   "batches": [{"dtype": "bfloat16", "params": [0], "total_numel": [256]}]}],
+               "not_communicated": [1]}
 FSDP2_LAYOUT = {"kind": "fsdp2_allgather", "units": [{
-    "name": "", "mesh": "dense", "units": "elements", "ranks": [0, 1], "index": 0, "total": 8,
+    "name": "", "mesh": "dense", "units": "elements", "ranks": "0,1", "index": 0, "total": 8,
     "total_bytes": 16, "output_shape": [2, 8],
-    "params": [{"name": "a.weight", "shard_dim": 0, "offset": 0, "padded_numel": 8,
-                "padded_shape": [2, 4], "local_shape": [2, 4], "unsharded_shape": [4, 4]}]}],
+    "params": [{"param": 0, "shard_dim": 0, "offset": 0, "padded_numel": 8,
+                "unsharded_shape": [4, 4]}]}],
     "not_communicated": [], "a_field_added_later": True}
 
 
@@ -486,8 +480,17 @@ def check_output_mutations(f: Failures, vs, plan: dict, rank: dict) -> None:
         ("buffer kind unknown", mutated(rank, ["buffers"], [{"kind": "zero3"}])),
         ("buffer not an object", mutated(rank, ["buffers"], ["muon_allgather"])),
         ("muon split_sizes negative", mutated(rank, ["buffers"], [mutated(
-            MUON_LAYOUT, ["groups", 0, "batches", 0, "stages", 0, "params", 0, "split_sizes"],
-            [-1, 5])])),
+            MUON_LAYOUT, ["groups", 0, "params", 0, "split_sizes"], [[[-1, 1], [5, 1]]])])),
+        ("muon split run with count 0", mutated(rank, ["buffers"], [mutated(
+            MUON_LAYOUT, ["groups", 0, "params", 0, "split_sizes"], [[[2, 0]]])])),
+        ("muon param by name", mutated(rank, ["buffers"], [mutated(
+            MUON_LAYOUT, ["groups", 0, "params", 0, "param"], "a.weight")])),
+        ("muon stage ranks as a list", mutated(rank, ["buffers"], [mutated(
+            MUON_LAYOUT, ["groups", 0, "stages", 0, "ranks"], [0, 1])])),
+        ("muon derived field written", mutated(rank, ["buffers"], [mutated(
+            MUON_LAYOUT, ["groups", 0, "params", 0, "rank_shapes"], [[2, 4], [2, 4]])])),
+        ("fsdp2 ranks malformed", mutated(rank, ["buffers"], [mutated(
+            FSDP2_LAYOUT, ["units", 0, "ranks"], "0-")])),
         ("fsdp2 units not elements/bytes", mutated(rank, ["buffers"], [mutated(
             FSDP2_LAYOUT, ["units", 0, "units"], "rows")])),
         ("negative numel", mutated(rank, p0 + ["numel"], -1)),
@@ -503,7 +506,7 @@ def check_output_mutations(f: Failures, vs, plan: dict, rank: dict) -> None:
                  "rank file param with tied_copy_of")
 
 
-BUFFER_DEFS = ["buffer", "muon_group", "muon_stage", "muon_stage_param", "fsdp2_unit",
+BUFFER_DEFS = ["buffer", "muon_group", "muon_stage", "muon_param", "muon_batch", "fsdp2_unit",
                "fsdp2_param"]
 NOTED: set[str] = set()
 

@@ -80,11 +80,34 @@ TEST_CASE_FIXTURE(VerifyFixture, "verify box-checks params above --max-elements"
 
 TEST_CASE_FIXTURE(VerifyFixture, "a corrupted muon split size fails naming param, rank and stage") {
   json j = rank(1);
-  j["buffers"][0]["groups"][0]["batches"][0]["stages"][1]["params"][0]["split_sizes"][0] = 4;
+  auto& group = j["buffers"][0]["groups"][0];
+  REQUIRE(group["stages"].size() == 2);         // dp_shard (FSDP) first, then tp
+  CHECK(group["stages"][1]["ranks"] == "0,1");  // runs of 3+ become a-b
+  CHECK(j["params"][group["params"][0]["param"].get<int>()]["name"] == "emb.weight");
+  CHECK(group["params"][0]["split_sizes"][1] == json::parse("[[5, 2]]"));  // run-length
+  group["params"][0]["split_sizes"][1] = json::parse("[[4, 1], [5, 1]]");
   put(1, j);
   CHECK(verify() == ExitCode::Invalid);
-  CHECK(out.str().find("rank 1 stage 1 param emb.weight") != std::string::npos);
-  CHECK(out.str().find("split_sizes[0]") != std::string::npos);
+  CHECK(out.str().find("stage 1 param emb.weight: member 1 has other split_sizes") !=
+        std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a split size that disagrees with the member's shard fails") {
+  for (int r : {0, 1, 2, 3}) {  // every member agrees on the wrong sizes
+    json j = rank(r);
+    j["buffers"][0]["groups"][0]["params"][0]["split_sizes"][1] = json::parse("[[6, 1], [4, 1]]");
+    put(r, j);
+  }
+  CHECK(verify() == ExitCode::Invalid);
+  CHECK(out.str().find("split_sizes[0] gives member 0 the shape [6, 7]") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(VerifyFixture, "a buffer param index outside the file's params is malformed") {
+  json j = rank(0);
+  j["buffers"][1]["units"][0]["params"][0]["param"] = 99;
+  put(0, j);
+  CHECK(verify("0") == ExitCode::Usage);
+  CHECK(err.str().find("param index 99") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "a corrupted fsdp2 offset fails naming the param") {
@@ -94,7 +117,8 @@ TEST_CASE_FIXTURE(VerifyFixture, "a corrupted fsdp2 offset fails naming the para
   params[1]["offset"] = params[1]["offset"].get<int>() + 1;
   put(3, j);
   CHECK(verify() == ExitCode::Invalid);
-  CHECK(out.str().find(params[1]["name"].get<std::string>()) != std::string::npos);
+  const auto name = j["params"][params[1]["param"].get<int>()]["name"].get<std::string>();
+  CHECK(out.str().find(name) != std::string::npos);
   CHECK(out.str().find("offset") != std::string::npos);
 }
 

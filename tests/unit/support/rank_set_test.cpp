@@ -61,3 +61,22 @@ TEST_CASE("group_closure counts a repeated stage (another batch) once") {
   CHECK(shardc::group_closure(3, {{2, 3}, {1, 3, 5, 7}, {2, 3}, {1, 3, 5, 7}}) ==
         V{0, 1, 2, 3, 4, 5, 6, 7});
 }
+
+TEST_CASE("ordered rank lists keep their order and round-trip") {
+  using V = std::vector<std::int64_t>;
+  std::string err;
+  const V group{4096, 4104, 4112, 4120};
+  CHECK(rank_list_text(group) == "4096-4120:8");
+  CHECK(rank_list_text({0, 1}) == "0,1");
+  CHECK(rank_list_text({8, 0, 9}) == "8,0,9");  // order kept, never sorted
+  CHECK(rank_list_text({5, 6, 7, 0, 2, 4, 4}) == "5-7,0-4:2,4");
+  CHECK(rank_list_text({}).empty());
+  for (const V& v : {group, V{8, 0, 9}, V{5, 6, 7, 0, 2, 4, 4}, V{3}, V{}}) {
+    const auto back = parse_rank_list(rank_list_text(v), err);
+    REQUIRE(back);
+    CHECK(*back == v);
+  }
+  CHECK_FALSE(parse_rank_list("0-", err));
+  CHECK_FALSE(parse_rank_list("7-3", err));
+  CHECK_FALSE(parse_rank_list("0-16777216", err));  // more than 2^24 ranks
+}
