@@ -163,14 +163,20 @@ std::vector<std::int64_t> rank_list(const Node& n) {
   return *out;
 }
 
+// Largest split size read (2^40 elements on one dim): a sum over the at most
+// 2^24 members of a stage stays far from int64 overflow.
+constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
+
 // [[size, count], ...] -> the expanded list.
 std::vector<std::int64_t> runs(const Node& n) {
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < n.size(); ++i) {
     const auto run = n[i].ints();
-    if (run.size() != 2 || run[1] < 1 || run[1] > (std::int64_t{1} << 24) ||
+    if (run.size() != 2 || run[0] < 0 || run[0] > kMaxExtent || run[1] < 1 ||
         run[1] > (std::int64_t{1} << 24) - static_cast<std::int64_t>(out.size()))
-      n[i].fail("not a [size, count] run with 1 <= count, at most 2^24 members in all");
+      n[i].fail(
+          "not a [size, count] run with 0 <= size <= 2^40, 1 <= count, at most 2^24 "
+          "members in all");
     out.insert(out.end(), static_cast<std::size_t>(run[1]), run[0]);
   }
   return out;
