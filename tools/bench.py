@@ -20,6 +20,8 @@ warm-up, and marks shrunk rows' targets n/a):
   A  validate / compile --no-rank-files, DeepSeek-V3 (JSON inventory) on 16,384 ranks
      (pp 16 x dp_shard 128 x tp 8; experts pp 16 x efsdp 16 x ep 64)
   B  validate / compile --no-rank-files, Llama-3.1-405B on 16,384 ranks (shipped plan)
+  F  rank-file size: DeepSeek-V3 on 16,384 ranks with both buffer layouts, 64 sampled
+     rank files (median KB; target <= 30 KB)
   C  compile with every rank file, Llama-3.1-405B on 2,048 ranks (dp 256 x tp 8), against
      writing the same bytes: `cat plan.json ranks/* > fresh/all` into a fresh directory on
      the same filesystem (one stream: the pure cost of the bytes, the strict baseline), and
@@ -29,7 +31,9 @@ warm-up, and marks shrunk rows' targets n/a):
      writes a new directory (deleted at the end of the group), because creating thousands
      of inodes right after deleting thousands is several times slower on ext4 without a
      journal (unless free space falls below 3 outputs + 8 GB); -j 1 (C2) and the
-     per-file copy (C4) run at most 3 times.
+     per-file copy (C4) run at most 3 times. C5 is the target's measurement: shardc and
+     the per-file copy of its own output interleaved (A B A B ...), the median of the
+     per-pair ratios (target <= 1.5x), so load drift between pairs cancels.
   D  parsing: `validate` of the ~5 MB DeepSeek-V3 JSON inventory and of a flat YAML model
      with the same params, each with a trivial recipe (one rule `**`, placements {}, a
      1-rank mesh): whole-command time and MB/s, plus the model-parse phase from -vv.
@@ -286,6 +290,50 @@ class Bench:
             print(f"[bench]   {g}: median {res['median']:.3f} s {row['extra']}", file=sys.stderr,
                   flush=True)
 
+    def interleaved(self, group: str, name: str, cmd_a, cmd_b, *, prep_a=None, prep_b=None,
+                    target_ratio: float | None = None, target: str = "") -> dict | None:
+        """A B A B ...: `warmup` untimed pairs, then `runs` timed pairs; the row reports A's
+        times and the median of the per-pair ratios A/B (wall and CPU), so machine-load drift
+        between pairs cancels. `cmd_*` / `prep_*` take the pair index like `add`'s."""
+        print(f"[bench] {group} {name} (interleaved pairs)", file=sys.stderr, flush=True)
+        pairs = []
+        try:
+            for i in range(self.args.warmup + self.args.runs):
+                pair = []
+                for cmd, prep in ((cmd_a, prep_a), (cmd_b, prep_b)):
+                    if prep:
+                        prep(i)
+                    sync()
+                    pair.append(run_once(cmd(i), self.tmp))
+                if i >= self.args.warmup:
+                    pairs.append(pair)
+        except (RunError, OSError) as e:
+            self.failed += 1
+            print(f"[bench] FAILED: {e}", file=sys.stderr, flush=True)
+            self.rows.append({"group": group, "name": name, "error": str(e).splitlines()[0],
+                              "target": target})
+            return None
+        walls = [a["wall"] for a, _ in pairs]
+        ratio = statistics.median(a["wall"] / b["wall"] for a, b in pairs)
+        cpu_ratio = statistics.median(a["cpu"] / max(b["cpu"], 1e-6) for a, b in pairs)
+        res = {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
+               "cpu": statistics.median(a["cpu"] for a, _ in pairs),
+               "rss_mb": max(a["rss_kb"] for a, _ in pairs) / 1024.0, "phases": {},
+               "n": len(pairs), "ratio": ratio, "cpu_ratio": cpu_ratio,
+               "b_median": statistics.median(b["wall"] for _, b in pairs),
+               "b_cpu": statistics.median(b["cpu"] for _, b in pairs)}
+        row = {"group": group, "name": name, "res": res, "target": target,
+               "extra": (f"**{ratio:.2f}×** the copy (median of {len(pairs)} pair ratios; copy "
+                         f"median {res['b_median']:.3f} s); CPU {cpu_ratio:.2f}× the copy's "
+                         f"({res['b_cpu']:.3f} s)")}
+        if target_ratio is not None and not self.args.quick_shrunk(group):
+            row["status"] = "meets" if ratio <= target_ratio else "**misses**"
+        else:
+            row["status"] = "n/a (quick)" if target else ""
+        self.rows.append(row)
+        print(f"[bench]   {row['extra']}", file=sys.stderr, flush=True)
+        return res
+
     def add(self, group: str, name: str, cmd, *, prep=None, target: str = "",
             check=None, extra=None, runs_cap: int | None = None) -> dict | None:
         """Runs one benchmark and records a table row; `check(res) -> bool` judges the target."""
@@ -433,6 +481,20 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
            "--force"],
           extra=lambda r: f"plan.json {(out / 'ds16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
 
+    # F: rank-file size, DeepSeek-V3 on 16,384 ranks with both buffer layouts (a sample of
+    # 64 ranks spread over every pipeline stage; the bytes do not depend on the machine).
+    sample = "0-16128:256" if not args.quick else "0-12288:4096"
+    fres = b.add("F", f"compile --ranks {sample} DeepSeek-V3 JSON, 16,384 ranks (rank-file size)",
+                 [S, "compile", str(ds_json), str(ds16k), "-o", str(out / "ds16k-ranks"), "--ranks",
+                  sample, "--force", "-q"])
+    if fres is not None:
+        sizes = sorted(f.stat().st_size for f in (out / "ds16k-ranks" / "ranks").glob("rank-*.json"))
+        med = statistics.median(sizes)
+        b.rows[-1]["extra"] = (f"rank file median {med / 1000:.1f} KB (min {sizes[0] / 1000:.1f}, "
+                               f"max {sizes[-1] / 1000:.1f}) over {len(sizes)} files")
+        b.rows[-1]["target"] = "≤ 30 KB median"
+        b.rows[-1]["status"] = "meets" if med <= 30_000 else "**misses**"
+
     # B: Llama-3.1-405B on 16,384 ranks (shipped plan).
     b.add("B1", "validate Llama-3.1-405B (shipped plan), 16,384 ranks",
           [S, "-vv", "validate", str(LLAMA_MODEL), str(LLAMA_RECIPE)],
@@ -475,7 +537,7 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
                 deleted_early[0] += tag != "cat" and bool(olds)
                 for old in olds:
                     shutil.rmtree(old, ignore_errors=True)
-            if tag != "shardc" and tag != "shardc-j1":
+            if not tag.startswith("shardc"):
                 out_dir(tag, i).mkdir()
         return prep
 
@@ -514,6 +576,12 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
                      extra=lambda r: f"{nbytes / 1e6 / r['median']:.0f} MB/s (max 3 runs)")
         if copy is not None:
             b.rows[-1]["extra"] += f"; shardc = {cfull['median'] / copy['median']:.2f}× this"
+        # The target's measurement: shardc and the per-file copy of its own output, A B A B.
+        b.interleaved("C5", f"every rank file vs per-file copy of the same bytes, interleaved, {label}",
+                      compile_cmd("shardc-ab", []),
+                      lambda i: [sys.executable, "-c", PER_FILE_COPY, str(rdir), str(out_dir("copy-ab", i))],
+                      prep_a=prep_for("shardc-ab"), prep_b=prep_for("copy-ab"),
+                      target_ratio=1.5, target="≤ 1.5× per-file copy")
     shutil.rmtree(cdir, ignore_errors=True)
     b.notes.append("C: every run writes a new directory, deleted at the end of the group"
                    + (f" (disk short: {deleted_early[0]} runs deleted the previous output first, "
