@@ -13,8 +13,6 @@
 #include "shardc/backend.hpp"
 #include "shardc/rank_set.hpp"
 
-#include "shardc/rank_set.hpp"
-
 namespace shardc::readback {
 namespace {
 

@@ -110,14 +110,7 @@ def run_in(shardc, case, run, idx, model):
         for m in run.get("muon_stage", []):
             path = os.path.join(out, "ranks", "rank-%s.json" % str(m["rank"]).zfill(width))
             rf = json.load(open(path))
-            found = None
-            for buf in rf["buffers"]:
-                for g in buf.get("groups", []):
-                    for b in g.get("batches", []):
-                        st = b["stages"][m["stage"]] if m["stage"] < len(b["stages"]) else None
-                        for sp in (st or {}).get("params", []):
-                            if sp["name"] == m["param"]:
-                                found = sp
+            found = muon_stage_fields(rf, m["stage"], m["param"])
             if found is None:
                 fail("%s: rank %s has no muon stage %d for %s" % (where, m["rank"], m["stage"], m["param"]))
             for k, v in m.items():
@@ -129,6 +122,34 @@ def run_in(shardc, case, run, idx, model):
         p = subprocess.run([shardc, "verify", out], capture_output=True, text=True, timeout=300)
         if p.returncode != 0:
             fail("%s: verify exit %d\n%s%s" % (where, p.returncode, p.stdout, p.stderr))
+
+
+def muon_stage_fields(rf, stage, param):
+    """The muon stage fields of `param` at `stage` as the full form wrote them, derived
+    from the lean rank file the way README "Rank files: derived fields" says a runtime
+    does: the stage's input shape is local_shape with every earlier stage's tensor_dim
+    set to that stage's gathered extent (sum of its split sizes); member k's shape sets
+    tensor_dim to split_sizes[k], the pad shape to their maximum."""
+    order = [q["name"] for q in rf["params"]]
+    local = {q["name"]: q["local_shape"] for q in rf["params"]}
+    for buf in rf["buffers"]:
+        for g in buf.get("groups", []):
+            if stage >= len(g.get("stages", [])):
+                continue
+            for gp in g.get("params", []):
+                name = order[gp["param"]] if isinstance(gp["param"], int) else gp["param"]
+                if name != param:
+                    continue
+                sizes = [[v for v, n in runs for _ in range(n)] for runs in gp["split_sizes"]]
+                shape = list(local[name])
+                for t in range(stage):
+                    shape[g["stages"][t]["tensor_dim"]] = sum(sizes[t])
+                d = g["stages"][stage]["tensor_dim"]
+                member = lambda e: shape[:d] + [e] + shape[d + 1:]  # noqa: E731
+                return {"split_sizes": sizes[stage],
+                        "rank_shapes": [member(e) for e in sizes[stage]],
+                        "pad_shape": member(max(sizes[stage]))}
+    return None
 
 
 def main():
