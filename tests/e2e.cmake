@@ -179,6 +179,14 @@ add_test(NAME import/checkpoints
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(import/checkpoints PROPERTIES LABELS "e2e;models" TIMEOUT 900)
 
+# FP8 block scales follow their weights (tests/e2e/test_fp8_scales.py) on DeepSeek-V3's FP8
+# checkpoint layout: scale shards are the block images of the weights' shards, rank files
+# carry them, a tp that cuts a block is E-FP8-BLOCK with the valid sizes, `unit: 128` fixes it.
+add_test(NAME import/fp8-scales
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_fp8_scales.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(import/fp8-scales PROPERTIES LABELS "e2e;models" TIMEOUT 600)
+
 # tools/dump_model.py (PyTorch module on the meta device -> model) on small modules; uses
 # /usr/bin/python3 (Debian's python3-torch) and prints SKIP when torch is missing.
 add_test(NAME import/dump-model

@@ -165,6 +165,10 @@ struct PlannedParam {
   int stage = 0;
   std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
   std::vector<std::string> stacked_from;  ///< source FQNs by expert index (stacked only)
+  /// FP8 block scale following its weight (`fp8_scales: follow`): index of
+  /// the weight in Plan::params; the rule, mesh, stage and placements are
+  /// the weight's, split in whole blocks (src/planner/fp8_scales.cpp).
+  std::optional<std::size_t> scale_of;
   ParamGeometry geometry;
   SourceLoc loc;
 };

@@ -154,6 +154,19 @@ struct BufferSpec {
   SourceLoc loc;
 };
 
+/// `fp8_scales:` how FP8 block scales (`X.weight_scale_inv`, README "FP8
+/// block-quantized checkpoints") are planned.
+enum class Fp8Scales {
+  /// The default: Follow when the model has a `weight_block_size` attribute
+  /// (every block-quantized checkpoint's config.json declares it), else Rules.
+  Auto,
+  /// Each scale takes its weight's rule, mesh, stage, stacking and
+  /// placements, split in whole blocks (src/planner/fp8_scales.cpp).
+  Follow,
+  /// Scales are ordinary params placed by `rules` (no pairing, no block check).
+  Rules,
+};
+
 struct Recipe {
   std::string source_path;
   std::string sha256;
@@ -171,6 +184,8 @@ struct Recipe {
   std::optional<PipelineSpec> pipeline;
   std::optional<FsdpSpec> fsdp;
   std::vector<BufferSpec> buffers;
+  Fp8Scales fp8_scales = Fp8Scales::Auto;  ///< `fp8_scales: auto|follow|rules`
+  SourceLoc fp8_scales_loc;                ///< where `fp8_scales` is written (empty when absent)
 };
 
 /// How messages name rule `index` (0-based) of `recipe.rules`, or of

@@ -94,6 +94,22 @@ void parse_format(const Node& root, Reader& r) {
   }
 }
 
+// `fp8_scales: auto | follow | rules` (null = auto).
+void parse_fp8_scales(const Node& n, Reader& r, Recipe& out) {
+  out.fp8_scales_loc = r.loc(n);
+  if (n.is_null() || (n.is_scalar() && n.text() == "auto")) return;
+  if (n.is_scalar() && n.text() == "follow") {
+    out.fp8_scales = Fp8Scales::Follow;
+  } else if (n.is_scalar() && n.text() == "rules") {
+    out.fp8_scales = Fp8Scales::Rules;
+  } else {
+    r.error(n, "`fp8_scales` must be auto, follow or rules, got " + describe(n),
+            "follow: each X.weight_scale_inv is split with its weight in whole blocks; rules: "
+            "scales are placed by `rules` like any param; auto (default): follow when the model "
+            "has weight_block_size");
+  }
+}
+
 void parse_sections(const Node& root, Reader& r, Recipe& out) {
   parse_format(root, r);
   if (const Node* mesh = root.find("mesh")) {
@@ -122,6 +138,7 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
   if (const Node* pipeline = root.find("pipeline")) out.pipeline = parse_pipeline(*pipeline, r);
   if (const Node* fsdp = root.find("fsdp")) out.fsdp = parse_fsdp(*fsdp, r);
   if (const Node* buffers = root.find("buffers")) out.buffers = parse_buffers(*buffers, r);
+  if (const Node* fp8 = root.find("fp8_scales")) parse_fp8_scales(*fp8, r, out);
 }
 
 }  // namespace
@@ -172,7 +189,7 @@ std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink)
   if (!r.expect_map(*root, "the recipe")) return std::nullopt;
   r.check_keys(*root,
                {"format", "world_size", "mesh", "expert_mesh", "uneven", "rules", "experts", "tied",
-                "pipeline", "fsdp", "buffers"},
+                "pipeline", "fsdp", "buffers", "fp8_scales"},
                "the recipe");
   Recipe recipe;
   recipe.source_path = file.path;

@@ -26,6 +26,30 @@ std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& s
 std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
                                         DiagnosticSink& sink);
 
+/// fp8_scales.cpp: with `fp8_scales: follow` (or `auto` and the model's
+/// `weight_block_size`), pairs each `X.weight_scale_inv` with `X.weight`
+/// (PlannedParam::scale_of), stacking expert scales like their stacked
+/// weights (`<stacked weight>_scale_inv`). E-FP8-SCALE for a scale without
+/// its weight, a scale shape other than ceil(O/B0) x ceil(I/B1), `follow`
+/// without a block size; such scales are dropped from `params`.
+void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, const Recipe& recipe,
+                     DiagnosticSink& sink);
+
+/// fp8_scales.cpp: after resolve_placements, each paired scale takes its
+/// weight's rule, mesh, stage and placements and the weight's rule splits
+/// in block units (fp8::scale_split). E-FP8-BLOCK for a packed part boundary
+/// that cuts a block.
+void follow_fp8_weights(std::vector<PlannedParam>& params, const Model& model, const Recipe& recipe,
+                        DiagnosticSink& sink);
+
+/// fp8_check.cpp: E-FP8-BLOCK where a weight's rule-split boundary (any
+/// nesting, any `uneven`) cuts a block, or the scale's split is not the
+/// block image of the weight's; FSDP splits are exempt (the scale is then
+/// FSDP-sharded as its own param). Names a representative rank, the count
+/// of ranks, the boundary, the block and the valid sizes.
+void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+                      const Recipe& recipe, DiagnosticSink& sink);
+
 /// rules.cpp: first matching rule per non-stacked param (E-UNCOVERED when
 /// none); W-UNUSED-RULE for rules matching nothing (E with --strict is the
 /// driver's job). Sets PlannedParam::rule and ::uneven.

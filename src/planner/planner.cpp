@@ -20,12 +20,15 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   plan.buffers = recipe.buffers;
 
   std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink);
+  passes::pair_fp8_scales(params, model, recipe, sink);
   passes::resolve_rules(params, recipe, sink);
   passes::assign_stages(params, plan, recipe, sink);
   passes::resolve_placements(params, plan, recipe, sink);
+  passes::follow_fp8_weights(params, model, recipe, sink);
   passes::apply_fsdp(params, plan, recipe, sink);
   passes::resolve_ties(params, plan, model, recipe, sink);
   passes::run_checks(params, plan, model, recipe, sink);
+  passes::check_fp8_blocks(params, plan, model, recipe, sink);
   // Warnings are reported even when an error exists, so one pass shows the
   // user everything to fix (the lints skip params whose placements failed).
   passes::check_strided(params, plan, sink);

@@ -74,7 +74,7 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
   for (const Rule& r : recipe.rules) use.pattern_hits.emplace_back(r.match.size(), 0);
   std::vector<const PlannedParam*> uncovered;
   for (PlannedParam& p : params) {
-    if (p.rule.kind == RuleRef::Kind::Experts) continue;
+    if (p.rule.kind == RuleRef::Kind::Experts || p.scale_of) continue;  // stacked / FP8 scale
     int first = -1;
     for (std::size_t i = 0; i < n; ++i) {
       if (!rule_matches(recipe.rules[i], p.name, use.pattern_hits[i])) continue;

@@ -82,6 +82,7 @@ void explicit_stages(std::vector<PlannedParam>& params, int stages, const Pipeli
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {
+    if (p.scale_of) continue;  // an FP8 scale takes its weight's stage (fp8_scales.cpp)
     std::vector<int> hits;
     for (int s = 0; s < stages; ++s) {
       for (const Pattern& pat : spec.stages[static_cast<std::size_t>(s)]) {

@@ -1,0 +1,261 @@
+// E-FP8-BLOCK: a block-quantized weight whose shard boundary cuts an FP8
+// block (include/shardc/fp8.hpp: a rank holding weight rows [a, e) must hold
+// scale rows [a / b, ceil(e / b)), so every boundary must be a multiple of
+// the block b or the dim's end).
+//
+// Per paired scale and per block dim (b > 1), the weight's rule splits of
+// that dim (in chain order: nested axes, then flattened groups; any
+// `uneven`: torch.chunk's uneven last pieces, balanced, pad, units) are
+// walked level by level: every piece's real rows must be block-aligned and
+// the scale's piece with the same coordinates must be their block image.
+// Pieces of equal extents behave alike, so each level is memoized on
+// (extents) and the walk costs O(distinct extents x pieces per level), not
+// O(ranks). FSDP splits are not walked: FSDP2 all-gathers the weight and
+// the scale (each FSDP-sharded as its own param) before use.
+//
+// The message names a representative rank (the lowest coordinates on the
+// split axes, the param's pipeline stage, 0 elsewhere), the number of ranks
+// holding such a piece, the dim, the boundary row, the block and the valid
+// sizes of the split's axes.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <string>
+
+#include "passes.hpp"
+#include "shardc/fp8.hpp"
+
+namespace shardc::passes {
+namespace {
+
+constexpr std::int64_t kBudget = std::int64_t{1} << 24;  // pieces visited per compile
+constexpr std::int64_t kMaxTried = 4096;                 // sizes tried for the hint
+constexpr std::size_t kMaxListed = 64;                   // sizes listed in the hint
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// The first bad piece found (depth-first, lowest coordinates first).
+struct Offender {
+  bool found = false;
+  std::size_t level = 0;
+  std::vector<std::int64_t> path;  // split coordinate per level, through `level`
+  fp8::PieceVerdict verdict;
+  Piece rows;                   // global weight rows of the piece
+  Piece scale_rows;             // global scale rows the scale's split gives it
+  std::int64_t parent_len = 0;  // real rows of the piece the offending split cuts
+};
+
+class Walk {
+ public:
+  Walk(const std::vector<DimSplit>& w, const std::vector<DimSplit>& s, std::int64_t b,
+       std::int64_t& budget)
+      : w_(w), s_(s), b_(b), budget_(budget), below_(w.size(), 1) {
+    for (std::size_t l = w.size(); l-- > 1;) below_[l - 1] = below_[l] * w[l].ways;
+  }
+
+  // Bad leaf pieces (coordinate combinations over all levels) under one
+  // piece of `level`'s parent; `w_abs` / `s_abs` are the parent's global starts.
+  std::int64_t run(std::size_t level, std::int64_t wa, std::int64_t wr, std::int64_t sa,
+                   std::int64_t sr, std::int64_t w_abs, std::int64_t s_abs) {
+    const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(level), wa, wr, sa, sr};
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    std::int64_t bad = 0;
+    const DimSplit& ws = w_[level];
+    const DimSplit& ss = s_[level];
+    for (std::int64_t k = 0; k < ws.ways; ++k) {
+      if (budget_-- <= 0) {
+        skipped = true;
+        return bad;
+      }
+      const Piece wp = split_piece(wa, k, ws);
+      const Piece sp = split_piece(sa, k, ss);
+      const Piece wrr{wp.start, std::clamp(wr - wp.start, std::int64_t{0}, wp.size)};
+      const Piece srr{sp.start, std::clamp(sr - sp.start, std::int64_t{0}, sp.size)};
+      const fp8::PieceVerdict v = fp8::judge_piece(wrr, wr, srr, b_);
+      path_.push_back(k);
+      if (!v.ok) {
+        bad += below_[level];
+        if (!first.found)
+          first = {
+              true, level, path_, v, {w_abs + wrr.start, wrr.size}, {s_abs + srr.start, srr.size},
+              wr};
+      } else if (level + 1 < w_.size()) {
+        bad += run(level + 1, wp.size, wrr.size, sp.size, srr.size, w_abs + wrr.start,
+                   s_abs + srr.start);
+      }
+      path_.pop_back();
+      if (skipped) return bad;
+      if (wp.start >= wr && sp.start >= sr) break;  // every later piece is empty
+    }
+    if (!skipped) memo_.emplace(key, bad);
+    return bad;
+  }
+
+  Offender first;
+  bool skipped = false;
+
+ private:
+  const std::vector<DimSplit>& w_;
+  const std::vector<DimSplit>& s_;
+  std::int64_t b_;
+  std::int64_t& budget_;
+  std::vector<std::int64_t> below_;  // product of the ways of the deeper levels
+  std::vector<std::int64_t> path_;
+  std::map<std::array<std::int64_t, 5>, std::int64_t> memo_;
+};
+
+std::vector<DimSplit> rule_splits(const PlannedParam& p, std::size_t d) {
+  std::vector<DimSplit> out;
+  for (const DimSplit& s : p.geometry.per_dim[d])
+    if (!s.fsdp) out.push_back(s);
+  return out;
+}
+
+// The lowest rank whose coordinates on the chain's axes are `path`, on the
+// param's pipeline stage.
+std::int64_t representative_rank(const Plan& plan, const PlannedParam& p,
+                                 const std::vector<DimSplit>& chain,
+                                 const std::vector<std::int64_t>& path) {
+  const Mesh& mesh = plan.mesh_of(p);
+  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+  const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  if (pp >= 0) coords[static_cast<std::size_t>(pp)] = p.stage;
+  for (std::size_t l = 0; l < path.size(); ++l) {
+    std::int64_t k = path[l];
+    const DimSplit& s = chain[l];
+    for (std::size_t i = s.axes.size(); i-- > 0;) {
+      coords[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
+      k /= s.axis_sizes[i];
+    }
+  }
+  std::int64_t rank = 0;
+  for (std::size_t a = 0; a < mesh.axes.size(); ++a) rank = rank * mesh.axes[a].size + coords[a];
+  return rank;
+}
+
+std::string axes_text(const DimSplit& s, const Mesh& mesh) {
+  std::string t;
+  for (int a : s.axes) t += (t.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(a)].name;
+  return t;
+}
+
+std::string rows_text(Piece p) {
+  return "[" + std::to_string(p.start) + ", " + std::to_string(p.start + p.size) + ")";
+}
+
+std::string sizes_hint(const PlannedParam& w, const DimSplit& split, const Mesh& mesh,
+                       std::int64_t len, std::int64_t b, const Recipe& recipe) {
+  const std::int64_t blocks = ceil_div(len, b);
+  const std::vector<std::int64_t> ok =
+      fp8::valid_ways(len, b, split, std::min(kMaxTried, blocks), kMaxListed);
+  std::string list;
+  for (std::int64_t n : ok) list += (list.empty() ? "" : ", ") + std::to_string(n);
+  std::string h = "sizes of " + axes_text(split, mesh) +
+                  " that keep every boundary a multiple of " + std::to_string(b) + " (extent " +
+                  std::to_string(len) + " = " + std::to_string(blocks) + " blocks, " +
+                  uneven_text(split) + "): " + list;
+  if (w.rule.kind == RuleRef::Kind::Rule && std::max<std::int64_t>(1, w.unit) % b != 0 &&
+      len % b == 0)
+    h += "; or `unit: " + std::to_string(b) + "` on " + rule_label(recipe, false, w.rule.index) +
+         " so every rank holds whole blocks (block counts may then differ)";
+  return h +
+         "; or `fp8_scales: rules` and replicate the scales (FSDP shards are exempt: FSDP2 "
+         "all-gathers before use)";
+}
+
+Diagnostic offender_diagnostic(const PlannedParam& w, const PlannedParam& s, std::size_t d,
+                               std::int64_t b, const Walk& walk, std::int64_t ranks,
+                               const std::vector<DimSplit>& chain, const Plan& plan,
+                               const Recipe& recipe) {
+  const Offender& o = walk.first;
+  const std::int64_t rank = representative_rank(plan, w, chain, o.path);
+  Diagnostic diag = param_diagnostic(w, "E-FP8-BLOCK", rule_loc(w, recipe));
+  const std::string where = w.name + " dim " + std::to_string(d) + ": rank " +
+                            std::to_string(rank) + " holds elements " + rows_text(o.rows) + " of " +
+                            std::to_string(w.global_shape[d]);
+  const std::string others = " (" + std::string(walk.skipped ? "at least " : "") +
+                             std::to_string(ranks) + " of " + std::to_string(plan.world_size) +
+                             " ranks hold such a shard)";
+  if (!o.verdict.mismatch) {
+    // The parent piece starts on a block, so the relative cut is the global one.
+    const std::int64_t x = o.rows.start % b != 0 ? o.rows.start : o.rows.start + o.rows.size;
+    diag.message = where + "; its shard boundary at element " + std::to_string(x) +
+                   " cuts an FP8 block of " + std::to_string(b) + " (" + std::to_string(x) + " = " +
+                   std::to_string(x / b) + " x " + std::to_string(b) + " + " +
+                   std::to_string(x % b) + "), so " + s.name + " cannot follow it in whole blocks" +
+                   others;
+  } else {
+    diag.message = where + " = FP8 blocks " + rows_text(fp8::block_image(o.rows, b)) + " of " +
+                   std::to_string(b) + ", but the " + uneven_text(chain[o.level]) +
+                   " split gives " + s.name + " elements " + rows_text(o.scale_rows) + " there" +
+                   others;
+  }
+  diag.hint = sizes_hint(w, chain[o.level], plan.mesh_of(w), o.parent_len, b, recipe);
+  return diag;
+}
+
+}  // namespace
+
+void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+                      const Recipe& recipe, DiagnosticSink& sink) {
+  GroupedReporter rep;
+  std::set<std::string> seen;
+  std::int64_t budget = kBudget;
+  for (const PlannedParam& s : params) {
+    if (!s.scale_of || s.rule.index < 0) continue;
+    const PlannedParam& w = params[*s.scale_of];
+    if (w.geometry.per_dim.size() != s.global_shape.size() ||
+        s.geometry.per_dim.size() != s.global_shape.size())
+      continue;
+    const std::vector<std::int64_t> blocks =
+        fp8::dim_blocks(w.global_shape.size(), model.attributes.weight_block_size);
+    for (std::size_t d = 0; d < blocks.size(); ++d) {
+      const std::int64_t b = blocks[d];
+      const std::vector<DimSplit> wc = rule_splits(w, d);
+      const std::vector<DimSplit> sc = rule_splits(s, d);
+      if (b <= 1 || wc.empty() || wc.size() != sc.size()) continue;
+      const bool packed = !w.geometry.parts.empty() &&
+                          static_cast<std::size_t>(w.geometry.parts_dim) == d &&
+                          s.geometry.parts.size() == w.geometry.parts.size();
+      const std::vector<std::int64_t> wl =
+          packed ? w.geometry.parts : std::vector{w.global_shape[d]};
+      const std::vector<std::int64_t> sl =
+          packed ? s.geometry.parts : std::vector{s.global_shape[d]};
+      Walk walk(wc, sc, b, budget);
+      std::int64_t bad = 0;
+      std::int64_t w_abs = 0;
+      std::int64_t s_abs = 0;
+      for (std::size_t i = 0; i < wl.size() && !walk.skipped; ++i) {
+        bad += walk.run(0, wl[i], wl[i], sl[i], sl[i], w_abs, s_abs);
+        w_abs += wl[i];
+        s_abs += sl[i];
+      }
+      const std::string key = std::to_string(w.rule.index) + ":" + std::to_string(d) + ":" +
+                              std::to_string(w.global_shape[d]);
+      if (!walk.first.found) {
+        if (walk.skipped) {
+          Diagnostic n = param_diagnostic(w, "E-FP8-BLOCK", rule_loc(w, recipe), Severity::Note);
+          n.message = "FP8 block check of " + w.name + " skipped: more than 2^24 shard pieces";
+          n.hint = "only hostile meshes get here; check the block alignment by hand";
+          rep.add(std::move(n), "skipped");
+        }
+        continue;
+      }
+      const std::string full = key + (walk.first.verdict.mismatch ? ":m" : "");
+      if (!seen.insert(full).second) {  // counted by the reporter; the message is built once
+        rep.add(param_diagnostic(w, "E-FP8-BLOCK", {}), full);
+        continue;
+      }
+      std::int64_t leaves = 1;
+      for (const DimSplit& x : wc) leaves *= x.ways;
+      const int pp = w.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+      const std::int64_t stages = pp >= 0 ? plan.num_stages : 1;
+      const std::int64_t ranks = bad * (plan.world_size / stages / leaves);
+      rep.add(offender_diagnostic(w, s, d, b, walk, ranks, wc, plan, recipe), full);
+    }
+  }
+  rep.flush(sink);
+}
+
+}  // namespace shardc::passes

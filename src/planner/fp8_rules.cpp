@@ -1,0 +1,128 @@
+// FP8 block arithmetic (include/shardc/fp8.hpp): scale names and shapes,
+// block images of weight pieces, the scale's split for a weight split, and
+// the per-level alignment check the planner pass and E-FP8-BLOCK hints use.
+#include <algorithm>
+
+#include "shardc/fp8.hpp"
+
+namespace shardc::fp8 {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// The real rows of an allocated piece `p` of a parent whose first `real` rows are real.
+Piece real_rows(Piece p, std::int64_t real) {
+  return {p.start, std::clamp(real - p.start, std::int64_t{0}, p.size)};
+}
+
+}  // namespace
+
+std::string scale_name(std::string_view weight) {
+  return std::string(weight) + std::string(kScaleSuffix);
+}
+
+std::optional<std::string> weight_of_scale(std::string_view name) {
+  constexpr std::string_view kTail = "weight_scale_inv";
+  if (name.size() <= kTail.size() || name.substr(name.size() - kTail.size()) != kTail)
+    return std::nullopt;
+  return std::string(name.substr(0, name.size() - kScaleSuffix.size()));
+}
+
+std::vector<std::int64_t> dim_blocks(std::size_t ndim, std::span<const std::int64_t> block) {
+  std::vector<std::int64_t> out(ndim, 1);
+  if (ndim >= 2 && block.size() == 2) {
+    out[ndim - 2] = block[0];
+    out[ndim - 1] = block[1];
+  }
+  return out;
+}
+
+std::optional<Shape> scale_shape(const Shape& weight, std::span<const std::int64_t> block) {
+  if (weight.size() < 2 || block.size() != 2 || block[0] < 1 || block[1] < 1) return std::nullopt;
+  const std::vector<std::int64_t> b = dim_blocks(weight.size(), block);
+  Shape out(weight.size());
+  for (std::size_t d = 0; d < weight.size(); ++d) out[d] = ceil_div(weight[d], b[d]);
+  return out;
+}
+
+Piece block_image(Piece rows, std::int64_t b) {
+  const std::int64_t first = rows.start / b;
+  if (rows.size == 0) return {first, 0};
+  return {first, ceil_div(rows.start + rows.size, b) - first};
+}
+
+bool block_aligned(Piece rows, std::int64_t length, std::int64_t b) {
+  if (rows.size == 0) return true;
+  const std::int64_t end = rows.start + rows.size;
+  return rows.start % b == 0 && (end % b == 0 || end == length);
+}
+
+DimSplit scale_split(const DimSplit& w, std::int64_t b) {
+  DimSplit s = w;
+  const std::int64_t unit = std::max<std::int64_t>(1, w.unit);
+  if (unit % b == 0) {
+    s.unit = unit / b;  // whole units of U rows are whole units of U / b blocks
+    return s;
+  }
+  s.unit = 1;
+  std::int64_t rows = 0;  // a pad piece's rows are a multiple of M x U
+  if (w.rule == SplitRule::Pad && !__builtin_mul_overflow(w.pad_multiple, unit, &rows) &&
+      rows % b == 0)
+    s.pad_multiple = rows / b;
+  return s;
+}
+
+PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std::int64_t b) {
+  PieceVerdict v;
+  if (!block_aligned(w_rows, w_length, b)) {
+    v.ok = false;
+    v.boundary = w_rows.start % b != 0 ? w_rows.start : w_rows.start + w_rows.size;
+    return v;
+  }
+  const Piece img = block_image(w_rows, b);
+  const bool same =
+      img.size == 0 ? s_rows.size == 0 : s_rows.start == img.start && s_rows.size == img.size;
+  if (!same) {
+    v.ok = false;
+    v.mismatch = true;
+  }
+  return v;
+}
+
+SplitCut check_split(std::int64_t w_alloc, std::int64_t w_real, std::int64_t s_alloc,
+                     std::int64_t s_real, std::int64_t b, const DimSplit& ws, const DimSplit& ss,
+                     std::int64_t* bad, std::int64_t* budget) {
+  SplitCut first;
+  for (std::int64_t k = 0; k < ws.ways; ++k) {
+    if (budget != nullptr && (*budget)-- <= 0) {
+      first.skipped = true;
+      return first;
+    }
+    const Piece wp = split_piece(w_alloc, k, ws);
+    const Piece sp = split_piece(s_alloc, k, ss);
+    const Piece wr = real_rows(wp, w_real);
+    const Piece sr = real_rows(sp, s_real);
+    const PieceVerdict v = judge_piece(wr, w_real, sr, b);
+    if (!v.ok) {
+      if (bad != nullptr) ++*bad;
+      if (first.piece < 0) first = {k, v.boundary, wr, sr, v.mismatch, false};
+    }
+    if (wp.start >= w_real && sp.start >= s_real) break;  // every later piece is empty
+  }
+  return first;
+}
+
+std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t b, const DimSplit& ws,
+                                     std::int64_t max_ways, std::size_t max_listed) {
+  std::vector<std::int64_t> out;
+  const std::int64_t scale_len = ceil_div(length, b);
+  for (std::int64_t n = 1; n <= max_ways && out.size() < max_listed; ++n) {
+    DimSplit w = ws;
+    w.ways = n;
+    const DimSplit s = scale_split(w, b);
+    if (check_split(length, length, scale_len, scale_len, b, w, s).piece < 0) out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace shardc::fp8
