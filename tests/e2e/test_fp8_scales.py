@@ -9,7 +9,7 @@ quantization_config.weight_block_size [128, 128]; checkpoint_util.py):
   shard (re-derived here: rows [a, e) -> [a // 128, ceil(e / 128)), leading expert dims
   1:1) on the same rank set, with the weight's mesh, placements, stage and rule; stacked
   expert scales are `<stacked weight>_scale_inv` stacked from the checkpoint's scales;
-* with FSDP, rank files carry each scale's local shape, global offset and bytes as
+* `explain` on a scale names the weight it follows; with FSDP, rank files carry each scale's local shape, global offset and bytes as
   plan.json's shard of that rank says;
 * tp 32 (576 rows per rank = 4.5 blocks of the 18432-row dense MLP) fails cleanly: exit 1,
   only E-FP8-BLOCK, naming rank 0, the boundary 576, the block and the valid tp sizes;
@@ -174,6 +174,11 @@ def main() -> int:
         n = check_block_images(plan)
         check_stacked(plan)
         print(f"ok: {n} scales are the block images of their weights' shards (no FSDP)")
+
+        r = run([S, "explain", str(ckpt), str(RECIPE),
+                 "model.layers.0.self_attn.q_b_proj.weight_scale_inv"])
+        if "follows model.layers.0.self_attn.q_b_proj.weight" not in r.stdout:
+            raise AssertionError(f"explain does not name the weight a scale follows:\n{r.stdout}")
 
         run([S, "compile", str(ckpt), str(RECIPE), "-o", str(work / "out-fsdp"), "--ranks", "0"])
         check_rank_file(work / "out-fsdp",
