@@ -216,6 +216,19 @@ TEST_CASE("JSON simdjson path: invalid UTF-8, NUL and truncation are errors at a
   }
 }
 
+TEST_CASE("LineCursor gives line_col's line and byte column at every offset") {
+  for (const std::string& text : {std::string(""), std::string("\n"), std::string("ab"),
+                                  std::string("a\n\nbc\r\nd\n"), std::string("\n\n\xC3\xA9x\n")}) {
+    for (std::size_t step : {1, 2, 3}) {
+      LineCursor cursor(text);
+      for (std::size_t offset = 0; offset <= text.size() + 1; offset += step) {
+        INFO(offset);
+        CHECK(cursor.at(offset) == line_col(text, offset));
+      }
+    }
+  }
+}
+
 TEST_CASE("JSON simdjson path: every JSON file under tests/ agrees with the tracking path") {
   const std::filesystem::path root = std::filesystem::path(SHARDC_SOURCE_DIR) / "tests";
   int files = 0;
