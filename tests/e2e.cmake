@@ -206,3 +206,16 @@ foreach(expected IN LISTS SHARDC_REPORT_EXPECTS)
                    --shardc $<TARGET_FILE:shardc>)
   set_tests_properties(report/${report_name} PROPERTIES LABELS "e2e;report" TIMEOUT 300)
 endforeach()
+# `shardc memory`, the budget check in validate/memory, and inspect's memory block.
+add_test(NAME memory/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(memory/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
+# The runtime witness: real torch tensors (FSDP2-style padded storages) and a real
+# torch.optim.AdamW step hold exactly what `shardc memory` reports, per rank and kind.
+# Needs torch (it re-runs itself with /usr/bin/python3 when this Python lacks it); exit 77 =
+# skipped.
+add_test(NAME memory/witness
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory_witness.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(memory/witness PROPERTIES LABELS "e2e;memory" TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -18,7 +18,8 @@ model parse, recipe parse + plan, output) at negligible cost.
 Benchmarks (full mode; --quick shrinks the rank-file benchmark to 64 ranks, runs 1, no
 warm-up, and marks shrunk rows' targets n/a):
   A  validate / compile --no-rank-files, DeepSeek-V3 (JSON inventory) on 16,384 ranks
-     (pp 16 x dp_shard 128 x tp 8; experts pp 16 x efsdp 16 x ep 64)
+     (pp 16 x dp_shard 128 x tp 8; experts pp 16 x efsdp 16 x ep 64); `memory` and
+     `validate --budget` (the per-rank memory report) on the same plan
   B  validate / compile --no-rank-files, Llama-3.1-405B on 16,384 ranks (shipped plan)
   F  rank-file size: DeepSeek-V3 on 16,384 ranks with both buffer layouts, 64 sampled
      rank files (median KB; target <= 30 KB)
@@ -494,6 +495,12 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
                                f"max {sizes[-1] / 1000:.1f}) over {len(sizes)} files")
         b.rows[-1]["target"] = "≤ 30 KB median"
         b.rows[-1]["status"] = "meets" if med <= 30_000 else "**misses**"
+    # A3/A4: the per-rank memory report (src/memory), per shard class like validate.
+    b.add("A3", "memory DeepSeek-V3 JSON, 16,384 ranks (table)",
+          [S, "-vv", "memory", str(ds_json), str(ds16k)], target="≈ A1 (validate)")
+    b.add("A4", "validate --budget 80GiB DeepSeek-V3 JSON, 16,384 ranks",
+          [S, "-vv", "validate", str(ds_json), str(ds16k), "--budget", "80GiB"],
+          target="≈ A1 (validate)")
 
     # B: Llama-3.1-405B on 16,384 ranks (shipped plan).
     b.add("B1", "validate Llama-3.1-405B (shipped plan), 16,384 ranks",

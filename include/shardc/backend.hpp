@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "shardc/buffers.hpp"
 #include "shardc/diagnostics.hpp"
+#include "shardc/memory.hpp"
 #include "shardc/plan.hpp"
 #include "shardc/reshard.hpp"
 
@@ -19,17 +21,30 @@ namespace shardc {
 /// `plan.json` (SPEC §6.1): meshes, every param with placements, rule,
 /// stage, alias, stacked sources and its distinct shards with rank sets,
 /// the warnings, tie sync groups and the per-rank byte summary.
-/// `buffer_bytes` adds `summary.per_rank_buffer_bytes` (one entry per layout).
+/// `buffer_bytes` adds `summary.per_rank_buffer_bytes` (one entry per layout);
+/// `memory` adds `summary.per_rank_memory` (training assumptions, min /
+/// median / max per memory kind and total, the peak ranks).
 std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
-                             const std::vector<BufferRankBytes>& buffer_bytes = {});
+                             const std::vector<BufferRankBytes>& buffer_bytes = {},
+                             const MemoryReport* memory = nullptr);
 
 /// `ranks/rank-<r>.json` (SPEC §6.2, §6.3) for one rank: coords, every param
 /// the rank holds, buffer layouts, totals. Cost O(params) for the rank.
-/// Plans the buffers itself; a writer of many rank files passes the
-/// buffers planned once (`plan_buffers`) to the second overload.
+/// Plans the buffers and the memory report itself; a writer of many rank
+/// files passes the buffers planned once (`plan_buffers`) and the rank's
+/// entry of `compute_memory` to the second overload (`memory`: bytes per
+/// kind and total, include/shardc/memory.hpp).
 std::string render_rank_json(const Plan& plan, std::int64_t rank);
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                             std::int64_t rank);
+                             std::int64_t rank, const RankMemory& memory);
+
+/// `shardc memory --format json` (schemas/memory.schema.json): training
+/// assumptions, which layouts were planned, per stage min / median / max of
+/// every kind and the total, the peak rank (coords, breakdown), `budget_bytes`
+/// and `fits` (null without a budget), and the breakdown of each of `ranks`.
+std::string render_memory_json(const Plan& plan, const MemoryReport& m,
+                               std::optional<std::int64_t> budget,
+                               const std::vector<std::int64_t>& ranks);
 
 /// File name of a rank file: "rank-" + rank zero-padded to the width of
 /// world_size - 1 + ".json".

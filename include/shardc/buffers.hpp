@@ -218,6 +218,9 @@ struct BufferRankBytes {
   std::vector<std::int64_t> pack;           ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered;       ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered_peak;  ///< per rank, FSDP2 only: unit + prefetched unit
+  /// Muon only (empty for FSDP2): the largest output of one all-gather call
+  /// (one stage of one batch; a stage's output is unpacked before the next).
+  std::vector<std::int64_t> call_peak;
 };
 
 /// The FSDP2 gathered peak of one rank from its units' gathered bytes in

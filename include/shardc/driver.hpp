@@ -107,6 +107,10 @@ struct CommonOptions {
   DiagFormat diag_format = DiagFormat::Text;
   bool strict = false;    ///< warnings fail the run (exit 1)
   bool progress = false;  ///< stderr is a terminal: show progress on long runs
+  /// Run the memory budget check (validate, memory): E-BUDGET when a rank's
+  /// total exceeds `budget_bytes`, else the recipe's `training.budget`.
+  bool check_budget = false;
+  std::optional<std::int64_t> budget_bytes;  ///< `--budget`, overrides the recipe
 };
 
 struct CompileOptions {
@@ -127,6 +131,14 @@ struct InspectOptions {
   std::optional<std::string> match;  ///< glob over FQNs (stacked: also source expert FQNs)
   bool summary = false;              ///< totals per kind and stage only, no table
   InspectFormat format = InspectFormat::Table;
+};
+
+enum class MemoryFormat { Table, Json };
+
+struct MemoryOptions {
+  CommonOptions common;
+  MemoryFormat format = MemoryFormat::Table;
+  std::optional<std::string> ranks;  ///< also list these ranks' breakdowns
 };
 
 struct ExplainOptions {
@@ -175,6 +187,10 @@ ExitCode run_validate(const CommonOptions& opt, FileSystem& fs, std::ostream& ou
                       std::ostream& err);
 ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
+/// `shardc memory`: per-rank training memory by stage and kind (table or
+/// JSON), the peak rank, and the budget check (exit 1 with E-BUDGET when a
+/// rank exceeds it; the report is printed either way).
+ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
 ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);

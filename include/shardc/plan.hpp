@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -198,6 +199,7 @@ struct Plan {
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
+  TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
 
   /// The mesh a param lives on.
@@ -220,6 +222,20 @@ struct ShardClass {
 /// Cost O(shard classes x ndim) plus O(ranks) only for classes that collide
 /// (empty shards sharing the sentinel offset).
 std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p);
+
+/// Adds the quantities of one held shard of `p` to `out` (size = the
+/// `width` given to `rank_sums`).
+using ShardQuantities =
+    std::function<void(const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out)>;
+
+/// Per-rank sums of `width` quantities over every param a rank holds,
+/// without a (params x ranks) loop: `fn` runs once per (param, shard class)
+/// and params varying over the same axes share one table indexed by
+/// (stage, class); each rank then sums one entry per table. An alias on the
+/// same stage as its source shares its storage and is skipped (SPEC §5.5);
+/// a cross-stage tie end is a real copy and counted. Returns rank-major
+/// sums: out[rank * width + i]. Cost O(params x shard classes + tables x ranks).
+std::vector<std::int64_t> rank_sums(const Plan& plan, std::size_t width, const ShardQuantities& fn);
 
 /// Parameter bytes held by every rank (aliases counted once, unpadded and
 /// padded). Cost O(params x shard classes + groups x ranks).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shardc/diagnostics.hpp"
+#include "shardc/dtype.hpp"
 #include "shardc/pattern.hpp"
 
 namespace shardc {
@@ -167,6 +168,36 @@ enum class Fp8Scales {
   Rules,
 };
 
+/// The optimizer whose state `shardc memory` counts (recipe `training.optimizer`).
+enum class Optimizer {
+  AdamW,  ///< torch.optim.AdamW: exp_avg + exp_avg_sq per local element
+  Adam,   ///< torch.optim.Adam: same state as AdamW
+  Sgd,    ///< torch.optim.SGD with momentum: one momentum_buffer per local element
+  Muon,   ///< hyper-parallel Muon: one momentum for params of ndim >= 2, AdamW for the rest
+  None,   ///< no optimizer state (inference, or SGD with momentum=0)
+};
+
+/// "adamw", "adam", "sgd", "muon", "none".
+const char* optimizer_name(Optimizer o);
+
+/// Recipe `training:` section: what the per-rank memory report assumes
+/// (src/memory, include/shardc/memory.hpp). Every field is optional; the
+/// defaults describe torch.optim.AdamW run directly on the params as the
+/// model stores them.
+struct TrainingSpec {
+  Optimizer optimizer = Optimizer::AdamW;
+  /// float32 master copies of params stored in a narrower float dtype
+  /// (`master_weights: float32`); nullopt = none (`master_weights: none`).
+  std::optional<DType> master_weights;
+  std::optional<DType> grad_dtype;  ///< default: the param's dtype
+  std::optional<DType>
+      state_dtype;  ///< default: master dtype when a master copy exists, else the param's
+  std::optional<std::int64_t>
+      budget_bytes;      ///< `budget: 80GiB`: per-rank limit for validate/memory
+  SourceLoc loc;         ///< the `training` section (file only when absent)
+  SourceLoc budget_loc;  ///< the `budget` value
+};
+
 struct Recipe {
   std::string source_path;
   std::string sha256;
@@ -186,6 +217,7 @@ struct Recipe {
   std::vector<BufferSpec> buffers;
   Fp8Scales fp8_scales = Fp8Scales::Auto;  ///< `fp8_scales: auto|follow|rules`
   SourceLoc fp8_scales_loc;                ///< where `fp8_scales` is written (empty when absent)
+  TrainingSpec training;
 };
 
 /// How messages name rule `index` (0-based) of `recipe.rules`, or of

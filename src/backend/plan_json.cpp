@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/json_writer.hpp"
+#include "backend/memory_json.hpp"
 #include "backend/render_util.hpp"
 #include "shardc/backend.hpp"
 
@@ -171,8 +172,25 @@ void write_buffer_stats(Writer& w, const std::vector<BufferRankBytes>& buffer_by
   w.end_array();
 }
 
+// Per memory kind and total: min / median / max over ranks and the ranks reaching them.
+void write_memory_stats(Writer& w, const Plan& plan, const MemoryReport& m) {
+  w.line_break().key("per_rank_memory").begin_object();
+  w.key("training");
+  backend::write_training(w, plan.training);
+  w.member("not_counted", backend::kNotCounted);
+  std::vector<std::int64_t> v(m.ranks.size());
+  for (std::size_t k = 0; k <= kMemoryKinds; ++k) {
+    for (std::size_t r = 0; r < m.ranks.size(); ++r)
+      v[r] = k < kMemoryKinds ? m.ranks[r].bytes[k] : m.ranks[r].total;
+    w.line_break();
+    write_rank_stats(w, k < kMemoryKinds ? memory_kind_name(static_cast<MemoryKind>(k)) : "total",
+                     v);
+  }
+  w.line_break().end_object();
+}
+
 void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes,
-                   const std::vector<BufferRankBytes>& buffer_bytes) {
+                   const std::vector<BufferRankBytes>& buffer_bytes, const MemoryReport* memory) {
   std::int64_t stacked = 0;
   std::int64_t count = 0;
   std::int64_t total_bytes = 0;
@@ -190,13 +208,15 @@ void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes,
   write_rank_stats(w, "per_rank_param_bytes", bytes.param_bytes);
   write_rank_stats(w, "per_rank_padded_param_bytes", bytes.padded_param_bytes);
   write_buffer_stats(w, buffer_bytes);
+  if (memory != nullptr) write_memory_stats(w, plan, *memory);
   w.end_object();
 }
 
 }  // namespace
 
 std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
-                             const std::vector<BufferRankBytes>& buffer_bytes) {
+                             const std::vector<BufferRankBytes>& buffer_bytes,
+                             const MemoryReport* memory) {
   std::string out;
   out.reserve(4096 + plan.params.size() * 512);
   Writer w(out);
@@ -212,7 +232,7 @@ std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
   w.end_array();
   write_tie_sync(w, plan);
   write_diagnostics(w, plan);
-  write_summary(w, plan, bytes, buffer_bytes);
+  write_summary(w, plan, bytes, buffer_bytes, memory);
   w.line_break().end_object();
   out += '\n';
   return out;

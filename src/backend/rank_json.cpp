@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/json_writer.hpp"
+#include "backend/memory_json.hpp"
 #include "backend/rank_buffers.hpp"
 #include "backend/render_util.hpp"
 #include "shardc/backend.hpp"
@@ -103,11 +104,13 @@ void write_totals(Writer& w, const Totals& t) {
 }  // namespace
 
 std::string render_rank_json(const Plan& plan, std::int64_t rank) {
-  return render_rank_json(plan, plan_buffers(plan), rank);
+  std::vector<PlannedBuffer> buffers = plan_buffers(plan);
+  const MemoryReport m = compute_memory(plan, buffer_rank_bytes(plan, buffers));
+  return render_rank_json(plan, buffers, rank, m.ranks.at(static_cast<std::size_t>(rank)));
 }
 
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                             std::int64_t rank) {
+                             std::int64_t rank, const RankMemory& memory) {
   RankCoords c;
   c.dense = mesh_coords(plan.dense, rank);
   if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
@@ -132,6 +135,8 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
   w.line_break().key("buffers");
   backend::write_rank_buffers(w, plan, buffers, rank, backend::FileIndex(std::move(index)));
   write_totals(w, totals);
+  w.line_break().key("memory");
+  backend::write_rank_memory(w, memory);
   w.line_break().end_object();
   out += '\n';
   return out;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 
+#include "shardc/byte_size.hpp"
 #include "shardc/driver.hpp"
 
 namespace {
@@ -24,6 +25,16 @@ const CLI::Validator kNonNegativeInt(
       return {};
     },
     "INT>=0");
+
+// A positive byte size such as 80GiB.
+const CLI::Validator kByteSize(
+    [](std::string& text) -> std::string {
+      const auto v = shardc::parse_byte_size(text);
+      if (!v || *v <= 0)
+        return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
+      return {};
+    },
+    "SIZE");
 
 // Options every subcommand shares, and the command that ran.
 struct Cli {
@@ -80,10 +91,23 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   });
 }
 
+// `--budget 80GiB`: a byte size (shardc/byte_size.hpp).
+void add_budget(CLI::App& cmd, Cli& cli) {
+  cmd.add_option_function<std::string>(
+         "--budget",
+         [&cli](const std::string& text) {
+           cli.common.budget_bytes = shardc::parse_byte_size(text);
+         },
+         "Per-rank memory budget, e.g. 80GiB (overrides the recipe's training.budget); "
+         "exit 1 with E-BUDGET when a rank exceeds it")
+      ->check(kByteSize);
+}
+
 void add_validate(CLI::App& app, Cli& cli) {
   auto* cmd = app.add_subcommand("validate", "Check a recipe against a model; print diagnostics");
   add_inputs(*cmd, cli);
   add_diag_options(*cmd, cli);
+  add_budget(*cmd, cli);
   cmd->footer(
       "Example:\n  shardc validate llama.yaml recipe.yaml --format github --strict\n"
       "Exit codes: 0 valid, 1 invalid (or warnings under --strict), 2 unreadable input.\n"
@@ -91,7 +115,9 @@ void add_validate(CLI::App& app, Cli& cli) {
   cmd->callback([&] {
     cli.run = [&] {
       shardc::RealFileSystem fs;
-      return shardc::run_validate(cli.options(), fs, std::cout, std::cerr);
+      shardc::CommonOptions o = cli.options();
+      o.check_budget = true;
+      return shardc::run_validate(o, fs, std::cout, std::cerr);
     };
   });
 }
@@ -125,6 +151,31 @@ void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::stri
     cli.run = [&] {
       shardc::RealFileSystem fs;
       return shardc::run_inspect(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string& format) {
+  auto* cmd = app.add_subcommand("memory", "Per-rank training memory: will it fit?");
+  add_inputs(*cmd, cli);
+  add_budget(*cmd, cli);
+  cmd->add_option("--format", format, "Output: table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--ranks", opt.ranks, "Also list these ranks' breakdowns, e.g. 0,17,100-103");
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  cmd->footer(
+      "Counts per rank: params (padded FSDP shards), grads, master weights and optimizer\n"
+      "state (recipe `training:`), FSDP2 / muon all-gather buffers; activations are not\n"
+      "counted. Exit 1 with E-BUDGET when a rank exceeds --budget (or training.budget).\n"
+      "Example:\n  shardc memory llama.yaml recipe.yaml --budget 80GiB");
+  cmd->callback([&] {
+    opt.common = cli.options();
+    opt.format = format == "json" ? shardc::MemoryFormat::Json : shardc::MemoryFormat::Table;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_memory(opt, fs, std::cout, std::cerr);
     };
   });
 }
@@ -265,6 +316,8 @@ int run(int argc, char** argv) {
   shardc::InspectOptions inspect;
   std::string inspect_format = "table";
   shardc::ExplainOptions explain;
+  shardc::MemoryOptions memory;
+  std::string memory_format = "table";
   shardc::VerifyOptions verify;
   std::string schema;
   shardc::ReshardOptions reshard;
@@ -274,6 +327,7 @@ int run(int argc, char** argv) {
   add_compile(app, cli, compile, no_rank_files);
   add_validate(app, cli);
   add_inspect(app, cli, inspect, inspect_format);
+  add_memory(app, cli, memory, memory_format);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);

@@ -12,6 +12,7 @@
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/memory.hpp"
 #include "shardc/rank_set.hpp"
 
 namespace shardc {
@@ -83,10 +84,10 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
 
 // plan.json into `dir`; its digest into `digest`.
 bool write_plan(const Plan& plan, const RankBytes& bytes,
-                const std::vector<BufferRankBytes>& buffer_bytes, const std::string& dir,
-                FileDigest& digest, FileSystem& fs, std::ostream& err) {
+                const std::vector<BufferRankBytes>& buffer_bytes, const MemoryReport& memory,
+                const std::string& dir, FileDigest& digest, FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(dir, "plan.json");
-  const std::string text = render_plan_json(plan, bytes, buffer_bytes);
+  const std::string text = render_plan_json(plan, bytes, buffer_bytes, &memory);
   digest = FileDigest{"plan.json", -1, static_cast<std::int64_t>(text.size()), sha256_hex(text)};
   std::string error;
   if (!fs.write_atomic(path, text, error)) {
@@ -99,13 +100,14 @@ bool write_plan(const Plan& plan, const RankBytes& bytes,
 
 // The rank files into `t.write_dir/ranks`; stale ones removed (in place).
 bool write_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                 const std::vector<std::int64_t>& ranks, const CompileOptions& opt,
+                 const MemoryReport& memory, const std::vector<std::int64_t>& ranks, const CompileOptions& opt,
                  const driver::OutputTarget& t, std::vector<FileDigest>& digests, FileSystem& fs,
                  std::ostream& err) {
   const std::string ranks_dir = path_join(t.write_dir, "ranks");
   if (!ranks.empty()) {
     if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
-    driver::RankWriteJob job{&plan, &buffers, ranks, ranks_dir, opt.jobs, opt.common.progress};
+    driver::RankWriteJob job{&plan,    &buffers,           &memory, ranks, ranks_dir,
+                             opt.jobs, opt.common.progress};
     job.digests = &digests;
     if (!driver::write_rank_files(job, fs, err)) return false;
   }
@@ -123,10 +125,12 @@ bool write_outputs(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
                    const driver::OutputTarget& t, const RankBytes& bytes, FileSystem& fs,
                    std::ostream& err) {
   const auto buffer_bytes = buffer_rank_bytes(plan, buffers);
+  const MemoryReport memory = compute_memory(plan, buffer_bytes);  // once, for every file
   FileDigest plan_digest;
   std::vector<FileDigest> rank_digests;
-  if (!write_plan(plan, bytes, buffer_bytes, t.write_dir, plan_digest, fs, err)) return false;
-  if (!write_ranks(plan, buffers, ranks, opt, t, rank_digests, fs, err)) return false;
+  if (!write_plan(plan, bytes, buffer_bytes, memory, t.write_dir, plan_digest, fs, err))
+    return false;
+  if (!write_ranks(plan, buffers, memory, ranks, opt, t, rank_digests, fs, err)) return false;
   const std::string ranks_text = RankSet::from_sorted(ranks).to_string();
   return driver::commit_output(t, render_manifest_json(plan, plan_digest, ranks_text, rank_digests),
                                fs, err);

@@ -6,6 +6,7 @@
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/buffers.hpp"
+#include "shardc/memory.hpp"
 #include "shardc/pattern.hpp"
 
 namespace shardc {
@@ -104,6 +105,22 @@ void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
   totals.padded += numel(g.padded_shape) * element_size(p.dtype);
 }
 
+// The rank's training memory by kind (include/shardc/memory.hpp).
+void print_memory(const Plan& plan, std::int64_t rank, std::ostream& out) {
+  const MemoryReport m = compute_memory(plan);
+  const RankMemory& rm = m.ranks[static_cast<std::size_t>(rank)];
+  out << "\nmemory (optimizer " << optimizer_name(plan.training.optimizer)
+      << "; activations not counted):\n";
+  driver::TextTable table({"kind", "bytes"}, {false, true});
+  for (std::size_t k = 0; k < kMemoryKinds; ++k)
+    table.add_row({memory_kind_name(static_cast<MemoryKind>(k)), bytes_text(rm.bytes[k])});
+  table.add_row({"total", bytes_text(rm.total)});
+  out << table.render();
+  out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
+         "muon_allgather); peak over all ranks "
+      << human_bytes(m.peak) << " on " << m.peak_ranks.to_string() << "\n";
+}
+
 void print_table(const Plan& plan, std::int64_t rank, const std::optional<Pattern>& match,
                  std::ostream& out) {
   driver::TextTable table({"FQN", "global shape", "placements", "local shape", "offset", "bytes"},
@@ -120,7 +137,10 @@ void print_table(const Plan& plan, std::int64_t rank, const std::optional<Patter
     out << "(no parameter held by rank " << rank
         << " matches; FQNs are the plan's names or, for stacked experts, their sources'; `*` "
            "stays within one segment, `**` spans segments)\n";
-  if (!match) driver::print_rank_buffers(plan, rank, out);
+  if (!match) {
+    driver::print_rank_buffers(plan, rank, out);
+    print_memory(plan, rank, out);
+  }
 }
 
 // --summary: totals per kind of param and per buffer layout, no table.

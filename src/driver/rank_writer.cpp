@@ -42,7 +42,8 @@ void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
     const std::string path = path_join(job.ranks_dir, name);
     std::string error;
     try {
-      const std::string bytes = render_rank_json(plan, *job.buffers, rank);
+      const std::string bytes = render_rank_json(plan, *job.buffers, rank,
+                                                 job.memory->ranks[static_cast<std::size_t>(rank)]);
       if (job.digests != nullptr)
         (*job.digests)[i] = FileDigest{"ranks/" + name, rank,
                                        static_cast<std::int64_t>(bytes.size()), sha256_hex(bytes)};

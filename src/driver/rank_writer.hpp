@@ -12,6 +12,7 @@
 #include "shardc/backend.hpp"
 #include "shardc/buffers.hpp"
 #include "shardc/driver.hpp"
+#include "shardc/memory.hpp"
 #include "shardc/plan.hpp"
 
 namespace shardc::driver {
@@ -19,6 +20,7 @@ namespace shardc::driver {
 struct RankWriteJob {
   const Plan* plan = nullptr;
   const std::vector<PlannedBuffer>* buffers = nullptr;  ///< planned once, shared read-only
+  const MemoryReport* memory = nullptr;                 ///< computed once, shared read-only
   std::vector<std::int64_t> ranks;                      ///< ascending
   std::string ranks_dir;
   int jobs = 0;           ///< worker threads; 0 = one per core

@@ -11,6 +11,7 @@
 #include "shardc/backend.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/driver.hpp"
+#include "shardc/memory.hpp"
 #include "shardc/model.hpp"
 #include "shardc/plan.hpp"
 #include "shardc/recipe.hpp"
@@ -26,6 +27,9 @@ struct Session {
   std::optional<Model> model;
   std::optional<Recipe> recipe;
   std::optional<Plan> plan;
+  /// Set when the budget check ran (CommonOptions::check_budget with a budget).
+  std::optional<MemoryReport> memory;
+  std::optional<std::int64_t> budget;  ///< the budget that applied, if any
 };
 
 /// Reads, parses and plans. A MODEL that is a directory or a .safetensors

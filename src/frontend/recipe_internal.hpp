@@ -29,5 +29,7 @@ TiedSpec parse_tied_spec(const Node& n, Reader& r);
 std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r);
 std::optional<FsdpSpec> parse_fsdp(const Node& n, Reader& r);
 std::vector<BufferSpec> parse_buffers(const Node& n, Reader& r);
+/// `training:` (optimizer, master weights, dtypes, memory budget).
+TrainingSpec parse_training(const Node& n, Reader& r);
 
 }  // namespace shardc::fe

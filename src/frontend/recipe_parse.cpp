@@ -139,6 +139,8 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
   if (const Node* fsdp = root.find("fsdp")) out.fsdp = parse_fsdp(*fsdp, r);
   if (const Node* buffers = root.find("buffers")) out.buffers = parse_buffers(*buffers, r);
   if (const Node* fp8 = root.find("fp8_scales")) parse_fp8_scales(*fp8, r, out);
+  out.training.loc = SourceLoc{r.file(), 0, 0};
+  if (const Node* training = root.find("training")) out.training = parse_training(*training, r);
 }
 
 }  // namespace
@@ -189,7 +191,7 @@ std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink)
   if (!r.expect_map(*root, "the recipe")) return std::nullopt;
   r.check_keys(*root,
                {"format", "world_size", "mesh", "expert_mesh", "uneven", "rules", "experts", "tied",
-                "pipeline", "fsdp", "buffers", "fp8_scales"},
+                "pipeline", "fsdp", "buffers", "fp8_scales", "training"},
                "the recipe");
   Recipe recipe;
   recipe.source_path = file.path;

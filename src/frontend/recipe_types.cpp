@@ -17,6 +17,22 @@ const char* split_rule_name(SplitRule r) {
   return "chunk";
 }
 
+const char* optimizer_name(Optimizer o) {
+  switch (o) {
+    case Optimizer::AdamW:
+      return "adamw";
+    case Optimizer::Adam:
+      return "adam";
+    case Optimizer::Sgd:
+      return "sgd";
+    case Optimizer::Muon:
+      return "muon";
+    case Optimizer::None:
+      return "none";
+  }
+  return "adamw";
+}
+
 int Mesh::find(std::string_view name) const {
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].name == name) return static_cast<int>(i);

@@ -51,6 +51,7 @@ std::int64_t representative(const ClassAxes& c, std::int64_t k, const Mesh& mesh
 struct Sizes {
   std::int64_t pack = 0;
   std::int64_t gathered = 0;
+  std::int64_t peak = 0;  // muon: largest one-call output (fsdp2 uses `gathered`)
 };
 
 int pp_axis_of(const Plan& plan, MeshKind kind) {
@@ -59,7 +60,8 @@ int pp_axis_of(const Plan& plan, MeshKind kind) {
 
 // Adds `table[class of r]` to every rank r on `stage`. With `prev` (FSDP2:
 // the rank's previous unit's gathered bytes) also raises `gathered_peak` to
-// this unit plus the previous one (the prefetch overlap).
+// this unit plus the previous one (the prefetch overlap). Muon (`call_peak`
+// non-empty) keeps the largest single call per rank.
 void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
                   const std::vector<Sizes>& table, BufferRankBytes& out,
                   std::vector<std::int64_t>* prev = nullptr) {
@@ -71,6 +73,10 @@ void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c
       const Sizes& s = table[static_cast<std::size_t>(class_of(c, coords))];
       out.pack[static_cast<std::size_t>(r)] += s.pack;
       out.gathered[static_cast<std::size_t>(r)] += s.gathered;
+      if (!out.call_peak.empty()) {
+        auto& call = out.call_peak[static_cast<std::size_t>(r)];
+        call = std::max(call, s.peak);
+      }
       if (prev) {
         auto& last = (*prev)[static_cast<std::size_t>(r)];
         auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
@@ -92,9 +98,9 @@ struct Signature {
   std::int64_t count = 0;
 };
 
-std::vector<Signature> signatures(const Plan& plan, const MuonGroup& g) {
+std::vector<Signature> signatures(const Plan& plan, const std::vector<std::size_t>& params) {
   std::vector<Signature> out;
-  for (std::size_t i : g.params) {
+  for (std::size_t i : params) {
     const PlannedParam& p = plan.params[i];
     auto same = [&](const Signature& s) {
       return s.param->global_shape == p.global_shape && s.param->dtype == p.dtype &&
@@ -111,27 +117,33 @@ std::vector<Signature> signatures(const Plan& plan, const MuonGroup& g) {
 }
 
 // Pack and gathered bytes of one class (representative coordinates), summed
-// over stages (batches only partition the params, so they do not change the
-// sums). The pad shape of a stage is the piece of the split's member 0: with
-// chunk and balanced splits the first piece is the largest.
-Sizes muon_class_sizes(const MuonGroup& g, const std::vector<Signature>& sigs,
+// over batches and stages, and the largest output of one (batch, stage)
+// all-gather call. The pad shape of a stage is the piece of the split's
+// member 0: with chunk and balanced splits the first piece is the largest.
+Sizes muon_class_sizes(const MuonGroup& g, const std::vector<std::vector<Signature>>& batches,
                        std::span<const std::int64_t> coords, std::int64_t alignment_bytes) {
   Sizes total;
-  for (const Signature& sig : sigs) {
-    const PlannedParam& p = *sig.param;
-    const std::int64_t esize = element_size(p.dtype);
-    const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / esize);
-    std::vector<int> undone(p.global_shape.size(), 0);
-    for (const auto& [dim, index] : g.splits) {
-      const DimSplit& s =
-          p.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
-      const auto member0 = with_split_coord(s, coords, 0);
-      const std::int64_t pad = numel(partial_shape(p.geometry, member0, undone));
-      const std::int64_t padded = (pad + align - 1) / align * align;
-      total.pack += padded * esize * sig.count;
-      total.gathered += padded * esize * s.ways * sig.count;
-      mark_gathered(undone, p.geometry, dim, index);
+  for (const std::vector<Signature>& sigs : batches) {
+    std::vector<std::int64_t> stage_out(g.splits.size(), 0);
+    for (const Signature& sig : sigs) {
+      const PlannedParam& p = *sig.param;
+      const std::int64_t esize = element_size(p.dtype);
+      const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / esize);
+      std::vector<int> undone(p.global_shape.size(), 0);
+      for (std::size_t st = 0; st < g.splits.size(); ++st) {
+        const auto& [dim, index] = g.splits[st];
+        const DimSplit& s =
+            p.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+        const auto member0 = with_split_coord(s, coords, 0);
+        const std::int64_t pad = numel(partial_shape(p.geometry, member0, undone));
+        const std::int64_t padded = (pad + align - 1) / align * align;
+        total.pack += padded * esize * sig.count;
+        total.gathered += padded * esize * s.ways * sig.count;
+        stage_out[st] += padded * esize * s.ways * sig.count;
+        mark_gathered(undone, p.geometry, dim, index);
+      }
     }
+    for (std::int64_t b : stage_out) total.peak = std::max(total.peak, b);
   }
   return total;
 }
@@ -140,24 +152,32 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
   for (const MuonGroup& g : muon.groups) {
     const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     const PlannedParam& first = plan.params[g.params.front()];
+    // The first stage's split (the innermost) is member 0 at stage 0 and undone
+    // afterwards: the rank's coordinate on its axes never changes a size.
     std::vector<int> axes;
-    for (const auto& [dim, index] : g.splits) {
+    for (std::size_t st = 1; st < g.splits.size(); ++st) {
+      const auto& [dim, index] = g.splits[st];
       const DimSplit& s =
           first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
       axes.insert(axes.end(), s.axes.begin(), s.axes.end());
     }
     const ClassAxes c = class_axes(std::move(axes), mesh);
-    const std::vector<Signature> sigs = signatures(plan, g);
+    std::vector<std::vector<Signature>> batches;
+    for (const MuonBatch& b : g.batches) batches.push_back(signatures(plan, b.params));
     std::vector<Sizes> table;
     for (std::int64_t k = 0; k < c.num_classes; ++k) {
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, g.mesh), g.stage);
       const auto coords = mesh_coords(mesh, rep);
-      table.push_back(muon_class_sizes(g, sigs, coords, muon.alignment_bytes));
+      table.push_back(muon_class_sizes(g, batches, coords, muon.alignment_bytes));
     }
     add_per_rank(plan, g.mesh, g.stage, c, table, out);
   }
 }
 
+// A unit's slot (the rank's padded shards, bytes) depends only on the
+// coordinates of the non-FSDP splits: FSDP2 pads every member of the FSDP
+// group to the same (first-chunk) size, so the FSDP coordinate never changes
+// it. One class per combination of the other splitting axes.
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
@@ -166,14 +186,21 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
     std::vector<int> axes;
     for (std::size_t i : u.params)
       for (const auto& chain : plan.params[i].geometry.per_dim)
-        for (const DimSplit& s : chain) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+        for (const DimSplit& s : chain)
+          if (!s.fsdp) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
     const ClassAxes c = class_axes(std::move(axes), mesh);
+    const ParamGeometry& first = plan.params[u.params.front()].geometry;
+    const std::int64_t ways = first.per_dim[static_cast<std::size_t>(first.fsdp_dim)].back().ways;
     std::vector<Sizes> table;
     for (std::int64_t k = 0; k < c.num_classes; ++k) {
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, u.mesh), u.stage);
-      const Fsdp2RankUnit ru = fsdp2_unit_for_rank(u, plan, rep);
-      const auto ways = static_cast<std::int64_t>(ru.ranks.size());
-      table.push_back({ru.total_bytes, ru.total_bytes * ways});
+      const auto coords = mesh_coords(mesh, rep);
+      std::int64_t slot = 0;
+      for (std::size_t i : u.params) {
+        const PlannedParam& p = plan.params[i];
+        slot += numel(shard_at(p.geometry, coords).padded_shape) * element_size(p.dtype);
+      }
+      table.push_back({slot, slot * ways, slot * ways});
     }
     add_per_rank(plan, u.mesh, u.stage, c, table, out, &prev);
   }
@@ -216,8 +243,11 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
   const auto w = static_cast<std::size_t>(plan.world_size);
   for (const PlannedBuffer& b : buffers) {
     BufferRankBytes r{
-        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}};
-    if (b.muon) muon_bytes(plan, *b.muon, r);
+        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}};
+    if (b.muon) {
+      r.call_peak.assign(w, 0);
+      muon_bytes(plan, *b.muon, r);
+    }
     if (b.fsdp2) fsdp2_bytes(plan, *b.fsdp2, r);
     out.push_back(std::move(r));
   }

@@ -18,6 +18,7 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   plan.dense = recipe.mesh;
   plan.expert = recipe.expert_mesh;
   plan.buffers = recipe.buffers;
+  plan.training = recipe.training;
 
   std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink);
   passes::pair_fp8_scales(params, model, recipe, sink);

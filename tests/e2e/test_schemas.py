@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 ROOT = TESTS.parent
 SCHEMAS = ROOT / "schemas"
-NAMES = ["model", "recipe", "plan", "rank", "reshard", "manifest"]
+NAMES = ["model", "recipe", "plan", "rank", "reshard", "manifest", "memory"]
 DATA_MODELS = TESTS / "data" / "models"
 EXAMPLE_RE = re.compile(r"<!--\s*example:\s*(model|recipe)\s*-->\s*\n(?:\s*\n)*```yaml\n(.*?)```",
                         re.S)
@@ -394,9 +394,25 @@ def compile_and_validate(f: Failures, shardc: str, vs, model: Path, recipe: Path
     expect_valid(f, vs["manifest"], manifest, f"{label}: manifest.json")
     f.check([e["rank"] for e in manifest["rank_files"]["files"]] == sorted(ranks),
             f"{label}: manifest.json lists exactly the rank files written")
-    print(f"ok   {label}: plan.json + {len(files)} rank files + manifest.json", flush=True)
     LAST_MANIFEST.clear()
     LAST_MANIFEST.update(manifest)
+    cmd = [shardc, "memory", str(model), str(recipe), "--format", "json", "--quiet",
+           "--ranks", ",".join(map(str, ranks))]
+    proc = run(cmd)
+    f.check(proc.returncode == 0, f"{label}: memory exited {proc.returncode}\n$ {' '.join(cmd)}")
+    if proc.returncode == 0:
+        memory = json.loads(proc.stdout)
+        expect_valid(f, vs["memory"], memory, f"{label}: shardc memory --format json")
+        # The same figures in the rank files, plan.json and `shardc memory`.
+        by_rank = {e["rank"]: e["bytes"] for e in memory["ranks"]}
+        for path in files:
+            doc = json.loads(path.read_text())
+            f.check(doc.get("memory") == by_rank.get(doc["rank"]),
+                    f"{label}: ranks/{path.name} memory == shardc memory --ranks")
+        total = plan["summary"].get("per_rank_memory", {}).get("total", {})
+        f.check(total.get("max") == memory["peak"]["bytes"],
+                f"{label}: plan.json per_rank_memory.total.max == shardc memory peak")
+    print(f"ok   {label}: plan.json + {len(files)} rank files + manifest.json", flush=True)
     return plan, json.loads(files[0].read_text()) if files else {}
 
 

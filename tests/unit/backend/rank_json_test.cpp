@@ -32,6 +32,8 @@ TEST_CASE("rank totals count a same-rank alias once") {
   CHECK(j["totals"]["param_bytes"] == 18);
   CHECK(j["totals"]["padded_param_bytes"] == 18);
   CHECK(j["totals"]["num_params"] == 1);
+  // The memory report counts the alias once too (params at the padded shape).
+  CHECK(j["memory"]["params"] == j["totals"]["padded_param_bytes"]);
 }
 
 TEST_CASE("a tie across stages is a counted copy, not an alias") {

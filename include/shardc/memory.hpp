@@ -1,0 +1,152 @@
+// Per-rank training memory from the plan: "will it fit?" (src/memory).
+//
+// Pure functions from a Plan and its planned buffer layouts to bytes per
+// rank, split by kind. Computed per shard class (`rank_sums`, buffer
+// classes), never params x ranks: DeepSeek-V3 on 16,384 ranks costs about
+// one `validate`.
+//
+// What is counted, per rank, in BYTES (every figure is exact for the plan;
+// nothing is estimated except where a field says so):
+//  * params: every param the rank holds, at its PADDED shape (FSDP2 stores
+//    each shard in a buffer padded to the first chunk's size and exposes the
+//    unpadded narrow as the parameter: torch FSDPParam._init_sharded_param,
+//    `padded_sharded_param = param_data.new_zeros(chunks[0].size())`). An
+//    alias on the source's stage is counted once (same storage); a tie whose
+//    ends sit on different stages is a copy on each stage (SPEC §5.5).
+//  * grads: params with requires_grad, at the PADDED shape (FSDP2's
+//    reduce-scatter output is padded and each grad is an as_strided view
+//    into it, so the padding stays allocated), in `grad_dtype` or the
+//    param's dtype.
+//  * master_weights: with `master_weights: float32`, a float32 copy of every
+//    trainable param stored narrower than 4 bytes (bf16, fp16, fp8), at the
+//    UNPADDED local shape (the optimizer copies the parameter tensor, a view
+//    without the padding). Nothing for params already float32/float64, and
+//    nothing under `optimizer: none`.
+//  * optimizer_state: per trainable param, at the UNPADDED local shape
+//    (torch creates state with `torch.zeros_like(p)`, p being the unpadded
+//    view): adamw / adam 2 (exp_avg, exp_avg_sq); sgd 1 (momentum_buffer:
+//    `sgd` means SGD with momentum; torch's SGD with momentum=0 keeps no
+//    state, write `none` for it); muon 1 momentum for params of ndim >= 2
+//    (the params the muon_allgather layout gathers) and AdamW's 2 for the
+//    rest (hyper-parallel's Muon); none 0. Each state element is
+//    `state_dtype`, else the master dtype when the param has a master copy,
+//    else the param's dtype (torch.zeros_like). The per-param `step` counter
+//    is a 0-d host tensor in torch (CPU unless capturable/fused) and is not
+//    counted.
+//  * fsdp2_allgather: the peak of the planned fsdp2_allgather layout
+//    (BufferRankBytes::gathered_peak, the one place it is computed: a unit's
+//    unsharded output plus the next unit's, prefetched — the largest sum of
+//    two consecutive units in module order). 0 when the recipe plans no
+//    fsdp2_allgather buffer (`fsdp2_declared` false: the output says so).
+//  * muon_allgather: the largest output of one muon all-gather call
+//    (BufferRankBytes::call_peak).
+//  * total = params + grads + master_weights + optimizer_state +
+//    max(fsdp2_allgather, muon_allgather): FSDP2 gathers in forward and
+//    backward, Muon in the optimizer step, so their buffers are never alive
+//    together. Activations, the CUDA context, NCCL buffers and allocator
+//    fragmentation are NOT counted (out of scope; every output says so).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardc/buffers.hpp"
+#include "shardc/diagnostics.hpp"
+#include "shardc/plan.hpp"
+#include "shardc/rank_set.hpp"
+
+namespace shardc {
+
+enum class MemoryKind {
+  Params,
+  Grads,
+  MasterWeights,
+  OptimizerState,
+  Fsdp2AllGather,
+  MuonAllGather,
+};
+inline constexpr std::size_t kMemoryKinds = 6;
+
+/// JSON / table name: "params", "grads", "master_weights",
+/// "optimizer_state", "fsdp2_allgather", "muon_allgather".
+const char* memory_kind_name(MemoryKind k);
+
+/// One rank's memory, in bytes.
+struct RankMemory {
+  std::array<std::int64_t, kMemoryKinds> bytes{};  ///< indexed by MemoryKind
+  /// params + grads + master + optimizer state + max(fsdp2, muon).
+  std::int64_t total = 0;
+  /// Bytes of params + grads + master + state that FSDP shards (or would
+  /// shard, when the recipe has no `fsdp`: trainable params of ndim >= 1);
+  /// they shrink as 1 / FSDP degree. Used for the budget hint.
+  std::int64_t fsdp_scaled = 0;
+  [[nodiscard]] std::int64_t of(MemoryKind k) const { return bytes[static_cast<std::size_t>(k)]; }
+};
+
+/// Per-param byte factors after the training defaults are resolved.
+struct ParamMemoryRule {
+  std::int64_t param_bytes = 0;   ///< per padded element
+  std::int64_t grad_bytes = 0;    ///< per padded element (0 when frozen)
+  std::int64_t master_bytes = 0;  ///< per local element
+  std::int64_t state_count = 0;   ///< optimizer state tensors
+  DType state_dtype = DType::Float32;
+  std::int64_t state_bytes = 0;  ///< per local element, all state tensors
+};
+
+/// The rule for `p` under `t` (see the header comment for every default).
+ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t);
+
+struct MemoryReport {
+  std::vector<RankMemory> ranks;  ///< indexed by global rank
+  bool fsdp2_declared = false;    ///< an fsdp2_allgather layout was planned
+  bool muon_declared = false;     ///< a muon_allgather layout was planned
+  std::int64_t peak = 0;          ///< the largest total
+  RankSet peak_ranks;             ///< ranks whose total is `peak`
+  /// The FSDP degree of dense params (product of the fsdp.shard axes), 1
+  /// without FSDP; of stacked experts (fsdp.expert_shard), 1 without.
+  std::int64_t fsdp_degree = 1;
+  std::int64_t expert_fsdp_degree = 1;
+};
+
+/// Memory of every rank. `buffer_bytes` must come from
+/// `buffer_rank_bytes(plan, plan_buffers(plan))`. Cost O(params x shard
+/// classes + buffer classes + ranks).
+MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes);
+
+/// Convenience: plans the buffers and computes their bytes first.
+MemoryReport compute_memory(const Plan& plan);
+
+/// One pipeline stage's ranks: min / lower median / max per kind and total.
+struct KindStats {
+  std::int64_t min = 0;
+  std::int64_t median = 0;
+  std::int64_t max = 0;
+};
+struct StageMemory {
+  int stage = 0;
+  std::int64_t num_ranks = 0;
+  std::array<KindStats, kMemoryKinds> kinds{};
+  KindStats total;
+};
+
+/// Per-stage statistics (stage order). Cost O(ranks log ranks).
+std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m);
+
+/// The budget check: when some rank's total exceeds `budget` bytes, one
+/// E-BUDGET error at `loc` (the recipe's `budget`, or the file-less
+/// location of `--budget`) naming the worst rank (mesh coordinates, stage),
+/// its breakdown, how many ranks are over (and which, as a rank set), and in
+/// the hint what would bring it under: the FSDP degree at which the
+/// FSDP-scaled state fits (all-gather buffers kept), or that no FSDP degree
+/// can. Nothing when every rank fits.
+void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
+                  const SourceLoc& loc, DiagnosticSink& sink);
+
+/// "pp=0 dp_shard=3 tp=1" (dense mesh; the expert mesh appended as
+/// "| efsdp=0 ep=5" when present).
+std::string rank_coords_text(const Plan& plan, std::int64_t rank);
+
+}  // namespace shardc

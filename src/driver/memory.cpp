@@ -1,0 +1,126 @@
+// `shardc memory`: per-rank training memory (include/shardc/memory.hpp) as a
+// table by stage x kind (GiB, min / median / max over the stage's ranks) or
+// JSON, the peak rank, and the budget verdict.
+#include <array>
+#include <cstdio>
+#include <ostream>
+
+#include "driver/session.hpp"
+#include "driver/text_format.hpp"
+#include "shardc/backend.hpp"
+#include "shardc/byte_size.hpp"
+
+namespace shardc {
+namespace {
+
+std::string gib(std::int64_t bytes) {
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.2f",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf.data();
+}
+
+std::string dtype_or(const std::optional<DType>& d, const char* fallback) {
+  return d ? std::string(dtype_name(*d)) : std::string(fallback);
+}
+
+void print_assumptions(const Plan& plan, const MemoryReport& m, std::ostream& out) {
+  const TrainingSpec& t = plan.training;
+  out << "memory per rank: " << plan.model_name << " on " << plan.world_size << " ranks ("
+      << driver::mesh_text(plan.dense) << "), " << plan.num_stages
+      << (plan.num_stages == 1 ? " stage\n" : " stages\n");
+  out << "training: optimizer " << optimizer_name(t.optimizer) << ", master_weights "
+      << dtype_or(t.master_weights, "none") << ", grad_dtype " << dtype_or(t.grad_dtype, "= param")
+      << ", state_dtype " << dtype_or(t.state_dtype, t.master_weights ? "= master" : "= param")
+      << "\n";
+  if (!m.fsdp2_declared && (m.fsdp_degree > 1 || m.expert_fsdp_degree > 1)) {
+    out << "note: no fsdp2_allgather buffer in the recipe: FSDP2 all-gather memory is not "
+           "counted (add one with the FSDP units to count it)\n";
+  }
+}
+
+void print_table(const Plan& plan, const MemoryReport& m, std::ostream& out) {
+  driver::TextTable table({"stage", "ranks", "kind", "min GiB", "median GiB", "max GiB"},
+                          {false, true, false, true, true, true});
+  for (const StageMemory& s : stage_memory(plan, m)) {
+    const std::string stage = std::to_string(s.stage);
+    const std::string ranks = std::to_string(s.num_ranks);
+    for (std::size_t k = 0; k <= kMemoryKinds; ++k) {
+      const KindStats& st = k < kMemoryKinds ? s.kinds[k] : s.total;
+      const std::string kind =
+          k < kMemoryKinds ? memory_kind_name(static_cast<MemoryKind>(k)) : "total";
+      table.add_row({k == 0 ? stage : "", k == 0 ? ranks : "", kind, gib(st.min), gib(st.median),
+                     gib(st.max)});
+    }
+  }
+  out << table.render();
+}
+
+void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int64_t> budget,
+                std::ostream& out) {
+  const std::int64_t r = m.peak_ranks.first();
+  const RankMemory& rm = m.ranks[static_cast<std::size_t>(r)];
+  out << "peak: " << gib(m.peak) << " GiB on rank(s) " << m.peak_ranks.to_string() << "; rank " << r
+      << ": stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r) << "\n";
+  out << "  ";
+  for (std::size_t k = 0; k < kMemoryKinds; ++k)
+    out << (k > 0 ? ", " : "") << memory_kind_name(static_cast<MemoryKind>(k)) << " "
+        << gib(rm.bytes[k]);
+  out << " GiB\n";
+  out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
+         "muon_allgather)\n";
+  if (budget) {
+    out << "budget " << byte_size_text(*budget) << ": "
+        << (m.peak <= *budget ? "fits, headroom " + gib(*budget - m.peak) + " GiB"
+                              : "exceeded by " + gib(m.peak - *budget) + " GiB")
+        << "\n";
+  }
+  out << "not counted: "
+      << "activations, CUDA context, NCCL and allocator buffers, fragmentation"
+      << "\n";
+}
+
+// The ranks to list (--ranks), or nullopt after printing a usage error.
+std::optional<std::vector<std::int64_t>> listed_ranks(const MemoryOptions& opt, const Plan& plan,
+                                                      std::ostream& err) {
+  if (!opt.ranks) return std::vector<std::int64_t>{};
+  std::string error;
+  const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
+  if (!set) {
+    driver::print_error(err, "--ranks '" + *opt.ranks + "': " + error);
+    return std::nullopt;
+  }
+  return set->expand();
+}
+
+}  // namespace
+
+ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
+                    std::ostream& err) {
+  CommonOptions common = opt.common;
+  common.check_budget = true;
+  driver::Session s;
+  const ExitCode code = driver::plan_or_report(common, fs, s, err);
+  if (!s.plan || code == ExitCode::Usage) return code;
+  const Plan& plan = *s.plan;
+  if (!s.memory) s.memory = compute_memory(plan);
+  const auto ranks = listed_ranks(opt, plan, err);
+  if (!ranks) return ExitCode::Usage;
+  if (opt.format == MemoryFormat::Json) {
+    out << render_memory_json(plan, *s.memory, s.budget, *ranks);
+    return code;
+  }
+  print_assumptions(plan, *s.memory, out);
+  out << "\n";
+  print_table(plan, *s.memory, out);
+  out << "\n";
+  print_peak(plan, *s.memory, s.budget, out);
+  for (std::int64_t r : *ranks) {
+    const RankMemory& rm = s.memory->ranks[static_cast<std::size_t>(r)];
+    out << "rank " << r << " (stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r)
+        << "): total " << gib(rm.total) << " GiB (" << rm.total << " bytes)\n";
+  }
+  return code;
+}
+
+}  // namespace shardc

@@ -1,0 +1,192 @@
+// Per-rank training memory by kind (include/shardc/memory.hpp): per-param
+// byte factors, summed per shard class with `rank_sums`, plus the transient
+// all-gather peaks of the planned buffer layouts.
+#include "shardc/memory.hpp"
+
+#include <algorithm>
+
+namespace shardc {
+namespace {
+
+// Columns of the per-class sums.
+enum Column : std::size_t { kParams, kGrads, kMaster, kState, kScaled, kWidth };
+
+bool trainable(const PlannedParam& p) { return p.requires_grad; }
+
+std::int64_t state_count(const PlannedParam& p, Optimizer o) {
+  switch (o) {
+    case Optimizer::AdamW:
+    case Optimizer::Adam:
+      return 2;
+    case Optimizer::Sgd:
+      return 1;
+    case Optimizer::Muon:
+      return p.global_shape.size() >= 2 ? 1 : 2;
+    case Optimizer::None:
+      return 0;
+  }
+  return 0;
+}
+
+// True when FSDP shards `p`, or would (no `fsdp` in the recipe: every
+// trainable param of ndim >= 1, SPEC §5.8).
+bool fsdp_scaled(const PlannedParam& p, bool plan_has_fsdp) {
+  if (plan_has_fsdp) return p.geometry.fsdp_dim >= 0;
+  return trainable(p) && !p.global_shape.empty();
+}
+
+// The transient peak of one layout kind (FSDP2: `gathered_peak`, a unit plus
+// the next one prefetched; muon: `call_peak`, the largest single call).
+std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kind, std::size_t r) {
+  std::int64_t best = 0;
+  for (const BufferRankBytes& b : buffers) {
+    if (b.kind != kind) continue;
+    const std::vector<std::int64_t>& v =
+        kind == BufferKind::Fsdp2AllGather ? b.gathered_peak : b.call_peak;
+    if (r < v.size()) best = std::max(best, v[r]);
+  }
+  return best;
+}
+
+void fsdp_degrees(const Plan& plan, MemoryReport& m) {
+  for (const PlannedParam& p : plan.params) {
+    if (p.geometry.fsdp_dim < 0) continue;
+    if (p.mesh == MeshKind::Dense) m.fsdp_degree = std::max(m.fsdp_degree, p.geometry.fsdp_ways);
+    if (p.mesh == MeshKind::Expert) {
+      m.expert_fsdp_degree = std::max(m.expert_fsdp_degree, p.geometry.fsdp_ways);
+    }
+  }
+}
+
+}  // namespace
+
+const char* memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::Params:
+      return "params";
+    case MemoryKind::Grads:
+      return "grads";
+    case MemoryKind::MasterWeights:
+      return "master_weights";
+    case MemoryKind::OptimizerState:
+      return "optimizer_state";
+    case MemoryKind::Fsdp2AllGather:
+      return "fsdp2_allgather";
+    case MemoryKind::MuonAllGather:
+      return "muon_allgather";
+  }
+  return "params";
+}
+
+ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t) {
+  ParamMemoryRule r;
+  r.param_bytes = element_size(p.dtype);
+  r.state_dtype = p.dtype;
+  if (!trainable(p)) return r;
+  r.grad_bytes = element_size(t.grad_dtype.value_or(p.dtype));
+  if (t.optimizer == Optimizer::None) return r;
+  const bool master = t.master_weights && element_size(p.dtype) < element_size(*t.master_weights);
+  if (master) {
+    r.master_bytes = element_size(*t.master_weights);
+    r.state_dtype = *t.master_weights;
+  }
+  if (t.state_dtype) r.state_dtype = *t.state_dtype;
+  r.state_count = state_count(p, t.optimizer);
+  r.state_bytes = r.state_count * element_size(r.state_dtype);
+  return r;
+}
+
+MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes) {
+  MemoryReport m;
+  fsdp_degrees(plan, m);
+  const bool has_fsdp = std::any_of(plan.params.begin(), plan.params.end(),
+                                    [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
+  const std::vector<std::int64_t> sums = rank_sums(
+      plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
+        const ParamMemoryRule rule = param_memory_rule(p, plan.training);
+        const std::int64_t padded = numel(g.padded_shape);
+        const std::int64_t local = numel(g.local_shape);
+        const std::int64_t params = padded * rule.param_bytes;
+        const std::int64_t grads = padded * rule.grad_bytes;
+        const std::int64_t master = local * rule.master_bytes;
+        const std::int64_t state = local * rule.state_bytes;
+        out[kParams] += params;
+        out[kGrads] += grads;
+        out[kMaster] += master;
+        out[kState] += state;
+        if (fsdp_scaled(p, has_fsdp)) out[kScaled] += params + grads + master + state;
+      });
+  for (const BufferRankBytes& b : buffer_bytes) {
+    if (b.kind == BufferKind::Fsdp2AllGather) m.fsdp2_declared = true;
+    if (b.kind == BufferKind::MuonAllGather) m.muon_declared = true;
+  }
+  const auto w = static_cast<std::size_t>(plan.world_size);
+  m.ranks.resize(w);
+  std::vector<std::int64_t> peak_ranks;
+  for (std::size_t r = 0; r < w; ++r) {
+    RankMemory& rm = m.ranks[r];
+    const std::int64_t* s = &sums[r * kWidth];
+    rm.bytes = {s[kParams],
+                s[kGrads],
+                s[kMaster],
+                s[kState],
+                peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
+                peak_of(buffer_bytes, BufferKind::MuonAllGather, r)};
+    rm.fsdp_scaled = s[kScaled];
+    rm.total = s[kParams] + s[kGrads] + s[kMaster] + s[kState] +
+               std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
+    if (rm.total > m.peak || peak_ranks.empty()) {
+      m.peak = rm.total;
+      peak_ranks.clear();
+    }
+    if (rm.total == m.peak) peak_ranks.push_back(static_cast<std::int64_t>(r));
+  }
+  m.peak_ranks = RankSet::from_sorted(peak_ranks);
+  return m;
+}
+
+MemoryReport compute_memory(const Plan& plan) {
+  return compute_memory(plan, buffer_rank_bytes(plan, plan_buffers(plan)));
+}
+
+std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
+  std::vector<std::vector<std::int64_t>> ranks(static_cast<std::size_t>(plan.num_stages));
+  for (std::int64_t r = 0; r < plan.world_size; ++r)
+    ranks[static_cast<std::size_t>(plan.stage_of_rank(r))].push_back(r);
+  auto stats = [&](const std::vector<std::int64_t>& rs, auto value) {
+    std::vector<std::int64_t> v;
+    v.reserve(rs.size());
+    for (std::int64_t r : rs) v.push_back(value(m.ranks[static_cast<std::size_t>(r)]));
+    std::sort(v.begin(), v.end());
+    return KindStats{v.front(), v[(v.size() - 1) / 2], v.back()};
+  };
+  std::vector<StageMemory> out;
+  for (std::size_t s = 0; s < ranks.size(); ++s) {
+    if (ranks[s].empty()) continue;
+    StageMemory sm;
+    sm.stage = static_cast<int>(s);
+    sm.num_ranks = static_cast<std::int64_t>(ranks[s].size());
+    for (std::size_t k = 0; k < kMemoryKinds; ++k)
+      sm.kinds[k] = stats(ranks[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
+    sm.total = stats(ranks[s], [](const RankMemory& rm) { return rm.total; });
+    out.push_back(sm);
+  }
+  return out;
+}
+
+std::string rank_coords_text(const Plan& plan, std::int64_t rank) {
+  auto text = [rank](const Mesh& mesh) {
+    const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
+    std::string s;
+    for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+      if (i > 0) s += ' ';
+      s += mesh.axes[i].name + "=" + std::to_string(c[i]);
+    }
+    return s;
+  };
+  std::string s = text(plan.dense);
+  if (plan.expert) s += " | " + text(*plan.expert);
+  return s;
+}
+
+}  // namespace shardc

@@ -1,0 +1,346 @@
+// Per-rank training memory (src/memory): hand-computed pins on shipped
+// plans (the arithmetic is written out), the ZeRO formula cross-check, the
+// per-param rules, padding, and the budget check.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "shardc/byte_size.hpp"
+#include "shardc/frontend.hpp"
+#include "shardc/memory.hpp"
+#include "shardc/planner.hpp"
+
+using namespace shardc;
+
+namespace {
+
+std::string slurp(const std::string& rel) {
+  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Plan plan_of(const std::string& model_path, const std::string& recipe_text) {
+  DiagnosticSink sink;
+  auto m = parse_model({model_path, slurp(model_path)}, sink);
+  auto r = parse_recipe({"recipe.yaml", recipe_text}, sink);
+  REQUIRE(m);
+  REQUIRE(r);
+  auto plan = build_plan(*m, *r, sink);
+  REQUIRE(plan);
+  return *plan;
+}
+
+Plan shipped(const std::string& model, const std::string& recipe) {
+  return plan_of("plans/" + model + ".model.yaml", slurp("plans/" + recipe + ".recipe.yaml"));
+}
+
+// bf16 params, float32 master copies, AdamW: 2 + 2 + 4 + 8 bytes per element.
+void mixed_precision_adamw(Plan& plan) {
+  plan.training = TrainingSpec{};
+  plan.training.optimizer = Optimizer::AdamW;
+  plan.training.master_weights = DType::Float32;
+}
+
+std::int64_t kind(const MemoryReport& m, std::int64_t rank, MemoryKind k) {
+  return m.ranks.at(static_cast<std::size_t>(rank)).of(k);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+constexpr std::int64_t kMuonCap = 512LL * 1024 * 1024;  // default max_batch_numel, elements
+
+}  // namespace
+
+TEST_CASE("Llama-3.1-8B, dp 8 x tp 8, bf16 + AdamW + fp32 master: every rank, by hand") {
+  Plan plan = shipped("llama-3.1-8b", "llama-3.1-8b-dp8-tp8");
+  mixed_precision_adamw(plan);
+  const MemoryReport m = compute_memory(plan);
+  // TP-local elements per rank (tp = 8, no FSDP, everything bf16):
+  //   per layer q 4096*4096/8 + k 1024*4096/8 + v 1024*4096/8 + o 4096*4096/8
+  //             + gate, up, down 3 * 14336*4096/8 + 2 norms * 4096 (replicated)
+  const std::int64_t layer = 2097152 + 524288 + 524288 + 2097152 + 3 * 7340032 + 2 * 4096;
+  CHECK(layer == 27271168);
+  //   embed and lm_head 128256*4096/8 each, final norm 4096.
+  const std::int64_t n = 32 * layer + 2 * (128256LL * 4096 / 8) + 4096;
+  CHECK(n == 1004015616);
+  // Muon: the o/down group (Shard(1) on tp) batches 4096*4096 + 4096*14336 per layer
+  // (75,497,472 global elements) until a batch reaches 512 Mi elements: the largest
+  // batch is down + 7 x (o + down) = 587,202,560 elements, gathered to global bf16.
+  const std::int64_t od = 4096LL * 4096 + 4096LL * 14336;
+  const std::int64_t largest = 4096LL * 14336 + 7 * od;
+  CHECK(largest >= kMuonCap);
+  CHECK(largest - od < kMuonCap);  // the batch closed exactly when it reached the cap
+  const std::int64_t muon = largest * 2;
+  CHECK(muon == 1174405120);
+  for (std::int64_t r : {0, 17, 63}) {
+    CAPTURE(r);
+    CHECK(kind(m, r, MemoryKind::Params) == 2 * n);
+    CHECK(kind(m, r, MemoryKind::Grads) == 2 * n);
+    CHECK(kind(m, r, MemoryKind::MasterWeights) == 4 * n);
+    CHECK(kind(m, r, MemoryKind::OptimizerState) == 8 * n);  // exp_avg + exp_avg_sq in fp32
+    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == 0);
+    CHECK(kind(m, r, MemoryKind::MuonAllGather) == muon);
+    CHECK(m.ranks[static_cast<std::size_t>(r)].total == 16 * n + muon);
+  }
+  CHECK(m.peak == 17238654976);
+  CHECK(m.peak_ranks.to_string() == "0-63");
+}
+
+// ZeRO (Rajbhandari, Rasley, Ruwase, He: "ZeRO: Memory Optimizations Toward
+// Training Trillion Parameter Models", SC 2020, Sec. 5.1 and Figure 1):
+// mixed-precision Adam keeps 2 + 2 + K bytes per parameter, K = 12 (fp32
+// params, momentum, variance); data parallelism keeps (2 + 2 + K) * Psi per
+// GPU, ZeRO stage 3 (P_os+g+p, i.e. FSDP) (2 + 2 + K) * Psi / N_d. The formula
+// is exact when every dim divides (no padding) and nothing is replicated:
+// Llama-3.1-8B on 64 ranks (128256, 14336, 4096, 1024 all divide by 64).
+TEST_CASE("ZeRO model-state formula: (2+2+12) Psi (DDP) and (2+2+12) Psi / N_d (ZeRO-3)") {
+  const std::int64_t psi = 8030261248;  // Llama-3.1-8B parameters
+  const std::string ddp =
+      "mesh: [{name: dp, size: 8}]\n"
+      "rules: [{match: '**', placements: {}}]\n";
+  const std::string zero3 =
+      "mesh: [{name: dp_shard, size: 64}]\n"
+      "rules: [{match: '**', placements: {}}]\n"
+      "fsdp: {shard: dp_shard}\n";
+  for (const auto& [recipe, nd] : {std::pair{ddp, 1LL}, std::pair{zero3, 64LL}}) {
+    CAPTURE(nd);
+    Plan plan = plan_of("plans/llama-3.1-8b.model.yaml", recipe);
+    mixed_precision_adamw(plan);
+    const MemoryReport m = compute_memory(plan);
+    const RankMemory& rm = m.ranks.back();
+    const std::int64_t model_states = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
+                                      rm.of(MemoryKind::MasterWeights) +
+                                      rm.of(MemoryKind::OptimizerState);
+    CHECK(model_states == (2 + 2 + 12) * psi / nd);
+    CHECK(rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) == 12 * psi / nd);
+  }
+}
+
+TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
+  Plan plan = shipped("llama-3.1-70b", "llama-3.1-70b-hsdp");
+  mixed_precision_adamw(plan);
+  const MemoryReport m = compute_memory(plan);
+  // Per rank: TP-local, then FSDP 8 on dim 0 (HSDP: dp_replicate holds copies).
+  //   q [8192,8192] -> [1024,8192] -> [128,8192];  k, v [1024,8192] -> [16,8192]
+  //   o [8192,8192] -> [8192,1024] -> [1024,1024]; gate, up, down -> 3,670,016 each
+  //   2 norms [8192] -> [1024]
+  const std::int64_t layer = 2 * 1048576 + 2 * 131072 + 3 * 3670016 + 2 * 1024;
+  CHECK(layer == 13371392);
+  //   embed, lm_head [128256,8192] -> [16032,8192] -> [2004,8192]; norm [8192] -> [1024]
+  const std::int64_t root = 2 * (2004LL * 8192) + 1024;
+  const std::int64_t n = 80 * layer + root;
+  CHECK(n == 1102545920);  // every split even: no FSDP padding
+  // FSDP2 units in module order: the root (embed, norm, lm_head; first param embed), then
+  // each layer; bf16, gathered x 8. Peak: the root and layer 0 (consecutive, the largest).
+  const std::int64_t layer_unit = layer * 2 * 8;
+  const std::int64_t root_unit = root * 2 * 8;
+  CHECK(root_unit == 525352960);
+  const std::int64_t fsdp2 = root_unit + layer_unit;  // a unit + the next one prefetched
+  // Muon: embed (128256 x 8192 = 1,050,673,152 elements, over the 512 Mi cap alone) is
+  // one batch; its last stage gathers the TP-local pieces to the global tensor in bf16.
+  const std::int64_t muon = 128256LL * 8192 * 2;
+  for (std::int64_t r : {0, 100, 255}) {
+    CAPTURE(r);
+    CHECK(kind(m, r, MemoryKind::Params) == 2 * n);
+    CHECK(kind(m, r, MemoryKind::Grads) == 2 * n);
+    CHECK(kind(m, r, MemoryKind::MasterWeights) == 4 * n);
+    CHECK(kind(m, r, MemoryKind::OptimizerState) == 8 * n);
+    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == 739295232);
+    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == fsdp2);
+    CHECK(kind(m, r, MemoryKind::MuonAllGather) == muon);
+    CHECK(m.ranks[static_cast<std::size_t>(r)].total == 16 * n + muon);
+  }
+  CHECK(m.fsdp_degree == 8);
+}
+
+TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only stage") {
+  Plan plan = shipped("deepseek-v3", "deepseek-v3-pp16-ep64");
+  mixed_precision_adamw(plan);
+  const MemoryReport m = compute_memory(plan);
+  // Dense mesh pp 16 x dp_shard 16 x tp 8; FSDP 16 on dim 0 of the TP-local tensor.
+  // MLA attention + norms per layer (elements per rank):
+  //   q_a [1536,7168] -> 96 rows: 688,128   q_a_norm 96   q_b [24576,1536] -> [3072,..] -> 192 rows
+  //   kv_a [576,7168] -> 36 rows: 258,048   kv_a_norm 32  kv_b [32768,512] -> [4096,..] -> 256 rows
+  //   o [7168,16384] -> [7168,2048] -> 448 rows; input / post-attention norms 448 each
+  const std::int64_t attn =
+      688128 + 96 + 192 * 1536 + 258048 + 32 + 256 * 512 + 448 * 2048 + 448 + 448;
+  CHECK(attn == 2290688);
+  // Dense MLP: gate, up [18432,7168] -> [2304,..] -> 144 rows; down [7168,18432] -> [7168,2304]
+  // -> 448 rows: 3 x 1,032,192.
+  const std::int64_t dense_mlp = 3 * 1032192;
+  // MoE layer outside the experts: router [256,7168] -> 16 rows, shared experts 3 x 114,688
+  // (bf16), e_score_correction_bias [256] -> 16 (float32).
+  const std::int64_t moe_rest = 114688 + 3 * 114688;
+  // Routed experts: 3 stacked [256, 2048, 7168] params on the expert mesh (pp 16 x efsdp 2 x
+  // ep 64): ep -> 4 experts, efsdp on dim 0 -> 2 experts per rank.
+  const std::int64_t experts = 3 * (2LL * 2048 * 7168);
+  CHECK(experts == 88080384);
+  // Stage 0 (rank 0): embed [129280,7168] -> [16160,..] -> 1010 rows, dense layers 0-2, MoE
+  // layer 3.  Stage 1 (rank 128): MoE layers 4-7.
+  const std::int64_t embed = 1010LL * 7168;
+  const std::int64_t bf16_0 = embed + 3 * (attn + dense_mlp) + attn + moe_rest + experts;
+  const std::int64_t fp32_0 = 16;
+  const std::int64_t bf16_1 = 4 * (attn + moe_rest + experts);
+  const std::int64_t fp32_1 = 4 * 16;
+  CHECK(bf16_0 == 114231296);
+  CHECK(bf16_1 == 363319296);
+  // bf16: params 2 + grads 2 + master 4 + state 8; float32: 4 + 4 + no master + 8.
+  struct Pin {
+    std::int64_t rank, bf16, fp32, fsdp2;
+  };
+  // FSDP2 units (module order): the root (embed, on stage 0), each layer's non-expert part
+  // over dp_shard 16, then its routed experts over efsdp 2. The peak is the largest pair of
+  // consecutive units (one in use, the next prefetched): on both stages an MoE layer's
+  // non-expert unit ((attn + moe_rest) bf16 + the fp32 bias, x 16) and its experts
+  // (88,080,384 x 2 B x 2) — more than root + layer 0 (7,239,680 x 2 x 16 + 5,387,264 x 2 x 16).
+  const std::int64_t expert_unit = experts * 2 * 2;
+  const std::int64_t moe_layer_unit = ((attn + moe_rest) * 2 + 16 * 4) * 16;
+  CHECK(moe_layer_unit == 87983104);
+  CHECK(moe_layer_unit + expert_unit > (embed + attn + dense_mlp) * 2 * 16);
+  for (const Pin& pin : {Pin{0, bf16_0, fp32_0, moe_layer_unit + expert_unit},
+                         Pin{128, bf16_1, fp32_1, moe_layer_unit + expert_unit}}) {
+    CAPTURE(pin.rank);
+    CHECK(kind(m, pin.rank, MemoryKind::Params) == 2 * pin.bf16 + 4 * pin.fp32);
+    CHECK(kind(m, pin.rank, MemoryKind::Grads) == 2 * pin.bf16 + 4 * pin.fp32);
+    CHECK(kind(m, pin.rank, MemoryKind::MasterWeights) == 4 * pin.bf16);
+    CHECK(kind(m, pin.rank, MemoryKind::OptimizerState) == 8 * (pin.bf16 + pin.fp32));
+    CHECK(kind(m, pin.rank, MemoryKind::Fsdp2AllGather) == pin.fsdp2);
+    // Muon gathers one stacked expert param to its global [256, 2048, 7168] bf16 tensor
+    // (above the batch cap alone): 7 GiB, the largest transient of every MoE stage.
+    CHECK(kind(m, pin.rank, MemoryKind::MuonAllGather) == 256LL * 2048 * 7168 * 2);
+  }
+  CHECK(m.peak_ranks.to_string() == "128-1663");  // stages 1-12: four MoE layers each
+}
+
+TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads, not state") {
+  // pp 4 x dp_shard 64 x tp 8: embed rows 129280 / 8 = 16160 over 64 FSDP ranks are chunks
+  // of ceil(16160 / 64) = 253, the last 16160 - 63 * 253 = 221. Every other split divides.
+  std::string recipe = slurp("plans/deepseek-v3-pp16-ep64.recipe.yaml");
+  recipe = replace_all(recipe, "{name: pp, size: 16}", "{name: pp, size: 4}");
+  recipe = replace_all(recipe, "{name: dp_shard, size: 16}", "{name: dp_shard, size: 64}");
+  recipe = replace_all(recipe, "{name: efsdp, size: 2}", "{name: efsdp, size: 8}");
+  Plan plan = plan_of("plans/deepseek-v3.model.yaml", recipe);
+  mixed_precision_adamw(plan);
+  const MemoryReport m = compute_memory(plan);
+  const std::int64_t first = 0;      // pp 0, dp_shard 0, tp 0: 253 embed rows
+  const std::int64_t last = 63 * 8;  // pp 0, dp_shard 63, tp 0: 221 rows, padded to 253
+  const std::int64_t missing = (253 - 221) * 7168;
+  CHECK(kind(m, last, MemoryKind::Params) == kind(m, first, MemoryKind::Params));
+  CHECK(kind(m, last, MemoryKind::Grads) == kind(m, first, MemoryKind::Grads));
+  CHECK(kind(m, first, MemoryKind::MasterWeights) - kind(m, last, MemoryKind::MasterWeights) ==
+        4 * missing);
+  CHECK(kind(m, first, MemoryKind::OptimizerState) - kind(m, last, MemoryKind::OptimizerState) ==
+        8 * missing);
+  const RankBytes bytes = rank_bytes(plan);
+  CHECK(bytes.padded_param_bytes[last] - bytes.param_bytes[last] == 2 * missing);
+}
+
+TEST_CASE("params kind = padded param bytes on every shipped plan (aliases once, tied copies)") {
+  for (const auto& [model, recipe] :
+       {std::pair{"gpt2", "gpt2-tp4-tied"}, std::pair{"gemma-2-2b", "gemma-2-2b-tp4-tied"},
+        std::pair{"qwen3-30b-a3b", "qwen3-30b-a3b-ep8-fsdp"},
+        std::pair{"mixtral-8x7b", "mixtral-8x7b-ep8-tp8"},
+        std::pair{"qwen2.5-0.5b", "qwen2.5-0.5b-dp4-tp2"}}) {
+    CAPTURE(recipe);
+    const Plan plan = shipped(model, recipe);
+    const MemoryReport m = compute_memory(plan);
+    const RankBytes bytes = rank_bytes(plan);
+    for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+      CHECK(m.ranks[r].of(MemoryKind::Params) == bytes.padded_param_bytes[r]);
+      // Defaults (no `training:`): grads and both AdamW moments in the param dtype.
+      CHECK(m.ranks[r].of(MemoryKind::MasterWeights) == 0);
+    }
+  }
+}
+
+TEST_CASE("per-param rules: optimizers, master copies, dtypes, frozen params") {
+  PlannedParam matrix;
+  matrix.dtype = DType::BFloat16;
+  matrix.global_shape = {64, 32};
+  PlannedParam vec = matrix;
+  vec.global_shape = {64};
+  TrainingSpec t;
+  auto rule = [&t](const PlannedParam& p) { return param_memory_rule(p, t); };
+  CHECK(rule(matrix).state_count == 2);  // adamw default
+  CHECK(rule(matrix).state_bytes == 4);  // 2 x bf16 (torch.zeros_like(p))
+  CHECK(rule(matrix).master_bytes == 0);
+  t.master_weights = DType::Float32;
+  CHECK(rule(matrix).master_bytes == 4);
+  CHECK(rule(matrix).state_bytes == 8);  // moments follow the fp32 master
+  t.optimizer = Optimizer::Muon;
+  CHECK(rule(matrix).state_count == 1);  // momentum only for ndim >= 2
+  CHECK(rule(vec).state_count == 2);     // AdamW for the rest
+  t.optimizer = Optimizer::Sgd;
+  CHECK(rule(vec).state_count == 1);
+  t.optimizer = Optimizer::None;
+  CHECK(rule(matrix).state_bytes == 0);
+  CHECK(rule(matrix).master_bytes == 0);
+  CHECK(rule(matrix).grad_bytes == 2);
+  t.optimizer = Optimizer::AdamW;
+  t.state_dtype = DType::BFloat16;
+  t.grad_dtype = DType::Float32;
+  CHECK(rule(matrix).state_bytes == 4);
+  CHECK(rule(matrix).grad_bytes == 4);
+  PlannedParam fp32 = matrix;
+  fp32.dtype = DType::Float32;
+  CHECK(rule(fp32).master_bytes == 0);  // already float32: no copy
+  PlannedParam frozen = matrix;
+  frozen.requires_grad = false;
+  CHECK(rule(frozen).param_bytes == 2);
+  CHECK(rule(frozen).grad_bytes == 0);
+  CHECK(rule(frozen).state_bytes == 0);
+  CHECK(rule(frozen).master_bytes == 0);
+}
+
+TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP degree") {
+  Plan plan = shipped("llama-3.1-70b", "llama-3.1-70b-hsdp");
+  mixed_precision_adamw(plan);
+  const MemoryReport m = compute_memory(plan);
+  DiagnosticSink fits;
+  check_budget(plan, m, 80LL << 30, SourceLoc{}, fits);
+  CHECK(fits.items().empty());
+  // 16 GiB: the FSDP-sharded state (16 n = 17,640,734,720 B) must fit next to the muon
+  // buffer (2,101,346,304 B): 17,179,869,184 - 2,101,346,304 = 15,078,522,880 B of room,
+  // a factor 1.17 -> FSDP degree ceil(8 x 1.17) = 10.
+  DiagnosticSink over;
+  check_budget(plan, m, 16LL << 30, SourceLoc{"r.yaml", 3, 11}, over);
+  REQUIRE(over.items().size() == 1);
+  const Diagnostic& d = over.items().front();
+  CHECK(d.code == "E-BUDGET");
+  CHECK(d.loc.line == 3);
+  CHECK(d.message.find("rank 0 (stage 0, dp_replicate=0 dp_shard=0 tp=0)") != std::string::npos);
+  CHECK(d.message.find("256 of 256 ranks are over: 0-255") != std::string::npos);
+  CHECK(d.hint.find("optimizer_state 8.21 GiB") != std::string::npos);
+  CHECK(d.hint.find("FSDP degree of at least 10 (now 8)") != std::string::npos);
+  // 1 GiB: the muon buffer alone (1.96 GiB) is over, whatever FSDP does.
+  DiagnosticSink hopeless;
+  check_budget(plan, m, 1LL << 30, SourceLoc{}, hopeless);
+  REQUIRE(hopeless.items().size() == 1);
+  CHECK(hopeless.items().front().hint.find("no FSDP degree can") != std::string::npos);
+}
+
+TEST_CASE("byte sizes") {
+  CHECK(parse_byte_size("80GiB") == 80LL << 30);
+  CHECK(parse_byte_size("80 GiB") == 80LL << 30);
+  CHECK(parse_byte_size("80gib") == 80LL << 30);
+  CHECK(parse_byte_size("80GB") == 80000000000LL);
+  CHECK(parse_byte_size("1.5KiB") == 1536);
+  CHECK(parse_byte_size("123") == 123);
+  CHECK(parse_byte_size("7B") == 7);
+  CHECK_FALSE(parse_byte_size("7b"));  // bits
+  CHECK_FALSE(parse_byte_size("-1GiB"));
+  CHECK_FALSE(parse_byte_size("GiB"));
+  CHECK_FALSE(parse_byte_size("1.GiB"));
+  CHECK_FALSE(parse_byte_size("80 GiBs"));
+  CHECK_FALSE(parse_byte_size("99999999999PiB"));
+  CHECK(byte_size_text(80LL << 30) == "80 GiB");
+  CHECK(byte_size_text(1000) == "1000 B");
+}
