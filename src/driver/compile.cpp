@@ -100,9 +100,9 @@ bool write_plan(const Plan& plan, const RankBytes& bytes,
 
 // The rank files into `t.write_dir/ranks`; stale ones removed (in place).
 bool write_ranks(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                 const MemoryReport& memory, const std::vector<std::int64_t>& ranks, const CompileOptions& opt,
-                 const driver::OutputTarget& t, std::vector<FileDigest>& digests, FileSystem& fs,
-                 std::ostream& err) {
+                 const MemoryReport& memory, const std::vector<std::int64_t>& ranks,
+                 const CompileOptions& opt, const driver::OutputTarget& t,
+                 std::vector<FileDigest>& digests, FileSystem& fs, std::ostream& err) {
   const std::string ranks_dir = path_join(t.write_dir, "ranks");
   if (!ranks.empty()) {
     if (!driver::prepare_ranks_dir(ranks_dir, fs, err)) return false;
