@@ -13,6 +13,8 @@
 #   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
 #   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
+#   docs/layers         no include runs up the layering (tools/check-layers)
+#   docs/passes         src/README.md pass table = build_plan order (tools/check-docs)
 #   (fuzz/replay-*      the fuzz corpus replay is registered from tests/fuzz/replay.cmake)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
@@ -219,3 +221,9 @@ add_test(NAME memory/witness
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory_witness.py
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(memory/witness PROPERTIES LABELS "e2e;memory" TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Docs and layering tied to the code (tools/check-layers, tools/check-docs).
+add_test(NAME docs/layers COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/check-layers
+                                  ${PROJECT_SOURCE_DIR})
+add_test(NAME docs/passes COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/check-docs
+                                  ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs/layers docs/passes PROPERTIES LABELS "docs" TIMEOUT 60)

@@ -10,7 +10,7 @@ device (no memory for weights): with torch >= 2.0 inside `with torch.device("met
 older torch (Debian's python3-torch 1.13) the factory gets `device="meta"` when it accepts
 a `device` argument, else it is built on the CPU and moved to meta.
 
-Output (SPEC §3): every parameter in registration order (modules depth-first, each
+Output (contract §3): every parameter in registration order (modules depth-first, each
 module's own parameters in registration order, as named_parameters() walks them) with its
 FQN, shape, torch dtype and `requires_grad`; a parameter reachable under several names
 (a tied weight, e.g. `lm_head.weight = embed_tokens.weight`, or tensors sharing storage)

@@ -1,4 +1,4 @@
-// Back end: plan to JSON (SPEC §6) and diagnostics to text/JSON/GitHub
+// Back end: plan to JSON (contract §6) and diagnostics to text/JSON/GitHub
 // annotations. The only code that includes nlohmann/json for output.
 // Output is byte-identical for identical inputs: fixed key order, no
 // timestamps, integers only.
@@ -18,7 +18,7 @@
 
 namespace shardc {
 
-/// `plan.json` (SPEC §6.1): meshes, every param with placements, rule,
+/// `plan.json` (contract §6.1): meshes, every param with placements, rule,
 /// stage, alias, stacked sources and its distinct shards with rank sets,
 /// the warnings, tie sync groups and the per-rank byte summary.
 /// `buffer_bytes` adds `summary.per_rank_buffer_bytes` (one entry per layout);
@@ -28,7 +28,7 @@ std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
                              const std::vector<BufferRankBytes>& buffer_bytes = {},
                              const MemoryReport* memory = nullptr);
 
-/// `ranks/rank-<r>.json` (SPEC §6.2, §6.3) for one rank: coords, every param
+/// `ranks/rank-<r>.json` (contract §6.2, §6.3) for one rank: coords, every param
 /// the rank holds, buffer layouts, totals. Cost O(params) for the rank.
 /// Plans the buffers and the memory report itself; a writer of many rank
 /// files passes the buffers planned once (`plan_buffers`) and the rank's

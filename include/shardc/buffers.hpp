@@ -1,4 +1,4 @@
-// Buffer-packing layouts for fused all-gathers (SPEC §6.3).
+// Buffer-packing layouts for fused all-gathers (contract §6.3).
 //
 // Two kinds:
 //  * muon_allgather: hyper-parallel's Muon optimizer gathers each param's

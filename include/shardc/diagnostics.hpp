@@ -1,15 +1,18 @@
-// Diagnostics: the product's error and warning values (SPEC §5.7).
+// Diagnostics: the product's error and warning values (contract §5.7).
 //
 // A Diagnostic is a value, never an exception: every pass appends to a
 // DiagnosticSink and keeps going where it cheaply can, so one `validate` run
-// reports every problem. Codes are stable strings ("E-HEADS", "W-EXPERTS");
-// the README's diagnostics table documents each one.
+// reports every problem. Codes are the typed `DiagCode` table
+// (shardc/diag_code.hpp); the README's diagnostics table mirrors it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "shardc/diag_code.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 
@@ -21,8 +24,6 @@ struct SourceLoc {
   int column = 0;
 };
 
-enum class Severity { Error, Warning, Note };
-
 /// Lower-case word used in every output format: "error", "warning", "note".
 const char* severity_name(Severity s);
 
@@ -30,9 +31,9 @@ const char* severity_name(Severity s);
 /// (an FQN, a rule's `match` text) that `--format json` reports as fields.
 struct Diagnostic {
   Severity severity = Severity::Error;
-  std::string code;     ///< stable code, e.g. "E-HEADS"
-  std::string message;  ///< one line, no trailing period needed
-  std::string hint;     ///< how to fix it; may be empty
+  DiagCode code = DiagCode::EModel;  ///< its row in the code table; code_name() gives "E-HEADS"
+  std::string message;               ///< one line, no trailing period needed
+  std::string hint;                  ///< how to fix it; may be empty
   SourceLoc loc;
   std::string param;
   std::string rule;
@@ -45,11 +46,13 @@ struct Diagnostic {
 /// counts stay exact.
 class DiagnosticSink {
  public:
-  explicit DiagnosticSink(std::size_t limit = 200) : limit_(limit) {}
+  explicit DiagnosticSink(std::size_t limit = limits::kMaxStoredDiagnostics) : limit_(limit) {}
 
   void report(Diagnostic d);
-  void error(std::string code, SourceLoc loc, std::string message, std::string hint = {});
-  void warning(std::string code, SourceLoc loc, std::string message, std::string hint = {});
+  /// Reports an error / warning: code first, then where, what, how to fix
+  /// (the one argument order every emitter uses).
+  void error(DiagCode code, SourceLoc loc, std::string message, std::string hint = {});
+  void warning(DiagCode code, SourceLoc loc, std::string message, std::string hint = {});
 
   [[nodiscard]] bool has_errors() const { return errors_ > 0; }
   [[nodiscard]] std::size_t error_count() const { return errors_; }
@@ -58,7 +61,10 @@ class DiagnosticSink {
   [[nodiscard]] std::size_t dropped() const { return dropped_; }
   [[nodiscard]] const std::vector<Diagnostic>& items() const { return items_; }
   /// True when at least one stored or dropped diagnostic has this code.
-  [[nodiscard]] bool has_code(const std::string& code) const;
+  [[nodiscard]] bool has_code(DiagCode code) const;
+  /// The exit class the stored and dropped errors call for: the largest of
+  /// their codes' `exit` (Usage over Invalid); Ok when there is no error.
+  [[nodiscard]] ExitCode error_exit() const;
 
  private:
   std::size_t limit_;
@@ -66,7 +72,8 @@ class DiagnosticSink {
   std::size_t warnings_ = 0;
   std::size_t dropped_ = 0;
   std::vector<Diagnostic> items_;
-  std::vector<std::string> dropped_codes_;
+  std::vector<DiagCode> dropped_error_codes_;  ///< codes of dropped errors
+  std::vector<DiagCode> dropped_codes_;
 };
 
 }  // namespace shardc

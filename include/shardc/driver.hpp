@@ -13,72 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "shardc/exit_code.hpp"
+#include "shardc/file_system.hpp"
+
 namespace shardc {
 
-/// Process exit codes (SPEC §2).
-enum class ExitCode : int {
-  Ok = 0,       ///< success (warnings allowed unless --strict)
-  Invalid = 1,  ///< the plan is invalid; diagnostics printed
-  Usage = 2,    ///< usage, I/O or parse error
-};
-
-/// The narrow interface to the disk. `RealFileSystem` is the disk; tests
-/// may supply a fake.
-class FileSystem {
- public:
-  virtual ~FileSystem() = default;
-  /// Reads a whole file. nullopt and `error` set when missing/unreadable or
-  /// larger than `max_bytes`.
-  virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
-                                          std::string& error) = 0;
-  /// Reads at most `max_bytes` bytes starting at byte `offset` of a regular
-  /// file (fewer at the end of the file) and sets `file_size` to the file's
-  /// size in bytes: a bounded read for file headers (safetensors). nullopt and
-  /// `error` set when missing, unreadable or not a regular file.
-  virtual std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
-                                                std::int64_t max_bytes, std::int64_t& file_size,
-                                                std::string& error) = 0;
-  /// Writes `bytes` to `path` atomically (temporary file in the same
-  /// directory, then rename). false and `error` set on failure; never
-  /// leaves a partial file at `path`.
-  virtual bool write_atomic(const std::string& path, std::string_view bytes,
-                            std::string& error) = 0;
-  /// Removes a file (not a directory). false and `error` on failure; a file
-  /// that does not exist is not a failure.
-  virtual bool remove_file(const std::string& path, std::string& error) = 0;
-  /// Creates a directory (and parents). false and `error` on failure.
-  virtual bool make_dirs(const std::string& path, std::string& error) = 0;
-  /// Entries (names only) of a directory; nullopt if it does not exist.
-  virtual std::optional<std::vector<std::string>> list_dir(const std::string& path) = 0;
-  /// True when `path` is a symbolic link.
-  virtual bool is_symlink(const std::string& path) = 0;
-
-  // --- whole-directory commits (see README "Output directory commits") ---
-
-  /// Makes every file and directory entry written so far under the
-  /// directory `dir` durable (Linux: one syncfs(2) of its filesystem, then
-  /// fsync(2) of `dir`; one call instead of an fsync per rank file, which
-  /// costs ~4 ms each on ext4). false and `error` on failure.
-  virtual bool sync_dir(const std::string& dir, std::string& error) = 0;
-  /// Creates a fresh, empty, hidden sibling of `target` to build a new
-  /// output in (`<parent>/.<name>.shardc-tmp.<pid>.<n>`) and returns its
-  /// path. Siblings of the same pattern left by processes that no longer
-  /// run (killed compiles) are removed first. nullopt and `error` when the
-  /// parent is not writable.
-  virtual std::optional<std::string> make_temp_sibling(const std::string& target,
-                                                       std::string& error) = 0;
-  /// Puts the directory `from` at `to` atomically. When `to` exists the two
-  /// are exchanged (renameat2 RENAME_EXCHANGE; where the filesystem lacks
-  /// it, three renames with a short window in which `to` is absent), so
-  /// `from` then names the previous directory; when it does not, `from` is
-  /// renamed. The parent is fsync'ed. false and `error` on failure, nothing
-  /// moved.
-  virtual bool replace_dir(const std::string& from, const std::string& to, std::string& error) = 0;
-  /// Removes the directory `dir` and everything in it; symlinks inside are
-  /// removed, never followed. A missing `dir` is not a failure.
-  virtual bool remove_tree(const std::string& dir, std::string& error) = 0;
-};
-
+/// The disk (src/driver/real_file_system*.cpp).
 class RealFileSystem final : public FileSystem {
  public:
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
@@ -111,6 +51,9 @@ struct CommonOptions {
   /// total exceeds `budget_bytes`, else the recipe's `training.budget`.
   bool check_budget = false;
   std::optional<std::int64_t> budget_bytes;  ///< `--budget`, overrides the recipe
+  /// Run check_plan after planning (always on in builds with
+  /// SHARDC_CHECK_INVARIANTS); a violation exits 3 (ExitCode::Internal).
+  bool check_invariants = false;
 };
 
 struct CompileOptions {

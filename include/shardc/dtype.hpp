@@ -1,4 +1,4 @@
-// Element types of parameters, with torch names (SPEC §3).
+// Element types of parameters, with torch names (contract §3).
 #pragma once
 
 #include <cstdint>

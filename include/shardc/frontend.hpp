@@ -1,4 +1,4 @@
-// Front end: turns model and recipe files into typed values (SPEC §3, §4).
+// Front end: turns model and recipe files into typed values (contract §3, §4).
 //
 // The only code that includes yaml-cpp or parses input text. Every
 // diagnostic it reports carries file:line:col of the offending node.
@@ -11,6 +11,7 @@
 #include "shardc/diagnostics.hpp"
 #include "shardc/model.hpp"
 #include "shardc/recipe.hpp"
+#include "shardc/sha256.hpp"
 
 namespace shardc {
 
@@ -35,8 +36,5 @@ std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink);
 /// placement), E-MESH (axis size < 1, duplicate axis name). Meaning-level
 /// checks (axes exist, dims in range) are the planner's. nullopt on any error.
 std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink);
-
-/// Hex SHA-256 of `bytes` (OpenSSL EVP).
-std::string sha256_hex(std::string_view bytes);
 
 }  // namespace shardc

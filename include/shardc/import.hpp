@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "shardc/diagnostics.hpp"
-#include "shardc/driver.hpp"
+#include "shardc/file_system.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/model.hpp"
 
 namespace shardc {
 
-/// Largest safetensors JSON header accepted (100 MB, the bound the reference
-/// `safetensors` library uses).
-inline constexpr std::int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+/// Largest safetensors JSON header accepted (shardc/limits.hpp).
+using limits::kMaxSafetensorsHeaderBytes;
 
 /// One tensor entry of a safetensors header.
 struct SafetensorsTensor {

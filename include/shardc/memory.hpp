@@ -12,7 +12,7 @@
 //    unpadded narrow as the parameter: torch FSDPParam._init_sharded_param,
 //    `padded_sharded_param = param_data.new_zeros(chunks[0].size())`). An
 //    alias on the source's stage is counted once (same storage); a tie whose
-//    ends sit on different stages is a copy on each stage (SPEC §5.5).
+//    ends sit on different stages is a copy on each stage (contract §5.5).
 //  * grads: params with requires_grad, at the PADDED shape (FSDP2's
 //    reduce-scatter output is padded and each grad is an as_strided view
 //    into it, so the padding stays allocated), in `grad_dtype` or the

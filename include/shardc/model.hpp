@@ -1,4 +1,4 @@
-// The model description after parsing (SPEC §3): every parameter's FQN,
+// The model description after parsing (contract §3): every parameter's FQN,
 // global shape and dtype, in module (registration) order, with `repeat`
 // groups already expanded.
 #pragma once
@@ -10,17 +10,9 @@
 
 #include "shardc/diagnostics.hpp"
 #include "shardc/dtype.hpp"
+#include "shardc/shape.hpp"
 
 namespace shardc {
-
-/// Shapes are lists of non-negative extents in elements. The front end
-/// guarantees every extent is >= 0 and that the product (numel) fits in
-/// 2^62, so planner arithmetic on one shape never overflows int64.
-using Shape = std::vector<std::int64_t>;
-
-/// Number of elements of a shape (1 for a 0-d shape). Precondition: the
-/// front end's bound (product < 2^62) holds.
-std::int64_t numel(const Shape& shape);
 
 /// One parameter as written in the model description.
 struct Param {
@@ -31,7 +23,7 @@ struct Param {
   SourceLoc loc;  ///< the entry (or the repeat-expanded template) in the model file
 };
 
-/// A tie: `alias` shares the storage of `source` (SPEC §5.5). From the
+/// A tie: `alias` shares the storage of `source` (contract §5.5). From the
 /// model's `tied: [[source, alias]]` or an inventory's `tied_weights:
 /// {alias: source}`.
 struct TiePair {

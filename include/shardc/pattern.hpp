@@ -1,5 +1,5 @@
 // FQN patterns used by rules, experts, pipeline stages and FSDP units
-// (SPEC §4 "Patterns", §5.8).
+// (contract §4 "Patterns", §5.8).
 //
 // A pattern is dot-separated segments. Within a segment: `*` matches any
 // run of characters (possibly empty) but never a dot, `?` one character,

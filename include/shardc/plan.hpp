@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "shardc/assert.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/dtype.hpp"
 #include "shardc/model.hpp"
@@ -52,7 +53,7 @@ struct DimSplit {
 };
 
 /// All splits of one param, per tensor dim, outermost (first applied) first:
-/// rule placements in mesh order, then the FSDP split (SPEC §5.2, §5.3).
+/// rule placements in mesh order, then the FSDP split (contract §5.2, §5.3).
 struct ParamGeometry {
   Shape global_shape;
   std::vector<std::vector<DimSplit>> per_dim;  ///< size == ndim
@@ -76,7 +77,7 @@ struct ShardBox {
 };
 
 /// A rank's piece of one param. Offsets of empty dims carry the DCP
-/// sentinel (the global extent of that dim, SPEC §5.2).
+/// sentinel (the global extent of that dim, contract §5.2).
 ///  * `local_shape`: the real (logical) elements the rank holds, a prefix of
 ///    its allocated tensor on every dim; with `global_offset` the box of the
 ///    global (checkpoint) tensor they are.
@@ -95,8 +96,8 @@ struct ShardGeom {
 };
 
 /// Start and length of piece `k` of a dim of length `length` split `ways`
-/// ways (SPEC §5.1). `Even` behaves as `Chunk` (divisibility is checked
-/// elsewhere). Preconditions: length >= 0, ways >= 1, 0 <= k < ways.
+/// ways (contract §5.1). `Even` behaves as `Chunk` (divisibility is checked
+/// elsewhere). Preconditions (asserted): length >= 0, ways >= 1, 0 <= k < ways.
 struct Piece {
   std::int64_t start = 0;
   std::int64_t size = 0;
@@ -108,7 +109,8 @@ Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitR
 /// `Pad` pieces are all ceil(L_units / (ways x m)) x m units long (the last
 /// ones may start past `length`: pure padding); the FSDP split allocates
 /// ceil(length / ways) per piece (FSDP2 padding). `size` is the allocated
-/// extent; saturates instead of overflowing on hostile sizes.
+/// extent; saturates instead of overflowing on hostile sizes. Precondition
+/// (asserted): 0 <= k < s.ways.
 Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& s);
 
 /// One dim of a piece after some splits: `alloc` allocated rows, of which
@@ -202,9 +204,12 @@ struct Plan {
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
 
-  /// The mesh a param lives on.
+  /// The mesh a param lives on. Precondition (asserted): an expert param
+  /// only in a plan with an expert mesh.
   [[nodiscard]] const Mesh& mesh_of(const PlannedParam& p) const {
-    return p.mesh == MeshKind::Expert ? *expert : dense;
+    if (p.mesh == MeshKind::Dense) return dense;
+    SHARDC_ASSERT(expert.has_value(), p.name + " is on the expert mesh, the plan has none");
+    return *expert;
   }
   /// Pipeline stage of a rank (0 without a pipeline).
   [[nodiscard]] int stage_of_rank(std::int64_t rank) const;
@@ -232,7 +237,7 @@ using ShardQuantities =
 /// without a (params x ranks) loop: `fn` runs once per (param, shard class)
 /// and params varying over the same axes share one table indexed by
 /// (stage, class); each rank then sums one entry per table. An alias on the
-/// same stage as its source shares its storage and is skipped (SPEC §5.5);
+/// same stage as its source shares its storage and is skipped (contract §5.5);
 /// a cross-stage tie end is a real copy and counted. Returns rank-major
 /// sums: out[rank * width + i]. Cost O(params x shard classes + tables x ranks).
 std::vector<std::int64_t> rank_sums(const Plan& plan, std::size_t width, const ShardQuantities& fn);

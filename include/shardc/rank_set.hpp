@@ -1,4 +1,4 @@
-// Sets of global ranks in the compact range syntax of SPEC §2, extended
+// Sets of global ranks in the compact range syntax of contract §2, extended
 // with a step: `0-7,16,20-23,3-2043:8` (`a-b:s` = a, a+s, ..., b).
 //
 // The step form exists because a replica set on a row-major mesh is

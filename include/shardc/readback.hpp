@@ -17,12 +17,13 @@
 
 #include "shardc/buffers.hpp"
 #include "shardc/dtype.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/model.hpp"
 
 namespace shardc::readback {
 
 /// Largest world size an output can have (the recipe's mesh bound, 2^31 - 1).
-inline constexpr std::int64_t kMaxWorldSize = 2147483647;
+inline constexpr std::int64_t kMaxWorldSize = limits::kMaxWorld;
 
 /// One entry of a param's `shards` in plan.json.
 struct PlanShard {

@@ -1,4 +1,4 @@
-// The sharding recipe after parsing (SPEC §4): meshes, placement rules,
+// The sharding recipe after parsing (contract §4): meshes, placement rules,
 // expert stacking, ties, pipeline stages, FSDP/HSDP and buffer layouts.
 //
 // The front end checks syntax (types, unknown keys, placement spelling,
@@ -13,11 +13,12 @@
 
 #include "shardc/diagnostics.hpp"
 #include "shardc/dtype.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/pattern.hpp"
 
 namespace shardc {
 
-/// How one tensor dim of length L is split over n ranks (SPEC §5.1).
+/// How one tensor dim of length L is split over n ranks (contract §5.1).
 enum class SplitRule {
   Chunk,     ///< torch.chunk / DTensor Shard / FSDP2: c = ceil(L/n)
   Balanced,  ///< hyper-parallel: q, r = divmod(L, n); first r ranks get q+1
@@ -30,9 +31,9 @@ enum class SplitRule {
 };
 
 /// Bounds of the per-rule extras (front end): pad multiples and units are in
-/// [1, kMaxPadOrUnit], part counts in [1, kMaxParts].
-inline constexpr std::int64_t kMaxPadOrUnit = std::int64_t{1} << 20;
-inline constexpr std::int64_t kMaxParts = 4096;
+/// [1, kMaxPadOrUnit], part counts in [1, kMaxParts] (shardc/limits.hpp).
+using limits::kMaxPadOrUnit;
+using limits::kMaxParts;
 
 /// A packed (fused) parameter (`packed:` on a rule): the tensor is its parts
 /// concatenated on `dim` (SwiGLU [W; V], fused q|k|v). Each part is split on
@@ -50,8 +51,9 @@ const char* split_rule_name(SplitRule r);
 
 struct MeshAxis {
   std::string name;
-  std::int64_t size = 1;
-  SourceLoc loc;
+  std::int64_t size = 1;  ///< as written; the planner checks >= 1 (E-MESH)
+  SourceLoc loc;          ///< the axis entry
+  SourceLoc size_loc;     ///< its `size` value
 };
 
 /// A device mesh, row-major: the first axis is the slowest-varying.
@@ -102,7 +104,7 @@ struct Rule {
   [[nodiscard]] std::string match_text() const;
 };
 
-/// EP stacking entry (SPEC §5.4): sources matching `match` (which must
+/// EP stacking entry (contract §5.4): sources matching `match` (which must
 /// contain an `{E}` capture) are grouped by their other captures into
 /// stacked params named by `stack`.
 struct ExpertsEntry {
@@ -203,6 +205,7 @@ struct Recipe {
   std::string sha256;
   /// Optional `world_size:` (the intended number of ranks); when set, both
   /// meshes' products are checked against it (E-MESH names the mesh that differs).
+  /// As written; the planner checks it lies in [1, limits::kMaxWorld] (E-MESH).
   std::optional<std::int64_t> world_size;
   SourceLoc world_size_loc;
   Mesh mesh;

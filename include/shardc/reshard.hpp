@@ -5,7 +5,7 @@
 //
 // Model. A plan is seen as a `Layout`: per param its distinct shard classes,
 // each a box of the global tensor (global offset + shape, in elements) with
-// the replica set of ranks holding it (SPEC §6.1 `shards`). A rank that a
+// the replica set of ranks holding it (contract §6.1 `shards`). A rank that a
 // plan does not have (rank >= world_size) holds nothing in it; so do the
 // ranks of other pipeline stages. The two plans may have different world
 // sizes, meshes, degrees and pipeline splits: only boxes and rank sets
@@ -28,7 +28,7 @@
 //
 // Aliases (tied weights). A B param that is an alias of a param on the same
 // pipeline stage shares its source's storage on every rank that holds it
-// (SPEC §5.5): it is not transferred (its reads are empty, `shares_storage`
+// (contract §5.5): it is not transferred (its reads are empty, `shares_storage`
 // is set) and its bytes are not counted. An alias on another stage than its
 // source is a separate copy and is transferred like any param. Sources are
 // matched by name: A's holders of the alias's name are its sources.

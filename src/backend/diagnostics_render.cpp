@@ -1,5 +1,5 @@
 // Diagnostics renderers: compiler-style text with a source excerpt, a JSON
-// array, and GitHub workflow commands (SPEC §5.7).
+// array, and GitHub workflow commands (contract §5.7).
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -52,7 +52,8 @@ std::string location_prefix(const SourceLoc& loc) {
 }
 
 std::string headline(const Diagnostic& d) {
-  return location_prefix(d.loc) + severity_name(d.severity) + "[" + d.code + "]: " + d.message;
+  return location_prefix(d.loc) + severity_name(d.severity) + "[" + std::string(code_name(d.code)) +
+         "]: " + d.message;
 }
 
 // The source line and a caret under the column, with a `NN | ` gutter.
@@ -134,7 +135,7 @@ std::string gh_properties(const Diagnostic& d) {
   if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file, true));
   if (d.loc.line > 0) props.push_back("line=" + std::to_string(d.loc.line));
   if (d.loc.column > 0) props.push_back("col=" + std::to_string(d.loc.column));
-  props.push_back("title=" + gh_escape(d.code, true));
+  props.push_back("title=" + gh_escape(code_name(d.code), true));
   std::string s;
   for (std::size_t i = 0; i < props.size(); ++i) s += (i > 0 ? "," : "") + props[i];
   return s;

@@ -1,4 +1,4 @@
-// plan.json (SPEC §6.1), streamed: shards are enumerated per param and
+// plan.json (contract §6.1), streamed: shards are enumerated per param and
 // written straight into the output string, never held as a JSON tree.
 #include <algorithm>
 #include <string>

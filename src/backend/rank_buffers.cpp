@@ -1,4 +1,4 @@
-// The `buffers` array of a rank file (SPEC §6.3, lean form): muon_allgather
+// The `buffers` array of a rank file (contract §6.3, lean form): muon_allgather
 // groups with their stages, owners and run-length split sizes; fsdp2_allgather
 // units. Params are referenced by their index in the file's `params` array;
 // everything a reader can derive (member shapes, pad shapes, offsets, slice-back)

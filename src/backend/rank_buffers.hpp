@@ -10,7 +10,7 @@
 namespace shardc::backend {
 
 /// Writes the rank file's `buffers` array: one object per planned buffer,
-/// in recipe order (SPEC §6.3; fields documented in rank.schema.json).
+/// in recipe order (contract §6.3; fields documented in rank.schema.json).
 /// Position of each plan param in the rank file's `params` array (-1 when the
 /// rank does not hold it): buffers reference params by this index.
 class FileIndex {

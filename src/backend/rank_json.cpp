@@ -1,4 +1,4 @@
-// ranks/rank-<r>.json (SPEC §6.2): everything one rank holds, in model
+// ranks/rank-<r>.json (contract §6.2): everything one rank holds, in model
 // order. Cost O(params) for the rank; geometry comes from shard_at.
 #include <string>
 

@@ -4,7 +4,7 @@ namespace shardc::backend {
 
 void write_diagnostic(json::Writer& w, const Diagnostic& d) {
   w.begin_object();
-  w.member("code", d.code).member("severity", severity_name(d.severity));
+  w.member("code", code_name(d.code)).member("severity", severity_name(d.severity));
   w.member("message", d.message).member("hint", d.hint);
   w.member("file", d.loc.file).member("line", d.loc.line).member("column", d.loc.column);
   w.member("param", d.param).member("rule", d.rule);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 
+#include "shardc/assert.hpp"
 #include "shardc/byte_size.hpp"
 #include "shardc/driver.hpp"
 
@@ -56,6 +57,9 @@ struct Cli {
 void add_inputs(CLI::App& cmd, Cli& cli) {
   cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")->required();
   cmd.add_option("RECIPE", cli.common.recipe_path, "Sharding recipe (YAML)")->required();
+  cmd.add_flag("--check-invariants", cli.common.check_invariants,
+               "Prove the plan's internal invariants after planning (a violation is a shardc "
+               "bug: exit 3)");
 }
 
 void add_diag_options(CLI::App& cmd, Cli& cli) {
@@ -345,13 +349,20 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// The one exception boundary: a broken invariant (SHARDC_ASSERT, check_plan)
+// or any other escaped exception is a shardc bug, exit 3 (ExitCode::Internal).
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const shardc::InternalError& e) {
+    std::cerr << "shardc: internal error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "shardc: internal error: out of memory\n";
   } catch (const std::exception& e) {
     std::cerr << "shardc: internal error: " << e.what() << "\n";
   } catch (...) {
     std::cerr << "shardc: internal error\n";
   }
-  return static_cast<int>(ExitCode::Usage);
+  std::cerr << "shardc: this is a bug in shardc; please report it with the command and inputs\n";
+  return static_cast<int>(ExitCode::Internal);
 }

@@ -11,6 +11,7 @@
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/check_plan.hpp"
 #include "shardc/frontend.hpp"
 #include "shardc/memory.hpp"
 #include "shardc/rank_set.hpp"
@@ -146,10 +147,16 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
   const Plan& plan = *s.plan;
   auto ranks = selected_ranks(opt, plan, err);
   if (!ranks) return ExitCode::Usage;
-  const auto target = driver::begin_output(opt.out_dir, opt.force, fs, err);
-  if (!target) return ExitCode::Usage;
   const RankBytes bytes = rank_bytes(plan);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);  // once, shared by the writers
+  if (opt.common.check_invariants || invariants_checked_always()) {
+    // First and last rank of the selection: the layouts agree with the shards.
+    std::vector<std::int64_t> sample;
+    if (!ranks->empty()) sample = {ranks->front(), ranks->back()};
+    assert_buffer_invariants(plan, buffers, sample);
+  }
+  const auto target = driver::begin_output(opt.out_dir, opt.force, fs, err);
+  if (!target) return ExitCode::Usage;
   if (opt.with_groups) add_group_ranks(plan, buffers, *ranks, out);
   if (!write_outputs(plan, buffers, *ranks, opt, *target, bytes, fs, err)) {
     driver::abandon_output(*target, fs);

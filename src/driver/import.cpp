@@ -14,7 +14,7 @@ std::optional<ImportedModel> load(const ImportOptions& opt, FileSystem& fs, driv
   std::string error;
   std::optional<std::string> text = fs.read(opt.path, driver::kMaxInputBytes, error);
   if (!text) {
-    s.sink.error("E-MODEL", SourceLoc{opt.path, 0, 0},
+    s.sink.error(DiagCode::EModel, SourceLoc{opt.path, 0, 0},
                  "cannot read model file '" + opt.path + "': " + error,
                  "give a checkpoint directory, a .safetensors file or a model file "
                  "(inputs are limited to 256 MiB)");

@@ -1,4 +1,4 @@
-// `shardc inspect` text for a rank's buffer-packing layouts (SPEC §6.3).
+// `shardc inspect` text for a rank's buffer-packing layouts (contract §6.3).
 #include "driver/inspect_buffers.hpp"
 
 #include <algorithm>

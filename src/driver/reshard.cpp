@@ -12,6 +12,7 @@
 #include "driver/text_format.hpp"
 #include "driver/verify.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/readback.hpp"
 #include "shardc/reshard.hpp"
 
@@ -22,7 +23,7 @@ using driver::human_bytes;
 using driver::print_error;
 
 /// Largest plan.json read (4 GiB, as `verify`).
-constexpr std::int64_t kMaxPlanBytes = std::int64_t{1} << 32;
+using limits::kMaxPlanBytes;
 
 // Reads an OUTDIR's plan.json or a plan.json file into a layout.
 std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSystem& fs,

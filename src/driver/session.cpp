@@ -4,6 +4,7 @@
 
 #include <ostream>
 
+#include "shardc/check_plan.hpp"
 #include "shardc/frontend.hpp"
 #include "shardc/import.hpp"
 #include "shardc/planner.hpp"
@@ -13,7 +14,7 @@ namespace {
 
 // Reads one input; reports `code` when it cannot be read.
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
-                                     const char* code, Session& s) {
+                                     DiagCode code, Session& s) {
   std::string error;
   auto text = fs.read(path, kMaxInputBytes, error);
   if (!text) {
@@ -37,7 +38,7 @@ std::string stem_of(const std::string& path) {
 void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (is_checkpoint_path(fs, opt.model_path)) {
     if (auto im = import_checkpoint(fs, opt.model_path, s.sink)) s.model = std::move(im->model);
-  } else if (auto file = read_input(fs, opt.model_path, "model", "E-MODEL", s)) {
+  } else if (auto file = read_input(fs, opt.model_path, "model", DiagCode::EModel, s)) {
     s.model = parse_model(*file, s.sink);
     if (s.model) {
       if (s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
@@ -46,7 +47,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
     }
     s.sources[file->path] = std::move(file->text);  // kept for source excerpts
   }
-  if (auto file = read_input(fs, opt.recipe_path, "recipe", "E-RECIPE", s)) {
+  if (auto file = read_input(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
     s.recipe = parse_recipe(*file, s.sink);
     if (s.recipe) {
       if (s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
@@ -78,6 +79,7 @@ void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
     s.plan.reset();
     return;
   }
+  if (opt.check_invariants && !invariants_checked_always()) assert_plan_invariants(*s.plan);
   if (s.plan->model_name.empty()) s.plan->model_name = s.model->name;
   if (s.plan->model_sha256.empty()) s.plan->model_sha256 = s.model->sha256;
   if (s.plan->recipe_sha256.empty()) s.plan->recipe_sha256 = s.recipe->sha256;
@@ -86,11 +88,7 @@ void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
 }
 
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {
-  if (sink.has_errors()) {
-    const bool unreadable =
-        sink.has_code("E-MODEL") || sink.has_code("E-RECIPE") || sink.has_code("E-CHECKPOINT");
-    return unreadable ? ExitCode::Usage : ExitCode::Invalid;
-  }
+  if (sink.has_errors()) return sink.error_exit();
   if (opt.strict && sink.warning_count() > 0) return ExitCode::Invalid;
   return ExitCode::Ok;
 }

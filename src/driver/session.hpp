@@ -11,6 +11,7 @@
 #include "shardc/backend.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/driver.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/memory.hpp"
 #include "shardc/model.hpp"
 #include "shardc/plan.hpp"
@@ -18,8 +19,8 @@
 
 namespace shardc::driver {
 
-/// Largest model or recipe file read (256 MiB).
-inline constexpr std::int64_t kMaxInputBytes = std::int64_t{256} << 20;
+/// Largest model or recipe file read (README "Input limits").
+inline constexpr std::int64_t kMaxInputBytes = limits::kMaxInputBytes;
 
 struct Session {
   DiagnosticSink sink;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "shardc/driver.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/readback.hpp"
 
 namespace shardc::driver::verify {
@@ -78,7 +79,7 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
 /// a little more (so a grown file is reported as changed, not unreadable),
 /// never more than 4 GiB.
 [[nodiscard]] inline std::int64_t read_limit(std::int64_t recorded) {
-  constexpr std::int64_t kMax = std::int64_t{1} << 32;
+  constexpr std::int64_t kMax = limits::kMaxPlanBytes;
   return std::min(std::max<std::int64_t>(recorded, 0), kMax) + 4096;
 }
 

@@ -8,12 +8,13 @@
 #include "driver/verify.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc::driver::verify {
 namespace {
 
 // Largest manifest.json read: ~130 bytes per rank file, 2^23 rank files.
-constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
+using limits::kMaxManifestBytes;
 
 std::string short_digest(const std::string& hex) { return hex.substr(0, 12); }
 

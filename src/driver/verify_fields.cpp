@@ -8,12 +8,13 @@
 #include <set>
 
 #include "driver/verify.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/rank_set.hpp"
 
 namespace shardc::driver::verify {
 namespace {
 
-constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
+using limits::kMaxNumel;
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 

@@ -91,13 +91,13 @@ std::size_t first_content_byte(std::string_view text) {
 
 }  // namespace
 
-std::optional<Document> load_document(const SourceFile& file, const char* code,
-                                      DiagnosticSink& sink, const DocLimits& limits) {
+std::optional<Document> load_document(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
+                                      const DocLimits& limits) {
   std::size_t first = first_content_byte(file.text);
   if (first == file.text.size()) {
     sink.error(code, SourceLoc{file.path, 1, 1}, "the file is empty",
-               code == std::string_view("E-MODEL") ? "write a model description (SPEC §3)"
-                                                   : "write a shardc.recipe/v1 recipe (SPEC §4)");
+               code == DiagCode::EModel ? "write a model description (contract §3)"
+                                        : "write a shardc.recipe/v1 recipe (contract §4)");
     return std::nullopt;
   }
   if (file.text[first] == '{') return load_json(file, code, sink, limits);

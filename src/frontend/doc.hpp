@@ -20,6 +20,7 @@
 
 #include "shardc/diagnostics.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc::fe {
 
@@ -96,28 +97,28 @@ class Document {
 
 /// Limits against hostile input (README "Input limits").
 struct DocLimits {
-  std::size_t max_nodes = 8'000'000;  ///< nodes after YAML alias expansion
-  int max_depth = 512;                ///< nesting of lists/maps
+  std::size_t max_nodes = limits::kMaxDocNodes;  ///< nodes after YAML alias expansion
+  int max_depth = limits::kMaxDocDepth;          ///< nesting of lists/maps
 };
 
 /// Loads `file`: JSON (simdjson) when the first non-blank byte is `{`, else
 /// YAML (yaml-cpp). Reports `code` with file:line:col on malformed text or a
 /// broken limit; nullopt then. The result views `file.text`.
-std::optional<Document> load_document(const SourceFile& file, const char* code,
-                                      DiagnosticSink& sink, const DocLimits& limits = {});
+std::optional<Document> load_document(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
+                                      const DocLimits& limits = {});
 
 /// JSON: simdjson On-Demand on a padded copy of the text (doc_json.cpp);
 /// node positions from each token's byte offset. On malformed text or a
 /// broken limit it re-parses with load_json_tracking, whose diagnostics it
 /// reports (simdjson gives an error code, not a position).
-std::optional<Document> load_json(const SourceFile& file, const char* code, DiagnosticSink& sink,
+std::optional<Document> load_json(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
                                   const DocLimits& limits);
 /// JSON through nlohmann's SAX parser and a byte-tracking input iterator
 /// (slower): the reference for the tree and positions, and the producer of
 /// every JSON syntax/limit diagnostic (doc_json_tracking.cpp).
-std::optional<Document> load_json_tracking(const SourceFile& file, const char* code,
+std::optional<Document> load_json_tracking(const SourceFile& file, DiagCode code,
                                            DiagnosticSink& sink, const DocLimits& limits);
-std::optional<Document> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
+std::optional<Document> load_yaml(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
                                   const DocLimits& limits);
 
 /// 1-based line and column of byte `offset` in `text` (columns count bytes).

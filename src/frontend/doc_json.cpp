@@ -198,7 +198,7 @@ class SimdBuilder {
 
 }  // namespace
 
-std::optional<Document> load_json(const SourceFile& file, const char* code, DiagnosticSink& sink,
+std::optional<Document> load_json(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
                                   const DocLimits& limits) {
   std::string_view text = file.text;
   // On-Demand 3.0 does not skip a byte order mark; nlohmann does.

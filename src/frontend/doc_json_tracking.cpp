@@ -163,7 +163,7 @@ class Builder : public Sax {
 
 }  // namespace
 
-std::optional<Document> load_json_tracking(const SourceFile& file, const char* code,
+std::optional<Document> load_json_tracking(const SourceFile& file, DiagCode code,
                                            DiagnosticSink& sink, const DocLimits& limits) {
   Document doc;
   const char* track = file.text.data();

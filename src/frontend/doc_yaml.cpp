@@ -109,7 +109,7 @@ void hint_flat_model(const Document& doc, const SourceFile& file, DiagnosticSink
   if (flat <= kFlatYamlParams) return;
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(file.text.size()) / 1e6);
-  sink.warning("W-FLAT-YAML", SourceLoc{file.path, params->key_line, params->key_col},
+  sink.warning(DiagCode::WFlatYaml, SourceLoc{file.path, params->key_line, params->key_col},
                "this YAML model lists " + std::to_string(flat) + " params one by one (" + size +
                    "); YAML this size is slow to read (a few MB/s)",
                "write repeated layers as `repeat` groups (`shardc import` writes that compact "
@@ -122,15 +122,17 @@ SourceLoc mark_loc(const std::string& file, const YAML::Mark& m) {
 
 }  // namespace
 
-std::optional<Document> load_yaml(const SourceFile& file, const char* code, DiagnosticSink& sink,
+std::optional<Document> load_yaml(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
                                   const DocLimits& limits) {
-  std::size_t budget = std::min(limits.max_nodes, 4 * file.text.size() + 100'000);
+  std::size_t budget =
+      std::min(limits.max_nodes, shardc::limits::kYamlNodesPerByte * file.text.size() +
+                                     shardc::limits::kYamlNodesExtra);
   try {
     YAML::Node root = YAML::Load(file.text);
     Document doc;
     Converter converter(doc, budget, limits.max_depth);
     doc.root = converter.convert(root, 0);
-    if (std::string_view(code) == "E-MODEL") hint_flat_model(doc, file, sink);
+    if (code == DiagCode::EModel) hint_flat_model(doc, file, sink);
     return doc;
   } catch (const LimitError& e) {
     sink.error(code, mark_loc(file.path, e.mark), e.message,

@@ -8,14 +8,15 @@
 
 #include "frontend/doc.hpp"
 #include "frontend/reader.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/model.hpp"
 
 namespace shardc::fe {
 
 /// Input limits (README "Input limits").
-constexpr std::size_t kMaxExpandedParams = 10'000'000;
-constexpr int kMaxRepeatDepth = 64;
-constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
+using limits::kMaxExpandedParams;
+using limits::kMaxNumel;
+using limits::kMaxRepeatDepth;
 
 /// Parses the `params` list, expanding `repeat` groups, into `out` (module
 /// order). false when any error was reported.
@@ -24,7 +25,7 @@ bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vecto
 /// A list of non-negative extents whose product (zeros counted as 1) is < 2^62.
 std::optional<Shape> parse_shape(const Node& n, Reader& r);
 
-/// A dtype name or alias (SPEC §3).
+/// A dtype name or alias (contract §3).
 std::optional<DType> parse_dtype_node(const Node& n, Reader& r);
 
 /// Reports names that occur twice (naming both locations). false if any.

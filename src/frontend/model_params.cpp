@@ -1,4 +1,4 @@
-// The model's `params` list: entries and `repeat` groups (SPEC §3, §5.8).
+// The model's `params` list: entries and `repeat` groups (contract §3, §5.8).
 // Two phases: build templates (checking every entry once, whatever its
 // repeat count), then count and expand. Expansion never starts when the
 // count passes kMaxExpandedParams.

@@ -1,4 +1,4 @@
-// parse_model: the model description's top level (SPEC §3) for both the
+// parse_model: the model description's top level (contract §3) for both the
 // shardc.model/v1 format and plain inventories (shared/models/*.params.json).
 #include <spdlog/spdlog.h>
 
@@ -176,10 +176,10 @@ std::future<std::string> start_sha256(const std::string& text) {
 
 std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {
   std::future<std::string> sha256 = start_sha256(file.text);
-  std::optional<fe::Document> doc = fe::load_document(file, "E-MODEL", sink);
+  std::optional<fe::Document> doc = fe::load_document(file, DiagCode::EModel, sink);
   if (!doc) return std::nullopt;
   const fe::Node* root = &doc->root;
-  fe::Reader r(file.path, sink, "E-MODEL");
+  fe::Reader r(file.path, sink, DiagCode::EModel);
   if (!r.expect_map(*root, "the model description")) return std::nullopt;
   fe::log_ignored_keys(*root, file.path);
   r.check_duplicates(*root, "the model description");

@@ -1,4 +1,4 @@
-// Shapes, dtypes and duplicate names of model parameters (SPEC §3).
+// Shapes, dtypes and duplicate names of model parameters (contract §3).
 #include <bit>
 #include <functional>
 #include <string>

@@ -1,4 +1,4 @@
-// Placement spelling (SPEC §4): torch `Shard(d)`, `Replicate()`, `Partial()`,
+// Placement spelling (contract §4): torch `Shard(d)`, `Replicate()`, `Partial()`,
 // `Partial(sum|avg|min|max)` and hyper-parallel DSL `shard(d)`, `replicate`,
 // `partial`. Spaces inside the parentheses are tolerated.
 #include <charconv>

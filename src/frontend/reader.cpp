@@ -45,15 +45,15 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 std::string Reader::default_hint() const {
   // Every diagnostic carries a hint (README "Diagnostics"); this one points
   // at the reference for whatever the caller did not explain itself.
-  return std::string_view(code_) == "E-MODEL"
+  return code_ == DiagCode::EModel
              ? "see README \"Input formats\" or `shardc schema model` for the model format"
              : "see README \"Input formats\" or `shardc schema recipe` for the recipe format";
 }
 
-void Reader::error(const SourceLoc& at, std::string message, std::string hint, const char* code) {
+void Reader::error(DiagCode code, const SourceLoc& at, std::string message, std::string hint) {
   ++errors_;
   if (hint.empty()) hint = default_hint();
-  sink_.error(code != nullptr ? code : code_, at, printable(message), printable(hint));
+  sink_.error(code, at, printable(message), printable(hint));
 }
 
 bool Reader::expect_map(const Node& n, std::string_view what) {

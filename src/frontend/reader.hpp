@@ -16,7 +16,7 @@ namespace shardc::fe {
 
 class Reader {
  public:
-  Reader(std::string file, DiagnosticSink& sink, const char* code)
+  Reader(std::string file, DiagnosticSink& sink, DiagCode code)
       : file_(std::move(file)), sink_(sink), code_(code) {}
 
   [[nodiscard]] SourceLoc loc(const Node& n) const { return SourceLoc{file_, n.line, n.col}; }
@@ -27,13 +27,16 @@ class Reader {
   [[nodiscard]] DiagnosticSink& sink() const { return sink_; }
   [[nodiscard]] std::size_t errors() const { return errors_; }
 
-  /// Reports `message` at `at` under the reader's code (or `code`). An
-  /// empty `hint` is replaced by a pointer to the format's reference, so
+  /// Reports `message` at `at` under `code` (the sink's argument order).
+  /// An empty `hint` is replaced by a pointer to the format's reference, so
   /// every front-end diagnostic has a hint.
-  void error(const SourceLoc& at, std::string message, std::string hint = {},
-             const char* code = nullptr);
+  void error(DiagCode code, const SourceLoc& at, std::string message, std::string hint = {});
+  /// The same under the reader's own code (E-MODEL or E-RECIPE).
+  void error(const SourceLoc& at, std::string message, std::string hint = {}) {
+    error(code_, at, std::move(message), std::move(hint));
+  }
   void error(const Node& n, std::string message, std::string hint = {}) {
-    error(loc(n), std::move(message), std::move(hint));
+    error(code_, loc(n), std::move(message), std::move(hint));
   }
 
   bool expect_map(const Node& n, std::string_view what);
@@ -55,7 +58,7 @@ class Reader {
 
   std::string file_;
   DiagnosticSink& sink_;
-  const char* code_;
+  DiagCode code_;
   std::size_t errors_ = 0;
 };
 

@@ -1,4 +1,4 @@
-// Recipe `rules` and `experts` entries, placements and patterns (SPEC §4, §5.4).
+// Recipe `rules` and `experts` entries, placements and patterns (contract §4, §5.4).
 #include <algorithm>
 #include <span>
 #include <string>
@@ -189,10 +189,10 @@ std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader
     std::optional<Placement> p;
     if (entry.is_scalar()) p = parse_placement(entry.text());
     if (!p) {
-      r.error(r.loc(entry),
+      r.error(DiagCode::EPlacement, r.loc(entry),
               "unparseable placement " + describe(entry) + " for axis `" +
                   std::string(entry.key()) + "`",
-              std::string(kPlacementHint), "E-PLACEMENT");
+              std::string(kPlacementHint));
       ok = false;
       continue;
     }

@@ -1,8 +1,9 @@
-// Recipe `tied`, `pipeline`, `fsdp` and `buffers` sections (SPEC §4, §5.5-§5.8, §6.3).
+// Recipe `tied`, `pipeline`, `fsdp` and `buffers` sections (contract §4, §5.5-§5.8, §6.3).
 #include <limits>
 #include <string>
 
 #include "frontend/recipe_internal.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc::fe {
 namespace {
@@ -52,7 +53,7 @@ std::optional<ExpertDim> parse_expert_dim(const Node& n, Reader& r) {
 std::optional<int> parse_fsdp_dim(const Node& n, Reader& r) {
   std::optional<std::int64_t> v = r.get_int(n, "`dim`");
   if (!v) return std::nullopt;
-  if (*v < -64 || *v > 64) {
+  if (*v < -limits::kMaxFsdpDim || *v > limits::kMaxFsdpDim) {
     r.error(n, "`dim` " + std::to_string(*v) + " is out of range", "a tensor dim, usually 0");
     return std::nullopt;
   }

@@ -10,12 +10,13 @@
 #include "import/import_internal.hpp"
 #include "import/module_order.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 namespace {
 
 constexpr std::string_view kIndexName = "model.safetensors.index.json";
-constexpr std::int64_t kMaxJsonBytes = std::int64_t{256} << 20;
+constexpr std::int64_t kMaxJsonBytes = limits::kMaxCheckpointJsonBytes;
 
 std::string join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir == "." ? name : dir + "/" + name;
@@ -35,7 +36,7 @@ std::string parent_dir(const std::string& path) {
 void fail(DiagnosticSink& sink, const std::string& file, std::string message, std::string hint,
           const std::string& tensor = {}) {
   Diagnostic d;
-  d.code = "E-CHECKPOINT";
+  d.code = DiagCode::ECheckpoint;
   d.loc = SourceLoc{file, 0, 0};
   d.param = tensor;
   d.message = std::move(message);
@@ -270,7 +271,7 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   if (natural > 0) {
     const std::string arch =
         config->architectures.empty() ? config->model_type : config->architectures.front();
-    sink.warning("W-MODULE-ORDER", SourceLoc{has_config ? config_path : path, 0, 0},
+    sink.warning(DiagCode::WModuleOrder, SourceLoc{has_config ? config_path : path, 0, 0},
                  rules == nullptr
                      ? "no module-order rules for architecture '" + imp::printable(arch) +
                            "': params are in natural order (layer indices numerically), which "

@@ -5,11 +5,12 @@
 #include <array>
 
 #include "import/import_internal.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 namespace {
 
-constexpr std::int64_t kMaxCount = (std::int64_t{1} << 31) - 1;
+constexpr std::int64_t kMaxCount = limits::kMaxConfigCount;
 
 // Attributes copied into the compact model, in output order. `aliases` are
 // older config names for the same value (transformers' attribute_map).
@@ -124,7 +125,7 @@ class ConfigReader {
   }
 
   void error(std::string message, std::string hint) {
-    sink_.error("E-CHECKPOINT", SourceLoc{path_, 0, 0}, "config.json: " + std::move(message),
+    sink_.error(DiagCode::ECheckpoint, SourceLoc{path_, 0, 0}, "config.json: " + std::move(message),
                 std::move(hint));
     ++errors_;
   }
@@ -186,14 +187,14 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
   const simdjson::padded_string padded(text);
   simdjson::dom::element root;
   if (const auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                std::string("config.json is not valid JSON: ") + simdjson::error_message(err),
                "config.json is the model's Hugging Face configuration");
     return std::nullopt;
   }
   simdjson::dom::object obj;
   if (root.get_object().get(obj) != simdjson::SUCCESS) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0}, "config.json is not a JSON object",
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0}, "config.json is not a JSON object",
                "config.json is the model's Hugging Face configuration");
     return std::nullopt;
   }

@@ -1,5 +1,6 @@
 // order_params: module registration order from the architecture rules, or
-// the natural order (numeric segments as numbers) where no rule applies.
+// the natural order (numeric segments as numbers) where no rule applies
+// (contract §3.1).
 #include <algorithm>
 #include <charconv>
 #include <limits>

@@ -9,14 +9,15 @@
 
 #include "import/import_internal.hpp"
 #include "shardc/import.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 namespace {
 
 // Errors reported per file before the rest are only counted.
-constexpr int kMaxErrorsPerFile = 20;
-constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
-constexpr std::size_t kMaxRank = 64;
+constexpr int kMaxErrorsPerFile = limits::kMaxHeaderErrorsPerFile;
+using limits::kMaxNumel;
+constexpr std::size_t kMaxRank = limits::kMaxTensorRank;
 
 struct StDType {
   std::string_view code;
@@ -55,7 +56,7 @@ class HeaderChecker {
     ++errors_;
     if (errors_ > kMaxErrorsPerFile) return;
     Diagnostic d;
-    d.code = "E-CHECKPOINT";
+    d.code = DiagCode::ECheckpoint;
     d.loc = SourceLoc{path_, 0, 0};
     d.param = tensor;
     d.message = tensor.empty() ? std::move(message) : "tensor '" + tensor + "': " + message;
@@ -213,7 +214,7 @@ std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
                                                       DiagnosticSink& sink) {
   const std::string hint = "is this a safetensors file? It starts with an 8-byte length";
   if (prefix.size() < 8 || file_size < 8) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                "file of " + std::to_string(file_size) +
                    " bytes is too short for a safetensors "
                    "header",
@@ -222,7 +223,7 @@ std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
   }
   const std::int64_t n = read_le64(prefix);
   if (n < 0 || n > kMaxSafetensorsHeaderBytes || n > file_size - 8) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                "header length " + (n < 0 ? std::string(">= 2^63") : std::to_string(n)) +
                    " exceeds " +
                    (n >= 0 && n <= kMaxSafetensorsHeaderBytes
@@ -268,7 +269,7 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
   }
   if (check.errors() == 0) check.check_overlaps(header.tensors);
   if (check.errors() > kMaxErrorsPerFile) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                std::to_string(check.errors() - kMaxErrorsPerFile) +
                    " more header errors in this file not listed",
                "the file is corrupt");
@@ -292,7 +293,7 @@ std::optional<SafetensorsHeader> imp::read_header_with(simdjson::dom::parser& pa
   std::int64_t file_size = 0;
   const std::optional<std::string> prefix = fs.read_range(path, 0, 8, file_size, error);
   if (!prefix) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0}, "cannot read '" + path + "': " + error,
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0}, "cannot read '" + path + "': " + error,
                "check the path and permissions");
     return std::nullopt;
   }
@@ -300,7 +301,7 @@ std::optional<SafetensorsHeader> imp::read_header_with(simdjson::dom::parser& pa
   if (!n) return std::nullopt;
   const std::optional<std::string> json = fs.read_range(path, 8, *n, file_size, error);
   if (!json || static_cast<std::int64_t>(json->size()) != *n) {
-    sink.error("E-CHECKPOINT", SourceLoc{path, 0, 0},
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                "cannot read the " + std::to_string(*n) + "-byte header of '" + path +
                    "': " + (json ? std::string("file shrank while reading") : error),
                "check the file");

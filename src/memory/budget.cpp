@@ -86,7 +86,7 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
   std::string worst_text = m.peak_ranks.to_string();
   if (worst_text.size() > 80) worst_text = worst_text.substr(0, 77) + "...";
   Diagnostic d;
-  d.code = "E-BUDGET";
+  d.code = DiagCode::EBudget;
   d.loc = loc;
   d.message = "rank " + std::to_string(worst) + " (stage " +
               std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +

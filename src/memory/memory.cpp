@@ -29,7 +29,7 @@ std::int64_t state_count(const PlannedParam& p, Optimizer o) {
 }
 
 // True when FSDP shards `p`, or would (no `fsdp` in the recipe: every
-// trainable param of ndim >= 1, SPEC §5.8).
+// trainable param of ndim >= 1, contract §5.8).
 bool fsdp_scaled(const PlannedParam& p, bool plan_has_fsdp) {
   if (plan_has_fsdp) return p.geometry.fsdp_dim >= 0;
   return trainable(p) && !p.global_shape.empty();

@@ -95,7 +95,7 @@ void check_pair(const PlannedParam& col, const PlannedParam& row, const Plan& pl
   const auto pb = piece_sizes(extent, b, naxes);
   if (same_axes(a, b) && pa == pb) return;
   if (same_axes(a, b) && pa.empty()) return;  // too many pieces to compare
-  Diagnostic d = param_diagnostic(row, "W-ACTIVATION-SPLIT", row.loc, Severity::Warning);
+  Diagnostic d = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
   d.message = col.name + " (colwise) splits its output dim " + std::to_string(extent) + " as " +
               sizes_text(pa) + " (" + chain_text(a) + ") but " + row.name +
               " (rowwise) splits its input dim as " + sizes_text(pb) + " (" + chain_text(b) +

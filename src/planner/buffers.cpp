@@ -1,5 +1,5 @@
 // The recipe's `buffers:` entries planned once per compile, and per-rank
-// buffer bytes for the plan.json summary (SPEC §6.3).
+// buffer bytes for the plan.json summary (contract §6.3).
 #include <algorithm>
 
 #include "buffer_util.hpp"

@@ -1,4 +1,4 @@
-// fsdp2_allgather layouts (SPEC §6.3; PyTorch FSDP2 foreach_all_gather):
+// fsdp2_allgather layouts (contract §6.3; PyTorch FSDP2 foreach_all_gather):
 // one buffer per FSDP unit and mesh, padded shards flattened in model order
 // with no alignment, rank-major output [W, total]; mixed dtypes switch the
 // unit to byte units (FSDP2 gathers them as uint8).

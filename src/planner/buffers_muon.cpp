@@ -1,4 +1,4 @@
-// muon_allgather layouts (SPEC §6.3; hyper-parallel Muon's fused
+// muon_allgather layouts (contract §6.3; hyper-parallel Muon's fused
 // all-gather): layout groups, stages innermost split first, per-stage
 // split sizes / pad shapes / aligned offsets, owners on the replicate grid,
 // batches, and the slice-back recipe.

@@ -1,4 +1,4 @@
-// Checks of SPEC §5.7 that look at resolved placements: `even`
+// Checks of contract §5.7 that look at resolved placements: `even`
 // divisibility (E-EVEN), attention heads vs tp (E-HEADS), experts vs ep
 // (E-EXPERTS under even, W-EXPERTS otherwise).
 #include <algorithm>
@@ -8,11 +8,12 @@
 #include <string_view>
 
 #include "passes.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc::passes {
 namespace {
 
-// Which head count a sharded attention projection must divide (SPEC §5.8,
+// Which head count a sharded attention projection must divide (contract §5.8,
 // extended): the module name, the tensor dim whose rows (or columns) are
 // head-major, and which counts it carries.
 enum HeadCounts { kQ = 1, kKV = 2 };
@@ -115,7 +116,7 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
         const std::string what =
             p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len);
         if (first && unit > 1 && len % unit != 0) {
-          Diagnostic diag = param_diagnostic(p, "E-UNIT", rule_loc(p, recipe));
+          Diagnostic diag = param_diagnostic(p, DiagCode::EUnit, rule_loc(p, recipe));
           diag.message = what + " is not a whole number of units of " + std::to_string(unit) +
                          " rows: a split would cut a unit";
           diag.hint = "the unit must divide the extent (a head is head_dim rows)";
@@ -126,7 +127,7 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
         const std::int64_t units = len / unit;
         if (s.rule == SplitRule::Even && units % s.ways != 0) {
           if (!p.stacked_from.empty() && d == 0) return;  // E-EXPERTS reports it
-          Diagnostic diag = param_diagnostic(p, "E-EVEN", rule_loc(p, recipe));
+          Diagnostic diag = param_diagnostic(p, DiagCode::EEven, rule_loc(p, recipe));
           diag.message = unit > 1 ? what + " (" + std::to_string(units) + " units of " +
                                         std::to_string(unit) + " rows) cannot split evenly over " +
                                         std::to_string(s.ways) + " (" + axes_text(s, mesh) +
@@ -151,7 +152,7 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
 // numel bound (hostile pad multiples x mesh sizes).
 void check_padded_size(const PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
   if (p.uneven != SplitRule::Pad) return;
-  constexpr std::int64_t kLimit = std::int64_t{1} << 62;
+  constexpr std::int64_t kLimit = limits::kMaxNumel;
   std::int64_t total = 1;
   bool over = false;
   for (std::size_t d = 0; d < p.geometry.per_dim.size() && !over; ++d) {
@@ -164,7 +165,7 @@ void check_padded_size(const PlannedParam& p, const Recipe& recipe, GroupedRepor
     over = over || __builtin_mul_overflow(total, len, &total) || total >= kLimit;
   }
   if (!over) return;
-  Diagnostic diag = param_diagnostic(p, "E-PAD", rule_loc(p, recipe));
+  Diagnostic diag = param_diagnostic(p, DiagCode::EPad, rule_loc(p, recipe));
   diag.message = p.name + ": the padded tensor would have 2^62 or more elements";
   diag.hint = "use a smaller pad multiple";
   rep.add(std::move(diag), std::to_string(p.rule.index));
@@ -214,7 +215,7 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   std::int64_t g = 0;
   if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
   if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
-  Diagnostic d = param_diagnostic(p, "E-HEADS", rule_loc(p, recipe));
+  Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
   d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
               " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
               std::to_string(tp);
@@ -231,9 +232,9 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
   for (const DimSplit& s : p.geometry.per_dim[0])
     if (!s.fsdp) ep *= s.ways;
   if (ep <= 1 || e % ep == 0) return;
-  Diagnostic d = param_diagnostic(p, "", rule_loc(p, recipe));
+  Diagnostic d = param_diagnostic(p, DiagCode::EExperts, rule_loc(p, recipe));
   if (p.uneven == SplitRule::Even) {
-    d.code = "E-EXPERTS";
+    d.code = DiagCode::EExperts;
     d.message = "stacked " + p.name + ": " + std::to_string(e) +
                 " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
     d.hint = "valid ep sizes divide " + std::to_string(e) + ": " + divisors_text(e);
@@ -241,7 +242,7 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
     return;
   }
   d.severity = Severity::Warning;
-  d.code = "W-EXPERTS";
+  d.code = DiagCode::WExperts;
   d.message = "stacked " + p.name + ": " + std::to_string(e) +
               " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(p.uneven) + ")";
   // Expert range of each ep coordinate: the dim-0 pieces of the non-FSDP splits.

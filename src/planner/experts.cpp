@@ -1,4 +1,4 @@
-// Expert-parallel stacking (SPEC §5.4): per-expert params become one
+// Expert-parallel stacking (contract §5.4): per-expert params become one
 // `[E, *source_shape]` param per group of captures other than `{E}`.
 #include <algorithm>
 #include <charconv>
@@ -58,7 +58,7 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
     const Source& s = g.sources[static_cast<std::size_t>(i)];
     if (s.expert == i) continue;
     const bool dup = i > 0 && g.sources[static_cast<std::size_t>(i - 1)].expert == s.expert;
-    sink.error("E-EXPERTS", model.params[s.param].loc,
+    sink.error(DiagCode::EExperts, model.params[s.param].loc,
                "stacked " + g.name + ": expert index " + std::to_string(s.expert) +
                    (dup ? " appears twice" : " leaves a gap (expected " + std::to_string(i) + ")"),
                "expert indices of one stacked param must be exactly 0.." + std::to_string(n - 1));
@@ -68,7 +68,7 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
   for (const Source& s : g.sources) {
     const Param& p = model.params[s.param];
     if (p.shape != first.shape || p.dtype != first.dtype) {
-      sink.error("E-EXPERTS", p.loc,
+      sink.error(DiagCode::EExperts, p.loc,
                  "stacked " + g.name + ": " + p.name + " is " + shape_text(p.shape) + " " +
                      std::string(dtype_name(p.dtype)) + " but " + first.name + " is " +
                      shape_text(first.shape) + " " + std::string(dtype_name(first.dtype)),
@@ -78,7 +78,7 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
   }
   const auto& attr = model.attributes.num_experts;
   if (attr && *attr > 0 && *attr != n) {
-    sink.error("E-EXPERTS", entry.loc,
+    sink.error(DiagCode::EExperts, entry.loc,
                "stacked " + g.name + " has " + std::to_string(n) +
                    " experts but the model's num_experts is " + std::to_string(*attr),
                "check the experts pattern, or the model's num_experts attribute");
@@ -143,7 +143,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
       if (ex < 0) continue;
       auto name = Pattern::substitute(entry.stack, without_expert(caps));
       if (!name) {
-        sink.error("E-RECIPE", entry.loc,
+        sink.error(DiagCode::EExperts, entry.loc,
                    "stack name '" + entry.stack +
                        "' uses a capture that "
                        "`match` does not bind",
@@ -167,7 +167,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   for (std::size_t g = 0; g < groups.size(); ++g) {
     ok[g] = check_group(groups[g], model, recipe, sink);
     if (ok[g] && plain_names.count(groups[g].name)) {
-      sink.error("E-EXPERTS", recipe.experts[groups[g].entry].loc,
+      sink.error(DiagCode::EExperts, recipe.experts[groups[g].entry].loc,
                  "stacked name " + groups[g].name + " collides with a model parameter",
                  "choose a `stack` template that names a new FQN");
       ok[g] = false;

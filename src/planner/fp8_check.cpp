@@ -170,7 +170,7 @@ Diagnostic offender_diagnostic(const PlannedParam& w, const PlannedParam& s, std
                                const Recipe& recipe) {
   const Offender& o = walk.first;
   const std::int64_t rank = representative_rank(plan, w, chain, o.path);
-  Diagnostic diag = param_diagnostic(w, "E-FP8-BLOCK", rule_loc(w, recipe));
+  Diagnostic diag = param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe));
   const std::string where = w.name + " dim " + std::to_string(d) + ": rank " +
                             std::to_string(rank) + " holds elements " + rows_text(o.rows) + " of " +
                             std::to_string(w.global_shape[d]);
@@ -235,7 +235,8 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
                               std::to_string(w.global_shape[d]);
       if (!walk.first.found) {
         if (walk.skipped) {
-          Diagnostic n = param_diagnostic(w, "E-FP8-BLOCK", rule_loc(w, recipe), Severity::Note);
+          Diagnostic n =
+              param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe), Severity::Note);
           n.message = "FP8 block check of " + w.name + " skipped: more than 2^24 shard pieces";
           n.hint = "only hostile meshes get here; check the block alignment by hand";
           rep.add(std::move(n), "skipped");
@@ -244,7 +245,7 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
       }
       const std::string full = key + (walk.first.verdict.mismatch ? ":m" : "");
       if (!seen.insert(full).second) {  // counted by the reporter; the message is built once
-        rep.add(param_diagnostic(w, "E-FP8-BLOCK", {}), full);
+        rep.add(param_diagnostic(w, DiagCode::EFp8Block, {}), full);
         continue;
       }
       std::int64_t leaves = 1;

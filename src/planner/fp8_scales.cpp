@@ -53,7 +53,7 @@ bool following(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
   const bool has_block = model.attributes.weight_block_size.size() == 2;
   if (recipe.fp8_scales == Fp8Scales::Rules) return false;
   if (recipe.fp8_scales == Fp8Scales::Auto || has_block) return has_block;
-  sink.error("E-FP8-SCALE", recipe.fp8_scales_loc,
+  sink.error(DiagCode::EFp8Scale, recipe.fp8_scales_loc,
              "`fp8_scales: follow` but the model has no `weight_block_size` attribute",
              "add `weight_block_size: [128, 128]` to the model's attributes (config.json "
              "quantization_config.weight_block_size; `shardc import` copies it), or use "
@@ -96,7 +96,7 @@ std::vector<std::size_t> expert_scales(const PlannedParam& w, const std::vector<
   if (problem.empty() && index.count(fp8::scale_name(w.name)))
     problem = "its stacked scale name " + fp8::scale_name(w.name) + " is already a parameter";
   if (!problem.empty()) {
-    sink.error("E-FP8-SCALE", first.loc,
+    sink.error(DiagCode::EFp8Scale, first.loc,
                "cannot stack the FP8 scales of stacked " + w.name + ": " + problem,
                "every expert of a stacked block-quantized weight needs its weight_scale_inv of "
                "one shape (a truncated checkpoint?); or `fp8_scales: rules`");
@@ -180,7 +180,7 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
       weight_of[i] = it->second;
       continue;
     }
-    Diagnostic d = param_diagnostic(params[i], "E-FP8-SCALE", params[i].loc);
+    Diagnostic d = param_diagnostic(params[i], DiagCode::EFp8Scale, params[i].loc);
     d.message = problem;
     d.hint = w == nullptr ? "a weight_scale_inv needs its weight (a truncated checkpoint or model "
                             "file?); or `fp8_scales: rules` to place it by a rule"
@@ -225,7 +225,7 @@ std::optional<std::vector<std::int64_t>> scale_parts(const PlannedParam& w, std:
   for (std::size_t i = 0; i + 1 < w.geometry.parts.size(); ++i) {
     at += w.geometry.parts[i];
     if (at % b != 0) {
-      Diagnostic d = param_diagnostic(w, "E-FP8-BLOCK", rule_loc(w, recipe));
+      Diagnostic d = param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe));
       d.message = w.name + ": packed part boundary at row " + std::to_string(at) + " of dim " +
                   std::to_string(w.geometry.parts_dim) + " cuts a " + std::to_string(b) +
                   "-row FP8 block, so its scale cannot be split part by part";

@@ -1,4 +1,4 @@
-// FSDP / HSDP on top of the placements (SPEC §5.3): FSDP2 shards the
+// FSDP / HSDP on top of the placements (contract §5.3): FSDP2 shards the
 // TP/EP-local tensor on `dim` with torch.chunk over the flattened shard axes;
 // rank (f, t) holds piece f of its TP-local piece t. Labels follow PyTorch:
 // `_StridedShard(dim, sf=F)` when other axes already shard that dim.
@@ -36,7 +36,7 @@ std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names,
     const std::string& n = names[i];
     const int a = mesh.find(n);
     if (a < 0) {
-      sink.error("E-AXIS", i < locs.size() ? locs[i] : loc,
+      sink.error(DiagCode::EAxis, i < locs.size() ? locs[i] : loc,
                  std::string("fsdp.") + field + " names axis '" + n + "' but the " + mesh_name +
                      " has no such axis",
                  std::string("axes of the ") + mesh_name + ": " + axis_list(mesh) +
@@ -91,7 +91,7 @@ bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, Group
   const int ndim = static_cast<int>(p.global_shape.size());
   int dim = resolve_dim(p, spec, f);
   if (dim < 0) dim += ndim;
-  Diagnostic d = param_diagnostic(p, "E-FSDP", spec.loc);
+  Diagnostic d = param_diagnostic(p, DiagCode::EFsdp, spec.loc);
   if (dim < 0 || dim >= ndim) {
     d.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
                 " with " + std::to_string(ndim) + " dims";
@@ -146,14 +146,14 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
       expert = find_axes(spec.expert_shard, spec.expert_shard_locs, *plan.expert, "expert_shard",
                          spec.loc, sink);
     } else {
-      sink.error("E-FSDP", spec.loc, "fsdp has no expert FSDP axis for the stacked experts",
+      sink.error(DiagCode::EFsdp, spec.loc, "fsdp has no expert FSDP axis for the stacked experts",
                  "set fsdp.expert_shard to an expert_mesh axis (e.g. efsdp)");
     }
   }
   if (spec.replicate) {
     if (plan.dense.find(*spec.replicate) < 0)
       sink.error(
-          "E-AXIS", spec.replicate_loc.line > 0 ? spec.replicate_loc : spec.loc,
+          DiagCode::EAxis, spec.replicate_loc.line > 0 ? spec.replicate_loc : spec.loc,
           "fsdp.replicate names axis '" + *spec.replicate + "' but the mesh has no such axis",
           "axes of the mesh: " + axis_list(plan.dense));
   }

@@ -1,6 +1,7 @@
-// Nesting and offsets (SPEC §5.2): a rank's piece of a param from its split
+// Nesting and offsets (contract §5.2): a rank's piece of a param from its split
 // chains and mesh coordinates; padded dims (real rows a prefix of the
-// allocated piece) and packed params (one box per part piece).
+// allocated piece, contract §5.9) and packed params (one box per part
+// piece, contract §5.10).
 #include <algorithm>
 
 #include "shardc/plan.hpp"

@@ -76,7 +76,7 @@ void lint_replicated(const PlannedParam& p, const Plan& plan, const Recipe& reci
     if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate)
       continue;
     if (explicitly_replicated(p, recipe, axis.name)) continue;
-    Diagnostic d = param_diagnostic(p, "W-REPLICATED-LARGE", p.loc, Severity::Warning);
+    Diagnostic d = param_diagnostic(p, DiagCode::WReplicatedLarge, p.loc, Severity::Warning);
     d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
                 " elements) is replicated over '" + axis.name + "', which shards other params";
     d.hint = "a rule placing it on " + axis.name +
@@ -94,7 +94,7 @@ void lint_vocab(const PlannedParam& p, const Model& model, GroupedReporter& rep)
     if (!s.fsdp) ways *= s.ways;
   const std::int64_t vocab = p.global_shape[0];
   if (ways <= 1 || vocab % ways == 0) return;
-  Diagnostic d = param_diagnostic(p, "W-VOCAB", p.loc, Severity::Warning);
+  Diagnostic d = param_diagnostic(p, DiagCode::WVocab, p.loc, Severity::Warning);
   d.message = p.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
               std::to_string(ways) + " ranks (uneven " + split_rule_name(p.uneven) + " pieces)";
   d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
@@ -112,7 +112,7 @@ void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink)
       if (mesh->axes[static_cast<std::size_t>(a)].size != 1) continue;
       Diagnostic d;
       d.severity = Severity::Warning;
-      d.code = "W-AXIS-SIZE-1";
+      d.code = DiagCode::WAxisSize1;
       d.loc = ap.loc;
       d.rule = rule;
       d.message = "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
@@ -137,7 +137,7 @@ void lint_packed_buffers(const std::vector<PlannedParam>& params, const Plan& pl
   for (const PlannedParam& p : params) {
     if (p.geometry.per_dim.size() != p.global_shape.size() || !packed_dim_split(p)) continue;
     if (!p.requires_grad || p.global_shape.size() < 2) continue;
-    Diagnostic d = param_diagnostic(p, "W-PACKED-BUFFER", p.loc, Severity::Warning);
+    Diagnostic d = param_diagnostic(p, DiagCode::WPackedBuffer, p.loc, Severity::Warning);
     d.message = p.name +
                 " is packed and split on its packed dim: the muon_allgather layout leaves it "
                 "out (listed as not communicated)";

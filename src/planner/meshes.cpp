@@ -1,13 +1,17 @@
-// Mesh checks (SPEC §5.7 "Mesh"): sizes >= 1, unique names, equal products.
+// Mesh checks (contract §5.7 "Mesh"): sizes >= 1, unique names, equal products,
+// world size <= limits::kMaxWorld, `world_size:` in range and equal to each
+// mesh's product. The front end only reads the integers: every mesh check
+// lives here (E-MESH, exit 1).
 #include <set>
 #include <string>
 
 #include "passes.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc::passes {
 namespace {
 
-constexpr std::int64_t kMaxWorld = std::int64_t{1} << 40;
+using limits::kMaxWorld;
 
 std::optional<std::int64_t> mesh_product(const Mesh& mesh, const char* what, DiagnosticSink& sink) {
   std::int64_t product = 1;
@@ -15,26 +19,27 @@ std::optional<std::int64_t> mesh_product(const Mesh& mesh, const char* what, Dia
   std::set<std::string> names;
   for (const MeshAxis& a : mesh.axes) {
     if (a.size < 1) {
-      sink.error("E-MESH", a.loc,
+      sink.error(DiagCode::EMesh, a.size_loc.line > 0 ? a.size_loc : a.loc,
                  std::string(what) + " axis '" + a.name + "' has size " + std::to_string(a.size),
                  "every mesh axis needs size >= 1");
       ok = false;
       continue;
     }
     if (!names.insert(a.name).second) {
-      sink.error("E-MESH", a.loc, std::string(what) + " axis name '" + a.name + "' is repeated",
+      sink.error(DiagCode::EMesh, a.loc,
+                 std::string(what) + " axis name '" + a.name + "' is repeated",
                  "axis names must be unique within a mesh");
       ok = false;
     }
     if (product > kMaxWorld / a.size) {
-      sink.error("E-MESH", a.loc, std::string(what) + " world size exceeds 2^40 ranks",
-                 "shardc plans meshes of up to 2^40 ranks");
+      sink.error(DiagCode::EMesh, a.loc, std::string(what) + " has more than 2^31-1 ranks",
+                 "the product of the axis sizes (the world size) must be below 2^31");
       return std::nullopt;
     }
     product *= a.size;
   }
   if (mesh.axes.empty()) {
-    sink.error("E-MESH", mesh.loc, std::string(what) + " has no axes",
+    sink.error(DiagCode::EMesh, mesh.loc, std::string(what) + " has no axes",
                "list at least one axis, e.g. - {name: tp, size: 8}");
     ok = false;
   }
@@ -54,7 +59,7 @@ std::string product_text(const Mesh& mesh, std::int64_t product) {
 bool matches_world(const Mesh& mesh, const char* what, std::int64_t product, const Recipe& recipe,
                    DiagnosticSink& sink) {
   if (!recipe.world_size || *recipe.world_size == product) return true;
-  sink.error("E-MESH", mesh.loc,
+  sink.error(DiagCode::EMesh, mesh.loc,
              std::string(what) + " has " + product_text(mesh, product) + " but world_size is " +
                  std::to_string(*recipe.world_size),
              std::string("the product of `") + what + "` sizes is the number of ranks: make it " +
@@ -65,6 +70,13 @@ bool matches_world(const Mesh& mesh, const char* what, std::int64_t product, con
 }  // namespace
 
 std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& sink) {
+  if (recipe.world_size && (*recipe.world_size < 1 || *recipe.world_size > kMaxWorld)) {
+    sink.error(
+        DiagCode::EMesh, recipe.world_size_loc,
+        "`world_size` must be between 1 and 2^31-1, got " + std::to_string(*recipe.world_size),
+        "the number of ranks the job runs on, e.g. `world_size: 512`");
+    return std::nullopt;
+  }
   auto world = mesh_product(recipe.mesh, "mesh", sink);
   const bool dense_ok = !world || matches_world(recipe.mesh, "mesh", *world, recipe, sink);
   if (!recipe.expert_mesh) return dense_ok ? world : std::nullopt;
@@ -74,7 +86,7 @@ std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& s
       matches_world(*recipe.expert_mesh, "expert_mesh", *expert_world, recipe, sink);
   if (!dense_ok || !expert_ok) return std::nullopt;
   if (*world != *expert_world) {
-    sink.error("E-MESH", recipe.expert_mesh->loc,
+    sink.error(DiagCode::EMesh, recipe.expert_mesh->loc,
                "expert_mesh has " + product_text(*recipe.expert_mesh, *expert_world) +
                    " but mesh has " + product_text(recipe.mesh, *world),
                "both meshes are views of the same ranks, so their products must be equal; add "

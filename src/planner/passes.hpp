@@ -19,7 +19,7 @@ namespace shardc::passes {
 /// size, or nullopt when the meshes are unusable.
 std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& sink);
 
-/// experts.cpp (SPEC §5.4): groups params matched by `experts` entries into
+/// experts.cpp (contract §5.4): groups params matched by `experts` entries into
 /// stacked params `[E, *source_shape]` at their first source; other params
 /// pass through. E-EXPERTS for index gaps/duplicates, mixed shapes/dtypes,
 /// `num_experts` disagreeing, a stacked name that collides.
@@ -78,28 +78,28 @@ SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);
 void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                         DiagnosticSink& sink);
 
-/// fsdp.cpp (SPEC §5.3): the FSDP split on top, labels, padded shapes. E-FSDP.
+/// fsdp.cpp (contract §5.3): the FSDP split on top, labels, padded shapes. E-FSDP.
 void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                 DiagnosticSink& sink);
 
-/// stages.cpp (SPEC §5.6): sets PlannedParam::stage. E-PIPELINE, E-AXIS.
+/// stages.cpp (contract §5.6): sets PlannedParam::stage. E-PIPELINE, E-AXIS.
 /// Also sets plan.pipeline_axis / expert_pipeline_axis / num_stages.
 void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
                    DiagnosticSink& sink);
 
-/// tied.cpp (SPEC §5.5): sets alias_of and plan.tie_sync. E-TIED.
+/// tied.cpp (contract §5.5): sets alias_of and plan.tie_sync. E-TIED.
 void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& model,
                   const Recipe& recipe, DiagnosticSink& sink);
 
-/// checks.cpp (SPEC §5.7): E-EVEN, E-HEADS, E-EXPERTS / W-EXPERTS (E % ep).
+/// checks.cpp (contract §5.7): E-EVEN, E-HEADS, E-EXPERTS / W-EXPERTS (E % ep).
 void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
                 const Recipe& recipe, DiagnosticSink& sink);
 
-/// strided.cpp (SPEC §5.3): W-STRIDED where the newest DTensor reading of
+/// strided.cpp (contract §5.3): W-STRIDED where the newest DTensor reading of
 /// `_StridedShard` differs from the physical FSDP-over-TP rows.
 void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, DiagnosticSink& sink);
 
-/// lints.cpp: warnings beyond SPEC §5.7 (W-REPLICATED-LARGE, W-VOCAB,
+/// lints.cpp: warnings beyond contract §5.7 (W-REPLICATED-LARGE, W-VOCAB,
 /// W-AXIS-SIZE-1, W-ACTIVATION-SPLIT); see the file's header. Runs even when
 /// an error was reported; params whose placements failed are skipped.
 void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
@@ -112,7 +112,7 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
 
 /// A diagnostic about param `p` placed by its rule: code, severity, location
 /// and the param / rule context fields set; message and hint left to fill.
-Diagnostic param_diagnostic(const PlannedParam& p, std::string code, SourceLoc loc,
+Diagnostic param_diagnostic(const PlannedParam& p, DiagCode code, SourceLoc loc,
                             Severity severity = Severity::Error);
 
 /// Reports a diagnostic at most once per (code, key), counting the others;

@@ -1,6 +1,6 @@
 // Placement resolution: the matched rule's (or experts entry's) `{axis:
 // placement}` map becomes one ResolvedPlacement per mesh axis, and the
-// split chains of SPEC §5.2 (axes sharding the same dim nest in mesh order).
+// split chains of contract §5.2 (axes sharding the same dim nest in mesh order).
 #include <string>
 
 #include "passes.hpp"
@@ -20,8 +20,8 @@ std::string axis_names(const Mesh& mesh) {
   return s;
 }
 
-Diagnostic make(const char* code, const AxisPlacement& ap, const PlannedParam& p,
-                std::string message, std::string hint) {
+Diagnostic make(DiagCode code, const AxisPlacement& ap, const PlannedParam& p, std::string message,
+                std::string hint) {
   Diagnostic d = param_diagnostic(p, code, ap.loc);
   d.message = std::move(message);
   d.hint = std::move(hint);
@@ -35,7 +35,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
   const int axis = mesh.find(ap.axis);
   const char* mesh_name = p.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
   if (axis < 0) {
-    rep.add(make("E-AXIS", ap, p,
+    rep.add(make(DiagCode::EAxis, ap, p,
                  std::string("placement names axis '") + ap.axis + "' but the " + mesh_name +
                      " has no such axis",
                  std::string("axes of the ") + mesh_name + ": " + axis_names(mesh)),
@@ -43,7 +43,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Partial) {
-    rep.add(make("E-PARTIAL", ap, p,
+    rep.add(make(DiagCode::EPartial, ap, p,
                  "'" + ap.placement.text + "' on parameter " + p.name +
                      ": parameters cannot be Partial (pending reductions belong to activations "
                      "and gradients)",
@@ -53,10 +53,10 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
   }
   const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   if (axis == pp) {
-    rep.add(
-        make("E-PIPELINE", ap, p, "rule places parameters on the pipeline axis '" + ap.axis + "'",
-             "the pipeline axis assigns stages; remove it from the placements"),
-        key);
+    rep.add(make(DiagCode::EPipeline, ap, p,
+                 "rule places parameters on the pipeline axis '" + ap.axis + "'",
+                 "the pipeline axis assigns stages; remove it from the placements"),
+            key);
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Replicate) return true;
@@ -64,7 +64,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
   const int dim = ap.placement.dim < 0 ? ap.placement.dim + ndim : ap.placement.dim;
   if (dim < 0 || dim >= ndim) {
     rep.add(
-        make("E-SHARD-DIM", ap, p,
+        make(DiagCode::EShardDim, ap, p,
              "'" + ap.placement.text + "' is out of range for " + p.name + " with " +
                  std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
              ndim == 0 ? std::string("a 0-d parameter can only be replicated")
@@ -96,7 +96,7 @@ void build_chains(PlannedParam& p, const Mesh& mesh) {
   }
 }
 
-// `packed:` of the rule: part extents on the normalized dim. E-PACKED when
+// `packed:` of the rule (contract §5.10): part extents on the normalized dim. E-PACKED when
 // the dim is out of range or the parts do not add up to its extent.
 bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
   if (p.rule.kind != RuleRef::Kind::Rule) return true;
@@ -105,7 +105,7 @@ bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep)
   const PackedSpec& spec = *rule.packed;
   const int ndim = static_cast<int>(p.global_shape.size());
   const int dim = spec.dim < 0 ? spec.dim + ndim : spec.dim;
-  Diagnostic d = param_diagnostic(p, "E-PACKED", spec.loc);
+  Diagnostic d = param_diagnostic(p, DiagCode::EPacked, spec.loc);
   const std::string key = std::to_string(p.rule.index) + ":" + std::to_string(ndim);
   if (dim < 0 || dim >= ndim) {
     d.message = "packed dim " + std::to_string(spec.dim) + " is out of range for " + p.name +

@@ -2,6 +2,7 @@
 #include "shardc/planner.hpp"
 
 #include "passes.hpp"
+#include "shardc/check_plan.hpp"
 
 namespace shardc {
 
@@ -38,6 +39,7 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   plan.params = std::move(params);
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);
+  if (invariants_checked_always()) assert_plan_invariants(plan);
   return plan;
 }
 

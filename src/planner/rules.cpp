@@ -1,5 +1,5 @@
 // Rule resolution: the first rule whose pattern matches a param's FQN wins
-// (SPEC §4). Stacked experts take their `experts` entry instead.
+// (contract §4). Stacked experts take their `experts` entry instead.
 #include <string>
 #include <vector>
 
@@ -38,7 +38,7 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
     d.loc = r.loc;
     d.rule = r.match_text();
     if (use.matched[i] == 0 && r.match.size() <= 1) {
-      d.code = "W-UNUSED-RULE";
+      d.code = DiagCode::WUnusedRule;
       d.message = name + " (" + d.rule + ") matches no parameter";
       d.hint = "remove it or fix its pattern (`shardc inspect --match GLOB` lists FQNs)";
       sink.report(std::move(d));
@@ -47,7 +47,7 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
     for (std::size_t j = 0; j < r.match.size(); ++j) {
       if (use.pattern_hits[i][j] > 0) continue;
       Diagnostic u = d;
-      u.code = "W-UNUSED-RULE";
+      u.code = DiagCode::WUnusedRule;
       if (j < r.match_locs.size()) u.loc = r.match_locs[j];
       u.message = name + ": pattern " + std::to_string(j + 1) + " of its match list (" +
                   r.match[j].text() + ") matches no parameter";
@@ -57,7 +57,7 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
       sink.report(std::move(u));
     }
     if (use.matched[i] > 0 && use.won[i] == 0) {
-      d.code = "W-SHADOWED-RULE";
+      d.code = DiagCode::WShadowedRule;
       d.message = name + " (" + d.rule +
                   ") never applies: every parameter it matches is taken by an earlier rule";
       d.hint = "move it above the broader rule, or remove it";
@@ -97,11 +97,11 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
   report_unused_experts(params, recipe, sink);
 }
 
-Diagnostic param_diagnostic(const PlannedParam& p, std::string code, SourceLoc loc,
+Diagnostic param_diagnostic(const PlannedParam& p, DiagCode code, SourceLoc loc,
                             Severity severity) {
   Diagnostic d;
   d.severity = severity;
-  d.code = std::move(code);
+  d.code = code;
   d.loc = std::move(loc);
   d.param = p.name;
   d.rule = p.rule.match;
@@ -115,7 +115,7 @@ SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe) {
 }
 
 void GroupedReporter::add(Diagnostic d, const std::string& key) {
-  const std::string full = d.code + '\x1f' + key;
+  const std::string full = std::string(code_name(d.code)) + '\x1f' + key;
   for (Entry& e : entries_) {
     if (e.key == full) {
       ++e.more;

@@ -1,10 +1,10 @@
-// Splitting one tensor dim over n ranks (SPEC §5.1), with the extensions of
-// README "Padding, packing, granularity": units a split may not cut and
-// padded pieces.
+// Splitting one tensor dim over n ranks (contract §5.1), with units a split
+// may not cut and padded pieces (contract §5.9).
 #include <algorithm>
 #include <limits>
 #include <string>
 
+#include "shardc/assert.hpp"
 #include "shardc/plan.hpp"
 
 namespace shardc {
@@ -20,6 +20,9 @@ std::int64_t saturate(i128 v) {
 }  // namespace
 
 Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitRule rule) {
+  SHARDC_ASSERT(length >= 0 && ways >= 1 && k >= 0 && k < ways,
+                "piece " + std::to_string(k) + " of " + std::to_string(length) + " split " +
+                    std::to_string(ways) + " ways");
   if (rule == SplitRule::Balanced) {
     // hyper-parallel: q, r = divmod(L, n); the first r ranks get one more.
     const std::int64_t q = length / ways;
@@ -34,6 +37,8 @@ Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitR
 }
 
 Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& s) {
+  SHARDC_ASSERT(k >= 0 && k < s.ways, "piece " + std::to_string(k) + " of a split of " +
+                                          std::to_string(s.ways) + " ways");
   if (s.fsdp) {
     // FSDP2: torch.chunk of the local tensor, every shard padded to the first one's size.
     const std::int64_t c = length == 0 ? 0 : (length + s.ways - 1) / s.ways;

@@ -1,4 +1,4 @@
-// Pipeline stages (SPEC §5.6, §5.8): `auto` splits the layer blocks as
+// Pipeline stages (contract §5.6, §5.8): `auto` splits the layer blocks as
 // evenly as possible (extra blocks to earlier stages; non-layer params
 // before the first layer on stage 0, all others on the last), or explicit
 // glob lists, one per stage.
@@ -47,7 +47,7 @@ void auto_stages(std::vector<PlannedParam>& params, int stages, const PipelineSp
   }
   const auto blocks = static_cast<std::int64_t>(block_index.size());
   if (blocks < stages) {
-    sink.error("E-PIPELINE", spec.loc,
+    sink.error(DiagCode::EPipeline, spec.loc,
                "stages: auto found " + std::to_string(blocks) + " layer blocks for " +
                    std::to_string(stages) + " pipeline stages",
                "use fewer stages, or list the stages explicitly");
@@ -74,7 +74,7 @@ void auto_stages(std::vector<PlannedParam>& params, int stages, const PipelineSp
 void explicit_stages(std::vector<PlannedParam>& params, int stages, const PipelineSpec& spec,
                      DiagnosticSink& sink) {
   if (static_cast<int>(spec.stages.size()) != stages) {
-    sink.error("E-PIPELINE", spec.loc,
+    sink.error(DiagCode::EPipeline, spec.loc,
                "pipeline lists " + std::to_string(spec.stages.size()) + " stages but axis '" +
                    spec.axis + "' has size " + std::to_string(stages),
                "list one glob list per stage, or use stages: auto");
@@ -98,7 +98,7 @@ void explicit_stages(std::vector<PlannedParam>& params, int stages, const Pipeli
     std::string list;
     for (int s : hits) list += (list.empty() ? "" : ", ") + std::to_string(s);
     Diagnostic d;
-    d.code = "E-PIPELINE";
+    d.code = DiagCode::EPipeline;
     d.loc = spec.loc;
     d.param = p.name;
     d.message = hits.empty() ? p.name + " is in no pipeline stage"
@@ -126,7 +126,7 @@ void check_expert_pp(Plan& plan, const PipelineSpec& spec, DiagnosticSink& sink)
       plan.expert->axes[static_cast<std::size_t>(e)].size !=
           dense.axes[static_cast<std::size_t>(d)].size ||
       stride(*plan.expert, e) != stride(dense, d)) {
-    sink.error("E-PIPELINE", plan.expert->loc,
+    sink.error(DiagCode::EPipeline, plan.expert->loc,
                "expert_mesh must have the pipeline axis '" + spec.axis +
                    "' with the same size and position as the dense mesh",
                "put " + spec.axis + " first in both meshes, with the same size");
@@ -145,7 +145,7 @@ void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& 
   if (axis < 0) {
     std::string axes;
     for (const MeshAxis& a : plan.dense.axes) axes += (axes.empty() ? "" : ", ") + a.name;
-    sink.error("E-AXIS", spec.axis_loc.line > 0 ? spec.axis_loc : spec.loc,
+    sink.error(DiagCode::EAxis, spec.axis_loc.line > 0 ? spec.axis_loc : spec.loc,
                "pipeline axis '" + spec.axis + "' is not an axis of the mesh",
                "axes of the mesh: " + axes + " (the pipeline axis is a mesh axis, usually pp)");
     return;

@@ -1,4 +1,4 @@
-// W-STRIDED (SPEC §5.3): FSDP2 over TP stores rank (f, t) at piece f of TP
+// W-STRIDED (contract §5.3): FSDP2 over TP stores rank (f, t) at piece f of TP
 // piece t (the physical layout). Newest PyTorch DTensor (PR #163843 on)
 // reads `_StridedShard(d, sf=F)` on the FSDP axis followed by the other
 // shards of d as: chunk the dim into F pieces, chunk each into W pieces,
@@ -98,7 +98,7 @@ const std::vector<std::vector<std::int64_t>>& mismatches(
   if (!fresh) return it->second;
   std::int64_t sf = 1;
   for (std::int64_t x : ways) sf *= x;
-  if (length % sf == 0) return it->second;  // the readings agree (SPEC §5.3)
+  if (length % sf == 0) return it->second;  // the readings agree (contract §5.3)
   std::vector<std::int64_t> ks(ways.size(), 0);
   for (std::int64_t f = 0; f < w; ++f) {
     for (std::int64_t c = 0; c < sf; ++c) {
@@ -170,7 +170,7 @@ void warn(const PlannedParam& p, const Plan& plan,
     ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
                           : ranks.unite(class_ranks(cs, coords, p.stage));
   }
-  Diagnostic d = param_diagnostic(p, "W-STRIDED", p.loc, Severity::Warning);
+  Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Warning);
   d.message = p.name +
               ": newest DTensor reads the _StridedShard label with different rows than "
               "the physical FSDP2 layout on " +
@@ -195,7 +195,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
     for (std::size_t i = 0; i + 1 < chain.size(); ++i) ways.push_back(chain[i].ways);
     const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
     if (!within_budget(length, chain.back().ways, ways)) {
-      Diagnostic d = param_diagnostic(p, "W-STRIDED", p.loc, Severity::Note);
+      Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Note);
       d.message = p.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";

@@ -1,4 +1,4 @@
-// Tied parameters (SPEC §5.5, §5.8): the second end of a tie is an alias of
+// Tied parameters (contract §5.5, §5.8): the second end of a tie is an alias of
 // the first (same storage on the same rank). Ends must agree in shape,
 // dtype, mesh, placements and split rule.
 #include <string>
@@ -122,7 +122,7 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     auto a = index.find(t.alias);
     if (s == index.end() || a == index.end()) {
       const std::string& missing = s == index.end() ? t.source : t.alias;
-      sink.error("E-TIED", t.loc, "tie end " + missing + " is not a parameter",
+      sink.error(DiagCode::ETied, t.loc, "tie end " + missing + " is not a parameter",
                  "tie existing FQNs (after expert stacking), or set tied: none");
       continue;
     }
@@ -130,7 +130,7 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     PlannedParam& alias = params[a->second];
     if (src.rule.index < 0 || alias.rule.index < 0) continue;  // already reported
     if (std::string why = mismatch(src, alias); !why.empty()) {
-      Diagnostic d = param_diagnostic(alias, "E-TIED", rule_loc(alias, recipe));
+      Diagnostic d = param_diagnostic(alias, DiagCode::ETied, rule_loc(alias, recipe));
       d.message = "tied " + src.name + " [" + rule_text(src, recipe) + "] and " + alias.name +
                   " [" + rule_text(alias, recipe) + "]: " + why;
       d.hint =

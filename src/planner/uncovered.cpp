@@ -115,7 +115,7 @@ std::string entry_name(const Recipe& recipe, int e) {
 Diagnostic expert_uncovered(const PlannedParam& p, const std::vector<std::string>& segs, int seg,
                             int entry, const Recipe& recipe) {
   Diagnostic d;
-  d.code = "E-UNCOVERED";
+  d.code = DiagCode::EUncovered;
   d.param = p.name;
   d.loc = p.loc;
   const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
@@ -154,7 +154,7 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
   GroupedReporter experts;
   GroupedReporter others;
   Diagnostic counted;
-  counted.code = "E-UNCOVERED";
+  counted.code = DiagCode::EUncovered;
   const PlannedParam* first_plain = nullptr;
   std::int64_t plain = 0;
   bool experts_uncovered = false;
@@ -180,7 +180,7 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
   }
   if (first_plain) {
     Diagnostic d;
-    d.code = "E-UNCOVERED";
+    d.code = DiagCode::EUncovered;
     d.loc = first_plain->loc;
     d.param = first_plain->name;
     d.message = "parameter " + first_plain->name + " is matched by no rule";
@@ -204,7 +204,7 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
     const ExpertsEntry& x = recipe.experts[e];
     Diagnostic d;
     d.severity = Severity::Warning;
-    d.code = "W-UNUSED-RULE";
+    d.code = DiagCode::WUnusedRule;
     d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
     d.rule = x.match.text();
     d.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";

@@ -69,7 +69,7 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
       auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
       if (!ranks || s.local_shape.size() != pp.global_shape.size() ||
           s.global_offset.size() != pp.global_shape.size()) {
-        sink.error("E-RESHARD-INPUT", p.loc,
+        sink.error(DiagCode::EReshardInput, p.loc,
                    "param '" + pp.name + "': malformed shard (ranks '" + s.ranks +
                        "'): " + (ranks ? "shape or offset rank differs from the param's" : error),
                    "recompile the plan with shardc compile; plan.json must not be edited by hand");

@@ -1,5 +1,6 @@
 // plan_reshard: per param, B class boxes intersected with A class boxes,
-// checked for exact coverage; per-rank byte totals per progression.
+// checked for exact coverage; per-rank byte totals per progression
+// (contract §6.5).
 #include <unordered_map>
 
 #include "reshard/accumulate.hpp"
@@ -25,7 +26,7 @@ bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, c
                 DiagnosticSink& sink) {
   if (pa.global_shape == pb.global_shape && pa.dtype == pb.dtype) return true;
   Diagnostic d;
-  d.code = "E-RESHARD-MISMATCH";
+  d.code = DiagCode::EReshardMismatch;
   d.loc = pb.loc;
   d.param = pb.name;
   d.message = "param '" + pb.name + "' differs between the plans: " + shape_text(pa.global_shape) +
@@ -88,7 +89,7 @@ bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, Pa
 void report_coverage(const LayoutParam& pb, const Box& want, const Layout& a,
                      DiagnosticSink& sink) {
   Diagnostic d;
-  d.code = "E-RESHARD-COVERAGE";
+  d.code = DiagCode::EReshardCoverage;
   d.loc = pb.loc;
   d.param = pb.name;
   d.message = "the shards of '" + pb.name + "' in plan A (" + a.label + ")" +
@@ -126,7 +127,7 @@ void plan_param(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, P
 
 void report_missing(const LayoutParam& pb, const Layout& a, DiagnosticSink& sink) {
   Diagnostic d;
-  d.code = "E-RESHARD-MISSING";
+  d.code = DiagCode::EReshardMissing;
   d.loc = pb.loc;
   d.param = pb.name;
   d.message = "param '" + pb.name + "' of plan B is not in plan A (" + a.label + ")";

@@ -4,6 +4,8 @@
 #include <array>
 #include <cctype>
 
+#include "shardc/limits.hpp"
+
 namespace shardc {
 namespace {
 
@@ -28,7 +30,7 @@ constexpr std::array<Unit, 11> kUnits{{
     {"pib", kKi* kKi* kKi* kKi* kKi},
 }};
 
-constexpr std::int64_t kMax = std::int64_t{1} << 62;
+constexpr std::int64_t kMax = limits::kMaxByteSize;
 
 std::optional<std::int64_t> unit_factor(std::string_view text) {
   if (text.empty()) return 1;

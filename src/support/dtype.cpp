@@ -1,4 +1,4 @@
-// Element types: torch names, accepted aliases, sizes (SPEC §3).
+// Element types: torch names, accepted aliases, sizes (contract §3).
 #include "shardc/dtype.hpp"
 
 #include <array>

@@ -1,16 +1,17 @@
-// Pattern compilation and `{name}` substitution (SPEC §4 "Patterns", §5.8).
+// Pattern compilation and `{name}` substitution (contract §4 "Patterns", §5.8).
 #include <algorithm>
 #include <cstddef>
 
+#include "shardc/limits.hpp"
 #include "shardc/pattern.hpp"
 #include "support/pattern_glob.hpp"
 
 namespace shardc {
 namespace {
 
-constexpr std::size_t kMaxPatternBytes = 4096;
-constexpr std::size_t kMaxSegments = 256;
-constexpr std::size_t kMaxCaptureNames = 16;
+using limits::kMaxCaptureNames;
+using limits::kMaxPatternBytes;
+constexpr std::size_t kMaxSegments = limits::kMaxPatternSegments;
 
 bool is_identifier(std::string_view s) {
   if (s.empty()) return false;

@@ -1,4 +1,4 @@
-// Pattern matching against one FQN (SPEC §4 "Patterns"). Runs params × rules
+// Pattern matching against one FQN (contract §4 "Patterns"). Runs params × rules
 // times, so it works on byte positions and never allocates unless captures
 // are requested or a pattern with several `**` meets a very long name.
 #include <array>

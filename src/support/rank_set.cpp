@@ -1,6 +1,8 @@
 // RankSet: compact rank sets (`0-7,16,3-99:8`), see include/shardc/rank_set.hpp.
 #include "shardc/rank_set.hpp"
 
+#include "shardc/limits.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -8,7 +10,7 @@
 namespace shardc {
 namespace {
 
-constexpr std::int64_t kMaxParsedItems = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxParsedItems = limits::kMaxRankSetItems;
 
 // Greedy canonical runs over a sorted, duplicate-free list: a run of three or
 // more equally spaced ranks becomes one progression, anything else a single.

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "shardc/frontend.hpp"
+#include "shardc/sha256.hpp"
 
 namespace shardc {
 

@@ -1,5 +1,5 @@
-// numel() of a Shape (SPEC §3: the front end bounds the product below 2^62).
-#include "shardc/model.hpp"
+// numel() of a Shape (contract §3: the front end bounds the product below 2^62).
+#include "shardc/shape.hpp"
 
 namespace shardc {
 

@@ -466,7 +466,7 @@ FSDP2_LAYOUT = {"kind": "fsdp2_allgather", "units": [{
 
 
 def check_output_mutations(f: Failures, vs, plan: dict, rank: dict) -> None:
-    """Invalid outputs fail; the buffer layouts SPEC §6.3 describes pass."""
+    """Invalid outputs fail; the buffer layouts contract §6.3 describes pass."""
     vp, vr = vs["plan"], vs["rank"]
     p0 = ["params", 0]
     for what, doc in [
@@ -517,7 +517,7 @@ def check_output_mutations(f: Failures, vs, plan: dict, rank: dict) -> None:
     ]:
         expect_invalid(f, vr, doc, f"rank file mutation: {what}")
     expect_valid(f, vr, mutated(rank, ["buffers"], [MUON_LAYOUT, FSDP2_LAYOUT]),
-                 "rank file with SPEC §6.3 buffer layouts")
+                 "rank file with contract §6.3 buffer layouts")
     expect_valid(f, vr, mutated(rank, p0 + ["tied_copy_of"], "x.weight"),
                  "rank file param with tied_copy_of")
 

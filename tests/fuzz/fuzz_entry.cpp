@@ -168,9 +168,10 @@ void model_input(std::string_view bytes) {
   const SourceFile file{path, std::string(bytes)};
   DiagnosticSink json_sink;
   DiagnosticSink ref_sink;
-  std::optional<fe::Document> doc = fe::load_json(file, "E-MODEL", json_sink, fe::DocLimits{});
+  std::optional<fe::Document> doc =
+      fe::load_json(file, shardc::DiagCode::EModel, json_sink, fe::DocLimits{});
   std::optional<fe::Document> ref =
-      fe::load_json_tracking(file, "E-MODEL", ref_sink, fe::DocLimits{});
+      fe::load_json_tracking(file, shardc::DiagCode::EModel, ref_sink, fe::DocLimits{});
   if (doc.has_value() != ref.has_value() ||
       render_diagnostics_json(json_sink) != render_diagnostics_json(ref_sink) ||
       (doc && !same_tree(doc->root, ref->root))) {

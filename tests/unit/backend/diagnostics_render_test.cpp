@@ -10,9 +10,9 @@ namespace {
 
 DiagnosticSink sample_sink() {
   DiagnosticSink sink;
-  sink.error("E-HEADS", {"recipe.yaml", 2, 5}, "num_attention_heads 30 not divisible by tp 8",
-             "valid tp sizes: 1, 2, 3");
-  sink.warning("W-UNUSED-RULE", {"recipe.yaml", 3, 0}, "rule matches nothing");
+  sink.error(DiagCode::EHeads, {"recipe.yaml", 2, 5},
+             "num_attention_heads 30 not divisible by tp 8", "valid tp sizes: 1, 2, 3");
+  sink.warning(DiagCode::WUnusedRule, {"recipe.yaml", 3, 0}, "rule matches nothing");
   return sink;
 }
 
@@ -36,7 +36,7 @@ TEST_CASE("text diagnostics quote the source line with a caret and a hint") {
 
 TEST_CASE("text diagnostics without a file or source print the headline and hint only") {
   DiagnosticSink sink;
-  sink.error("E-MODEL", {}, "cannot read", "check the path");
+  sink.error(DiagCode::EModel, {}, "cannot read", "check the path");
   CHECK(render_diagnostics_text(sink, {}) ==
         "shardc: error[E-MODEL]: cannot read\n  hint: check the path\n1 error, 0 warnings\n");
   CHECK(render_diagnostics_text(DiagnosticSink{}, {}).empty());
@@ -44,16 +44,16 @@ TEST_CASE("text diagnostics without a file or source print the headline and hint
 
 TEST_CASE("text diagnostics say how many were dropped") {
   DiagnosticSink sink(1);
-  sink.error("E-MODEL", {"m.yaml", 1, 1}, "a");
-  sink.error("E-MODEL", {"m.yaml", 2, 1}, "b");
-  sink.error("E-MODEL", {"m.yaml", 3, 1}, "c");
+  sink.error(DiagCode::EModel, {"m.yaml", 1, 1}, "a");
+  sink.error(DiagCode::EModel, {"m.yaml", 2, 1}, "b");
+  sink.error(DiagCode::EModel, {"m.yaml", 3, 1}, "c");
   const std::string text = render_diagnostics_text(sink, {});
   CHECK(text.ends_with("3 errors, 0 warnings (and 2 more not shown)\n"));
 }
 
 TEST_CASE("long source lines are cut around the column") {
   DiagnosticSink sink;
-  sink.error("E-MODEL", {"m.json", 1, 500}, "bad");
+  sink.error(DiagCode::EModel, {"m.json", 1, 500}, "bad");
   const std::string line(1000, 'x');
   const std::string text = render_diagnostics_text(sink, {{"m.json", line}});
   CHECK(text.find(" 1 | ...") != std::string::npos);
@@ -77,9 +77,10 @@ TEST_CASE("json diagnostics are an array of objects with every field") {
 
 TEST_CASE("github annotations escape percent, newlines and property separators") {
   DiagnosticSink sink;
-  sink.error("E-X", {"a,b:c.yaml", 4, 2}, "100% bad\nreally", "fix it");
-  sink.warning("W-Y", {}, "w", "h");
-  CHECK(render_diagnostics_github(sink) ==
-        "::error file=a%2Cb%3Ac.yaml,line=4,col=2,title=E-X::100%25 bad%0Areally%0Ahint: fix it\n"
-        "::warning title=W-Y::w%0Ahint: h\n");
+  sink.error(DiagCode::EHeads, {"a,b:c.yaml", 4, 2}, "100% bad\nreally", "fix it");
+  sink.warning(DiagCode::WVocab, {}, "w", "h");
+  CHECK(
+      render_diagnostics_github(sink) ==
+      "::error file=a%2Cb%3Ac.yaml,line=4,col=2,title=E-HEADS::100%25 bad%0Areally%0Ahint: fix it\n"
+      "::warning title=W-VOCAB::w%0Ahint: h\n");
 }

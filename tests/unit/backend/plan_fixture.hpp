@@ -12,7 +12,7 @@ namespace shardc::test {
 
 inline Mesh two_axis_mesh() {
   Mesh m;
-  m.axes = {{"pp", 2, {}}, {"tp", 2, {}}};
+  m.axes = {{"pp", 2, {}, {}}, {"tp", 2, {}, {}}};
   return m;
 }
 
@@ -65,7 +65,7 @@ inline Plan small_plan() {
   plan.tie_sync.push_back({"embed", "head", {{0, 2}, {1, 3}}});
   Diagnostic d;
   d.severity = Severity::Warning;
-  d.code = "W-EXPERTS";
+  d.code = DiagCode::WExperts;
   d.message = "30 experts over ep=8";
   d.loc = {"recipe.yaml", 3, 5};
   d.ranges = {{0, 4}, {4, 8}};

@@ -20,7 +20,7 @@ std::string render(const Plan& plan) { return render_plan_json(plan, rank_bytes(
 
 }  // namespace
 
-TEST_CASE("plan.json has the SPEC 6.1 top-level keys in order") {
+TEST_CASE("plan.json has the contract §6.1 top-level keys in order") {
   const auto j = nlohmann::ordered_json::parse(render(test::small_plan()));
   CHECK(keys_of(j) == std::vector<std::string>{"format", "generator", "inputs", "world_size",
                                                "meshes", "pipeline", "params", "tie_sync_groups",

@@ -37,7 +37,7 @@ std::string render(const DiagnosticSink& sink) {
   std::string out;
   for (const Diagnostic& d : sink.items()) {
     out += d.loc.file + ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.column) +
-           ": " + d.code + ": " + d.message + " [" + d.hint + "]\n";
+           ": " + std::string(code_name(d.code)) + ": " + d.message + " [" + d.hint + "]\n";
   }
   return out;
 }
@@ -48,8 +48,8 @@ void check_paths_agree(const std::string& text, const DocLimits& limits = {}) {
   SourceFile file{"t.json", text};
   DiagnosticSink fast_sink;
   DiagnosticSink ref_sink;
-  std::optional<Document> fast = load_json(file, "E-MODEL", fast_sink, limits);
-  std::optional<Document> ref = load_json_tracking(file, "E-MODEL", ref_sink, limits);
+  std::optional<Document> fast = load_json(file, DiagCode::EModel, fast_sink, limits);
+  std::optional<Document> ref = load_json_tracking(file, DiagCode::EModel, ref_sink, limits);
   REQUIRE(fast.has_value() == ref.has_value());
   CHECK(render(fast_sink) == render(ref_sink));
   if (fast) check_same(fast->root, ref->root);
@@ -101,7 +101,7 @@ TEST_CASE("JSON simdjson path: malformed text and limits report the tracking dia
 // `file` must outlive the result, which views its text.
 Document load_ok(const SourceFile& file) {
   DiagnosticSink sink;
-  std::optional<Document> doc = load_json(file, "E-MODEL", sink, DocLimits{});
+  std::optional<Document> doc = load_json(file, DiagCode::EModel, sink, DocLimits{});
   REQUIRE(doc.has_value());
   CHECK(sink.items().empty());
   return std::move(*doc);
@@ -111,7 +111,7 @@ Document load_ok(const SourceFile& file) {
 std::string load_error(const std::string& text, const DocLimits& limits = {}) {
   SourceFile file{"t.json", text};
   DiagnosticSink sink;
-  CHECK_FALSE(load_json(file, "E-MODEL", sink, limits).has_value());
+  CHECK_FALSE(load_json(file, DiagCode::EModel, sink, limits).has_value());
   REQUIRE(sink.items().size() == 1);
   return render(sink);
 }
@@ -212,7 +212,7 @@ TEST_CASE("JSON simdjson path: invalid UTF-8, NUL and truncation are errors at a
     check_paths_agree(text);
     SourceFile file{"t.json", text};
     DiagnosticSink sink;
-    CHECK_FALSE(load_json(file, "E-MODEL", sink, DocLimits{}).has_value());
+    CHECK_FALSE(load_json(file, DiagCode::EModel, sink, DocLimits{}).has_value());
   }
 }
 

@@ -17,7 +17,7 @@ struct ParseResult {
   /// The first stored diagnostic with `code`, or nullptr.
   [[nodiscard]] const Diagnostic* find(const std::string& code) const {
     for (const Diagnostic& d : sink.items()) {
-      if (d.code == code) return &d;
+      if (code_name(d.code) == code) return &d;
     }
     return nullptr;
   }
@@ -25,7 +25,7 @@ struct ParseResult {
     std::string out;
     for (const Diagnostic& d : sink.items()) {
       out += d.loc.file + ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.column) +
-             ": " + d.code + ": " + d.message + " [" + d.hint + "]\n";
+             ": " + std::string(code_name(d.code)) + ": " + d.message + " [" + d.hint + "]\n";
     }
     return out;
   }

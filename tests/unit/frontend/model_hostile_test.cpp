@@ -6,6 +6,8 @@
 
 #include "frontend_test_util.hpp"
 
+using shardc::DiagCode;
+
 using shardc::test::model_from;
 using shardc::test::recipe_from;
 
@@ -30,7 +32,7 @@ TEST_CASE("YAML alias bombs stop at the node budget") {
   REQUIRE(r.find("E-MODEL") != nullptr);
   CHECK(r.find("E-MODEL")->message.find("aliases") != std::string::npos);
   auto rr = recipe_from(billion_laughs());
-  CHECK(rr.sink.has_code("E-RECIPE"));
+  CHECK(rr.sink.has_code(DiagCode::ERecipe));
 }
 
 TEST_CASE("deep nesting is rejected") {
@@ -38,13 +40,13 @@ TEST_CASE("deep nesting is rejected") {
     std::string text = "{\"params\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
     auto r = model_from(text, "m.json");
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("YAML flow") {
     std::string text = "params: " + std::string(5000, '[') + std::string(5000, ']') + "\n";
     auto r = model_from(text);
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("repeat groups") {
     std::string text = "params:\n";
@@ -56,7 +58,7 @@ TEST_CASE("deep nesting is rejected") {
     text += indent + "- {name: w, shape: [1]}\n";
     auto r = model_from(text);
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
 }
 
@@ -74,22 +76,22 @@ TEST_CASE("huge repeat ranges are rejected before expansion") {
         "params:\n  - repeat: {i: [0, 100000], j: [0, 100000]}\n    params:\n"
         "      - {name: \"w.{i}.{j}\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("the full int64 range does not overflow the count") {
     auto r = model_from(
         "params:\n  - repeat: {i: [-9223372036854775808, 9223372036854775807]}\n"
         "    params:\n      - {name: \"w.{i}\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
 }
 
 TEST_CASE("junk and empty files give a diagnostic") {
   SUBCASE("empty") {
-    CHECK(model_from("").sink.has_code("E-MODEL"));
-    CHECK(model_from("  \n\n").sink.has_code("E-MODEL"));
-    CHECK(recipe_from("").sink.has_code("E-RECIPE"));
+    CHECK(model_from("").sink.has_code(DiagCode::EModel));
+    CHECK(model_from("  \n\n").sink.has_code(DiagCode::EModel));
+    CHECK(recipe_from("").sink.has_code(DiagCode::ERecipe));
   }
   SUBCASE("binary junk") {
     std::string junk;
@@ -100,13 +102,13 @@ TEST_CASE("junk and empty files give a diagnostic") {
     }
     auto r = model_from(junk);
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
     for (const auto& d : r.sink.items()) CHECK(d.message.find('\xff') == std::string::npos);
-    CHECK(recipe_from(junk).sink.has_code("E-RECIPE"));
-    CHECK(model_from("{" + junk, "m.json").sink.has_code("E-MODEL"));
+    CHECK(recipe_from(junk).sink.has_code(DiagCode::ERecipe));
+    CHECK(model_from("{" + junk, "m.json").sink.has_code(DiagCode::EModel));
   }
-  SUBCASE("a scalar document") { CHECK(model_from("42\n").sink.has_code("E-MODEL")); }
-  SUBCASE("a list document") { CHECK(model_from("- a\n- b\n").sink.has_code("E-MODEL")); }
+  SUBCASE("a scalar document") { CHECK(model_from("42\n").sink.has_code(DiagCode::EModel)); }
+  SUBCASE("a list document") { CHECK(model_from("- a\n- b\n").sink.has_code(DiagCode::EModel)); }
   SUBCASE("non-UTF-8 names") {
     auto r = model_from("params:\n  - {name: \"a\xff.b\", shape: [1]}\n");
     CHECK_FALSE(r.model.has_value());

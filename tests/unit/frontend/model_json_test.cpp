@@ -1,8 +1,10 @@
-// Tests for JSON model descriptions and plain inventories (SPEC §3,
+// Tests for JSON model descriptions and plain inventories (contract §3,
 // shared/models/README.md): nlohmann/json with positions from the byte offsets.
 #include <doctest/doctest.h>
 
 #include "frontend_test_util.hpp"
+
+using shardc::DiagCode;
 
 using shardc::DType;
 using shardc::test::check_error_at;
@@ -117,7 +119,7 @@ TEST_CASE("extents beyond 64 bits and products of 2^62 are rejected") {
     auto r =
         model_from(R"({"params": [{"name": "w", "shape": [18446744073709551615]}]})", "m.json");
     CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code("E-MODEL"));
+    CHECK(r.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("product overflows") {
     auto r =

@@ -1,4 +1,4 @@
-// Tests for the shardc.model/v1 reader (src/frontend/model_*.cpp, SPEC §3).
+// Tests for the shardc.model/v1 reader (src/frontend/model_*.cpp, contract §3).
 #include <doctest/doctest.h>
 
 #include "frontend_test_util.hpp"

@@ -1,4 +1,4 @@
-// Tests for src/frontend/placement.cpp (SPEC §4 "Placements").
+// Tests for src/frontend/placement.cpp (contract §4 "Placements").
 #include <doctest/doctest.h>
 
 #include "shardc/recipe.hpp"

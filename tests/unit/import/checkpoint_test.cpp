@@ -74,7 +74,7 @@ TEST_CASE("an index naming a missing file, and names repeated across files") {
     fs.files.erase("ck/model-00002-of-00002.safetensors");
     shardc::DiagnosticSink sink;
     CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
-    REQUIRE(sink.has_code("E-CHECKPOINT"));
+    REQUIRE(sink.has_code(shardc::DiagCode::ECheckpoint));
     CHECK(sink.items()[0].message.find("model-00002-of-00002.safetensors") != std::string::npos);
     CHECK(sink.items()[0].param == "model.layers.0.self_attn.q_proj.bias");
   }
@@ -88,7 +88,7 @@ TEST_CASE("an index naming a missing file, and names repeated across files") {
         fs.sparse_sizes["ck/model-00001-of-00002.safetensors"];
     shardc::DiagnosticSink sink;
     CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
-    REQUIRE(sink.has_code("E-CHECKPOINT"));
+    REQUIRE(sink.has_code(shardc::DiagCode::ECheckpoint));
     CHECK(sink.items()[0].message.find("also stored in") != std::string::npos);
   }
   SUBCASE("absurd head count in config.json") {
@@ -97,7 +97,7 @@ TEST_CASE("an index naming a missing file, and names repeated across files") {
     fs.files["ck/config.json"] = R"({"num_attention_heads": 4611686018427387904})";
     shardc::DiagnosticSink sink;
     CHECK_FALSE(shardc::import_checkpoint(fs, "ck", sink).has_value());
-    CHECK(sink.has_code("E-CHECKPOINT"));
+    CHECK(sink.has_code(shardc::DiagCode::ECheckpoint));
     CHECK(sink.items()[0].loc.file == "ck/config.json");
   }
 }

@@ -83,7 +83,7 @@ TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
         json, 8 + static_cast<std::int64_t>(json.size()) + c.data, "x.safetensors", sink);
     CHECK_FALSE(h.has_value());
     REQUIRE(first(sink) != nullptr);
-    CHECK(first(sink)->code == "E-CHECKPOINT");
+    CHECK(first(sink)->code == shardc::DiagCode::ECheckpoint);
     CHECK(first(sink)->loc.file == "x.safetensors");
     CHECK(first(sink)->param == c.tensor);
     CHECK(first(sink)->message.find(c.says) != std::string::npos);
@@ -120,5 +120,5 @@ TEST_CASE("read_safetensors_header reads only the header of a huge sparse file")
   CHECK(h->tensors.at(0).end == std::int64_t{1} << 33);
   DiagnosticSink missing;
   CHECK_FALSE(shardc::read_safetensors_header(fs, "nope.safetensors", missing).has_value());
-  CHECK(missing.has_code("E-CHECKPOINT"));
+  CHECK(missing.has_code(shardc::DiagCode::ECheckpoint));
 }

@@ -314,7 +314,7 @@ TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP de
   check_budget(plan, m, 16LL << 30, SourceLoc{"r.yaml", 3, 11}, over);
   REQUIRE(over.items().size() == 1);
   const Diagnostic& d = over.items().front();
-  CHECK(d.code == "E-BUDGET");
+  CHECK(d.code == shardc::DiagCode::EBudget);
   CHECK(d.loc.line == 3);
   CHECK(d.message.find("rank 0 (stage 0, dp_replicate=0 dp_shard=0 tp=0)") != std::string::npos);
   CHECK(d.message.find("256 of 256 ranks are over: 0-255") != std::string::npos);

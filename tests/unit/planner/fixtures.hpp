@@ -22,7 +22,7 @@ inline Pattern pat(const std::string& text) {
 
 inline Mesh mesh(std::vector<std::pair<std::string, std::int64_t>> axes) {
   Mesh m;
-  for (auto& [n, s] : axes) m.axes.push_back({n, s, {}});
+  for (auto& [n, s] : axes) m.axes.push_back({n, s, {}, {}});
   return m;
 }
 

@@ -18,7 +18,7 @@ struct Planned {
   bool ok = false;
   [[nodiscard]] const shardc::Diagnostic* find(const std::string& code) const {
     for (const auto& d : sink.items())
-      if (d.code == code) return &d;
+      if (code_name(d.code) == code) return &d;
     return nullptr;
   }
 };

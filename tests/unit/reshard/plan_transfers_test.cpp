@@ -128,11 +128,11 @@ TEST_CASE("shape or dtype differences and missing params are errors at plan B's 
   const Result r = plan_reshard(a, b, {}, sink);
   CHECK(sink.error_count() == 3);
   REQUIRE(sink.items().size() == 3);
-  CHECK(sink.items()[0].code == "E-RESHARD-MISMATCH");
+  CHECK(sink.items()[0].code == shardc::DiagCode::EReshardMismatch);
   CHECK(sink.items()[0].loc.line == 12);
   CHECK(sink.items()[0].message.find("[8, 6] float32") != std::string::npos);
-  CHECK(sink.items()[1].code == "E-RESHARD-MISMATCH");
-  CHECK(sink.items()[2].code == "E-RESHARD-MISSING");
+  CHECK(sink.items()[1].code == shardc::DiagCode::EReshardMismatch);
+  CHECK(sink.items()[2].code == shardc::DiagCode::EReshardMissing);
   CHECK_FALSE(sink.items()[2].hint.empty());
   CHECK(r.params[0].pieces.empty());
 }
@@ -144,7 +144,7 @@ TEST_CASE("A shards that do not tile B's box are a coverage error") {
   DiagnosticSink sink;
   plan_reshard(a, b, {}, sink);
   REQUIRE(sink.has_errors());
-  CHECK(sink.items()[0].code == "E-RESHARD-COVERAGE");
+  CHECK(sink.items()[0].code == shardc::DiagCode::EReshardCoverage);
 }
 
 TEST_CASE("a tied alias on its source's stage shares storage: not transferred") {

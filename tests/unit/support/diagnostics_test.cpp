@@ -6,20 +6,22 @@
 #include "shardc/model.hpp"
 #include "support/utf8.hpp"
 
+using shardc::DiagCode;
+
 TEST_CASE("the sink counts every diagnostic but stores at most its limit") {
   shardc::DiagnosticSink sink(2);
-  sink.error("E-MODEL", {"m.yaml", 1, 2}, "a");
-  sink.warning("W-UNUSED-RULE", {}, "b");
-  sink.error("E-HEADS", {}, "c");
-  sink.error("E-HEADS", {}, "d");
+  sink.error(DiagCode::EModel, {"m.yaml", 1, 2}, "a");
+  sink.warning(DiagCode::WUnusedRule, {}, "b");
+  sink.error(DiagCode::EHeads, {}, "c");
+  sink.error(DiagCode::EHeads, {}, "d");
   CHECK(sink.error_count() == 3);
   CHECK(sink.warning_count() == 1);
   CHECK(sink.items().size() == 2);
   CHECK(sink.dropped() == 2);
   CHECK(sink.has_errors());
-  CHECK(sink.has_code("E-MODEL"));
-  CHECK(sink.has_code("E-HEADS"));
-  CHECK_FALSE(sink.has_code("E-MESH"));
+  CHECK(sink.has_code(DiagCode::EModel));
+  CHECK(sink.has_code(DiagCode::EHeads));
+  CHECK_FALSE(sink.has_code(DiagCode::EMesh));
   CHECK(sink.items()[0].loc.column == 2);
 }
 
@@ -54,9 +56,21 @@ TEST_CASE("utf8 validation rejects malformed sequences") {
 
 TEST_CASE("every stored diagnostic has a hint") {
   shardc::DiagnosticSink sink;
-  sink.error("E-AXIS", {}, "an axis is missing");
-  sink.warning("W-VOCAB", {}, "uneven vocab", "pad it");
+  sink.error(DiagCode::EAxis, {}, "an axis is missing");
+  sink.warning(DiagCode::WVocab, {}, "uneven vocab", "pad it");
   REQUIRE(sink.items().size() == 2);
   CHECK(sink.items()[0].hint.find("E-AXIS") != std::string::npos);
   CHECK(sink.items()[1].hint == "pad it");
+}
+
+TEST_CASE("the exit class comes from the codes of the errors, dropped ones included") {
+  shardc::DiagnosticSink sink(1);
+  CHECK(sink.error_exit() == shardc::ExitCode::Ok);
+  sink.warning(DiagCode::WVocab, {}, "w");
+  CHECK(sink.error_exit() == shardc::ExitCode::Ok);
+  sink.error(DiagCode::EHeads, {}, "planner error");
+  CHECK(sink.error_exit() == shardc::ExitCode::Invalid);
+  sink.error(DiagCode::ERecipe, {}, "dropped parse error");
+  CHECK(sink.dropped() == 2);
+  CHECK(sink.error_exit() == shardc::ExitCode::Usage);
 }

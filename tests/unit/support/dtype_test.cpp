@@ -1,4 +1,4 @@
-// Tests for src/support/dtype.cpp (SPEC §3 dtypes).
+// Tests for src/support/dtype.cpp (contract §3 dtypes).
 #include <doctest/doctest.h>
 
 #include "shardc/dtype.hpp"

@@ -1,4 +1,4 @@
-// Tests for src/support/pattern_*.cpp (SPEC §4 "Patterns", §5.8).
+// Tests for src/support/pattern_*.cpp (contract §4 "Patterns", §5.8).
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-"""FSDP2 all-gather by the plan's `fsdp2_allgather` layout (SPEC §6.3).
+"""FSDP2 all-gather by the plan's `fsdp2_allgather` layout (contract §6.3).
 
 A unit's buffer on each rank is `total` (in `units`: elements of the unit's
 single dtype, or bytes when the unit mixes dtypes) holding each param's padded

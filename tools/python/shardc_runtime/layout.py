@@ -4,7 +4,7 @@
 a `RankFile`: every param the rank holds (`ParamInfo`: local shape, global
 offset, padded shape, alias / tied copy, stage, boxes to read from a checkpoint)
 and its buffer layouts normalized to one in-memory form (`MuonGroup`,
-`Fsdp2Unit`) whichever way the rank file wrote them: the full SPEC §6.3 form
+`Fsdp2Unit`) whichever way the rank file wrote them: the full contract §6.3 form
 (every derived field written) or the lean form (params by index, rank lists as
 strings, run-length split sizes, derived fields dropped; README "Rank files:
 derived fields"). All shapes and offsets are ELEMENTS unless a name says bytes.

@@ -1,4 +1,4 @@
-"""Muon all-gather by the plan's `muon_allgather` layout (SPEC §6.3).
+"""Muon all-gather by the plan's `muon_allgather` layout (contract §6.3).
 
 For each group and batch, stages run innermost split first. At stage s each
 param's current piece (initially its unpadded local shard) has `tensor_dim`

@@ -1,0 +1,75 @@
+// Every bound shardc puts on untrusted input, in one place (README "Input
+// limits" lists them; tests/unit/support/limits_test.cpp checks that table
+// against these values). Each limit is enforced by exactly one layer: the
+// front end for the shape of the input (sizes, nesting, integers), the
+// planner for meaning (world size, mesh products).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardc::limits {
+
+/// Largest model or recipe file read, in bytes (checked before reading).
+inline constexpr std::int64_t kMaxInputBytes = std::int64_t{256} << 20;
+
+/// Document nodes after YAML alias expansion (and of a JSON document).
+inline constexpr std::size_t kMaxDocNodes = 8'000'000;
+/// YAML node budget per input byte, plus a fixed allowance: an alias bomb
+/// stops after a few MB of work (min(kMaxDocNodes, 4 x bytes + 100,000)).
+inline constexpr std::size_t kYamlNodesPerByte = 4;
+inline constexpr std::size_t kYamlNodesExtra = 100'000;
+/// Nesting of lists and maps, levels.
+inline constexpr int kMaxDocDepth = 512;
+
+/// Params after `repeat` expansion (counted, saturating, before expanding).
+inline constexpr std::size_t kMaxExpandedParams = 10'000'000;
+/// Nesting of `repeat` groups, levels.
+inline constexpr int kMaxRepeatDepth = 64;
+/// Exclusive bound on a shape's numel (zeros count as 1 in the check), so
+/// every later product of local extents fits int64.
+inline constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
+
+/// Largest world size (product of a mesh's axis sizes), ranks. A planner
+/// check (E-MESH), computed with overflow-safe multiplication.
+inline constexpr std::int64_t kMaxWorld = 2'147'483'647;  // 2^31 - 1
+/// `fsdp.dim` must lie in [-kMaxFsdpDim, kMaxFsdpDim].
+inline constexpr int kMaxFsdpDim = 64;
+/// A rule's `uneven: {pad: M}` multiple and `unit` lie in [1, kMaxPadOrUnit] rows.
+inline constexpr std::int64_t kMaxPadOrUnit = std::int64_t{1} << 20;
+/// A rule's `packed` part count (or `parts` list length) lies in [1, kMaxParts].
+inline constexpr std::int64_t kMaxParts = 4096;
+
+/// Glob patterns (`match`, `experts`, `pipeline.stages`, `--match`): bytes,
+/// `.`-separated segments and distinct `{name}` captures per pattern.
+inline constexpr std::size_t kMaxPatternBytes = 4096;
+inline constexpr std::size_t kMaxPatternSegments = 256;
+inline constexpr std::size_t kMaxCaptureNames = 16;
+
+/// Checkpoint import: the largest safetensors JSON header (the bound the
+/// reference `safetensors` library uses), checked before it is read.
+inline constexpr std::int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+/// Dims of one safetensors tensor.
+inline constexpr std::size_t kMaxTensorRank = 64;
+/// Errors listed per safetensors file (the rest are counted).
+inline constexpr int kMaxHeaderErrorsPerFile = 20;
+/// config.json and model.safetensors.index.json, bytes each.
+inline constexpr std::int64_t kMaxCheckpointJsonBytes = std::int64_t{256} << 20;
+/// config.json counts (heads, KV heads, vocab, widths, experts) are at most this.
+inline constexpr std::int64_t kMaxConfigCount = 2'147'483'647;  // 2^31 - 1
+
+/// Outputs read back (`verify`, `reshard`): plan.json and rank files up to
+/// 4 GiB, manifest.json up to 1 GiB.
+inline constexpr std::int64_t kMaxPlanBytes = std::int64_t{1} << 32;
+inline constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
+
+/// Byte sizes (`--budget`, `training.budget`) are below this many bytes.
+inline constexpr std::int64_t kMaxByteSize = std::int64_t{1} << 62;
+
+/// Items a rank-set text (`--ranks`) may expand to.
+inline constexpr std::int64_t kMaxRankSetItems = std::int64_t{1} << 24;
+
+/// Diagnostics stored per run (counts stay exact beyond it).
+inline constexpr std::size_t kMaxStoredDiagnostics = 200;
+
+}  // namespace shardc::limits
