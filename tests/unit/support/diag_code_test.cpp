@@ -2,6 +2,8 @@
 // README's diagnostics table agree row for row.
 #include <doctest/doctest.h>
 
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -82,6 +84,41 @@ TEST_CASE("every diagnostic code has one README row with the same exit, meaning 
   REQUIRE(rows.size() == shardc::kDiagCodes.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     CHECK(rows[i].front() == shardc::kDiagCodes[i].name);
+  }
+}
+
+TEST_CASE("every code has a tests/bad case (or the test the README names instead)") {
+  namespace fs = std::filesystem;
+  const fs::path root(SHARDC_SOURCE_DIR);
+  std::string expects;
+  for (const auto& entry : fs::directory_iterator(root / "tests/bad")) {
+    std::ifstream in(entry.path() / "expect.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    expects += ss.str();
+  }
+  const std::map<std::string, std::string> elsewhere = {
+      {"W-MODULE-ORDER", "tests/e2e/test_import.py"},
+      {"E-RESHARD-COVERAGE", "tests/unit/reshard/plan_transfers_test.cpp"}};
+  for (const shardc::DiagCodeInfo& info : shardc::kDiagCodes) {
+    CAPTURE(info.name);
+    const std::string quoted = "\"" + std::string(info.name) + "\"";
+    if (expects.find(quoted) != std::string::npos) continue;
+    const auto other = elsewhere.find(std::string(info.name));
+    REQUIRE(other != elsewhere.end());
+    std::ifstream in(root / other->second);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    std::string enumerator = "DiagCode::" + std::string(1, info.name[0]);
+    for (std::size_t i = 2; i < info.name.size(); ++i) {
+      const char c = info.name[i];
+      if (c == '-') continue;
+      const bool upper = info.name[i - 1] == '-';
+      enumerator += upper ? c : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    CHECK((text.find(std::string(info.name)) != std::string::npos ||
+           text.find(enumerator) != std::string::npos));
   }
 }
 
