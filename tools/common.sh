@@ -31,6 +31,25 @@ shardc_ensure_packages() {
     "${missing[@]}"
 }
 
+# ccache keys on paths relative to the checkout, so a fresh clone anywhere (CI) hits the
+# cache a previous build of the same sources filled. Callers cd to the repo root first.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
+# True when clang++ can link a libFuzzer target (Debian: clang libclang-rt-14-dev).
+shardc_have_libfuzzer() {
+  command -v clang++ >/dev/null 2>&1 || return 1
+  local probe
+  probe=$(mktemp)
+  if echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+    clang++ -x c++ -fsanitize=fuzzer - -o "$probe" 2>/dev/null; then
+    rm -f "$probe"
+    return 0
+  fi
+  rm -f "$probe"
+  return 1
+}
+
 # Extra CMake arguments every configure uses (ccache as launcher when installed).
 shardc_cmake_common_args() {
   local args=(-G Ninja)

@@ -29,9 +29,9 @@ TEST_CASE("plan.json has the contract §6.1 top-level keys in order") {
   CHECK(j["generator"]["name"] == "shardc");
   CHECK(j["inputs"]["model"]["name"] == "tiny");
   CHECK(j["inputs"]["recipe"]["sha256"] == "bb");
-  CHECK(j["meshes"]["dense"][1] == json{{"name", "tp"}, {"size", 2}});
+  CHECK(j["meshes"]["dense"][1] == nlohmann::ordered_json{{"name", "tp"}, {"size", 2}});
   CHECK(j["meshes"]["expert"].is_null());
-  CHECK(j["pipeline"] == json{{"axis", "pp"}, {"num_stages", 2}});
+  CHECK(j["pipeline"] == nlohmann::ordered_json{{"axis", "pp"}, {"num_stages", 2}});
 }
 
 TEST_CASE("plan.json lists every param with placements, rule, alias and shards") {

@@ -8,9 +8,12 @@ using shardc::Placement;
 
 TEST_CASE("torch placement spellings parse") {
   SUBCASE("Shard with positive, negative and spaced dims") {
-    for (auto [text, dim] :
+    for (const auto& entry :
          {std::pair{"Shard(0)", 0}, std::pair{"Shard(-1)", -1}, std::pair{"Shard( 2 )", 2},
           std::pair{" Shard(1) ", 1}, std::pair{"Shard(dim=1)", 1}}) {
+      // Plain locals, not structured bindings: clang 14 cannot capture those (CAPTURE).
+      const char* text = entry.first;
+      const int dim = entry.second;
       CAPTURE(text);
       std::optional<Placement> p = parse_placement(text);
       REQUIRE(p.has_value());

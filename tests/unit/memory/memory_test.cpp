@@ -110,7 +110,9 @@ TEST_CASE("ZeRO model-state formula: (2+2+12) Psi (DDP) and (2+2+12) Psi / N_d (
       "mesh: [{name: dp_shard, size: 64}]\n"
       "rules: [{match: '**', placements: {}}]\n"
       "fsdp: {shard: dp_shard}\n";
-  for (const auto& [recipe, nd] : {std::pair{ddp, 1LL}, std::pair{zero3, 64LL}}) {
+  for (const auto& entry : {std::pair{ddp, 1LL}, std::pair{zero3, 64LL}}) {
+    const auto& recipe = entry.first;  // not structured bindings: clang 14 cannot capture them
+    const long long nd = entry.second;
     CAPTURE(nd);
     Plan plan = plan_of("plans/llama-3.1-8b.model.yaml", recipe);
     mixed_precision_adamw(plan);
@@ -244,12 +246,14 @@ TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads,
 }
 
 TEST_CASE("params kind = padded param bytes on every shipped plan (aliases once, tied copies)") {
-  for (const auto& [model, recipe] :
+  for (const auto& entry :
        {std::pair{"gpt2", "gpt2-tp4-tied"}, std::pair{"gemma-2-2b", "gemma-2-2b-tp4-tied"},
         std::pair{"qwen3-30b-a3b", "qwen3-30b-a3b-ep8-fsdp"},
         std::pair{"mixtral-8x7b", "mixtral-8x7b-ep8-tp8"},
         std::pair{"qwen2.5-0.5b", "qwen2.5-0.5b-dp4-tp2"}}) {
-    CAPTURE(recipe);
+    const auto [model, recipe] = entry;
+    const char* recipe_name = recipe;  // clang 14 cannot capture structured bindings
+    CAPTURE(recipe_name);
     const Plan plan = shipped(model, recipe);
     const MemoryReport m = compute_memory(plan);
     const RankBytes bytes = rank_bytes(plan);

@@ -70,9 +70,10 @@ void check_dim_tiling(const PlannedParam& p, std::size_t d, std::size_t naxes) {
   }
   std::sort(pieces.begin(), pieces.end());
   std::int64_t next = 0;
-  for (const auto& [start, len] : pieces) {
+  for (const auto& piece : pieces) {
+    const std::int64_t start = piece.first;  // not a structured binding: clang 14 cannot
     REQUIRE_MESSAGE(start == next, p.name << " dim " << d << " gap or overlap at " << start);
-    next += len;
+    next += piece.second;
   }
   CHECK_MESSAGE(next == p.global_shape[d], p.name << " dim " << d);
 }
@@ -214,8 +215,10 @@ TEST_CASE("every shipped plan covers each global element exactly the replica cou
       {"tests/reports/packed_w13_pairs_tp2/model.yaml",
        "tests/reports/packed_w13_pairs_tp2/recipe-units-tp3.yaml"},
   };
-  for (const auto& [model, recipe] : plans) {
-    CAPTURE(recipe);
+  for (const auto& entry : plans) {
+    const auto& [model, recipe] = entry;
+    const auto& recipe_path = entry.second;  // clang 14 cannot capture structured bindings
+    CAPTURE(recipe_path);
     auto plan = load_plan(model, recipe);
     REQUIRE(plan);
     check_plan(*plan);
