@@ -2,7 +2,7 @@
 """shardc benchmark at cluster scale: the helper behind tools/bench (stdlib only).
 
     bench.py --shardc BIN [--quick] [--runs N] [--warmup N] [--output FILE] [--tmp DIR] [--keep]
-             [--baseline BIN] [--only-parse]
+             [--baseline BIN] [--only-parse] [--only GROUPS]
 
 Every input is generated into a temporary directory from what ships in the repository
 (a user's clone has nothing else): DeepSeek-V3 from tests/data/models/DeepSeek-V3.params.json.gz
@@ -41,6 +41,8 @@ warm-up, and marks shrunk rows' targets n/a):
      With --baseline BIN (e.g. main's build), BIN runs the same commands interleaved
      (A B, B A, ...; rows D1-base, D2-base) and each row gives the median of the per-pair
      time ratios; --only-parse runs group D alone.
+  --only GROUPS runs only the rows of the named groups (letters, comma-separated: `--only C`
+  is the rank-file group C1-C5; F is both the rank-file size row and the import rows).
   E  scaling: `validate` DeepSeek-V3 on 1k, 4k, 16k, 64k and 256k ranks (dp_shard and
      efsdp scaled; pp 16, tp 8, ep 64 fixed).
   R  `shardc reshard` DeepSeek-V3 from the shipped 2,048-rank plan to 16,384 ranks and
@@ -269,6 +271,8 @@ class Bench:
                  target: str = "", check=None, extra=None) -> None:
         """Rows `group`-base (cmd_a, the --baseline binary) and `group` (cmd_b), measured
         interleaved; the second row's extra gives the median pair ratio."""
+        if not self.args.want(group):
+            return
         print(f"[bench] {group} {name}: {' '.join(cmd_b)} (interleaved with {cmd_a[0]})",
               file=sys.stderr, flush=True)
         try:
@@ -296,6 +300,8 @@ class Bench:
         """A B A B ...: `warmup` untimed pairs, then `runs` timed pairs; the row reports A's
         times and the median of the per-pair ratios A/B (wall and CPU), so machine-load drift
         between pairs cancels. `cmd_*` / `prep_*` take the pair index like `add`'s."""
+        if not self.args.want(group):
+            return None
         print(f"[bench] {group} {name} (interleaved pairs)", file=sys.stderr, flush=True)
         pairs = []
         try:
@@ -338,6 +344,8 @@ class Bench:
     def add(self, group: str, name: str, cmd, *, prep=None, target: str = "",
             check=None, extra=None, runs_cap: int | None = None) -> dict | None:
         """Runs one benchmark and records a table row; `check(res) -> bool` judges the target."""
+        if not self.args.want(group):
+            return None
         shown = " ".join("<script>" if "\n" in a else a for a in (cmd(0) if callable(cmd) else cmd))
         print(f"[bench] {group} {name}: {shown}", file=sys.stderr, flush=True)
         try:
@@ -516,7 +524,7 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
         ds4k = write_recipe(tmp, DS_RECIPE, ds_sizes(4096), 4096)
         b.add("R3", "reshard DeepSeek-V3 2,048 -> 4,096 ranks (MODEL RECIPE pairs, summary)",
               [S, "reshard", str(ds_json), str(DS_RECIPE), str(ds_json), str(ds4k)])
-    else:
+    elif args.want("R"):
         run_reshard_group(b, S, ds_json, ds16k, out)
 
     # C: every rank file vs writing the same bytes. Every run writes into a new directory
@@ -615,6 +623,8 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
             base = res["median"]
             b.rows[-1]["extra"] = "1.00× (reference)"
     # F: checkpoint import (headers only; the data parts are sparse holes).
+    if not args.want("F"):
+        return b
     sys.path.insert(0, str(REPO / "tests" / "e2e"))
     import checkpoint_util as cu  # noqa: E402
     ds_cfg = cu.load_config("DeepSeek-V3")
@@ -720,6 +730,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--baseline", help="another shardc binary (e.g. main's): group D runs it "
                     "interleaved with --shardc and reports the median pair ratio")
     ap.add_argument("--only-parse", action="store_true", help="run group D (parsing) only")
+    ap.add_argument("--only", help="run only these groups (comma-separated letters, e.g. C)")
     args = ap.parse_args(argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 5
@@ -728,6 +739,8 @@ def main(argv: list[str]) -> int:
     if args.runs < 1 or args.warmup < 0:
         ap.error("--runs must be >= 1 and --warmup >= 0")
     args.quick_shrunk = lambda group: args.quick and group.startswith("C")
+    only = {g.strip().upper() for g in (args.only or "").split(",") if g.strip()}
+    args.want = lambda group: not only or group[:1] in only
     if not os.access(args.shardc, os.X_OK):
         print(f"bench: shardc binary {args.shardc} not found or not executable", file=sys.stderr)
         return 2
