@@ -73,8 +73,7 @@ struct MuonStageParam {
   std::size_t param = 0;
   int tensor_dim = 0;
   std::vector<std::int64_t> split_sizes;  ///< every member's extent on tensor_dim
-  std::vector<Shape> rank_shapes;         ///< every member's current shape
-  Shape pad_shape;                        ///< element-wise max of rank_shapes
+  Shape pad_shape;                        ///< element-wise max of the members' current shapes
   std::int64_t offset = 0;                ///< into the packed buffer, elements
   std::int64_t actual_numel = 0;          ///< this rank's elements
   std::int64_t padded_numel = 0;          ///< numel(pad_shape) rounded to alignment
@@ -122,6 +121,26 @@ MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_
 /// sizes depend only on `rank`'s coordinates on the group's split axes.
 MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
                                   std::int64_t rank);
+
+/// The mesh axes of `g`'s splits (every stage's `axes`), ascending. Two ranks
+/// of `g`'s stage with equal coordinates on these axes (one shard class) get
+/// the same `muon_group_for_rank` but for `replicate_coord` and each stage's
+/// `ranks`: equal split sizes, pad shapes, offsets, numels, stage indices and
+/// slice-back, so a writer of many rank files computes them once per class.
+/// Empty for a group without batches.
+std::vector<int> muon_split_axes(const MuonGroup& g, const Plan& plan);
+
+/// One stage's members as `muon_group_for_rank` gives them (`MuonStage::ranks`
+/// and `index`), without the sizes.
+struct MuonStageRanks {
+  std::vector<std::int64_t> ranks;  ///< the group's global ranks, by split coordinate
+  std::int64_t index = 0;           ///< `rank`'s position in `ranks`
+};
+
+/// Every stage's `ranks` and `index` of `muon_group_for_rank(muon, g, plan,
+/// rank)`, in stage order. Cost O(stages x group size x mesh axes).
+std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& g, const Plan& plan,
+                                             std::int64_t rank);
 
 // --------------------------------------------------------------- fsdp2 --
 

@@ -183,16 +183,16 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
     MuonStageParam sp;
     sp.param = i;
     sp.tensor_dim = dim;
-    for (const auto& mc : member_coords) {
-      Shape shape = partial_shape(p.geometry, mc, undone);
+    sp.split_sizes.reserve(member_coords.size());
+    for (std::size_t k = 0; k < member_coords.size(); ++k) {
+      const Shape shape = partial_shape(p.geometry, member_coords[k], undone);
       sp.split_sizes.push_back(shape[static_cast<std::size_t>(dim)]);
-      sp.rank_shapes.push_back(std::move(shape));
+      if (k == 0) sp.pad_shape = shape;
+      for (std::size_t d = 0; d < shape.size(); ++d)
+        sp.pad_shape[d] = std::max(sp.pad_shape[d], shape[d]);
+      if (static_cast<std::int64_t>(k) == st.index) sp.actual_numel = numel(shape);
     }
-    sp.pad_shape = sp.rank_shapes.front();
-    for (const Shape& s : sp.rank_shapes)
-      for (std::size_t d = 0; d < s.size(); ++d) sp.pad_shape[d] = std::max(sp.pad_shape[d], s[d]);
     const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / element_size(p.dtype));
-    sp.actual_numel = numel(sp.rank_shapes[static_cast<std::size_t>(st.index)]);
     sp.padded_numel = (numel(sp.pad_shape) + align - 1) / align * align;
     sp.offset = st.total_numel;
     st.total_numel += sp.padded_numel;
@@ -230,6 +230,39 @@ MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, cons
       }
   for (std::size_t i : g.params) rg.slice_back.push_back(steps[i]);
   return rg;
+}
+
+std::vector<int> muon_split_axes(const MuonGroup& g, const Plan& plan) {
+  std::vector<int> axes;
+  if (g.batches.empty()) return axes;
+  const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
+  for (const auto& [dim, index] : g.splits)
+    for (int a : geom.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)].axes)
+      axes.push_back(a);
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& g, const Plan& plan,
+                                             std::int64_t rank) {
+  std::vector<MuonStageRanks> out;
+  if (g.batches.empty()) return out;
+  const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+  const auto coords = mesh_coords(mesh, rank);
+  const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
+  out.reserve(g.splits.size());
+  for (const auto& [dim, index] : g.splits) {
+    const DimSplit& split =
+        geom.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+    MuonStageRanks sr;
+    sr.index = split_coord(split, coords);
+    sr.ranks.reserve(static_cast<std::size_t>(split.ways));
+    for (std::int64_t k = 0; k < split.ways; ++k)
+      sr.ranks.push_back(rank_of(mesh, with_split_coord(split, coords, k)));
+    out.push_back(std::move(sr));
+  }
+  return out;
 }
 
 MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_t rank) {

@@ -154,3 +154,44 @@ TEST_CASE("plan-wide FSDP2 peak per rank equals the peak of that rank's own unit
   CHECK(bytes[0].gathered_peak[0] == 192);
   CHECK(bytes[0].gathered[0] == 320);
 }
+
+TEST_CASE("muon sizes depend only on the coordinates on the group's split axes") {
+  Model m;
+  m.params = {param("w", {9, 6}), param("v", {7, 5}, DType::Float32), param("u", {6, 10})};
+  Recipe r;
+  r.mesh = mesh({{"dp", 2}, {"dp_shard", 2}, {"tp", 3}});
+  r.rules = {rule("*", {{"tp", shard(0)}})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  Plan plan = plan_of(m, r);
+  const MuonPlan muon = plan_muon(plan, muon_spec());
+  REQUIRE(muon.groups.size() == 1);
+  const MuonGroup& g = muon.groups[0];
+  CHECK(muon_split_axes(g, plan) == std::vector<int>{1, 2});
+  for (std::int64_t rank = 0; rank < plan.world_size; ++rank) {
+    const MuonRankGroup full = muon_group_for_rank(muon, g, plan, rank);
+    const auto stages = muon_stage_ranks(g, plan, rank);
+    // The same class on the other dp replica (dp is the replicate axis).
+    const std::int64_t twin = (rank + 6) % 12;
+    const MuonRankGroup other = muon_group_for_rank(muon, g, plan, twin);
+    CAPTURE(rank);
+    REQUIRE(full.batches.size() == other.batches.size());
+    for (std::size_t b = 0; b < full.batches.size(); ++b) {
+      const auto& st = full.batches[b].stages;
+      REQUIRE(st.size() == stages.size());
+      for (std::size_t s = 0; s < st.size(); ++s) {
+        CHECK(st[s].ranks == stages[s].ranks);
+        CHECK(st[s].index == stages[s].index);
+        const MuonStage& o = other.batches[b].stages[s];
+        CHECK(st[s].index == o.index);
+        CHECK(st[s].total_numel == o.total_numel);
+        for (std::size_t k = 0; k < st[s].params.size(); ++k) {
+          CHECK(st[s].params[k].split_sizes == o.params[k].split_sizes);
+          CHECK(st[s].params[k].pad_shape == o.params[k].pad_shape);
+          CHECK(st[s].params[k].actual_numel == o.params[k].actual_numel);
+        }
+      }
+    }
+    CHECK(full.replicate_coord != other.replicate_coord);
+  }
+}
