@@ -221,6 +221,12 @@ Writer& Writer::raw(std::string_view json_text) {
   return *this;
 }
 
+Writer& Writer::raw_members(std::string_view members_text) {
+  separate();
+  out_ += members_text;
+  return *this;
+}
+
 Writer& Writer::line_break() {
   newline_ = true;
   return *this;

@@ -41,6 +41,10 @@ class Writer {
   Writer& ints(std::span<const std::int64_t> v);
   /// Splices pre-rendered JSON text as the next value.
   Writer& raw(std::string_view json_text);
+  /// Splices pre-rendered members (`"k":v`, comma-separated, as a Writer
+  /// renders them after an object's `{`) as the next members of the open
+  /// object; the object then counts as having members.
+  Writer& raw_members(std::string_view members_text);
 
   /// The next element (or the closing bracket) starts on a new line, after
   /// its comma.
