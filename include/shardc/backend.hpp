@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,32 @@ std::string render_plan_json(const Plan& plan, const RankBytes& bytes,
 std::string render_rank_json(const Plan& plan, std::int64_t rank);
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
                              std::int64_t rank, const RankMemory& memory);
+
+/// Renders many rank files of one plan, byte-identical to `render_rank_json`.
+/// Built once per compile (O(params x stages)) and shared by the writer
+/// threads (`render` is thread-safe): each param's rank-independent members
+/// are rendered once, and sections whose bytes depend only on the rank's
+/// coordinates on the axes splitting them (the `params` array, a muon
+/// group's sizes) once per such shard class, when ranks share classes; the
+/// memoized text is bounded (`memo_budget_bytes`, default 256 MiB; 0
+/// memoizes nothing).
+class RankRenderer {
+ public:
+  RankRenderer(const Plan& plan, const std::vector<PlannedBuffer>& buffers);
+  RankRenderer(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+               std::size_t memo_budget_bytes);
+  ~RankRenderer();
+  RankRenderer(const RankRenderer&) = delete;
+  RankRenderer& operator=(const RankRenderer&) = delete;
+
+  /// Replaces `out` with `rank`'s file (`memory`: its entry of
+  /// `compute_memory`); reusing one `out` per thread reuses its capacity.
+  void render(std::int64_t rank, const RankMemory& memory, std::string& out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<const Impl> impl_;
+};
 
 /// `shardc memory --format json` (schemas/memory.schema.json): training
 /// assumptions, which layouts were planned, per stage min / median / max of

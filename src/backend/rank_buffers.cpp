@@ -6,7 +6,7 @@
 #include "backend/rank_buffers.hpp"
 
 #include <algorithm>
-#include <map>
+#include <array>
 
 #include "shardc/rank_set.hpp"
 
@@ -39,56 +39,35 @@ void write_runs(Writer& w, const std::vector<std::int64_t>& v) {
   for (std::size_t i = 0; i < v.size();) {
     std::size_t j = i;
     while (j < v.size() && v[j] == v[i]) ++j;
-    const std::vector<std::int64_t> run{v[i], static_cast<std::int64_t>(j - i)};
+    const std::array<std::int64_t, 2> run{v[i], static_cast<std::int64_t>(j - i)};
     w.ints(run);
     i = j;
   }
   w.end_array();
 }
 
-// Group-level stage geometry: every batch gathers over the same ranks.
-void write_stages(Writer& w, const Mesh& mesh, const MuonRankGroup& rg) {
-  w.key("stages").begin_array();
-  if (!rg.batches.empty())
-    for (const MuonStage& st : rg.batches.front().stages) {
-      w.begin_object().key("axes");
-      write_axis_names(w, mesh, st.axes);
-      const int dim = st.params.empty() ? 0 : st.params.front().tensor_dim;  // one per stage
-      w.member("tensor_dim", dim).member("ranks", rank_list_text(st.ranks));
-      w.member("index", st.index).end_object();
-    }
-  w.end_array();
-}
-
 // Per param (group order): owner and, per stage, the members' split sizes.
-void write_group_params(Writer& w, const FileIndex& fi, const MuonRankGroup& rg) {
+// `slots[i]`: the batch holding g.params[i] and its position there (every
+// stage of the batch lists its params in batch order).
+void write_group_params(Writer& w, const FileIndex& fi, const MuonRankGroup& rg,
+                        const std::vector<MuonSlot>& slots) {
   const MuonGroup& g = *rg.group;
-  std::map<std::size_t, std::vector<const MuonStageParam*>> by_param;
-  for (const MuonRankBatch& b : rg.batches)
-    for (const MuonStage& st : b.stages)
-      for (const MuonStageParam& sp : st.params) by_param[sp.param].push_back(&sp);
   w.key("params").begin_array();
   for (std::size_t i = 0; i < g.params.size(); ++i) {
     w.line_break().begin_object().member("param", fi.at(g.params[i]));
     w.member_ints("owner", g.owners[i]).key("split_sizes").begin_array();
-    for (const MuonStageParam* sp : by_param[g.params[i]]) write_runs(w, sp->split_sizes);
+    for (const MuonStage& st : rg.batches[slots[i].batch].stages)
+      write_runs(w, st.params[slots[i].pos].split_sizes);
     w.end_array().end_object();
   }
   w.end_array();
 }
 
-void write_muon_group(Writer& w, const Plan& plan, const FileIndex& fi, const MuonRankGroup& rg) {
+// The members of a group that depend on the rank's shard class only.
+void write_group_body(Writer& w, const FileIndex& fi, const MuonRankGroup& rg,
+                      const std::vector<MuonSlot>& slots) {
   const MuonGroup& g = *rg.group;
-  const Mesh& mesh = mesh_for(plan, g.mesh);
-  w.begin_object();
-  w.member("key", g.key).member("mesh", mesh_kind_name(g.mesh));
-  w.key("replicate_axes");
-  write_axis_names(w, mesh, g.replicate_axes);
-  w.member_ints("replicate_coord", rg.replicate_coord);
-  w.line_break();
-  write_stages(w, mesh, rg);
-  w.line_break();
-  write_group_params(w, fi, rg);
+  write_group_params(w, fi, rg, slots);
   w.line_break().key("batches").begin_array();
   for (std::size_t b = 0; b < rg.batches.size(); ++b) {
     w.line_break().begin_object().member("dtype", dtype_name(rg.batches[b].dtype));
@@ -99,22 +78,16 @@ void write_muon_group(Writer& w, const Plan& plan, const FileIndex& fi, const Mu
     w.end_array().end_object();
   }
   w.end_array();
-  w.end_object();
 }
 
-void write_muon(Writer& w, const Plan& plan, const FileIndex& fi, const MuonPlan& muon,
-                std::int64_t rank) {
-  const MuonRankLayout layout = muon_for_rank(muon, plan, rank);
-  w.member("alignment_bytes", muon.alignment_bytes);
-  w.member("max_batch_numel", muon.max_batch_numel);
-  w.key("groups").begin_array();
-  for (const MuonRankGroup& rg : layout.groups) {
-    w.line_break();
-    write_muon_group(w, plan, fi, rg);
-  }
-  w.end_array();
-  w.line_break().key("not_communicated");
-  write_indices(w, fi, *layout.not_communicated);
+// Members rendered on their own: the text after the object's '{'.
+template <typename F>
+std::string render_members(F&& write) {
+  std::string text;
+  Writer w(text);
+  w.begin_object();
+  write(w);
+  return text.substr(1);
 }
 
 void write_fsdp2_param(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Param& fp) {
@@ -159,16 +132,112 @@ void write_fsdp2(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Pl
 
 }  // namespace
 
-void write_rank_buffers(Writer& w, const Plan& plan, const std::vector<PlannedBuffer>& buffers,
-                        std::int64_t rank, const FileIndex& fi) {
-  w.begin_array();
-  for (const PlannedBuffer& b : buffers) {
-    w.line_break().begin_object().member("kind", buffer_kind_name(b.spec.kind));
-    if (b.muon) write_muon(w, plan, fi, *b.muon, rank);
-    if (b.fsdp2) write_fsdp2(w, plan, fi, *b.fsdp2, rank);
+RankBuffersWriter::RankBuffersWriter(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                                     std::size_t memo_budget_bytes)
+    : plan_(plan), buffers_(buffers), memo_(memo_budget_bytes) {
+  const std::int64_t stage_ranks = plan.world_size / std::max(plan.num_stages, 1);
+  groups_.resize(buffers.size());
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    if (!buffers[b].muon) continue;
+    // A param is in at most one group of a layout.
+    std::vector<std::size_t> pos_of(plan.params.size(), 0);
+    std::vector<std::size_t> batch_of(plan.params.size(), 0);
+    for (const MuonGroup& g : buffers[b].muon->groups) {
+      const Mesh& mesh = mesh_for(plan, g.mesh);
+      GroupText gt;
+      gt.head = render_members([&](Writer& w) {
+        w.member("key", g.key).member("mesh", mesh_kind_name(g.mesh));
+        w.key("replicate_axes");
+        write_axis_names(w, mesh, g.replicate_axes);
+      });
+      if (!g.batches.empty()) {
+        const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
+        for (const auto& [d, index] : g.splits) {
+          const DimSplit& split =
+              geom.per_dim[static_cast<std::size_t>(d)][static_cast<std::size_t>(index)];
+          const int dim = d;  // clang 14 captures no structured bindings
+          gt.stage_heads.push_back(render_members([&](Writer& w) {
+            w.key("axes");
+            write_axis_names(w, mesh, split.axes);
+            w.member("tensor_dim", dim);
+          }));
+        }
+      }
+      for (std::size_t bi = 0; bi < g.batches.size(); ++bi)
+        for (std::size_t k = 0; k < g.batches[bi].params.size(); ++k) {
+          batch_of[g.batches[bi].params[k]] = bi;
+          pos_of[g.batches[bi].params[k]] = k;
+        }
+      for (std::size_t i : g.params) gt.slots.push_back({batch_of[i], pos_of[i]});
+      gt.split_axes = muon_split_axes(g, plan);
+      std::int64_t classes = 1;
+      for (int a : gt.split_axes) classes *= mesh.axes[static_cast<std::size_t>(a)].size;
+      gt.memo = memo_budget_bytes > 0 && 2 * classes <= stage_ranks;
+      groups_[b].push_back(std::move(gt));
+    }
+  }
+}
+
+void RankBuffersWriter::write_muon_group(Writer& w, std::size_t b, std::size_t gi,
+                                         std::int64_t rank, const FileIndex& fi) const {
+  const MuonPlan& muon = *buffers_[b].muon;
+  const MuonGroup& g = muon.groups[gi];
+  const GroupText& gt = groups_[b][gi];
+  const std::vector<std::int64_t> coords = mesh_coords(mesh_for(plan_, g.mesh), rank);
+  w.begin_object().raw_members(gt.head);
+  std::vector<std::int64_t> replicate_coord;
+  replicate_coord.reserve(g.replicate_axes.size());
+  for (int a : g.replicate_axes) replicate_coord.push_back(coords[static_cast<std::size_t>(a)]);
+  w.member_ints("replicate_coord", replicate_coord);
+  w.line_break().key("stages").begin_array();
+  const std::vector<MuonStageRanks> stages = muon_stage_ranks(g, plan_, rank);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    w.begin_object().raw_members(gt.stage_heads[s]);
+    w.member("ranks", rank_list_text(stages[s].ranks)).member("index", stages[s].index);
     w.end_object();
   }
-  if (!buffers.empty()) w.line_break();
+  w.end_array();
+  w.line_break();
+  if (!gt.memo) {
+    write_group_body(w, fi, muon_group_for_rank(muon, g, plan_, rank), gt.slots);
+  } else {
+    ClassMemo<Body>::Key key{static_cast<std::int64_t>(b), static_cast<std::int64_t>(gi)};
+    for (int a : gt.split_axes) key.push_back(coords[static_cast<std::size_t>(a)]);
+    const auto body = memo_.get(key, [&] {
+      const MuonRankGroup rg = muon_group_for_rank(muon, g, plan_, rank);
+      return Body{render_members([&](Writer& bw) { write_group_body(bw, fi, rg, gt.slots); })};
+    });
+    w.raw_members(body->text);
+  }
+  w.end_object();
+}
+
+void RankBuffersWriter::write_muon(Writer& w, std::size_t b, const MuonPlan& muon,
+                                   std::int64_t rank, const FileIndex& fi) const {
+  const int stage = plan_.stage_of_rank(rank);
+  w.member("alignment_bytes", muon.alignment_bytes);
+  w.member("max_batch_numel", muon.max_batch_numel);
+  w.key("groups").begin_array();
+  for (std::size_t gi = 0; gi < muon.groups.size(); ++gi) {
+    if (muon.groups[gi].stage != stage) continue;
+    w.line_break();
+    write_muon_group(w, b, gi, rank, fi);
+  }
+  w.end_array();
+  w.line_break().key("not_communicated");
+  write_indices(w, fi, muon.not_communicated[static_cast<std::size_t>(stage)]);
+}
+
+void RankBuffersWriter::write(Writer& w, std::int64_t rank, const FileIndex& fi) const {
+  w.begin_array();
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    const PlannedBuffer& pb = buffers_[b];
+    w.line_break().begin_object().member("kind", buffer_kind_name(pb.spec.kind));
+    if (pb.muon) write_muon(w, b, *pb.muon, rank, fi);
+    if (pb.fsdp2) write_fsdp2(w, plan_, fi, *pb.fsdp2, rank);
+    w.end_object();
+  }
+  if (!buffers_.empty()) w.line_break();
   w.end_array();
 }
 

@@ -1,7 +1,12 @@
 // ranks/rank-<r>.json (contract §6.2): everything one rank holds, in model
-// order. Cost O(params) for the rank; geometry comes from shard_at.
+// order. Cost O(params) for the rank; geometry comes from shard_at. A
+// RankRenderer renders each param's rank-independent members once, and the
+// `params` array once per shard class of the rank's stage when ranks share
+// classes (ClassMemo), so a compile writing every rank file mostly copies.
+#include <algorithm>
 #include <string>
 
+#include "backend/class_memo.hpp"
 #include "backend/json_writer.hpp"
 #include "backend/memory_json.hpp"
 #include "backend/rank_buffers.hpp"
@@ -13,6 +18,9 @@ namespace {
 
 using backend::bytes_of;
 using json::Writer;
+
+/// Memoized text in one compile at most (both memos together stay below).
+constexpr std::size_t kMemoBudgetBytes = std::size_t{256} << 20;
 
 struct RankCoords {
   std::vector<std::int64_t> dense;
@@ -30,6 +38,12 @@ struct Totals {
   std::int64_t num_params = 0;
 };
 
+// The `params` array of one shard class, with its totals.
+struct ParamsText {
+  std::string text;
+  Totals totals;
+};
+
 void write_coords(Writer& w, const Mesh& mesh, const std::vector<std::int64_t>& coords) {
   w.begin_object();
   for (std::size_t i = 0; i < mesh.axes.size(); ++i) w.member(mesh.axes[i].name, coords[i]);
@@ -39,7 +53,7 @@ void write_coords(Writer& w, const Mesh& mesh, const std::vector<std::int64_t>& 
 void write_header(Writer& w, const Plan& plan, std::int64_t rank, const RankCoords& c) {
   w.line_break().member("format", "shardc.rank/v1");
   w.line_break().member("rank", rank).member("world_size", plan.world_size);
-  w.member("stage", plan.stage_of_rank(rank));
+  w.member("stage", c.stage);
   w.line_break().key("coords").begin_object();
   w.key("dense");
   write_coords(w, plan.dense, c.dense);
@@ -72,15 +86,14 @@ void write_alias(Writer& w, const Plan& plan, const RankCoords& c, const Planned
   w.null().member("tied_copy_of", src.name);
 }
 
-void write_param(Writer& w, const Plan& plan, const PlannedParam& p, const RankCoords& c,
-                 Totals& totals) {
+// `head`: the members "name", "dtype", "stage", "global_shape", pre-rendered.
+void write_param(Writer& w, const Plan& plan, const PlannedParam& p, const std::string& head,
+                 const RankCoords& c, Totals& totals) {
   const auto& coords = p.mesh == MeshKind::Expert ? c.expert : c.dense;
   const ShardGeom g = shard_at(p.geometry, coords);
   const std::int64_t n = numel(g.local_shape);
   const std::int64_t bytes = bytes_of(n, p.dtype);
-  w.begin_object();
-  w.member("name", p.name).member("dtype", dtype_name(p.dtype)).member("stage", p.stage);
-  w.member_ints("global_shape", p.global_shape);
+  w.begin_object().raw_members(head);
   w.member_ints("local_shape", g.local_shape).member_ints("global_offset", g.global_offset);
   w.member_ints("padded_shape", g.padded_shape);
   backend::write_boxes(w, p, g);
@@ -101,7 +114,129 @@ void write_totals(Writer& w, const Totals& t) {
   w.end_object();
 }
 
+// Mesh axes any param of `stage` is split over (dense and expert mesh).
+void split_axes_of_stage(const Plan& plan, int stage, std::vector<int>& dense,
+                         std::vector<int>& expert) {
+  for (const PlannedParam& p : plan.params) {
+    if (plan.pipeline_axis >= 0 && p.stage != stage) continue;
+    auto& axes = p.mesh == MeshKind::Expert ? expert : dense;
+    for (const auto& chain : p.geometry.per_dim)
+      for (const DimSplit& s : chain) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+  }
+  for (auto* axes : {&dense, &expert}) {
+    std::sort(axes->begin(), axes->end());
+    axes->erase(std::unique(axes->begin(), axes->end()), axes->end());
+  }
+}
+
 }  // namespace
+
+struct RankRenderer::Impl {
+  // What every rank of one pipeline stage shares.
+  struct Stage {
+    backend::FileIndex index{{}};
+    std::vector<int> dense_axes;   // the params' split axes: the shard class
+    std::vector<int> expert_axes;  // (empty when not memoized)
+    bool memo = false;             // ranks share classes
+  };
+
+  Impl(const Plan& p, const std::vector<PlannedBuffer>& b, std::size_t budget)
+      : plan(p), buffers(p, b, budget / 2), memo(budget / 2) {
+    heads.reserve(plan.params.size());
+    for (const PlannedParam& q : plan.params) {
+      std::string text;
+      Writer w(text);
+      w.begin_object();
+      w.member("name", q.name).member("dtype", dtype_name(q.dtype)).member("stage", q.stage);
+      w.member_ints("global_shape", q.global_shape);
+      heads.push_back(text.substr(1));
+    }
+    const int num_stages = plan.pipeline_axis >= 0 ? std::max(plan.num_stages, 1) : 1;
+    const std::int64_t stage_ranks = plan.world_size / num_stages;
+    for (int s = 0; s < num_stages; ++s) {
+      Stage st;
+      std::vector<std::int64_t> index(plan.params.size(), -1);
+      std::int64_t held = 0;
+      for (std::size_t i = 0; i < plan.params.size(); ++i)
+        if (plan.pipeline_axis < 0 || plan.params[i].stage == s) index[i] = held++;
+      st.index = backend::FileIndex(std::move(index));
+      split_axes_of_stage(plan, s, st.dense_axes, st.expert_axes);
+      std::int64_t classes = 1;
+      for (int a : st.dense_axes) classes *= plan.dense.axes[static_cast<std::size_t>(a)].size;
+      for (int a : st.expert_axes) classes *= plan.expert->axes[static_cast<std::size_t>(a)].size;
+      st.memo = budget > 0 && 2 * classes <= stage_ranks;
+      stages.push_back(std::move(st));
+    }
+  }
+
+  void write_params(Writer& w, const RankCoords& c, Totals& totals) const {
+    std::int64_t held = 0;
+    w.begin_array();
+    for (std::size_t i = 0; i < plan.params.size(); ++i) {
+      if (!c.holds(plan, plan.params[i])) continue;
+      w.line_break();
+      write_param(w, plan, plan.params[i], heads[i], c, totals);
+      ++held;
+    }
+    if (held > 0) w.line_break();
+    w.end_array();
+  }
+
+  const Plan& plan;
+  backend::RankBuffersWriter buffers;
+  std::vector<std::string> heads;  // per param: "name" .. "global_shape" members
+  std::vector<Stage> stages;       // per pipeline stage (one without a pipeline)
+  backend::ClassMemo<ParamsText> memo;
+};
+
+RankRenderer::RankRenderer(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
+                           std::size_t memo_budget_bytes)
+    : impl_(std::make_unique<Impl>(plan, buffers, memo_budget_bytes)) {}
+
+RankRenderer::RankRenderer(const Plan& plan, const std::vector<PlannedBuffer>& buffers)
+    : RankRenderer(plan, buffers, kMemoBudgetBytes) {}
+
+RankRenderer::~RankRenderer() = default;
+
+void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::string& out) const {
+  const Impl& im = *impl_;
+  const Plan& plan = im.plan;
+  RankCoords c;
+  c.dense = mesh_coords(plan.dense, rank);
+  if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
+  c.stage = plan.stage_of_rank(rank);
+  const Impl::Stage& st =
+      im.stages[plan.pipeline_axis >= 0 ? static_cast<std::size_t>(c.stage) : 0];
+  out.clear();
+  out.reserve(1024 + plan.params.size() * 256);
+  Writer w(out);
+  w.begin_object();
+  write_header(w, plan, rank, c);
+  Totals totals;
+  w.line_break().key("params");
+  if (!st.memo) {
+    im.write_params(w, c, totals);
+  } else {
+    backend::ClassMemo<ParamsText>::Key key{c.stage};
+    for (int a : st.dense_axes) key.push_back(c.dense[static_cast<std::size_t>(a)]);
+    for (int a : st.expert_axes) key.push_back(c.expert[static_cast<std::size_t>(a)]);
+    const auto params = im.memo.get(key, [&] {
+      ParamsText pt;
+      Writer pw(pt.text);
+      im.write_params(pw, c, pt.totals);
+      return pt;
+    });
+    w.raw(params->text);
+    totals = params->totals;
+  }
+  w.line_break().key("buffers");
+  im.buffers.write(w, rank, st.index);
+  write_totals(w, totals);
+  w.line_break().key("memory");
+  backend::write_rank_memory(w, memory);
+  w.line_break().end_object();
+  out += '\n';
+}
 
 std::string render_rank_json(const Plan& plan, std::int64_t rank) {
   std::vector<PlannedBuffer> buffers = plan_buffers(plan);
@@ -111,34 +246,8 @@ std::string render_rank_json(const Plan& plan, std::int64_t rank) {
 
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
                              std::int64_t rank, const RankMemory& memory) {
-  RankCoords c;
-  c.dense = mesh_coords(plan.dense, rank);
-  if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
-  c.stage = plan.stage_of_rank(rank);
   std::string out;
-  out.reserve(1024 + plan.params.size() * 256);
-  Writer w(out);
-  w.begin_object();
-  write_header(w, plan, rank, c);
-  Totals totals;
-  std::vector<std::int64_t> index(plan.params.size(), -1);
-  std::int64_t held = 0;
-  w.line_break().key("params").begin_array();
-  for (std::size_t i = 0; i < plan.params.size(); ++i) {
-    if (!c.holds(plan, plan.params[i])) continue;
-    w.line_break();
-    write_param(w, plan, plan.params[i], c, totals);
-    index[i] = held++;
-  }
-  if (held > 0) w.line_break();
-  w.end_array();
-  w.line_break().key("buffers");
-  backend::write_rank_buffers(w, plan, buffers, rank, backend::FileIndex(std::move(index)));
-  write_totals(w, totals);
-  w.line_break().key("memory");
-  backend::write_rank_memory(w, memory);
-  w.line_break().end_object();
-  out += '\n';
+  RankRenderer(plan, buffers, 0).render(rank, memory, out);
   return out;
 }
 

@@ -32,8 +32,9 @@ struct Shared {
   }
 };
 
-void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
+void worker(const RankWriteJob& job, const RankRenderer& renderer, FileSystem& fs, Shared& shared) {
   const Plan& plan = *job.plan;
+  std::string bytes;  // one buffer per worker, reused for every file
   for (;;) {
     const std::size_t i = shared.next.fetch_add(1);
     if (i >= job.ranks.size() || shared.failed.load()) return;
@@ -42,8 +43,7 @@ void worker(const RankWriteJob& job, FileSystem& fs, Shared& shared) {
     const std::string path = path_join(job.ranks_dir, name);
     std::string error;
     try {
-      const std::string bytes = render_rank_json(plan, *job.buffers, rank,
-                                                 job.memory->ranks[static_cast<std::size_t>(rank)]);
+      renderer.render(rank, job.memory->ranks[static_cast<std::size_t>(rank)], bytes);
       if (job.digests != nullptr)
         (*job.digests)[i] = FileDigest{"ranks/" + name, rank,
                                        static_cast<std::int64_t>(bytes.size()), sha256_hex(bytes)};
@@ -76,12 +76,13 @@ bool write_rank_files(const RankWriteJob& job, FileSystem& fs, std::ostream& err
   spdlog::debug("writing {} rank files with {} workers", total, n);
   if (job.digests != nullptr) job.digests->assign(total, FileDigest{});
   Shared shared;
+  const RankRenderer renderer(*job.plan, *job.buffers);
   std::latch finished(static_cast<std::ptrdiff_t>(n));
   std::vector<std::jthread> threads;
   threads.reserve(n);
   for (std::size_t t = 0; t < n; ++t) {
     threads.emplace_back([&] {
-      worker(job, fs, shared);
+      worker(job, renderer, fs, shared);
       finished.count_down();
     });
   }
