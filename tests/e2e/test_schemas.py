@@ -71,6 +71,69 @@ def validator(schema: dict) -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+# Where each document kind keeps the schema of a param entry's `name` (see DedupValidator).
+NAME_SCHEMA = {"plan": "#/$defs/fqn", "rank": "#/$defs/fqn",
+               "model": "#/$defs/param/properties/name"}
+
+
+class DedupValidator:
+    """A validator that checks each distinct entry of a document's top-level `params` once.
+
+    A real inventory or plan has tens of thousands of param entries that differ only in
+    their name (`layers.0.…` … `layers.79.…` have the same shape, dtype, placements and
+    shards), and pure-Python `jsonschema` spends minutes descending into each. The schema
+    checks every entry of `params` against the same `items` subschema (no `prefixItems`,
+    `contains` or `uniqueItems` there, and `minItems` is at most 1), so an entry's validity
+    depends on the entry alone: entries equal except for `name` are validated once (the
+    first of them, in the document), every name is validated on its own against the
+    schema's name subschema, and entries already found valid in an earlier document of
+    the same kind are not validated again. Everything else in the document is validated as
+    it is. A document found invalid is validated again in full, so its errors are exactly
+    the plain validator's.
+    """
+
+    def __init__(self, schema: dict, name_pointer: str) -> None:
+        self.full = validator(schema)
+        self.name = validator({"$defs": schema.get("$defs", {}), "$ref": name_pointer})
+        self.seen: set[str] = set()  # keys of entries valid in an earlier document
+
+    @staticmethod
+    def key(entry) -> str:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            entry = {k: v for k, v in entry.items() if k != "name"}
+        return json.dumps(entry, sort_keys=True, separators=(",", ":"))
+
+    def is_valid(self, doc) -> bool:
+        params = doc.get("params") if isinstance(doc, dict) else None
+        if not isinstance(params, list) or len(params) < 2:
+            return self.full.is_valid(doc)
+        kept: list = []  # the entries validated in full
+        keys: set[str] = set()
+        for entry in params:
+            k = self.key(entry)
+            if k in self.seen or k in keys:
+                if isinstance(entry, dict) and not self.name.is_valid(entry.get("name")):
+                    return False
+                continue
+            keys.add(k)
+            kept.append(entry)
+        if not self.full.is_valid(dict(doc, params=kept)):
+            return False
+        self.seen.update(keys)
+        return True
+
+    def iter_errors(self, doc):
+        """The errors of the whole document as it is (found again in full when there are any)."""
+        if not self.is_valid(doc):
+            yield from self.full.iter_errors(doc)
+
+
+def validators(schemas: dict[str, dict]) -> dict:
+    """One validator per schema name; the ones with big `params` lists deduplicate them."""
+    return {n: DedupValidator(s, NAME_SCHEMA[n]) if n in NAME_SCHEMA else validator(s)
+            for n, s in schemas.items()}
+
+
 def errors_of(v: Draft202012Validator, doc) -> list[str]:
     out = []
     for e in sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path))[:5]:
@@ -280,7 +343,7 @@ def recipe_with_placement(text: str) -> dict:
 
 def check_static(f: Failures, schemas: dict[str, dict]) -> None:
     check_meta(f, schemas)
-    vs = {n: validator(s) for n, s in schemas.items()}
+    vs = validators(schemas)
     inputs = shipped_inputs()
     f.check(len([1 for k, _ in inputs if k == "recipe"]) >= 10, "found the shipped recipes")
     f.check(len([1 for k, _ in inputs if k == "model"]) >= 10, "found the shipped models")
@@ -319,6 +382,15 @@ def check_static(f: Failures, schemas: dict[str, dict]) -> None:
     ]
     for what, doc in ok_models:
         expect_valid(f, vs["model"], doc, f"model: {what}")
+    # The deduplicating validator still sees every entry: a bad name on an entry that
+    # duplicates an earlier one, and a bad entry after its valid twins.
+    twins = [{"name": f"w{i}.weight", "shape": [4, 4]} for i in range(3)]
+    expect_invalid(f, vs["model"], with_(TINY_MODEL, params=twins + [{"name": "x..y", "shape": [4, 4]}]),
+                   "model: bad name on a duplicate entry")
+    bad = with_(TINY_MODEL, params=twins + [{"name": "z", "shape": [-4, 4]}])
+    errs = errors_of(vs["model"], bad)
+    f.check(bool(errs) and errs == errors_of(vs["model"].full, bad),
+            f"model: a bad entry after its twins gives the plain validator's errors (got {errs})")
     ok_recipes = [
         ("null sections", with_(TINY_RECIPE, experts=None, buffers=None, tied=None)),
         ("tied none", with_(TINY_RECIPE, tied="none")),
@@ -556,8 +628,8 @@ def note_undocumented_buffer_keys(v_closed, doc: dict, what: str) -> None:
 
 
 def check_cli(f: Failures, schemas: dict[str, dict], shardc: str) -> None:
-    vs = {n: validator(s) for n, s in schemas.items()}
-    vs["rank_closed"] = validator(closed_rank_schema(schemas["rank"]))
+    vs = validators(schemas)
+    vs["rank_closed"] = DedupValidator(closed_rank_schema(schemas["rank"]), NAME_SCHEMA["rank"])
     for name in NAMES:
         proc = run([shardc, "schema", name])
         text = (SCHEMAS / f"{name}.schema.json").read_text()
