@@ -21,16 +21,25 @@
 
 set(SHARDC_E2E_DIR ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
 
+# One test per folder tests/<kind>/<name>/ that holds FILE: <prefix>/<name> runs
+# `SCRIPT <folder> --shardc BIN ARGN...` with LABELS "e2e;<label>" (the folder-driven suites:
+# golden cases, bad inputs, bug reports).
+function(shardc_folder_tests prefix kind file script label)
+  file(GLOB markers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${kind}/*/${file})
+  list(SORT markers)
+  foreach(marker IN LISTS markers)
+    get_filename_component(dir ${marker} DIRECTORY)
+    get_filename_component(name ${dir} NAME)
+    add_test(NAME ${prefix}/${name}
+             COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/${script} ${dir}
+                     --shardc $<TARGET_FILE:shardc> ${ARGN})
+    set_tests_properties(${prefix}/${name} PROPERTIES LABELS "e2e;${label}" TIMEOUT 300)
+  endforeach()
+endfunction()
+
+shardc_folder_tests(case cases expected.json run_case.py case)
 file(GLOB SHARDC_CASE_EXPECTED CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cases/*/expected.json)
 list(SORT SHARDC_CASE_EXPECTED)
-foreach(expected IN LISTS SHARDC_CASE_EXPECTED)
-  get_filename_component(case_dir ${expected} DIRECTORY)
-  get_filename_component(case_name ${case_dir} NAME)
-  add_test(NAME case/${case_name}
-           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_case.py ${case_dir}
-                   --shardc $<TARGET_FILE:shardc>)
-  set_tests_properties(case/${case_name} PROPERTIES LABELS "e2e;case" TIMEOUT 300)
-endforeach()
 
 file(GLOB SHARDC_PLAN_RECIPES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/plans/*.recipe.yaml)
 list(SORT SHARDC_PLAN_RECIPES)
@@ -121,20 +130,11 @@ endforeach()
 # Bad inputs (tests/bad/<name>/, expect.json): `validate --format json` exits 1 or 2 with the
 # expected codes and locations, every diagnostic has a hint, within 20 s (hostile inputs
 # prove bounded time; peak RSS is checked where expect.json sets max_rss_mb).
-file(GLOB SHARDC_BAD_EXPECT CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bad/*/expect.json)
-list(SORT SHARDC_BAD_EXPECT)
 set(SHARDC_BAD_FLAGS)
 if(SHARDC_SANITIZE)
   set(SHARDC_BAD_FLAGS --sanitizer)
 endif()
-foreach(expect IN LISTS SHARDC_BAD_EXPECT)
-  get_filename_component(bad_dir ${expect} DIRECTORY)
-  get_filename_component(bad_name ${bad_dir} NAME)
-  add_test(NAME bad/${bad_name}
-           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_bad.py
-                   --shardc $<TARGET_FILE:shardc> ${SHARDC_BAD_FLAGS} ${bad_dir})
-  set_tests_properties(bad/${bad_name} PROPERTIES LABELS "e2e;bad" TIMEOUT 300)
-endforeach()
+shardc_folder_tests(bad bad expect.json run_bad.py bad ${SHARDC_BAD_FLAGS})
 
 # Output safety of `compile`: atomic writes, --force, no partial outputs, byte-identical
 # reruns, symlinked and unwritable OUTDIRs.
@@ -198,16 +198,7 @@ set_tests_properties(import/dump-model PROPERTIES LABELS "e2e;models" TIMEOUT 30
 
 # Cases from public bug reports (tests/reports/<name>/: inputs, README with the right answer,
 # expect.json with the diagnostics / shapes / verify runs that prove it; run_report.py).
-file(GLOB SHARDC_REPORT_EXPECTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/reports/*/expect.json)
-list(SORT SHARDC_REPORT_EXPECTS)
-foreach(expected IN LISTS SHARDC_REPORT_EXPECTS)
-  get_filename_component(report_dir ${expected} DIRECTORY)
-  get_filename_component(report_name ${report_dir} NAME)
-  add_test(NAME report/${report_name}
-           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_report.py ${report_dir}
-                   --shardc $<TARGET_FILE:shardc>)
-  set_tests_properties(report/${report_name} PROPERTIES LABELS "e2e;report" TIMEOUT 300)
-endforeach()
+shardc_folder_tests(report reports expect.json run_report.py report)
 # `shardc memory`, the budget check in validate/memory, and inspect's memory block.
 add_test(NAME memory/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory.py
