@@ -9,7 +9,7 @@ recipe's `# verify-ranks: SET` comment, else every rank when the world has at mo
 ranks; `--with-groups` adds the members of the sample's buffer groups, which verify needs. Recipes without `buffers:` are skipped (exit 0). Then the negative
 check: one muon split size (or FSDP2 offset) in the middle rank file is corrupted,
 manifest.json re-signed (so the digest check passes) and verify must exit 1 naming that
-param and rank. Stdlib only.
+param and rank (verify samples only that rank). Stdlib only.
 """
 from __future__ import annotations
 
@@ -90,7 +90,9 @@ def check(model: Path, recipe: Path, shardc: str, world: int) -> list[str]:
         if hit is None:
             return []
         run_tampered.resign(out)  # past the digest check: the simulator must catch it
-        proc = run([shardc, "verify", str(out), "--ranks", ranks])
+        # Only the corrupted rank is sampled: verify reads the rank files of its buffer
+        # groups' members itself, and the whole sample was proven clean just above.
+        proc = run([shardc, "verify", str(out), "--ranks", str(hit[1])])
         print(proc.stdout[-1500:] + proc.stderr)
         if proc.returncode != 1 or hit[0] not in proc.stdout or f"rank {hit[1]}" not in proc.stdout:
             return [f"corrupted {hit[0]} on rank {hit[1]}: verify exited {proc.returncode} "
