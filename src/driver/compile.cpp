@@ -2,11 +2,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <numeric>
 #include <ostream>
 #include <set>
 
 #include "driver/out_dir.hpp"
+#include "driver/rank_option.hpp"
 #include "driver/rank_writer.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
@@ -25,18 +25,8 @@ using driver::path_join;
 std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& opt, const Plan& plan,
                                                         std::ostream& err) {
   if (!opt.rank_files) return std::vector<std::int64_t>{};
-  if (!opt.ranks) {
-    std::vector<std::int64_t> all(static_cast<std::size_t>(plan.world_size));
-    std::iota(all.begin(), all.end(), std::int64_t{0});
-    return all;
-  }
-  std::string error;
-  const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
-  if (!set) {
-    driver::print_error(err, "--ranks '" + *opt.ranks + "': " + error);
-    return std::nullopt;
-  }
-  return set->expand();
+  if (!opt.ranks) return driver::all_ranks(plan.world_size);
+  return driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
 }
 
 // --with-groups: the ranks of every buffer group of the selected ranks.

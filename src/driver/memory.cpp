@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "driver/rank_option.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
@@ -84,13 +85,7 @@ void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int6
 std::optional<std::vector<std::int64_t>> listed_ranks(const MemoryOptions& opt, const Plan& plan,
                                                       std::ostream& err) {
   if (!opt.ranks) return std::vector<std::int64_t>{};
-  std::string error;
-  const auto set = RankSet::parse(*opt.ranks, plan.world_size, error);
-  if (!set) {
-    driver::print_error(err, "--ranks '" + *opt.ranks + "': " + error);
-    return std::nullopt;
-  }
-  return set->expand();
+  return driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
 }
 
 }  // namespace

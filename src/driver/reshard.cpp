@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "driver/out_dir.hpp"
+#include "driver/rank_option.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
 #include "driver/verify.hpp"
@@ -81,19 +82,9 @@ std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t 
 // The B ranks the JSON lists: --ranks, else all.
 std::optional<std::vector<std::int64_t>> listed_ranks(const ReshardOptions& opt, std::int64_t world,
                                                       std::ostream& err) {
-  if (!opt.ranks) {
-    std::vector<std::int64_t> all(static_cast<std::size_t>(world));
-    for (std::int64_t r = 0; r < world; ++r) all[static_cast<std::size_t>(r)] = r;
-    return all;
-  }
-  std::string error;
-  const auto set = RankSet::parse(*opt.ranks, world, error);
-  if (!set) {
-    print_error(err, "--ranks '" + *opt.ranks + "': " + error + " (plan B has " +
-                         std::to_string(world) + " ranks)");
-    return std::nullopt;
-  }
-  return set->expand();
+  if (!opt.ranks) return driver::all_ranks(world);
+  return driver::parse_ranks_option(*opt.ranks, world, err,
+                                    " (plan B has " + std::to_string(world) + " ranks)");
 }
 
 std::string percent(std::int64_t part, std::int64_t whole) {
