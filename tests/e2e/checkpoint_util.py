@@ -17,7 +17,10 @@ import gzip
 import json
 import math
 import os
+import shutil
 import struct
+import sys
+import tempfile
 from pathlib import Path
 
 ST_DTYPES = {"bfloat16": ("BF16", 2), "float32": ("F32", 4), "float16": ("F16", 2),
@@ -41,6 +44,23 @@ PLANS = {
     "gpt2": ("gpt2", "gpt2-tp4-tied"),
     "gemma-2-2b": ("gemma-2-2b", "gemma-2-2b-tp4-tied"),
 }
+
+
+def run_checks(keep: str | None, prefix: str, body) -> int:
+    """The scaffolding of the checkpoint tests: `body(work)` runs in a work directory (`keep`,
+    kept afterwards, or a fresh temporary one, removed); an AssertionError it raises is printed
+    as FAIL and gives exit status 1, else 0."""
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        body(work)
+    except AssertionError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 def load_inventory(name: str) -> dict:
@@ -174,5 +194,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main(sys.argv[1:]))

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -155,9 +153,8 @@ def main() -> int:
     ap.add_argument("--keep", help="work here and keep the files")
     args = ap.parse_args()
     S = args.shardc
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="shardc-fp8-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+
+    def body(work: Path) -> None:
         ckpt = work / "DeepSeek-V3-fp8"
         if not ckpt.exists():
             cu.write_checkpoint(cu.load_inventory("DeepSeek-V3"), cu.load_config("DeepSeek-V3"),
@@ -223,14 +220,8 @@ def main() -> int:
         if not unc or not any("weight_scale_inv" in d["message"] for d in unc):
             raise AssertionError(f"fp8_scales: rules: no E-UNCOVERED for a scale: {r.stdout[:2000]}")
         print("ok: fp8_scales: rules leaves scales to the rules (E-UNCOVERED without one)")
-    except AssertionError as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    return 0
 
+    return cu.run_checks(args.keep, "shardc-fp8-", body)
 
 if __name__ == "__main__":
     sys.exit(main())

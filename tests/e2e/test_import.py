@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -161,9 +159,7 @@ def main() -> int:
     ap.add_argument("--only", help="one inventory name (e.g. gpt2), or 'fp8'")
     ap.add_argument("--keep", help="write the checkpoints here and keep them")
     args = ap.parse_args()
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="shardc-import-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    def body(work: Path) -> None:
         names = [args.only] if args.only and args.only != "fp8" else list(cu.PLANS)
         if args.only != "fp8":
             for name in names:
@@ -172,14 +168,8 @@ def main() -> int:
             check_fp8(args.shardc, work)
         if not args.only:
             check_single_file_and_unknown(args.shardc, work)
-    except AssertionError as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    return 0
 
+    return cu.run_checks(args.keep, "shardc-import-", body)
 
 if __name__ == "__main__":
     sys.exit(main())
