@@ -23,6 +23,7 @@ std::string errno_text(int err) { return std::system_category().message(err); }
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() {
@@ -71,6 +72,20 @@ bool write_all(int fd, std::string_view bytes, std::string& error) {
   return true;
 }
 
+// `path` opened read-only, its stat in `st`; an invalid Fd and `error` when either fails.
+Fd open_for_reading(const std::string& path, struct stat& st, std::string& error) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    error = errno_text(errno);
+    return fd;
+  }
+  if (::fstat(fd.get(), &st) != 0) {
+    error = errno_text(errno);
+    return Fd(-1);
+  }
+  return fd;
+}
+
 // A temporary name next to `path`, unique within the process and across
 // processes (pid), hidden (leading dot).
 std::string temp_name_for(const std::string& path) {
@@ -85,16 +100,9 @@ std::string temp_name_for(const std::string& path) {
 
 std::optional<std::string> RealFileSystem::read(const std::string& path, std::int64_t max_bytes,
                                                 std::string& error) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    error = errno_text(errno);
-    return std::nullopt;
-  }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    error = errno_text(errno);
-    return std::nullopt;
-  }
+  Fd fd = open_for_reading(path, st, error);
+  if (fd.get() < 0) return std::nullopt;
   if (S_ISDIR(st.st_mode)) {
     error = "is a directory";
     return std::nullopt;
@@ -112,16 +120,9 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
 std::optional<std::string> RealFileSystem::read_range(const std::string& path, std::int64_t offset,
                                                       std::int64_t max_bytes,
                                                       std::int64_t& file_size, std::string& error) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    error = errno_text(errno);
-    return std::nullopt;
-  }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    error = errno_text(errno);
-    return std::nullopt;
-  }
+  Fd fd = open_for_reading(path, st, error);
+  if (fd.get() < 0) return std::nullopt;
   if (!S_ISREG(st.st_mode)) {
     error = S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file";
     return std::nullopt;
