@@ -47,21 +47,36 @@ void mark_shared(Layout& l) {
   }
 }
 
+// A layout named `label` with the plan's world size and room for its params (a plan.json
+// read back, or a Plan).
+template <class P>
+Layout empty_layout(const std::string& label, const P& plan) {
+  Layout l;
+  l.label = label;
+  l.world_size = plan.world_size;
+  l.params.reserve(plan.params.size());
+  return l;
+}
+
+// The fields a plan.json param and a planned param share: name, dtype, global shape, stage.
+template <class P>
+LayoutParam param_head(const P& pp) {
+  LayoutParam p;
+  p.name = pp.name;
+  p.dtype = pp.dtype;
+  p.global_shape = pp.global_shape;
+  p.stage = pp.stage;
+  return p;
+}
+
 }  // namespace
 
 Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
                              const std::string& text, DiagnosticSink& sink) {
-  Layout l;
-  l.label = path;
-  l.world_size = plan.world_size;
-  l.params.reserve(plan.params.size());
+  Layout l = empty_layout(path, plan);
   NameLocator where(path, text);
   for (const auto& pp : plan.params) {
-    LayoutParam p;
-    p.name = pp.name;
-    p.dtype = pp.dtype;
-    p.global_shape = pp.global_shape;
-    p.stage = pp.stage;
+    LayoutParam p = param_head(pp);
     p.alias_of = pp.alias_of;
     p.loc = where.locate(pp.name);
     for (const auto& s : pp.shards) {
@@ -85,16 +100,9 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
 }
 
 Layout layout_from_plan(const Plan& plan, const std::string& label) {
-  Layout l;
-  l.label = label;
-  l.world_size = plan.world_size;
-  l.params.reserve(plan.params.size());
+  Layout l = empty_layout(label, plan);
   for (const auto& pp : plan.params) {
-    LayoutParam p;
-    p.name = pp.name;
-    p.dtype = pp.dtype;
-    p.global_shape = pp.global_shape;
-    p.stage = pp.stage;
+    LayoutParam p = param_head(pp);
     if (pp.alias_of) p.alias_of = plan.params[*pp.alias_of].name;
     p.loc = pp.loc;
     for (auto& c : enumerate_shards(plan, pp))
