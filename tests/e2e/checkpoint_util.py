@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -44,6 +45,15 @@ PLANS = {
     "gpt2": ("gpt2", "gpt2-tp4-tied"),
     "gemma-2-2b": ("gemma-2-2b", "gemma-2-2b-tp4-tied"),
 }
+
+
+def run(cmd: list[str], expect: int = 0) -> subprocess.CompletedProcess:
+    """Runs `cmd`; an exit status other than `expect` is an AssertionError (run_checks: FAIL)."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != expect:
+        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode} (want {expect}):\n"
+                             f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    return r
 
 
 def run_checks(keep: str | None, prefix: str, body) -> int:

@@ -23,24 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkpoint_util as cu  # noqa: E402
+from checkpoint_util import run  # noqa: E402
 
 RECIPE = cu.REPO / "plans" / "deepseek-v3-pp16-ep64.recipe.yaml"
 SUFFIX = "_scale_inv"
 BLOCK = 128
-
-
-def run(cmd: list[str], expect: int = 0) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != expect:
-        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode} (want {expect}):\n"
-                             f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-    return r
 
 
 def ranks_of(text: str) -> frozenset[int]:

@@ -20,23 +20,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkpoint_util as cu  # noqa: E402
+from checkpoint_util import run  # noqa: E402
 
 ATTRS = ("num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "hidden_size",
          "num_experts")
-
-
-def run(cmd: list[str], expect: int = 0) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != expect:
-        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode} (want {expect}):\n"
-                             f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-    return r
 
 
 def check_inventory(got: dict, inv: dict, expected: list[dict], label: str) -> None:
