@@ -54,6 +54,11 @@ struct CommonOptions {
   /// Run check_plan after planning (always on in builds with
   /// SHARDC_CHECK_INVARIANTS); a violation exits 3 (ExitCode::Internal).
   bool check_invariants = false;
+  /// The process exits right after the command returns (the CLI sets it):
+  /// the driver then leaves its state (model, recipe, plan, source texts:
+  /// tens of MB of small objects for a large model) to the process exit
+  /// instead of freeing it. In-process callers (tests, fuzzers) leave it false.
+  bool leave_to_exit = false;
 };
 
 struct CompileOptions {

@@ -18,4 +18,9 @@ namespace shardc {
 /// Plan::diagnostics. Returns nullopt when any error was reported.
 std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink);
 
+/// As above, but takes `model.params`: their names, shapes and locations
+/// move into the plan instead of being copied, and `model.params` is left
+/// empty. The rest of `model` (name, digest, attributes, ties) is kept.
+std::optional<Plan> build_plan(Model&& model, const Recipe& recipe, DiagnosticSink& sink);
+
 }  // namespace shardc

@@ -48,6 +48,7 @@ struct Cli {
   // Options as the driver takes them, once parsing is done.
   [[nodiscard]] shardc::CommonOptions options() const {
     shardc::CommonOptions o = common;
+    o.leave_to_exit = true;  // main returns right after the command
     if (diag_format == "json") o.diag_format = shardc::DiagFormat::Json;
     if (diag_format == "github") o.diag_format = shardc::DiagFormat::Github;
     return o;

@@ -131,7 +131,8 @@ bool write_outputs(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
 
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err) {
-  driver::Session s;
+  driver::SessionScope scope(opt.common);
+  driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;

@@ -247,7 +247,8 @@ void print_unknown(const Plan& plan, const std::string& fqn, std::ostream& err) 
 
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err) {
-  driver::Session s;
+  driver::SessionScope scope(opt.common);
+  driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   std::int64_t expert = -1;

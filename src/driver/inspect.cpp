@@ -194,7 +194,8 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
 
 ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err) {
-  driver::Session s;
+  driver::SessionScope scope(opt.common);
+  driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;

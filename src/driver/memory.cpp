@@ -94,7 +94,8 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
   CommonOptions common = opt.common;
   common.check_budget = true;
-  driver::Session s;
+  driver::SessionScope scope(opt.common);
+  driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(common, fs, s, err);
   if (!s.plan || code == ExitCode::Usage) return code;
   const Plan& plan = *s.plan;

@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+#include <new>
 #include <ostream>
+#include <vector>
 
 #include "shardc/check_plan.hpp"
 #include "shardc/frontend.hpp"
@@ -69,11 +72,27 @@ void check_memory_budget(const CommonOptions& opt, Session& s) {
 
 }  // namespace
 
+SessionScope::~SessionScope() {
+  if (!leave_) return;
+  // Never destroyed: static storage points at it, so the Sessions in it stay
+  // reachable (not leaks) until the process exits.
+  static auto* left = new std::vector<std::unique_ptr<Session>>();
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  try {
+    left->push_back(std::move(session_));
+  } catch (const std::bad_alloc&) {
+    // No room to keep it: session_ is still set and is freed as usual.
+  }
+}
+
 void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
   parse_inputs(opt, fs, s);
   if (!s.model || !s.recipe || s.sink.has_errors()) return;
   spdlog::debug("parsed {} params, {} rules", s.model->params.size(), s.recipe->rules.size());
-  s.plan = build_plan(*s.model, *s.recipe, s.sink);
+  // The plan takes the params (moved, not copied); nothing reads them from
+  // s.model afterwards.
+  s.plan = build_plan(std::move(*s.model), *s.recipe, s.sink);
   if (!s.plan) return;
   if (s.sink.has_errors()) {
     s.plan.reset();

@@ -23,7 +23,8 @@ void print_verdict(const Plan& plan, const DiagnosticSink& sink, std::ostream& o
 ExitCode run_validate(const CommonOptions& opt, FileSystem& fs, std::ostream& out,
                       std::ostream& err) {
   const bool text = opt.diag_format == DiagFormat::Text;
-  driver::Session s;
+  driver::SessionScope scope(opt);
+  driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(opt, fs, s, text ? err : out);
   const bool clean = s.sink.items().empty() && s.sink.dropped() == 0;
   if (opt.diag_format == DiagFormat::Json && clean) out << "[]\n";

@@ -6,8 +6,10 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "passes.hpp"
+#include "shardc/assert.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -87,19 +89,31 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
   return true;
 }
 
-PlannedParam plain_param(const Param& p) {
-  PlannedParam q;
-  q.name = p.name;
+// Appends `p` as an unstacked param; moves its name, shape and location
+// when `take` (the caller gave up the model's params).
+void add_plain(std::vector<PlannedParam>& out, const Param& p, Param* take) {
+  PlannedParam& q = out.emplace_back();
   q.dtype = p.dtype;
-  q.global_shape = p.shape;
   q.requires_grad = p.requires_grad;
-  q.loc = p.loc;
-  return q;
+  if (take != nullptr) {
+    q.name = std::move(take->name);
+    q.global_shape = std::move(take->shape);
+    q.loc = std::move(take->loc);
+  } else {
+    q.name = p.name;
+    q.global_shape = p.shape;
+    q.loc = p.loc;
+  }
 }
 
-PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& recipe) {
+void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& model,
+                 const Recipe& recipe, std::vector<Param>* owned) {
   const Param& first = model.params[g.sources.front().param];
-  PlannedParam q = plain_param(first);
+  PlannedParam& q = out.emplace_back();
+  q.dtype = first.dtype;
+  q.requires_grad = first.requires_grad;
+  q.global_shape = first.shape;
+  q.loc = first.loc;
   q.name = g.name;
   q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
   // Without an expert_mesh, stacked params live on the dense mesh (the recipe
@@ -110,18 +124,31 @@ PlannedParam stacked_param(const Group& g, const Model& model, const Recipe& rec
   const ExpertsEntry& entry = recipe.experts[g.entry];
   q.uneven = entry.uneven.value_or(recipe.uneven);
   q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
-  for (const Source& s : g.sources) q.stacked_from.push_back(model.params[s.param].name);
-  return q;
+  q.stacked_from.reserve(g.sources.size());
+  for (const Source& s : g.sources) {
+    if (owned != nullptr) {
+      q.stacked_from.push_back(std::move((*owned)[s.param].name));
+    } else {
+      q.stacked_from.push_back(model.params[s.param].name);
+    }
+  }
+}
+
+Param* taken(std::vector<Param>* owned, std::size_t i) {
+  return owned != nullptr ? &(*owned)[i] : nullptr;
 }
 
 }  // namespace
 
 std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
-                                        DiagnosticSink& sink) {
+                                        DiagnosticSink& sink, std::vector<Param>* owned) {
+  SHARDC_ASSERT(owned == nullptr || owned == &model.params, "stack_experts: foreign params");
   std::vector<PlannedParam> out;
   if (recipe.experts.empty()) {
     out.reserve(model.params.size());
-    for (const Param& p : model.params) out.push_back(plain_param(p));
+    for (std::size_t i = 0; i < model.params.size(); ++i) {
+      add_plain(out, model.params[i], taken(owned, i));
+    }
     return out;
   }
   // Slot per output param: either a model param or a group (stacked at its first source).
@@ -176,9 +203,9 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   out.reserve(slots.size());
   for (const Slot& s : slots) {
     if (!s.stacked) {
-      out.push_back(plain_param(model.params[s.index]));
+      add_plain(out, model.params[s.index], taken(owned, s.index));
     } else if (ok[s.index]) {
-      out.push_back(stacked_param(groups[s.index], model, recipe));
+      add_stacked(out, groups[s.index], model, recipe, owned);
     }
   }
   return out;

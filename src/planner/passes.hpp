@@ -22,9 +22,11 @@ std::optional<std::int64_t> check_meshes(const Recipe& recipe, DiagnosticSink& s
 /// experts.cpp (contract §5.4): groups params matched by `experts` entries into
 /// stacked params `[E, *source_shape]` at their first source; other params
 /// pass through. E-EXPERTS for index gaps/duplicates, mixed shapes/dtypes,
-/// `num_experts` disagreeing, a stacked name that collides.
+/// `num_experts` disagreeing, a stacked name that collides. `owned`: null,
+/// or `&model.params` when the caller gives them up (build_plan(Model&&)):
+/// names, shapes and locations then move out of them instead of being copied.
 std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe,
-                                        DiagnosticSink& sink);
+                                        DiagnosticSink& sink, std::vector<Param>* owned = nullptr);
 
 /// fp8_scales.cpp: with `fp8_scales: follow` (or `auto` and the model's
 /// `weight_block_size`), pairs each `X.weight_scale_inv` with `X.weight`

@@ -5,8 +5,11 @@
 #include "shardc/check_plan.hpp"
 
 namespace shardc {
+namespace {
 
-std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+// `owned`: &model.params when build_plan(Model&&) gave them up, else null.
+std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, DiagnosticSink& sink,
+                               std::vector<Param>* owned) {
   const std::size_t errors_before = sink.error_count();
   const std::size_t warnings_before = sink.items().size();
   auto world = passes::check_meshes(recipe, sink);
@@ -21,7 +24,7 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   plan.buffers = recipe.buffers;
   plan.training = recipe.training;
 
-  std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink);
+  std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink, owned);
   passes::pair_fp8_scales(params, model, recipe, sink);
   passes::resolve_rules(params, recipe, sink);
   passes::assign_stages(params, plan, recipe, sink);
@@ -40,6 +43,18 @@ std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, Diagnos
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);
   if (invariants_checked_always()) assert_plan_invariants(plan);
+  return plan;
+}
+
+}  // namespace
+
+std::optional<Plan> build_plan(const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+  return plan_model(model, recipe, sink, nullptr);
+}
+
+std::optional<Plan> build_plan(Model&& model, const Recipe& recipe, DiagnosticSink& sink) {
+  std::optional<Plan> plan = plan_model(model, recipe, sink, &model.params);
+  model.params.clear();  // moved from
   return plan;
 }
 
