@@ -3,6 +3,7 @@
 // itself is `RealFileSystem` (shardc/driver.hpp); tests supply fakes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,13 +12,18 @@
 
 namespace shardc {
 
+/// Spare capacity a `FileSystem::read` should leave past the file's bytes
+/// (`text.capacity() - text.size()`): the JSON reader uses it as simdjson's
+/// padding instead of copying the text (it copies when the room is missing).
+inline constexpr std::size_t kReadSlackBytes = 64;
+
 /// The narrow interface to the disk. `RealFileSystem` is the disk; tests
 /// may supply a fake.
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
   /// Reads a whole file. nullopt and `error` set when missing/unreadable or
-  /// larger than `max_bytes`.
+  /// larger than `max_bytes`. The disk leaves kReadSlackBytes of capacity.
   virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                           std::string& error) = 0;
   /// Reads at most `max_bytes` bytes starting at byte `offset` of a regular

@@ -112,7 +112,7 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
     return std::nullopt;
   }
   std::string text;
-  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size));
+  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
   if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
   return text;
 }

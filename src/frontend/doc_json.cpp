@@ -7,7 +7,7 @@
 // every number (get_double: its grammar and that it is finite). The walk
 // consumes every value, because On-Demand does not validate what it skips.
 // Positions are byte offsets: each value's raw_json_token() and each key's
-// raw pointer point into the padded copy of the text, at the token's first
+// raw pointer point into the padded text (the source or a copy), at the token's first
 // byte; a LineCursor turns the increasing offsets into line:col in one pass.
 //
 // Text views the source where it can: numbers as written (only "-0" reads
@@ -43,7 +43,7 @@ std::string_view trim_right(std::string_view s) {
 class SimdBuilder {
  public:
   // `text`: the source; `skip`: bytes of it left out of `padded` (a BOM).
-  SimdBuilder(std::string_view text, std::size_t skip, const simdjson::padded_string& padded,
+  SimdBuilder(std::string_view text, std::size_t skip, simdjson::padded_string_view padded,
               Document& doc, const DocLimits& limits)
       : text_(text),
         buffer_(padded.data()),
@@ -55,7 +55,7 @@ class SimdBuilder {
 
   // False on malformed text, a broken limit or a root that is not a
   // container (load_document only passes texts that start with '{').
-  bool build(const simdjson::padded_string& padded) {
+  bool build(simdjson::padded_string_view padded) {
     od::parser parser;
     od::document json;
     if (parser.iterate(padded).get(json) != simdjson::SUCCESS) return false;
@@ -164,13 +164,20 @@ class SimdBuilder {
   // Every value is consumed (get_string here too): On-Demand checks the
   // separators after a value it parsed, but skips an unconsumed value by
   // counting brackets only (`["x": 1}` would pass).
+  // A string without a backslash is consumed as a raw string (the same
+  // checks, no unescaped copy in the parser's buffer) and viewed in place.
   bool string(od::value v, std::string_view raw, std::size_t at) {
-    std::string_view unescaped;
-    if (v.get_string().get(unescaped) != simdjson::SUCCESS) return false;
     std::string_view body = raw.substr(1, raw.rfind('"') - 1);
-    std::string_view text = body.find('\\') == std::string_view::npos
-                                ? text_.substr(at + 1, body.size())
-                                : doc_.save(unescaped);
+    std::string_view text;
+    if (body.find('\\') == std::string_view::npos) {
+      od::raw_json_string consumed;
+      if (v.get_raw_json_string().get(consumed) != simdjson::SUCCESS) return false;
+      text = text_.substr(at + 1, body.size());
+    } else {
+      std::string_view unescaped;
+      if (v.get_string().get(unescaped) != simdjson::SUCCESS) return false;
+      text = doc_.save(unescaped);
+    }
     tree_.add(json_node(Node::Kind::Scalar, text, true, cursor_.at(at)));
     return true;
   }
@@ -204,7 +211,16 @@ std::optional<Document> load_json(const SourceFile& file, DiagCode code, Diagnos
   // On-Demand 3.0 does not skip a byte order mark; nlohmann does.
   std::size_t skip = text.starts_with(kBom) ? kBom.size() : 0;
   {
-    const simdjson::padded_string padded(text.substr(skip));
+    // The read's spare capacity is the padding (FileSystem kReadSlackBytes);
+    // without it (or after a BOM) the text is copied into a padded buffer.
+    simdjson::padded_string copy;
+    simdjson::padded_string_view padded;
+    if (skip == 0 && file.text.capacity() - file.text.size() >= simdjson::SIMDJSON_PADDING) {
+      padded = simdjson::padded_string_view(text.data(), text.size(), file.text.capacity());
+    } else {
+      copy = simdjson::padded_string(text.substr(skip));
+      padded = copy;
+    }
     Document doc;
     if (SimdBuilder(text, skip, padded, doc, limits).build(padded)) return doc;
   }
