@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "shardc/driver.hpp"
+#include "support/huge_pages.hpp"
 
 namespace shardc {
 namespace {
@@ -112,7 +113,10 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
     return std::nullopt;
   }
   std::string text;
-  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
+  if (S_ISREG(st.st_mode)) {
+    text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
+    advise_huge_pages(text.data(), text.capacity());
+  }
   if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
   return text;
 }

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
+
+#include "support/huge_pages.hpp"
 
 namespace shardc::fe {
 
@@ -35,6 +38,16 @@ void* Document::allocate(std::size_t bytes, std::size_t align) {
   next_ = out + bytes;
   left_ -= pad + bytes;
   return out;
+}
+
+void Document::reserve(std::size_t bytes) {
+  if (bytes <= left_) return;
+  std::unique_ptr<std::byte[]> chunk(new (std::nothrow) std::byte[bytes]);
+  if (!chunk) return;
+  advise_huge_pages(chunk.get(), bytes);
+  chunks_.push_back(std::move(chunk));
+  next_ = chunks_.back().get();
+  left_ = bytes;
 }
 
 std::span<const Node> Document::store(std::span<const Node> nodes) {

@@ -85,6 +85,10 @@ class Document {
   std::span<const Node> store(std::span<const Node> nodes);
   /// Copies `s` into the string arena.
   std::string_view save(std::string_view s);
+  /// Sets `bytes` of arena aside in one block (huge pages where the kernel
+  /// allows) before a large document is built; past it, blocks come from
+  /// 64 KiB chunks again. Ignored when the memory is not available.
+  void reserve(std::size_t bytes);
 
  private:
   /// Uninitialized, `align`-aligned storage (align <= alignof(max_align_t)).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontend/model_internal.hpp"
+#include "support/huge_pages.hpp"
 #include "support/utf8.hpp"
 
 namespace shardc::fe {
@@ -37,6 +38,12 @@ struct Entry {
   std::vector<Entry> children;
 };
 
+// Params are appended front to back: huge pages for a large model's list.
+void reserve_params(std::vector<Param>& out, std::size_t n) {
+  out.reserve(n);
+  advise_huge_pages(out.data(), out.capacity() * sizeof(Param));
+}
+
 class TemplateBuilder {
  public:
   TemplateBuilder(Reader& r, DType default_dtype) : r_(r), default_dtype_(default_dtype) {}
@@ -58,7 +65,7 @@ class TemplateBuilder {
   // error was reported.
   bool build_flat(const Node& list, std::vector<Param>& out) {
     std::size_t errors_before = r_.errors();
-    out.reserve(out.size() + list.items().size());
+    reserve_params(out, out.size() + list.items().size());
     for (const Node& item : list.items()) {
       if (!r_.expect_map(item, "a `params` entry")) continue;
       std::optional<Entry> e = build_param(item);
@@ -414,7 +421,7 @@ bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vecto
     }
     return false;
   }
-  out.reserve(total);
+  reserve_params(out, total);
   std::vector<std::int64_t> env;
   expand(entries, env, out, true);
   return true;

@@ -10,6 +10,7 @@
 
 #include "passes.hpp"
 #include "shardc/assert.hpp"
+#include "support/huge_pages.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -134,6 +135,13 @@ void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& mo
   }
 }
 
+// The output is filled once, front to back: huge pages save most of its
+// page faults (a 45,000-param model's PlannedParams are 16 MB).
+void reserve_params(std::vector<PlannedParam>& out, std::size_t n) {
+  out.reserve(n);
+  advise_huge_pages(out.data(), out.capacity() * sizeof(PlannedParam));
+}
+
 Param* taken(std::vector<Param>* owned, std::size_t i) {
   return owned != nullptr ? &(*owned)[i] : nullptr;
 }
@@ -145,7 +153,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   SHARDC_ASSERT(owned == nullptr || owned == &model.params, "stack_experts: foreign params");
   std::vector<PlannedParam> out;
   if (recipe.experts.empty()) {
-    out.reserve(model.params.size());
+    reserve_params(out, model.params.size());
     for (std::size_t i = 0; i < model.params.size(); ++i) {
       add_plain(out, model.params[i], taken(owned, i));
     }
@@ -200,7 +208,7 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
       ok[g] = false;
     }
   }
-  out.reserve(slots.size());
+  reserve_params(out, slots.size());
   for (const Slot& s : slots) {
     if (!s.stacked) {
       add_plain(out, model.params[s.index], taken(owned, s.index));
