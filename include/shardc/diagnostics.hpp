@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardc/diag_code.hpp"
@@ -16,10 +17,35 @@
 
 namespace shardc {
 
+/// A file path as locations hold it: interned, so copying a SourceLoc
+/// copies a pointer, not a string (a model's 45,000 params each carry one).
+/// Equal paths share one interned text, which lives until the process exits
+/// (a few per run; the table only grows). Converts from and to std::string.
+class SourcePath {
+ public:
+  SourcePath() = default;  ///< the empty path
+  // Implicit, so `SourceLoc{path, line, column}` takes a std::string.
+  SourcePath(std::string_view path);   // NOLINT(google-explicit-constructor)
+  SourcePath(const std::string& path)  // NOLINT(google-explicit-constructor)
+      : SourcePath(std::string_view(path)) {}
+  SourcePath(const char* path)  // NOLINT(google-explicit-constructor)
+      : SourcePath(std::string_view(path)) {}
+
+  /// The path text (empty for the empty path).
+  [[nodiscard]] const std::string& str() const;
+  operator const std::string&() const { return str(); }  // NOLINT
+  [[nodiscard]] bool empty() const { return str().empty(); }
+  /// Interned: equal texts are the same pointer.
+  friend bool operator==(const SourcePath& a, const SourcePath& b) { return a.text_ == b.text_; }
+
+ private:
+  const std::string* text_ = nullptr;  ///< null: the empty path
+};
+
 /// Where an input node came from. `line` and `column` are 1-based (yaml-cpp
 /// marks are 0-based: the front end adds 1). 0 means "unknown / whole file".
 struct SourceLoc {
-  std::string file;
+  SourcePath file;
   int line = 0;
   int column = 0;
 };

@@ -132,7 +132,7 @@ const char* gh_command(Severity s) {
 
 std::string gh_properties(const Diagnostic& d) {
   std::vector<std::string> props;
-  if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file, true));
+  if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file.str(), true));
   if (d.loc.line > 0) props.push_back("line=" + std::to_string(d.loc.line));
   if (d.loc.column > 0) props.push_back("col=" + std::to_string(d.loc.column));
   props.push_back("title=" + gh_escape(code_name(d.code), true));

@@ -23,7 +23,7 @@ void field(std::ostream& out, std::string_view name, const std::string& value) {
 
 std::string loc_text(const SourceLoc& loc) {
   if (loc.file.empty()) return "";
-  std::string s = " at " + loc.file;
+  std::string s = " at " + loc.file.str();
   if (loc.line > 0) s += ":" + std::to_string(loc.line);
   if (loc.column > 0) s += ":" + std::to_string(loc.column);
   return s;

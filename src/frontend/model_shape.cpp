@@ -70,7 +70,7 @@ bool check_duplicate_names(const std::vector<Param>& params, Reader& r) {
     if (++duplicates > kMaxReported) continue;
     const SourceLoc& first = params[table[slot] - 1].loc;
     r.error(params[i].loc, "duplicate parameter name `" + params[i].name + "`",
-            "first defined at " + first.file + ":" + std::to_string(first.line) + ":" +
+            "first defined at " + first.file.str() + ":" + std::to_string(first.line) + ":" +
                 std::to_string(first.column));
   }
   if (duplicates > kMaxReported) {

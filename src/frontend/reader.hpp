@@ -16,14 +16,14 @@ namespace shardc::fe {
 
 class Reader {
  public:
-  Reader(std::string file, DiagnosticSink& sink, DiagCode code)
-      : file_(std::move(file)), sink_(sink), code_(code) {}
+  Reader(const std::string& file, DiagnosticSink& sink, DiagCode code)
+      : file_(file), sink_(sink), code_(code) {}
 
   [[nodiscard]] SourceLoc loc(const Node& n) const { return SourceLoc{file_, n.line, n.col}; }
   [[nodiscard]] SourceLoc key_loc(const Node& n) const {
     return SourceLoc{file_, n.key_line, n.key_col};
   }
-  [[nodiscard]] const std::string& file() const { return file_; }
+  [[nodiscard]] const std::string& file() const { return file_.str(); }
   [[nodiscard]] DiagnosticSink& sink() const { return sink_; }
   [[nodiscard]] std::size_t errors() const { return errors_; }
 
@@ -56,7 +56,7 @@ class Reader {
  private:
   [[nodiscard]] std::string default_hint() const;
 
-  std::string file_;
+  SourcePath file_;  // interned once: every loc() copies a pointer
   DiagnosticSink& sink_;
   DiagCode code_;
   std::size_t errors_ = 0;

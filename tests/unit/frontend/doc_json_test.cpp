@@ -36,8 +36,9 @@ void check_same(const Node& fast, const Node& ref) {
 std::string render(const DiagnosticSink& sink) {
   std::string out;
   for (const Diagnostic& d : sink.items()) {
-    out += d.loc.file + ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.column) +
-           ": " + std::string(code_name(d.code)) + ": " + d.message + " [" + d.hint + "]\n";
+    out += d.loc.file.str() + ":" + std::to_string(d.loc.line) + ":" +
+           std::to_string(d.loc.column) + ": " + std::string(code_name(d.code)) + ": " + d.message +
+           " [" + d.hint + "]\n";
   }
   return out;
 }
