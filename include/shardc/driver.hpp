@@ -59,6 +59,9 @@ struct CommonOptions {
   /// tens of MB of small objects for a large model) to the process exit
   /// instead of freeing it. In-process callers (tests, fuzzers) leave it false.
   bool leave_to_exit = false;
+  /// Compute the inputs' sha256 (plan.json, rank files, manifest.json print
+  /// them); `validate` prints neither and turns it off.
+  bool input_digests = true;
 };
 
 struct CompileOptions {

@@ -42,9 +42,9 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (is_checkpoint_path(fs, opt.model_path)) {
     if (auto im = import_checkpoint(fs, opt.model_path, s.sink)) s.model = std::move(im->model);
   } else if (auto file = read_input(fs, opt.model_path, "model", DiagCode::EModel, s)) {
-    s.model = parse_model(*file, s.sink);
+    s.model = parse_model(*file, s.sink, opt.input_digests);
     if (s.model) {
-      if (s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
+      if (opt.input_digests && s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
       if (s.model->source_path.empty()) s.model->source_path = file->path;
       if (s.model->name.empty()) s.model->name = stem_of(file->path);
     }
@@ -53,7 +53,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (auto file = read_input(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
     s.recipe = parse_recipe(*file, s.sink);
     if (s.recipe) {
-      if (s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
+      if (opt.input_digests && s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
       if (s.recipe->source_path.empty()) s.recipe->source_path = file->path;
     }
     s.sources[file->path] = std::move(file->text);

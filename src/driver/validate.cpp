@@ -23,9 +23,11 @@ void print_verdict(const Plan& plan, const DiagnosticSink& sink, std::ostream& o
 ExitCode run_validate(const CommonOptions& opt, FileSystem& fs, std::ostream& out,
                       std::ostream& err) {
   const bool text = opt.diag_format == DiagFormat::Text;
-  driver::SessionScope scope(opt);
+  CommonOptions o = opt;
+  o.input_digests = false;  // printed nowhere
+  driver::SessionScope scope(o);
   driver::Session& s = *scope;
-  const ExitCode code = driver::plan_or_report(opt, fs, s, text ? err : out);
+  const ExitCode code = driver::plan_or_report(o, fs, s, text ? err : out);
   const bool clean = s.sink.items().empty() && s.sink.dropped() == 0;
   if (opt.diag_format == DiagFormat::Json && clean) out << "[]\n";
   if (text && code == ExitCode::Ok) print_verdict(*s.plan, s.sink, out);

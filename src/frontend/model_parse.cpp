@@ -157,9 +157,14 @@ void parse_top(const Node& root, Reader& r, Model& m) {
 namespace {
 
 // The digest of a large model is computed on a second thread while the text
-// is parsed (≈ 3 ms for 5 MB); small files hash inline.
-std::future<std::string> start_sha256(const std::string& text) {
+// is parsed (≈ 3 ms for 5 MB); small files hash inline. Empty when not wanted.
+std::future<std::string> start_sha256(const std::string& text, bool wanted) {
   constexpr std::size_t kThreadBytes = 1 << 20;
+  if (!wanted) {
+    std::promise<std::string> none;
+    none.set_value({});
+    return none.get_future();
+  }
   if (text.size() >= kThreadBytes) {
     try {
       return std::async(std::launch::async, [&text] { return sha256_hex(text); });
@@ -174,8 +179,8 @@ std::future<std::string> start_sha256(const std::string& text) {
 
 }  // namespace
 
-std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {
-  std::future<std::string> sha256 = start_sha256(file.text);
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink, bool with_digest) {
+  std::future<std::string> sha256 = start_sha256(file.text, with_digest);
   std::optional<fe::Document> doc = fe::load_document(file, DiagCode::EModel, sink);
   if (!doc) return std::nullopt;
   const fe::Node* root = &doc->root;

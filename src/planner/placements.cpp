@@ -31,7 +31,8 @@ Diagnostic make(DiagCode code, const AxisPlacement& ap, const PlannedParam& p, s
 // Resolves one `axis: placement` entry into `out`; false after reporting.
 bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mesh, const Plan& plan,
                  std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
-  const std::string key = std::to_string(p.rule.index) + ':' + ap.axis;
+  // Grouping key of this entry's diagnostics: built only when one is reported.
+  const auto key = [&] { return std::to_string(p.rule.index) + ':' + ap.axis; };
   const int axis = mesh.find(ap.axis);
   const char* mesh_name = p.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
   if (axis < 0) {
@@ -39,7 +40,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
                  std::string("placement names axis '") + ap.axis + "' but the " + mesh_name +
                      " has no such axis",
                  std::string("axes of the ") + mesh_name + ": " + axis_names(mesh)),
-            key);
+            key());
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Partial) {
@@ -48,7 +49,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
                      ": parameters cannot be Partial (pending reductions belong to activations "
                      "and gradients)",
                  "use Shard(d) or Replicate()"),
-            key);
+            key());
     return false;
   }
   const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
@@ -56,7 +57,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
     rep.add(make(DiagCode::EPipeline, ap, p,
                  "rule places parameters on the pipeline axis '" + ap.axis + "'",
                  "the pipeline axis assigns stages; remove it from the placements"),
-            key);
+            key());
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Replicate) return true;
@@ -69,7 +70,7 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
                  std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
              ndim == 0 ? std::string("a 0-d parameter can only be replicated")
                        : "valid dims: " + std::to_string(-ndim) + ".." + std::to_string(ndim - 1)),
-        key + ':' + std::to_string(ndim));
+        key() + ':' + std::to_string(ndim));
     return false;
   }
   auto& rp = out[static_cast<std::size_t>(axis)];
