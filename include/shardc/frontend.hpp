@@ -29,10 +29,11 @@ struct SourceFile {
 /// text, wrong types, unknown keys inside a param entry, duplicate FQNs,
 /// negative or non-integer extents, numel >= 2^62, unknown dtypes, bad
 /// repeat ranges, unbound or unused repeat variables. nullopt on any error.
-/// Model::sha256 is the text's digest, or empty when `with_digest` is false
-/// (for callers that never print it: hashing 5 MB costs a few ms of CPU).
-std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink,
-                                 bool with_digest = true);
+/// Model::sha256 is the text's digest.
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink);
+/// As above; Model::sha256 stays empty unless `with_digest` (for callers
+/// that never print it: hashing 5 MB costs a few ms of CPU).
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink, bool with_digest);
 
 /// Parses a shardc.recipe/v1 YAML recipe. Reports E-RECIPE (malformed,
 /// unknown key, bad pattern, bad enum value), E-PLACEMENT (unparseable

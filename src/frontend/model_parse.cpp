@@ -196,4 +196,8 @@ std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink, b
   return m;
 }
 
+std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {
+  return parse_model(file, sink, true);
+}
+
 }  // namespace shardc
