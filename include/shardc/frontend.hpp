@@ -39,6 +39,10 @@ std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink, b
 /// unknown key, bad pattern, bad enum value), E-PLACEMENT (unparseable
 /// placement), E-MESH (axis size < 1, duplicate axis name). Meaning-level
 /// checks (axes exist, dims in range) are the planner's. nullopt on any error.
+/// Recipe::sha256 is the text's digest.
 std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink);
+/// As above; Recipe::sha256 stays empty unless `with_digest` (the first
+/// digest of a run also initializes OpenSSL: about 1 ms).
+std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink, bool with_digest);
 
 }  // namespace shardc

@@ -51,7 +51,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
     s.sources[file->path] = std::move(file->text);  // kept for source excerpts
   }
   if (auto file = read_input(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
-    s.recipe = parse_recipe(*file, s.sink);
+    s.recipe = parse_recipe(*file, s.sink, opt.input_digests);
     if (s.recipe) {
       if (opt.input_digests && s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
       if (s.recipe->source_path.empty()) s.recipe->source_path = file->path;

@@ -158,7 +158,7 @@ std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r, std::int64_t
 
 }  // namespace fe
 
-std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink) {
+std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink, bool with_digest) {
   std::optional<fe::Document> doc = fe::load_document(file, DiagCode::ERecipe, sink);
   if (!doc) return std::nullopt;
   const fe::Node* root = &doc->root;
@@ -170,10 +170,14 @@ std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink)
                "the recipe");
   Recipe recipe;
   recipe.source_path = file.path;
-  recipe.sha256 = sha256_hex(file.text);
+  if (with_digest) recipe.sha256 = sha256_hex(file.text);
   fe::parse_sections(*root, r, recipe);
   if (r.errors() > 0) return std::nullopt;
   return recipe;
+}
+
+std::optional<Recipe> parse_recipe(const SourceFile& file, DiagnosticSink& sink) {
+  return parse_recipe(file, sink, true);
 }
 
 }  // namespace shardc
