@@ -9,6 +9,7 @@
 #include "backend/json_writer.hpp"
 #include "backend/render_util.hpp"
 #include "shardc/backend.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc {
 namespace {
@@ -56,26 +57,42 @@ std::string headline(const Diagnostic& d) {
          "]: " + d.message;
 }
 
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// Terminal columns of valid UTF-8 text: one per code point.
+std::size_t columns(std::string_view text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return !continuation_byte(c); }));
+}
+
 // The source line and a caret under the column, with a `NN | ` gutter.
-// Long lines are cut to a window around the column.
+// Long lines are cut to a window around the column. The line is shown through
+// printable() like the message (control characters and malformed UTF-8 as
+// `\xNN`), and the caret sits under the escaped rendering of its byte.
 std::string excerpt(std::string_view line, int line_no, int column) {
   std::size_t caret = column > 0 ? static_cast<std::size_t>(column) - 1 : 0;
   caret = std::min(caret, line.size());
+  // Cuts fall on character boundaries, so escaping the pieces apart equals
+  // escaping the whole.
+  while (caret > 0 && caret < line.size() && continuation_byte(line[caret])) --caret;
+  std::size_t begin = 0;
+  std::size_t end = line.size();
   std::string prefix;
   std::string suffix;
   if (line.size() > kMaxExcerpt) {
-    const std::size_t begin = caret > kContext ? caret - kContext : 0;
+    begin = caret > kContext ? caret - kContext : 0;
+    while (begin > 0 && continuation_byte(line[begin])) --begin;
+    end = std::min(line.size(), begin + kMaxExcerpt);
+    while (end < line.size() && end > caret && continuation_byte(line[end])) --end;
     if (begin > 0) prefix = "...";
-    if (begin + kMaxExcerpt < line.size()) suffix = "...";
-    line = line.substr(begin, kMaxExcerpt);
-    caret = caret - begin + prefix.size();
+    if (end < line.size()) suffix = "...";
   }
+  const std::string before = prefix + printable(line.substr(begin, caret - begin));
+  const std::string shown = before + printable(line.substr(caret, end - caret)) + suffix;
   const std::string number = std::to_string(line_no);
   const std::string gutter(number.size(), ' ');
-  std::string pad;
-  const std::string shown = prefix + std::string(line) + suffix;
-  for (std::size_t i = 0; i < caret && i < shown.size(); ++i) pad += shown[i] == '\t' ? '\t' : ' ';
-  return " " + number + " | " + shown + "\n " + gutter + " | " + pad + "^\n";
+  return " " + number + " | " + shown + "\n " + gutter + " | " + std::string(columns(before), ' ') +
+         "^\n";
 }
 
 std::string plural(std::size_t n, std::string_view word) {

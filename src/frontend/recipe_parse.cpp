@@ -33,7 +33,7 @@ std::optional<MeshAxis> parse_axis(const Node& n, Reader& r) {
   axis.loc = r.loc(n);
   std::optional<std::string> text = r.get_string(*name, "an axis `name`");
   if (text && !valid_axis_name(*text)) {
-    r.error(*name, "axis name " + describe(*name) + " is not an identifier",
+    r.error(*name, "an axis `name` must be an identifier, got " + describe(*name),
             "axis names are identifiers such as dp_shard, tp, ep");
     text.reset();
   }

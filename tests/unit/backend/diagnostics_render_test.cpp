@@ -84,3 +84,45 @@ TEST_CASE("github annotations escape percent, newlines and property separators")
       "::error file=a%2Cb%3Ac.yaml,line=4,col=2,title=E-HEADS::100%25 bad%0Areally%0Ahint: fix it\n"
       "::warning title=W-VOCAB::w%0Ahint: h\n");
 }
+
+TEST_CASE("source excerpts escape control characters and malformed UTF-8 like the message") {
+  // `name: "tp<ESC>[2J<ESC>[31m"` with the column on the closing quote, and a
+  // line with a bad byte and a two-byte character before the column.
+  const std::string hostile = "  - {name: \"tp\x1b[2J\x1b[31m\", size: 8}";
+  const std::string mixed = "a\xff\xc3\xa9\tb: x";
+  DiagnosticSink sink;
+  sink.error(DiagCode::ERecipe, {"r.yaml", 1, 24}, "bad name");
+  sink.error(DiagCode::ERecipe, {"r.yaml", 2, 7}, "m");
+  const std::string text = render_diagnostics_text(sink, {{"r.yaml", hostile + "\n" + mixed}});
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\xff') == std::string::npos);
+  CHECK(text ==
+        "r.yaml:1:24: error[E-RECIPE]: bad name\n"
+        " 1 |   - {name: \"tp\\x1B[2J\\x1B[31m\", size: 8}\n"
+        "   | " +
+            std::string(29, ' ') +
+            "^\n"
+            "  hint: see E-RECIPE in the Diagnostics table of README.md\n"
+            "r.yaml:2:7: error[E-RECIPE]: m\n"
+            " 2 | a\\xFF\xc3\xa9\\x09b: x\n"
+            "   | " +
+            std::string(11, ' ') +
+            "^\n"
+            "  hint: see E-RECIPE in the Diagnostics table of README.md\n"
+            "2 errors, 0 warnings\n");
+}
+
+TEST_CASE("a cut excerpt of escaped bytes keeps the caret on its character") {
+  DiagnosticSink sink;
+  sink.error(DiagCode::EModel, {"m.json", 1, 301}, "bad");
+  // 300 ESC bytes, then the caret's `X`.
+  const std::string line = std::string(300, '\x1b') + "X" + std::string(300, 'y');
+  const std::string text = render_diagnostics_text(sink, {{"m.json", line}});
+  const std::size_t row = text.find(" 1 | ...");
+  REQUIRE(row != std::string::npos);
+  const std::size_t shown_at = row + 5;  // after " 1 | "
+  const std::size_t caret_row = text.find('\n', row) + 1;
+  const std::size_t caret_at = text.find('^', caret_row) - (caret_row + 5);
+  CHECK(text.substr(shown_at + caret_at, 1) == "X");
+  CHECK(text.find('\x1b') == std::string::npos);
+}
