@@ -2,6 +2,7 @@
 // TP/EP-local tensor on `dim` with torch.chunk over the flattened shard axes;
 // rank (f, t) holds piece f of its TP-local piece t. Labels follow PyTorch:
 // `_StridedShard(dim, sf=F)` when other axes already shard that dim.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <string_view>
@@ -15,6 +16,9 @@ struct FsdpAxes {
   std::vector<int> axes;
   std::vector<std::int64_t> sizes;
   std::int64_t ways = 1;
+  std::vector<SourceLoc> locs;  ///< where each axis is written (the fsdp loc if unknown)
+  const char* field = "shard";  ///< `shard` or `expert_shard`
+  const Mesh* mesh = nullptr;
 };
 
 // "dp_shard (8), tp (8)".
@@ -30,6 +34,8 @@ std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names,
                                   const std::vector<SourceLoc>& locs, const Mesh& mesh,
                                   const char* field, const SourceLoc& loc, DiagnosticSink& sink) {
   FsdpAxes f;
+  f.field = field;
+  f.mesh = &mesh;
   const bool expert = std::string_view(field) == "expert_shard";
   const char* mesh_name = expert ? "expert_mesh" : "mesh";
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -44,6 +50,7 @@ std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names,
       return std::nullopt;
     }
     f.axes.push_back(a);
+    f.locs.push_back(i < locs.size() && locs[i].line > 0 ? locs[i] : loc);
     f.sizes.push_back(mesh.axes[static_cast<std::size_t>(a)].size);
     f.ways *= mesh.axes[static_cast<std::size_t>(a)].size;
   }
@@ -86,6 +93,31 @@ void label(PlannedParam& p, const FsdpAxes& f, int dim) {
   }
 }
 
+// E-FSDP at the fsdp axis that a param's rule or experts entry already shards
+// on: names the axis, the entry, and the axes FSDP could use instead.
+Diagnostic axis_conflict(const PlannedParam& p, const FsdpAxes& f, std::size_t i, Diagnostic d) {
+  const bool experts = p.rule.kind == RuleRef::Kind::Experts;
+  const std::string& axis = f.mesh->axes[static_cast<std::size_t>(f.axes[i])].name;
+  const std::string entry = experts ? "experts entry" : "rule";
+  const std::string key = std::string("fsdp.") + f.field;
+  d.loc = f.locs[i];
+  d.message = key + " axis '" + axis + "' is also sharded by the " + entry + " `" + p.rule.match +
+              "` for " + p.name;
+  std::string free;
+  for (std::size_t a = 0; a < f.mesh->axes.size(); ++a) {
+    const bool used = p.placements[a].kind != ResolvedPlacement::Kind::Replicate;
+    const bool fsdp = std::find(f.axes.begin(), f.axes.end(), static_cast<int>(a)) != f.axes.end();
+    if (!used && !fsdp) free += (free.empty() ? "" : ", ") + f.mesh->axes[a].name;
+  }
+  const std::string mesh_name = std::string_view(f.field) == "shard" ? "a mesh" : "an expert_mesh";
+  d.hint = "FSDP shards on top of the placements, on axes of its own: set " + key + " to " +
+           mesh_name + " axis the " + entry + "'s placements do not use" +
+           (free.empty() ? " (add one, e.g. " + std::string(experts ? "efsdp" : "dp_shard") + ")"
+                         : " (" + free + ")") +
+           ", or take '" + axis + "' out of the " + entry + "'s placements";
+  return d;
+}
+
 // Applies FSDP to one param; false after reporting an error.
 bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, GroupedReporter& rep) {
   const int ndim = static_cast<int>(p.global_shape.size());
@@ -99,13 +131,13 @@ bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, Group
     rep.add(std::move(d), "dim");
     return false;
   }
-  for (int a : f.axes) {
-    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate) {
-      d.message = "FSDP axis is also sharded by the rule for " + p.name;
-      d.hint = "leave FSDP axes out of rule placements; fsdp shards on top of them";
-      rep.add(std::move(d), "axis" + std::to_string(p.rule.index));
-      return false;
-    }
+  for (std::size_t i = 0; i < f.axes.size(); ++i) {
+    const auto a = static_cast<std::size_t>(f.axes[i]);
+    if (p.placements[a].kind == ResolvedPlacement::Kind::Replicate) continue;
+    rep.add(axis_conflict(p, f, i, std::move(d)),
+            "axis" + std::to_string(static_cast<int>(p.rule.kind)) + ":" +
+                std::to_string(p.rule.index) + ":" + std::to_string(a));
+    return false;
   }
   if (dim > 0) {
     for (std::int64_t len : local_extents(p.geometry, static_cast<std::size_t>(dim))) {
