@@ -45,9 +45,11 @@ std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t bud
       "; or shrink the rest: fewer optimizer bytes (`state_dtype: bfloat16`, "
       "`master_weights: none`), more tp/pp/ep";
   if (rm.fsdp_scaled == 0 || room <= 0) {
-    return "no FSDP degree can: the state FSDP does not shard (" + gib(fixed) +
-           ") and the all-gather buffers (" + gib(transient) + ") alone need " +
-           gib(fixed + transient) + rest;
+    const std::string need = fixed == 0 ? "the all-gather buffers alone need " + gib(transient)
+                                        : "the state FSDP does not shard (" + gib(fixed) +
+                                              ") and the all-gather buffers (" + gib(transient) +
+                                              ") alone need " + gib(fixed + transient);
+    return "no FSDP degree brings this rank under the budget: " + need + rest;
   }
   const bool fsdp = m.fsdp_degree > 1 || m.expert_fsdp_degree > 1;
   const double factor = static_cast<double>(rm.fsdp_scaled) / static_cast<double>(room);

@@ -328,7 +328,10 @@ TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP de
   DiagnosticSink hopeless;
   check_budget(plan, m, 1LL << 30, SourceLoc{}, hopeless);
   REQUIRE(hopeless.items().size() == 1);
-  CHECK(hopeless.items().front().hint.find("no FSDP degree can") != std::string::npos);
+  const std::string& hint = hopeless.items().front().hint;
+  CHECK(hint.find("; no FSDP degree brings this rank under the budget: ") != std::string::npos);
+  CHECK(hint.find("alone need") != std::string::npos);
+  CHECK(hint.find("can:") == std::string::npos);
 }
 
 TEST_CASE("byte sizes") {
