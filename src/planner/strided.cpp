@@ -150,7 +150,8 @@ bool checkable(const PlannedParam& p) {
 }
 
 void warn(const PlannedParam& p, const Plan& plan,
-          const std::vector<std::vector<std::int64_t>>& bad, DiagnosticSink& sink) {
+          const std::vector<std::vector<std::int64_t>>& bad, const std::string& key,
+          GroupedReporter& rep) {
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
   const ClassSpace cs = class_space(plan, p);
   std::vector<std::int64_t> coords(cs.sizes.size(), 0);
@@ -180,7 +181,7 @@ void warn(const PlannedParam& p, const Plan& plan,
            std::to_string(p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)]) +
            " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
            "this param";
-  sink.report(std::move(d));
+  rep.add(std::move(d), key);
 }
 
 }  // namespace
@@ -188,6 +189,9 @@ void warn(const PlannedParam& p, const Plan& plan,
 void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
                    DiagnosticSink& sink) {
   std::map<Key, std::vector<std::vector<std::int64_t>>> cache;
+  // Params with the same extent and split factors have the same mismatch:
+  // one warning each, "(and N more like it)", as for the other codes.
+  GroupedReporter rep;
   for (const PlannedParam& p : params) {
     if (!checkable(p)) continue;
     const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
@@ -200,12 +204,16 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";
       d.hint = "the plan describes the physical layout; see W-STRIDED in README.md";
-      sink.report(std::move(d));
+      rep.add(std::move(d), "unchecked");
       continue;
     }
     const auto& bad = mismatches(cache, length, chain.back().ways, ways);
-    if (!bad.empty()) warn(p, plan, bad, sink);
+    if (bad.empty()) continue;
+    std::string key = std::to_string(length) + ":" + std::to_string(chain.back().ways);
+    for (std::int64_t w : ways) key += "x" + std::to_string(w);
+    warn(p, plan, bad, key, rep);
   }
+  rep.flush(sink);
 }
 
 }  // namespace shardc::passes
