@@ -52,13 +52,6 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
     print_error(err, "'" + path + "' is not a shardc plan: " + error);
     return std::nullopt;
   }
-  if (text->find("\"boxes\":") != std::string::npos) {
-    // Packed params (a piece made of several global boxes) are not read yet.
-    print_error(err, "'" + path +
-                         "' has packed params (shards made of several `boxes`), which reshard does "
-                         "not plan yet: unpack those params to reshard this plan");
-    return std::nullopt;
-  }
   auto layout = reshard::layout_from_plan_file(*plan, path, *text, rs.sink);
   rs.sources[path] = std::move(*text);
   return layout;
