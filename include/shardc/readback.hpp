@@ -1,12 +1,15 @@
 // A typed view of a compiled OUTDIR, read back for `shardc verify`: the
 // parts of plan.json and of rank files that the buffer simulator needs.
-// Parsing (nlohmann/json) lives in src/backend/readback.cpp; the structs
+// Parsing lives in src/backend/readback.cpp (simdjson's DOM for plain texts,
+// nlohmann/json as the reference that words every error); the structs
 // mirror the JSON fields of schemas/plan.schema.json and rank.schema.json,
 // except that the buffer layouts, written in the lean form (README "Rank
 // files: derived fields"), are expanded here: param indices become names,
 // rank lists and run-length split sizes are expanded, and every derived
 // field (member shapes, pad shape, offsets, padded_numel, slice-back,
 // is_owner, FSDP2 padded/local shapes) is computed from the written ones.
+// Every struct compares member-wise (operator==), so tests can check the
+// parsers against their reference reader.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +34,7 @@ struct PlanShard {
   Shape local_shape;
   Shape global_offset;
   Shape padded_shape;
+  bool operator==(const PlanShard&) const = default;
 };
 
 struct PlanParam {
@@ -43,11 +47,13 @@ struct PlanParam {
   std::vector<PlanShard> shards;
   std::string uneven;   ///< "chunk", "balanced", "even", "pad"
   bool packed = false;  ///< has `packed` parts (pieces are several boxes)
+  bool operator==(const PlanParam&) const = default;
 };
 
 struct PlanMeshAxis {
   std::string name;
   std::int64_t size = 1;
+  bool operator==(const PlanMeshAxis&) const = default;
 };
 
 /// `min` / `max` of a per-rank byte statistic in plan.json `summary`, with
@@ -57,6 +63,7 @@ struct PlanRankStat {
   std::int64_t max = 0;
   std::string min_ranks;
   std::string max_ranks;
+  bool operator==(const PlanRankStat&) const = default;
 };
 
 struct PlanFile {
@@ -71,6 +78,7 @@ struct PlanFile {
   std::int64_t summary_num_params = 0;  ///< `summary.num_params`
   PlanRankStat per_rank_param_bytes;
   PlanRankStat per_rank_padded_param_bytes;
+  bool operator==(const PlanFile&) const = default;
 };
 
 struct RankParam {
@@ -84,6 +92,7 @@ struct RankParam {
   std::int64_t numel = 0;  ///< elements of local_shape, as the file says
   std::int64_t bytes = 0;  ///< bytes of local_shape, as the file says
   bool alias = false;      ///< alias_of non-null: shares its source's storage here
+  bool operator==(const RankParam&) const = default;
 };
 
 /// `coords` of a rank file on one mesh: axis name -> coordinate, sorted by name.
@@ -94,6 +103,7 @@ struct RankTotals {
   std::int64_t param_bytes = 0;
   std::int64_t padded_param_bytes = 0;
   std::int64_t num_params = 0;
+  bool operator==(const RankTotals&) const = default;
 };
 
 struct MuonStageParam {
@@ -105,6 +115,7 @@ struct MuonStageParam {
   std::int64_t offset = 0;
   std::int64_t actual_numel = 0;
   std::int64_t padded_numel = 0;
+  bool operator==(const MuonStageParam&) const = default;
 };
 
 struct MuonStage {
@@ -114,22 +125,27 @@ struct MuonStage {
   std::int64_t total_numel = 0;
   std::int64_t gathered_numel = 0;
   std::vector<MuonStageParam> params;
+  bool operator==(const MuonStage&) const = default;
 };
 
 struct MuonBatch {
   DType dtype = DType::BFloat16;
   std::vector<MuonStage> stages;
+  bool operator==(const MuonBatch&) const = default;
 };
 
 struct MuonOwner {
   std::string param;
   std::vector<std::int64_t> owner;
   bool is_owner = false;
+  bool operator==(const MuonOwner&) const = default;
 };
 
 struct MuonSliceBack {
   std::string param;
   std::vector<SliceStep> steps;
+  /// Field by field (SliceStep has no operator==).
+  bool operator==(const MuonSliceBack& o) const;
 };
 
 struct MuonGroup {
@@ -141,6 +157,7 @@ struct MuonGroup {
   std::vector<MuonOwner> owners;
   std::vector<MuonBatch> batches;
   std::vector<MuonSliceBack> slice_back;
+  bool operator==(const MuonGroup&) const = default;
 };
 
 struct Fsdp2Param {
@@ -151,6 +168,7 @@ struct Fsdp2Param {
   Shape padded_shape;
   Shape local_shape;
   Shape unsharded_shape;
+  bool operator==(const Fsdp2Param&) const = default;
 };
 
 struct Fsdp2Unit {
@@ -163,6 +181,7 @@ struct Fsdp2Unit {
   std::int64_t total_bytes = 0;
   std::vector<std::int64_t> output_shape;
   std::vector<Fsdp2Param> params;
+  bool operator==(const Fsdp2Unit&) const = default;
 };
 
 struct Buffer {
@@ -172,6 +191,7 @@ struct Buffer {
   std::vector<MuonGroup> groups;  ///< muon
   std::vector<Fsdp2Unit> units;   ///< fsdp2
   std::vector<std::string> not_communicated;
+  bool operator==(const Buffer&) const = default;
 };
 
 struct RankFile {
@@ -183,6 +203,7 @@ struct RankFile {
   std::vector<RankParam> params;
   std::vector<Buffer> buffers;
   RankTotals totals;
+  bool operator==(const RankFile&) const = default;
 };
 
 /// One file listed in manifest.json.
@@ -191,6 +212,7 @@ struct ManifestEntry {
   std::int64_t rank = -1;  ///< -1 for plan.json
   std::int64_t bytes = 0;
   std::string sha256;  ///< 64 lowercase hex digits
+  bool operator==(const ManifestEntry&) const = default;
 };
 
 /// manifest.json (`shardc.manifest/v1`), the commit marker of an OUTDIR.
@@ -201,6 +223,7 @@ struct ManifestFile {
   ManifestEntry plan;
   std::string ranks;                      ///< rank-set text of the rank files ("" = none)
   std::vector<ManifestEntry> rank_files;  ///< ascending by rank
+  bool operator==(const ManifestFile&) const = default;
 };
 
 /// Parses manifest.json and checks it is self-consistent: world_size in
@@ -217,5 +240,17 @@ std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::stri
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error);
 /// Parses one rank file; nullopt and `error` when malformed.
 std::optional<RankFile> parse_rank_file(std::string_view text, std::string& error);
+
+/// The reference reader behind the three parsers above: nlohmann/json's DOM,
+/// walked with each value's JSON path. The parsers read a text without
+/// escapes or non-ASCII bytes through simdjson's DOM and re-read it with the
+/// reference on any error, so their errors are its errors and their results
+/// equal its results (the unit tests and the fuzz entry compare the two).
+std::optional<ManifestFile> parse_manifest_file_reference(std::string_view text,
+                                                          std::string& error);
+/// See parse_manifest_file_reference.
+std::optional<PlanFile> parse_plan_file_reference(std::string_view text, std::string& error);
+/// See parse_manifest_file_reference.
+std::optional<RankFile> parse_rank_file_reference(std::string_view text, std::string& error);
 
 }  // namespace shardc::readback

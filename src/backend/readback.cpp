@@ -1,8 +1,14 @@
-// Reads plan.json and rank files back into typed structs (for `verify`).
-// Every access goes through `Node`, which knows its JSON path, so a
-// malformed file is reported as e.g. "buffers[0].groups[2].batches: missing".
+// Reads plan.json, rank files and manifest.json back into typed structs (for
+// `verify` and `reshard`). One reading code, templated on the node type, runs
+// on two readers: FastNode walks simdjson's DOM (the fast path, taken for
+// texts without escapes or non-ASCII bytes) and throws Fallback on anything
+// unexpected; RefNode walks nlohmann's DOM and knows each value's JSON path,
+// so a malformed file is reported as e.g. "buffers[0].groups[2].batches:
+// missing". Every error comes from the reference reader, which re-reads the
+// text after a Fallback: messages do not depend on the fast path.
 #include "shardc/readback.hpp"
 
+#include <simdjson.h>
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -10,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 #include "shardc/backend.hpp"
 #include "shardc/rank_set.hpp"
 
@@ -22,11 +30,65 @@ struct ReadError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class Node {
- public:
-  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+// Thrown by FastNode on anything but the expected: the text is then read
+// again by the reference reader, which reports the error (or, on a document
+// simdjson rejects but nlohmann accepts, reads it).
+struct Fallback {};
 
-  [[nodiscard]] Node at(const char* key) const {
+// The operations both readers share, on top of each node's primitives
+// (i64, str, size, each, fail).
+template <typename N>
+class NodeOps {
+ public:
+  [[nodiscard]] int i32() const {
+    const std::int64_t v = self().i64();
+    if (v < INT32_MIN || v > INT32_MAX) self().fail(std::to_string(v) + " out of 32-bit range");
+    return static_cast<int>(v);
+  }
+  /// An integer in [lo, hi].
+  [[nodiscard]] std::int64_t in_range(std::int64_t lo, std::int64_t hi) const {
+    const std::int64_t v = self().i64();
+    if (v < lo || v > hi)
+      self().fail(std::to_string(v) + " outside [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + "]");
+    return v;
+  }
+  [[nodiscard]] DType dtype() const {
+    const auto t = parse_dtype(self().str());
+    if (!t) self().fail("unknown dtype");
+    return *t;
+  }
+  [[nodiscard]] std::vector<std::int64_t> ints() const {
+    std::vector<std::int64_t> out;
+    out.reserve(self().size());
+    self().each([&](const N& i) { out.push_back(i.i64()); });
+    return out;
+  }
+  [[nodiscard]] std::vector<std::string> strs() const {
+    std::vector<std::string> out;
+    out.reserve(self().size());
+    self().each([&](const N& i) { out.push_back(i.str()); });
+    return out;
+  }
+  template <typename F>
+  auto map(F f) const {
+    std::vector<decltype(f(std::declval<N>()))> out;
+    out.reserve(self().size());
+    self().each([&](const N& i) { out.push_back(f(i)); });
+    return out;
+  }
+
+ private:
+  const N& self() const { return static_cast<const N&>(*this); }
+};
+
+// The reference reader's node: nlohmann's DOM, with the JSON path of the
+// value for error messages.
+class RefNode : public NodeOps<RefNode> {
+ public:
+  RefNode(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  [[nodiscard]] RefNode at(const char* key) const {
     if (!j_.is_object()) fail("not an object");
     const auto it = j_.find(key);
     if (it == j_.end()) throw ReadError(join(key) + ": missing");
@@ -38,31 +100,23 @@ class Node {
     if (!j_.is_array()) fail("not an array");
     return j_.size();
   }
-  [[nodiscard]] Node operator[](std::size_t i) const {
+  [[nodiscard]] RefNode operator[](std::size_t i) const {
     return {j_.at(i), path_ + "[" + std::to_string(i) + "]"};
+  }
+  template <typename F>
+  void each(F f) const {
+    for (std::size_t i = 0; i < size(); ++i) f((*this)[i]);
   }
   [[nodiscard]] std::int64_t i64() const {
     if (j_.is_number_unsigned() && j_.get<std::uint64_t>() > INT64_MAX) fail("above 2^63 - 1");
     if (!j_.is_number_integer()) fail("not an integer");
     return j_.get<std::int64_t>();
   }
-  [[nodiscard]] int i32() const {
-    const std::int64_t v = i64();
-    if (v < INT32_MIN || v > INT32_MAX) fail(std::to_string(v) + " out of 32-bit range");
-    return static_cast<int>(v);
-  }
-  /// An integer in [lo, hi].
-  [[nodiscard]] std::int64_t in_range(std::int64_t lo, std::int64_t hi) const {
-    const std::int64_t v = i64();
-    if (v < lo || v > hi)
-      fail(std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return v;
-  }
   /// Members of an object with integer values, sorted by key.
   [[nodiscard]] std::vector<std::pair<std::string, std::int64_t>> int_members() const {
     if (!j_.is_object()) fail("not an object");
     std::vector<std::pair<std::string, std::int64_t>> out;
-    for (const auto& [k, v] : j_.items()) out.emplace_back(k, Node(v, join(k.c_str())).i64());
+    for (const auto& [k, v] : j_.items()) out.emplace_back(k, RefNode(v, join(k.c_str())).i64());
     return out;
   }
   [[nodiscard]] bool boolean() const {
@@ -72,27 +126,6 @@ class Node {
   [[nodiscard]] std::string str() const {
     if (!j_.is_string()) fail("not a string");
     return j_.get<std::string>();
-  }
-  [[nodiscard]] DType dtype() const {
-    const auto t = parse_dtype(str());
-    if (!t) fail("unknown dtype");
-    return *t;
-  }
-  [[nodiscard]] std::vector<std::int64_t> ints() const {
-    std::vector<std::int64_t> out;
-    for (std::size_t i = 0; i < size(); ++i) out.push_back((*this)[i].i64());
-    return out;
-  }
-  [[nodiscard]] std::vector<std::string> strs() const {
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < size(); ++i) out.push_back((*this)[i].str());
-    return out;
-  }
-  template <typename F>
-  auto map(F f) const {
-    std::vector<decltype(f(std::declval<Node>()))> out;
-    for (std::size_t i = 0; i < size(); ++i) out.push_back(f((*this)[i]));
-    return out;
   }
   [[noreturn]] void fail(const std::string& what) const { throw ReadError(path_ + ": " + what); }
 
@@ -104,7 +137,86 @@ class Node {
   std::string path_;
 };
 
-PlanParam plan_param(const Node& n) {
+// The fast reader's node: a value of simdjson's DOM, no path. Anything the
+// reference reader would reject (a wrong type, a missing key, a failed
+// check) throws Fallback, and so does a key listed twice (nlohmann keeps the
+// last, simdjson would find the first). Only texts without escapes and
+// non-ASCII bytes get here (plain_text), so strings and keys read the same.
+class FastNode : public NodeOps<FastNode> {
+ public:
+  explicit FastNode(simdjson::dom::element e) : e_(e) {}
+
+  [[nodiscard]] FastNode at(const char* key) const {
+    simdjson::dom::object o;
+    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
+    const std::string_view k(key);
+    simdjson::dom::element found;
+    bool seen = false;
+    for (const auto field : o) {
+      if (field.key != k) continue;
+      if (seen) throw Fallback{};
+      seen = true;
+      found = field.value;
+    }
+    if (!seen) throw Fallback{};
+    return FastNode(found);
+  }
+  [[nodiscard]] bool has(const char* key) const {
+    simdjson::dom::object o;
+    if (e_.get_object().get(o) != simdjson::SUCCESS) return false;
+    const std::string_view k(key);
+    return std::any_of(o.begin(), o.end(), [&](const auto& field) { return field.key == k; });
+  }
+  [[nodiscard]] bool is_null() const { return e_.is_null(); }
+  [[nodiscard]] std::size_t size() const { return array().size(); }
+  [[nodiscard]] FastNode operator[](std::size_t i) const {
+    simdjson::dom::element e;
+    if (array().at(i).get(e) != simdjson::SUCCESS) throw Fallback{};
+    return FastNode(e);
+  }
+  template <typename F>
+  void each(F f) const {
+    for (const simdjson::dom::element e : array()) f(FastNode(e));
+  }
+  [[nodiscard]] std::int64_t i64() const {
+    std::int64_t v = 0;
+    if (e_.get_int64().get(v) != simdjson::SUCCESS) throw Fallback{};
+    return v;
+  }
+  [[nodiscard]] std::vector<std::pair<std::string, std::int64_t>> int_members() const {
+    simdjson::dom::object o;
+    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const auto field : o) out.emplace_back(field.key, FastNode(field.value).i64());
+    std::sort(out.begin(), out.end());
+    for (std::size_t i = 1; i < out.size(); ++i)
+      if (out[i].first == out[i - 1].first) throw Fallback{};
+    return out;
+  }
+  [[nodiscard]] bool boolean() const {
+    bool v = false;
+    if (e_.get_bool().get(v) != simdjson::SUCCESS) throw Fallback{};
+    return v;
+  }
+  [[nodiscard]] std::string str() const {
+    std::string_view v;
+    if (e_.get_string().get(v) != simdjson::SUCCESS) throw Fallback{};
+    return std::string(v);
+  }
+  [[noreturn]] void fail(const std::string& /*what*/) const { throw Fallback{}; }
+
+ private:
+  // The array, whose size simdjson knows exactly below 2^24 elements.
+  [[nodiscard]] simdjson::dom::array array() const {
+    simdjson::dom::array a;
+    if (e_.get_array().get(a) != simdjson::SUCCESS || a.size() >= 0xFFFFFF) throw Fallback{};
+    return a;
+  }
+  simdjson::dom::element e_;
+};
+
+template <typename N>
+PlanParam plan_param(const N& n) {
   PlanParam p;
   p.name = n.at("name").str();
   p.dtype = n.at("dtype").dtype();
@@ -114,14 +226,15 @@ PlanParam plan_param(const Node& n) {
   if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
   p.uneven = n.at("uneven").str();
   p.packed = n.has("packed");
-  p.shards = n.at("shards").map([](const Node& s) {
+  p.shards = n.at("shards").map([](const N& s) {
     return PlanShard{s.at("ranks").str(), s.at("local_shape").ints(), s.at("global_offset").ints(),
                      s.at("padded_shape").ints()};
   });
   return p;
 }
 
-RankParam rank_param(const Node& n) {
+template <typename N>
+RankParam rank_param(const N& n) {
   RankParam p;
   p.name = n.at("name").str();
   p.dtype = n.at("dtype").dtype();
@@ -136,25 +249,29 @@ RankParam rank_param(const Node& n) {
   return p;
 }
 
-PlanRankStat rank_stat(const Node& n) {
+template <typename N>
+PlanRankStat rank_stat(const N& n) {
   return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str()};
 }
 
 // The rank file's params, for resolving the buffers' param indices.
 using Held = std::vector<RankParam>;
 
-const RankParam& held_at(const Node& n, const Held& held) {
+template <typename N>
+const RankParam& held_at(const N& n, const Held& held) {
   const std::int64_t i = n.i64();
   if (i < 0 || i >= static_cast<std::int64_t>(held.size()))
     n.fail("param index " + std::to_string(i) + " is not in this file's params");
   return held[static_cast<std::size_t>(i)];
 }
 
-std::vector<std::string> names_at(const Node& n, const Held& held) {
-  return n.map([&](const Node& i) { return held_at(i, held).name; });
+template <typename N>
+std::vector<std::string> names_at(const N& n, const Held& held) {
+  return n.map([&](const N& i) { return held_at(i, held).name; });
 }
 
-std::vector<std::int64_t> rank_list(const Node& n) {
+template <typename N>
+std::vector<std::int64_t> rank_list(const N& n) {
   std::string error;
   auto out = parse_rank_list(n.str(), error);
   if (!out) n.fail(error);
@@ -166,17 +283,18 @@ std::vector<std::int64_t> rank_list(const Node& n) {
 constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
 
 // [[size, count], ...] -> the expanded list.
-std::vector<std::int64_t> runs(const Node& n) {
+template <typename N>
+std::vector<std::int64_t> runs(const N& n) {
   std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    const auto run = n[i].ints();
+  n.each([&](const N& item) {
+    const auto run = item.ints();
     if (run.size() != 2 || run[0] < 0 || run[0] > kMaxExtent || run[1] < 1 ||
         run[1] > (std::int64_t{1} << 24) - static_cast<std::int64_t>(out.size()))
-      n[i].fail(
+      item.fail(
           "not a [size, count] run with 0 <= size <= 2^40, 1 <= count, at most 2^24 "
           "members in all");
     out.insert(out.end(), static_cast<std::size_t>(run[1]), run[0]);
-  }
+  });
   return out;
 }
 
@@ -188,8 +306,7 @@ struct StageGeometry {
 };
 
 struct LeanParam {
-  std::string name;
-  Shape local_shape;
+  const RankParam* held = nullptr;  // name and local shape
   std::vector<std::int64_t> owner;
   std::vector<std::vector<std::int64_t>> split_sizes;  // per stage
 };
@@ -224,7 +341,7 @@ MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& 
 // The stage input shape of `lp` at stage `s`: its local shape with the
 // tensor dims of the earlier stages gathered (sum of their split sizes).
 Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages, std::size_t s) {
-  Shape shape = lp.local_shape;
+  Shape shape = lp.held->local_shape;
   for (std::size_t t = 0; t < s; ++t) {
     const auto d = static_cast<std::size_t>(stages[t].tensor_dim);
     if (stages[t].tensor_dim < 0 || d >= shape.size()) continue;
@@ -233,7 +350,8 @@ Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages,
   return shape;
 }
 
-MuonStage derive_stage(const Node& batch, const std::vector<const LeanParam*>& members,
+template <typename N>
+MuonStage derive_stage(const N& batch, const std::vector<const LeanParam*>& members,
                        const std::vector<StageGeometry>& stages, std::size_t s,
                        std::int64_t alignment_bytes, DType dtype) {
   const StageGeometry& g = stages[s];
@@ -250,8 +368,8 @@ MuonStage derive_stage(const Node& batch, const std::vector<const LeanParam*>& m
   const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / element_size(dtype));
   std::int64_t offset = 0;
   for (const LeanParam* lp : members) {
-    MuonStageParam p =
-        derive_stage_param(lp->name, g, lp->split_sizes[s], input_shape(*lp, stages, s), align);
+    MuonStageParam p = derive_stage_param(lp->held->name, g, lp->split_sizes[s],
+                                          input_shape(*lp, stages, s), align);
     p.offset = offset;
     offset += p.padded_numel;
     st.params.push_back(std::move(p));
@@ -274,30 +392,33 @@ std::vector<SliceStep> slice_back(const LeanParam& lp, const std::vector<StageGe
   return out;
 }
 
-MuonGroup muon_group(const Node& n, const Held& held, std::int64_t alignment_bytes) {
+template <typename N>
+MuonGroup muon_group(const N& n, const Held& held, std::int64_t alignment_bytes) {
   MuonGroup g;
   g.key = n.at("key").str();
   g.mesh = n.at("mesh").str();
   g.replicate_axes = n.at("replicate_axes").strs();
   g.replicate_coord = n.at("replicate_coord").ints();
-  const auto stages = n.at("stages").map([](const Node& st) {
+  const auto stages = n.at("stages").map([](const N& st) {
     return StageGeometry{st.at("axes").strs(), st.at("tensor_dim").i32(), rank_list(st.at("ranks")),
                          st.at("index").i64()};
   });
-  std::map<std::string, LeanParam> by_name;
-  for (std::size_t i = 0; i < n.at("params").size(); ++i) {
-    const Node e = n.at("params")[i];
+  // Keyed by the names in `held`, which outlives this call.
+  std::unordered_map<std::string_view, LeanParam> by_name;
+  const N params = n.at("params");
+  params.each([&](const N& e) {
     const RankParam& h = held_at(e.at("param"), held);
-    LeanParam lp{h.name, h.local_shape, e.at("owner").ints(), e.at("split_sizes").map(runs)};
+    LeanParam lp{&h, e.at("owner").ints(),
+                 e.at("split_sizes").map([](const N& r) { return runs(r); })};
     if (lp.split_sizes.size() != stages.size())
       e.at("split_sizes")
           .fail("needs one run list per stage (" + std::to_string(stages.size()) + ")");
-    g.params.push_back(lp.name);
-    g.owners.push_back({lp.name, lp.owner, lp.owner == g.replicate_coord});
-    g.slice_back.push_back({lp.name, slice_back(lp, stages)});
-    if (!by_name.emplace(lp.name, std::move(lp)).second) e.at("param").fail("listed twice");
-  }
-  g.batches = n.at("batches").map([&](const Node& b) {
+    g.params.push_back(h.name);
+    g.owners.push_back({h.name, lp.owner, lp.owner == g.replicate_coord});
+    g.slice_back.push_back({h.name, slice_back(lp, stages)});
+    if (!by_name.emplace(h.name, std::move(lp)).second) e.at("param").fail("listed twice");
+  });
+  g.batches = n.at("batches").map([&](const N& b) {
     MuonBatch batch{b.at("dtype").dtype(), {}};
     std::vector<const LeanParam*> members;
     for (const std::string& name : names_at(b.at("params"), held)) {
@@ -312,7 +433,8 @@ MuonGroup muon_group(const Node& n, const Held& held, std::int64_t alignment_byt
   return g;
 }
 
-Fsdp2Unit fsdp2_unit(const Node& n, const Held& held) {
+template <typename N>
+Fsdp2Unit fsdp2_unit(const N& n, const Held& held) {
   Fsdp2Unit u;
   u.name = n.at("name").str();
   u.mesh = n.at("mesh").str();
@@ -324,7 +446,7 @@ Fsdp2Unit fsdp2_unit(const Node& n, const Held& held) {
   u.total = n.at("total").i64();
   u.total_bytes = n.at("total_bytes").i64();
   u.output_shape = n.at("output_shape").ints();
-  u.params = n.at("params").map([&](const Node& p) {
+  u.params = n.at("params").map([&](const N& p) {
     const RankParam& h = held_at(p.at("param"), held);
     return Fsdp2Param{h.name,
                       p.at("shard_dim").i32(),
@@ -337,7 +459,8 @@ Fsdp2Unit fsdp2_unit(const Node& n, const Held& held) {
   return u;
 }
 
-Buffer buffer(const Node& n, const Held& held) {
+template <typename N>
+Buffer buffer(const N& n, const Held& held) {
   Buffer b;
   const std::string kind = n.at("kind").str();
   if (kind == "muon_allgather") {
@@ -346,10 +469,10 @@ Buffer buffer(const Node& n, const Held& held) {
     b.max_batch_numel = n.at("max_batch_numel").i64();
     if (b.alignment_bytes < 1) n.at("alignment_bytes").fail("must be >= 1");
     b.groups =
-        n.at("groups").map([&](const Node& g) { return muon_group(g, held, b.alignment_bytes); });
+        n.at("groups").map([&](const N& g) { return muon_group(g, held, b.alignment_bytes); });
   } else if (kind == "fsdp2_allgather") {
     b.kind = BufferKind::Fsdp2AllGather;
-    b.units = n.at("units").map([&](const Node& u) { return fsdp2_unit(u, held); });
+    b.units = n.at("units").map([&](const N& u) { return fsdp2_unit(u, held); });
   } else {
     n.at("kind").fail("unknown buffer kind '" + kind + "'");
   }
@@ -363,7 +486,8 @@ bool is_hex_digest(const std::string& s) {
          });
 }
 
-ManifestEntry manifest_entry(const Node& n, bool rank_file) {
+template <typename N>
+ManifestEntry manifest_entry(const N& n, bool rank_file) {
   ManifestEntry e;
   e.path = n.at("path").str();
   if (rank_file) e.rank = n.at("rank").i64();
@@ -375,8 +499,8 @@ ManifestEntry manifest_entry(const Node& n, bool rank_file) {
 }
 
 // The files agree with world_size, their names, count and the rank set.
-void check_rank_files(const Node& files, const ManifestFile& m, std::int64_t count,
-                      const Node& ranks) {
+template <typename N>
+void check_rank_files(const N& files, const ManifestFile& m, std::int64_t count, const N& ranks) {
   if (count != static_cast<std::int64_t>(m.rank_files.size()))
     files.fail("lists " + std::to_string(m.rank_files.size()) + " files but count says " +
                std::to_string(count));
@@ -401,11 +525,37 @@ void check_rank_files(const Node& files, const ManifestFile& m, std::int64_t cou
   if (!same) ranks.fail("'" + m.ranks + "' is not the set of the listed files' ranks");
 }
 
+// True when the text has no escapes, no non-ASCII byte and no control
+// character but JSON whitespace: simdjson then reads its strings and keys
+// exactly as nlohmann does (no unescaping, no UTF-8 or surrogate rules).
+bool plain_text(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u >= 0x20 && u < 0x80 && c != '\\') || c == '\n' || c == '\r' || c == '\t';
+  });
+}
+
+// Reads `text` with `read` (a generic lambda over the node type): through
+// simdjson's DOM when `parser` is given and the text is plain, and with the
+// reference reader (nlohmann, JSON paths in errors) when that is not possible
+// or anything fails, so every error message is the reference reader's.
 template <typename T, typename F>
-std::optional<T> parse_with(std::string_view text, std::string& error, F read) {
+std::optional<T> parse_with(simdjson::dom::parser* parser, std::string_view text,
+                            std::string& error, F read) {
+  if (parser != nullptr && plain_text(text)) {
+    const simdjson::padded_string padded(text);
+    simdjson::dom::element root;
+    if (parser->parse(padded).get(root) == simdjson::SUCCESS) {
+      try {
+        return read(FastNode(root));
+      } catch (const Fallback&) {
+        // read again below, for the reference reader's message
+      }
+    }
+  }
   try {
     const json j = json::parse(text);
-    return read(Node(j, ""));
+    return read(RefNode(j, ""));
   } catch (const json::exception& e) {
     error = e.what();
   } catch (const ReadError& e) {
@@ -414,66 +564,106 @@ std::optional<T> parse_with(std::string_view text, std::string& error, F read) {
   return std::nullopt;
 }
 
+// The DOM parser of rank files and manifests, reused (its buffers grow to
+// the largest file read); plan.json gets its own, freed after.
+simdjson::dom::parser& shared_parser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+template <typename N>
+PlanFile read_plan(const N& n) {
+  PlanFile f;
+  f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
+  f.model_sha256 = n.at("inputs").at("model").at("sha256").str();
+  f.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
+  f.params = n.at("params").map([](const N& p) { return plan_param(p); });
+  const auto axes = [](const N& a) {
+    return PlanMeshAxis{a.at("name").str(), a.at("size").in_range(1, kMaxWorldSize)};
+  };
+  f.dense = n.at("meshes").at("dense").map(axes);
+  if (!n.at("meshes").at("expert").is_null()) f.expert = n.at("meshes").at("expert").map(axes);
+  if (const N pp = n.at("pipeline"); !pp.is_null()) {
+    f.pipeline_axis = pp.at("axis").str();
+    f.num_stages = pp.at("num_stages").in_range(1, kMaxWorldSize);
+  }
+  const N sum = n.at("summary");
+  f.summary_num_params = sum.at("num_params").i64();
+  f.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
+  f.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
+  return f;
+}
+
+template <typename N>
+RankFile read_rank(const N& n) {
+  RankFile f;
+  f.rank = n.at("rank").i64();
+  f.world_size = n.at("world_size").i64();
+  f.stage = n.at("stage").i32();
+  f.dense = n.at("coords").at("dense").int_members();
+  if (!n.at("coords").at("expert").is_null()) f.expert = n.at("coords").at("expert").int_members();
+  f.params = n.at("params").map([](const N& p) { return rank_param(p); });
+  f.buffers = n.at("buffers").map([&](const N& b) { return buffer(b, f.params); });
+  const N t = n.at("totals");
+  f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
+              t.at("num_params").i64()};
+  return f;
+}
+
+template <typename N>
+ManifestFile read_manifest(const N& n) {
+  if (n.at("format").str() != "shardc.manifest/v1") n.at("format").fail("not shardc.manifest/v1");
+  ManifestFile m;
+  m.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
+  m.model_sha256 = n.at("inputs").at("model").at("sha256").str();
+  m.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
+  m.plan = manifest_entry(n.at("plan"), false);
+  if (m.plan.path != "plan.json") n.at("plan").at("path").fail("not 'plan.json'");
+  const N rf = n.at("rank_files");
+  m.ranks = rf.at("ranks").str();
+  const std::int64_t count = rf.at("count").i64();
+  m.rank_files = rf.at("files").map([](const N& f) { return manifest_entry(f, true); });
+  check_rank_files(rf.at("files"), m, count, rf.at("ranks"));
+  return m;
+}
+
+const auto kReadPlan = [](const auto& n) { return read_plan(n); };
+const auto kReadRank = [](const auto& n) { return read_rank(n); };
+const auto kReadManifest = [](const auto& n) { return read_manifest(n); };
+
 }  // namespace
 
+bool MuonSliceBack::operator==(const MuonSliceBack& o) const {
+  return param == o.param && steps.size() == o.steps.size() &&
+         std::equal(steps.begin(), steps.end(), o.steps.begin(), [](const auto& a, const auto& b) {
+           return a.dim == b.dim && a.start == b.start && a.length == b.length;
+         });
+}
+
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error) {
-  return parse_with<PlanFile>(text, error, [](const Node& n) {
-    PlanFile f;
-    f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
-    f.model_sha256 = n.at("inputs").at("model").at("sha256").str();
-    f.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
-    f.params = n.at("params").map(plan_param);
-    const auto axes = [](const Node& a) {
-      return PlanMeshAxis{a.at("name").str(), a.at("size").in_range(1, kMaxWorldSize)};
-    };
-    f.dense = n.at("meshes").at("dense").map(axes);
-    if (!n.at("meshes").at("expert").is_null()) f.expert = n.at("meshes").at("expert").map(axes);
-    if (const Node pp = n.at("pipeline"); !pp.is_null()) {
-      f.pipeline_axis = pp.at("axis").str();
-      f.num_stages = pp.at("num_stages").in_range(1, kMaxWorldSize);
-    }
-    const Node sum = n.at("summary");
-    f.summary_num_params = sum.at("num_params").i64();
-    f.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
-    f.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
-    return f;
-  });
+  simdjson::dom::parser parser;
+  return parse_with<PlanFile>(&parser, text, error, kReadPlan);
 }
 
 std::optional<RankFile> parse_rank_file(std::string_view text, std::string& error) {
-  return parse_with<RankFile>(text, error, [](const Node& n) {
-    RankFile f;
-    f.rank = n.at("rank").i64();
-    f.world_size = n.at("world_size").i64();
-    f.stage = n.at("stage").i32();
-    f.dense = n.at("coords").at("dense").int_members();
-    if (!n.at("coords").at("expert").is_null())
-      f.expert = n.at("coords").at("expert").int_members();
-    f.params = n.at("params").map(rank_param);
-    f.buffers = n.at("buffers").map([&](const Node& b) { return buffer(b, f.params); });
-    const Node t = n.at("totals");
-    f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
-                t.at("num_params").i64()};
-    return f;
-  });
+  return parse_with<RankFile>(&shared_parser(), text, error, kReadRank);
 }
 
 std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::string& error) {
-  return parse_with<ManifestFile>(text, error, [](const Node& n) {
-    if (n.at("format").str() != "shardc.manifest/v1") n.at("format").fail("not shardc.manifest/v1");
-    ManifestFile m;
-    m.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
-    m.model_sha256 = n.at("inputs").at("model").at("sha256").str();
-    m.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
-    m.plan = manifest_entry(n.at("plan"), false);
-    if (m.plan.path != "plan.json") n.at("plan").at("path").fail("not 'plan.json'");
-    const Node rf = n.at("rank_files");
-    m.ranks = rf.at("ranks").str();
-    const std::int64_t count = rf.at("count").i64();
-    m.rank_files = rf.at("files").map([](const Node& f) { return manifest_entry(f, true); });
-    check_rank_files(rf.at("files"), m, count, rf.at("ranks"));
-    return m;
-  });
+  return parse_with<ManifestFile>(&shared_parser(), text, error, kReadManifest);
+}
+
+std::optional<PlanFile> parse_plan_file_reference(std::string_view text, std::string& error) {
+  return parse_with<PlanFile>(nullptr, text, error, kReadPlan);
+}
+
+std::optional<RankFile> parse_rank_file_reference(std::string_view text, std::string& error) {
+  return parse_with<RankFile>(nullptr, text, error, kReadRank);
+}
+
+std::optional<ManifestFile> parse_manifest_file_reference(std::string_view text,
+                                                          std::string& error) {
+  return parse_with<ManifestFile>(nullptr, text, error, kReadManifest);
 }
 
 }  // namespace shardc::readback

@@ -137,11 +137,25 @@ void resign(test::FakeFileSystem& fs, const std::string& rel) {
 
 }  // namespace
 
-void output_input(std::string_view bytes) {
+// Differential: the readback parser (simdjson fast path) must give the
+// reference reader's result, or its error message word for word.
+template <typename T>
+void same_readback(std::string_view text, std::optional<T> (*parse)(std::string_view, std::string&),
+                   std::optional<T> (*reference)(std::string_view, std::string&)) {
   std::string error;
-  (void)readback::parse_plan_file(bytes, error);
-  (void)readback::parse_rank_file(bytes, error);
-  (void)readback::parse_manifest_file(bytes, error);
+  std::string ref_error;
+  const std::optional<T> got = parse(text, error);
+  const std::optional<T> want = reference(text, ref_error);
+  if (got.has_value() != want.has_value() || error != ref_error || (got && !(*got == *want)))
+    __builtin_trap();
+}
+
+void output_input(std::string_view bytes) {
+  for (const std::string_view text : {bytes, bytes.substr(bytes.empty() ? 0 : 1)}) {
+    same_readback(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
+    same_readback(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
+    same_readback(text, &readback::parse_manifest_file, &readback::parse_manifest_file_reference);
+  }
   if (bytes.empty()) return;
   // The first byte picks the file the rest replaces in a compiled OUTDIR.
   static constexpr const char* kTargets[] = {"ranks/rank-1.json", "plan.json", "manifest.json"};
