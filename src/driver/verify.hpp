@@ -105,35 +105,45 @@ class RankStore {
   [[nodiscard]] const std::string& listed_text() const { return listed_text_; }
   [[nodiscard]] bool missing(std::int64_t rank) const { return missing_.contains(rank); }
   [[nodiscard]] std::size_t loaded() const { return files_.size(); }
+  /// `f`'s (first) entry for param `name`, or nullptr; through an index
+  /// when `f` is a file this store returned.
+  [[nodiscard]] const readback::RankParam* held(const RankFile& f, std::string_view name) const;
   std::string fatal;
 
  private:
+  /// A parsed file and its params by name (views of their names).
+  struct Loaded {
+    RankFile file;
+    std::unordered_map<std::string_view, const readback::RankParam*> by_name;
+  };
   FileSystem& fs_;
   std::string dir_;
   std::int64_t world_;
   Report& report_;
   std::string listed_text_;
   std::map<std::int64_t, const readback::ManifestEntry*> entries_;
-  std::map<std::int64_t, RankFile> files_;
+  std::map<std::int64_t, Loaded> files_;
   std::set<std::int64_t> missing_;
 };
 
 /// What every buffer check needs.
 struct Context {
   const PlanFile& plan;
-  std::map<std::string, const PlanParam*> params;
+  std::unordered_map<std::string_view, const PlanParam*> params;  ///< names view `plan`'s
   RankStore& store;
   Report& report;
   std::int64_t max_elements = 0;
   /// Memoized unpack results: relative geometry -> result boxes (relative).
   std::unordered_map<std::string, std::vector<std::optional<Box>>> memo;
 
-  [[nodiscard]] const PlanParam* param(const std::string& name) const {
+  [[nodiscard]] const PlanParam* param(std::string_view name) const {
     const auto it = params.find(name);
     return it == params.end() ? nullptr : it->second;
   }
   /// The rank file's entry for `name`, or nullptr.
-  static const readback::RankParam* held(const RankFile& f, const std::string& name);
+  [[nodiscard]] const readback::RankParam* held(const RankFile& f, std::string_view name) const {
+    return store.held(f, name);
+  }
 };
 
 /// The sampled rank files against plan.json: each rank holds exactly the

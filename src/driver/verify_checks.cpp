@@ -35,7 +35,7 @@ RankStore::RankStore(FileSystem& fs, std::string ranks_dir, const readback::Mani
 }
 
 const RankFile* RankStore::get(std::int64_t rank) {
-  if (const auto it = files_.find(rank); it != files_.end()) return &it->second;
+  if (const auto it = files_.find(rank); it != files_.end()) return &it->second.file;
   const auto entry = entries_.find(rank);
   if (missing_.contains(rank) || entry == entries_.end()) return nullptr;
   const std::string path = path_join(dir_, rank_file_name(rank, world_));
@@ -63,10 +63,17 @@ const RankFile* RankStore::get(std::int64_t rank) {
     return nullptr;
   }
   if (on_load) on_load(*file, entry->second->path);
-  return &files_.emplace(rank, std::move(*file)).first->second;
+  Loaded& l = files_.emplace(rank, Loaded{std::move(*file), {}}).first->second;
+  l.by_name.reserve(l.file.params.size());
+  for (const auto& p : l.file.params) l.by_name.emplace(p.name, &p);  // the first wins
+  return &l.file;
 }
 
-const readback::RankParam* Context::held(const RankFile& f, const std::string& name) {
+const readback::RankParam* RankStore::held(const RankFile& f, std::string_view name) const {
+  if (const auto it = files_.find(f.rank); it != files_.end() && &it->second.file == &f) {
+    const auto p = it->second.by_name.find(name);
+    return p == it->second.by_name.end() ? nullptr : p->second;
+  }
   for (const auto& p : f.params)
     if (p.name == name) return &p;
   return nullptr;
@@ -169,7 +176,7 @@ void check_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g) 
     const std::string where = "rank " + std::to_string(f.rank) + " muon group '" + g.key +
                               "' param " + sb.param + " slice_back";
     const PlanParam* pp = cx.param(sb.param);
-    const readback::RankParam* held = Context::held(f, sb.param);
+    const readback::RankParam* held = cx.held(f, sb.param);
     if (!pp || !held) return cx.report.mismatch(where + ": param not held");
     ++cx.report.slice_checks;
     Box b{Shape(pp->global_shape.size(), 0), pp->global_shape};

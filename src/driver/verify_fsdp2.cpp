@@ -33,7 +33,7 @@ std::string unit_error(Context& cx, const RankFile& f, const Fsdp2Unit& u) {
   std::int64_t bytes = 0;
   for (const Fsdp2Param& p : u.params) {
     const PlanParam* pp = cx.param(p.name);
-    const readback::RankParam* held = Context::held(f, p.name);
+    const readback::RankParam* held = cx.held(f, p.name);
     if (!pp || !held) return p.name + ": not held by this rank";
     const std::int64_t esize = element_size(pp->dtype);
     const std::int64_t n = numel(p.padded_shape) * (u.byte_units ? esize : 1);
@@ -181,7 +181,7 @@ void verify_unit_param(Context& cx, const Members& m, std::size_t i) {
   }
   std::vector<Fsdp2Member> fm;
   for (std::size_t k = 0; k < m.files.size(); ++k) {
-    const readback::RankParam* held = Context::held(*m.files[k], p0.name);
+    const readback::RankParam* held = cx.held(*m.files[k], p0.name);
     fm.push_back({Box{held->global_offset, held->local_shape}, &m.units[k]->params[i]});
   }
   const bool elements = numel(pp->global_shape) <= cx.max_elements;

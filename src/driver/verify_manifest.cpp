@@ -53,7 +53,7 @@ void check_manifest(Context& cx, const std::vector<std::int64_t>& sample) {
     for (std::int64_t r : sample) {
       const RankFile* f = cx.store.get(r);
       if (f == nullptr) continue;
-      const readback::RankParam* held = Context::held(*f, p.name);
+      const readback::RankParam* held = cx.held(*f, p.name);
       const auto it = shard.find(r);
       if (it == shard.end()) {
         if (held != nullptr)

@@ -309,7 +309,7 @@ void verify_param(Context& cx, const Closure& c, const std::string& key, const s
   const ParamRun pr{key, name, pp->global_shape, numel(pp->global_shape) <= cx.max_elements, *slot};
   State state;
   for (const auto& [rank, m] : c) {
-    const readback::RankParam* held = Context::held(*m.file, name);
+    const readback::RankParam* held = cx.held(*m.file, name);
     if (!held)
       return cx.report.mismatch(where(key, rank) + " param " + name + ": not held by this member");
     state[rank] = Box{held->global_offset, held->local_shape};
