@@ -8,7 +8,6 @@
 namespace shardc::driver::verify {
 namespace {
 
-using Values = std::vector<std::int32_t>;
 constexpr std::int32_t kPad = -1;
 
 Shape strides_of(const Shape& shape) {
@@ -53,72 +52,67 @@ Shape without_dim(const Shape& s, int d) {
 }
 
 bool inside(const Box& b, const Shape& global) {
+  if (b.origin.size() < global.size() || b.shape.size() < global.size()) return false;
   for (std::size_t d = 0; d < global.size(); ++d)
     if (b.origin[d] < 0 || b.origin[d] + b.shape[d] > global[d]) return false;
   return true;
 }
 
-// `box` moved so that dim `d` comes first, flattened: its global flat indices.
-Values moved_values(const Shape& global, const Box& box, int d) {
-  const Shape gs = strides_of(global);
-  Shape moved = box.shape;
-  std::rotate(moved.begin(), moved.begin() + d, moved.begin() + d + 1);
-  Values out;
-  out.reserve(static_cast<std::size_t>(numel(box.shape)));
-  Shape idx(global.size());
-  for_each_index(moved, [&](const Shape& m) {
-    for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = m[e];
-    std::rotate(idx.begin(), idx.begin() + 1, idx.begin() + d + 1);
-    for (std::size_t e = 0; e < idx.size(); ++e) idx[e] += box.origin[e];
-    out.push_back(static_cast<std::int32_t>(flat(gs, idx)));
-  });
+// Walks the elements of a box in row-major order of `ext` (dims already in
+// walk order) and tracks sum idx[e] * stride[e]: the element's offset. No
+// allocation per element; the innermost dim is walked in runs.
+class Walk {
+ public:
+  Walk(Shape ext, Shape stride) : ext_(std::move(ext)), stride_(std::move(stride)) {
+    stride_.resize(ext_.size(), 0);  // (callers pass equal sizes)
+    if (ext_.empty()) {              // a scalar: one element
+      ext_.assign(1, 1);
+      stride_.assign(1, 0);
+    }
+    idx_.assign(ext_.size(), 0);
+  }
+  [[nodiscard]] std::int64_t offset() const { return off_; }
+  /// Elements left in the current innermost run.
+  [[nodiscard]] std::int64_t run() const { return ext_.back() - idx_.back(); }
+  [[nodiscard]] std::int64_t step() const { return stride_.back(); }
+  /// Moves on by n <= run() elements, carrying into the outer dims.
+  void advance(std::int64_t n) {
+    idx_.back() += n;
+    off_ += n * stride_.back();
+    for (std::size_t e = ext_.size(); e-- > 0 && idx_[e] == ext_[e];) {
+      off_ -= idx_[e] * stride_[e];
+      idx_[e] = 0;
+      if (e == 0) return;
+      ++idx_[e - 1];
+      off_ += stride_[e - 1];
+    }
+  }
+
+ private:
+  Shape ext_;
+  Shape stride_;
+  Shape idx_;
+  std::int64_t off_ = 0;
+};
+
+// `v` with dim `d` moved first.
+Shape moved(const Shape& v, std::size_t d) {
+  Shape out = v;
+  std::rotate(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(d),
+              out.begin() + static_cast<std::ptrdiff_t>(d) + 1);
   return out;
 }
 
-// Reads `values` (laid out as `shape` moved along `d`, in moved order) as a
-// box of the global tensor; nullopt and `why` when they are not one.
-std::optional<Box> read_box(const Shape& global, const Shape& shape, int d,
-                            const std::vector<const std::int32_t*>& rows,
-                            const std::vector<std::int64_t>& counts, std::string& why) {
-  Box b{Shape(global.size(), 0), shape};
-  if (numel(shape) == 0) return b;
-  std::size_t first = 0;
-  while (first < rows.size() && counts[first] == 0) ++first;
-  if (first == rows.size() || rows[first][0] < 0) {
-    why = "the first unpacked element is padding";
-    return std::nullopt;
-  }
-  b.origin = unflat(rows[first][0], global);
-  if (!inside(b, global)) {
-    why = "unpacked piece " + box_text(b) + " leaves the global shape " + ints_text(global);
-    return std::nullopt;
-  }
-  const Shape gs = strides_of(global);
-  const Shape rest = without_dim(shape, d);
-  std::vector<std::int64_t> rest_flat;
-  for_each_index(rest, [&](const Shape& r) {
-    Shape idx = r;
-    idx.insert(idx.begin() + d, 0);
-    rest_flat.push_back(flat(gs, idx));
-  });
-  const std::int64_t base = flat(gs, b.origin);
-  const auto rest_n = static_cast<std::int64_t>(rest_flat.size());
-  std::int64_t row0 = 0;  // position along d of the current member's first row
-  for (std::size_t k = 0; k < rows.size(); ++k) {
-    for (std::int64_t j = 0; j < counts[k]; ++j) {
-      const std::int64_t want = base + (row0 + j / rest_n) * gs[static_cast<std::size_t>(d)] +
-                                rest_flat[static_cast<std::size_t>(j % rest_n)];
-      const std::int32_t got = rows[k][j];
-      if (got != want) {
-        why = "member " + std::to_string(k) + " element " + std::to_string(j) + ": expected " +
-              std::to_string(want) + ", got " + (got < 0 ? "padding" : std::to_string(got));
-        return std::nullopt;
-      }
-    }
-    row0 += counts[k] / rest_n;
-  }
-  return b;
+// Global flat index of `origin` (dims it lacks read as 0).
+std::int64_t flat_origin(const Shape& gs, const Shape& origin) {
+  std::int64_t f = 0;
+  for (std::size_t d = 0; d < gs.size() && d < origin.size(); ++d) f += origin[d] * gs[d];
+  return f;
 }
+
+// What a packed element carries: its global flat index as an int32 (the
+// simulator's value type; it wraps above 2^31 - 1 as a stored int32 would).
+std::int32_t value(std::int64_t flat_index) { return static_cast<std::int32_t>(flat_index); }
 
 bool check_reads(const std::vector<MuonMember>& m, const MuonMember& r, std::int64_t rest_n,
                  std::string& why) {
@@ -156,34 +150,76 @@ std::string ints_text(const std::vector<std::int64_t>& v) {
 
 std::string box_text(const Box& b) { return ints_text(b.origin) + " + " + ints_text(b.shape); }
 
+// Element mode without materializing the gathered rows: member k packs its
+// piece moved along its tensor_dim at the start of row k, and the receiver
+// reads split_sizes[k] x rest elements of row k (check_reads: exactly the
+// member's piece, so never padding) as the next rows of its unpacked piece.
+// The value at position j of row k is member k's j-th element's global flat
+// index (a walk over its moved box); the receiver expects the j-th element
+// of its own rows (a walk over its moved shape from row0). Both walks are
+// compared run by run: a run that starts equal with equal steps, and does
+// not leave int32, is equal throughout.
 std::optional<Box> muon_unpack_elements(const Shape& global, const std::vector<MuonMember>& m,
                                         std::size_t receiver, std::string& why) {
   const MuonMember& r = m[receiver];
   const int d = r.entry->tensor_dim;
-  const std::int64_t width = r.entry->padded_numel;
+  const auto du = static_cast<std::size_t>(d);
   const std::int64_t rest_n = numel(without_dim(r.box.shape, d));
   if (!check_reads(m, r, rest_n, why)) return std::nullopt;
-  // Pack every member's piece at the start of its row, gather rank-major.
-  Values gathered(static_cast<std::size_t>(width) * m.size(), kPad);
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const Values v = moved_values(global, m[k].box, m[k].entry->tensor_dim);
-    if (static_cast<std::int64_t>(v.size()) > width) {
-      why = "member " + std::to_string(k) + " packs " + std::to_string(v.size()) +
-            " elements into padded_numel " + std::to_string(width);
-      return std::nullopt;
-    }
-    std::copy(v.begin(), v.end(), gathered.begin() + static_cast<std::ptrdiff_t>(k) * width);
-  }
-  std::vector<const std::int32_t*> rows;
-  std::vector<std::int64_t> counts;
   Shape shape = r.box.shape;
-  shape[static_cast<std::size_t>(d)] = 0;
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    rows.push_back(gathered.data() + static_cast<std::ptrdiff_t>(k) * width);
-    counts.push_back(r.entry->split_sizes[k] * rest_n);
-    shape[static_cast<std::size_t>(d)] += r.entry->split_sizes[k];
+  shape[du] = 0;
+  for (std::size_t k = 0; k < m.size(); ++k) shape[du] += r.entry->split_sizes[k];
+  Box b{Shape(global.size(), 0), shape};
+  if (numel(shape) == 0) return b;
+  const Shape gs = strides_of(global);
+  // The first element read decides the origin: member `first`'s own origin.
+  std::size_t first = 0;
+  while (first < m.size() && r.entry->split_sizes[first] * rest_n == 0) ++first;
+  if (first == m.size() || value(flat_origin(gs, m[first].box.origin)) < 0) {
+    why = "the first unpacked element is padding";
+    return std::nullopt;
   }
-  return read_box(global, shape, d, rows, counts, why);
+  b.origin = unflat(value(flat_origin(gs, m[first].box.origin)), global);
+  if (!inside(b, global)) {
+    why = "unpacked piece " + box_text(b) + " leaves the global shape " + ints_text(global);
+    return std::nullopt;
+  }
+  const std::int64_t base = flat(gs, b.origin);
+  const Shape want_stride = moved(gs, du);
+  std::int64_t row0 = 0;  // position along d of the current member's first row
+  for (std::size_t k = 0; k < m.size(); ++k) {
+    const std::int64_t count = r.entry->split_sizes[k] * rest_n;
+    const auto dk = static_cast<std::size_t>(m[k].entry->tensor_dim);
+    Walk got(moved(m[k].box.shape, dk), moved(gs, dk));
+    Shape want_ext = moved(shape, du);
+    want_ext[0] = r.entry->split_sizes[k];
+    Walk want(want_ext, want_stride);
+    const std::int64_t got0 = flat_origin(gs, m[k].box.origin);
+    const std::int64_t want0 = base + row0 * gs[du];
+    for (std::int64_t j = 0; j < count;) {
+      const std::int64_t n = std::min({got.run(), want.run(), count - j});
+      const std::int64_t g = got0 + got.offset();
+      const std::int64_t w = want0 + want.offset();
+      const std::int64_t last = g + (n - 1) * got.step();
+      if (g != w || got.step() != want.step() || g < 0 || last > INT32_MAX) {
+        for (std::int64_t t = 0; t < n; ++t) {
+          const std::int32_t v = value(g + t * got.step());
+          const std::int64_t expect = w + t * want.step();
+          if (v != expect) {
+            why = "member " + std::to_string(k) + " element " + std::to_string(j + t) +
+                  ": expected " + std::to_string(expect) + ", got " +
+                  (v < 0 ? "padding" : std::to_string(v));
+            return std::nullopt;
+          }
+        }
+      }
+      got.advance(n);
+      want.advance(n);
+      j += n;
+    }
+    row0 += count / rest_n;
+  }
+  return b;
 }
 
 std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<MuonMember>& m,
@@ -279,63 +315,111 @@ bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, st
 
 }  // namespace
 
+// Element mode without materializing the gathered rows: row k is member k's
+// padded shard, flattened, holding its piece's global flat indices (as
+// int32) where the piece is and padding elsewhere; the receiver views the
+// rows as padded shards concatenated along the FSDP dim. Each element of the
+// unsharded tensor reads slot (k, local) = (u[d] / pad[d], u with
+// u[d] % pad[d]): a value when local is inside member k's piece. The
+// innermost dim is walked in segments where "inside the piece" and "real"
+// do not change; a real segment inside the piece whose first value is the
+// expected one (same step, within int32) is right throughout.
 std::optional<Box> fsdp2_unpack_elements(const Shape& global, const std::vector<Fsdp2Member>& m,
                                          std::size_t receiver, std::string& why) {
   const Fsdp2Member& r = m[receiver];
   if (!fsdp2_shapes_ok(m, r, why)) return std::nullopt;
   const Shape& pad = r.entry->padded_shape;
-  const std::int64_t width = numel(pad);
-  const Shape ps = strides_of(pad);
-  const Shape gs = strides_of(global);
-  // Pack: each member's piece in its zero-padded shard, flattened; gather.
-  Values gathered(static_cast<std::size_t>(width) * m.size(), kPad);
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    Shape g(global.size());
-    for_each_index(m[k].box.shape, [&](const Shape& idx) {
-      for (std::size_t e = 0; e < g.size(); ++e) g[e] = m[k].box.origin[e] + idx[e];
-      gathered[static_cast<std::size_t>(static_cast<std::int64_t>(k) * width + flat(ps, idx))] =
-          static_cast<std::int32_t>(flat(gs, g));
-    });
-  }
-  // Unpack: rows viewed as padded shards, concatenated along d, truncated.
   const auto d = static_cast<std::size_t>(r.entry->shard_dim);
   const Shape& un = r.entry->unsharded_shape;
+  Shape gs = strides_of(global);
+  gs.resize(un.size(), 0);  // (verify passes shapes with the global's dims)
   // Real rows are a prefix box of the unsharded tensor; the rest is padding.
   const Shape real = real_unsharded(m, r.entry->shard_dim);
   Box out{Shape(global.size(), 0), real};
-  bool first = true;
-  std::optional<std::string> bad;
-  Shape local(un.size());
-  for_each_index(un, [&](const Shape& u) {
-    if (bad) return;
-    const std::int64_t k = u[d] / pad[d];
+  if (numel(un) == 0) return out;  // nothing unpacked (real is empty too)
+  // The slot of element u: its member and its index in the member's piece.
+  const auto slot_of = [&](const Shape& u, Shape& local) {
     local = u;
     local[d] = u[d] % pad[d];
-    const std::int32_t got = gathered[static_cast<std::size_t>(k * width + flat(ps, local))];
-    bool is_real = true;
-    for (std::size_t e = 0; e < u.size(); ++e) is_real = is_real && u[e] < real[e];
-    if (!is_real) {
-      if (got >= 0)
-        bad = "element " + ints_text(u) + " should be padding, got " + std::to_string(got);
-      return;
+    return static_cast<std::size_t>(u[d] / pad[d]);
+  };
+  const auto in_piece = [](const Box& b, const Shape& local, std::size_t upto) {
+    for (std::size_t e = 0; e < upto; ++e)
+      if (local[e] >= b.shape[e]) return false;
+    return true;
+  };
+  Shape u(un.size(), 0);
+  Shape local;
+  if (numel(real) > 0) {
+    // The first element (u = 0) is real: its value decides the origin.
+    const Box& b0 = m[slot_of(u, local)].box;
+    const std::int32_t got =
+        in_piece(b0, local, un.size()) ? value(flat_origin(gs, b0.origin)) : kPad;
+    if (got < 0) {
+      why = "the first unsharded element is padding";
+      return std::nullopt;
     }
-    if (first) {
-      first = false;
-      if (got < 0) {
-        bad = "the first unsharded element is padding";
-        return;
+    out.origin = unflat(got, global);
+  }
+  const std::int64_t out_flat = flat_origin(gs, out.origin);
+  const std::size_t last = un.size() - 1;  // the innermost dim, walked in segments
+  const std::int64_t step = gs[last];
+  for (;;) {
+    // One row: u[0 .. last) fixed, u[last] from 0 to un[last].
+    bool outer_real = true;
+    std::int64_t row_flat = out_flat;  // expected value at u[last] = 0
+    for (std::size_t e = 0; e < last; ++e) {
+      outer_real = outer_real && u[e] < real[e];
+      row_flat += u[e] * gs[e];
+    }
+    for (std::int64_t lo = 0; lo < un[last];) {
+      u[last] = lo;
+      const std::size_t k = slot_of(u, local);
+      const Box& b = m[k].box;
+      const std::int64_t koff = lo - local[last];  // u[last] of the slot's local 0
+      // The chunk of the row in slot k (one chunk unless the row runs along d).
+      const std::int64_t chunk_end = last == d ? std::min(un[last], koff + pad[last]) : un[last];
+      const bool outer_in = in_piece(b, local, last);
+      const std::int64_t piece_end =
+          outer_in ? std::clamp(koff + b.shape[last], lo, chunk_end) : lo;
+      const std::int64_t real_end = outer_real ? std::clamp(real[last], lo, chunk_end) : lo;
+      // Value of the element at u[last] = x inside the piece: piece_flat + x * step.
+      std::int64_t piece_flat = flat_origin(gs, b.origin) - koff * step;
+      for (std::size_t e = 0; e < last; ++e) piece_flat += local[e] * gs[e];
+      for (std::int64_t s = lo; s < chunk_end;) {
+        const bool inside_piece = s < piece_end;
+        const bool is_real = s < real_end;
+        std::int64_t end = chunk_end;
+        if (s < piece_end) end = std::min(end, piece_end);
+        if (s < real_end) end = std::min(end, real_end);
+        const std::int64_t g0 = piece_flat + s * step;
+        const std::int64_t e0 = row_flat + s * step;
+        const bool fast =
+            (!inside_piece && !is_real) || (inside_piece && is_real && g0 == e0 && g0 >= 0 &&
+                                            g0 + (end - s - 1) * step <= INT32_MAX);
+        for (std::int64_t x = s; !fast && x < end; ++x) {
+          const std::int32_t got = inside_piece ? value(piece_flat + x * step) : kPad;
+          u[last] = x;
+          if (!is_real && got >= 0) {
+            why = "element " + ints_text(u) + " should be padding, got " + std::to_string(got);
+            return std::nullopt;
+          }
+          const std::int64_t expect = row_flat + x * step;
+          if (is_real && got != expect) {
+            why = "element " + ints_text(u) + ": expected " + std::to_string(expect) + ", got " +
+                  (got < 0 ? "padding" : std::to_string(got));
+            return std::nullopt;
+          }
+        }
+        s = end;
       }
-      out.origin = unflat(got, global);
+      lo = chunk_end;
     }
-    Shape g = u;
-    for (std::size_t e = 0; e < g.size(); ++e) g[e] += out.origin[e];
-    if (got != flat(gs, g))
-      bad = "element " + ints_text(u) + ": expected " + std::to_string(flat(gs, g)) + ", got " +
-            (got < 0 ? "padding" : std::to_string(got));
-  });
-  if (bad) {
-    why = *bad;
-    return std::nullopt;
+    // Next row: the outer dims as an odometer.
+    std::size_t e = last;
+    while (e > 0 && ++u[e - 1] == un[e - 1]) u[--e] = 0;
+    if (e == 0) break;
+    u[last] = 0;
   }
   if (!is_empty(out) && !inside(out, global)) {
     why = "unsharded piece " + box_text(out) + " leaves the global shape";
