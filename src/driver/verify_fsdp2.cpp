@@ -102,9 +102,15 @@ bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t r
   return true;
 }
 
+// Memo keys are raw bytes: each vector as its length, then its values.
+void append(std::string& k, std::int64_t x) {
+  k.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+
 void append(std::string& k, const std::vector<std::int64_t>& v) {
-  for (std::int64_t x : v) k += std::to_string(x) + ",";
-  k += ";";
+  append(k, static_cast<std::int64_t>(v.size()));
+  if (!v.empty())
+    k.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t));
 }
 
 std::string memo_key(bool elements, const Shape& global, const std::vector<Fsdp2Member>& fm,
@@ -119,7 +125,7 @@ std::string memo_key(bool elements, const Shape& global, const std::vector<Fsdp2
     append(k, m.box.shape);
     append(k, m.entry->padded_shape);
     append(k, m.entry->unsharded_shape);
-    append(k, {m.entry->shard_dim});
+    append(k, m.entry->shard_dim);
   }
   return k;
 }

@@ -158,9 +158,15 @@ const MuonStageParam* entry_at(const Member& m, const Slot& slot, std::size_t s,
   return e.name == name ? &e : nullptr;
 }
 
+// Memo keys are raw bytes: each vector as its length, then its values.
+void append(std::string& k, std::int64_t x) {
+  k.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+
 void append(std::string& k, const std::vector<std::int64_t>& v) {
-  for (std::int64_t x : v) k += std::to_string(x) + ",";
-  k += ";";
+  append(k, static_cast<std::int64_t>(v.size()));
+  if (!v.empty())
+    k.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t));
 }
 
 // Memo key of one stage simulation: the geometry relative to `anchor`.
@@ -175,7 +181,8 @@ std::string memo_key(bool elements, const Shape& global, const std::vector<MuonM
     append(k, rel);
     append(k, m.box.shape);
     append(k, m.entry->split_sizes);
-    append(k, {m.entry->tensor_dim, m.entry->padded_numel});
+    append(k, m.entry->tensor_dim);
+    append(k, m.entry->padded_numel);
   }
   return k;
 }
@@ -209,7 +216,8 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
     std::string sig;
     append(sig, mm[r].box.shape);
     append(sig, mm[r].entry->split_sizes);
-    append(sig, {mm[r].entry->tensor_dim, mm[r].entry->padded_numel});
+    append(sig, mm[r].entry->tensor_dim);
+    append(sig, mm[r].entry->padded_numel);
     if (const auto it = same.find(sig); it != same.end()) {
       out.push_back(out[it->second]);
       why[r] = why[it->second];
