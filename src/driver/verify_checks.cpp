@@ -2,6 +2,8 @@
 // that need no simulation (coverage, muon owners, slice-back).
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "driver/out_dir.hpp"
 #include "driver/verify.hpp"
@@ -85,8 +87,8 @@ std::string at(const RankFile& f, std::size_t b) {
   return "rank " + std::to_string(f.rank) + " buffer " + std::to_string(b);
 }
 
-std::vector<std::string> communicated(const readback::Buffer& buf) {
-  std::vector<std::string> out;
+std::vector<std::string_view> communicated(const readback::Buffer& buf) {
+  std::vector<std::string_view> out;
   for (const auto& g : buf.groups) out.insert(out.end(), g.params.begin(), g.params.end());
   for (const auto& u : buf.units)
     for (const auto& p : u.params) out.push_back(p.name);
@@ -209,8 +211,8 @@ void check_owners_and_slices(Context& cx, const RankFile& f, const readback::Muo
 
 void check_coverage(Context& cx, const RankFile& f, std::size_t b) {
   const readback::Buffer& buf = f.buffers[b];
-  std::map<std::string, int> seen;
-  for (const auto& name : communicated(buf)) ++seen[name];
+  std::unordered_map<std::string_view, int> seen;
+  for (const auto name : communicated(buf)) ++seen[name];
   for (const auto& name : buf.not_communicated) seen[name] += 100;
   const bool muon = buf.kind == BufferKind::MuonAllGather;
   for (const auto& p : f.params) {
@@ -226,9 +228,12 @@ void check_coverage(Context& cx, const RankFile& f, std::size_t b) {
                          ": an alias or ndim < 2 param is communicated");
     if (it != seen.end()) seen.erase(it);
   }
-  if (!seen.empty())
-    cx.report.mismatch(at(f, b) + ": lists " + seen.begin()->first +
+  if (!seen.empty()) {
+    std::string_view first = seen.begin()->first;  // the smallest name left
+    for (const auto& kv : seen) first = std::min(first, kv.first);
+    cx.report.mismatch(at(f, b) + ": lists " + std::string(first) +
                        ", which the rank does not hold");
+  }
 }
 
 }  // namespace shardc::driver::verify
