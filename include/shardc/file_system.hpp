@@ -35,7 +35,9 @@ class FileSystem {
                                                 std::string& error) = 0;
   /// Writes `bytes` to `path` atomically (temporary file in the same
   /// directory, then rename). false and `error` set on failure; never
-  /// leaves a partial file at `path`.
+  /// leaves a partial file at `path`. Refuses (false, `error` "is a symbolic
+  /// link" / "is a device" / ...) when `path` exists and is not a regular file:
+  /// the rename would replace the link or node itself.
   virtual bool write_atomic(const std::string& path, std::string_view bytes,
                             std::string& error) = 0;
   /// Removes a file (not a directory). false and `error` on failure; a file

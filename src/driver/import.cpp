@@ -43,7 +43,8 @@ ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out,
   }
   std::string error;
   if (!fs.write_atomic(opt.output, text, error)) {
-    driver::print_error(err, "cannot write '" + opt.output + "': " + error);
+    driver::print_error(err, "cannot write '" + opt.output + "': " + error +
+                                 " (omit -o to print to standard output)");
     return ExitCode::Usage;
   }
   return ExitCode::Ok;

@@ -73,6 +73,16 @@ bool write_all(int fd, std::string_view bytes, std::string& error) {
   return true;
 }
 
+// What a non-regular file is, for errors: "is a symbolic link", "is a directory", ...
+std::string not_regular_text(mode_t mode) {
+  if (S_ISLNK(mode)) return "is a symbolic link";
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device";
+  if (S_ISFIFO(mode)) return "is a FIFO";
+  if (S_ISSOCK(mode)) return "is a socket";
+  return "is not a regular file";
+}
+
 // `path` opened read-only, its stat in `st`; an invalid Fd and `error` when either fails.
 Fd open_for_reading(const std::string& path, struct stat& st, std::string& error) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -152,6 +162,14 @@ std::optional<std::string> RealFileSystem::read_range(const std::string& path, s
 
 bool RealFileSystem::write_atomic(const std::string& path, std::string_view bytes,
                                   std::string& error) {
+  // The rename below replaces whatever `path` names: only a regular file (or nothing) may be
+  // replaced, never a symlink, device, FIFO, socket or directory (`-o /dev/null` as root
+  // would otherwise turn the device node into a file).
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = not_regular_text(st.st_mode) + "; shardc replaces only regular files";
+    return false;
+  }
   const std::string tmp = temp_name_for(path);
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) {

@@ -161,7 +161,8 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
     if (opt.out_file) {
       std::string error;
       if (!fs.write_atomic(*opt.out_file, text, error)) {
-        print_error(err, "cannot write '" + *opt.out_file + "': " + error);
+        print_error(err, "cannot write '" + *opt.out_file + "': " + error +
+                             " (--format json prints the listing to standard output)");
         return ExitCode::Usage;
       }
     }

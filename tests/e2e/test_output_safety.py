@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import stat
 import os
 import subprocess
 import sys
@@ -205,12 +206,48 @@ def test_unwritable(env: Env, tmp: Path) -> None:
     check(not temps(out), "failed compile leaves no temporary files", str(temps(out)))
 
 
+def test_single_file_outputs(env: Env, tmp: Path) -> None:
+    """`import -o FILE` and `reshard -o FILE` replace a regular file atomically, and refuse
+    (exit 2, target untouched) a FILE that is a symlink, a FIFO or a device: the rename would
+    replace the link or node itself (`-o /dev/null` as root)."""
+    def imp(out: Path | str):
+        return subprocess.run([env.shardc, "import", str(env.model), "-o", str(out)],
+                              capture_output=True, text=True, timeout=60)
+    reg = tmp / "model-out.yaml"
+    check(imp(reg).returncode == 0 and imp(reg).returncode == 0 and reg.is_file(),
+          "import -o FILE writes and rewrites a regular file")
+    target = tmp / "target.yaml"
+    target.write_text("mine\n")
+    link = tmp / "link.yaml"
+    link.symlink_to(target)
+    r = imp(link)
+    check(r.returncode == 2 and "is a symbolic link" in r.stderr and link.is_symlink()
+          and target.read_text() == "mine\n", "import -o SYMLINK is refused, link and target kept",
+          r.stderr)
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    r = imp(fifo)
+    check(r.returncode == 2 and "is a FIFO" in r.stderr and stat.S_ISFIFO(os.lstat(fifo).st_mode),
+          "import -o FIFO is refused, the FIFO kept", r.stderr)
+    r = imp("/dev/null")
+    check(r.returncode == 2 and "is a device" in r.stderr
+          and stat.S_ISCHR(os.lstat("/dev/null").st_mode), "import -o /dev/null is refused", r.stderr)
+    left = [n for n in os.listdir(tmp) if ".tmp." in n]  # (snapshot() would read the FIFO)
+    check(not left, "no temporary files left", str(left))
+    a, b = tmp / "a", tmp / "b"
+    check(env.compile(a).returncode == 0 and env.compile(b).returncode == 0, "two plans compile")
+    r = subprocess.run([env.shardc, "reshard", str(a), str(b), "-o", str(link)],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "is a symbolic link" in r.stderr and link.is_symlink(),
+          "reshard -o SYMLINK is refused, the link kept", r.stderr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shardc", required=True)
     args = ap.parse_args()
     tests = [test_fresh_and_rerun, test_foreign_dir, test_invalid_leaves_no_output,
-             test_symlink, test_unwritable]
+             test_symlink, test_unwritable, test_single_file_outputs]
     for t in tests:
         with tempfile.TemporaryDirectory(prefix="shardc-out-") as name:
             print(f"# {t.__name__}")
