@@ -63,6 +63,7 @@ enum class DiagCode {
   WAxisSize1,
   WModuleOrder,
   WFlatYaml,
+  WHeadsUnknown,
 };
 
 /// One row of the table.
@@ -142,9 +143,10 @@ inline constexpr std::array kDiagCodes = {
         "stage count ≠ pp size, a param in no or several stages, a rule sharding the pp axis",
         "fix `pipeline.stages` globs or the pp size"},
     DiagCodeInfo{DiagCode::EFsdp, "E-FSDP", Severity::Error, ExitCode::Invalid,
-                 "FSDP dim > 0 not divisible, dim out of range, FSDP axis also sharded by a rule, "
-                 "no expert FSDP axis",
-                 "shard dim 0, or set `fsdp.expert_shard`"},
+                 "FSDP dim > 0 not divisible, dim out of range, FSDP axis also sharded by a rule "
+                 "or by the `experts` entry (at `fsdp.shard` / `fsdp.expert_shard`), no expert "
+                 "FSDP axis",
+                 "shard dim 0, or set `fsdp.expert_shard` to an axis the placements leave free"},
     DiagCodeInfo{DiagCode::EFp8Block, "E-FP8-BLOCK", Severity::Error, ExitCode::Invalid,
                  "`fp8_scales: follow`: a block-quantized weight's shard boundary (any rule split; "
                  "FSDP exempt) cuts an FP8 block, so its `weight_scale_inv` cannot follow in whole "
@@ -177,8 +179,9 @@ inline constexpr std::array kDiagCodes = {
                  "recompile plan A with `shardc compile`"},
     DiagCodeInfo{
         DiagCode::EReshardInput, "E-RESHARD-INPUT", Severity::Error, ExitCode::Usage,
-        "`reshard`: a shard entry of plan.json is malformed (bad rank set, shape of another rank)",
-        "recompile; never edit plan.json by hand"},
+        "`reshard`: a shard entry of plan.json is malformed (bad rank set, shape of another "
+        "rank), or the plan has `packed` params (their part boxes are not resharded)",
+        "recompile; never edit plan.json by hand; for packed params, compile without `packed`"},
     DiagCodeInfo{DiagCode::WUnusedRule, "W-UNUSED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule, one pattern of a rule's `match` list (at that pattern), or an `experts` "
                  "entry matches nothing (error with `--strict`)",
@@ -227,6 +230,12 @@ inline constexpr std::array kDiagCodes = {
                  "read ~10× faster)",
                  "write repeated layers as `repeat` groups (`shardc import` writes that compact "
                  "form), or pass the JSON inventory"},
+    DiagCodeInfo{DiagCode::WHeadsUnknown, "W-HEADS-UNKNOWN", Severity::Warning, ExitCode::Invalid,
+                 "an attention projection is sharded by head over tp > 1 but the model gives no "
+                 "`num_attention_heads`, so E-HEADS (whole heads per rank) was not checked; a "
+                 "checkpoint without config.json also loses its ties (`lm_head`)",
+                 "add `num_attention_heads` / `num_key_value_heads` to the model's `attributes` "
+                 "(`shardc import` copies them from config.json)"},
 };
 
 /// The row of `code`.

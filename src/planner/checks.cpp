@@ -194,10 +194,21 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   if (hm->dim >= static_cast<int>(p.global_shape.size()))
     return;  // a row-parallel bias is not split by head
   const auto& heads = model.attributes.num_attention_heads;
-  if (!heads || *heads <= 0) return;
-  const std::int64_t kv = model.attributes.num_key_value_heads.value_or(*heads);
   const std::int64_t tp = head_tp(p, hm->dim);
   if (tp <= 1) return;
+  if (!heads || *heads <= 0) {
+    // Nothing to check against: say so, once per rule and tp (W-HEADS-UNKNOWN).
+    Diagnostic d =
+        param_diagnostic(p, DiagCode::WHeadsUnknown, rule_loc(p, recipe), Severity::Warning);
+    d.message = p.name + " is sharded by head (dim " + std::to_string(hm->dim) +
+                ") over tp=" + std::to_string(tp) +
+                " but the model gives no num_attention_heads: whole heads per rank not checked";
+    d.hint = std::string(diag_code_info(DiagCode::WHeadsUnknown).fix);
+    rep.add(std::move(d),
+            "heads-unknown:" + std::to_string(p.rule.index) + ":" + std::to_string(tp));
+    return;
+  }
+  const std::int64_t kv = model.attributes.num_key_value_heads.value_or(*heads);
   // A rule whose `unit` is a whole number of heads splits whole heads
   // (chunk / balanced / pad may then give ranks different head counts).
   const std::int64_t count = ((hm->counts & kQ) != 0 ? *heads : 0) +
