@@ -59,8 +59,9 @@ shardc_cmake_common_args() {
   # The tests' Python: Debian's interpreter, the one the packages above install into
   # (python3-jsonschema, python3-yaml, python3-torch). A version manager's shim earlier on
   # PATH (pyenv) costs ~0.2 s per start, over 250 e2e tests, and may lack those packages.
+  # --no-warn-unused-cli: a build without the tests (tools/run) does not use it.
   if [[ -x /usr/bin/python3 ]]; then
-    args+=(-DPython3_EXECUTABLE=/usr/bin/python3)
+    args+=(-DPython3_EXECUTABLE=/usr/bin/python3 --no-warn-unused-cli)
   fi
   printf '%s\n' "${args[@]}"
 }

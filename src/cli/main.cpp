@@ -73,11 +73,14 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   auto* cmd = app.add_subcommand("compile", "Write plan.json and per-rank files into OUTDIR");
   add_inputs(*cmd, cli);
   cmd->add_option("-o,--out", opt.out_dir, "Output directory")->required();
-  cmd->add_option("--ranks", opt.ranks, "Rank files to write, e.g. 0-7,16,20-23 (default: all)");
+  auto* ranks = cmd->add_option("--ranks", opt.ranks,
+                                "Rank files to write, e.g. 0-7,16,20-23 (default: all)");
   cmd->add_flag("--with-groups", opt.with_groups,
                 "Also write the rank files of every rank in the buffer groups of --ranks, so "
-                "`verify --ranks` can check them");
-  cmd->add_flag("--no-rank-files", no_rank_files, "Write plan.json only (removes old rank files)");
+                "`verify --ranks` can check them")
+      ->needs(ranks);
+  cmd->add_flag("--no-rank-files", no_rank_files, "Write plan.json only (removes old rank files)")
+      ->excludes(ranks);
   cmd->add_flag("--force", opt.force, "Write into a non-empty directory not made by shardc");
   cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
       ->check(kNonNegativeInt);
@@ -290,7 +293,7 @@ void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
-      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard or manifest");
+      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest or memory");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });

@@ -57,17 +57,22 @@ void print_table(const Plan& plan, const MemoryReport& m, std::ostream& out) {
   out << table.render();
 }
 
+// One rank's bytes by kind: "  params 2.05, grads 2.05, ... GiB".
+void print_kinds(const RankMemory& rm, std::ostream& out) {
+  out << "  ";
+  for (std::size_t k = 0; k < kMemoryKinds; ++k)
+    out << (k > 0 ? ", " : "") << memory_kind_name(static_cast<MemoryKind>(k)) << " "
+        << gib(rm.bytes[k]);
+  out << " GiB\n";
+}
+
 void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int64_t> budget,
                 std::ostream& out) {
   const std::int64_t r = m.peak_ranks.first();
   const RankMemory& rm = m.ranks[static_cast<std::size_t>(r)];
   out << "peak: " << gib(m.peak) << " GiB on rank(s) " << m.peak_ranks.to_string() << "; rank " << r
       << ": stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r) << "\n";
-  out << "  ";
-  for (std::size_t k = 0; k < kMemoryKinds; ++k)
-    out << (k > 0 ? ", " : "") << memory_kind_name(static_cast<MemoryKind>(k)) << " "
-        << gib(rm.bytes[k]);
-  out << " GiB\n";
+  print_kinds(rm, out);
   out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
          "muon_allgather)\n";
   if (budget) {
@@ -115,6 +120,7 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
     const RankMemory& rm = s.memory->ranks[static_cast<std::size_t>(r)];
     out << "rank " << r << " (stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r)
         << "): total " << gib(rm.total) << " GiB (" << rm.total << " bytes)\n";
+    print_kinds(rm, out);
   }
   return code;
 }

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "driver/out_dir.hpp"
+#include "driver/rank_option.hpp"
 #include "driver/session.hpp"
 #include "driver/verify.hpp"
 #include "shardc/backend.hpp"
@@ -38,15 +39,7 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
 std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
                                                       const readback::ManifestFile& manifest,
                                                       std::ostream& err) {
-  if (opt.ranks) {
-    std::string error;
-    const auto set = RankSet::parse(*opt.ranks, manifest.world_size, error);
-    if (!set) {
-      print_error(err, "--ranks '" + *opt.ranks + "': " + error);
-      return std::nullopt;
-    }
-    return set->expand();
-  }
+  if (opt.ranks) return driver::parse_ranks_option(*opt.ranks, manifest.world_size, err);
   std::vector<std::int64_t> out;
   for (const auto& e : manifest.rank_files) out.push_back(e.rank);
   if (out.empty())
