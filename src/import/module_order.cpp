@@ -106,7 +106,7 @@ std::vector<Rank> key_of(std::string_view name, const ArchRules* rules, bool& ex
   return key;
 }
 
-// The name with numeric segments as `#`, and those numbers: names of one
+// The name with numeric segments as `#` (a literal `#` doubled), and those numbers: names of one
 // template share a key up to the numbers, so rules are looked up once per
 // template (DeepSeek-V3: ~40 templates for 90k names).
 std::string_view template_of(std::string_view name, std::string& buf,
@@ -123,7 +123,12 @@ std::string_view template_of(std::string_view name, std::string& buf,
       buf += '#';
       numbers.push_back(*n);
     } else {
-      buf += seg;
+      // A literal '#' is doubled, so a segment that is "#" in the template is always a
+      // number: the names "0" and "#" must not share a template (and its numbers).
+      for (const char c : seg) {
+        buf += c;
+        if (c == '#') buf += '#';
+      }
     }
     if (dot == std::string_view::npos) break;
     pos = dot + 1;

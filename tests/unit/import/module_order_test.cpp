@@ -82,3 +82,13 @@ TEST_CASE("unknown architectures and unknown names: natural order, counted") {
   CHECK(shardc::order_params(llama, config) == 1);
   CHECK(names_of(llama).back() == "model.norm.weight");
 }
+
+TEST_CASE("a literal '#' segment does not share the template of a number (fuzz_safetensors)") {
+  // "0" and "#" both looked like the template "#": the second took the first's number slots
+  // and read a number it did not have (std::out_of_range; a crash of `shardc import`).
+  auto params = params_of({"0", "#", "a.#.w", "a.1.w", "a.#.w.0"});
+  shardc::CheckpointConfig none;
+  CHECK(shardc::order_params(params, none) == 5);
+  CHECK(names_of(params).size() == 5);
+  CHECK(names_of(params).front() == "0");
+}
