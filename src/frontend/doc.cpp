@@ -105,7 +105,7 @@ std::size_t first_content_byte(std::string_view text) {
 }  // namespace
 
 std::optional<Document> load_document(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
-                                      const DocLimits& limits) {
+                                      const DocLimits& limits, ParamsShortcut* shortcut) {
   std::size_t first = first_content_byte(file.text);
   if (first == file.text.size()) {
     sink.error(code, SourceLoc{file.path, 1, 1}, "the file is empty",
@@ -113,7 +113,7 @@ std::optional<Document> load_document(const SourceFile& file, DiagCode code, Dia
                                         : "write a shardc.recipe/v1 recipe (contract §4)");
     return std::nullopt;
   }
-  if (file.text[first] == '{') return load_json(file, code, sink, limits);
+  if (file.text[first] == '{') return load_json(file, code, sink, limits, shortcut);
   return load_yaml(file, code, sink, limits);
 }
 

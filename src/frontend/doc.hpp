@@ -99,6 +99,20 @@ class Document {
   std::size_t left_ = 0;
 };
 
+/// An inventory's top-level `params` list read straight into Params, without
+/// Nodes (doc_json.cpp). load_json fills it when every entry is canonical
+/// ({name, shape, dtype} in any order, each once: a quoted name without
+/// backslash, brace or anything check_name_text would question; a list of
+/// unsigned decimal extents whose product is < 2^62; a known quoted dtype);
+/// the tree then holds an empty list in its place. On anything else it builds
+/// the whole tree as without it (`taken` false), so every diagnostic is the
+/// tree path's.
+struct ParamsShortcut {
+  SourcePath file;  ///< for each Param's loc
+  bool taken = false;
+  std::vector<Param> params;
+};
+
 /// Limits against hostile input (README "Input limits").
 struct DocLimits {
   std::size_t max_nodes = limits::kMaxDocNodes;  ///< nodes after YAML alias expansion
@@ -109,14 +123,16 @@ struct DocLimits {
 /// YAML (yaml-cpp). Reports `code` with file:line:col on malformed text or a
 /// broken limit; nullopt then. The result views `file.text`.
 std::optional<Document> load_document(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
-                                      const DocLimits& limits = {});
+                                      const DocLimits& limits = {},
+                                      ParamsShortcut* shortcut = nullptr);
 
 /// JSON: simdjson On-Demand on a padded copy of the text (doc_json.cpp);
 /// node positions from each token's byte offset. On malformed text or a
 /// broken limit it re-parses with load_json_tracking, whose diagnostics it
 /// reports (simdjson gives an error code, not a position).
+/// With `shortcut`, a canonical top-level `params` list goes there (above).
 std::optional<Document> load_json(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
-                                  const DocLimits& limits);
+                                  const DocLimits& limits, ParamsShortcut* shortcut = nullptr);
 /// JSON through nlohmann's SAX parser and a byte-tracking input iterator
 /// (slower): the reference for the tree and positions, and the producer of
 /// every JSON syntax/limit diagnostic (doc_json_tracking.cpp).

@@ -20,10 +20,14 @@
 // with its exact line:col. Valid documents never take that path.
 #include <simdjson.h>
 
+#include <array>
+#include <limits>
 #include <string_view>
 
 #include "frontend/doc.hpp"
 #include "frontend/doc_json_tree.hpp"
+#include "shardc/dtype.hpp"
+#include "support/huge_pages.hpp"
 
 namespace shardc::fe {
 namespace {
@@ -43,15 +47,18 @@ std::string_view trim_right(std::string_view s) {
 class SimdBuilder {
  public:
   // `text`: the source; `skip`: bytes of it left out of `padded` (a BOM).
+  // `shortcut`: read a canonical top-level `params` list into it (doc.hpp);
+  // the tree is then small, so no large arena is set aside.
   SimdBuilder(std::string_view text, std::size_t skip, simdjson::padded_string_view padded,
-              Document& doc, const DocLimits& limits)
+              Document& doc, const DocLimits& limits, ParamsShortcut* shortcut = nullptr)
       : text_(text),
         buffer_(padded.data()),
         skip_(skip),
         doc_(doc),
-        tree_(doc, text.size()),
+        tree_(doc, shortcut != nullptr ? 0 : text.size()),
         cursor_(text),
-        limits_(limits) {}
+        limits_(limits),
+        shortcut_(shortcut) {}
 
   // False on malformed text, a broken limit or a root that is not a
   // container (load_document only passes texts that start with '{').
@@ -121,10 +128,18 @@ class SimdBuilder {
     }
     for (auto entry : obj) {
       od::field field;
-      if (std::move(entry).get(field) != simdjson::SUCCESS || !key(field) ||
-          !value(field.value(), depth + 1)) {
-        return false;
+      if (std::move(entry).get(field) != simdjson::SUCCESS || !key(field)) return false;
+      // Only the first `params` (the one root.find gives parse_model).
+      if (depth == 0 && shortcut_ != nullptr && !params_seen_ && key_ == "params") {
+        params_seen_ = true;
+        od::json_type type{};
+        if (field.value().type().get(type) != simdjson::SUCCESS) return false;
+        if (type == od::json_type::array) {
+          if (!params_list(field.value(), depth + 1)) return false;
+          continue;
+        }
       }
+      if (!value(field.value(), depth + 1)) return false;
     }
     tree_.close();
     return true;
@@ -151,12 +166,154 @@ class SimdBuilder {
     while (*p != '"' && *p != '\\') ++p;
     auto [line, col] = cursor_.at(offset(first) - 1);
     if (*p == '"') {
-      tree_.key(text_.substr(offset(first), static_cast<std::size_t>(p - first)), line, col);
+      key_ = text_.substr(offset(first), static_cast<std::size_t>(p - first));
+      tree_.key(key_, line, col);
       return true;
     }
     std::string_view unescaped;
     if (field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return false;
-    tree_.key(doc_.save(unescaped), line, col);
+    key_ = doc_.save(unescaped);
+    tree_.key(key_, line, col);
+    return true;
+  }
+
+  // The top-level `params` array straight into shortcut_->params; false on
+  // anything not canonical (doc.hpp) or a broken limit (the caller then builds
+  // the whole tree without the shortcut). The nodes the tree would hold are
+  // counted alike. The tree gets an empty list at the array's position.
+  bool params_list(od::value v, int depth) {
+    // The entries (depth + 1) and their shapes (depth + 2) must open.
+    if (++nodes_ > limits_.max_nodes || depth + 2 >= limits_.max_depth) return false;
+    std::size_t at = offset(v.raw_json_token().data());
+    std::pair<int, int> pos = cursor_.at(at);
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return false;
+    std::vector<Param>& out = shortcut_->params;
+    // At least 36 bytes per entry: room for all without a move (pages never
+    // used are never touched).
+    out.reserve(text_.size() / 36 + 1);
+    advise_huge_pages(out.data(), out.capacity() * sizeof(Param));
+    for (auto entry : arr) {
+      od::value item;
+      if (std::move(entry).get(item) != simdjson::SUCCESS || !param_entry(item)) return false;
+    }
+    shortcut_->taken = true;
+    Node list;
+    list.kind = Node::Kind::Seq;
+    std::tie(list.line, list.col) = pos;
+    tree_.open(list);
+    tree_.close();
+    return true;
+  }
+
+  // A quoted string without a backslash, consumed; its text is `body`.
+  static bool plain_string(od::value v, std::string_view& body) {
+    std::string_view raw = v.raw_json_token();
+    if (raw.empty() || raw.front() != '"') return false;
+    body = raw.substr(1, raw.rfind('"') - 1);
+    od::raw_json_string consumed;
+    return body.find('\\') == std::string_view::npos &&
+           v.get_raw_json_string().get(consumed) == simdjson::SUCCESS;
+  }
+
+  // A name check_name_text passes without a word and without a template
+  // (model_params.cpp): printable ASCII, no brace, no empty segment.
+  static bool canonical_name(std::string_view name) {
+    if (name.empty() || name.front() == '.' || name.back() == '.') return false;
+    char prev = 0;
+    for (char c : name) {
+      auto u = static_cast<unsigned char>(c);
+      if (u <= 0x20 || u >= 0x7F || c == '{' || c == '}' || (c == '.' && prev == '.')) return false;
+      prev = c;
+    }
+    return true;
+  }
+
+  // At most kMaxDims unsigned decimal extents (no sign, no leading zero,
+  // < 2^63) whose product (zeros counted as 1) stays below kMaxNumel, as
+  // parse_shape.
+  bool canonical_shape(od::value v, Shape& shape) {
+    constexpr std::size_t kMaxDims = 8;
+    if (++nodes_ > limits_.max_nodes) return false;
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return false;
+    std::int64_t product = 1;
+    std::array<std::int64_t, kMaxDims> extents{};
+    std::size_t dims = 0;
+    for (auto entry : arr) {
+      od::value x;
+      if (std::move(entry).get(x) != simdjson::SUCCESS || ++nodes_ > limits_.max_nodes ||
+          dims == kMaxDims) {
+        return false;
+      }
+      std::string_view digits = trim_right(x.raw_json_token());
+      // 19 digits fit 64 unsigned bits.
+      if (digits.empty() || digits.size() > 19 || (digits.front() == '0' && digits.size() > 1)) {
+        return false;
+      }
+      std::uint64_t value = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9') return false;
+        value = value * 10 + static_cast<std::uint64_t>(c - '0');
+      }
+      std::uint64_t consumed = 0;
+      if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+          x.get_uint64().get(consumed) != simdjson::SUCCESS || consumed != value) {
+        return false;
+      }
+      auto extent = static_cast<std::int64_t>(value);
+      std::int64_t factor = extent == 0 ? 1 : extent;
+      if (__builtin_mul_overflow(product, factor, &product) || product >= limits::kMaxNumel) {
+        return false;
+      }
+      extents[dims++] = extent;
+    }
+    shape.assign(extents.begin(), extents.begin() + static_cast<std::ptrdiff_t>(dims));
+    return true;
+  }
+
+  bool param_entry(od::value item) {
+    if (++nodes_ > limits_.max_nodes) return false;
+    std::size_t at = offset(item.raw_json_token().data());
+    std::pair<int, int> pos = cursor_.at(at);
+    od::object obj;
+    if (item.get_object().get(obj) != simdjson::SUCCESS) return false;
+    Param p;
+    bool has_name = false;
+    bool has_shape = false;
+    bool has_dtype = false;
+    for (auto entry : obj) {
+      od::field field;
+      if (std::move(entry).get(field) != simdjson::SUCCESS) return false;
+      const char* first = field.key().raw();
+      const char* end = first;
+      while (*end != '"' && *end != '\\') ++end;
+      if (*end != '"') return false;
+      std::string_view k(first, static_cast<std::size_t>(end - first));
+      std::string_view text;
+      if (k == "name" && !has_name) {
+        has_name = true;
+        if (++nodes_ > limits_.max_nodes || !plain_string(field.value(), text) ||
+            !canonical_name(text)) {
+          return false;
+        }
+        p.name = std::string(text);
+      } else if (k == "shape" && !has_shape) {
+        has_shape = true;
+        if (!canonical_shape(field.value(), p.shape)) return false;
+      } else if (k == "dtype" && !has_dtype) {
+        has_dtype = true;
+        if (++nodes_ > limits_.max_nodes || !plain_string(field.value(), text)) return false;
+        std::optional<DType> t = parse_dtype(text);
+        if (!t) return false;
+        p.dtype = *t;
+      } else {
+        return false;
+      }
+    }
+    if (!has_name || !has_shape || !has_dtype) return false;
+    p.loc = SourceLoc{shortcut_->file, pos.first, pos.second};
+    shortcut_->params.push_back(std::move(p));
     return true;
   }
 
@@ -200,13 +357,16 @@ class SimdBuilder {
   JsonTree tree_;
   LineCursor cursor_;
   DocLimits limits_;
+  ParamsShortcut* shortcut_;
+  std::string_view key_;  ///< the last key read
+  bool params_seen_ = false;
   std::size_t nodes_ = 0;
 };
 
 }  // namespace
 
 std::optional<Document> load_json(const SourceFile& file, DiagCode code, DiagnosticSink& sink,
-                                  const DocLimits& limits) {
+                                  const DocLimits& limits, ParamsShortcut* shortcut) {
   std::string_view text = file.text;
   // On-Demand 3.0 does not skip a byte order mark; nlohmann does.
   std::size_t skip = text.starts_with(kBom) ? kBom.size() : 0;
@@ -220,6 +380,13 @@ std::optional<Document> load_json(const SourceFile& file, DiagCode code, Diagnos
     } else {
       copy = simdjson::padded_string(text.substr(skip));
       padded = copy;
+    }
+    if (shortcut != nullptr) {
+      Document doc;
+      if (SimdBuilder(text, skip, padded, doc, limits, shortcut).build(padded)) return doc;
+      // Not canonical (or not valid): the whole tree, as without the shortcut.
+      shortcut->taken = false;
+      std::vector<Param>().swap(shortcut->params);
     }
     Document doc;
     if (SimdBuilder(text, skip, padded, doc, limits).build(padded)) return doc;

@@ -28,6 +28,10 @@ std::optional<Shape> parse_shape(const Node& n, Reader& r);
 /// A dtype name or alias (contract §3).
 std::optional<DType> parse_dtype_node(const Node& n, Reader& r);
 
+/// parse_model with every param read from the Node tree (no ParamsShortcut):
+/// the reference the shortcut is tested against.
+std::optional<Model> parse_model_tree(const SourceFile& file, DiagnosticSink& sink);
+
 /// Reports names that occur twice (naming both locations). false if any.
 bool check_duplicate_names(const std::vector<Param>& params, Reader& r);
 

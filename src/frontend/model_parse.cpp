@@ -127,7 +127,7 @@ std::string model_name(const Node& root, Reader& r) {
   return {};
 }
 
-void parse_top(const Node& root, Reader& r, Model& m) {
+void parse_top(const Node& root, Reader& r, Model& m, ParamsShortcut& shortcut) {
   parse_format(root, r);
   m.name = model_name(root, r);
   DType default_dtype = DType::Float32;
@@ -146,6 +146,12 @@ void parse_top(const Node& root, Reader& r, Model& m) {
             "add `params: [{name: FQN, shape: [...]}, ...]`");
     return;
   }
+  if (shortcut.taken) {
+    // Canonical entries (doc_json.cpp): what parse_params gives them.
+    m.params = std::move(shortcut.params);
+    if (!m.params.empty()) check_duplicate_names(m.params, r);
+    return;
+  }
   if (parse_params(*params, r, default_dtype, m.params) && !m.params.empty()) {
     check_duplicate_names(m.params, r);
   }
@@ -155,6 +161,29 @@ void parse_top(const Node& root, Reader& r, Model& m) {
 }  // namespace fe
 
 namespace {
+
+std::future<std::string> start_sha256(const std::string& text, bool wanted);
+
+// `shortcut`: a JSON inventory's canonical `params` list without the Node tree.
+std::optional<Model> read_model(const SourceFile& file, DiagnosticSink& sink, bool with_digest,
+                                bool shortcut) {
+  std::future<std::string> sha256 = start_sha256(file.text, with_digest);
+  fe::ParamsShortcut params{SourcePath(file.path), false, {}};
+  std::optional<fe::Document> doc = fe::load_document(file, DiagCode::EModel, sink, fe::DocLimits{},
+                                                      shortcut ? &params : nullptr);
+  if (!doc) return std::nullopt;
+  const fe::Node* root = &doc->root;
+  fe::Reader r(file.path, sink, DiagCode::EModel);
+  if (!r.expect_map(*root, "the model description")) return std::nullopt;
+  fe::log_ignored_keys(*root, file.path);
+  r.check_duplicates(*root, "the model description");
+  Model m;
+  m.source_path = file.path;
+  m.sha256 = sha256.get();
+  fe::parse_top(*root, r, m, params);
+  if (r.errors() > 0) return std::nullopt;
+  return m;
+}
 
 // The digest of a large model is computed on a second thread while the text
 // is parsed (≈ 3 ms for 5 MB); small files hash inline. Empty when not wanted.
@@ -180,20 +209,11 @@ std::future<std::string> start_sha256(const std::string& text, bool wanted) {
 }  // namespace
 
 std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink, bool with_digest) {
-  std::future<std::string> sha256 = start_sha256(file.text, with_digest);
-  std::optional<fe::Document> doc = fe::load_document(file, DiagCode::EModel, sink);
-  if (!doc) return std::nullopt;
-  const fe::Node* root = &doc->root;
-  fe::Reader r(file.path, sink, DiagCode::EModel);
-  if (!r.expect_map(*root, "the model description")) return std::nullopt;
-  fe::log_ignored_keys(*root, file.path);
-  r.check_duplicates(*root, "the model description");
-  Model m;
-  m.source_path = file.path;
-  m.sha256 = sha256.get();
-  fe::parse_top(*root, r, m);
-  if (r.errors() > 0) return std::nullopt;
-  return m;
+  return read_model(file, sink, with_digest, true);
+}
+
+std::optional<Model> fe::parse_model_tree(const SourceFile& file, DiagnosticSink& sink) {
+  return read_model(file, sink, true, false);
 }
 
 std::optional<Model> parse_model(const SourceFile& file, DiagnosticSink& sink) {

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "../unit/driver/fake_file_system.hpp"
+#include "../unit/frontend/model_compare.hpp"
 #include "frontend/doc.hpp"
+#include "frontend/model_internal.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/driver.hpp"
 #include "shardc/frontend.hpp"
@@ -178,6 +180,19 @@ void model_input(std::string_view bytes) {
   std::optional<Model> model = parse_model(SourceFile{path, std::string(bytes)}, sink);
   if (model) plan(*model, fixed<Recipe>(kRecipe, &parse_recipe), sink);
   render(sink, path, bytes);
+  // Differential: the params shortcut (canonical inventory entries read
+  // without Nodes) must give the tree path's model and diagnostics.
+  {
+    DiagnosticSink fast_sink;
+    DiagnosticSink tree_sink;
+    const std::optional<Model> fast = parse_model(SourceFile{path, std::string(bytes)}, fast_sink);
+    const std::optional<Model> tree =
+        fe::parse_model_tree(SourceFile{path, std::string(bytes)}, tree_sink);
+    if (!test::same_model(fast, tree) ||
+        render_diagnostics_json(fast_sink) != render_diagnostics_json(tree_sink)) {
+      __builtin_trap();
+    }
+  }
   // Differential: the simdjson reader must agree with the nlohmann reference.
   const SourceFile file{path, std::string(bytes)};
   DiagnosticSink json_sink;
