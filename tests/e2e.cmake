@@ -102,8 +102,7 @@ set_tests_properties(readme/tour PROPERTIES LABELS "e2e;readme" TIMEOUT 600)
 
 # Buffer layouts round-trip: compile + `shardc verify` (and a corrupted copy must fail)
 # on every shipped plan and every golden case whose recipe has `buffers:`. The real-model
-# plans carry the label `long` (minutes under the sanitizers: tools/test runs them in stage 1
-# only; the golden cases exercise the same verify code in stage 2).
+# plans carry the label `long` (tools/test --quick leaves them out).
 foreach(recipe IN LISTS SHARDC_PLAN_RECIPES)
   file(STRINGS ${recipe} has_buffers REGEX "^buffers:")
   if(NOT has_buffers)
@@ -158,9 +157,8 @@ foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
 endforeach()
 # The output directory commits as a whole: compile SIGKILLed at several moments leaves the
 # previous complete state or a directory verify refuses as incomplete; changed inputs;
-# tampered files caught by digest (tests/e2e/test_commit.py). Label `long`: ~15 s here,
-# minutes under the sanitizers (the kills are timed on DeepSeek-V3 compiles), so stage 1
-# only; output/safety runs the same commit code under the sanitizers.
+# tampered files caught by digest (tests/e2e/test_commit.py). Label `long` (~5 s here, ~30 s
+# under the sanitizers; tools/test --quick leaves it out).
 add_test(NAME output/commit
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_commit.py
                  --shardc $<TARGET_FILE:shardc>)
