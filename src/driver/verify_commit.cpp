@@ -40,7 +40,12 @@ std::string incomplete_message(const std::string& out_dir, FileSystem& fs) {
 std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, FileSystem& fs,
                                                   std::ostream& err) {
   if (!fs.list_dir(out_dir)) {
-    print_error(err, "cannot read '" + out_dir + "': not a directory");
+    // A file there is "not a directory"; otherwise say why (e.g. it does not exist).
+    std::string why;
+    std::int64_t size = 0;
+    if (fs.read_range(out_dir, 0, 0, size, why)) why = "not a directory";
+    print_error(
+        err, "cannot read '" + out_dir + "': " + why + " (verify reads the OUTDIR of a compile)");
     return std::nullopt;
   }
   const std::string path = path_join(out_dir, kManifestName);

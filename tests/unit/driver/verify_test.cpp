@@ -249,3 +249,16 @@ TEST_CASE("fsdp2 unpack drops the padding of an empty last shard") {
   CHECK_FALSE(fsdp2_unpack_elements(global, m, 0, why));
   CHECK_FALSE(fsdp2_unpack_boxes(global, m, 0, why));
 }
+
+TEST_CASE_FIXTURE(
+    VerifyFixture,
+    "verify of a missing OUTDIR says it does not exist, of a file that it is not a directory") {
+  VerifyOptions o;
+  o.out_dir = "nope";
+  CHECK(run_verify(o, fs, out, err) == ExitCode::Usage);
+  CHECK(err.str().find("cannot read 'nope': No such file or directory") != std::string::npos);
+  err.str("");
+  o.out_dir = "m.yaml";
+  CHECK(run_verify(o, fs, out, err) == ExitCode::Usage);
+  CHECK(err.str().find("cannot read 'm.yaml': not a directory") != std::string::npos);
+}
