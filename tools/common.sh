@@ -6,7 +6,7 @@ SHARDC_DEB_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev doctest-dev libssl-dev
   libsimdjson-dev # safetensors headers, config.json (src/import)
   python3 python3-jsonschema python3-yaml
-  python3-torch python3-numpy # runtime tests (tests/runtime): gloo processes, CPU only
+  python3-numpy # e2e checks on rank files (tests/e2e); torch comes from the venv (tools/venv)
   clang        # libFuzzer and sanitizer builds
   libclang-rt-14-dev # clang's libFuzzer, ASan and UBSan runtimes (tools/fuzz)
   clang-format # tools/format
