@@ -7,11 +7,12 @@ import sys
 
 
 def find_torch_python():
-    """A python3 that imports torch and numpy and has gloo: /usr/bin/python3
-    first (Debian's python3-torch), then $SHARDC_TORCH_PYTHON, then python3 on
-    PATH, then this interpreter. None when there is none."""
-    cands = ["/usr/bin/python3", os.environ.get("SHARDC_TORCH_PYTHON"), shutil.which("python3"),
-             sys.executable]
+    """A python3 that imports torch and numpy and has gloo: $SHARDC_TORCH_PYTHON
+    (the project's .venv, tools/venv) first, then this interpreter, then python3
+    on PATH. None when there is none; with SHARDC_REQUIRE_TORCH=1 (a build
+    configured with SHARDC_TORCH_PYTHON, as tools/test does) that is an error,
+    not a skip."""
+    cands = [os.environ.get("SHARDC_TORCH_PYTHON"), sys.executable, shutil.which("python3")]
     for c in cands:
         if not c or not os.path.exists(c):
             continue
@@ -20,4 +21,7 @@ def find_torch_python():
                            capture_output=True, timeout=120)
         if r.returncode == 0:
             return c
+    if os.environ.get("SHARDC_REQUIRE_TORCH") == "1":
+        sys.exit("error: SHARDC_TORCH_PYTHON=%r does not import torch with gloo; run tools/venv"
+                 % os.environ.get("SHARDC_TORCH_PYTHON"))
     return None
