@@ -1,0 +1,33 @@
+# PyTorch agreement suite (label `torch`): shardc's plans judged by real DTensor and FSDP2
+# on a fake process group (tests/torch/README.md). Runs on the project's environment
+# (SHARDC_TORCH_PYTHON, from tools/venv; tools/test always sets it). A build configured
+# without it (C++ only) registers one test that fails and says how to get it.
+set(SHARDC_TORCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/torch)
+if(SHARDC_TORCH_PYTHON)
+  # -p no:cacheprovider: no .pytest_cache in the source tree
+  foreach(part plan case)
+    add_test(NAME torch/agreement/${part}
+             COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                     ${SHARDC_TORCH_DIR}/test_agreement.py -k "${part}/"
+             WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+    set_tests_properties(torch/agreement/${part} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
+                         ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+  endforeach()
+  add_test(NAME torch/hf-modules
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_hf_modules.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/hf-modules PROPERTIES LABELS "e2e;torch" TIMEOUT 600
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+  add_test(NAME torch/negative
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_negative.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/negative PROPERTIES LABELS "e2e;torch" TIMEOUT 300
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+else()
+  add_test(NAME torch/agreement/not-configured
+           COMMAND ${CMAKE_COMMAND} -E echo
+                   "configure with -DSHARDC_TORCH_PYTHON=$(tools/venv) to run the PyTorch agreement suite")
+  set_tests_properties(torch/agreement/not-configured PROPERTIES LABELS "torch" WILL_FAIL TRUE)
+endif()

@@ -1,0 +1,106 @@
+"""PyTorch is the judge: every shipped plan and every valid case of tests/cases, on
+sampled ranks, against real DTensor and FSDP2 on a fake process group (judge.py), plus a
+sweep of plan.json's shard classes through DTensor's plain-data helper where cheap.
+
+Element-exact: placements per mesh axis (FSDP2's `_StridedShard` over TP included),
+local shape, global offset, FSDP2's padded sharded size, and every FSDP2 unit's
+all-gather input. A param PyTorch cannot express (`balanced`/`pad`/`unit` splits,
+`packed` parts) is named and counted, never silently passed as agreeing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import judge
+
+REPO = Path(__file__).resolve().parent.parent.parent
+PLANS = REPO / "plans"
+CASES = REPO / "tests" / "cases"
+MODELS = REPO / "tests" / "data" / "models"
+
+
+def shipped_plans() -> list[tuple[str, Path, Path]]:
+    out = []
+    models = sorted(PLANS.glob("*.model.yaml"))
+    for recipe in sorted(PLANS.glob("*.recipe.yaml")):
+        base = recipe.name.removesuffix(".recipe.yaml")
+        cands = [m for m in models if base.startswith(m.name.removesuffix(".model.yaml"))]
+        assert cands, f"no model for {recipe}"
+        out.append((base, max(cands, key=lambda m: len(m.name)), recipe))
+    return out
+
+
+def valid_cases(tmp: Path) -> list[tuple[str, Path, Path]]:
+    out = []
+    for case in sorted(p for p in CASES.iterdir() if p.is_dir()):
+        exp = json.loads((case / "expected.json").read_text())
+        if exp.get("expect_error"):
+            continue
+        model = case / exp.get("model", "model.yaml")
+        if not model.exists():  # a real inventory: tests/data/models (maybe gzipped)
+            name = Path(exp["model"]).name
+            model = MODELS / name
+            if not model.exists():
+                gz = MODELS / (name + ".gz")
+                model = tmp / name
+                if not model.exists():
+                    model.write_bytes(gzip.decompress(gz.read_bytes()))
+        out.append((case.name, model, case / "recipe.yaml"))
+    return out
+
+
+_TMP = Path(tempfile.mkdtemp(prefix="shardc-judge-"))
+TARGETS = [pytest.param(m, r, id=f"plan/{n}") for n, m, r in shipped_plans()] + [
+    pytest.param(m, r, id=f"case/{n}") for n, m, r in valid_cases(_TMP)]
+
+
+def compile_plan(shardc: str, model: Path, recipe: Path, out: Path,
+                 ranks: list[int] | None) -> dict[str, Any]:
+    cmd = [shardc, "compile", str(model), str(recipe), "-o", str(out), "--force", "--quiet"]
+    cmd += ["--ranks", ",".join(map(str, ranks))] if ranks else ["--no-rank-files"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"shardc compile failed:\n{res.stderr}"
+    return judge.load_json(str(out / "plan.json"))
+
+
+def cap_for(plan: dict[str, Any]) -> int:
+    # fully_shard on the meta device costs ~10 ms per param: fewer ranks for big models
+    return 12 if len(plan["params"]) <= 400 else 6
+
+
+@pytest.mark.parametrize(("model", "recipe"), TARGETS)
+def test_pytorch_agrees(shardc: str, tmp_path: Path, model: Path, recipe: Path) -> None:
+    out = tmp_path / "out"
+    plan = compile_plan(shardc, model, recipe, out, None)
+    ranks = judge.sample_ranks(plan, cap=cap_for(plan))
+    compile_plan(shardc, model, recipe, out, ranks)
+    verdicts = judge.judge_ranks(str(out), str(recipe), ranks)
+    mismatches = [m for v in verdicts for m in v.mismatches]
+    strided_warned = any(d.get("code") == "W-STRIDED" for d in plan.get("diagnostics") or [])
+    for v in verdicts:
+        print(f"rank {v.rank}: {v.checked_params} params ({v.dtensor_params} DTensor, "
+              f"{v.fsdp_params} FSDP2), {v.checked_units} FSDP2 units, "
+              f"{len(v.inexpressible)} not expressible in DTensor")
+        assert v.checked_params > 0 or v.inexpressible, f"rank {v.rank} checked nothing"
+        # every param left out has a reason that is a layout DTensor cannot state
+        for name, why in v.inexpressible.items():
+            assert why, name
+        # DTensor reads FSDP2's _StridedShard label differently: shardc must warn
+        if v.label_reading_differs:
+            assert strided_warned, (f"rank {v.rank}: DTensor reads the label of "
+                                    f"{v.label_reading_differs[:3]} differently from FSDP2's "
+                                    "layout and the plan has no W-STRIDED")
+    pairs, bad = judge.sweep_plan(plan, max_pairs=40_000)
+    print(f"sweep: {pairs} (param, rank) pairs through _compute_local_shape_and_global_offset")
+    mismatches += bad
+    assert not mismatches, "shardc and PyTorch disagree:\n" + "\n".join(
+        str(m) for m in mismatches[:30])
