@@ -19,6 +19,12 @@ if(SHARDC_TORCH_PYTHON)
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/hf-modules PROPERTIES LABELS "e2e;torch" TIMEOUT 600
                        ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+  add_test(NAME torch/hf-tp-plan
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_hf_tp_plan.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/hf-tp-plan PROPERTIES LABELS "e2e;torch" TIMEOUT 600
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
   add_test(NAME torch/negative
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    ${SHARDC_TORCH_DIR}/test_negative.py

@@ -130,6 +130,14 @@ struct ImportOptions {
   DiagFormat diag_format = DiagFormat::Text;
 };
 
+struct RecipeOptions {
+  std::string hf_tp_plan_path;  ///< tools/hf_tp_plan.py output (transformers' model.tp_plan)
+  std::string model_path;       ///< checkpoint directory, .safetensors file, or model file
+  std::int64_t tp_size = 0;     ///< ranks on the `tp` axis (>= 1)
+  std::string output;           ///< file to write (atomically); empty = `out`
+  DiagFormat diag_format = DiagFormat::Text;
+};
+
 /// Each returns the process exit code. `out` receives data (tables, JSON),
 /// `err` receives diagnostics. Logs go through spdlog (set up by main).
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
@@ -153,6 +161,7 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
 /// `shardc import`: reads a checkpoint (or model file) and writes the
 /// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).
 ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

@@ -151,4 +151,36 @@ std::string render_model_yaml(const ImportedModel& m);
 /// tied_weights, attributes, params}`), one param per line.
 std::string render_model_json(const ImportedModel& m);
 
+/// A Hugging Face tensor-parallel plan (transformers' `model.tp_plan`: module FQN
+/// patterns, `*` for one segment, to a style name such as `colwise`), as written by
+/// tools/hf_tp_plan.py: `{"format": "shardc.hf-tp-plan/v1", "architecture": ...,
+/// "transformers": <version>, "tp_plan": {pattern: style}}`.
+struct HfTpPlan {
+  std::string architecture;
+  std::string transformers_version;
+  std::vector<std::pair<std::string, std::string>>
+      entries;  ///< (module pattern, style), file order
+};
+
+/// Parses the plan file `json`; E-HF-TP-PLAN (file `path`) and nullopt when it is not one.
+std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::string& path,
+                                         DiagnosticSink& sink);
+
+/// The shardc recipe (YAML text) that places `model`'s params as transformers' tensor
+/// parallelism does over one axis `tp` of `tp_size` ranks. Styles and the placement
+/// transformers gives each (transformers/distributed/tensor_parallel.py): colwise,
+/// colwise_rep, colwise_gather_output: weight Shard(-2), bias Shard(-1); rowwise,
+/// rowwise_rep, rowwise_split_input: weight Shard(-1), bias replicated;
+/// embedding_rowwise: weight Shard(0); embedding_colwise: weight Shard(1);
+/// packed_colwise / packed_rowwise: as colwise / rowwise with `packed: {parts: 2}` on
+/// the split dim (gate|up); sequence_parallel, replicated_with_grad_allreduce,
+/// all_reduce, replicate, local_params: replicated. A rule per (entry, `.weight` /
+/// `.bias`) that matches params of `model`, then `**` replicated; `tied: auto`.
+/// E-HF-TP-PLAN for any other style (MoE experts, grouped GEMM, MLA kv_a) and for an
+/// entry that matches no param (transformers' fused MoE params are not checkpoint
+/// names); nullopt then.
+std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& model,
+                                             std::int64_t tp_size, const std::string& path,
+                                             DiagnosticSink& sink);
+
 }  // namespace shardc

@@ -291,6 +291,37 @@ void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string
   });
 }
 
+void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
+  auto* cmd = app.add_subcommand(
+      "recipe", "Write a recipe from another framework's plan (transformers' tp_plan)");
+  cmd->add_option("--from-hf-tp-plan", opt.hf_tp_plan_path,
+                  "transformers' tensor-parallel plan, as tools/hf_tp_plan.py writes it")
+      ->required();
+  cmd->add_option("MODEL", opt.model_path, "Checkpoint directory, .safetensors file or model file")
+      ->required();
+  cmd->add_option("--tp", opt.tp_size, "Ranks on the tp axis")
+      ->required()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{2147483647}));
+  cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->footer(
+      "Each style of the plan becomes the placement transformers gives it (colwise: weight\n"
+      "Shard(-2), bias Shard(-1); rowwise: weight Shard(-1); embedding_rowwise: Shard(0);\n"
+      "packed_*: the same with packed parts); params the plan does not name are replicated.\n"
+      "MoE expert styles are refused (E-HF-TP-PLAN): write an experts entry.\n"
+      "Example:\n  tools/hf_tp_plan.py ~/ckpt/Llama-3.1-8B -o tp_plan.json\n"
+      "  shardc recipe --from-hf-tp-plan tp_plan.json ~/ckpt/Llama-3.1-8B --tp 8 -o "
+      "tp8.recipe.yaml");
+  cmd->callback([&] {
+    opt.diag_format = cli.options().diag_format;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_recipe(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
       "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest or memory");
@@ -340,6 +371,8 @@ int run(int argc, char** argv) {
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);
   add_import(app, cli, import_opt, import_format);
+  shardc::RecipeOptions recipe_opt;
+  add_recipe(app, cli, recipe_opt);
   add_schema(app, cli, schema);
   try {
     app.parse(argc, argv);
