@@ -11,26 +11,26 @@ if(SHARDC_TORCH_PYTHON)
                      ${SHARDC_TORCH_DIR}/test_agreement.py -k "${part}/"
              WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
     set_tests_properties(torch/agreement/${part} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
-                         ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+                         ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   endforeach()
   add_test(NAME torch/hf-modules
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    ${SHARDC_TORCH_DIR}/test_hf_modules.py
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/hf-modules PROPERTIES LABELS "e2e;torch" TIMEOUT 600
-                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   add_test(NAME torch/hf-tp-plan
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    ${SHARDC_TORCH_DIR}/test_hf_tp_plan.py
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/hf-tp-plan PROPERTIES LABELS "e2e;torch" TIMEOUT 600
-                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   add_test(NAME torch/negative
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    ${SHARDC_TORCH_DIR}/test_negative.py
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/negative PROPERTIES LABELS "e2e;torch" TIMEOUT 300
-                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>")
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
 else()
   add_test(NAME torch/agreement/not-configured
            COMMAND ${CMAKE_COMMAND} -E echo

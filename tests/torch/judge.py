@@ -618,6 +618,9 @@ def register_paths(root: nn.Module) -> None:
 
 def _judge_in_child(args: tuple[str, str, int]) -> RankVerdict:
     outdir, recipe_path, rank = args
+    # libgomp is not fork-safe: a child that inherits the parent's OpenMP pool can hang in
+    # its first parallel op (gomp_team_barrier_wait_end). One thread per judged rank.
+    torch.set_num_threads(1)
     try:
         return judge_rank(outdir, recipe_path, rank)
     finally:
