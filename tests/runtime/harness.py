@@ -25,7 +25,6 @@ sys.path.insert(0, ADAPTER)
 
 import numpy as np  # noqa: E402
 
-from findpy import find_torch_python  # noqa: E402,F401
 from shardc_runtime import dtypes, safetensors_io  # noqa: E402
 
 

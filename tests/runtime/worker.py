@@ -48,10 +48,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                                 "python"))
-from shardc_runtime import (Checkpoint, Groups, OutDir, allgather_group, allgather_unit,  # noqa: E402
-                            check_written, checkpoint_metadata, load_rank, reshard, slice_back)
+from shardc_runtime import Checkpoint, OutDir, load_rank, slice_back  # noqa: E402
 from shardc_runtime.layout import numel  # noqa: E402
-from shardc_runtime.rankset import parse_rank_set  # noqa: E402
+from shardc_runtime.torch import (Groups, allgather_group, allgather_unit,  # noqa: E402
+                                  checkpoint_metadata, chunk_writers, reshard)
 
 FAILURES = []
 
@@ -188,7 +188,6 @@ def check_fsdp2(out, me, loaded, groups, ref, metas, label):
 def check_muon(out, me, loaded, groups, ref, label):
     owners = []
     for g in me.muon:
-        check_written(g, me)
         full = allgather_group(groups, g, me, loaded.arrays)
         for name in g.params:
             if not same(full[name], ref.get(name)):
@@ -216,17 +215,20 @@ def check_owners(all_owners, label):
 
 
 def check_dcp(out, metas, label):
-    md = checkpoint_metadata(out)
+    md, writers = checkpoint_metadata(out), chunk_writers(out)
     for p in out.plan["params"]:
         if p.get("alias_of"):
             continue
         cover = np.zeros(p["global_shape"], np.int32)
-        for c in md["state_dict_metadata"][p["name"]]["chunks"]:
-            box(cover, c["offsets"], c["sizes"])[...] += 1
+        for c in md.state_dict_metadata[p["name"]].chunks:
+            offsets, sizes = tuple(c.offsets), tuple(c.sizes)
+            box(cover, offsets, sizes)[...] += 1
             holders = [r for r, m in enumerate(metas) if p["name"] in m["meta"] and
-                       [c["sizes"], c["offsets"]] in [list(b[:2]) for b in m["meta"][p["name"]]["boxes"]]]
-            if not holders or c["writer_rank"] != min(holders):
-                fail(f"{label}: dcp {p['name']} chunk {c['offsets']}: writer {c['writer_rank']}, "
+                       (sizes, offsets) in [(tuple(b[0]), tuple(b[1]))
+                                            for b in m["meta"][p["name"]]["boxes"]]]
+            writer = writers[(p["name"], offsets)]
+            if not holders or writer != min(holders):
+                fail(f"{label}: dcp {p['name']} chunk {list(offsets)}: writer {writer}, "
                      f"holders {holders}")
         if cover.size and not (cover == 1).all():
             fail(f"{label}: dcp {p['name']}: chunks do not tile the tensor exactly once")
@@ -234,7 +236,7 @@ def check_dcp(out, metas, label):
 
 def run_plan(task, rank, world, groups):
     label = task["name"]
-    out = OutDir(task["outdir"], require_manifest=task.get("require_manifest", True))
+    out = OutDir(task["outdir"])
     me = out.rank(rank) if rank < out.world_size else None
     loaded = None
     if me is not None:
@@ -261,8 +263,8 @@ def run_plan(task, rank, world, groups):
 
 def run_reshard(task, rank, world):
     label = task["name"]
-    a = OutDir(task["a"], require_manifest=task.get("require_manifest", True))
-    b = OutDir(task["b"], require_manifest=task.get("require_manifest", True))
+    a = OutDir(task["a"])
+    b = OutDir(task["b"])
     listing = json.load(open(task["listing"]))
     source, dest = {}, {}
     if rank < a.world_size:
