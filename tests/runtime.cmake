@@ -34,9 +34,11 @@ shardc_runtime_test(hostile test_hostile.py)
 shardc_runtime_test(plans test_distributed.py::test_plans lock)
 shardc_runtime_test(features test_distributed.py::test_features lock)
 shardc_runtime_test(negative test_distributed.py::test_negative lock)
+shardc_runtime_test(dtensor test_dtensor.py::test_dtensors lock)
 # Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)
   shardc_runtime_test(reshard test_distributed.py::test_reshard lock)
+  shardc_runtime_test(dcp test_dtensor.py::test_dcp_reshard lock)
 endif()
 
 # The adapter's annotations, checked by mypy --strict (settings in tools/python/pyproject.toml).

@@ -40,7 +40,7 @@ from ..errors import PlanError
 from ..layout import OutDir, ParamInfo, RankFile
 from ..load import read_param
 from ..safetensors_io import Checkpoint
-from .tensors import to_torch
+from .tensors import to_torch, torch_dtype
 
 _LABEL = re.compile(r"(Shard|_StridedShard)\((\d+)(?:, sf=(\d+))?\)|Replicate\(\)")
 
@@ -138,15 +138,19 @@ def check_layout(info: ParamInfo, rank: int, mesh: DeviceMesh,
 
 
 def dtensor(outdir: OutDir, rank_file: RankFile, meshes: Mapping[str, DeviceMesh], name: str,
-            checkpoint: Checkpoint) -> DTensor:
+            checkpoint: Checkpoint | None) -> DTensor:
     """The DTensor of param `name` on this rank, its local shard read from
-    `checkpoint` (only this rank's bytes)."""
+    `checkpoint` (only this rank's bytes), or zeros when `checkpoint` is None
+    (e.g. a state dict for `dcp.load` to fill)."""
     info = rank_file.params[name]
     spec = outdir.params[name]
     mesh, places = param_mesh(outdir, meshes, spec)
     check_layout(info, rank_file.rank, mesh, places)
-    padded = read_param(info, checkpoint)
-    local = to_torch(padded[tuple(slice(0, n) for n in info.local_shape)].copy(), info.dtype)
+    if checkpoint is None:
+        local = torch.zeros(info.local_shape, dtype=torch_dtype(info.dtype))
+    else:
+        padded = read_param(info, checkpoint)
+        local = to_torch(padded[tuple(slice(0, n) for n in info.local_shape)].copy(), info.dtype)
     return DTensor.from_local(local, mesh, places, run_check=False,
                               shape=torch.Size(info.global_shape),
                               stride=torch.empty(info.global_shape, device="meta").stride())
