@@ -35,6 +35,7 @@ shardc_runtime_test(plans test_distributed.py::test_plans lock)
 shardc_runtime_test(features test_distributed.py::test_features lock)
 shardc_runtime_test(negative test_distributed.py::test_negative lock)
 shardc_runtime_test(dtensor test_dtensor.py::test_dtensors lock)
+shardc_runtime_test(fsdp test_fsdp.py lock)
 shardc_runtime_test(train test_train.py lock)
 # Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)

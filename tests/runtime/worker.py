@@ -479,6 +479,9 @@ def main():
             run_dtensor(task, args.rank, args.world)
         elif task["kind"] == "dcp":
             run_dcp(task, args.rank, args.world)
+        elif task["kind"] == "fsdp":
+            import fsdp_check
+            FAILURES.extend(fsdp_check.run(task, args.rank, args.world, fail))
         elif task["kind"] == "train":
             import train
             FAILURES.extend(train.run(task, args.rank, args.world, fail))

@@ -12,10 +12,15 @@ axis names are the recipe's. Apply tensor parallelism first (e.g.
 `fsdp2_mismatches(model, outdir, rank_file)` compares, per unit, what FSDP2
 made with the rank file: the unit's member order (FSDP2's all-gather input
 order), each member's sharded (unpadded) size = `local_shape`, padded sharded
-size = `padded_shape`, the unit's all-gather input numel = `total`, and each
+size = `padded_shape`, the unit's all-gather input numel = `total` and bytes =
+`total_bytes`, and each
 sharded param's DTensor layout (`compute_local_shape_and_global_offset` of its
 mesh and placements) = the rank file's local shape and global offset. Returns
-one message per difference (empty: FSDP2 agrees with the plan). FSDP2's
+one message per difference (empty: FSDP2 agrees with the plan). One convention
+differs without a difference in data: FSDP2 reports a chunk with no elements with
+its FSDP dim set to 0 (`_get_dim_chunked_size`: an EP rank without experts has
+sharded size [0, 0, 8] where DTensor and the rank file say [0, 2, 8]); two empty
+shapes are taken as equal, the padded sizes are still compared. FSDP2's
 internals used here (`_get_fsdp_state`, `_fsdp_param_groups`, `FSDPParam`'s
 `sharded_size` / `padded_sharded_param_size`) are torch 2.13's.
 """
@@ -29,25 +34,62 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from ..errors import PlanError
 from ..layout import RankFile, numel
 
 
+def _unit_module(name: str, members: list[str], shared: bool) -> str:
+    """The module a unit is applied to: the unit's name, or, when another mesh's unit
+    has the same name (experts beside dense params in one layer, as torchtitan shards
+    `moe.experts` on the expert mesh first), its members' deepest common module."""
+    if not shared:
+        return name
+    common: list[str] = []
+    for level in zip(*(m.split(".")[:-1] for m in members)):
+        if any(part != level[0] for part in level):
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
 def apply_fully_shard(model: nn.Module, rank_file: RankFile,
-                      dp_mesh: Mapping[str, DeviceMesh], **options: Any) -> None:
-    """`fully_shard` every module a plan unit names, deepest first, the root last.
-    `dp_mesh`: {plan mesh name: FSDP DeviceMesh}; `options` go to fully_shard."""
-    names = sorted({(u.name, u.mesh) for u in rank_file.fsdp2},
-                   key=lambda item: (-item[0].count(".") - (item[0] != ""), item[0]))
-    for name, mesh in names:
+                      dp_mesh: Mapping[str, DeviceMesh], **options: Any) -> list[str]:
+    """`fully_shard` every module a plan unit names, deepest first, the root last;
+    returns the module names in the order sharded. `dp_mesh`: {plan mesh name: FSDP
+    DeviceMesh} (a 2-D (replicate, shard) mesh for HSDP). Each param's FSDP dim is the
+    unit's `shard_dim` (`shard_placement_fn`); params of the module that no unit lists
+    (the plan leaves them unsharded, e.g. requires_grad false) are `ignored_params`.
+    `options` go to fully_shard."""
+    members = {p.name: p.shard_dim for u in rank_file.fsdp2 for p in u.params}
+    by_name: dict[str, list[str]] = {}
+    for unit in rank_file.fsdp2:
+        by_name.setdefault(unit.name, []).append(unit.mesh)
+    targets = []
+    for unit in rank_file.fsdp2:
+        shared = len(by_name[unit.name]) > 1 and unit.mesh != "dense"
+        targets.append((_unit_module(unit.name, [p.name for p in unit.params], shared),
+                        unit.mesh))
+    targets.sort(key=lambda item: (-(item[0].count(".") + (item[0] != "")), item[0]))
+    params = dict(model.named_parameters())
+    ignored = {p for name, p in params.items() if name not in members}
+    dims = {id(params[name]): dim for name, dim in members.items() if name in params}
+
+    def placement_of(param: nn.Parameter) -> Shard:
+        return Shard(max(dims.get(id(param), 0), 0))
+
+    done = []
+    for name, mesh in targets:
         try:
             module = model.get_submodule(name)
         except AttributeError:
             raise PlanError(f"fsdp2 unit {name!r}: the model has no such module") from None
-        fully_shard(module, mesh=dp_mesh[mesh], **options)
+        fully_shard(module, mesh=dp_mesh[mesh], shard_placement_fn=placement_of,
+                    ignored_params=ignored or None, **options)
+        done.append(name)
+    return done
 
 
 def _fsdp_params(module: nn.Module) -> list[Any]:
@@ -60,12 +102,15 @@ def _fsdp_params(module: nn.Module) -> list[Any]:
 def fsdp2_mismatches(model: nn.Module, rank_file: RankFile) -> list[str]:
     """Differences between FSDP2's sharding of `model` and the rank file (see
     module doc); [] when they agree."""
-    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    names: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), name)  # a tied param by its first (source) name
     out: list[str] = []
     rank = rank_file.rank
     for unit in rank_file.fsdp2:
-        module = model.get_submodule(unit.name)
-        params = _fsdp_params(module)
+        shared = sum(u.name == unit.name for u in rank_file.fsdp2) > 1 and unit.mesh != "dense"
+        module = model.get_submodule(_unit_module(unit.name, [p.name for p in unit.params], shared))
+        params = _fsdp_params(module)  # a nested FSDP module (experts) keeps its own
         got = [names.get(id(p.sharded_param), "?") for p in params]
         want = [p.name for p in unit.params]
         if got != want:
@@ -77,6 +122,8 @@ def fsdp2_mismatches(model: nn.Module, rank_file: RankFile) -> list[str]:
             sharded = tuple(fsdp_param.sharded_size)
             padded = tuple(fsdp_param.padded_sharded_param_size)
             total += numel(padded)
+            if numel(sharded) == 0 and info.numel == 0:
+                sharded = info.local_shape  # FSDP2 zeroes the FSDP dim of an empty chunk
             if sharded != info.local_shape or padded != info.padded_shape:
                 out.append(f"{member.name} on rank {rank}: FSDP2 sharded size {list(sharded)} "
                            f"padded {list(padded)}, plan {list(info.local_shape)} padded "
@@ -94,5 +141,10 @@ def fsdp2_mismatches(model: nn.Module, rank_file: RankFile) -> list[str]:
         if unit.units == "elements" and total != unit.total:
             out.append(f"unit {unit.name!r} on rank {rank}: FSDP2 all-gathers {total} elements "
                        f"per rank, plan {unit.total}")
+        size = sum(numel(tuple(p.padded_sharded_param_size)) * p.sharded_param.element_size()
+                   for p in params)
+        if size != unit.total_bytes:
+            out.append(f"unit {unit.name!r} on rank {rank}: FSDP2 all-gathers {size} bytes per "
+                       f"rank, plan {unit.total_bytes}")
     return out
 
