@@ -37,6 +37,7 @@ shardc_runtime_test(negative test_distributed.py::test_negative lock)
 shardc_runtime_test(dtensor test_dtensor.py::test_dtensors lock)
 shardc_runtime_test(fsdp test_fsdp.py lock)
 shardc_runtime_test(train test_train.py lock)
+shardc_runtime_test(hf test_hf.py lock)
 # Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)
   shardc_runtime_test(reshard test_distributed.py::test_reshard lock)

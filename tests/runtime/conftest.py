@@ -16,6 +16,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at test time
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

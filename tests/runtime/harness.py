@@ -138,6 +138,7 @@ def launch(python, world, spec, workdir, timeout=240):
     port = free_port()
     procs, logs, started = [], [], time.monotonic()
     env = dict(os.environ, PYTHONPATH=ADAPTER, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",  # nothing is downloaded
                SHARDC_WORKER_TIMEOUT=str(timeout + 30))
     try:
         for r in range(world):

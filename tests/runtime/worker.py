@@ -482,6 +482,9 @@ def main():
         elif task["kind"] == "fsdp":
             import fsdp_check
             FAILURES.extend(fsdp_check.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "hf":
+            import hf_forward
+            FAILURES.extend(hf_forward.run(task, args.rank, args.world, fail))
         elif task["kind"] == "train":
             import train
             FAILURES.extend(train.run(task, args.rank, args.world, fail))
