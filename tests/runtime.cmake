@@ -52,4 +52,10 @@ if(SHARDC_TORCH_PYTHON)
                    ${PROJECT_SOURCE_DIR}/tools/python/shardc_runtime
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python)
   set_tests_properties(runtime/mypy PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
+  # The tests' annotations (mypy's default mode: the package is checked --strict above).
+  add_test(NAME runtime/mypy-tests
+           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache
+                   --config-file ${SHARDC_RUNTIME_DIR}/mypy.ini ${SHARDC_RUNTIME_DIR}
+           WORKING_DIRECTORY ${SHARDC_RUNTIME_DIR})
+  set_tests_properties(runtime/mypy-tests PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
 endif()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset

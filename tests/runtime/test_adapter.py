@@ -18,6 +18,7 @@ import harness
 import numpy as np
 import pytest
 import torch
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
 import shardc_runtime as sr
 from shardc_runtime import fsdp2, muon
@@ -87,6 +88,7 @@ def references(out: sr.OutDir, ckpt: str) -> dict[str, Array]:
         elif sf:
             refs[p["name"]] = np.stack([ck.read_full(s) for s in sf["sources"]])
         else:
+            assert src is not None, f"{p['name']}: not in the checkpoint, no tie source"
             refs[p["name"]] = ck.read_full(src)
     return refs
 
@@ -191,6 +193,7 @@ def test_plan(compiled: dict[str, tuple[str, str]], case: str) -> None:
     assert checked > 0, "no FSDP2 or muon layout was checked"
     md = checkpoint_metadata(out)
     for fqn, m in md.state_dict_metadata.items():
+        assert isinstance(m, TensorStorageMetadata), fqn
         cover = np.zeros(tuple(m.size), np.int32)
         for c in m.chunks:
             box(cover, c.offsets, c.sizes)[...] += 1

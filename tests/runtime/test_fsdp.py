@@ -20,7 +20,8 @@ pytestmark = pytest.mark.distributed
 
 
 def test_fully_shard_agrees(shardc: str, tmp_path: Any) -> None:
-    work, tasks = str(tmp_path), []
+    work = str(tmp_path)
+    tasks: list[dict[str, Any]] = []
     for case in ["hsdp_tp", "ep_efsdp", "tied_pp", "train_mlp"]:
         out, _ = compile_case(shardc, work, case)
         tasks.append({"kind": "fsdp", "name": case, "outdir": out,

@@ -23,7 +23,7 @@ def test_train_step(shardc: str, tmp_path: Any) -> None:
     out, ckpt = compile_case(shardc, work, "train_mlp")
     # the same launch, with FSDP2 told to divide gradients by 1 (summed over the 4 FSDP
     # ranks, as #162338 made gloo do silently): the comparison must catch it
-    tasks = [{"kind": "train", "name": "train_mlp", "outdir": out, "ckpt": ckpt},
+    tasks: list[dict[str, Any]] = [{"kind": "train", "name": "train_mlp", "outdir": out, "ckpt": ckpt},
              {"kind": "train", "name": "summed", "outdir": out, "ckpt": ckpt, "divide_factor": 1,
               "expect_mismatch": True}]
     ok, text = run(tasks, work)

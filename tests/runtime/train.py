@@ -15,13 +15,14 @@ step must agree (float tolerance).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
@@ -125,22 +126,22 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
     if rank == 0:
         print(f"{label}: gloo reduce_scatter AVG over {dp_size} ranks gives {probe} "
               f"({'averages' if probe == 1.0 else 'SUMS: pytorch/pytorch#162338'})", flush=True)
+    units = [m for m in net.modules() if isinstance(m, FSDPModule)]
     if probe != 1.0:  # the workaround: SUM in the collective, FSDP2 divides afterwards
-        for module in net.modules():
-            if hasattr(module, "set_force_sum_reduction_for_comms"):
-                module.set_force_sum_reduction_for_comms(True)
+        for unit in units:
+            unit.set_force_sum_reduction_for_comms(True)
     if "divide_factor" in task:  # the negative test: gradients summed, as #162338 does
-        for module in net.modules():  # (force_sum: gloo has no PREMUL_SUM for a factor)
-            if hasattr(module, "set_gradient_divide_factor"):
-                module.set_force_sum_reduction_for_comms(True)
-                module.set_gradient_divide_factor(float(task["divide_factor"]))
+        for unit in units:  # (force_sum: gloo has no PREMUL_SUM for a factor)
+            unit.set_force_sum_reduction_for_comms(True)
+            unit.set_gradient_divide_factor(float(task["divide_factor"]))
     for message in fsdp2_mismatches(net, me):
         fail(f"{label}: {message}")
     for name, param in net.named_parameters():
         _, placements = param_mesh(out, meshes, out.params[name])
-        got = [p for p in param.placements]
-        want = [p for p, axis in zip(placements, names)
-                if param.device_mesh.mesh_dim_names and axis in param.device_mesh.mesh_dim_names]
+        sharded = cast(DTensor, param)
+        dims = sharded.device_mesh.mesh_dim_names or ()
+        got = list(sharded.placements)
+        want = [p for p, axis in zip(placements, names) if axis in dims]
         if got != want:
             fail(f"{label}: {name}: FSDP2 + TP placements {got}, plan {out.params[name]['placements']}")
     net.to_empty(device="cpu")
@@ -148,7 +149,7 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
     for name, param in net.named_parameters():
         info = me.params[name]
         padded = read_param(info, ck)
-        local = param.to_local()
+        local = cast(DTensor, param).to_local()
         with torch.no_grad():
             local.copy_(to_torch(np.ascontiguousarray(
                 padded[tuple(slice(0, n) for n in info.local_shape)]), info.dtype))
@@ -184,9 +185,10 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
             print(f"{label}: step {step}: loss {mean.item():.6f} = unsharded {ref_loss.item():.6f}")
         ref_params = dict(ref.named_parameters())
         for name, param in net.named_parameters():
-            grad, want = full(param.grad), ref_params[name].grad
-            if not close(grad, want):
-                ratio = (grad.norm() / want.norm()).item()
+            assert param.grad is not None and ref_params[name].grad is not None
+            grad, ref_grad = full(param.grad), cast(torch.Tensor, ref_params[name].grad)
+            if not close(grad, ref_grad):
+                ratio = (grad.norm() / ref_grad.norm()).item()
                 fail(f"{label}: step {step}: {name}: gradient differs from the unsharded one "
                      f"(norm ratio {ratio:.4f})")
         opt.step()
@@ -194,8 +196,9 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
         opt.zero_grad()
         ref_opt.zero_grad()
         for name, param in net.named_parameters():
-            got, want = full(param.detach()), ref_params[name].detach()
-            if not close(got, want):
+            weight, ref_weight = full(param.detach()), ref_params[name].detach()
+            if not close(weight, ref_weight):
+                error = ((weight - ref_weight).norm() / ref_weight.norm()).item()
                 fail(f"{label}: step {step}: {name} after the optimizer step differs from the "
-                     f"unsharded one (relative error {((got - want).norm() / want.norm()).item()})")
+                     f"unsharded one (relative error {error})")
     return []

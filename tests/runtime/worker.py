@@ -53,7 +53,7 @@ from shardc_runtime.layout import numel  # noqa: E402
 from shardc_runtime.torch import (Groups, allgather_group, allgather_unit,  # noqa: E402
                                   checkpoint_metadata, chunk_writers, reshard)
 
-FAILURES = []
+FAILURES: list[str] = []
 
 
 def fail(msg):
