@@ -245,3 +245,40 @@ def test_manifest_refusals(compiled: dict[str, tuple[str, str]], tmp_path: Any) 
     os.remove(os.path.join(bare, "manifest.json"))
     with pytest.raises(sr.PlanError, match="incomplete compile"):
         sr.OutDir(bare)
+
+
+def test_expert_ids(compiled: dict[str, tuple[str, str]]) -> None:
+    """Each rank's expert ids are the plan's W-EXPERTS ranges of its EP coordinate."""
+    out = sr.OutDir(compiled["ep_efsdp"][0])
+    ranges = {d["param"]: d["expert_ranges"] for d in out.plan["diagnostics"]
+              if d["code"] == "W-EXPERTS"}
+    held = set()
+    for rank in range(out.world_size):
+        me = out.rank(rank)
+        ids = sr.expert_ids(me)
+        assert sorted(ids) == sorted(n for n, p in me.params.items() if p.stacked_from)
+        first, last = ranges["model.layers.0.mlp.experts.w1"][me.coords["expert"]["ep"]]
+        for name, got in ids.items():
+            assert got == range(first, last), f"rank {rank} {name}: {got}"
+            held |= set(got)
+    assert held == set(range(6))
+
+
+def test_head_counts(shardc: str, tmp_path: Any) -> None:
+    """Local head counts of a TP-sharded Hugging Face Llama (4 query, 2 KV heads, tp 2,
+    FSDP2 4): 2 and 1 on every rank, from the TP-local (FSDP-unsharded) rows."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=False)
+    AutoModelForCausalLM.from_config(config).save_pretrained(str(tmp_path / "ck"))
+    outdir = harness.compile_plan(shardc, str(tmp_path / "ck"),
+                                  os.path.join(harness.HERE, "cases", "hf_llama", "recipe.yaml"),
+                                  str(tmp_path / "out"))
+    out = sr.OutDir(outdir)
+    for rank in range(out.world_size):
+        heads = sr.head_counts(out.rank(rank), 4, 2)
+        assert heads == {f"model.layers.{i}.self_attn": sr.Heads(2, 1) for i in range(2)}, heads
+    with pytest.raises(sr.PlanError, match="k_proj.weight: 4 TP-local rows of 8 are not whole"):
+        sr.head_counts(out.rank(0), 4, 1)  # one KV head of 8 rows, a TP shard holds 4: half

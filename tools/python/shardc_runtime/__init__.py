@@ -14,6 +14,7 @@ builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 See tools/python/README.md.
 """
 
+from .attributes import Heads, expert_ids, head_counts
 from .errors import CheckpointError, PlanError
 from .fsdp2 import pack_unit, unpack_unit
 from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
@@ -23,7 +24,8 @@ from .rankset import RankList, RankSet, parse_rank_list, parse_rank_set
 from .safetensors_io import Checkpoint, write_file
 
 __all__ = [
-    "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "LoadedRank", "MuonGroup", "OutDir",
-    "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "load_rank", "pack_unit",
-    "parse_rank_list", "parse_rank_set", "slice_back", "unpack_unit", "write_file",
+    "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "Heads", "LoadedRank", "MuonGroup",
+    "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "expert_ids",
+    "head_counts", "load_rank", "pack_unit", "parse_rank_list", "parse_rank_set", "slice_back",
+    "unpack_unit", "write_file",
 ]
