@@ -76,24 +76,40 @@ def resign(outdir: str, rel: str) -> None:
     mpath = os.path.join(outdir, "manifest.json")
     m = json.load(open(mpath))
     data = open(os.path.join(outdir, rel), "rb").read()
-    entry = next(f for f in m["rank_files"]["files"] if f["path"] == rel)
+    entry = m["plan"] if rel == "plan.json" else next(
+        f for f in m["rank_files"]["files"] if f["path"] == rel)
     entry["bytes"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
     with open(mpath, "w") as f:
         json.dump(m, f)
 
 
 def perturb(outdir: str, rank: int, param: str) -> None:
-    """Shift `param`'s global_offset by one row in rank `rank`'s file and re-sign
-    manifest.json, so only the plan's meaning is wrong."""
-    world = json.load(open(os.path.join(outdir, "plan.json")))["world_size"]
-    rel = f"ranks/rank-{rank:0{len(str(world - 1))}d}.json"
-    path = os.path.join(outdir, rel)
-    doc = json.load(open(path))
-    p = next(p for p in doc["params"] if p["name"] == param)
-    p["global_offset"][0] += 1
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    resign(outdir, rel)
+    """Shift `param`'s global_offset by one row in the shard class rank `rank` holds:
+    in plan.json and in the rank file of every rank of its replica set, each
+    re-signed in manifest.json, so the files agree with each other and only the
+    plan's meaning is wrong (the adapter's reader accepts it; the runtime checks
+    must catch it)."""
+    from shardc_runtime.rankset import parse_rank_set
+
+    plan_path = os.path.join(outdir, "plan.json")
+    plan = json.load(open(plan_path))
+    world = plan["world_size"]
+    spec = next(p for p in plan["params"] if p["name"] == param)
+    shard = next(s for s in spec["shards"] if rank in parse_rank_set(s["ranks"], world))
+    old = list(shard["global_offset"])
+    shard["global_offset"][0] += 1
+    with open(plan_path, "w") as f:
+        json.dump(plan, f)
+    resign(outdir, "plan.json")
+    for holder in parse_rank_set(shard["ranks"], world):
+        rel = f"ranks/rank-{holder:0{len(str(world - 1))}d}.json"
+        doc = json.load(open(os.path.join(outdir, rel)))
+        p = next(p for p in doc["params"] if p["name"] == param)
+        assert p["global_offset"] == old
+        p["global_offset"][0] += 1
+        with open(os.path.join(outdir, rel), "w") as f:
+            json.dump(doc, f)
+        resign(outdir, rel)
 
 
 def test_negative(shardc: str, tmp_path: Any) -> None:

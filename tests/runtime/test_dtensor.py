@@ -42,8 +42,9 @@ def test_dtensors(shardc: str, tmp_path: Any) -> None:
         out, ckpt = compile_case(shardc, work, recipe, small,
                                  os.path.join(PLANS, f"{recipe}.recipe.yaml"))
         tasks.append({"kind": "dtensor", "name": recipe, "outdir": out, "ckpt": ckpt})
-    # negative: one offset shifted by a row in rank 0's file (manifest re-signed) must be
-    # refused by DTensor's own layout rule, naming the param, the rank and both values
+    # negative: one shard class offset shifted by a row in plan.json and its holders' rank
+    # files (re-signed, consistent): DTensor's own layout rule must refuse it, naming the
+    # param, the rank and both values
     os.makedirs(os.path.join(work, "negative"))
     bad, ckpt = compile_case(shardc, os.path.join(work, "negative"), "hsdp_tp")
     param = "model.layers.0.up.weight"

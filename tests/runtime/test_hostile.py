@@ -345,3 +345,75 @@ def test_loaded_values_unchanged_by_validation(tiny: tuple[str, str]) -> None:
     want = ((np.arange(64 * 64) + 1000) % 30000).astype("<i2").reshape(64, 64)
     got = loaded.local(Q)
     assert got.tobytes() == want[q.global_offset[0]:q.global_offset[0] + q.local_shape[0]].tobytes()
+
+
+# --- verify_fields_unchecked (adapter side): rank files and plan.json must agree ---
+
+LM_HEAD = "lm_head.weight"
+
+
+def param_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["params"] if p["name"] == name)
+
+
+@pytest.mark.parametrize("rel,edit,message", [
+    ("ranks/rank-0.json", lambda d: param_of(d, LM_HEAD).update(alias_of=Q),
+     "plan.json's alias_of is 'model.embed_tokens.weight'"),
+    ("ranks/rank-0.json", lambda d: param_of(d, LM_HEAD).update(alias_of=None),
+     "alias_of None / tied_copy_of None, plan.json's alias_of is"),
+    ("ranks/rank-0.json", lambda d: param_of(d, LM_HEAD).update(tied_copy_of=EMBED),
+     "alias_of 'model.embed_tokens.weight' / tied_copy_of 'model.embed_tokens.weight'"),
+    ("plan.json", lambda d: param_of(d, Q).update(alias_of=EMBED),
+     "q_proj.weight: alias_of None / tied_copy_of None, plan.json's alias_of is"),
+    ("plan.json", lambda d: param_of(d, Q).update(mesh="expert"), "on mesh 'expert'"),
+    ("ranks/rank-0.json", lambda d: param_of(d, Q)["global_offset"].__setitem__(0, 1),
+     "which plan.json lists for no shard of this rank"),
+    ("plan.json", lambda d: param_of(d, Q)["shards"][0].update(ranks="2-3"),
+     "which plan.json lists for no shard of this rank"),
+])
+def test_rank_file_disagrees_with_plan(tiny: tuple[str, str], tmp_path: Any, rel: str,
+                                       edit: Callable[[dict[str, Any]], None], message: str) -> None:
+    """A re-pointed alias would load q_proj into lm_head; a shard plan.json does not
+    list for the rank, a tie plan.json does not declare, a mesh the rank lacks: refused."""
+    _, out = tiny
+    bad = tamper(out, str(tmp_path / "t"), edit, rel)
+    with pytest.raises(sr.PlanError, match=message):
+        sr.OutDir(bad).rank(0)
+
+
+@pytest.fixture(scope="module")
+def experts(shardc: str, tmp_path_factory: Any) -> str:
+    work = tmp_path_factory.mktemp("experts")
+    out = str(work / "out")
+    case = os.path.join(HERE, "cases", "ep_efsdp")
+    r = subprocess.run([shardc, "-q", "compile", os.path.join(case, "model.yaml"),
+                        os.path.join(case, "recipe.yaml"), "-o", out], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+W1 = "model.layers.0.mlp.experts.w1"
+
+
+def swap_sources(d: dict[str, Any]) -> None:
+    src = param_of(d, W1)["stacked_from"]["sources"]
+    src[0], src[1] = src[1], src[0]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (swap_sources, "not consecutive in order"),
+    (lambda d: param_of(d, W1)["stacked_from"]["sources"].__setitem__(1, "model.embed.weight"),
+     "sources of different depth"),
+    (lambda d: param_of(d, W1)["stacked_from"]["sources"].__setitem__(
+        1, "model.layers.0.mlp.experts.1.w2.weight"), "differ in 2 name segments"),
+    (lambda d: param_of(d, W1)["stacked_from"].update(count=65), "count 65 for 6 sources"),
+])
+def test_stacked_sources(experts: str, tmp_path: Any, edit: Callable[[dict[str, Any]], None],
+                         message: str) -> None:
+    """Swapped or renamed expert sources would load expert 1 into slot 0 (or the
+    embedding into an expert): refused."""
+    bad = tamper(experts, str(tmp_path / "t"), edit, "plan.json")
+    with pytest.raises(sr.PlanError, match=message):
+        sr.OutDir(bad).rank(0)
+    sr.OutDir(experts).rank(0)  # the untouched plan reads

@@ -317,8 +317,9 @@ def expressible(out, me, meshes, world):
     everyone = [None] * world
     dist.all_gather_object(everyone, bad)
     refused = {}
-    for lst in everyone:
-        refused.update(lst)
+    for lst in everyone:  # the lowest rank's reason
+        for name, why in lst.items():
+            refused.setdefault(name, why)
     return refused
 
 

@@ -17,7 +17,9 @@ paths included) or a rank set that is not the files' ranks; a file whose size or
 sha256 differs from the manifest; a FIFO, device or directory where a file
 should be (never opened, so never blocks); rank strings out of shardc's bounds
 (`rankset`); fields of the wrong JSON type; shapes, offsets and boxes that do
-not fit the global tensor.
+not fit the global tensor; a rank file that disagrees with plan.json (a shard
+plan.json does not list for the rank, a tie other than plan.json's, stacked
+sources out of order).
 """
 
 from __future__ import annotations
@@ -439,9 +441,13 @@ class RankFile:
                                 f"{spec['dtype']} {spec['global_shape']}")
             params[name] = info
         for p in params.values():
-            if p.alias_of is not None and p.alias_of not in params:
-                raise PlanError(f"{path}: {p.name} is an alias of {p.alias_of}, which this rank "
-                                "does not hold")
+            _check_tie(p, params, plan_params[p.name], path)
+            _check_shard(p, rank, world, plan_params[p.name], path)
+        meshes = {spec["mesh"] for spec in (plan_params[n] for n in params)}
+        missing = sorted(m for m in meshes if m not in coords)
+        if missing:
+            raise PlanError(f"{path}: params on mesh {missing[0]!r}, which the rank's coords "
+                            f"({sorted(coords)}) do not have")
         order = list(params)
 
         def name_of(ref: Any, where: str) -> str:
@@ -472,12 +478,78 @@ class RankFile:
         return [p for p in self.params.values() if p.alias_of is None]
 
 
+def _check_shard(p: ParamInfo, rank: int, world: int, spec: Mapping[str, Any],
+                 path: str) -> None:
+    """plan.json lists the rank file's shard: a `shards` entry with the same local
+    shape and global offset whose replica set holds this rank."""
+    shards = _list(spec.get("shards", []), f"plan.json {p.name} shards")
+    for index, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            continue
+        if tuple(shard.get("local_shape", ())) != p.local_shape or \
+                tuple(shard.get("global_offset", ())) != p.global_offset:
+            continue
+        ranks = parse_rank_set(_get(shard, "ranks", f"plan.json {p.name} shards[{index}]"),
+                               world, f"plan.json {p.name} shards[{index}].ranks")
+        if rank in ranks:
+            return
+    raise PlanError(f"{path}: {p.name}: rank {rank} holds {list(p.local_shape)} at "
+                    f"{list(p.global_offset)}, which plan.json lists for no shard of this rank")
+
+
+def _check_tie(p: ParamInfo, params: Mapping[str, ParamInfo], spec: Mapping[str, Any],
+               path: str) -> None:
+    """A held param's tie is plan.json's: `alias_of` (same stage: shares the source's
+    storage, so the same dtype and shard) or `tied_copy_of` (the source on another
+    stage) names plan.json's `alias_of`, and an untied param has neither."""
+    want = spec.get("alias_of")
+    got = p.alias_of or p.tied_copy_of
+    if got != want or (p.alias_of is not None and p.tied_copy_of is not None):
+        raise PlanError(f"{path}: {p.name}: alias_of {p.alias_of!r} / tied_copy_of "
+                        f"{p.tied_copy_of!r}, plan.json's alias_of is {want!r}")
+    if p.alias_of is None:
+        return
+    source = params.get(p.alias_of)
+    if source is None:
+        raise PlanError(f"{path}: {p.name} is an alias of {p.alias_of}, which this rank does not "
+                        "hold")
+    if (source.dtype, source.global_shape, source.local_shape, source.global_offset,
+            source.padded_shape) != (p.dtype, p.global_shape, p.local_shape, p.global_offset,
+                                     p.padded_shape):
+        raise PlanError(f"{path}: {p.name} shares the storage of {p.alias_of}, but holds "
+                        f"{p.dtype} {list(p.local_shape)} at {list(p.global_offset)}, the source "
+                        f"{source.dtype} {list(source.local_shape)} at "
+                        f"{list(source.global_offset)}")
+
+
 def _stacked_sources(spec: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    """plan.json `stacked_from.sources`, checked: `count` sources, distinct, differing
+    from each other in exactly one dot-separated segment, the expert index, which
+    counts up by one (sources[e] is expert first + e: a swap or rename is refused)."""
     stacked = spec.get("stacked_from")
     if stacked is None:
         return None
-    sources = _list(_get(stacked, "sources", f"{where} stacked_from"), f"{where} stacked_from")
-    return tuple(_str(s, f"{where} stacked_from.sources") for s in sources)
+    where = f"{where} stacked_from"
+    sources = tuple(_str(s, f"{where}.sources")
+                    for s in _list(_get(stacked, "sources", where), where))
+    count = _int(_get(stacked, "count", where), f"{where}.count", 1)
+    if count != len(sources) or not sources:
+        raise PlanError(f"{where}: count {count} for {len(sources)} sources")
+    split = [s.split(".") for s in sources]
+    if any(len(parts) != len(split[0]) for parts in split):
+        raise PlanError(f"{where}: sources of different depth")
+    differ = [i for i in range(len(split[0])) if len({parts[i] for parts in split}) > 1]
+    if len(sources) > 1 and len(differ) != 1:
+        raise PlanError(f"{where}: sources differ in {len(differ)} name segments, not one "
+                        "(the expert index)")
+    if differ:
+        index = differ[0]
+        values = [parts[index] for parts in split]
+        if not all(v.isdigit() for v in values) or [int(v) for v in values] != list(
+                range(int(values[0]), int(values[0]) + len(values))):
+            raise PlanError(f"{where}: expert indices {values[:8]} are not consecutive in "
+                            "order (sources swapped or renamed)")
+    return sources
 
 
 def rank_file_name(rank: int, world_size: int) -> str:
