@@ -247,21 +247,40 @@ def test_manifest_refusals(compiled: dict[str, tuple[str, str]], tmp_path: Any) 
         sr.OutDir(bare)
 
 
-def test_expert_ids(compiled: dict[str, tuple[str, str]]) -> None:
-    """Each rank's expert ids are the plan's W-EXPERTS ranges of its EP coordinate."""
+def test_expert_ids(compiled: dict[str, tuple[str, str]], shardc: str, tmp_path: Any) -> None:
+    """Each rank serves the experts of its EP coordinate: the plan's W-EXPERTS ranges
+    (6 experts over ep 4 chunk: 2, 2, 2, 0; expert FSDP on dim 1), and with expert FSDP
+    on the expert dim (recipe_b: ep 2, efsdp 4 on dim 0, pieces 1, 1, 1, 0) the whole
+    EP-local range 3e..3e+3, not the rank's FSDP piece."""
     out = sr.OutDir(compiled["ep_efsdp"][0])
     ranges = {d["param"]: d["expert_ranges"] for d in out.plan["diagnostics"]
               if d["code"] == "W-EXPERTS"}
     held = set()
     for rank in range(out.world_size):
         me = out.rank(rank)
-        ids = sr.expert_ids(me)
+        ids = sr.expert_ids(out, me)
         assert sorted(ids) == sorted(n for n, p in me.params.items() if p.stacked_from)
         first, last = ranges["model.layers.0.mlp.experts.w1"][me.coords["expert"]["ep"]]
         for name, got in ids.items():
             assert got == range(first, last), f"rank {rank} {name}: {got}"
             held |= set(got)
     assert held == set(range(6))
+    case = os.path.join(harness.HERE, "cases", "ep_efsdp")
+    out_b = sr.OutDir(harness.compile_plan(shardc, os.path.join(case, "model.yaml"),
+                                           os.path.join(case, "recipe_b.yaml"), str(tmp_path / "b")))
+    with pytest.raises(sr.PlanError, match="no fsdp2_allgather unit lists it"):
+        sr.expert_ids(out_b, out_b.rank(0))  # recipe_b declares no FSDP2 units
+    recipe = tmp_path / "recipe_units.yaml"
+    recipe.write_text(open(os.path.join(case, "recipe_b.yaml")).read() +
+                      'buffers:\n  - {kind: fsdp2_allgather, units: ["model.layers.{i}", "**"]}\n')
+    out_b = sr.OutDir(harness.compile_plan(shardc, os.path.join(case, "model.yaml"), str(recipe),
+                                           str(tmp_path / "b-units")))
+    for rank in range(out_b.world_size):
+        me = out_b.rank(rank)
+        ep = me.coords["expert"]["ep"]
+        for name, got in sr.expert_ids(out_b, me).items():
+            assert got == range(3 * ep, 3 * ep + 3), f"plan B rank {rank} {name}: {got}"
+            assert me.params[name].local_shape[0] < 3  # the rank holds only a piece of them
 
 
 def test_head_counts(shardc: str, tmp_path: Any) -> None:

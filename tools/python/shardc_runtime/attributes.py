@@ -3,9 +3,10 @@
 The rank file does not (yet) carry them (issue 28 item 5 plans a C++ change), so
 the adapter derives them from the plan's shapes and the model's attributes:
 
-* `expert_ids(rank_file)`: per stacked expert param (`stacked_from`), the global
-  expert ids this rank holds: range(offset[0], offset[0] + local_shape[0]) of the
-  expert dim (EP Shard(0); empty on an EP rank without experts).
+* `expert_ids(outdir, rank_file)`: per stacked expert param (`stacked_from`), the
+  global expert ids this rank serves (its EP-local range of the expert dim; empty on
+  an EP rank without experts; with expert FSDP on the expert dim, the range the
+  FSDP2 all-gather rebuilds, not the rank's FSDP piece).
 * `head_counts(rank_file, num_attention_heads, num_key_value_heads)`: per
   attention module (the parent of `q_proj` / `k_proj`), the local query and KV
   head counts of its TP-local projections: TP-local rows / head_dim with head_dim
@@ -24,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .layout import RankFile
+from .layout import OutDir, RankFile
+from .rankset import parse_rank_set
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,37 @@ class Heads:
     key_value: int
 
 
-def expert_ids(rank_file: RankFile) -> dict[str, range]:
-    """{stacked param: the global expert ids this rank holds}."""
+def expert_ids(outdir: OutDir, rank_file: RankFile) -> dict[str, range]:
+    """{stacked param: the global expert ids this rank serves}: its EP-local expert
+    range. When expert FSDP shards the expert dim too (`expert_dim: 0`), the rank
+    holds only its FSDP piece between all-gathers; the range is then the FSDP2
+    unit's unsharded extent starting where the unit's first member's piece starts
+    (plan.json's shard of that member)."""
     out = {}
     for name, info in rank_file.params.items():
         if info.stacked_from is None:
             continue
-        first = info.global_offset[0] if info.local_shape[0] else info.global_shape[0]
-        out[name] = range(first, first + info.local_shape[0])
+        member = next(((u, m) for u in rank_file.fsdp2 for m in u.params
+                       if m.name == name and m.shard_dim == 0), None)
+        if member is None:
+            if any(label.startswith("_StridedShard(0")
+                   for label in outdir.params[name]["placements"]):
+                raise PlanError(f"{name}: FSDP splits the EP shard's expert dim but no "
+                                "fsdp2_allgather unit lists it, so the rank file does not say "
+                                "the EP-local range; declare the units in the recipe")
+            count = info.local_shape[0]
+            first = info.global_offset[0] if count else 0
+        else:
+            unit, entry = member
+            count = entry.unsharded_shape[0]
+            holder = unit.ranks[0]
+            shard = next((s for s in outdir.params[name]["shards"]
+                          if holder in parse_rank_set(s["ranks"], outdir.world_size,
+                                                      f"plan.json {name} shards")), None)
+            if shard is None:
+                raise PlanError(f"plan.json lists no shard of {name} for rank {holder}")
+            first = shard["global_offset"][0] if count else 0
+        out[name] = range(first, first + count)
     return out
 
 
