@@ -283,6 +283,23 @@ def test_expert_ids(compiled: dict[str, tuple[str, str]], shardc: str, tmp_path:
             assert me.params[name].local_shape[0] < 3  # the rank holds only a piece of them
 
 
+def test_vocab_range(compiled: dict[str, tuple[str, str]]) -> None:
+    """hsdp_tp: 11 embedding rows over tp 2 (6, 5), then FSDP 2 (3, 3 / 3, 2): the rank's
+    vocab range is its tp coordinate's [0, 6) or [6, 11), not its FSDP piece; tp_uneven
+    (13 rows over tp 4, no FSDP): 4, 4, 4, 1 rows."""
+    out = sr.OutDir(compiled["hsdp_tp"][0])
+    for rank in range(out.world_size):
+        me = out.rank(rank)
+        want = [range(0, 6), range(6, 11)][me.coords["dense"]["tp"]]
+        assert sr.vocab_range(out, me, "model.embed.weight") == want, rank
+        assert me.params["model.embed.weight"].local_shape[0] < len(want)
+    out = sr.OutDir(compiled["tp_uneven"][0])
+    for rank in range(out.world_size):
+        me = out.rank(rank)
+        tp = me.coords["dense"]["tp"]
+        assert sr.vocab_range(out, me, "model.embed.weight") == range(4 * tp, min(4 * tp + 4, 13))
+
+
 def test_head_counts(shardc: str, tmp_path: Any) -> None:
     """Local head counts of a TP-sharded Hugging Face Llama (4 query, 2 KV heads, tp 2,
     FSDP2 4): 2 and 1 on every rank, from the TP-local (FSDP-unsharded) rows."""

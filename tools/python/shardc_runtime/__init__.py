@@ -14,7 +14,7 @@ builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 See tools/python/README.md.
 """
 
-from .attributes import Heads, expert_ids, head_counts
+from .attributes import Heads, expert_ids, head_counts, local_range, vocab_range
 from .errors import CheckpointError, PlanError
 from .fsdp2 import pack_unit, unpack_unit
 from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
@@ -26,6 +26,6 @@ from .safetensors_io import Checkpoint, write_file
 __all__ = [
     "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "Heads", "LoadedRank", "MuonGroup",
     "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "expert_ids",
-    "head_counts", "load_rank", "pack_unit", "parse_rank_list", "parse_rank_set", "slice_back",
-    "unpack_unit", "write_file",
+    "head_counts", "load_rank", "local_range", "pack_unit", "parse_rank_list", "parse_rank_set",
+    "slice_back", "unpack_unit", "vocab_range", "write_file",
 ]
