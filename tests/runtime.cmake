@@ -54,7 +54,7 @@ if(SHARDC_TORCH_PYTHON)
   set_tests_properties(runtime/mypy PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
   # The tests' annotations (mypy's default mode: the package is checked --strict above).
   add_test(NAME runtime/mypy-tests
-           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache
+           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache-tests
                    --config-file ${SHARDC_RUNTIME_DIR}/mypy.ini ${SHARDC_RUNTIME_DIR}
            WORKING_DIRECTORY ${SHARDC_RUNTIME_DIR})
   set_tests_properties(runtime/mypy-tests PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
