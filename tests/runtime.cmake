@@ -1,38 +1,61 @@
 # Runtime tests (label `runtime`): real PyTorch processes consume shardc plans
-# (tests/runtime/README.md). They run on the project's environment (torch 2.13.0, CPU:
-# tools/venv creates .venv and tools/test passes -DSHARDC_TORCH_PYTHON=.venv/bin/python).
-# When SHARDC_TORCH_PYTHON is set, a python without torch fails the tests; only a build
-# configured without it (a C++-only build) lets them exit 77 and CTest report them skipped.
-# RESOURCE_LOCK keeps two 8-process launches from sharing the 2-core CI machine.
+# (tests/runtime/README.md). They are pytest tests run on the project's environment
+# (torch 2.13.0, CPU: tools/venv creates .venv and tools/test passes
+# -DSHARDC_TORCH_PYTHON=.venv/bin/python) as `${SHARDC_TORCH_PYTHON} -m pytest FILE::TEST`.
+# Any non-zero pytest exit fails the test, including 5 (no test collected), so a renamed
+# test cannot pass silently. Only a build configured without SHARDC_TORCH_PYTHON (a
+# C++-only build) registers them as skipped (exit 77). RESOURCE_LOCK keeps two 8-process
+# launches from sharing the 2-core CI machine.
 set(SHARDC_RUNTIME_DIR ${CMAKE_CURRENT_SOURCE_DIR}/runtime)
 set(SHARDC_TORCH_PYTHON "" CACHE FILEPATH "python with torch 2.13 for the runtime and agreement tests (tools/venv)")
-if(SHARDC_TORCH_PYTHON)
-  set(SHARDC_TORCH_ENV "SHARDC_TORCH_PYTHON=${SHARDC_TORCH_PYTHON};SHARDC_REQUIRE_TORCH=1")
-else()
-  set(SHARDC_TORCH_ENV "SHARDC_TORCH_PYTHON=")
-endif()
 
-add_test(NAME runtime/adapter
-         COMMAND ${Python3_EXECUTABLE} ${SHARDC_RUNTIME_DIR}/test_adapter.py
-                 --shardc $<TARGET_FILE:shardc>)
-set_tests_properties(runtime/adapter PROPERTIES LABELS "e2e;runtime" TIMEOUT 300
-                     SKIP_RETURN_CODE 77 ENVIRONMENT "${SHARDC_TORCH_ENV}")
+# shardc_runtime_test(NAME NODE [LOCK]): runtime/NAME runs pytest node NODE (tests/runtime).
+function(shardc_runtime_test name node)
+  if(SHARDC_TORCH_PYTHON)
+    add_test(NAME runtime/${name}
+             COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -c ${SHARDC_RUNTIME_DIR}/pytest.ini
+                     --rootdir ${SHARDC_RUNTIME_DIR} ${SHARDC_RUNTIME_DIR}/${node}
+                     --shardc $<TARGET_FILE:shardc>
+             WORKING_DIRECTORY ${SHARDC_RUNTIME_DIR})
+  else()
+    add_test(NAME runtime/${name}
+             COMMAND ${Python3_EXECUTABLE} -c
+                     "print('SKIPPED: configure with -DSHARDC_TORCH_PYTHON=.venv/bin/python (tools/venv)'); raise SystemExit(77)")
+  endif()
+  set_tests_properties(runtime/${name} PROPERTIES LABELS "e2e;runtime" TIMEOUT 600
+                       SKIP_RETURN_CODE 77)
+  if(ARGC GREATER 2)
+    set_tests_properties(runtime/${name} PROPERTIES RESOURCE_LOCK runtime_processes)
+  endif()
+endfunction()
 
-foreach(test plans features negative)
-  add_test(NAME runtime/${test}
-           COMMAND ${Python3_EXECUTABLE} ${SHARDC_RUNTIME_DIR}/run_runtime.py
-                   --shardc $<TARGET_FILE:shardc> --test ${test})
-  set_tests_properties(runtime/${test} PROPERTIES LABELS "e2e;runtime" TIMEOUT 600
-                       SKIP_RETURN_CODE 77 RESOURCE_LOCK runtime_processes
-                       ENVIRONMENT "${SHARDC_TORCH_ENV}")
-endforeach()
-
+shardc_runtime_test(adapter test_adapter.py)
+shardc_runtime_test(hostile test_hostile.py)
+shardc_runtime_test(plans test_distributed.py::test_plans lock)
+shardc_runtime_test(features test_distributed.py::test_features lock)
+shardc_runtime_test(negative test_distributed.py::test_negative lock)
+shardc_runtime_test(dtensor test_dtensor.py::test_dtensors lock)
+shardc_runtime_test(fsdp test_fsdp.py lock)
+shardc_runtime_test(train test_train.py lock)
+shardc_runtime_test(hf test_hf.py lock)
 # Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)
-  add_test(NAME runtime/reshard
-           COMMAND ${Python3_EXECUTABLE} ${SHARDC_RUNTIME_DIR}/run_runtime.py
-                   --shardc $<TARGET_FILE:shardc> --test reshard)
-  set_tests_properties(runtime/reshard PROPERTIES LABELS "e2e;runtime" TIMEOUT 600
-                       SKIP_RETURN_CODE 77 RESOURCE_LOCK runtime_processes
-                       ENVIRONMENT "${SHARDC_TORCH_ENV}")
+  shardc_runtime_test(reshard test_distributed.py::test_reshard lock)
+  shardc_runtime_test(dcp test_dtensor.py::test_dcp_reshard lock)
+endif()
+
+# The adapter's annotations, checked by mypy --strict (settings in tools/python/pyproject.toml).
+if(SHARDC_TORCH_PYTHON)
+  add_test(NAME runtime/mypy
+           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache --config-file
+                   ${PROJECT_SOURCE_DIR}/tools/python/pyproject.toml
+                   ${PROJECT_SOURCE_DIR}/tools/python/shardc_runtime
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python)
+  set_tests_properties(runtime/mypy PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
+  # The tests' annotations (mypy's default mode: the package is checked --strict above).
+  add_test(NAME runtime/mypy-tests
+           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache-tests
+                   --config-file ${SHARDC_RUNTIME_DIR}/mypy.ini ${SHARDC_RUNTIME_DIR}
+           WORKING_DIRECTORY ${SHARDC_RUNTIME_DIR})
+  set_tests_properties(runtime/mypy-tests PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
 endif()

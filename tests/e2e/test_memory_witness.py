@@ -78,7 +78,7 @@ training: {optimizer: adamw, master_weights: float32}
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "python"))
 from shardc_runtime.layout import OutDir  # noqa: E402  (the runtime adapter)
-from shardc_runtime.load import local_tensors  # noqa: E402
+from shardc_runtime.torch import local_tensors  # noqa: E402
 KINDS = ["params", "grads", "master_weights", "optimizer_state"]
 
 

@@ -25,7 +25,6 @@ sys.path.insert(0, ADAPTER)
 
 import numpy as np  # noqa: E402
 
-from findpy import find_torch_python  # noqa: E402,F401
 from shardc_runtime import dtypes, safetensors_io  # noqa: E402
 
 
@@ -139,6 +138,7 @@ def launch(python, world, spec, workdir, timeout=240):
     port = free_port()
     procs, logs, started = [], [], time.monotonic()
     env = dict(os.environ, PYTHONPATH=ADAPTER, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",  # nothing is downloaded
                SHARDC_WORKER_TIMEOUT=str(timeout + 30))
     try:
         for r in range(world):

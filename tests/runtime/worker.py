@@ -48,12 +48,12 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                                 "python"))
-from shardc_runtime import (Checkpoint, Groups, OutDir, allgather_group, allgather_unit,  # noqa: E402
-                            check_written, checkpoint_metadata, load_rank, reshard, slice_back)
+from shardc_runtime import Checkpoint, OutDir, PlanError, load_rank, slice_back  # noqa: E402
 from shardc_runtime.layout import numel  # noqa: E402
-from shardc_runtime.rankset import parse_rank_set  # noqa: E402
+from shardc_runtime.torch import (Groups, allgather_group, allgather_unit,  # noqa: E402
+                                  checkpoint_metadata, chunk_writers, reshard)
 
-FAILURES = []
+FAILURES: list[str] = []
 
 
 def fail(msg):
@@ -188,7 +188,6 @@ def check_fsdp2(out, me, loaded, groups, ref, metas, label):
 def check_muon(out, me, loaded, groups, ref, label):
     owners = []
     for g in me.muon:
-        check_written(g, me)
         full = allgather_group(groups, g, me, loaded.arrays)
         for name in g.params:
             if not same(full[name], ref.get(name)):
@@ -216,17 +215,20 @@ def check_owners(all_owners, label):
 
 
 def check_dcp(out, metas, label):
-    md = checkpoint_metadata(out)
+    md, writers = checkpoint_metadata(out), chunk_writers(out)
     for p in out.plan["params"]:
         if p.get("alias_of"):
             continue
         cover = np.zeros(p["global_shape"], np.int32)
-        for c in md["state_dict_metadata"][p["name"]]["chunks"]:
-            box(cover, c["offsets"], c["sizes"])[...] += 1
+        for c in md.state_dict_metadata[p["name"]].chunks:
+            offsets, sizes = tuple(c.offsets), tuple(c.sizes)
+            box(cover, offsets, sizes)[...] += 1
             holders = [r for r, m in enumerate(metas) if p["name"] in m["meta"] and
-                       [c["sizes"], c["offsets"]] in [list(b[:2]) for b in m["meta"][p["name"]]["boxes"]]]
-            if not holders or c["writer_rank"] != min(holders):
-                fail(f"{label}: dcp {p['name']} chunk {c['offsets']}: writer {c['writer_rank']}, "
+                       (sizes, offsets) in [(tuple(b[0]), tuple(b[1]))
+                                            for b in m["meta"][p["name"]]["boxes"]]]
+            writer = writers[(p["name"], offsets)]
+            if not holders or writer != min(holders):
+                fail(f"{label}: dcp {p['name']} chunk {list(offsets)}: writer {writer}, "
                      f"holders {holders}")
         if cover.size and not (cover == 1).all():
             fail(f"{label}: dcp {p['name']}: chunks do not tile the tensor exactly once")
@@ -234,7 +236,7 @@ def check_dcp(out, metas, label):
 
 def run_plan(task, rank, world, groups):
     label = task["name"]
-    out = OutDir(task["outdir"], require_manifest=task.get("require_manifest", True))
+    out = OutDir(task["outdir"])
     me = out.rank(rank) if rank < out.world_size else None
     loaded = None
     if me is not None:
@@ -261,8 +263,8 @@ def run_plan(task, rank, world, groups):
 
 def run_reshard(task, rank, world):
     label = task["name"]
-    a = OutDir(task["a"], require_manifest=task.get("require_manifest", True))
-    b = OutDir(task["b"], require_manifest=task.get("require_manifest", True))
+    a = OutDir(task["a"])
+    b = OutDir(task["b"])
     listing = json.load(open(task["listing"]))
     source, dest = {}, {}
     if rank < a.world_size:
@@ -296,6 +298,166 @@ def run_reshard(task, rank, world):
         fail(f"{label}: {sum(sent)} bytes sent in all, listing moves {listing['totals']['moved_bytes']}")
 
 
+def expressible(out, me, meshes, world):
+    """Names of the params every holder can make a DTensor of; the others,
+    with the reason, agreed on by all ranks (so no rank starts a collective
+    the others skip)."""
+    from shardc_runtime.torch import check_layout, param_mesh
+
+    bad = {}
+    if me is not None:
+        for name, info in me.params.items():
+            if info.alias_of is not None:
+                continue
+            try:
+                mesh, places = param_mesh(out, meshes, out.params[name])
+                check_layout(info, me.rank, mesh, places)
+            except PlanError as ex:
+                bad[name] = str(ex)
+    everyone = [None] * world
+    dist.all_gather_object(everyone, bad)
+    refused = {}
+    for lst in everyone:  # the lowest rank's reason
+        for name, why in lst.items():
+            refused.setdefault(name, why)
+    return refused
+
+
+def run_dtensor(task, rank, world):
+    """The adapter's DTensors: placements as the plan says, every local shard read from
+    the checkpoint by slices (only this rank's bytes), full_tensor() equal to the
+    checkpoint bit for bit."""
+    from shardc_runtime.torch import device_meshes, dtensor, placement, to_storage
+
+    label = task["name"]
+    out = OutDir(task["outdir"])
+    me = out.rank(rank) if rank < out.world_size else None
+    meshes = device_meshes(out, me)
+    refused = expressible(out, me, meshes, world)
+    if rank == 0:
+        for name, why in sorted(refused.items()):
+            print(f"NOT A DTENSOR {label}: {why}", flush=True)
+        if sorted(refused) != sorted(task.get("not_dtensor", [])):
+            fail(f"{label}: params DTensor cannot express {sorted(refused)}, expected "
+                 f"{sorted(task.get('not_dtensor', []))}")
+    if me is None:
+        return
+    ref = Reference(out, task["ckpt"])
+    ck = Checkpoint(task["ckpt"])
+    made = 0
+    for name, info in me.params.items():
+        if info.alias_of is not None or name in refused:
+            continue
+        made += 1
+        before = ck.bytes_read
+        dt = dtensor(out, me, meshes, name, ck)
+        if ck.bytes_read - before != info.nbytes:
+            fail(f"{label}: {name}: read {ck.bytes_read - before} bytes, holds {info.nbytes}")
+        spec = out.params[name]
+        pp = (out.plan.get("pipeline") or {}).get("axis")
+        want = [placement(lbl) for lbl, axis in zip(spec["placements"], out.plan["meshes"][spec["mesh"]])
+                if axis["name"] != pp]
+        if list(dt.placements) != want:
+            fail(f"{label}: {name}: placements {dt.placements} != plan {spec['placements']}")
+        if tuple(dt.to_local().shape) != info.local_shape:
+            fail(f"{label}: {name}: local shape {tuple(dt.to_local().shape)} != {info.local_shape}")
+        full = to_storage(dt.full_tensor())
+        if not same(full, ref.get(name)):
+            fail(f"{label}: {name}: full_tensor() differs from the checkpoint on rank {rank}")
+    if made == 0:
+        fail(f"{label}: rank {rank} made no DTensor")
+    print(f"rank {rank}: {label}: {made} DTensors, full_tensor() == checkpoint", flush=True)
+
+
+def run_dcp(task, rank, world):
+    """dcp.save of plan A's DTensors, dcp.load into plan B's: the saved Metadata's chunks
+    are checkpoint_metadata(A)'s, every plan-B shard equals the checkpoint, and the boxes
+    (and bytes) DCP reads on each rank are the ones `shardc reshard A B` lists."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+    from shardc_runtime.torch import checkpoint_metadata, device_meshes, dtensor, to_storage
+
+    label = task["name"]
+    a, b = OutDir(task["a"]), OutDir(task["b"])
+    me_a = a.rank(rank) if rank < a.world_size else None
+    me_b = b.rank(rank) if rank < b.world_size else None
+    meshes_a = device_meshes(a, me_a)
+    meshes_b = device_meshes(b, me_b)
+    why = dict(expressible(a, me_a, meshes_a, world), **expressible(b, me_b, meshes_b, world))
+    refused = set(why)
+    if rank == 0:
+        for name in sorted(why):
+            print(f"NOT A DTENSOR {label}: {why[name]}", flush=True)
+    if rank == 0 and sorted(refused) != sorted(task.get("not_dtensor", [])):
+        fail(f"{label}: params DTensor cannot express {sorted(refused)}, expected "
+             f"{sorted(task.get('not_dtensor', []))}")
+    ck = Checkpoint(task["ckpt"])
+    saved = {}
+    for name, info in (me_a.params.items() if me_a else []):
+        if info.alias_of is None and name not in refused:
+            saved[name] = dtensor(a, me_a, meshes_a, name, ck)
+    dcp.save(saved, checkpoint_id=task["dcp_dir"])
+    if rank == 0:
+        md = FileSystemReader(task["dcp_dir"]).read_metadata().state_dict_metadata
+        planned = checkpoint_metadata(a).state_dict_metadata
+        for fqn, m in planned.items():
+            if fqn in refused:
+                continue
+            got = sorted((tuple(c.offsets), tuple(c.sizes)) for c in md[fqn].chunks
+                         if numel(c.sizes) > 0)
+            want = sorted((tuple(c.offsets), tuple(c.sizes)) for c in m.chunks)
+            if got != want or tuple(md[fqn].size) != tuple(m.size) or \
+                    md[fqn].properties.dtype != m.properties.dtype:
+                fail(f"{label}: dcp.save chunks of {fqn} {got} != checkpoint_metadata {want}")
+    reads = []
+
+    class Recording(DefaultLoadPlanner):
+        def create_local_plan(self):
+            plan = super().create_local_plan()
+            reads.extend(plan.items)
+            return plan
+
+    loading = {}
+    for name, info in (me_b.params.items() if me_b else []):
+        if info.alias_of is None and name not in refused:
+            loading[name] = dtensor(b, me_b, meshes_b, name, None)
+    dcp.load(loading, checkpoint_id=task["dcp_dir"], planner=Recording())
+    ref = Reference(b, task["ckpt"])
+    for name, dt in loading.items():
+        info = me_b.params[name]
+        local = to_storage(dt.to_local())
+        if info.numel and not same(local, box(ref.get(name), info.global_offset, info.local_shape)):
+            fail(f"{label}: rank {rank}: {name} after dcp.load differs from the checkpoint")
+    got = sorted((r.storage_index.fqn,
+                  tuple(int(o) + int(s) for o, s in zip(r.storage_index.offset, r.storage_offsets)),
+                  tuple(int(x) for x in r.lengths)) for r in reads if numel(r.lengths) > 0)
+    listing = json.load(open(task["listing"]))
+    mine = next((r for r in listing["ranks"] if r["rank"] == rank), None)
+    want = []
+    for p in (mine["params"] if mine else []):
+        if p["name"] in refused:
+            continue
+        for rd in p["reads"]:
+            want.append((p["name"], tuple(o + d for o, d in zip(p["global_offset"], rd["dst_offset"])),
+                         tuple(rd["shape"])))
+    if sorted(want) != got:
+        fail(f"{label}: rank {rank}: DCP reads {len(got)} boxes, the listing {len(want)}: "
+             f"{[x for x in got if x not in want][:3]} vs {[x for x in want if x not in got][:3]}")
+    es = {p["name"]: np.dtype(dtypes_storage(p["dtype"])).itemsize for p in b.plan["params"]}
+    got_bytes = sum(numel(x[2]) * es[x[0]] for x in got)
+    want_bytes = sum(rd["bytes"] for p in (mine["params"] if mine else []) if p["name"] not in refused
+                     for rd in p["reads"])
+    if got_bytes != want_bytes:
+        fail(f"{label}: rank {rank}: DCP reads {got_bytes} bytes, the listing {want_bytes}")
+    elif rank == 0:
+        print(f"{label}: rank 0 reads {got_bytes} bytes in {len(got)} boxes, as listed", flush=True)
+
+
+def dtypes_storage(name):
+    from shardc_runtime import dtypes
+    return dtypes.storage_dtype(name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -314,6 +476,19 @@ def main():
         n = len(FAILURES)
         if task["kind"] == "plan":
             run_plan(task, args.rank, args.world, groups)
+        elif task["kind"] == "dtensor":
+            run_dtensor(task, args.rank, args.world)
+        elif task["kind"] == "dcp":
+            run_dcp(task, args.rank, args.world)
+        elif task["kind"] == "fsdp":
+            import fsdp_check
+            FAILURES.extend(fsdp_check.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "hf":
+            import hf_forward
+            FAILURES.extend(hf_forward.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "train":
+            import train
+            FAILURES.extend(train.run(task, args.rank, args.world, fail))
         else:
             run_reshard(task, args.rank, args.world)
         if task.get("expect_mismatch"):  # a broken input: some rank must catch it

@@ -1,33 +1,31 @@
-"""shardc_runtime: consume a shardc plan from a PyTorch (or plain numpy) runtime.
+"""shardc_runtime: use a shardc plan from a PyTorch (or plain numpy) runtime.
 
-Reads `shardc compile` outputs (plan.json, rank files, manifest.json) and does
-what they say: load a rank's shards from safetensors, run the FSDP2 and muon
-all-gathers on their layouts, give DCP-shaped checkpoint metadata, and execute
-a `shardc reshard` listing with send/recv. Standard library + numpy; torch is
-imported only by the functions that need it (collectives, to_torch).
+Reads `shardc compile` outputs (manifest.json, plan.json, rank files), refusing
+what `shardc verify` refuses, and loads a rank's shards from safetensors
+(only its bytes). The numpy side (this package) packs and unpacks the plan's
+FSDP2 and muon buffers and plans a reshard's messages; `shardc_runtime.torch`
+builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 
     from shardc_runtime import OutDir, load_rank
-    out = OutDir("out/qwen")                   # refuses an incomplete compile
-    me = out.rank(rank)                        # RankFile: params, layouts
+    out = OutDir("out/qwen")                     # refuses an incomplete compile
+    me = out.rank(rank)                          # RankFile: params, layouts
     shards = load_rank(me, "model.safetensors")  # only this rank's bytes
 
-See tools/python/README.md and the README section "Use the plan from PyTorch".
+See tools/python/README.md.
 """
 
-from .collectives import Groups, all_gather
-from .dcp import checkpoint_metadata, write_items
-from .dtypes import element_size, storage_dtype, to_torch
-from .fsdp2 import allgather_unit, pack_unit, unpack_unit
-from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, PlanError, RankFile
-from .load import LoadedRank, load_rank, local_tensors
-from .muon import allgather_group, check_written, slice_back
-from .reshard import reshard
+from .attributes import Heads, expert_ids, head_counts, local_range, vocab_range
+from .errors import CheckpointError, PlanError
+from .fsdp2 import pack_unit, unpack_unit
+from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
+from .load import LoadedRank, load_rank
+from .muon import slice_back
+from .rankset import RankList, RankSet, parse_rank_list, parse_rank_set
 from .safetensors_io import Checkpoint, write_file
 
 __all__ = [
-    "Box", "Checkpoint", "Fsdp2Unit", "Groups", "LoadedRank", "MuonGroup", "OutDir",
-    "ParamInfo", "PlanError", "RankFile", "all_gather", "allgather_group", "allgather_unit",
-    "check_written", "checkpoint_metadata", "element_size", "load_rank", "local_tensors",
-    "pack_unit", "reshard", "slice_back", "storage_dtype", "to_torch", "unpack_unit",
-    "write_file", "write_items",
+    "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "Heads", "LoadedRank", "MuonGroup",
+    "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "expert_ids",
+    "head_counts", "load_rank", "local_range", "pack_unit", "parse_rank_list", "parse_rank_set",
+    "slice_back", "unpack_unit", "vocab_range", "write_file",
 ]

@@ -1,16 +1,24 @@
 """dtype names used by shardc (torch spelling) and how the runtime stores them.
 
-Every tensor the adapter handles is kept as a numpy array of a *storage dtype*
-with the same element size as the real dtype, so that bytes move bit for bit
-(no float conversion ever happens): numpy has no bfloat16 or float8, so those
-are stored as int16 / int8 bit patterns. `to_torch` reinterprets the storage
-as the real torch dtype where torch has it.
+Every tensor the adapter handles as numpy is kept as an array of a *storage
+dtype* with the same element size as the real dtype, so that bytes move bit for
+bit (no float conversion ever happens): numpy has no bfloat16 or float8, so
+those are stored as int16 / int8 bit patterns. `shardc_runtime.torch` views
+the storage as the real torch dtype. The table is shardc's
+(src/import/safetensors_header.cpp): any other dtype is refused with a message
+naming it.
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
+from .errors import PlanError
+
 # name -> (element size in bytes, numpy storage dtype, safetensors dtype code)
-_TABLE = {
+_TABLE: dict[str, tuple[int, np.dtype[Any], str]] = {
     "float64": (8, np.dtype("<f8"), "F64"),
     "float32": (4, np.dtype("<f4"), "F32"),
     "bfloat16": (2, np.dtype("<i2"), "BF16"),
@@ -26,45 +34,32 @@ _TABLE = {
 }
 
 _FROM_SAFETENSORS = {code: name for name, (_, _, code) in _TABLE.items()}
+SAFETENSORS_CODES = tuple(_FROM_SAFETENSORS)
 
 
-def element_size(name):
+def _entry(name: str) -> tuple[int, np.dtype[Any], str]:
+    try:
+        return _TABLE[name]
+    except (KeyError, TypeError):
+        raise PlanError(f"unknown dtype {name!r}; shardc's dtypes are "
+                        f"{', '.join(_TABLE)}") from None
+
+
+def element_size(name: str) -> int:
     """Bytes per element of a shardc dtype name (e.g. "bfloat16" -> 2)."""
-    return _TABLE[name][0]
+    return _entry(name)[0]
 
 
-def storage_dtype(name):
+def storage_dtype(name: str) -> np.dtype[Any]:
     """numpy dtype holding the raw elements of `name` (same size, little endian)."""
-    return _TABLE[name][1]
+    return _entry(name)[1]
 
 
-def safetensors_code(name):
+def safetensors_code(name: str) -> str:
     """safetensors header dtype code of `name` (e.g. "bfloat16" -> "BF16")."""
-    return _TABLE[name][2]
+    return _entry(name)[2]
 
 
-def from_safetensors(code):
-    """shardc dtype name of a safetensors dtype code; KeyError if unknown."""
-    return _FROM_SAFETENSORS[code]
-
-
-def torch_dtype(name):
-    """The torch dtype of `name`, or None when this torch lacks it (float8 in 1.13)."""
-    import torch
-
-    return getattr(torch, name, None)
-
-
-def to_torch(array, name):
-    """A torch tensor sharing `array`'s memory, reinterpreted as dtype `name`.
-
-    Bit patterns are kept (no conversion). float8 dtypes stay int8 views when the
-    installed torch has no float8 dtype.
-    """
-    import torch
-
-    t = torch.from_numpy(np.ascontiguousarray(array))
-    real = torch_dtype(name)
-    if real is None or t.dtype == real:
-        return t
-    return t.view(real)
+def from_safetensors(code: str) -> str | None:
+    """shardc dtype name of a safetensors dtype code; None if shardc has none."""
+    return _FROM_SAFETENSORS.get(code)

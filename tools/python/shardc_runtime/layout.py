@@ -1,339 +1,703 @@
-"""Reading a compiled OUTDIR: plan.json, manifest.json and rank files.
+"""Reading a compiled OUTDIR: manifest.json, plan.json and rank files.
 
 `OutDir(path)` opens a `shardc compile` output directory; `OutDir.rank(r)` gives
 a `RankFile`: every param the rank holds (`ParamInfo`: local shape, global
 offset, padded shape, alias / tied copy, stage, boxes to read from a checkpoint)
-and its buffer layouts normalized to one in-memory form (`MuonGroup`,
-`Fsdp2Unit`) whichever way the rank file wrote them: the full contract §6.3 form
-(every derived field written) or the lean form (params by index, rank lists as
-strings, run-length split sizes, derived fields dropped; README "Rank files:
-derived fields"). All shapes and offsets are ELEMENTS unless a name says bytes.
+and its buffer layouts (`MuonGroup`, `Fsdp2Unit`) read from the form shardc
+writes (README "Rank files: derived fields": params by index, rank lists as
+strings, run-length split sizes, derived fields dropped). All shapes and
+offsets are ELEMENTS unless a name says bytes; every value is a frozen
+dataclass with tuples.
+
+What `shardc verify` refuses, the reader refuses (a `PlanError` naming file and
+field): a directory without manifest.json; a manifest that is not
+shardc.manifest/v1, has a world size outside [1, 2^31 - 1], lists a rank twice
+or out of order, a path other than `ranks/rank-<r>.json` (`../` and absolute
+paths included) or a rank set that is not the files' ranks; a file whose size or
+sha256 differs from the manifest; a FIFO, device or directory where a file
+should be (never opened, so never blocks); rank strings out of shardc's bounds
+(`rankset`); fields of the wrong JSON type; shapes, offsets and boxes that do
+not fit the global tensor; a rank file that disagrees with plan.json (a shard
+plan.json does not list for the rank, a tie other than plan.json's, stacked
+sources out of order).
 """
+
+from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from . import dtypes
-from .rankset import parse_rank_list, parse_rank_set
+from .errors import PlanError
+from .files import read_regular, require_regular
+from .rankset import MAX_WORLD_SIZE, RankList, parse_rank_list, parse_rank_set
+
+MAX_MANIFEST_BYTES = 130 << 23  # shardc: ~130 bytes per rank file, 2^23 rank files
+MAX_EXTENT = 1 << 62  # shardc: limits::kMaxNumel
+Shape = tuple[int, ...]
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class PlanError(ValueError):
-    """A plan or rank file the runtime cannot use (inconsistent, incomplete, changed)."""
+def numel(shape: Shape | list[int]) -> int:
+    """Product of the extents (1 for a 0-dim shape)."""
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    return count
 
 
-def numel(shape):
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
+def _get(doc: Any, key: str, where: str) -> Any:
+    if not isinstance(doc, dict):
+        raise PlanError(f"{where}: {type(doc).__name__} instead of an object")
+    if key not in doc:
+        raise PlanError(f"{where}: missing `{key}`")
+    return doc[key]
 
 
+def _int(value: Any, where: str, low: int = 0, high: int = MAX_EXTENT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise PlanError(f"{where}: {value!r} is not an integer in [{low}, {high}]")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise PlanError(f"{where}: {value!r} is not a string")
+    return value
+
+
+def _dtype(value: Any, where: str) -> str:
+    name = _str(value, where)
+    try:
+        dtypes.element_size(name)
+    except PlanError as ex:
+        raise PlanError(f"{where}: {ex}") from None
+    return name
+
+
+def _shape(value: Any, where: str, low: int = 0) -> Shape:
+    if not isinstance(value, list) or len(value) > 64:
+        raise PlanError(f"{where}: {value!r} is not a list of at most 64 integers")
+    return tuple(_int(v, f"{where}[{i}]", low) for i, v in enumerate(value))
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise PlanError(f"{where}: {type(value).__name__} instead of a list")
+    return value
+
+
+@dataclass(frozen=True)
 class Box:
     """A box of the global tensor held by a rank: `global_offset` and `shape` in
     the global tensor, `local_offset` where it sits in the rank's local tensor."""
 
-    def __init__(self, global_offset, shape, local_offset):
-        self.global_offset = list(global_offset)
-        self.shape = list(shape)
-        self.local_offset = list(local_offset)
-
-    def __repr__(self):
-        return f"Box(global={self.global_offset}, shape={self.shape}, local={self.local_offset})"
+    global_offset: Shape
+    shape: Shape
+    local_offset: Shape
 
 
+@dataclass(frozen=True)
 class ParamInfo:
     """One param a rank holds (rank file `params` entry).
 
-    name, dtype (torch name), stage, global_shape, local_shape (unpadded),
-    global_offset (DCP sentinel = global size on an empty dim), padded_shape
-    (FSDP2 allocation; pad at the end of the FSDP dim), alias_of (shares the
-    source's storage on this rank), tied_copy_of (own copy of a tie source that
-    sits on another stage), stacked_from (source FQNs of a stacked expert param,
-    from plan.json, else None), requires_grad (plan.json; True without a plan),
-    packed (the rank file lists `boxes`: a fused param, several boxes per piece), boxes (list of `Box`; one for an ordinary param,
-    none for an empty shard).
+    dtype is torch's name; global_offset uses the DCP sentinel (= global size)
+    on an empty dim; padded_shape is the FSDP2 allocation (pad at the end of the
+    FSDP dim); alias_of: shares the source's storage on this rank; tied_copy_of:
+    own copy of a tie source on another stage; stacked_from: the source FQNs of a
+    stacked expert param (plan.json), else None; requires_grad from plan.json;
+    packed: the rank file lists `boxes` (a fused param); boxes: one for an
+    ordinary param, none for an empty shard.
     """
 
-    def __init__(self, entry, stacked_from=None, requires_grad=True):
-        self.name = entry["name"]
-        self.requires_grad = requires_grad
-        self.dtype = entry["dtype"]
-        self.stage = entry.get("stage", 0)
-        self.global_shape = list(entry["global_shape"])
-        self.local_shape = list(entry["local_shape"])
-        self.global_offset = list(entry["global_offset"])
-        self.padded_shape = list(entry.get("padded_shape", entry["local_shape"]))
-        self.alias_of = entry.get("alias_of")
-        self.tied_copy_of = entry.get("tied_copy_of")
-        self.stacked_from = stacked_from
-        self.packed = "boxes" in entry  # a packed (fused) param: `boxes` give its pieces
-        self.numel = numel(self.local_shape)
-        self.nbytes = self.numel * dtypes.element_size(self.dtype)
-        self.boxes = self._boxes(entry)
-        self._check(entry)
-
-    def _boxes(self, entry):
-        if "boxes" in entry:  # a packed (fused) param: several global boxes per piece
-            return [Box(b["global_offset"], b["shape"], b["local_offset"]) for b in entry["boxes"]
-                    if numel(b["shape"]) > 0]
-        if self.numel == 0:
-            return []
-        return [Box(self.global_offset, self.local_shape, [0] * len(self.local_shape))]
-
-    def _check(self, entry):
-        nd = len(self.global_shape)
-        if not (len(self.local_shape) == len(self.global_offset) == len(self.padded_shape) == nd):
-            raise PlanError(f"{self.name}: shape ranks differ in the rank file")
-        if entry.get("numel", self.numel) != self.numel:
-            raise PlanError(f"{self.name}: numel {entry['numel']} != prod(local_shape)")
-        for b in self.boxes:
-            for o, s, g in zip(b.global_offset, b.shape, self.global_shape):
-                if o < 0 or o + s > g:
-                    raise PlanError(f"{self.name}: box {b} outside global shape {self.global_shape}")
-            for o, s, n in zip(b.local_offset, b.shape, self.local_shape):
-                if o < 0 or o + s > n:
-                    raise PlanError(f"{self.name}: box {b} outside local shape {self.local_shape}")
-        if sum(numel(b.shape) for b in self.boxes) != self.numel:
-            raise PlanError(f"{self.name}: boxes hold {sum(numel(b.shape) for b in self.boxes)} "
-                            f"elements, local_shape {self.numel}")
-        for l, p in zip(self.local_shape, self.padded_shape):
-            if p < l:
-                raise PlanError(f"{self.name}: padded_shape {self.padded_shape} < local_shape")
+    name: str
+    dtype: str
+    stage: int
+    global_shape: Shape
+    local_shape: Shape
+    global_offset: Shape
+    padded_shape: Shape
+    alias_of: str | None
+    tied_copy_of: str | None
+    stacked_from: tuple[str, ...] | None
+    requires_grad: bool
+    packed: bool
+    boxes: tuple[Box, ...]
 
     @property
-    def storage_of(self):
+    def numel(self) -> int:
+        return numel(self.local_shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * dtypes.element_size(self.dtype)
+
+    @property
+    def storage_of(self) -> str:
         """Name whose storage this param uses on the rank (itself unless an alias)."""
         return self.alias_of or self.name
 
-    def checkpoint_reads(self):
+    @classmethod
+    def read(cls, entry: Any, where: str, stacked_from: tuple[str, ...] | None = None,
+             requires_grad: bool = True) -> ParamInfo:
+        name = _str(_get(entry, "name", where), f"{where}.name")
+        where = f"{where} ({name})"
+        dtype = _dtype(_get(entry, "dtype", where), f"{where}.dtype")
+        global_shape = _shape(_get(entry, "global_shape", where), f"{where}.global_shape")
+        local_shape = _shape(_get(entry, "local_shape", where), f"{where}.local_shape")
+        global_offset = _shape(_get(entry, "global_offset", where), f"{where}.global_offset")
+        padded_shape = _shape(entry.get("padded_shape", list(local_shape)),
+                              f"{where}.padded_shape")
+        alias_of, tied = entry.get("alias_of"), entry.get("tied_copy_of")
+        for key, value in (("alias_of", alias_of), ("tied_copy_of", tied)):
+            if value is not None:
+                _str(value, f"{where}.{key}")
+        packed = "boxes" in entry
+        if packed:
+            boxes = tuple(Box(_shape(_get(b, "global_offset", f"{where}.boxes[{i}]"),
+                                     f"{where}.boxes[{i}].global_offset"),
+                              _shape(_get(b, "shape", f"{where}.boxes[{i}]"),
+                                     f"{where}.boxes[{i}].shape"),
+                              _shape(_get(b, "local_offset", f"{where}.boxes[{i}]"),
+                                     f"{where}.boxes[{i}].local_offset"))
+                          for i, b in enumerate(_list(entry["boxes"], f"{where}.boxes")))
+            boxes = tuple(b for b in boxes if numel(b.shape) > 0)
+        elif numel(local_shape) == 0:
+            boxes = ()
+        else:
+            boxes = (Box(global_offset, local_shape, (0,) * len(local_shape)),)
+        info = cls(name, dtype, _int(entry.get("stage", 0), f"{where}.stage"), global_shape,
+                   local_shape, global_offset, padded_shape, alias_of, tied, stacked_from,
+                   requires_grad, packed, boxes)
+        info._check(entry, where)
+        return info
+
+    def _check(self, entry: Mapping[str, Any], where: str) -> None:
+        rank = len(self.global_shape)
+        if not len(self.local_shape) == len(self.global_offset) == len(self.padded_shape) == rank:
+            raise PlanError(f"{where}: shape ranks differ (global {list(self.global_shape)}, "
+                            f"local {list(self.local_shape)}, offset {list(self.global_offset)}, "
+                            f"padded {list(self.padded_shape)})")
+        if entry.get("numel", self.numel) != self.numel:
+            raise PlanError(f"{where}: numel {entry['numel']} != prod(local_shape) {self.numel}")
+        if entry.get("bytes", self.nbytes) != self.nbytes:
+            raise PlanError(f"{where}: bytes {entry['bytes']} != numel x element size "
+                            f"{self.nbytes}")
+        for extent, offset, size in zip(self.local_shape, self.global_offset, self.global_shape):
+            if extent > size or (extent > 0 and offset + extent > size) or offset > size:
+                raise PlanError(f"{where}: local shape {list(self.local_shape)} at offset "
+                                f"{list(self.global_offset)} leaves global shape "
+                                f"{list(self.global_shape)}")
+        for b in self.boxes:
+            if not len(b.global_offset) == len(b.shape) == len(b.local_offset) == rank:
+                raise PlanError(f"{where}: box {b} has the wrong rank")
+            for o, s, g in zip(b.global_offset, b.shape, self.global_shape):
+                if o + s > g:
+                    raise PlanError(f"{where}: box {b} outside global shape "
+                                    f"{list(self.global_shape)}")
+            for o, s, n in zip(b.local_offset, b.shape, self.local_shape):
+                if o + s > n:
+                    raise PlanError(f"{where}: box {b} outside local shape "
+                                    f"{list(self.local_shape)}")
+        held = sum(numel(b.shape) for b in self.boxes)
+        if held != self.numel:
+            raise PlanError(f"{where}: boxes hold {held} elements, local_shape {self.numel}")
+        if any(p < n for n, p in zip(self.local_shape, self.padded_shape)):
+            raise PlanError(f"{where}: padded_shape {list(self.padded_shape)} < local_shape "
+                            f"{list(self.local_shape)}")
+        if self.stacked_from is not None and (
+                rank == 0 or len(self.stacked_from) != self.global_shape[0]):
+            raise PlanError(f"{where}: {len(self.stacked_from)} stacked sources for "
+                            f"global shape {list(self.global_shape)}")
+
+    def checkpoint_reads(self) -> list[tuple[str, Shape, Shape, Shape]]:
         """[(checkpoint tensor name, global offset, shape, local offset)] to fill the
         local tensor. Stacked expert params read each expert's slab from its source
-        tensor (expert e = stacked_from[e]) when the plan lists the sources."""
+        tensor (expert e = stacked_from[e]); the local offset then has one more
+        dim (the expert's index in the local stack) than offset and shape."""
         source = self.tied_copy_of or self.name
-        out = []
+        out: list[tuple[str, Shape, Shape, Shape]] = []
         for b in self.boxes:
             if self.stacked_from is None:
                 out.append((source, b.global_offset, b.shape, b.local_offset))
                 continue
-            e0 = b.global_offset[0]
+            first = b.global_offset[0]
             for k in range(b.shape[0]):
-                local = [b.local_offset[0] + k] + b.local_offset[1:]
-                out.append((self.stacked_from[e0 + k], b.global_offset[1:], b.shape[1:], local))
+                local = (b.local_offset[0] + k,) + b.local_offset[1:]
+                out.append((self.stacked_from[first + k], b.global_offset[1:], b.shape[1:], local))
         return out
 
 
+@dataclass(frozen=True)
 class MuonStage:
-    """One muon all-gather stage: `axes`, `tensor_dim`, `ranks` (group, by split
-    coordinate), `index` (this rank's position)."""
+    """One muon all-gather stage: mesh `axes`, `tensor_dim`, `ranks` (the group,
+    by split coordinate), `index` (this rank's position in it)."""
 
-    def __init__(self, axes, tensor_dim, ranks, index):
-        self.axes, self.tensor_dim = list(axes), int(tensor_dim)
-        self.ranks, self.index = parse_rank_list(ranks), int(index)
-        if not 0 <= self.index < len(self.ranks):
-            raise PlanError(f"muon stage {axes}: index {index} outside its {len(self.ranks)} ranks")
+    axes: tuple[str, ...]
+    tensor_dim: int
+    ranks: RankList
+    index: int
 
 
+@dataclass(frozen=True)
 class MuonBatch:
     """One muon batch: dtype, params (names, packing order), total_numel per stage."""
 
-    def __init__(self, dtype, params, total_numel):
-        self.dtype, self.params, self.total_numel = dtype, list(params), list(total_numel)
+    dtype: str
+    params: tuple[str, ...]
+    total_numel: tuple[int, ...]
 
 
+@dataclass(frozen=True)
 class MuonGroup:
-    """A muon layout group of one rank (normalized).
+    """A muon layout group of one rank.
 
-    stages: [MuonStage] innermost first; params: names (group order);
-    split_sizes: {name: [[member extents] per stage]}; owner: {name: coord};
-    replicate_coord; batches: [MuonBatch]; written: {(batch, stage, name): dict}
-    of the derived fields the full form wrote (for cross-checks), else empty.
+    stages: innermost first; params: names (group order); split_sizes:
+    {name: ((member extents) per stage)}; owner: {name: replicate coordinate};
+    batches: packing per dtype.
     """
 
-    def __init__(self, g, names, alignment_bytes):
-        self.key, self.mesh = g.get("key", ""), g.get("mesh", "dense")
-        self.replicate_axes = list(g.get("replicate_axes", []))
-        self.replicate_coord = list(g.get("replicate_coord", []))
-        self.alignment_bytes = alignment_bytes
-        self.written = {}
-        if "stages" in g:
-            self._lean(g, names)
-        else:
-            self._full(g)
+    key: str
+    mesh: str
+    replicate_axes: tuple[str, ...]
+    replicate_coord: tuple[int, ...]
+    alignment_bytes: int
+    stages: tuple[MuonStage, ...]
+    params: tuple[str, ...]
+    split_sizes: Mapping[str, tuple[tuple[int, ...], ...]]
+    owner: Mapping[str, tuple[int, ...]]
+    batches: tuple[MuonBatch, ...]
 
-    def _lean(self, g, names):
-        self.stages = [MuonStage(s["axes"], s["tensor_dim"], s["ranks"], s["index"])
-                       for s in g["stages"]]
-        self.params, self.split_sizes, self.owner = [], {}, {}
-        for p in g["params"]:
-            name = names(p["param"])
-            self.params.append(name)
-            self.owner[name] = list(p["owner"])
-            self.split_sizes[name] = [[v for v, n in runs for _ in range(n)]
-                                      for runs in p["split_sizes"]]
-        self.batches = [MuonBatch(b["dtype"], [names(i) for i in b["params"]], b["total_numel"])
-                        for b in g["batches"]]
-
-    def _full(self, g):
-        self.params = list(g["params"])
-        self.owner = {o["param"]: list(o["owner"]) for o in g["owners"]}
-        self.split_sizes = {n: [] for n in self.params}
-        self.stages, self.batches = None, []
-        for bi, b in enumerate(g["batches"]):
-            stages = [MuonStage(s["axes"], s["params"][0]["tensor_dim"] if s["params"] else 0,
-                                s["ranks"], s["index"]) for s in b["stages"]]
-            if self.stages is None:
-                self.stages = stages
-            order = [sp["name"] for sp in b["stages"][0]["params"]] if b["stages"] else []
-            self.batches.append(MuonBatch(b["dtype"], order, [s["total_numel"] for s in b["stages"]]))
-            for si, s in enumerate(b["stages"]):
-                for sp in s["params"]:
-                    self.split_sizes[sp["name"]].append(list(sp["split_sizes"]))
-                    self.written[(bi, si, sp["name"])] = sp
-        self.stages = self.stages or []
-
-    def is_owner(self, name):
+    def is_owner(self, name: str) -> bool:
         return self.owner[name] == self.replicate_coord
 
 
+@dataclass(frozen=True)
 class Fsdp2Param:
-    """One param of an FSDP2 unit: name, shard_dim (-1: not sharded), offset and
-    padded_numel (in the unit's `units`), padded_shape, local_shape, unsharded_shape."""
+    """One param of an FSDP2 unit: shard_dim (-1: not sharded), offset and
+    padded_numel (in the unit's `units`), padded / local shape (the param's),
+    unsharded_shape (the TP/EP-local tensor FSDP2 all-gathers)."""
 
-    def __init__(self, name, shard_dim, offset, padded_numel, padded_shape, local_shape,
-                 unsharded_shape):
-        self.name, self.shard_dim = name, int(shard_dim)
-        self.offset, self.padded_numel = int(offset), int(padded_numel)
-        self.padded_shape, self.local_shape = list(padded_shape), list(local_shape)
-        self.unsharded_shape = list(unsharded_shape)
+    name: str
+    shard_dim: int
+    offset: int
+    padded_numel: int
+    padded_shape: Shape
+    local_shape: Shape
+    unsharded_shape: Shape
 
 
+@dataclass(frozen=True)
 class Fsdp2Unit:
-    """One FSDP2 unit buffer of a rank: name, mesh, units ("elements" | "bytes"),
-    ranks (FSDP group by FSDP coordinate), index, total (per-rank slot, in units),
-    total_bytes, params ([Fsdp2Param], packing order)."""
+    """One FSDP2 unit buffer of a rank: units ("elements" | "bytes"), ranks (the
+    FSDP group by FSDP coordinate), index (this rank's), total (per-rank slot,
+    in units), total_bytes, params (packing order)."""
 
-    def __init__(self, u, names, params):
-        self.name, self.mesh, self.units = u["name"], u.get("mesh", "dense"), u["units"]
-        self.ranks, self.index = parse_rank_list(u["ranks"]), int(u["index"])
-        self.total, self.total_bytes = int(u["total"]), int(u["total_bytes"])
-        self.params = []
-        for p in u["params"]:
-            name = names(p["param"]) if "param" in p else p["name"]
-            info = params[name]
-            self.params.append(Fsdp2Param(name, p["shard_dim"], p["offset"], p["padded_numel"],
-                                          p.get("padded_shape", info.padded_shape),
-                                          p.get("local_shape", info.local_shape),
-                                          p["unsharded_shape"]))
-        if not 0 <= self.index < len(self.ranks):
-            raise PlanError(f"fsdp2 unit {self.name!r}: index outside its ranks")
+    name: str
+    mesh: str
+    units: str
+    ranks: RankList
+    index: int
+    total: int
+    total_bytes: int
+    params: tuple[Fsdp2Param, ...]
 
 
+def _run_lengths(value: Any, where: str) -> tuple[int, ...]:
+    sizes: list[int] = []
+    for i, run in enumerate(_list(value, where)):
+        if not isinstance(run, list) or len(run) != 2:
+            raise PlanError(f"{where}[{i}]: not a [size, count] run")
+        size = _int(run[0], f"{where}[{i}][0]", 0, 1 << 40)
+        count = _int(run[1], f"{where}[{i}][1]", 1, 1 << 24)
+        if len(sizes) + count > 1 << 24:
+            raise PlanError(f"{where}: more than 2^24 members")
+        sizes.extend([size] * count)
+    return tuple(sizes)
+
+
+def _stage(doc: Any, where: str, world: int, rank: int) -> MuonStage:
+    ranks = parse_rank_list(_get(doc, "ranks", where), world, f"{where}.ranks")
+    index = _int(_get(doc, "index", where), f"{where}.index")
+    if index >= len(ranks) or ranks[index] != rank:
+        raise PlanError(f"{where}: index {index} is not rank {rank}'s place in its "
+                        f"{len(ranks)} ranks")
+    axes = tuple(_str(a, f"{where}.axes") for a in _list(_get(doc, "axes", where), where))
+    return MuonStage(axes, _int(_get(doc, "tensor_dim", where), f"{where}.tensor_dim", 0, 63),
+                     ranks, index)
+
+
+def _muon_group(doc: Any, where: str, name_of: Callable[[Any, str], str], alignment: int,
+                world: int, rank: int) -> MuonGroup:
+    stages = tuple(_stage(s, f"{where}.stages[{i}]", world, rank)
+                   for i, s in enumerate(_list(_get(doc, "stages", where), where)))
+    params, split_sizes, owner = [], {}, {}
+    for i, p in enumerate(_list(_get(doc, "params", where), f"{where}.params")):
+        pw = f"{where}.params[{i}]"
+        name = name_of(_get(p, "param", pw), pw)
+        params.append(name)
+        owner[name] = _shape(_get(p, "owner", pw), f"{pw}.owner")
+        runs = _list(_get(p, "split_sizes", pw), f"{pw}.split_sizes")
+        if len(runs) != len(stages):
+            raise PlanError(f"{pw}: {len(runs)} split size lists for {len(stages)} stages")
+        split_sizes[name] = tuple(
+            _run_lengths(r, f"{pw}.split_sizes[{s}]") for s, r in enumerate(runs))
+        for s, sizes in enumerate(split_sizes[name]):
+            if len(sizes) != len(stages[s].ranks):
+                raise PlanError(f"{pw}: {len(sizes)} split sizes at stage {s} for "
+                                f"{len(stages[s].ranks)} ranks")
+    batches = []
+    for i, b in enumerate(_list(_get(doc, "batches", where), f"{where}.batches")):
+        bw = f"{where}.batches[{i}]"
+        dtype = _dtype(_get(b, "dtype", bw), f"{bw}.dtype")
+        batches.append(MuonBatch(
+            dtype, tuple(name_of(x, bw) for x in _list(_get(b, "params", bw), bw)),
+            tuple(_int(t, f"{bw}.total_numel") for t in _list(_get(b, "total_numel", bw), bw))))
+    return MuonGroup(
+        _str(doc.get("key", ""), f"{where}.key"), _str(doc.get("mesh", "dense"), f"{where}.mesh"),
+        tuple(_str(a, where) for a in _list(doc.get("replicate_axes", []), where)),
+        _shape(doc.get("replicate_coord", []), f"{where}.replicate_coord"), alignment, stages,
+        tuple(params), split_sizes, owner, tuple(batches))
+
+
+def _fsdp2_unit(doc: Any, where: str, name_of: Callable[[Any, str], str],
+                params: Mapping[str, ParamInfo], world: int, rank: int) -> Fsdp2Unit:
+    ranks = parse_rank_list(_get(doc, "ranks", where), world, f"{where}.ranks")
+    index = _int(_get(doc, "index", where), f"{where}.index")
+    if index >= len(ranks) or ranks[index] != rank:
+        raise PlanError(f"{where}: index {index} is not rank {rank}'s place in its "
+                        f"{len(ranks)} ranks")
+    units = _str(_get(doc, "units", where), f"{where}.units")
+    if units not in ("elements", "bytes"):
+        raise PlanError(f"{where}.units: {units!r} is neither 'elements' nor 'bytes'")
+    members = []
+    for i, p in enumerate(_list(_get(doc, "params", where), f"{where}.params")):
+        pw = f"{where}.params[{i}]"
+        name = name_of(_get(p, "param", pw), pw)
+        info = params[name]
+        members.append(Fsdp2Param(
+            name, _int(_get(p, "shard_dim", pw), f"{pw}.shard_dim", -1, 63),
+            _int(_get(p, "offset", pw), f"{pw}.offset"),
+            _int(_get(p, "padded_numel", pw), f"{pw}.padded_numel"), info.padded_shape,
+            info.local_shape, _shape(_get(p, "unsharded_shape", pw), f"{pw}.unsharded_shape")))
+    return Fsdp2Unit(_str(_get(doc, "name", where), f"{where}.name"),
+                     _str(doc.get("mesh", "dense"), f"{where}.mesh"), units, ranks, index,
+                     _int(_get(doc, "total", where), f"{where}.total"),
+                     _int(_get(doc, "total_bytes", where), f"{where}.total_bytes"),
+                     tuple(members))
+
+
+@dataclass(frozen=True)
 class RankFile:
-    """A parsed rank file. `params`: {name: ParamInfo} in file (model) order;
-    `muon`: [MuonGroup] (empty without a muon layout); `fsdp2`: [Fsdp2Unit];
-    `rank`, `world_size`, `stage`, `coords`."""
+    """A parsed rank file: `params` {name: ParamInfo} in file (model) order,
+    `muon` groups, `fsdp2` units, `rank`, `world_size`, `stage`, `coords`
+    ({mesh: {axis: coordinate}}, only the meshes the plan has)."""
 
-    def __init__(self, doc, plan=None, path=None):
-        if doc.get("format") != "shardc.rank/v1":
+    path: str
+    rank: int
+    world_size: int
+    stage: int
+    coords: Mapping[str, Mapping[str, int]]
+    params: Mapping[str, ParamInfo]
+    muon: tuple[MuonGroup, ...]
+    fsdp2: tuple[Fsdp2Unit, ...]
+    muon_alignment: int | None
+    doc: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def read(cls, doc: Any, plan: Mapping[str, Any], path: str) -> RankFile:
+        if not isinstance(doc, dict) or doc.get("format") != "shardc.rank/v1":
             raise PlanError(f"{path}: not a shardc.rank/v1 file")
-        self.path, self.doc = path, doc
-        self.rank, self.world_size = doc["rank"], doc.get("world_size")
-        self.stage, self.coords = doc.get("stage", 0), doc["coords"]
-        stacked, grads = {}, {}
-        if plan is not None:
-            grads = {p["name"]: p.get("requires_grad", True) for p in plan["params"]}
-            for p in plan["params"]:
-                sf = p.get("stacked_from")
-                if sf:  # {count, first, last, sources} (older plans: a plain list)
-                    stacked[p["name"]] = sf["sources"] if isinstance(sf, dict) else list(sf)
-        order = [p["name"] for p in doc["params"]]
-        self.params = {p["name"]: ParamInfo(p, stacked.get(p["name"]), grads.get(p["name"], True))
-                       for p in doc["params"]}
-        for p in self.params.values():
-            if p.alias_of is not None and p.alias_of not in self.params:
-                raise PlanError(f"{p.name}: alias of {p.alias_of}, which this rank does not hold")
-        names = lambda ref: order[ref] if isinstance(ref, int) else ref  # noqa: E731
-        self.muon, self.fsdp2, self.muon_alignment = [], [], None
-        for b in doc.get("buffers", []):
-            if b["kind"] == "muon_allgather":
-                self.muon_alignment = b["alignment_bytes"]
-                self.muon = [MuonGroup(g, names, b["alignment_bytes"]) for g in b["groups"]]
-            elif b["kind"] == "fsdp2_allgather":
-                self.fsdp2 = [Fsdp2Unit(u, names, self.params) for u in b["units"]]
+        world = _int(_get(doc, "world_size", path), f"{path}: world_size", 1, MAX_WORLD_SIZE)
+        if world != plan["world_size"]:
+            raise PlanError(f"{path}: world_size {world}, plan.json says {plan['world_size']}")
+        rank = _int(_get(doc, "rank", path), f"{path}: rank", 0, world - 1)
+        coords = _get(doc, "coords", path)  # a mesh the plan lacks (no experts) is null
+        if not isinstance(coords, dict) or not all(
+                c is None or isinstance(c, dict) and all(isinstance(v, int) for v in c.values())
+                for c in coords.values()):
+            raise PlanError(f"{path}: coords is not {{mesh: {{axis: coordinate}} or null}}")
+        coords = {mesh: c for mesh, c in coords.items() if c is not None}
+        plan_params = {p["name"]: p for p in plan["params"]}
+        entries = _list(_get(doc, "params", path), f"{path}: params")
+        params: dict[str, ParamInfo] = {}
+        for i, entry in enumerate(entries):
+            where = f"{path}: params[{i}]"
+            name = _get(entry, "name", where)
+            spec = plan_params.get(name)
+            if spec is None:
+                raise PlanError(f"{where}: {name!r} is not a param of plan.json")
+            if name in params:
+                raise PlanError(f"{where}: {name!r} is listed twice")
+            info = ParamInfo.read(entry, where, _stacked_sources(spec, where),
+                                  bool(spec.get("requires_grad", True)))
+            if info.global_shape != tuple(spec["global_shape"]) or info.dtype != spec["dtype"]:
+                raise PlanError(f"{where}: {info.dtype} {list(info.global_shape)}, plan.json says "
+                                f"{spec['dtype']} {spec['global_shape']}")
+            params[name] = info
+        for p in params.values():
+            _check_tie(p, params, plan_params[p.name], path)
+            _check_shard(p, rank, world, plan_params[p.name], path)
+        meshes = {spec["mesh"] for spec in (plan_params[n] for n in params)}
+        missing = sorted(m for m in meshes if m not in coords)
+        if missing:
+            raise PlanError(f"{path}: params on mesh {missing[0]!r}, which the rank's coords "
+                            f"({sorted(coords)}) do not have")
+        order = list(params)
 
-    def storage_params(self):
+        def name_of(ref: Any, where: str) -> str:
+            return order[_int(ref, f"{where}.param", 0, len(order) - 1)]
+
+        muon: tuple[MuonGroup, ...] = ()
+        fsdp2: tuple[Fsdp2Unit, ...] = ()
+        alignment = None
+        for i, b in enumerate(_list(doc.get("buffers", []), f"{path}: buffers")):
+            where = f"{path}: buffers[{i}]"
+            kind = _get(b, "kind", where)
+            if kind == "muon_allgather":
+                alignment = _int(_get(b, "alignment_bytes", where), f"{where}.alignment_bytes",
+                                 1, 1 << 20)
+                muon = tuple(_muon_group(g, f"{where}.groups[{k}]", name_of, alignment, world,
+                                         rank)
+                             for k, g in enumerate(_list(_get(b, "groups", where), where)))
+            elif kind == "fsdp2_allgather":
+                fsdp2 = tuple(_fsdp2_unit(u, f"{where}.units[{k}]", name_of, params, world, rank)
+                              for k, u in enumerate(_list(_get(b, "units", where), where)))
+            else:
+                raise PlanError(f"{where}: unknown buffer kind {kind!r}")
+        return cls(path, rank, world, _int(doc.get("stage", 0), f"{path}: stage"), coords, params,
+                   muon, fsdp2, alignment, doc)
+
+    def storage_params(self) -> list[ParamInfo]:
         """Params that own storage on this rank (aliases excluded), file order."""
         return [p for p in self.params.values() if p.alias_of is None]
 
 
-class OutDir:
-    """A `shardc compile` output directory.
+def _check_shard(p: ParamInfo, rank: int, world: int, spec: Mapping[str, Any],
+                 path: str) -> None:
+    """plan.json lists the rank file's shard: a `shards` entry with the same local
+    shape and global offset whose replica set holds this rank."""
+    shards = _list(spec.get("shards", []), f"plan.json {p.name} shards")
+    for index, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            continue
+        if tuple(shard.get("local_shape", ())) != p.local_shape or \
+                tuple(shard.get("global_offset", ())) != p.global_offset:
+            continue
+        ranks = parse_rank_set(_get(shard, "ranks", f"plan.json {p.name} shards[{index}]"),
+                               world, f"plan.json {p.name} shards[{index}].ranks")
+        if rank in ranks:
+            return
+    raise PlanError(f"{path}: {p.name}: rank {rank} holds {list(p.local_shape)} at "
+                    f"{list(p.global_offset)}, which plan.json lists for no shard of this rank")
 
-    require_manifest: refuse a directory without `manifest.json` (an interrupted
-    or foreign compile). When the manifest is present every file read is checked
-    against its size and sha256 and must be listed in it (README "Output
-    directory commits"). On by default: `shardc compile` writes the manifest
-    last, so a directory without it is an interrupted or foreign compile.
+
+def _check_tie(p: ParamInfo, params: Mapping[str, ParamInfo], spec: Mapping[str, Any],
+               path: str) -> None:
+    """A held param's tie is plan.json's: `alias_of` (same stage: shares the source's
+    storage, so the same dtype and shard) or `tied_copy_of` (the source on another
+    stage) names plan.json's `alias_of`, and an untied param has neither."""
+    want = spec.get("alias_of")
+    got = p.alias_of or p.tied_copy_of
+    if got != want or (p.alias_of is not None and p.tied_copy_of is not None):
+        raise PlanError(f"{path}: {p.name}: alias_of {p.alias_of!r} / tied_copy_of "
+                        f"{p.tied_copy_of!r}, plan.json's alias_of is {want!r}")
+    if p.alias_of is None:
+        return
+    source = params.get(p.alias_of)
+    if source is None:
+        raise PlanError(f"{path}: {p.name} is an alias of {p.alias_of}, which this rank does not "
+                        "hold")
+    if (source.dtype, source.global_shape, source.local_shape, source.global_offset,
+            source.padded_shape) != (p.dtype, p.global_shape, p.local_shape, p.global_offset,
+                                     p.padded_shape):
+        raise PlanError(f"{path}: {p.name} shares the storage of {p.alias_of}, but holds "
+                        f"{p.dtype} {list(p.local_shape)} at {list(p.global_offset)}, the source "
+                        f"{source.dtype} {list(source.local_shape)} at "
+                        f"{list(source.global_offset)}")
+
+
+def _stacked_sources(spec: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    """plan.json `stacked_from.sources`, checked: `count` sources, distinct, differing
+    from each other in exactly one dot-separated segment, the expert index, which
+    counts up by one (sources[e] is expert first + e: a swap or rename is refused)."""
+    stacked = spec.get("stacked_from")
+    if stacked is None:
+        return None
+    where = f"{where} stacked_from"
+    sources = tuple(_str(s, f"{where}.sources")
+                    for s in _list(_get(stacked, "sources", where), where))
+    count = _int(_get(stacked, "count", where), f"{where}.count", 1)
+    if count != len(sources) or not sources:
+        raise PlanError(f"{where}: count {count} for {len(sources)} sources")
+    split = [s.split(".") for s in sources]
+    if any(len(parts) != len(split[0]) for parts in split):
+        raise PlanError(f"{where}: sources of different depth")
+    differ = [i for i in range(len(split[0])) if len({parts[i] for parts in split}) > 1]
+    if len(sources) > 1 and len(differ) != 1:
+        raise PlanError(f"{where}: sources differ in {len(differ)} name segments, not one "
+                        "(the expert index)")
+    if differ:
+        index = differ[0]
+        values = [parts[index] for parts in split]
+        if not all(v.isdigit() for v in values) or [int(v) for v in values] != list(
+                range(int(values[0]), int(values[0]) + len(values))):
+            raise PlanError(f"{where}: expert indices {values[:8]} are not consecutive in "
+                            "order (sources swapped or renamed)")
+    return sources
+
+
+def rank_file_name(rank: int, world_size: int) -> str:
+    """ranks/rank-<r>.json, r zero-padded to the width of world_size - 1
+    (shardc's `rank_file_name`)."""
+    width = len(str(max(world_size - 1, 0)))
+    return f"ranks/rank-{rank:0{width}d}.json"
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """A file of the compile: path (relative to the OUTDIR), size, sha256."""
+
+    path: str
+    bytes: int
+    sha256: str
+
+
+def _manifest_entry(doc: Any, where: str) -> ManifestEntry:
+    path = _str(_get(doc, "path", where), f"{where}.path")
+    digest = _str(_get(doc, "sha256", where), f"{where}.sha256")
+    if not _HEX64.fullmatch(digest):
+        raise PlanError(f"{where}.sha256: not 64 lowercase hex digits")
+    return ManifestEntry(path, _int(_get(doc, "bytes", where), f"{where}.bytes"), digest)
+
+
+def read_manifest(doc: Any, where: str) -> tuple[int, dict[str, ManifestEntry]]:
+    """(world_size, {relative path: entry}) of a manifest.json, checked as
+    verify checks it (src/backend/readback.cpp `read_manifest`)."""
+    if not isinstance(doc, dict) or doc.get("format") != "shardc.manifest/v1":
+        raise PlanError(f"{where}: not a shardc.manifest/v1 file")
+    world = _int(_get(doc, "world_size", where), f"{where}: world_size", 1, MAX_WORLD_SIZE)
+    plan = _manifest_entry(_get(doc, "plan", where), f"{where}: plan")
+    if plan.path != "plan.json":
+        raise PlanError(f"{where}: plan.path {plan.path!r} is not 'plan.json'")
+    files = {"plan.json": plan}
+    rank_files = _get(doc, "rank_files", where)
+    listed = _list(_get(rank_files, "files", f"{where}: rank_files"), f"{where}: rank_files.files")
+    count = _int(_get(rank_files, "count", f"{where}: rank_files"), f"{where}: rank_files.count")
+    if count != len(listed):
+        raise PlanError(f"{where}: rank_files lists {len(listed)} files but count says {count}")
+    previous = -1
+    for i, entry in enumerate(listed):
+        fw = f"{where}: rank_files.files[{i}]"
+        rank = _int(_get(entry, "rank", fw), f"{fw}.rank", 0, world - 1)
+        if rank <= previous:
+            raise PlanError(f"{fw}.rank: ranks not strictly ascending ({rank} after {previous})")
+        previous = rank
+        item = _manifest_entry(entry, fw)
+        if item.path != rank_file_name(rank, world):
+            raise PlanError(f"{fw}.path: {item.path!r} is not the file name of rank {rank}")
+        files[item.path] = item
+    ranks_text = _str(_get(rank_files, "ranks", f"{where}: rank_files"),
+                      f"{where}: rank_files.ranks")
+    if listed or ranks_text:
+        ranks = parse_rank_set(ranks_text, world, f"{where}: rank_files.ranks")
+        if len(ranks) != count or not all(_get(e, "rank", where) in ranks for e in listed):
+            raise PlanError(f"{where}: rank_files.ranks {ranks_text[:40]!r} is not the set of the "
+                            "listed files' ranks")
+    return world, files
+
+
+class OutDir:
+    """A `shardc compile` output directory, refused unless complete and unchanged.
+
+    `manifest.json` is required (compile writes it last: a directory without it
+    is an interrupted or foreign compile) and every file read is checked against
+    the size and sha256 it lists before it is used.
     """
 
-    def __init__(self, path, require_manifest=True):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self.manifest = None
-        mpath = os.path.join(self.path, "manifest.json")
-        if os.path.exists(mpath):
-            with open(mpath) as f:
-                self.manifest = json.load(f)
-            if self.manifest.get("format") != "shardc.manifest/v1":
-                raise PlanError(f"{mpath}: not a shardc.manifest/v1 file")
-        elif require_manifest:
+        if not os.path.isdir(self.path):
+            raise PlanError(f"{self.path}: not a directory (an OUTDIR of `shardc compile`)")
+        manifest_path = os.path.join(self.path, "manifest.json")
+        if not os.path.lexists(manifest_path):
             ranks_dir = os.path.join(self.path, "ranks")
-            n = len(os.listdir(ranks_dir)) if os.path.isdir(ranks_dir) else 0
-            raise PlanError(f"{self.path}: incomplete compile: {n} rank files and no "
+            count = len(os.listdir(ranks_dir)) if os.path.isdir(ranks_dir) else 0
+            raise PlanError(f"{self.path}: incomplete compile: {count} rank files and no "
                             "manifest.json; rerun compile")
-        self._files = {}
-        if self.manifest is not None:
-            self._files["plan.json"] = self.manifest["plan"]
-            for f in self.manifest["rank_files"]["files"]:
-                self._files[f["path"]] = f
-        self.plan = json.loads(self._read("plan.json"))
-        if self.plan.get("format") != "shardc.plan/v1":
-            raise PlanError(f"{self.path}: plan.json is not shardc.plan/v1")
-        self.world_size = self.plan["world_size"]
-        self.params = {p["name"]: p for p in self.plan["params"]}
+        text = read_regular(manifest_path, MAX_MANIFEST_BYTES, PlanError)
+        self.manifest = _json(text, manifest_path)
+        manifest_world, self._files = read_manifest(self.manifest, manifest_path)
+        self.plan: dict[str, Any] = _json(self._read("plan.json"), self._full("plan.json"))
+        if not isinstance(self.plan, dict) or self.plan.get("format") != "shardc.plan/v1":
+            raise PlanError(f"{self._full('plan.json')}: not a shardc.plan/v1 file")
+        self.world_size = _int(_get(self.plan, "world_size", "plan.json"), "plan.json world_size",
+                               1, MAX_WORLD_SIZE)
+        if self.world_size != manifest_world:
+            raise PlanError(f"{manifest_path}: world_size {manifest_world}, plan.json says "
+                            f"{self.world_size}")
+        plan_params = _list(_get(self.plan, "params", "plan.json"), "plan.json params")
+        self.params: dict[str, dict[str, Any]] = {}
+        for i, p in enumerate(plan_params):
+            name = _str(_get(p, "name", f"plan.json params[{i}]"), f"plan.json params[{i}].name")
+            if name in self.params:
+                raise PlanError(f"plan.json params[{i}]: {name!r} is listed twice")
+            self.params[name] = p
 
-    def _read(self, rel):
-        path = os.path.join(self.path, rel)
-        if self.manifest is not None:
-            meta = self._files.get(rel)
-            if meta is None:
-                raise PlanError(f"{path}: not listed in manifest.json (not part of the compile)")
-            with open(path, "rb") as f:
-                data = f.read()
-            if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-                raise PlanError(f"{path}: changed after the compile (size or sha256 differs "
-                                "from manifest.json)")
-            return data
-        with open(path, "rb") as f:
-            return f.read()
+    def _full(self, rel: str) -> str:
+        return os.path.join(self.path, rel)
 
-    def rank_path(self, r):
+    def _read(self, rel: str) -> bytes:
+        path = self._full(rel)
+        meta = self._files.get(rel)
+        if meta is None:
+            raise PlanError(f"{path}: not listed in manifest.json (not part of the compile)")
+        size = require_regular(path, PlanError)
+        if size != meta.bytes:
+            raise PlanError(f"{path}: changed after the compile ({size} bytes, manifest.json "
+                            f"says {meta.bytes})")
+        data = read_regular(path, meta.bytes, PlanError)
+        if len(data) != meta.bytes or hashlib.sha256(data).hexdigest() != meta.sha256:
+            raise PlanError(f"{path}: changed after the compile (size or sha256 differs "
+                            "from manifest.json)")
+        return data
+
+    def rank_path(self, rank: int) -> str:
         """Relative path of rank r's file: ranks/rank-<r>.json, zero-padded."""
-        width = len(str(self.world_size - 1))
-        return f"ranks/rank-{r:0{width}d}.json"
+        return rank_file_name(rank, self.world_size)
 
-    def rank(self, r):
-        """The RankFile of rank r (PlanError when missing, unlisted or changed)."""
-        if not 0 <= r < self.world_size:
-            raise PlanError(f"rank {r} outside world size {self.world_size}")
-        rel = self.rank_path(r)
-        doc = json.loads(self._read(rel))
-        if doc.get("rank") != r:
-            raise PlanError(f"{rel}: holds rank {doc.get('rank')}, expected {r}")
-        return RankFile(doc, self.plan, os.path.join(self.path, rel))
+    def rank(self, rank: int) -> RankFile:
+        """The RankFile of `rank` (PlanError when missing, unlisted or changed)."""
+        if not 0 <= rank < self.world_size:
+            raise PlanError(f"rank {rank} outside world size {self.world_size}")
+        rel = self.rank_path(rank)
+        doc = _json(self._read(rel), self._full(rel))
+        if isinstance(doc, dict) and doc.get("rank") != rank:
+            raise PlanError(f"{self._full(rel)}: holds rank {doc.get('rank')}, expected {rank}")
+        return RankFile.read(doc, self.plan, self._full(rel))
 
-    def shard_ranks(self, name):
+    def shard_ranks(self, name: str) -> list[tuple[list[int], Shape, Shape]]:
         """[(sorted replica ranks, local_shape, global_offset)] of a param, from plan.json."""
-        return [(parse_rank_set(s["ranks"]), s["local_shape"], s["global_offset"])
+        return [(list(parse_rank_set(s["ranks"], self.world_size, f"plan.json {name} shards")),
+                 tuple(s["local_shape"]), tuple(s["global_offset"]))
                 for s in self.params[name]["shards"]]
 
+
+def _json(data: bytes, path: str) -> Any:
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise PlanError(f"{path}: duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(data, object_pairs_hook=unique)
+    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
+        raise PlanError(f"{path}: not valid JSON ({ex})") from None
