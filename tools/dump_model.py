@@ -133,6 +133,37 @@ def _fsdp_params(model) -> dict[int, object]:
     return out
 
 
+def fsdp_units(model) -> list[dict]:
+    """One rank's FSDP2 all-gather groups, in module order: the modules of each
+    fully_shard call (FQNs; a list call such as torchtitan's [norm, lm_head] gives
+    several), the group's mesh axis names and its members in all-gather order with each
+    one's padded sharded numel and dtype. A module state with per-param meshes
+    (shard_placement_fn returning a mesh, torch >= 2.13) gives one entry per group."""
+    fqn_of = {id(mod): name for name, mod in model.named_modules()}
+    seen, out = set(), []
+    for mod in model.modules():
+        get_state = getattr(mod, "_get_fsdp_state", None)
+        if get_state is None or id(get_state()) in seen:
+            continue
+        state = get_state()
+        seen.add(id(state))
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:
+            groups = [state._fsdp_param_group] if state._fsdp_param_group is not None else []
+        modules = [fqn_of.get(id(m), "?") for m in getattr(state, "_modules", (mod,))]
+        for group in groups:
+            members = []
+            for fp in group.fsdp_params:
+                owner = fqn_of.get(id(fp._module_info.module), "?")
+                name = f"{owner}.{fp._module_info.param_name}" if owner else fp._module_info.param_name
+                members.append({"name": name, "padded_numel": fp.padded_sharded_param_size.numel(),
+                                "dtype": dtype_name(fp.sharded_param.dtype)})
+            mesh = group.mesh_info.mesh
+            out.append({"modules": modules, "mesh": list(mesh.mesh_dim_names or ()),
+                        "members": members})
+    return out
+
+
 def sharded_layout(model) -> list[dict]:
     """One rank's parameters of a parallelized model (see the module docstring). Offsets
     of an empty piece are the global extent on its empty dim (DTensor/DCP convention)."""

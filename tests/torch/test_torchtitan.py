@@ -4,8 +4,8 @@ Llama-3 and DeepSeek-V3 with its own `parallelize_llama` / `parallelize_deepseek
 equivalent recipe of plans/ (docs/torchtitan.md maps torchtitan's config keys to recipe
 fields) for the model torchtitan's module dumps to; on sampled ranks, param by param,
 element-exact: which params the rank holds, the placement on every mesh axis, local
-shape, global offset (physical: TP/EP piece plus FSDP2's chunk) and FSDP2's padded
-sharded shape."""
+shape, global offset (physical: TP/EP piece plus FSDP2's chunk), FSDP2's padded sharded
+shape, and every FSDP2 all-gather group (member order, padded numels, total)."""
 
 from __future__ import annotations
 
@@ -97,6 +97,52 @@ def compare(rank: int, ours: dict[str, dict[str, Any]],
     return bad
 
 
+def shardc_units(rank_file: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """shardc's FSDP2 units on this rank, keyed by their first member: name, mesh, members
+    (rank-file order) with padded numels, total."""
+    names = [p["name"] for p in rank_file["params"]]
+    out = {}
+    for buf in rank_file.get("buffers") or []:
+        if buf.get("kind") != "fsdp2_allgather":
+            continue
+        for u in buf["units"]:
+            members = [(names[m["param"]], m["padded_numel"]) for m in u["params"]]
+            if members:
+                out[members[0][0]] = {"unit": u["name"], "mesh": u["mesh"],
+                                      "members": members, "total": u["total"]}
+    return out
+
+
+def torchtitan_units(units: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for u in units:
+        members = [(m["name"], m["padded_numel"]) for m in u["members"]]
+        if members:
+            mesh = "expert" if "efsdp" in u["mesh"] else "dense"
+            out[members[0][0]] = {"unit": u["modules"], "mesh": mesh, "members": members,
+                                  "total": sum(n for _, n in members)}
+    return out
+
+
+def compare_units(rank: int, ours: dict[str, dict[str, Any]],
+                  theirs: dict[str, dict[str, Any]]) -> list[judge.Mismatch]:
+    """Each FSDP2 all-gather group (matched by its first member: torchtitan's and shardc's
+    unit names differ, docs/torchtitan.md): mesh, member order with padded numels, total
+    (all in elements: one dtype per group here)."""
+    bad = []
+    for first in sorted(set(ours) | set(theirs)):
+        if first not in ours or first not in theirs:
+            bad.append(judge.Mismatch(rank, f"FSDP2 group starting at {first}", "present",
+                                      first in ours, first in theirs))
+            continue
+        for field in ("mesh", "members", "total"):
+            if ours[first][field] != theirs[first][field]:
+                bad.append(judge.Mismatch(rank, f"FSDP2 unit {ours[first]['unit']!r} "
+                                          f"(torchtitan {theirs[first]['unit']})", field,
+                                          ours[first][field], theirs[first][field]))
+    return bad
+
+
 def sample(plan: dict[str, Any], setting: Setting) -> list[int]:
     """judge.sample_ranks capped at 4 (torchtitan builds and parallelizes the whole model
     per rank, ~3-5 s), plus the last rank of every pipeline stage (pp is the slowest
@@ -117,16 +163,21 @@ def test_torchtitan_agrees(shardc: str, tmp_path: Path, setting: Setting) -> Non
     dumps = titan.parallelize_ranks(setting, ranks)
     mismatches: list[judge.Mismatch] = []
     for rank in ranks:
-        layout = dumps[rank]
-        assert not isinstance(layout, str), f"rank {rank}: torchtitan failed: {layout}"
+        dump = dumps[rank]
+        assert not isinstance(dump, str), f"rank {rank}: torchtitan failed: {dump}"
+        layout = dump["params"]
         rank_file = judge.load_json(str(out / "ranks" / f"rank-{rank:0{width}d}.json"))
         ours = shardc_view(plan, rank_file)
         theirs = torchtitan_view(layout)
         sharded = sum(1 for v in theirs.values() if v["placements"])
+        our_units, their_units = shardc_units(rank_file), torchtitan_units(dump["units"])
         print(f"rank {rank}: {len(theirs)} params from torchtitan ({sharded} sharded), "
-              f"{len(ours)} in shardc's rank file")
+              f"{len(ours)} in shardc's rank file; FSDP2 groups: {len(their_units)} "
+              f"torchtitan, {len(our_units)} shardc")
         assert theirs and sharded, f"rank {rank}: torchtitan sharded nothing"
+        assert their_units, f"rank {rank}: torchtitan made no FSDP2 group"
         mismatches += compare(rank, ours, theirs)
+        mismatches += compare_units(rank, our_units, their_units)
         # DTensor's own reading of each label agrees with the physical layout here
         for e in layout:
             if e["global_offset"] != e["physical_offset"] or "dtensor_local_shape" in e:
@@ -139,7 +190,8 @@ def test_torchtitan_agrees(shardc: str, tmp_path: Path, setting: Setting) -> Non
 
 
 def test_compare_names_param_rank_and_values() -> None:
-    """The comparison fails on one changed offset or placement, naming both values."""
+    """The comparison fails on one changed offset, placement, held param or FSDP2 group
+    member, naming both values."""
     theirs = {"w": {"placements": {"tp": "Shard(0)"}, "local_shape": [2, 4],
                     "global_offset": [2, 0], "padded_shape": [2, 4]}}
     ours = {"w": dict(theirs["w"], global_offset=[3, 0])}
@@ -149,6 +201,11 @@ def test_compare_names_param_rank_and_values() -> None:
     ours = {"w": dict(theirs["w"], placements={"tp": "Shard(1)"})}
     assert [m.field for m in compare(5, ours, theirs)] == ["placements"]
     assert [m.field for m in compare(5, {}, theirs)] == ["held by the rank"]
+    group = {"unit": "layers.0", "mesh": "dense", "members": [("a", 8), ("b", 4)], "total": 12}
+    swapped = dict(group, members=[("a", 8), ("b", 5)], total=13)
+    assert [m.field for m in compare_units(5, {"a": swapped}, {"a": group})] == [
+        "members", "total"]
+    assert not compare_units(5, {"a": group}, {"a": dict(group, unit=["layers.0"])})
 
 
 def test_spmd_types_backend_fails_on_torch_2_13() -> None:

@@ -15,7 +15,8 @@ torchtitan's `Trainer.__init__` (`torchtitan/trainer.py`) does up to the weights
   `model_spec.pipelining_fn` (`pipeline_llm`: the stage split, then parallelize_fn on each
   stage);
 
-then dumps every parameter it holds with `dump_model.sharded_layout`.
+then dumps every parameter it holds with `dump_model.sharded_layout` and every FSDP2
+all-gather group with `dump_model.fsdp_units`.
 
 What runs differently from a GPU dry run, and why (docs/torchtitan.md):
 
@@ -154,9 +155,10 @@ def build_model(family: str, flavor: str, parallelism: Any = None) -> tuple[Any,
     return spec, model
 
 
-def parallelize_rank(setting: Setting, rank: int) -> list[dict[str, Any]]:
-    """Rank `rank` of `setting` parallelized by torchtitan: `sharded_layout` of every
-    model part it holds (with pp, the rank's stage only)."""
+def parallelize_rank(setting: Setting, rank: int) -> dict[str, list[dict[str, Any]]]:
+    """Rank `rank` of `setting` parallelized by torchtitan: `params`, the
+    `dump_model.sharded_layout` of every model part it holds (with pp, the rank's stage
+    only), and `units`, their `dump_model.fsdp_units`."""
     import torch
     import judge
     from torchtitan.config import CompileConfig, TrainingConfig
@@ -177,13 +179,14 @@ def parallelize_rank(setting: Setting, rank: int) -> list[dict[str, Any]]:
     else:
         parts = [spec.parallelize_fn(model, **kwargs)]
     dump = load_dump_model()
-    out: list[dict[str, Any]] = []
+    out: dict[str, list[dict[str, Any]]] = {"params": [], "units": []}
     for part in parts:
-        out.extend(dump.sharded_layout(part))
+        out["params"].extend(dump.sharded_layout(part))
+        out["units"].extend(dump.fsdp_units(part))
     return out
 
 
-def _in_child(args: tuple[Setting, int]) -> tuple[int, list[dict[str, Any]] | str]:
+def _in_child(args: tuple[Setting, int]) -> tuple[int, dict[str, Any] | str]:
     import torch.distributed as dist
 
     import torch
@@ -203,7 +206,7 @@ def _in_child(args: tuple[Setting, int]) -> tuple[int, list[dict[str, Any]] | st
 
 
 def parallelize_ranks(setting: Setting, ranks: Sequence[int],
-                      workers: int = 2) -> dict[int, list[dict[str, Any]] | str]:
+                      workers: int = 2) -> dict[int, dict[str, Any] | str]:
     """Each rank in a fresh forked process (one process is one rank: judge.py explains
     why DTensor needs that). A rank whose run raised maps to the error text."""
     import multiprocessing
