@@ -31,6 +31,13 @@ if(SHARDC_TORCH_PYTHON)
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/negative PROPERTIES LABELS "e2e;torch" TIMEOUT 300
                        ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
+  # torchtitan 0.3.0 parallelizes its own Llama-3 / DeepSeek-V3 (docs/torchtitan.md)
+  add_test(NAME torch/torchtitan
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_torchtitan.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/torchtitan PROPERTIES LABELS "e2e;torch" TIMEOUT 600
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
 else()
   add_test(NAME torch/agreement/not-configured
            COMMAND ${CMAKE_COMMAND} -E echo

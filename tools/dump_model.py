@@ -16,6 +16,13 @@ FQN, shape, torch dtype and `requires_grad`; a parameter reachable under several
 (a tied weight, e.g. `lm_head.weight = embed_tokens.weight`, or tensors sharing storage)
 is listed at each name, and the later names become `tied_weights: {alias: source}`.
 `.json` (or stdout) gets the plain inventory; `.yaml` the compact model via `shardc import`.
+
+`sharded_layout(model)` (a library function, torch >= 2.6) dumps what one rank holds of a
+model already parallelized by DTensor / FSDP2 (torchtitan's `parallelize_*`, tests/torch/
+titan.py): per parameter its FQN, global and local shape, the placement on each named mesh
+axis, DTensor's global offset (`compute_local_shape_and_global_offset`), the physical
+offset (the TP/EP piece's offset plus the start of FSDP2's chunk of it) and FSDP2's padded
+sharded shape.
 """
 from __future__ import annotations
 
@@ -97,6 +104,113 @@ def inventory(model, name: str) -> dict:
         counts[p["dtype"]] = counts.get(p["dtype"], 0) + 1
     return {"model": name, "dtype": max(counts, key=counts.get) if counts else "float32",
             "tied_weights": tied, "params": params}
+
+
+def _placement_label(p) -> str:
+    from torch.distributed.tensor.placement_types import Shard, _StridedShard
+    if isinstance(p, _StridedShard):
+        return f"_StridedShard({p.dim}, sf={p.split_factor})"
+    if isinstance(p, Shard):
+        return f"Shard({p.dim})"
+    return repr(p) if not type(p).__name__ == "Replicate" else "Replicate()"
+
+
+def _fsdp_params(model) -> dict[int, object]:
+    """id(sharded nn.Parameter) -> its FSDP2 FSDPParam, over every fully_shard'ed module."""
+    out: dict[int, object] = {}
+    for mod in model.modules():
+        get_state = getattr(mod, "_get_fsdp_state", None)
+        if get_state is None:
+            continue
+        state = get_state()
+        # one group per mesh when shard_placement_fn gives per-param meshes (torch >= 2.13)
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:
+            groups = [state._fsdp_param_group] if state._fsdp_param_group is not None else []
+        for group in groups:
+            for fp in group.fsdp_params:
+                out[id(fp.sharded_param)] = fp
+    return out
+
+
+def fsdp_units(model) -> list[dict]:
+    """One rank's FSDP2 all-gather groups, in module order: the modules of each
+    fully_shard call (FQNs; a list call such as torchtitan's [norm, lm_head] gives
+    several), the group's mesh axis names and its members in all-gather order with each
+    one's padded sharded numel and dtype. A module state with per-param meshes
+    (shard_placement_fn returning a mesh, torch >= 2.13) gives one entry per group."""
+    fqn_of = {id(mod): name for name, mod in model.named_modules()}
+    seen, out = set(), []
+    for mod in model.modules():
+        get_state = getattr(mod, "_get_fsdp_state", None)
+        if get_state is None or id(get_state()) in seen:
+            continue
+        state = get_state()
+        seen.add(id(state))
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:
+            groups = [state._fsdp_param_group] if state._fsdp_param_group is not None else []
+        modules = [fqn_of.get(id(m), "?") for m in getattr(state, "_modules", (mod,))]
+        for group in groups:
+            members = []
+            for fp in group.fsdp_params:
+                owner = fqn_of.get(id(fp._module_info.module), "?")
+                name = f"{owner}.{fp._module_info.param_name}" if owner else fp._module_info.param_name
+                members.append({"name": name, "padded_numel": fp.padded_sharded_param_size.numel(),
+                                "dtype": dtype_name(fp.sharded_param.dtype)})
+            mesh = group.mesh_info.mesh
+            out.append({"modules": modules, "mesh": list(mesh.mesh_dim_names or ()),
+                        "members": members})
+    return out
+
+
+def sharded_layout(model) -> list[dict]:
+    """One rank's parameters of a parallelized model (see the module docstring). Offsets
+    of an empty piece are the global extent on its empty dim (DTensor/DCP convention)."""
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    fsdp = _fsdp_params(model)
+    out = []
+    for fqn, p in model.named_parameters():
+        gshape = list(p.shape)
+        entry = {"name": fqn, "dtype": dtype_name(p.dtype), "global_shape": gshape}
+        if not isinstance(p, DTensor):
+            entry.update(local_shape=gshape, global_offset=[0] * len(gshape),
+                         physical_offset=[0] * len(gshape), padded_shape=gshape, placements={})
+            out.append(entry)
+            continue
+        mesh, places = p.device_mesh, list(p.placements)
+        names = list(mesh.mesh_dim_names or [str(i) for i in range(mesh.ndim)])
+        local, offset = compute_local_shape_and_global_offset(p.shape, mesh, places)
+        entry["local_shape"] = list(p.to_local().shape)
+        entry["global_offset"] = list(offset)
+        if list(local) != entry["local_shape"]:
+            entry["dtensor_local_shape"] = list(local)
+        entry["placements"] = {n: _placement_label(q) for n, q in zip(names, places)
+                               if not isinstance(q, Replicate)}
+        fp = fsdp.get(id(p))
+        physical = list(offset)
+        entry["padded_shape"] = entry["local_shape"]
+        if fp is not None:
+            entry["padded_shape"] = list(fp.padded_sharded_param_size)
+            dp_names = set(fp.mesh_info.mesh.mesh_dim_names or ())
+            model_places = [Replicate() if n in dp_names or "_".join(sorted(dp_names)) == n
+                            else q for n, q in zip(names, places)]
+            # FSDP2 splits the TP/EP-local piece: torch.chunk over the FSDP shard ranks
+            tp_local, tp_offset = compute_local_shape_and_global_offset(p.shape, mesh,
+                                                                        model_places)
+            dim = fp.fsdp_placement.dim
+            world, rank = fp.mesh_info.shard_mesh_size, fp.mesh_info.shard_mesh_rank
+            chunk = -(-tp_local[dim] // world)
+            physical = list(tp_offset)
+            physical[dim] += min(rank * chunk, tp_local[dim])
+            entry["fsdp"] = {"dim": dim, "shard_size": world, "shard_rank": rank}
+        entry["physical_offset"] = physical
+        for key in ("global_offset", "physical_offset"):
+            entry[key] = [gshape[d] if n == 0 else o
+                          for d, (n, o) in enumerate(zip(entry["local_shape"], entry[key]))]
+        out.append(entry)
+    return out
 
 
 def find_shardc(given: str | None) -> str:
