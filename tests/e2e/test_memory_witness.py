@@ -34,11 +34,9 @@ from pathlib import Path
 try:
     import torch
 except ImportError:
-    # CTest may start us with a Python without torch; Debian's python3-torch lives in
-    # /usr/bin/python3.
-    if sys.executable != "/usr/bin/python3" and os.access("/usr/bin/python3", os.X_OK):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    print("skip: torch is not installed for this Python")
+    # CTest runs us on the project's environment (tools/venv) when the build knows it;
+    # a C++-only build has no torch and skips.
+    print("skip: torch is not installed for this Python (run tools/venv)")
     sys.exit(77)
 
 MODEL = """format: shardc.model/v1
