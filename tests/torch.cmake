@@ -5,12 +5,32 @@
 set(SHARDC_TORCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/torch)
 if(SHARDC_TORCH_PYTHON)
   # -p no:cacheprovider: no .pytest_cache in the source tree
-  foreach(part plan case)
-    add_test(NAME torch/agreement/${part}
+  # One test per shipped plan and per valid case (pytest -k on its id), so that CTest
+  # spreads them over the cores and each has its own time bound.
+  file(GLOB shardc_judge_recipes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/plans/*.recipe.yaml)
+  file(GLOB shardc_judge_cases LIST_DIRECTORIES true CONFIGURE_DEPENDS
+       ${CMAKE_CURRENT_SOURCE_DIR}/cases/*)
+  set(shardc_judge_ids)
+  foreach(recipe ${shardc_judge_recipes})
+    get_filename_component(name ${recipe} NAME)
+    string(REPLACE ".recipe.yaml" "" name ${name})
+    list(APPEND shardc_judge_ids plan/${name})
+  endforeach()
+  foreach(case ${shardc_judge_cases})
+    if(IS_DIRECTORY ${case} AND EXISTS ${case}/expected.json)
+      file(READ ${case}/expected.json expected)
+      if(expected MATCHES "\"expect_error\": null")
+        get_filename_component(name ${case} NAME)
+        list(APPEND shardc_judge_ids case/${name})
+      endif()
+    endif()
+  endforeach()
+  foreach(id ${shardc_judge_ids})
+    add_test(NAME torch/agreement/${id}
              COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
-                     ${SHARDC_TORCH_DIR}/test_agreement.py -k "${part}/"
+                     "${SHARDC_TORCH_DIR}/test_agreement.py::test_pytorch_agrees[${id}]"
              WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
-    set_tests_properties(torch/agreement/${part} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
+    set_tests_properties(torch/agreement/${id} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
                          ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   endforeach()
   add_test(NAME torch/hf-modules
