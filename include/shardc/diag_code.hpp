@@ -41,6 +41,7 @@ enum class DiagCode {
   EHeads,
   EUnit,
   EPacked,
+  EFusedLayout,
   EPad,
   EExperts,
   ETied,
@@ -60,6 +61,7 @@ enum class DiagCode {
   WReplicatedLarge,
   WVocab,
   WActivationSplit,
+  WFusedSplit,
   WPackedBuffer,
   WAxisSize1,
   WModuleOrder,
@@ -134,6 +136,10 @@ inline constexpr std::array kDiagCodes = {
     DiagCodeInfo{DiagCode::EPacked, "E-PACKED", Severity::Error, ExitCode::Invalid,
                  "`packed` parts that do not tile the dim, or a dim out of range",
                  "list the part extents so they sum to the dim"},
+    DiagCodeInfo{DiagCode::EFusedLayout, "E-FUSED-LAYOUT", Severity::Error, ExitCode::Invalid,
+                 "a rule's `packed` contradicts the param's known fused layout (dim, part "
+                 "extents, or blocked parts on an interleaved / per-group tensor)",
+                 "use the `packed` line the message gives"},
     DiagCodeInfo{DiagCode::EPad, "E-PAD", Severity::Error, ExitCode::Invalid,
                  "a padded tensor of 2^62+ elements (hostile pad multiples)",
                  "use a smaller pad multiple"},
@@ -220,6 +226,12 @@ inline constexpr std::array kDiagCodes = {
                  "input dim of the same extent are split differently (rule, unit, pad or axes): "
                  "the activation between them does not line up",
                  "give both rules the same `uneven` / `unit`"},
+    DiagCodeInfo{DiagCode::WFusedSplit, "W-FUSED-SPLIT", Severity::Warning, ExitCode::Invalid,
+                 "a fused param (q, k, v or gate, up in one tensor: by its name and architecture "
+                 "or the model's "
+                 "`fused:`) split on its fused dim as one tensor, so a rank holds other parts "
+                 "than the ones its neighbours' rows need (or cuts an interleaved group)",
+                 "add the `packed` line the message gives (each part split on its own)"},
     DiagCodeInfo{DiagCode::WPackedBuffer, "W-PACKED-BUFFER", Severity::Warning, ExitCode::Invalid,
                  "a packed param split on its packed dim is left out of the `muon_allgather` "
                  "layout (its concatenate-by-member unpack would interleave the parts)",

@@ -14,6 +14,26 @@
 
 namespace shardc {
 
+/// A fused parameter's layout on one dim (contract §5.12): the tensor is
+/// several logical tensors ("parts": q|k|v, gate|up) stored in one. With
+/// `groups == 1` the parts are blocked (part after part, as GPT-2's
+/// `c_attn.split(split_size, dim=2)`); with `groups == G > 1` the dim is G
+/// consecutive groups, each holding `parts[i] / G` elements of every part in
+/// part order: interleaved when those blocks are equal (gpt-oss
+/// `gate_up[..., ::2], gate_up[..., 1::2]`: G = intermediate size, blocks of
+/// 1), per group otherwise (Megatron `linear_qkv`: per KV group its q heads,
+/// then its k head and its v head). Extents are elements of `dim`.
+struct FusedLayout {
+  int dim = 0;                          ///< normalized, in [0, ndim)
+  std::vector<std::int64_t> parts;      ///< each part's extent on `dim` (sum = the dim)
+  std::vector<std::string> part_names;  ///< "q", "k", "v" / "gate", "up" (same length)
+  std::int64_t groups = 1;              ///< 1 = blocked; G: G groups of every part
+  /// Where the layout comes from: the module code it follows, or "model
+  /// description" for a `fused:` entry.
+  std::string source;
+  bool operator==(const FusedLayout&) const = default;
+};
+
 /// One parameter as written in the model description.
 struct Param {
   std::string name;              ///< fully-qualified name (FQN), Hugging Face naming
@@ -21,6 +41,10 @@ struct Param {
   DType dtype = DType::Float32;  ///< torch's default dtype when none is given
   bool requires_grad = true;
   SourceLoc loc;  ///< the entry (or the repeat-expanded template) in the model file
+  /// `fused:` of the entry (a fused tensor and its parts), or none; import
+  /// writes it where the architecture decides a layout its name does not
+  /// (include/shardc/fused.hpp).
+  std::optional<FusedLayout> fused = std::nullopt;
 };
 
 /// A tie: `alias` shares the storage of `source` (contract §5.5). From the

@@ -64,6 +64,11 @@ struct ParamGeometry {
   /// the FSDP split on the concatenated local tensor. Empty when unpacked.
   std::vector<std::int64_t> parts;
   int parts_dim = -1;
+  /// Interleaved / per-group `packed` (contract §5.10): the rule splits of
+  /// `group_dim` cut whole groups of `group_extent` elements (their unit is
+  /// group_extent x the rule's unit). -1 / 1 otherwise.
+  int group_dim = -1;
+  std::int64_t group_extent = 1;
 };
 
 /// One contiguous box of a packed param's piece: `shape` elements at
@@ -172,6 +177,10 @@ struct PlannedParam {
   /// the weight in Plan::params; the rule, mesh, stage and placements are
   /// the weight's, split in whole blocks (src/planner/fp8_scales.cpp).
   std::optional<std::size_t> scale_of;
+  /// The fused layout (contract §5.12): the model's `fused:` entry, else the
+  /// table of include/shardc/fused.hpp (set by check_fused); none when the
+  /// param is not a known fused tensor.
+  std::optional<FusedLayout> fused;
   ParamGeometry geometry;
   SourceLoc loc;
 };

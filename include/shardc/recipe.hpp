@@ -38,12 +38,19 @@ using limits::kMaxParts;
 /// A packed (fused) parameter (`packed:` on a rule): the tensor is its parts
 /// concatenated on `dim` (SwiGLU [W; V], fused q|k|v). Each part is split on
 /// its own by the rule's placements; a rank's local tensor is its pieces of
-/// every part concatenated in part order.
+/// every part concatenated in part order. Interleaved and per-group layouts
+/// (contract §5.10): `interleave: k` (equal parts alternating in blocks of k
+/// elements: gpt-oss gate|up is 1) or `groups: G` (G consecutive groups, each
+/// holding parts[i] / G elements of every part: Megatron's linear_qkv, G =
+/// query groups); their part pieces are contiguous, so a rank holds one box
+/// and the split counts whole groups.
 struct PackedSpec {
   std::int64_t count = 0;           ///< equal parts (when `sizes` is empty)
   std::vector<std::int64_t> sizes;  ///< explicit part extents on `dim` (elements)
   int dim = 0;                      ///< may be negative, normalized by the planner
   SourceLoc loc;
+  std::int64_t interleave = 0;  ///< `interleave: k` (elements per block), 0 = not given
+  std::int64_t groups = 0;      ///< `groups: G`, 0 = not given (blocked)
 };
 
 /// "chunk", "balanced", "even".

@@ -7,6 +7,7 @@
 #include "driver/suggest.hpp"
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/fused.hpp"
 
 namespace shardc {
 namespace {
@@ -197,6 +198,20 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedPara
           std::to_string(p.geometry.parts.size()) + " parts on dim " +
               std::to_string(p.geometry.parts_dim) + " [" + parts +
               "], each split on its own; local tensor = pieces in part order");
+  }
+  if (p.fused) {
+    const FusedLayout& f = *p.fused;
+    std::string parts;
+    for (std::size_t i = 0; i < f.parts.size(); ++i)
+      parts += (i ? ", " : "") + f.part_names[i] + " " + std::to_string(f.parts[i]);
+    std::string text =
+        std::string(fused_order_name(f)) + " on dim " + std::to_string(f.dim) + " [" + parts + "]";
+    if (f.groups > 1)
+      text +=
+          " in " + std::to_string(f.groups) + " groups of " + std::to_string(fused_group_extent(f));
+    field(out, "fused",
+          text + "; " + f.source + "; split part by part: `" +
+              fused_packed_line(f, p.global_shape.size()) + "`");
   }
   field(out, "stage", std::to_string(p.stage));
   field(out, "alias", alias_text(plan, p));

@@ -25,6 +25,9 @@ bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vecto
 /// A list of non-negative extents whose product (zeros counted as 1) is < 2^62.
 std::optional<Shape> parse_shape(const Node& n, Reader& r);
 
+/// `fused:` of a param entry of `shape` (model_fused.cpp, contract §5.12).
+std::optional<FusedLayout> parse_fused(const Node& n, const Shape& shape, Reader& r);
+
 /// A dtype name or alias (contract §3).
 std::optional<DType> parse_dtype_node(const Node& n, Reader& r);
 

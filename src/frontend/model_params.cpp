@@ -168,19 +168,20 @@ class TemplateBuilder {
     });
   }
 
-  // Index of a param entry key in {name, shape, dtype, requires_grad}, or -1.
+  // Index of a param entry key in {name, shape, dtype, requires_grad, fused}, or -1.
   static int param_key(std::string_view key) {
     if (key == "name") return 0;
     if (key == "shape") return 1;
     if (key == "dtype") return 2;
     if (key == "requires_grad") return 3;
+    if (key == "fused") return 4;
     return -1;
   }
 
   std::optional<Entry> build_param(const Node& item) {
     // One pass over the entry's keys; any unknown or repeated key takes the
     // reporting path (check_keys).
-    std::array<const Node*, 4> slot{};
+    std::array<const Node*, 5> slot{};
     bool ok = item.items().size() <= slot.size();
     for (std::size_t i = 0; ok && i < item.items().size(); ++i) {
       int k = param_key(item.items()[i].key());
@@ -188,9 +189,10 @@ class TemplateBuilder {
       if (ok) slot[static_cast<std::size_t>(k)] = &item.items()[i];
     }
     if (!ok) {
-      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad"}, "a param entry");
-      slot = {item.find("name"), item.find("shape"), item.find("dtype"),
-              item.find("requires_grad")};
+      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad", "fused"},
+                         "a param entry");
+      slot = {item.find("name"), item.find("shape"), item.find("dtype"), item.find("requires_grad"),
+              item.find("fused")};
     }
     Entry e;
     e.param.loc = r_.loc(item);
@@ -226,6 +228,10 @@ class TemplateBuilder {
       std::optional<bool> b = r_.get_bool(*rg, "`requires_grad`");
       ok = b.has_value() && ok;
       if (b) e.param.requires_grad = *b;
+    }
+    if (const Node* fused = slot[4]; fused != nullptr && s) {
+      e.param.fused = parse_fused(*fused, e.param.shape, r_);
+      ok = e.param.fused.has_value() && ok;
     }
     if (!ok) return std::nullopt;
     return e;

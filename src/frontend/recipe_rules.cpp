@@ -33,13 +33,13 @@ bool parse_match_list(const Node& n, Reader& r, Rule& rule) {
   return ok;
 }
 
-// `packed: {parts: N | [sizes], dim: d}`.
+// `packed: {parts: N | [sizes], dim: d, interleave: k | groups: G}`.
 std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
   constexpr std::string_view hint =
       "e.g. `packed: {parts: 2}` (SwiGLU [W; V] on dim 0) or `packed: {parts: [4096, 1024, "
       "1024], dim: 0}` (fused q|k|v)";
   if (!r.expect_map(n, "`packed`")) return std::nullopt;
-  bool ok = r.check_keys(n, {"parts", "dim"}, "`packed`");
+  bool ok = r.check_keys(n, {"parts", "dim", "interleave", "groups"}, "`packed`");
   PackedSpec spec;
   spec.loc = r.loc(n);
   const Node* parts = n.find("parts");
@@ -67,6 +67,25 @@ std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
     const auto d = parse_bounded(*dim, r, "`packed.dim`", -64, 63);
     ok = d.has_value() && ok;
     spec.dim = static_cast<int>(d.value_or(0));
+  }
+  const Node* interleave = n.find("interleave");
+  const Node* groups = n.find("groups");
+  if (interleave != nullptr && groups != nullptr) {
+    r.error(*groups, "`packed` takes `interleave` or `groups`, not both",
+            "`interleave: k`: equal parts alternating in blocks of k elements (gpt-oss gate|up: "
+            "1); `groups: G`: G groups, each holding its share of every part (Megatron "
+            "linear_qkv: G = query groups)");
+    return std::nullopt;
+  }
+  if (interleave != nullptr) {
+    const auto v = parse_bounded(*interleave, r, "`packed.interleave`", 1, std::int64_t{1} << 62);
+    ok = v.has_value() && ok;
+    spec.interleave = v.value_or(1);
+  }
+  if (groups != nullptr) {
+    const auto v = parse_bounded(*groups, r, "`packed.groups`", 1, std::int64_t{1} << 62);
+    ok = v.has_value() && ok;
+    spec.groups = v.value_or(1);
   }
   if (!ok) return std::nullopt;
   return spec;

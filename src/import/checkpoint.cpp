@@ -10,6 +10,7 @@
 #include "import/import_internal.hpp"
 #include "import/module_order.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/fused.hpp"
 #include "shardc/limits.hpp"
 
 namespace shardc {
@@ -280,6 +281,14 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
                            "' order rules do not know; they are placed in natural order",
                  "FSDP2 and muon buffer offsets follow module order: for the exact order, dump "
                  "the module with tools/dump_model.py and use that model file");
+  }
+  // Fused layouts the architecture decides and the name alone does not (gpt-oss's
+  // interleaved gate|up, GPT-NeoX's per-head query_key_value) are written as `fused:`.
+  const std::string arch_name =
+      config->architectures.empty() ? config->model_type : config->architectures.front();
+  for (Param& p : m.params) {
+    auto by_arch = known_fused(p.name, p.shape, m.attributes, arch_name);
+    if (by_arch && by_arch != known_fused(p.name, p.shape, m.attributes, "")) p.fused = by_arch;
   }
   m.name = !config->name.empty() ? config->name : base_name(listing ? layout->dir : path);
   if (!listing && m.name.ends_with(".safetensors")) m.name.resize(m.name.size() - 12);

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "import/import_internal.hpp"
+#include "shardc/fused.hpp"
 
 namespace shardc {
 namespace {
@@ -94,7 +95,7 @@ bool same_signature(const Block& a, const Block& b) {
     const CParam& y = *b.members[i];
     if (std::string_view(x.name).substr(a.cut) != std::string_view(y.name).substr(b.cut) ||
         x.src->shape != y.src->shape || x.src->dtype != y.src->dtype ||
-        x.src->requires_grad != y.src->requires_grad) {
+        x.src->requires_grad != y.src->requires_grad || x.src->fused != y.src->fused) {
       return false;
     }
   }
@@ -160,6 +161,43 @@ std::vector<Node> compact(const std::vector<CParam>& params, std::size_t depth) 
 
 std::string shape_yaml(const Shape& shape) { return imp::shape_text(shape); }
 
+// {"parts": [..], "dim": d, "groups": G, "order": "...", "names": [..], "source": ".."}: the
+// layout shardc plans a fused param by (model_fused.cpp reads it back).
+std::string fused_json(const FusedLayout& f) {
+  std::string t = "{\"parts\": [";
+  for (std::size_t i = 0; i < f.parts.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(f.parts[i]);
+  t += "], \"dim\": " + std::to_string(f.dim) + ", \"groups\": " + std::to_string(f.groups) +
+       ", \"order\": \"" + fused_order_name(f) + "\", \"names\": [";
+  for (std::size_t i = 0; i < f.part_names.size(); ++i)
+    t += (i ? ", " : "") + imp::json_string(f.part_names[i]);
+  return t + "], \"source\": " + imp::json_string(f.source) + "}";
+}
+
+// `, fused: {parts: 2, dim: 2, interleave: 1, names: [gate, up]}` (model_fused.cpp reads it).
+std::string fused_yaml(const FusedLayout& f) {
+  bool equal = true;
+  for (std::int64_t x : f.parts) equal = equal && x == f.parts.front();
+  std::string t = ", fused: {parts: ";
+  if (equal) {
+    t += std::to_string(f.parts.size());
+  } else {
+    t += "[";
+    for (std::size_t i = 0; i < f.parts.size(); ++i)
+      t += (i ? ", " : "") + std::to_string(f.parts[i]);
+    t += "]";
+  }
+  t += ", dim: " + std::to_string(f.dim);
+  if (f.groups > 1) {
+    t += equal ? ", interleave: " + std::to_string(f.parts.front() / f.groups)
+               : ", groups: " + std::to_string(f.groups);
+  }
+  t += ", names: [";
+  for (std::size_t i = 0; i < f.part_names.size(); ++i)
+    t += (i ? ", " : "") + imp::yaml_string(f.part_names[i]);
+  return t + "]}";
+}
+
 void emit(const std::vector<Node>& nodes, std::size_t indent, DType dflt, std::string& out) {
   const std::string pad(indent, ' ');
   for (const Node& n : nodes) {
@@ -169,6 +207,7 @@ void emit(const std::vector<Node>& nodes, std::size_t indent, DType dflt, std::s
       if (n.param.src->dtype != dflt)
         out += ", dtype: " + std::string(dtype_name(n.param.src->dtype));
       if (!n.param.src->requires_grad) out += ", requires_grad: false";
+      if (n.param.src->fused) out += fused_yaml(*n.param.src->fused);
       out += "}\n";
       continue;
     }
@@ -236,6 +275,11 @@ std::string render_model_yaml(const ImportedModel& m) {
 
 std::string render_model_json(const ImportedModel& m) {
   const DType dflt = default_dtype(m);
+  // Every known fused layout is listed (not only those the YAML must carry), so the
+  // table of shardc/fused.hpp can be compared with the architecture's modules.
+  std::string arch;
+  for (const auto& [key, value] : m.comments)
+    if (key == "architecture") arch = value;
   std::string out = "{\n  \"model\": " + imp::json_string(model_name(m)) + ",\n";
   out += "  \"dtype\": \"" + std::string(dtype_name(dflt)) + "\",\n";
   if (m.model.attributes.tie_word_embeddings) {
@@ -254,11 +298,13 @@ std::string render_model_json(const ImportedModel& m) {
   }
   out += "},\n  \"params\": [\n";
   for (std::size_t i = 0; i < m.model.params.size(); ++i) {
-    const Param& p = m.model.params[i];
+    Param p = m.model.params[i];
+    if (!p.fused) p.fused = known_fused(p.name, p.shape, m.model.attributes, arch);
     out += "    {\"name\": " + imp::json_string(p.name) +
            ", \"shape\": " + imp::shape_text(p.shape) + ", \"dtype\": \"" +
            std::string(dtype_name(p.dtype)) + "\"";
     if (!p.requires_grad) out += ", \"requires_grad\": false";
+    if (p.fused) out += ", \"fused\": " + fused_json(*p.fused);
     out += i + 1 < m.model.params.size() ? "},\n" : "}\n";
   }
   out += "  ]\n}\n";

@@ -6,12 +6,20 @@
 // share) computes garbage without any error at run time. Pairs are looked
 // for inside one parent module (`a.b.up.weight` and `a.b.down.weight`),
 // matched by extent (out of the colwise == in of the rowwise), model order.
-// FSDP splits are storage only and are ignored.
+// A fused colwise weight (q|k|v, gate|up on dim 0: contract §5.12) is matched
+// part by part: its part of that extent (gate|up's parts against down_proj's
+// input, q against o_proj's) must be split as the rowwise input, whether the
+// parts are `packed` (each split on its own) or interleaved / per group (a
+// piece of whole groups holds its share of each part). FSDP splits are
+// storage only and are ignored.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "passes.hpp"
+#include "shardc/fused.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -84,19 +92,52 @@ bool same_axes(const std::vector<DimSplit>& a, const std::vector<DimSplit>& b) {
   return true;
 }
 
-void check_pair(const PlannedParam& col, const PlannedParam& row, const Plan& plan,
-                GroupedReporter& rep) {
+// The part of `col`'s output dim whose extent is `extent`: the whole dim of
+// an unfused weight, else a part of its fused layout on dim 0 (blocked parts
+// only when packed: unpacked ones are E-FUSED-SPLIT already). -1 when none.
+std::optional<std::size_t> matching_part(const PlannedParam& col, std::int64_t extent) {
+  if (!col.fused || col.fused->dim != 0) {
+    if (!col.geometry.parts.empty() || col.global_shape[0] != extent) return std::nullopt;
+    return col.fused ? std::nullopt : std::optional<std::size_t>(SIZE_MAX);
+  }
+  const FusedLayout& f = *col.fused;
+  const bool packed_blocked = col.geometry.parts == f.parts && col.geometry.parts_dim == 0;
+  if (f.groups <= 1 && !packed_blocked) return std::nullopt;
+  for (std::size_t i = 0; i < f.parts.size(); ++i)
+    if (f.parts[i] == extent) return i;
+  return std::nullopt;
+}
+
+// Pieces of `col`'s output as the activation sees them: the whole dim's
+// pieces, or part `part`'s share of each piece.
+std::vector<std::int64_t> col_pieces(const PlannedParam& col, std::size_t part,
+                                     const std::vector<DimSplit>& chain, std::size_t naxes) {
+  if (part == SIZE_MAX) return piece_sizes(col.global_shape[0], chain, naxes);
+  const FusedLayout& f = *col.fused;
+  if (!col.geometry.parts.empty()) return piece_sizes(f.parts[part], chain, naxes);
+  // Interleaved / per group: pieces of whole groups (E-FUSED-SPLIT otherwise).
+  const std::int64_t group = col.global_shape[0] / std::max<std::int64_t>(1, f.groups);
+  std::vector<std::int64_t> out = piece_sizes(col.global_shape[0], chain, naxes);
+  for (std::int64_t& x : out) x = x / std::max<std::int64_t>(1, group) * (f.parts[part] / f.groups);
+  return out;
+}
+
+void check_pair(const PlannedParam& col, std::size_t part, const PlannedParam& row,
+                const Plan& plan, GroupedReporter& rep) {
   const std::int64_t extent = row.global_shape[1];
   const auto a = rule_splits(col, 0);
   const auto b = rule_splits(row, 1);
   if (a.empty() || b.empty()) return;  // one side replicated: nothing lines up or not
   const std::size_t naxes = plan.mesh_of(col).axes.size();
-  const auto pa = piece_sizes(extent, a, naxes);
+  const auto pa = col_pieces(col, part, a, naxes);
   const auto pb = piece_sizes(extent, b, naxes);
   if (same_axes(a, b) && pa == pb) return;
   if (same_axes(a, b) && pa.empty()) return;  // too many pieces to compare
   Diagnostic d = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
-  d.message = col.name + " (colwise) splits its output dim " + std::to_string(extent) + " as " +
+  const std::string what = part == SIZE_MAX ? std::string("its output dim ")
+                                            : "its fused part " + col.fused->part_names[part] +
+                                                  " (" + fused_order_name(*col.fused) + ") of ";
+  d.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
               sizes_text(pa) + " (" + chain_text(a) + ") but " + row.name +
               " (rowwise) splits its input dim as " + sizes_text(pb) + " (" + chain_text(b) +
               "): the activation between them does not line up";
@@ -117,17 +158,19 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
   for (std::size_t i = 0; i < params.size(); ++i) {
     const PlannedParam& p = params[i];
     if (p.mesh != MeshKind::Dense || p.global_shape.size() != 2 || p.geometry.per_dim.size() != 2 ||
-        p.placements.empty() || !p.geometry.parts.empty())
+        p.placements.empty())
       continue;
     const auto parent = parent_of(p.name);
     if (!parent) continue;
-    if (!rule_splits(p, 1).empty()) {
+    if (!rule_splits(p, 1).empty() && p.geometry.parts.empty()) {
       const auto it = colwise.find(*parent);
       if (it != colwise.end())
         for (std::size_t c : it->second)
-          if (params[c].global_shape[0] == p.global_shape[1]) check_pair(params[c], p, plan, rep);
+          if (const auto part = matching_part(params[c], p.global_shape[1]))
+            check_pair(params[c], *part, p, plan, rep);
     }
-    if (!rule_splits(p, 0).empty()) colwise[*parent].push_back(i);
+    if (!rule_splits(p, 0).empty() && (p.fused || p.geometry.parts.empty()))
+      colwise[*parent].push_back(i);
   }
   rep.flush(sink);
 }

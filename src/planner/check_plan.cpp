@@ -141,7 +141,10 @@ class Checker {
         // An FP8 scale splits in block units: its unit and pad multiple are
         // its weight's scaled (checked against the weight in `scale`).
         const bool own = !p.scale_of;
-        if (s.rule != p.uneven || s.unit < 1 || (own && s.unit != p.unit) ||
+        // An interleaved / per-group packed dim splits whole groups (contract §5.10).
+        const std::int64_t unit =
+            static_cast<int>(d) == p.geometry.group_dim ? p.geometry.group_extent * p.unit : p.unit;
+        if (s.rule != p.uneven || s.unit < 1 || (own && s.unit != unit) ||
             (pad && (s.pad_multiple < 1 || (own && s.pad_multiple != p.pad_multiple)))) {
           fail(p, "dim " + std::to_string(d) + ": a split cuts " + uneven_text(s) +
                       " but the param's rule is " + split_rule_name(p.uneven) + " (pad " +

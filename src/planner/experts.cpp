@@ -96,6 +96,7 @@ void add_plain(std::vector<PlannedParam>& out, const Param& p, Param* take) {
   PlannedParam& q = out.emplace_back();
   q.dtype = p.dtype;
   q.requires_grad = p.requires_grad;
+  q.fused = p.fused;
   if (take != nullptr) {
     q.name = std::move(take->name);
     q.global_shape = std::move(take->shape);
@@ -117,6 +118,10 @@ void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& mo
   q.loc = first.loc;
   q.name = g.name;
   q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
+  if (first.fused) {  // the expert's fused dim, one further in the stacked tensor
+    q.fused = first.fused;
+    ++q.fused->dim;
+  }
   // Without an expert_mesh, stacked params live on the dense mesh (the recipe
   // schema's documented behaviour): their placements name dense axes.
   q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;

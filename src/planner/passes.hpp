@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "shardc/diagnostics.hpp"
@@ -44,6 +45,14 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
 void follow_fp8_weights(std::vector<PlannedParam>& params, const Model& model, const Recipe& recipe,
                         DiagnosticSink& sink);
 
+/// fused_check.cpp (contract §5.12): sets PlannedParam::fused from the
+/// table of shardc/fused.hpp where the model gave none; W-FUSED-SPLIT for a
+/// fused dim split by a rule as one tensor (blocked parts without `packed`,
+/// or a boundary inside an interleaved / per-group group), naming a rank and
+/// what it holds; E-FUSED-LAYOUT for a `packed` contradicting the layout.
+void check_fused(std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+                 const Recipe& recipe, DiagnosticSink& sink);
+
 /// fp8_check.cpp: E-FP8-BLOCK where a weight's rule-split boundary (any
 /// nesting, any `uneven`) cuts a block, or the scale's split is not the
 /// block image of the weight's; FSDP splits are exempt (the scale is then
@@ -73,6 +82,12 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
 /// rules.cpp: where the rule (or experts entry) that placed `p` is written in
 /// the recipe; diagnostics about a placement point there.
 SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);
+
+/// placements.cpp: the layout a `packed:` spec declares for a param of
+/// `shape` (dim normalized, parts, groups; part names "part i"), or nullopt
+/// with *why / *hint saying why it does not fit (E-PACKED).
+std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& shape,
+                                         std::string* why, std::string* hint);
 
 /// placements.cpp: normalizes the matched rule's or experts entry's
 /// placements into one ResolvedPlacement per mesh axis and builds the split

@@ -1,7 +1,10 @@
 // Placement resolution: the matched rule's (or experts entry's) `{axis:
 // placement}` map becomes one ResolvedPlacement per mesh axis, and the
 // split chains of contract §5.2 (axes sharding the same dim nest in mesh order).
+#include <algorithm>
 #include <string>
+
+#include "shardc/fused.hpp"
 
 #include "passes.hpp"
 
@@ -98,50 +101,96 @@ void build_chains(PlannedParam& p, const Mesh& mesh) {
 }
 
 // `packed:` of the rule (contract §5.10): part extents on the normalized dim. E-PACKED when
-// the dim is out of range or the parts do not add up to its extent.
+// the dim is out of range or the parts do not add up to its extent. Blocked parts become the
+// geometry's parts (each split on its own, boxes); interleaved and per-group layouts hold every
+// part's piece in one contiguous run, so they split the dim in whole groups (the unit).
 bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
   if (p.rule.kind != RuleRef::Kind::Rule) return true;
   const Rule& rule = recipe.rules[static_cast<std::size_t>(p.rule.index)];
   if (!rule.packed) return true;
-  const PackedSpec& spec = *rule.packed;
-  const int ndim = static_cast<int>(p.global_shape.size());
-  const int dim = spec.dim < 0 ? spec.dim + ndim : spec.dim;
-  Diagnostic d = param_diagnostic(p, DiagCode::EPacked, spec.loc);
-  const std::string key = std::to_string(p.rule.index) + ":" + std::to_string(ndim);
-  if (dim < 0 || dim >= ndim) {
-    d.message = "packed dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
-                " with " + std::to_string(ndim) + " dims";
-    d.hint = "packed parts concatenate on an existing dim (SwiGLU and fused qkv: 0)";
-    rep.add(std::move(d), key);
+  std::string why;
+  std::string hint;
+  const std::optional<FusedLayout> layout =
+      packed_layout(*rule.packed, p.global_shape, &why, &hint);
+  if (!layout) {
+    Diagnostic d = param_diagnostic(p, DiagCode::EPacked, rule.packed->loc);
+    d.message = p.name + ": " + why;
+    d.hint = hint;
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + why);
     return false;
   }
-  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(dim)];
-  std::vector<std::int64_t> parts = spec.sizes;
-  if (parts.empty()) {
-    if (extent % spec.count != 0) {
-      d.message = p.name + ": dim " + std::to_string(dim) + " extent " + std::to_string(extent) +
-                  " is not " + std::to_string(spec.count) + " equal parts";
-      d.hint = "give the part extents as a list, e.g. `parts: [q, k, v]`";
-      rep.add(std::move(d), key + ":" + std::to_string(extent));
-      return false;
-    }
-    parts.assign(static_cast<std::size_t>(spec.count), extent / spec.count);
+  if (layout->groups > 1) {
+    const std::int64_t group = fused_group_extent(*layout);
+    for (DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(layout->dim)])
+      s.unit = group * std::max<std::int64_t>(1, rule.unit);  // `unit` counts groups there
+    p.geometry.group_dim = layout->dim;
+    p.geometry.group_extent = group;
+    return true;
   }
-  std::int64_t sum = 0;
-  for (std::int64_t x : parts) sum = x > extent - sum ? extent + 1 : sum + x;
-  if (sum != extent) {
-    d.message = p.name + ": packed parts do not add up to dim " + std::to_string(dim) + " extent " +
-                std::to_string(extent);
-    d.hint = "the parts must tile the dim exactly, in order";
-    rep.add(std::move(d), key + ":" + std::to_string(extent));
-    return false;
-  }
-  p.geometry.parts = std::move(parts);
-  p.geometry.parts_dim = dim;
+  p.geometry.parts = layout->parts;
+  p.geometry.parts_dim = layout->dim;
   return true;
 }
 
 }  // namespace
+
+std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& shape,
+                                         std::string* why, std::string* hint) {
+  const int ndim = static_cast<int>(shape.size());
+  const int dim = spec.dim < 0 ? spec.dim + ndim : spec.dim;
+  if (dim < 0 || dim >= ndim) {
+    *why = "packed dim " + std::to_string(spec.dim) + " is out of range for a param with " +
+           std::to_string(ndim) + " dims";
+    *hint = "packed parts concatenate on an existing dim (SwiGLU and fused qkv: 0)";
+    return std::nullopt;
+  }
+  const std::int64_t extent = shape[static_cast<std::size_t>(dim)];
+  FusedLayout f;
+  f.dim = dim;
+  f.source = "recipe `packed`";
+  f.parts = spec.sizes;
+  if (f.parts.empty()) {
+    if (extent % spec.count != 0) {
+      *why = "dim " + std::to_string(dim) + " extent " + std::to_string(extent) + " is not " +
+             std::to_string(spec.count) + " equal parts";
+      *hint = "give the part extents as a list, e.g. `parts: [q, k, v]`";
+      return std::nullopt;
+    }
+    f.parts.assign(static_cast<std::size_t>(spec.count), extent / spec.count);
+  }
+  std::int64_t sum = 0;
+  for (std::int64_t x : f.parts) sum = x > extent - sum ? extent + 1 : sum + x;
+  if (sum != extent) {
+    *why = "packed parts do not add up to dim " + std::to_string(dim) + " extent " +
+           std::to_string(extent);
+    *hint = "the parts must tile the dim exactly, in order";
+    return std::nullopt;
+  }
+  if (spec.interleave > 0) {
+    for (std::int64_t x : f.parts)
+      if (x != f.parts.front() || x % spec.interleave != 0) {
+        *why = "`interleave: " + std::to_string(spec.interleave) +
+               "` needs equal parts that are whole blocks of it";
+        *hint = "for unequal parts stored per group (GQA q|k|v per KV group) say `groups: G`";
+        return std::nullopt;
+      }
+    f.groups = f.parts.front() / spec.interleave;
+  } else if (spec.groups > 0) {
+    for (std::int64_t x : f.parts)
+      if (x % spec.groups != 0) {
+        *why = "part extent " + std::to_string(x) + " is not " + std::to_string(spec.groups) +
+               " whole groups";
+        *hint =
+            "every part holds the same number of elements in each group (Megatron "
+            "linear_qkv: groups = query groups)";
+        return std::nullopt;
+      }
+    f.groups = spec.groups;
+  }
+  for (std::size_t i = 0; i < f.parts.size(); ++i)
+    f.part_names.push_back("part " + std::to_string(i));
+  return f;
+}
 
 void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                         DiagnosticSink& sink) {

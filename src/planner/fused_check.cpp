@@ -1,0 +1,206 @@
+// W-FUSED-SPLIT / E-FUSED-LAYOUT (contract §5.12): a fused param (q|k|v,
+// gate|up in one tensor) split on its fused dim must be split part by part,
+// as the runtimes shard the unfused tensors: blocked parts need `packed`
+// (each part split on its own); interleaved and per-group layouts hold every
+// part's share contiguously, so a plain split is right exactly when every
+// boundary falls between whole groups. A `packed` that contradicts the known
+// layout (another dim, other extents, blocked parts on an interleaved tensor)
+// is an error too. FSDP splits are storage only (FSDP2 gathers before use)
+// and are not checked.
+#include <string>
+
+#include "passes.hpp"
+#include "shardc/fused.hpp"
+
+namespace shardc::passes {
+namespace {
+
+constexpr std::int64_t kMaxPieces = 4096;  // bound on the pieces looked at per param
+
+// The rule splits (FSDP excluded) of dim `d`.
+std::vector<DimSplit> rule_chain(const PlannedParam& p, int d) {
+  std::vector<DimSplit> out;
+  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(d)])
+    if (!s.fsdp && s.ways > 1) out.push_back(s);
+  return out;
+}
+
+// One piece of the fused dim: the rank holding it (other axes at 0) and its rows.
+struct FusedPiece {
+  std::int64_t rank = 0;
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+};
+
+// Every piece of `length` under `chain` (at most kMaxPieces), in the order of
+// the flattened chain axes.
+std::vector<FusedPiece> pieces_of(std::int64_t length, const std::vector<DimSplit>& chain,
+                                  const Mesh& mesh) {
+  std::vector<int> axes;
+  std::vector<std::int64_t> sizes;
+  std::int64_t total = 1;
+  for (const DimSplit& s : chain)
+    for (std::size_t i = 0; i < s.axes.size(); ++i) {
+      axes.push_back(s.axes[i]);
+      sizes.push_back(s.axis_sizes[i]);
+      total *= s.axis_sizes[i];
+      if (total > kMaxPieces) return {};
+    }
+  std::vector<std::int64_t> stride(mesh.axes.size(), 1);
+  for (std::size_t a = mesh.axes.size(); a-- > 1;) stride[a - 1] = stride[a] * mesh.axes[a].size;
+  std::vector<FusedPiece> out;
+  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+  for (std::int64_t k = 0; k < total; ++k) {
+    std::int64_t rem = k;
+    for (std::size_t i = axes.size(); i-- > 0;) {
+      coords[static_cast<std::size_t>(axes[i])] = rem % sizes[i];
+      rem /= sizes[i];
+    }
+    const DimPiece piece = apply_chain(length, chain, coords);
+    std::int64_t rank = 0;
+    for (std::size_t a = 0; a < coords.size(); ++a) rank += coords[a] * stride[a];
+    out.push_back({rank, piece.start, piece.real});
+  }
+  return out;
+}
+
+std::string part_list(const FusedLayout& f) {
+  std::string t;
+  for (std::size_t i = 0; i < f.parts.size(); ++i)
+    t += (i ? ", " : "") + f.part_names[i] + " " + std::to_string(f.parts[i]);
+  return t;
+}
+
+std::string names_joined(const FusedLayout& f, const char* sep) {
+  std::string t;
+  for (std::size_t i = 0; i < f.part_names.size(); ++i) t += (i ? sep : "") + f.part_names[i];
+  return t;
+}
+
+std::string layout_text(const FusedLayout& f) {
+  std::string t = "fused " + names_joined(f, "|") + " on dim " + std::to_string(f.dim) + " (" +
+                  fused_order_name(f);
+  if (f.groups > 1)
+    t += ", " + std::to_string(f.groups) + " groups of " + std::to_string(fused_group_extent(f));
+  return t + ": " + part_list(f) + "; " + f.source + ")";
+}
+
+std::string axes_text(const std::vector<DimSplit>& chain, const Mesh& mesh) {
+  std::string t;
+  std::int64_t ways = 1;
+  for (const DimSplit& s : chain)
+    for (std::size_t i = 0; i < s.axes.size(); ++i) {
+      t += (t.empty() ? "" : " x ") + mesh.axes[static_cast<std::size_t>(s.axes[i])].name;
+      ways *= s.axis_sizes[i];
+    }
+  return t + " (" + std::to_string(ways) + " ways)";
+}
+
+// The first piece that holds something other than its share of every part.
+std::optional<FusedPiece> wrong_piece(const FusedLayout& f, const std::vector<FusedPiece>& pieces,
+                                      std::int64_t length) {
+  if (f.groups > 1) {
+    const std::int64_t g = fused_group_extent(f);
+    for (const FusedPiece& pc : pieces) {
+      if (pc.size == 0) continue;
+      const std::int64_t end = pc.start + pc.size;
+      if (pc.start % g != 0 || (end % g != 0 && end != length)) return pc;
+    }
+    return std::nullopt;
+  }
+  // Blocked: a contiguous piece of a tensor of >= 2 non-empty parts is never
+  // a share of each part; name the first piece crossing a part boundary, else
+  // the first non-empty one (it holds a single part).
+  int nonempty = 0;
+  for (std::int64_t x : f.parts) nonempty += x > 0 ? 1 : 0;
+  if (nonempty < 2) return std::nullopt;
+  const FusedPiece* first = nullptr;
+  for (const FusedPiece& pc : pieces) {
+    if (pc.size == 0) continue;
+    if (first == nullptr) first = &pc;
+    std::int64_t base = 0;
+    for (std::int64_t x : f.parts) {
+      base += x;
+      if (base > pc.start && base < pc.start + pc.size) return pc;
+    }
+  }
+  if (first == nullptr) return std::nullopt;
+  return *first;
+}
+
+void check_split(const PlannedParam& p, const FusedLayout& f, const std::vector<DimSplit>& chain,
+                 const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
+  const Mesh& mesh = plan.mesh_of(p);
+  const std::int64_t length = p.global_shape[static_cast<std::size_t>(f.dim)];
+  const std::vector<FusedPiece> pieces = pieces_of(length, chain, mesh);
+  const std::optional<FusedPiece> bad = wrong_piece(f, pieces, length);
+  if (!bad) return;
+  Diagnostic d = param_diagnostic(p, DiagCode::WFusedSplit, rule_loc(p, recipe), Severity::Warning);
+  d.message = p.name + " is " + layout_text(f) + ", but its rule splits dim " +
+              std::to_string(f.dim) + " as one tensor over " + axes_text(chain, mesh) + ": rank " +
+              std::to_string(bad->rank) + " holds " +
+              fused_range_text(f, bad->start, bad->start + bad->size) + ", not its share of " +
+              names_joined(f, ", ");
+  d.hint = "add `" + fused_packed_line(f, p.global_shape.size()) +
+           "` to its rule: each part is then split on its own, as the unfused tensors are";
+  if (f.groups > 1)
+    d.hint += " (or a `unit:` of whole groups of " + std::to_string(fused_group_extent(f)) + ")";
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + f.source + ":" +
+                            std::to_string(length) + ":" + std::to_string(f.dim));
+}
+
+void check_declared(const PlannedParam& p, const FusedLayout& f, const FusedLayout& declared,
+                    const Rule& rule, GroupedReporter& rep) {
+  std::string what;
+  if (declared.dim != f.dim) {
+    what = "declares parts on dim " + std::to_string(declared.dim);
+  } else if (declared.parts != f.parts) {
+    what = "declares parts " + part_list(declared) + " (" + fused_order_name(declared) + ")";
+  } else if (declared.groups != f.groups) {
+    what = std::string("declares ") + fused_order_name(declared) + " parts";
+    if (declared.groups > 1) what += " in " + std::to_string(declared.groups) + " groups";
+    if (declared.groups == 1)
+      what += ": each part would be split as a block, which takes the wrong elements of an " +
+              std::string(fused_order_name(f)) + " tensor";
+  } else {
+    return;
+  }
+  Diagnostic d = param_diagnostic(p, DiagCode::EFusedLayout, rule.packed->loc);
+  d.message = p.name + " is " + layout_text(f) + ", but its rule's `packed` " + what;
+  d.hint = "use `" + fused_packed_line(f, p.global_shape.size()) + "`";
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + f.source + ":" + what);
+}
+
+}  // namespace
+
+void check_fused(std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
+                 const Recipe& recipe, DiagnosticSink& sink) {
+  GroupedReporter rep;
+  for (PlannedParam& p : params) {
+    if (!p.fused) p.fused = known_fused(p.name, p.global_shape, model.attributes, "");
+    if (!p.fused || p.rule.index < 0 || p.scale_of) continue;
+    if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
+    const FusedLayout& f = *p.fused;
+    if (static_cast<std::size_t>(f.dim) >= p.global_shape.size()) continue;
+    const Rule* rule = p.rule.kind == RuleRef::Kind::Rule
+                           ? &recipe.rules[static_cast<std::size_t>(p.rule.index)]
+                           : nullptr;
+    std::optional<FusedLayout> declared;
+    if (rule != nullptr && rule->packed) {
+      std::string why;
+      std::string hint;
+      declared = packed_layout(*rule->packed, p.global_shape, &why, &hint);
+      if (!declared) continue;  // E-PACKED already
+    }
+    const std::vector<DimSplit> chain = rule_chain(p, f.dim);
+    if (declared) {
+      const bool split = !chain.empty() || !rule_chain(p, declared->dim).empty();
+      if (split) check_declared(p, f, *declared, *rule, rep);
+      continue;
+    }
+    if (!chain.empty()) check_split(p, f, chain, plan, recipe, rep);
+  }
+  rep.flush(sink);
+}
+
+}  // namespace shardc::passes
