@@ -11,6 +11,7 @@
 #   determinism/golden  sha256 of every shipped plan's outputs = tests/golden/outputs.sha256
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
 #   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
+#   hostile/<folder>    tests/hostile/<folder>: a hostile-input finding behaves as expected
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
 #   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
 #   docs/layers         no include runs up the layering (tools/check-layers)
@@ -136,6 +137,12 @@ if(SHARDC_SANITIZE)
   set(SHARDC_BAD_FLAGS --sanitizer)
 endif()
 shardc_folder_tests(bad bad expect.json run_bad.py bad ${SHARDC_BAD_FLAGS})
+
+# Hostile inputs (tests/hostile/<name>/, issue 24): each finding of the hostile-input campaign
+# (README.md: command, expected, observed) with test.py asserting the expected behaviour through
+# run_hostile.py; any exit 3, timeout, signal or sanitizer report fails on its own. Folders
+# without test.py (the Python adapter's findings) are inputs for the adapter's tests.
+shardc_folder_tests(hostile hostile test.py run_hostile.py hostile ${SHARDC_BAD_FLAGS})
 
 # Output safety of `compile`: atomic writes, --force, no partial outputs, byte-identical
 # reruns, symlinked and unwritable OUTDIRs.

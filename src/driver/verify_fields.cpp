@@ -215,18 +215,7 @@ void check_stat(const PlanFile& plan, const readback::PlanRankStat& s, const cha
 
 }  // namespace
 
-std::optional<std::int64_t> shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
-  std::int64_t nonzero = 1;  // zeros count as 1, so a later non-empty slice cannot overflow
-  for (const std::int64_t e : shape) {
-    if (e < 0) return std::nullopt;
-    if (__builtin_mul_overflow(nonzero, std::max<std::int64_t>(e, 1), &nonzero) ||
-        nonzero >= kMaxNumel)
-      return std::nullopt;
-    n *= e;
-  }
-  return n;
-}
+std::optional<std::int64_t> shape_numel(const Shape& shape) { return checked_numel(shape); }
 
 bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manifest,
                        Report& report) {
