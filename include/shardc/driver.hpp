@@ -23,6 +23,8 @@ class RealFileSystem final : public FileSystem {
  public:
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                   std::string& error) override;
+  std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                          std::string& error) override;
   std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
                                         std::int64_t max_bytes, std::int64_t& file_size,
                                         std::string& error) override;

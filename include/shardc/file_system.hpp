@@ -26,10 +26,18 @@ class FileSystem {
   /// larger than `max_bytes`. The disk leaves kReadSlackBytes of capacity.
   virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                           std::string& error) = 0;
+  /// Reads a whole regular file, as `read` does, for files that are only ever regular files
+  /// (checkpoint members, OUTDIR files): a FIFO, socket, device or directory is refused with
+  /// `error` "is a FIFO" / "is a socket" / "is a device" / "is a directory" before it is
+  /// opened (and opened non-blocking, in case it changed in between), so a FIFO without a
+  /// writer never blocks. `read` keeps accepting pipes for MODEL and RECIPE (`<(...)`).
+  virtual std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                                  std::string& error) = 0;
   /// Reads at most `max_bytes` bytes starting at byte `offset` of a regular
   /// file (fewer at the end of the file) and sets `file_size` to the file's
   /// size in bytes: a bounded read for file headers (safetensors). nullopt and
-  /// `error` set when missing, unreadable or not a regular file.
+  /// `error` set when missing, unreadable or not a regular file (refused before
+  /// opening, as `read_regular` does: never blocks on a FIFO).
   virtual std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
                                                 std::int64_t max_bytes, std::int64_t& file_size,
                                                 std::string& error) = 0;

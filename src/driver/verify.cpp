@@ -23,7 +23,7 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
                                   Report& report, FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(opt.out_dir, "plan.json");
   std::string error;
-  const auto text = fs.read(path, read_limit(manifest.plan.bytes), error);
+  const auto text = fs.read_regular(path, read_limit(manifest.plan.bytes), error);
   if (!text) {
     print_error(err, "cannot read '" + path + "': " + error);
     return std::nullopt;

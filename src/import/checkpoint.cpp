@@ -57,7 +57,7 @@ struct Layout {
 bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
   const std::string path = join(l.dir, std::string(kIndexName));
   std::string error;
-  const std::optional<std::string> text = fs.read(path, kMaxJsonBytes, error);
+  const std::optional<std::string> text = fs.read_regular(path, kMaxJsonBytes, error);
   if (!text) {
     fail(sink, path, "cannot read the index: " + error, "check the file");
     return false;
@@ -143,10 +143,12 @@ std::optional<CheckpointConfig> read_config(FileSystem& fs, const std::string& d
                                             DiagnosticSink& sink, bool& found) {
   const std::string path = join(dir, "config.json");
   std::string error;
-  std::int64_t size = 0;
-  found = fs.read_range(path, 0, 0, size, error).has_value();
+  // Only a name that is not there means "no config.json": a directory, device, FIFO or an
+  // unreadable file under that name is an error (the tie and head counts would be lost).
+  const std::optional<std::vector<std::string>> names = fs.list_dir(dir);
+  found = names && std::find(names->begin(), names->end(), "config.json") != names->end();
   if (!found) return CheckpointConfig{};
-  const std::optional<std::string> text = fs.read(path, kMaxJsonBytes, error);
+  const std::optional<std::string> text = fs.read_regular(path, kMaxJsonBytes, error);
   if (!text) {
     fail(sink, path, "cannot read config.json: " + error, "check the file");
     return std::nullopt;

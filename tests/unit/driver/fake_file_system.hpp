@@ -34,6 +34,12 @@ class FakeFileSystem final : public FileSystem {
     return it->second;
   }
 
+  // The fake holds no FIFOs or devices: a regular read is a read.
+  std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                          std::string& error) override {
+    return read(path, max_bytes, error);
+  }
+
   /// Files are stored whole; `sparse_sizes` adds zero bytes after a file's
   /// stored text (a sparse tail), so huge claimed sizes cost nothing.
   std::map<std::string, std::int64_t> sparse_sizes;
