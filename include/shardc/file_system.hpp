@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,13 @@ namespace shardc {
 /// (`text.capacity() - text.size()`): the JSON reader uses it as simdjson's
 /// padding instead of copying the text (it copies when the room is missing).
 inline constexpr std::size_t kReadSlackBytes = 64;
+
+/// A lock this process holds (FileSystem::try_lock); released when destroyed, or when the
+/// process dies (a SIGKILLed compile never leaves a lock held).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
 
 /// The narrow interface to the disk. `RealFileSystem` is the disk; tests
 /// may supply a fake.
@@ -79,6 +87,14 @@ class FileSystem {
   /// renamed. The parent is fsync'ed. false and `error` on failure, nothing
   /// moved.
   virtual bool replace_dir(const std::string& from, const std::string& to, std::string& error) = 0;
+  /// Takes an exclusive advisory lock (flock(2), so other processes only) named `path`
+  /// without waiting: `path` is created as a lock file holding this pid and removed on
+  /// release; an existing directory is locked itself. nullptr and `error` when another
+  /// process holds it ("held by pid N") or it cannot be created.
+  virtual std::unique_ptr<FileLock> try_lock(const std::string& path, std::string& error) = 0;
+  /// Removes the temporary siblings of `target` (`.<name>.shardc-tmp.<pid>.<n>`) whose
+  /// process no longer runs, as make_temp_sibling does first; for compiles that write in place.
+  virtual void remove_dead_temp_siblings(const std::string& target) = 0;
   /// Removes the directory `dir` and everything in it; symlinks inside are
   /// removed, never followed. A missing `dir` is not a failure.
   virtual bool remove_tree(const std::string& dir, std::string& error) = 0;

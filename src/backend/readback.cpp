@@ -240,6 +240,11 @@ PlanParam plan_param(const N& n) {
   p.mesh = n.at("mesh").str();
   p.stage = n.at("stage").i32();
   if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
+  if (n.has("stacked_from") && !n.at("stacked_from").is_null()) {
+    const N s = n.at("stacked_from");
+    p.stacked_from = PlanParam::Stacked{s.at("count").i64(), s.at("first").str(),
+                                        s.at("last").str(), s.at("sources").strs()};
+  }
   p.uneven = n.at("uneven").str();
   p.packed = n.has("packed");
   p.shards = n.at("shards").map([](const N& s) {
@@ -262,6 +267,11 @@ RankParam rank_param(const N& n) {
   p.numel = n.at("numel").i64();
   p.bytes = n.at("bytes").i64();
   p.alias = !n.at("alias_of").is_null();
+  if (p.alias) {
+    p.alias_of = n.at("alias_of").str();
+  } else if (n.has("tied_copy_of")) {
+    p.alias_of = n.at("tied_copy_of").str();
+  }
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include "import/module_order.hpp"
 #include "shardc/frontend.hpp"
 #include "shardc/limits.hpp"
+#include "support/fqn.hpp"
 
 namespace shardc {
 namespace {
@@ -83,7 +84,19 @@ bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
            "values are file names such as model-00001-of-00002.safetensors", std::string(kv.key));
       return false;
     }
-    l.weight_map.emplace(kv.key, 0);
+    if (const std::string_view why = fqn_problem(kv.key, false); !why.empty()) {
+      fail(sink, path,
+           "`weight_map` key '" + imp::printable(kv.key) + "': the name " + std::string(why),
+           "keys are tensor FQNs such as model.layers.0.mlp.up_proj.weight",
+           imp::printable(kv.key));
+      return false;
+    }
+    if (!l.weight_map.emplace(kv.key, 0).second) {
+      // simdjson keeps both members; which file holds the tensor would depend on the reader.
+      fail(sink, path, "`weight_map` lists tensor '" + std::string(kv.key) + "' twice",
+           "each tensor appears once in the index; regenerate it", std::string(kv.key));
+      return false;
+    }
     file_of.push_back(file);
     if (files.empty() || files.back() != file) files.emplace_back(file);
   }
