@@ -114,6 +114,10 @@ struct VerifyOptions {
   /// Files in OUTDIR/ranks that are not part of the compile (extra, duplicate,
   /// beyond the world size, foreign, symlinks) fail the run (else warnings).
   bool strict = false;
+  /// `--against MODEL RECIPE`: plan the inputs again and require plan.json to be byte for byte
+  /// what compile writes for them (placements, meshes, requires_grad, ties, experts: every
+  /// field, including those the outputs cannot re-derive). Empty: not checked.
+  std::vector<std::string> against;
 };
 
 /// `shardc reshard`: plan A -> plan B transfers (include/shardc/reshard.hpp).
