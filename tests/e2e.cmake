@@ -11,6 +11,7 @@
 #   determinism/golden  sha256 of every shipped plan's outputs = tests/golden/outputs.sha256
 #   bench/smoke         tools/bench --quick runs and prints its table (no timing asserted)
 #   bad/<folder>        tests/bad/<folder>: a bad input gives the expected diagnostics (run_bad.py)
+#   hostile/<folder>    tests/hostile/<folder>: a hostile-input finding behaves as expected
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
 #   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
 #   docs/layers         no include runs up the layering (tools/check-layers)
@@ -136,6 +137,23 @@ if(SHARDC_SANITIZE)
   set(SHARDC_BAD_FLAGS --sanitizer)
 endif()
 shardc_folder_tests(bad bad expect.json run_bad.py bad ${SHARDC_BAD_FLAGS})
+
+# Hostile inputs (tests/hostile/<name>/, issue 24): each finding of the hostile-input campaign
+# (README.md: command, expected, observed) with test.py asserting the expected behaviour through
+# run_hostile.py; any exit 3, timeout, signal or sanitizer report fails on its own. Folders
+# without test.py (the Python adapter's findings) are inputs for the adapter's tests.
+shardc_folder_tests(hostile hostile test.py run_hostile.py hostile ${SHARDC_BAD_FLAGS})
+# Compiles of DeepSeek-V3 SIGKILLed or raced, and the 2^31 - 1-rank mesh: tens of seconds each,
+# left out of tools/test --quick like output/commit.
+set_tests_properties(hostile/kill_swap_leftovers hostile/concurrent_inplace_mix
+                     hostile/memory_world_oom PROPERTIES LABELS "e2e;hostile;long" TIMEOUT 900)
+
+# Random packed, padded and FP8 layouts (issue 24 item 4): never exit 3; valid ones compile to
+# rank files that tile every param (checked by the script's own reader) and verify.
+add_test(NAME property/layouts
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_layout_property.py
+                 --shardc $<TARGET_FILE:shardc> --cases 300 ${SHARDC_BAD_FLAGS})
+set_tests_properties(property/layouts PROPERTIES LABELS "e2e;property" TIMEOUT 900)
 
 # Output safety of `compile`: atomic writes, --force, no partial outputs, byte-identical
 # reruns, symlinked and unwritable OUTDIRs.

@@ -50,6 +50,7 @@ enum class DiagCode {
   EFp8Block,
   EFp8Scale,
   EBudget,
+  EMemoryWorld,
   EReshardMismatch,
   EReshardMissing,
   EReshardCoverage,
@@ -177,6 +178,12 @@ inline constexpr std::array kDiagCodes = {
                  "total exceeds the budget; names the worst ranks and the breakdown",
                  "the FSDP degree the hint names, smaller optimizer state, more tp/pp/ep, or a "
                  "larger budget"},
+    DiagCodeInfo{DiagCode::EMemoryWorld, "E-MEMORY-WORLD", Severity::Error, ExitCode::Usage,
+                 "a per-rank memory report (`memory`, `--budget` or `training.budget`, "
+                 "`inspect --rank`, `compile`) of a world above 2^20 ranks: it would keep a row "
+                 "per rank; such worlds still plan and `validate` without a budget",
+                 "validate without a budget, or check the memory of a smaller world with the same "
+                 "per-rank layout"},
     DiagCodeInfo{
         DiagCode::EReshardMismatch, "E-RESHARD-MISMATCH", Severity::Error, ExitCode::Invalid,
         "`reshard`: a param's global shape or dtype differs between the two plans (located at plan "

@@ -23,6 +23,8 @@ class RealFileSystem final : public FileSystem {
  public:
   std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                   std::string& error) override;
+  std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                          std::string& error) override;
   std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
                                         std::int64_t max_bytes, std::int64_t& file_size,
                                         std::string& error) override;
@@ -36,6 +38,8 @@ class RealFileSystem final : public FileSystem {
                                                std::string& error) override;
   bool replace_dir(const std::string& from, const std::string& to, std::string& error) override;
   bool remove_tree(const std::string& dir, std::string& error) override;
+  std::unique_ptr<FileLock> try_lock(const std::string& path, std::string& error) override;
+  void remove_dead_temp_siblings(const std::string& target) override;
 };
 
 enum class DiagFormat { Text, Json, Github };
@@ -50,6 +54,9 @@ struct CommonOptions {
   /// Run the memory budget check (validate, memory): E-BUDGET when a rank's
   /// total exceeds `budget_bytes`, else the recipe's `training.budget`.
   bool check_budget = false;
+  /// The command reports per-rank memory (memory, inspect, compile): a world above
+  /// limits::kMaxMemoryReportWorld is E-MEMORY-WORLD after planning, before any O(world) table.
+  bool memory_report = false;
   std::optional<std::int64_t> budget_bytes;  ///< `--budget`, overrides the recipe
   /// Run check_plan after planning (always on in builds with
   /// SHARDC_CHECK_INVARIANTS); a violation exits 3 (ExitCode::Internal).
@@ -107,6 +114,10 @@ struct VerifyOptions {
   /// Files in OUTDIR/ranks that are not part of the compile (extra, duplicate,
   /// beyond the world size, foreign, symlinks) fail the run (else warnings).
   bool strict = false;
+  /// `--against MODEL RECIPE`: plan the inputs again and require plan.json to be byte for byte
+  /// what compile writes for them (placements, meshes, requires_grad, ties, experts: every
+  /// field, including those the outputs cannot re-derive). Empty: not checked.
+  std::vector<std::string> against;
 };
 
 /// `shardc reshard`: plan A -> plan B transfers (include/shardc/reshard.hpp).

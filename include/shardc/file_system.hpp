@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,13 @@ namespace shardc {
 /// padding instead of copying the text (it copies when the room is missing).
 inline constexpr std::size_t kReadSlackBytes = 64;
 
+/// A lock this process holds (FileSystem::try_lock); released when destroyed, or when the
+/// process dies (a SIGKILLed compile never leaves a lock held).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 /// The narrow interface to the disk. `RealFileSystem` is the disk; tests
 /// may supply a fake.
 class FileSystem {
@@ -26,10 +34,18 @@ class FileSystem {
   /// larger than `max_bytes`. The disk leaves kReadSlackBytes of capacity.
   virtual std::optional<std::string> read(const std::string& path, std::int64_t max_bytes,
                                           std::string& error) = 0;
+  /// Reads a whole regular file, as `read` does, for files that are only ever regular files
+  /// (checkpoint members, OUTDIR files): a FIFO, socket, device or directory is refused with
+  /// `error` "is a FIFO" / "is a socket" / "is a device" / "is a directory" before it is
+  /// opened (and opened non-blocking, in case it changed in between), so a FIFO without a
+  /// writer never blocks. `read` keeps accepting pipes for MODEL and RECIPE (`<(...)`).
+  virtual std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                                  std::string& error) = 0;
   /// Reads at most `max_bytes` bytes starting at byte `offset` of a regular
   /// file (fewer at the end of the file) and sets `file_size` to the file's
   /// size in bytes: a bounded read for file headers (safetensors). nullopt and
-  /// `error` set when missing, unreadable or not a regular file.
+  /// `error` set when missing, unreadable or not a regular file (refused before
+  /// opening, as `read_regular` does: never blocks on a FIFO).
   virtual std::optional<std::string> read_range(const std::string& path, std::int64_t offset,
                                                 std::int64_t max_bytes, std::int64_t& file_size,
                                                 std::string& error) = 0;
@@ -71,6 +87,14 @@ class FileSystem {
   /// renamed. The parent is fsync'ed. false and `error` on failure, nothing
   /// moved.
   virtual bool replace_dir(const std::string& from, const std::string& to, std::string& error) = 0;
+  /// Takes an exclusive advisory lock (flock(2), so other processes only) named `path`
+  /// without waiting: `path` is created as a lock file holding this pid and removed on
+  /// release; an existing directory is locked itself. nullptr and `error` when another
+  /// process holds it ("held by pid N") or it cannot be created.
+  virtual std::unique_ptr<FileLock> try_lock(const std::string& path, std::string& error) = 0;
+  /// Removes the temporary siblings of `target` (`.<name>.shardc-tmp.<pid>.<n>`) whose
+  /// process no longer runs, as make_temp_sibling does first; for compiles that write in place.
+  virtual void remove_dead_temp_siblings(const std::string& target) = 0;
   /// Removes the directory `dir` and everything in it; symlinks inside are
   /// removed, never followed. A missing `dir` is not a failure.
   virtual bool remove_tree(const std::string& dir, std::string& error) = 0;

@@ -66,6 +66,12 @@ inline constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
 /// Byte sizes (`--budget`, `training.budget`) are below this many bytes.
 inline constexpr std::int64_t kMaxByteSize = std::int64_t{1} << 62;
 
+/// Largest world whose per-rank memory report (`memory`, a budget check, `inspect`'s memory
+/// block, rank files) is computed: it keeps a row per rank (~100 bytes each, ~110 MB at 2^20).
+/// Larger worlds (up to kMaxWorld) plan and validate, but these commands fail with
+/// E-MEMORY-WORLD instead of allocating O(world) per kind.
+inline constexpr std::int64_t kMaxMemoryReportWorld = std::int64_t{1} << 20;
+
 /// Items a rank-set text (`--ranks`) may expand to.
 inline constexpr std::int64_t kMaxRankSetItems = std::int64_t{1} << 24;
 

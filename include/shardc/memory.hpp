@@ -135,6 +135,11 @@ struct StageMemory {
 /// Per-stage statistics (stage order). Cost O(ranks log ranks).
 std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m);
 
+/// The memory report keeps a row per rank: for a world above limits::kMaxMemoryReportWorld,
+/// one E-MEMORY-WORLD error at `loc` (the budget's location, or none) and false, so no command
+/// allocates O(world) per kind for it (hostile/memory_world_oom: 2^31 - 1 ranks, 16 GiB each).
+bool check_memory_world(const Plan& plan, const SourceLoc& loc, DiagnosticSink& sink);
+
 /// The budget check: when some rank's total exceeds `budget` bytes, one
 /// E-BUDGET error at `loc` (the recipe's `budget`, or the file-less
 /// location of `--budget`) naming the worst rank (mesh coordinates, stage),

@@ -44,6 +44,15 @@ struct PlanParam {
   std::string mesh;  ///< "dense" / "expert"
   int stage = 0;
   std::optional<std::string> alias_of;
+  /// `stacked_from` of a stacked expert param: its `count`, `first`, `last` and `sources`.
+  struct Stacked {
+    std::int64_t count = 0;
+    std::string first;
+    std::string last;
+    std::vector<std::string> sources;
+    bool operator==(const Stacked&) const = default;
+  };
+  std::optional<Stacked> stacked_from;
   std::vector<PlanShard> shards;
   std::string uneven;   ///< "chunk", "balanced", "even", "pad"
   bool packed = false;  ///< has `packed` parts (pieces are several boxes)
@@ -92,6 +101,9 @@ struct RankParam {
   std::int64_t numel = 0;  ///< elements of local_shape, as the file says
   std::int64_t bytes = 0;  ///< bytes of local_shape, as the file says
   bool alias = false;      ///< alias_of non-null: shares its source's storage here
+  /// The tie's source FQN: `alias_of`, or `tied_copy_of` (the source on another pipeline
+  /// stage: a copy kept in sync, not shared storage); nullopt for an untied param.
+  std::optional<std::string> alias_of;
   bool operator==(const RankParam&) const = default;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace shardc {
@@ -14,5 +15,11 @@ using Shape = std::vector<std::int64_t>;
 /// Number of elements of a shape (1 for a 0-d shape). Precondition: the
 /// front end's bound (product < 2^62) holds.
 std::int64_t numel(const Shape& shape);
+
+/// numel of a shape read from an untrusted file (plan.json, a rank file): nullopt when an
+/// extent is negative or the product of the non-zero extents reaches 2^62 (limits::kMaxNumel,
+/// README "Input limits"), so no product of its extents can wrap. Zeros count as 1 in the
+/// bound: [0, 2^62] is refused like [1, 2^62].
+std::optional<std::int64_t> checked_numel(const Shape& shape);
 
 }  // namespace shardc

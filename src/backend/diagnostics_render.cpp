@@ -44,7 +44,7 @@ class LineIndex {
 
 std::string location_prefix(const SourceLoc& loc) {
   if (loc.file.empty()) return "shardc: ";
-  std::string s = loc.file;
+  std::string s = printable(loc.file.str());
   if (loc.line > 0) {
     s += ':' + std::to_string(loc.line);
     if (loc.column > 0) s += ':' + std::to_string(loc.column);
@@ -54,7 +54,7 @@ std::string location_prefix(const SourceLoc& loc) {
 
 std::string headline(const Diagnostic& d) {
   return location_prefix(d.loc) + severity_name(d.severity) + "[" + std::string(code_name(d.code)) +
-         "]: " + d.message;
+         "]: " + printable(d.message);
 }
 
 bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
@@ -135,6 +135,19 @@ std::string gh_escape(std::string_view s, bool property) {
   return out;
 }
 
+// printable() of each line, the line breaks kept.
+std::string printable_lines(std::string_view text) {
+  std::string out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = text.find('\n', start);
+    out += printable(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return out;
+    out += '\n';
+    start = end + 1;
+  }
+}
+
 const char* gh_command(Severity s) {
   switch (s) {
     case Severity::Error:
@@ -171,7 +184,7 @@ std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap&
       const std::string_view line = it->second.line(d.loc.line);
       if (!line.empty()) out += excerpt(line, d.loc.line, d.loc.column);
     }
-    if (!d.hint.empty()) out += "  hint: " + d.hint + "\n";
+    if (!d.hint.empty()) out += "  hint: " + printable(d.hint) + "\n";
   }
   if (!sink.items().empty() || sink.dropped() > 0) out += count_line(sink);
   return out;
@@ -194,8 +207,10 @@ std::string render_diagnostics_json(const DiagnosticSink& sink) {
 std::string render_diagnostics_github(const DiagnosticSink& sink) {
   std::string out;
   for (const Diagnostic& d : sink.items()) {
-    std::string message = d.message;
-    if (!d.hint.empty()) message += "\nhint: " + d.hint;
+    // Text from inputs (names, config strings) stays data: control characters as \xNN,
+    // line breaks kept (gh_escape writes them as %0A, so they start no workflow command).
+    std::string message = printable_lines(d.message);
+    if (!d.hint.empty()) message += "\nhint: " + printable_lines(d.hint);
     out += "::" + std::string(gh_command(d.severity)) + " " + gh_properties(d) +
            "::" + gh_escape(message, false) + "\n";
   }

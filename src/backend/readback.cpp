@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 #include "shardc/backend.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/rank_set.hpp"
 
 namespace shardc::readback {
@@ -62,6 +63,21 @@ class NodeOps {
     std::vector<std::int64_t> out;
     out.reserve(self().size());
     self().each([&](const N& i) { out.push_back(i.i64()); });
+    return out;
+  }
+  /// A tensor shape: at most kMaxTensorRank extents in [0, 2^62] whose product (numel) is at most
+  /// 2^62, the model front end's limits (README "Input limits"), so no later product wraps.
+  [[nodiscard]] std::vector<std::int64_t> shape() const {
+    std::vector<std::int64_t> out = ints();
+    if (out.size() > limits::kMaxTensorRank)
+      self().fail(std::to_string(out.size()) + " dims, above the limit of " +
+                  std::to_string(limits::kMaxTensorRank));
+    std::int64_t numel = 1;
+    for (const std::int64_t extent : out) {
+      if (extent < 0) self().fail("negative extent " + std::to_string(extent));
+      if (extent > 0 && numel > limits::kMaxNumel / extent) self().fail("more than 2^62 elements");
+      numel *= extent;
+    }
     return out;
   }
   [[nodiscard]] std::vector<std::string> strs() const {
@@ -224,6 +240,11 @@ PlanParam plan_param(const N& n) {
   p.mesh = n.at("mesh").str();
   p.stage = n.at("stage").i32();
   if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
+  if (n.has("stacked_from") && !n.at("stacked_from").is_null()) {
+    const N s = n.at("stacked_from");
+    p.stacked_from = PlanParam::Stacked{s.at("count").i64(), s.at("first").str(),
+                                        s.at("last").str(), s.at("sources").strs()};
+  }
   p.uneven = n.at("uneven").str();
   p.packed = n.has("packed");
   p.shards = n.at("shards").map([](const N& s) {
@@ -246,6 +267,11 @@ RankParam rank_param(const N& n) {
   p.numel = n.at("numel").i64();
   p.bytes = n.at("bytes").i64();
   p.alias = !n.at("alias_of").is_null();
+  if (p.alias) {
+    p.alias_of = n.at("alias_of").str();
+  } else if (n.has("tied_copy_of")) {
+    p.alias_of = n.at("tied_copy_of").str();
+  }
   return p;
 }
 
@@ -445,7 +471,7 @@ Fsdp2Unit fsdp2_unit(const N& n, const Held& held) {
   u.index = n.at("index").i64();
   u.total = n.at("total").i64();
   u.total_bytes = n.at("total_bytes").i64();
-  u.output_shape = n.at("output_shape").ints();
+  u.output_shape = n.at("output_shape").shape();
   u.params = n.at("params").map([&](const N& p) {
     const RankParam& h = held_at(p.at("param"), held);
     return Fsdp2Param{h.name,
@@ -454,7 +480,7 @@ Fsdp2Unit fsdp2_unit(const N& n, const Held& held) {
                       p.at("padded_numel").i64(),
                       h.padded_shape,
                       h.local_shape,
-                      p.at("unsharded_shape").ints()};
+                      p.at("unsharded_shape").shape()};
   });
   return u;
 }

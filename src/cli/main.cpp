@@ -216,6 +216,9 @@ void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   cmd->add_flag("--strict", opt.strict,
                 "Files in OUTDIR/ranks that are not part of the compile fail the run");
+  cmd->add_option("--against", opt.against,
+                  "MODEL RECIPE: plan them again; plan.json must be exactly their plan")
+      ->expected(2);
   cmd->footer(
       "Simulates every buffer layout in the rank files (pack, all-gather, unpack with\n"
       "element value = global flat index) and checks it rebuilds the right tensor.\n"

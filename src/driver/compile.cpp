@@ -15,6 +15,7 @@
 #include "shardc/frontend.hpp"
 #include "shardc/memory.hpp"
 #include "shardc/rank_set.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc {
 namespace {
@@ -61,7 +62,7 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
   const auto& b = bytes.param_bytes;
   const std::int64_t lo = b.empty() ? 0 : *std::min_element(b.begin(), b.end());
   const std::int64_t hi = b.empty() ? 0 : *std::max_element(b.begin(), b.end());
-  out << "compiled " << plan.model_name << ": world size " << plan.world_size << " ("
+  out << "compiled " << printable(plan.model_name) << ": world size " << plan.world_size << " ("
       << driver::mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
       << driver::group_digits(count) << " elements), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
@@ -133,7 +134,9 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
                      std::ostream& err) {
   driver::SessionScope scope(opt.common);
   driver::Session& s = *scope;
-  const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
+  CommonOptions common = opt.common;
+  common.memory_report = true;  // plan.json and every rank file carry per-rank memory
+  const ExitCode code = driver::plan_or_report(common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;
   auto ranks = selected_ranks(opt, plan, err);

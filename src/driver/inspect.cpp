@@ -196,7 +196,9 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
                      std::ostream& err) {
   driver::SessionScope scope(opt.common);
   driver::Session& s = *scope;
-  const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
+  CommonOptions common = opt.common;
+  common.memory_report = !opt.match.has_value();  // the table view and the rank file show memory
+  const ExitCode code = driver::plan_or_report(common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;
   if (opt.rank < 0 || opt.rank >= plan.world_size) {

@@ -10,6 +10,7 @@
 #include "driver/text_format.hpp"
 #include "shardc/backend.hpp"
 #include "shardc/byte_size.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc {
 namespace {
@@ -27,8 +28,8 @@ std::string dtype_or(const std::optional<DType>& d, const char* fallback) {
 
 void print_assumptions(const Plan& plan, const MemoryReport& m, std::ostream& out) {
   const TrainingSpec& t = plan.training;
-  out << "memory per rank: " << plan.model_name << " on " << plan.world_size << " ranks ("
-      << driver::mesh_text(plan.dense) << "), " << plan.num_stages
+  out << "memory per rank: " << printable(plan.model_name) << " on " << plan.world_size
+      << " ranks (" << driver::mesh_text(plan.dense) << "), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
   out << "training: optimizer " << optimizer_name(t.optimizer) << ", master_weights "
       << dtype_or(t.master_weights, "none") << ", grad_dtype " << dtype_or(t.grad_dtype, "= param")
@@ -99,6 +100,7 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
   CommonOptions common = opt.common;
   common.check_budget = true;
+  common.memory_report = true;
   driver::SessionScope scope(opt.common);
   driver::Session& s = *scope;
   const ExitCode code = driver::plan_or_report(common, fs, s, err);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <ostream>
 
 #include "driver/session.hpp"
@@ -62,8 +63,12 @@ std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSyst
                                     std::ostream& err) {
   const auto entries = fs.list_dir(dir);
   if (!entries) {
+    // Absent: swap, and OUTDIR appears only when the finished sibling is renamed into place
+    // (a kill before that leaves it absent, as it was). Anything else under the name is refused.
     std::string error;
-    if (!fs.make_dirs(dir, error)) {  // validates the path; the new empty dir is ours
+    std::int64_t size = 0;
+    if (fs.read_range(dir, 0, 0, size, error)) error = "exists and is not a directory";
+    if (error != "No such file or directory") {
       print_error(err, "cannot create output directory '" + dir + "': " + error);
       return std::nullopt;
     }
@@ -78,6 +83,40 @@ std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSyst
     return std::nullopt;
   }
   return !marked || !std::all_of(entries->begin(), entries->end(), is_own_entry);
+}
+
+// `<parent>/.<name>.shardc-lock`, beside OUTDIR: it survives the swap that replaces OUTDIR.
+std::string lock_path(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const std::filesystem::path p(d);
+  const std::filesystem::path parent = p.parent_path().empty() ? "." : p.parent_path();
+  return (parent / ("." + p.filename().string() + ".shardc-lock")).string();
+}
+
+// The exclusive lock of one compile into `dir`; nullptr after printing why.
+std::shared_ptr<FileLock> lock_output(const std::string& dir, FileSystem& fs, std::ostream& err) {
+  std::string error;
+  const std::string path = lock_path(dir);
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  if (!fs.make_dirs(parent, error)) {
+    print_error(err, "cannot create output directory '" + dir + "': " + parent + ": " + error);
+    return nullptr;
+  }
+  std::shared_ptr<FileLock> lock = fs.try_lock(path, error);
+  const bool held = !lock && error.starts_with("held by");
+  if (!lock && !held && fs.list_dir(dir)) {
+    // An unwritable parent (the compile then writes in place): lock OUTDIR itself.
+    lock = fs.try_lock(dir, error);
+  }
+  if (!lock && held) {
+    print_error(err, "output directory '" + dir + "' is being written by another shardc compile (" +
+                         path + ": " + error +
+                         "); wait for it to finish, or compile into another OUTDIR");
+  } else if (!lock) {
+    print_error(err, "cannot lock output directory '" + dir + "': " + error);
+  }
+  return lock;
 }
 
 }  // namespace
@@ -96,9 +135,11 @@ bool is_rank_file_name(const std::string& name) {
 std::optional<OutputTarget> begin_output(const std::string& dir, bool force, FileSystem& fs,
                                          std::ostream& err) {
   if (!refuse_symlinks(dir, fs, err)) return std::nullopt;
+  std::shared_ptr<FileLock> lock = lock_output(dir, fs, err);
+  if (!lock) return std::nullopt;
   const auto in_place = choose_in_place(dir, force, fs, err);
   if (!in_place) return std::nullopt;
-  OutputTarget t{dir, dir, *in_place};
+  OutputTarget t{dir, dir, *in_place, std::move(lock)};
   std::string error;
   if (!t.in_place) {
     if (auto tmp = fs.make_temp_sibling(dir, error)) {
@@ -106,8 +147,14 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
     } else {
       spdlog::debug("{}; writing in place", error);
       t.in_place = true;
+      if (!fs.make_dirs(dir, error)) {
+        print_error(err, "cannot create output directory '" + dir + "': " + error);
+        return std::nullopt;
+      }
     }
   }
+  // Siblings of killed compiles go in both modes (make_temp_sibling removed them for a swap).
+  if (t.in_place) fs.remove_dead_temp_siblings(dir);
   if (t.in_place && !uncommit(dir, fs, err)) return std::nullopt;
   if (!fs.write_atomic(path_join(t.write_dir, kMarkerName), kMarkerText, error)) {
     print_error(err, "cannot write to output directory '" + dir + "': " + error);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,11 +37,17 @@ struct OutputTarget {
   std::string out_dir;    ///< OUTDIR as given
   std::string write_dir;  ///< the temporary sibling (swap) or OUTDIR (in place)
   bool in_place = false;
+  /// The exclusive lock on OUTDIR (`<parent>/.<name>.shardc-lock`, or OUTDIR itself when the
+  /// parent is not writable), held from begin_output until the target is destroyed: a second
+  /// compile into the same OUTDIR is refused instead of mixing its files with this one's.
+  std::shared_ptr<FileLock> lock;
 };
 
 /// Checks OUTDIR (refuses a symlinked OUTDIR or OUTDIR/ranks, and a
-/// non-empty directory without the marker unless `force`), picks the
-/// protocol, uncommits an in-place OUTDIR (removes manifest.json) and writes
+/// non-empty directory without the marker unless `force`), locks it (refusing, exit 2,
+/// while another compile holds it), picks the protocol (an absent OUTDIR is not created
+/// until the swap renames the finished sibling into place), removes temporary siblings of
+/// dead compiles (in place too), uncommits an in-place OUTDIR (removes manifest.json) and writes
 /// the marker into the write directory. Prints the reason and returns
 /// nullopt on failure.
 std::optional<OutputTarget> begin_output(const std::string& dir, bool force, FileSystem& fs,

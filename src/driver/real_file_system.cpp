@@ -97,6 +97,35 @@ Fd open_for_reading(const std::string& path, struct stat& st, std::string& error
   return fd;
 }
 
+// `path` opened read-only when it is a regular file (following symlinks), its stat in `st`;
+// an invalid Fd and `error` ("is a FIFO", ...) otherwise. The type is checked before opening
+// (open(2) of a FIFO without a writer blocks) and again on the descriptor, which is opened
+// O_NONBLOCK in case the name changed in between.
+Fd open_regular(const std::string& path, struct stat& st, std::string& error) {
+  if (::stat(path.c_str(), &st) != 0) {
+    error = errno_text(errno);
+    return Fd(-1);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = not_regular_text(st.st_mode);
+    return Fd(-1);
+  }
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    error = errno_text(errno);
+    return fd;
+  }
+  if (::fstat(fd.get(), &st) != 0) {
+    error = errno_text(errno);
+    return Fd(-1);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = not_regular_text(st.st_mode);
+    return Fd(-1);
+  }
+  return fd;
+}
+
 // A temporary name next to `path`, unique within the process and across
 // processes (pid), hidden (leading dot).
 std::string temp_name_for(const std::string& path) {
@@ -131,16 +160,29 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
   return text;
 }
 
+std::optional<std::string> RealFileSystem::read_regular(const std::string& path,
+                                                        std::int64_t max_bytes,
+                                                        std::string& error) {
+  struct stat st {};
+  Fd fd = open_regular(path, st, error);
+  if (fd.get() < 0) return std::nullopt;
+  if (st.st_size > max_bytes) {
+    error = "file is larger than " + std::to_string(max_bytes) + " bytes";
+    return std::nullopt;
+  }
+  std::string text;
+  text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
+  advise_huge_pages(text.data(), text.capacity());
+  if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
+  return text;
+}
+
 std::optional<std::string> RealFileSystem::read_range(const std::string& path, std::int64_t offset,
                                                       std::int64_t max_bytes,
                                                       std::int64_t& file_size, std::string& error) {
   struct stat st {};
-  Fd fd = open_for_reading(path, st, error);
+  Fd fd = open_regular(path, st, error);
   if (fd.get() < 0) return std::nullopt;
-  if (!S_ISREG(st.st_mode)) {
-    error = S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file";
-    return std::nullopt;
-  }
   file_size = st.st_size;
   const std::int64_t want = std::clamp<std::int64_t>(file_size - offset, 0, max_bytes);
   std::string bytes(static_cast<std::size_t>(want), '\0');

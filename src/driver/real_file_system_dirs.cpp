@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,7 +79,81 @@ void remove_stale_siblings(const fs::path& parent, const std::string& prefix) {
   }
 }
 
+// An flock(2) held on `fd`; a lock file (not a locked directory) is unlinked before release,
+// while still locked, so a waiter that opened it re-checks and retries on the new file.
+class FlockLock final : public FileLock {
+ public:
+  FlockLock(int fd, std::string unlink_path) : fd_(fd), unlink_path_(std::move(unlink_path)) {}
+  FlockLock(const FlockLock&) = delete;
+  FlockLock& operator=(const FlockLock&) = delete;
+  ~FlockLock() override {
+    if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
+    ::close(fd_);  // releases the lock
+  }
+
+ private:
+  int fd_;
+  std::string unlink_path_;
+};
+
+std::string holder_text(int fd) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  long pid = 0;
+  if (n > 0) std::from_chars(buf, buf + n, pid);
+  return pid > 0 ? "held by pid " + std::to_string(pid) : "held by another process";
+}
+
 }  // namespace
+
+std::unique_ptr<FileLock> RealFileSystem::try_lock(const std::string& path, std::string& error) {
+  const std::string p = strip_trailing_slashes(path);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const int fd = open_dir(p);
+    if (fd < 0) {
+      error = "cannot open " + p + ": " + errno_text(errno);
+      return nullptr;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      error = errno == EWOULDBLOCK ? "held by another process" : errno_text(errno);
+      ::close(fd);
+      return nullptr;
+    }
+    return std::make_unique<FlockLock>(fd, "");
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      error = "cannot create " + p + ": " + errno_text(errno);
+      return nullptr;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      error = errno == EWOULDBLOCK ? holder_text(fd) : errno_text(errno);
+      ::close(fd);
+      return nullptr;
+    }
+    // Locked; but the holder before us may have unlinked the file meanwhile: the lock counts
+    // only if `p` still names the file we locked.
+    struct stat mine {};
+    struct stat now {};
+    if (::fstat(fd, &mine) == 0 && ::stat(p.c_str(), &now) == 0 && mine.st_dev == now.st_dev &&
+        mine.st_ino == now.st_ino) {
+      const std::string pid = std::to_string(::getpid()) + "\n";
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+        // The pid is only for messages: the lock holds without it.
+      }
+      return std::make_unique<FlockLock>(fd, p);
+    }
+    ::close(fd);
+  }
+  error = "cannot lock " + p + ": it keeps being replaced";
+  return nullptr;
+}
+
+void RealFileSystem::remove_dead_temp_siblings(const std::string& target) {
+  remove_stale_siblings(parent_of(target), temp_prefix(target));
+}
 
 bool RealFileSystem::sync_dir(const std::string& dir, std::string& error) {
   return fsync_dir(dir, true, error);

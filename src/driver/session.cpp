@@ -63,10 +63,12 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
 // The budget check of validate / memory: --budget, else the recipe's.
 void check_memory_budget(const CommonOptions& opt, Session& s) {
   const TrainingSpec& t = s.plan->training;
-  s.budget = opt.budget_bytes ? opt.budget_bytes : t.budget_bytes;
-  if (!s.budget) return;
-  s.memory = compute_memory(*s.plan);
+  // Only validate and memory check a budget; compile and inspect check the world's size.
+  if (opt.check_budget) s.budget = opt.budget_bytes ? opt.budget_bytes : t.budget_bytes;
+  if (!s.budget && !opt.memory_report) return;
   const SourceLoc loc = opt.budget_bytes ? SourceLoc{} : t.budget_loc;
+  if (!check_memory_world(*s.plan, loc, s.sink) || !s.budget) return;
+  s.memory = compute_memory(*s.plan);
   check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
 }
 
@@ -103,7 +105,7 @@ void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (s.plan->model_sha256.empty()) s.plan->model_sha256 = s.model->sha256;
   if (s.plan->recipe_sha256.empty()) s.plan->recipe_sha256 = s.recipe->sha256;
   spdlog::debug("planned {} params on {} ranks", s.plan->params.size(), s.plan->world_size);
-  if (opt.check_budget) check_memory_budget(opt, s);
+  if (opt.check_budget || opt.memory_report) check_memory_budget(opt, s);
 }
 
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {

@@ -6,14 +6,16 @@
 #include <ostream>
 
 #include "driver/session.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc {
 namespace {
 
 void print_verdict(const Plan& plan, const DiagnosticSink& sink, std::ostream& out) {
   const std::size_t w = sink.warning_count();
-  out << "ok: " << plan.model_name << " on " << plan.world_size << " ranks, " << plan.params.size()
-      << " params, " << plan.num_stages << (plan.num_stages == 1 ? " stage" : " stages");
+  out << "ok: " << printable(plan.model_name) << " on " << plan.world_size << " ranks, "
+      << plan.params.size() << " params, " << plan.num_stages
+      << (plan.num_stages == 1 ? " stage" : " stages");
   if (w > 0) out << " (" << w << (w == 1 ? " warning)" : " warnings)");
   out << "\n";
 }

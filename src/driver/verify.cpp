@@ -10,6 +10,11 @@
 #include "driver/session.hpp"
 #include "driver/verify.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/buffers.hpp"
+#include "shardc/memory.hpp"
+#include "shardc/plan.hpp"
+#include "shardc/planner.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc {
 namespace {
@@ -18,12 +23,51 @@ using driver::path_join;
 using driver::print_error;
 using namespace driver::verify;
 
+// --against MODEL RECIPE: the inputs planned again must render exactly plan.json's bytes, so
+// every field a runtime acts on (placements, meshes, requires_grad, alias_of, stacked_from) is
+// checked, not only those the outputs repeat. The first differing param (or byte) is named.
+// false (exit 2) when the inputs do not plan.
+bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const PlanFile& plan,
+                    Report& report, FileSystem& fs, std::ostream& err) {
+  CommonOptions common;
+  common.model_path = opt.against[0];
+  common.recipe_path = opt.against[1];
+  common.memory_report = true;  // as compile: plan.json carries per-rank memory
+  driver::SessionScope scope(common);
+  driver::Session& s = *scope;
+  if (driver::plan_or_report(common, fs, s, err) != ExitCode::Ok || !s.plan) return false;
+  const Plan& p = *s.plan;
+  const std::vector<BufferRankBytes> buffer_bytes = buffer_rank_bytes(p, plan_buffers(p));
+  const MemoryReport memory = compute_memory(p, buffer_bytes);
+  const std::string want = render_plan_json(p, rank_bytes(p), buffer_bytes, &memory);
+  if (want == text) return true;
+  std::string error;
+  const auto theirs = readback::parse_plan_file(want, error);
+  std::string where;
+  if (theirs) {
+    for (std::size_t i = 0; i < plan.params.size() && i < theirs->params.size() && where.empty();
+         ++i)
+      if (!(plan.params[i] == theirs->params[i])) where = "param " + plan.params[i].name;
+  }
+  if (where.empty()) {
+    std::size_t at = 0;
+    while (at < want.size() && at < text.size() && want[at] == text[at]) ++at;
+    const std::size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
+    const std::size_t begin = line_start == std::string::npos ? 0 : line_start + 1;
+    where = "byte " + std::to_string(at) + " (plan.json: '" +
+            printable(text.substr(begin, std::min<std::size_t>(120, text.size() - begin))) + "')";
+  }
+  report.mismatch("plan.json is not the plan of " + opt.against[0] + " " + opt.against[1] +
+                  ": first difference at " + where);
+  return true;
+}
+
 // plan.json, checked against the manifest's digest (a change is a mismatch).
 std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::ManifestFile& manifest,
                                   Report& report, FileSystem& fs, std::ostream& err) {
   const std::string path = path_join(opt.out_dir, "plan.json");
   std::string error;
-  const auto text = fs.read(path, read_limit(manifest.plan.bytes), error);
+  const auto text = fs.read_regular(path, read_limit(manifest.plan.bytes), error);
   if (!text) {
     print_error(err, "cannot read '" + path + "': " + error);
     return std::nullopt;
@@ -32,6 +76,8 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
     report.mismatch(change);
   auto plan = readback::parse_plan_file(*text, error);
   if (!plan) print_error(err, "'" + path + "' is not a shardc plan: " + error);
+  if (plan && !opt.against.empty() && !same_as_inputs(opt, *text, *plan, report, fs, err))
+    return std::nullopt;
   return plan;
 }
 

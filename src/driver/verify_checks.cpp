@@ -43,7 +43,7 @@ const RankFile* RankStore::get(std::int64_t rank) {
   const std::string path = path_join(dir_, rank_file_name(rank, world_));
   std::string error;
   // The manifest bounds what to read (plus slack for a changed file's report).
-  const auto text = fs_.read(path, read_limit(entry->second->bytes), error);
+  const auto text = fs_.read_regular(path, read_limit(entry->second->bytes), error);
   if (!text) {
     report_.mismatch(entry->second->path +
                      " is listed in manifest.json but cannot be read: " + error);

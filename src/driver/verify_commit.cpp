@@ -27,7 +27,7 @@ std::string incomplete_message(const std::string& out_dir, FileSystem& fs) {
   std::string of = "?";
   std::string error;
   const std::string plan_path = path_join(out_dir, "plan.json");
-  if (const auto text = fs.read(plan_path, std::int64_t{1} << 32, error))
+  if (const auto text = fs.read_regular(plan_path, std::int64_t{1} << 32, error))
     if (const auto plan = readback::parse_plan_file(*text, error))
       of = std::to_string(plan->world_size);
   return "'" + out_dir + "': incomplete compile: " + std::to_string(present) + " of " + of +
@@ -50,7 +50,7 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
   }
   const std::string path = path_join(out_dir, kManifestName);
   std::string error;
-  const auto text = fs.read(path, kMaxManifestBytes, error);
+  const auto text = fs.read_regular(path, kMaxManifestBytes, error);
   if (!text) {
     const auto names = fs.list_dir(out_dir);
     const bool absent = std::find(names->begin(), names->end(), kManifestName) == names->end();

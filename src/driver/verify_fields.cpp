@@ -5,6 +5,7 @@
 // Sizes are checked here before anything loops over or allocates by them.
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <set>
 
 #include "driver/verify.hpp"
@@ -110,7 +111,94 @@ void check_shard(const PlanParam& p, std::size_t i, Report& report) {
   }
 }
 
+// The decimal segment in which `a` and `b` (same segment count) differ, if exactly one.
+std::optional<std::size_t> differing_segment(const std::vector<std::string_view>& a,
+                                             const std::vector<std::string_view>& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  std::optional<std::size_t> at;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    if (at) return std::nullopt;
+    at = i;
+  }
+  return at;
+}
+
+std::vector<std::string_view> segments(std::string_view name) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= name.size(); ++i) {
+    if (i == name.size() || name[i] == '.') {
+      out.push_back(name.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+// stacked_from of a stacked expert param: count = sources = global_shape[0], first/last are
+// the ends, the sources distinct, none a planned param, and source k the stack pattern at
+// expert index first + k (one decimal segment counting up): a swapped or renamed source would
+// load another expert's (or another tensor's) weights into row k.
+void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned, Report& report) {
+  if (!p.stacked_from) return;
+  const PlanParam::Stacked& s = *p.stacked_from;
+  const std::string where = "plan.json param " + p.name + " stacked_from ";
+  const auto n = static_cast<std::int64_t>(s.sources.size());
+  if (s.count != n || p.global_shape.empty() || p.global_shape[0] != n)
+    return report.mismatch(where + "count " + num(s.count) + ", " + num(n) +
+                           " sources, global_shape " + ints_text(p.global_shape) +
+                           ": all three must agree");
+  if (n == 0) return;
+  if (s.first != s.sources.front() || s.last != s.sources.back())
+    report.mismatch(where + "first '" + s.first + "' / last '" + s.last +
+                    "' are not the first and last sources");
+  std::set<std::string_view> seen;
+  for (const std::string& src : s.sources) {
+    if (!seen.insert(src).second) report.mismatch(where + "lists '" + src + "' twice");
+    if (planned.contains(src)) report.mismatch(where + "source '" + src + "' is a planned param");
+  }
+  if (n < 2) return;
+  const auto first = segments(s.sources[0]);
+  const auto at = differing_segment(first, segments(s.sources[1]));
+  std::int64_t base = 0;
+  const bool numeric = at && !first[*at].empty() &&
+                       std::all_of(first[*at].begin(), first[*at].end(),
+                                   [](char c) { return c >= '0' && c <= '9'; }) &&
+                       first[*at].size() < 10;
+  if (!numeric)
+    return report.mismatch(where + "sources '" + s.sources[0] + "' and '" + s.sources[1] +
+                           "' do not differ in one expert index");
+  for (const char c : first[*at]) base = base * 10 + (c - '0');
+  for (std::int64_t k = 0; k < n; ++k) {
+    auto want = first;
+    const std::string index = std::to_string(base + k);
+    want[*at] = index;
+    const auto got = segments(s.sources[static_cast<std::size_t>(k)]);
+    if (got != want) {
+      report.mismatch(where + "source " + num(k) + " is '" +
+                      s.sources[static_cast<std::size_t>(k)] + "', not expert " + index +
+                      " of the pattern of '" + s.sources[0] + "'");
+      return;
+    }
+  }
+}
+
 void check_params(const PlanFile& plan, Report& report, bool& ok) {
+  std::set<std::string_view> names_of;
+  for (const PlanParam& p : plan.params) names_of.insert(p.name);
+  // alias_of in plan.json names another param, itself no alias, of the same dtype and shape.
+  for (const PlanParam& p : plan.params) {
+    if (!p.alias_of) continue;
+    const auto src = std::find_if(plan.params.begin(), plan.params.end(),
+                                  [&](const PlanParam& q) { return q.name == *p.alias_of; });
+    if (src == plan.params.end() || src->alias_of || src->name == p.name || src->dtype != p.dtype ||
+        src->global_shape != p.global_shape)
+      report.mismatch("plan.json param " + p.name + " alias_of '" + *p.alias_of + "': " +
+                      (src == plan.params.end() ? std::string("no such param")
+                                                : "not a param of the same dtype and shape that "
+                                                  "is no alias itself"));
+  }
   std::set<std::string_view> names;
   for (const PlanParam& p : plan.params) {
     if (!names.insert(p.name).second)
@@ -130,6 +218,7 @@ void check_params(const PlanFile& plan, Report& report, bool& ok) {
       ok = false;
     }
     if (p.shards.empty()) report.mismatch("plan.json param " + p.name + ": no shards");
+    check_stacked(p, names_of, report);
     for (std::size_t i = 0; i < p.shards.size(); ++i) check_shard(p, i, report);
   }
   if (plan.summary_num_params != static_cast<std::int64_t>(plan.params.size()))
@@ -190,8 +279,12 @@ void check_held(const Context& cx, const RankFile& f, const readback::RankParam&
                       ints_text(p->global_shape));
     if (h.stage != p->stage)
       report.mismatch(where + "stage " + num(h.stage) + " but plan.json stage " + num(p->stage));
-    if (h.alias && !p->alias_of)
-      report.mismatch(where + "alias_of set but plan.json alias_of null");
+    // The rank file names the same source as plan.json: a re-pointed alias would hand the
+    // runtime another tensor's storage (hostile/verify_fields_unchecked).
+    if (h.alias_of != p->alias_of)
+      report.mismatch(where + "alias_of " + (h.alias_of ? "'" + *h.alias_of + "'" : "null") +
+                      " but plan.json alias_of " +
+                      (p->alias_of ? "'" + *p->alias_of + "'" : std::string("null")));
   }
   if (h.alias) return;
   t.param_bytes = sat_add(t.param_bytes, bytes);
@@ -215,18 +308,7 @@ void check_stat(const PlanFile& plan, const readback::PlanRankStat& s, const cha
 
 }  // namespace
 
-std::optional<std::int64_t> shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
-  std::int64_t nonzero = 1;  // zeros count as 1, so a later non-empty slice cannot overflow
-  for (const std::int64_t e : shape) {
-    if (e < 0) return std::nullopt;
-    if (__builtin_mul_overflow(nonzero, std::max<std::int64_t>(e, 1), &nonzero) ||
-        nonzero >= kMaxNumel)
-      return std::nullopt;
-    n *= e;
-  }
-  return n;
-}
+std::optional<std::int64_t> shape_numel(const Shape& shape) { return checked_numel(shape); }
 
 bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manifest,
                        Report& report) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontend/model_internal.hpp"
+#include "support/fqn.hpp"
 #include "support/huge_pages.hpp"
 #include "support/utf8.hpp"
 
@@ -255,22 +256,11 @@ class TemplateBuilder {
 
   bool check_name_text(const Node& at, std::string_view name) {
     if (plain_ascii_name(name)) return true;
-    std::string why;
-    if (name.empty()) {
-      why = "is empty";
-    } else if (!is_valid_utf8(name)) {
-      why = "is not valid UTF-8";
-    } else if (std::any_of(name.begin(), name.end(), [](char c) {
-                 auto u = static_cast<unsigned char>(c);
-                 return u <= 0x20 || u == 0x7F;
-               })) {
-      why = "contains whitespace or a control character";
-    } else if (name.front() == '.' || name.back() == '.' ||
-               name.find("..") != std::string_view::npos) {
-      why = "has an empty segment";
-    }
+    // The rule every reader shares (checkpoint names too); braces are repeat variables here.
+    const std::string_view why = fqn_problem(name, true);
     if (why.empty()) return true;
-    r_.error(at, "parameter name " + (is_valid_utf8(name) ? describe(at) + " " : "") + why,
+    r_.error(at,
+             "parameter name " + (is_valid_utf8(name) ? describe(at) + " " : "") + std::string(why),
              "names are dot-separated FQNs such as `model.layers.0.mlp.up_proj.weight`");
     return false;
   }

@@ -12,6 +12,7 @@
 #include "shardc/frontend.hpp"
 #include "shardc/fused.hpp"
 #include "shardc/limits.hpp"
+#include "support/fqn.hpp"
 
 namespace shardc {
 namespace {
@@ -58,7 +59,7 @@ struct Layout {
 bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
   const std::string path = join(l.dir, std::string(kIndexName));
   std::string error;
-  const std::optional<std::string> text = fs.read(path, kMaxJsonBytes, error);
+  const std::optional<std::string> text = fs.read_regular(path, kMaxJsonBytes, error);
   if (!text) {
     fail(sink, path, "cannot read the index: " + error, "check the file");
     return false;
@@ -84,7 +85,19 @@ bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
            "values are file names such as model-00001-of-00002.safetensors", std::string(kv.key));
       return false;
     }
-    l.weight_map.emplace(kv.key, 0);
+    if (const std::string_view why = fqn_problem(kv.key, false); !why.empty()) {
+      fail(sink, path,
+           "`weight_map` key '" + imp::printable(kv.key) + "': the name " + std::string(why),
+           "keys are tensor FQNs such as model.layers.0.mlp.up_proj.weight",
+           imp::printable(kv.key));
+      return false;
+    }
+    if (!l.weight_map.emplace(kv.key, 0).second) {
+      // simdjson keeps both members; which file holds the tensor would depend on the reader.
+      fail(sink, path, "`weight_map` lists tensor '" + std::string(kv.key) + "' twice",
+           "each tensor appears once in the index; regenerate it", std::string(kv.key));
+      return false;
+    }
     file_of.push_back(file);
     if (files.empty() || files.back() != file) files.emplace_back(file);
   }
@@ -144,10 +157,12 @@ std::optional<CheckpointConfig> read_config(FileSystem& fs, const std::string& d
                                             DiagnosticSink& sink, bool& found) {
   const std::string path = join(dir, "config.json");
   std::string error;
-  std::int64_t size = 0;
-  found = fs.read_range(path, 0, 0, size, error).has_value();
+  // Only a name that is not there means "no config.json": a directory, device, FIFO or an
+  // unreadable file under that name is an error (the tie and head counts would be lost).
+  const std::optional<std::vector<std::string>> names = fs.list_dir(dir);
+  found = names && std::find(names->begin(), names->end(), "config.json") != names->end();
   if (!found) return CheckpointConfig{};
-  const std::optional<std::string> text = fs.read(path, kMaxJsonBytes, error);
+  const std::optional<std::string> text = fs.read_regular(path, kMaxJsonBytes, error);
   if (!text) {
     fail(sink, path, "cannot read config.json: " + error, "check the file");
     return std::nullopt;

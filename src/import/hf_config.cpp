@@ -205,6 +205,22 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
   c.name = last_segment(r.string("_name_or_path"));
   read_attributes(r, c);
   if (r.errors() > 0) return std::nullopt;
+  // Grouped-query attention shares each KV head among num_attention_heads / num_key_value_heads
+  // query heads (transformers' attention modules): more KV heads than heads, or a count that
+  // does not divide, is no model and would make the E-HEADS check meaningless.
+  const ModelAttributes& a = c.attributes;
+  if (a.num_attention_heads && a.num_key_value_heads &&
+      (*a.num_key_value_heads > *a.num_attention_heads ||
+       *a.num_attention_heads % *a.num_key_value_heads != 0)) {
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
+               "config.json: num_key_value_heads " + std::to_string(*a.num_key_value_heads) +
+                   (*a.num_key_value_heads > *a.num_attention_heads ? " is more than"
+                                                                    : " does not divide") +
+                   " num_attention_heads " + std::to_string(*a.num_attention_heads),
+               "each KV head serves num_attention_heads / num_key_value_heads query heads: fix "
+               "config.json");
+    return std::nullopt;
+  }
   return c;
 }
 

@@ -15,6 +15,12 @@ namespace shardc::imp {
 /// `text` with control and non-ASCII bytes escaped (\xNN), at most 200 bytes, for messages.
 std::string printable(std::string_view text);
 
+/// `text` for one line of a YAML comment: control characters and the Unicode line breaks
+/// (U+0085, U+2028, U+2029) escaped as \xNN / \uNNNN, anything else kept. Strings from
+/// config.json and paths go into `shardc import`'s header comments through this, so a newline
+/// in them cannot start a live YAML line (hostile/import_yaml_injection).
+std::string comment_text(std::string_view text);
+
 /// "[4096, 4096]"
 std::string shape_text(const Shape& shape);
 

@@ -10,6 +10,7 @@
 #include "import/import_internal.hpp"
 #include "shardc/import.hpp"
 #include "shardc/limits.hpp"
+#include "support/fqn.hpp"
 
 namespace shardc {
 namespace {
@@ -58,8 +59,10 @@ class HeaderChecker {
     Diagnostic d;
     d.code = DiagCode::ECheckpoint;
     d.loc = SourceLoc{path_, 0, 0};
-    d.param = tensor;
-    d.message = tensor.empty() ? std::move(message) : "tensor '" + tensor + "': " + message;
+    // Names are data from the file: escaped (control characters, bad UTF-8 as \xNN) wherever
+    // they are shown.
+    d.param = imp::printable(tensor);
+    d.message = tensor.empty() ? std::move(message) : "tensor '" + d.param + "': " + message;
     d.hint = std::move(hint);
     sink_.report(std::move(d));
   }
@@ -221,6 +224,15 @@ std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
                hint);
     return std::nullopt;
   }
+  if (prefix.substr(0, 8) == "version ") {
+    // A Git LFS pointer ("version https://git-lfs.github.com/spec/v1", oid, size) checked out
+    // in place of the file: its first 8 bytes read as a length of ~2^61.
+    sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
+               "file of " + std::to_string(file_size) +
+                   " bytes is a Git LFS pointer, not the safetensors data",
+               "fetch the data: `git lfs pull` in the checkpoint's clone (or download the file)");
+    return std::nullopt;
+  }
   const std::int64_t n = read_le64(prefix);
   if (n < 0 || n > kMaxSafetensorsHeaderBytes || n > file_size - 8) {
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
@@ -262,6 +274,13 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
     if (!seen.insert(field.key).second) {
       check.error(std::string(field.key), "name appears twice in the header",
                   "the file is corrupt or hand-edited");
+      continue;
+    }
+    // The model front end's FQN rule (support/fqn.hpp), without braces: `shardc import` must
+    // be able to write every name into a model YAML that reads back as the same name.
+    if (const std::string_view why = fqn_problem(field.key, false); !why.empty()) {
+      check.error(std::string(field.key), "the name " + std::string(why),
+                  "tensor names are dot-separated FQNs such as model.layers.0.mlp.up_proj.weight");
       continue;
     }
     SafetensorsTensor t;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "shardc/byte_size.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/memory.hpp"
 
 namespace shardc {
@@ -74,6 +75,21 @@ std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t bud
 }
 
 }  // namespace
+
+bool check_memory_world(const Plan& plan, const SourceLoc& loc, DiagnosticSink& sink) {
+  if (plan.world_size <= limits::kMaxMemoryReportWorld) return true;
+  Diagnostic d;
+  d.code = DiagCode::EMemoryWorld;
+  d.loc = loc;
+  d.message = "the per-rank memory report of " + std::to_string(plan.world_size) +
+              " ranks is above the limit of " + std::to_string(limits::kMaxMemoryReportWorld) +
+              " ranks (2^20): it keeps a row per rank";
+  d.hint =
+      "`validate` without a budget plans this world; for memory, budgets, inspect and compile "
+      "use a smaller world with the same per-rank layout";
+  sink.report(std::move(d));
+  return false;
+}
 
 void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
                   const SourceLoc& loc, DiagnosticSink& sink) {

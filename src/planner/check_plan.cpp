@@ -17,6 +17,8 @@ namespace {
 /// and so do geometries beyond kMaxCheckedClassesTotal classes in a plan.
 constexpr std::int64_t kMaxCheckedClasses = std::int64_t{1} << 16;
 constexpr std::int64_t kMaxCheckedClassesTotal = std::int64_t{1} << 21;
+/// Ranks whose own piece is compared with their shard class's, per param geometry.
+constexpr std::int64_t kMaxCheckedMembers = std::int64_t{1} << 18;
 
 template <typename T>
 std::string list_text(const std::vector<T>& s) {
@@ -68,6 +70,7 @@ class Checker {
   void shards(const PlannedParam& p, const std::vector<ShardClass>& classes) {
     pieces(p, classes);
     counts(p, classes);
+    members(p, classes);
   }
   bool checked_structure(const PlannedParam& p) { return structure(p); }
 
@@ -231,6 +234,33 @@ class Checker {
       return false;
     }
     return true;
+  }
+
+  // Every rank of a shard class holds exactly the class's piece: local shape, offset, padded
+  // shape (what it allocates) and boxes, as shard_at gives for its own coordinates. plan.json
+  // lists the classes and rank files the ranks, so a class that merged ranks with different
+  // allocations makes the two disagree (reports/plan_shard_padded_class). The first, second and
+  // last rank of each run are compared (a run's members differ only on free axes), within a
+  // budget per param.
+  void members(const PlannedParam& p, const std::vector<ShardClass>& classes) {
+    const Mesh& mesh = plan_.mesh_of(p);
+    std::int64_t budget = kMaxCheckedMembers;
+    for (const ShardClass& c : classes) {
+      for (const Progression& run : c.ranks.runs()) {
+        for (const std::int64_t k : {std::int64_t{0}, std::int64_t{1}, run.count - 1}) {
+          if (k >= run.count || budget-- <= 0) continue;
+          const std::int64_t rank = run.start + k * run.stride;
+          if (shard_at(p.geometry, mesh_coords(mesh, rank)) == c.geom) continue;
+          const ShardGeom own = shard_at(p.geometry, mesh_coords(mesh, rank));
+          fail(p, "rank " + std::to_string(rank) + " is listed in the shard class of rank " +
+                      std::to_string(c.ranks.first()) + " (local " +
+                      shape_text(c.geom.local_shape) + ", padded " +
+                      shape_text(c.geom.padded_shape) + ") but holds local " +
+                      shape_text(own.local_shape) + ", padded " + shape_text(own.padded_shape));
+          return;
+        }
+      }
+    }
   }
 
   // Offsets inside the shape, sentinels, padding; each dim's pieces

@@ -191,6 +191,24 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
     rep.add(std::move(d), w == nullptr ? "orphan" : "shape");
     drop[i] = true;
   }
+  // The other direction: a block-quantized (FP8) matrix without its scale would be handed to
+  // ranks with no way to dequantize it (a checkpoint missing its *_scale_inv tensors).
+  std::vector<bool> has_scale(params.size(), false);
+  for (const auto& w : weight_of)
+    if (w) has_scale[*w] = true;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& p = params[i];
+    const bool fp8 = p.dtype == DType::Float8E4M3fn || p.dtype == DType::Float8E5M2;
+    if (!fp8 || p.global_shape.size() < 2 || has_scale[i] || fp8::weight_of_scale(p.name)) continue;
+    Diagnostic d = param_diagnostic(p, DiagCode::EFp8Scale, p.loc);
+    d.message = p.name + " is an FP8 matrix (" + std::string(dtype_name(p.dtype)) +
+                ") of a block-quantized model but has no " + p.name +
+                std::string(fp8::kScaleSuffix) + " to follow it";
+    d.hint =
+        "the checkpoint lacks its weight_scale_inv tensors (a truncated download?); or "
+        "`fp8_scales: rules` if the scales are placed some other way";
+    rep.add(std::move(d), "unscaled");
+  }
   rep.flush(sink);
   // Indices shift when dropped scales go: map old -> new first.
   std::vector<std::size_t> new_index(params.size(), 0);

@@ -49,17 +49,10 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
     alloc += d.alloc;
     part_start += part;
   }
-  // Adjacent runs contiguous both locally and globally are one box.
-  std::vector<Segment> merged;
-  for (const Segment& s : segs) {
-    if (!merged.empty() && merged.back().local + merged.back().len == s.local &&
-        merged.back().global + merged.back().len == s.global) {
-      merged.back().len += s.len;
-    } else {
-      merged.push_back(s);
-    }
-  }
-  segs = std::move(merged);
+  // One run per part, never merged with a neighbour even when contiguous both locally and
+  // globally: each box lies inside one part (contract §5.10; check_plan's invariant), which is
+  // what a runtime reading `boxes` part by part relies on (hostile/packed_internal_error: the
+  // packed dim unsplit, one-row parts, FSDP-only or padded splits merged parts into one box).
   if (!has_fsdp) return alloc;
   const Piece f = split_piece(alloc, split_coord(chain.back(), coords), chain.back());
   std::vector<Segment> cut;

@@ -4,6 +4,7 @@
 // a product of progressions over the other ("free") axes.
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "shard_classes.hpp"
@@ -94,15 +95,18 @@ std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p
   const ClassSpace cs = class_space(plan, p);
   std::vector<ShardClass> out;
   out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(cs.num_classes, 1 << 20)));
-  // Only shards with an empty dim can collide (they share the sentinel offset).
-  std::map<std::pair<Shape, Shape>, std::size_t> empty_index;
+  // Only shards with an empty dim can collide (they share the sentinel offset). The padded
+  // shape is part of the key: an empty FSDP shard of a non-empty TP piece still allocates its
+  // padded rows, unlike its empty neighbours (reports/plan_shard_padded_class).
+  std::map<std::tuple<Shape, Shape, Shape>, std::size_t> empty_index;
   for_each_class(cs, [&](std::span<const std::int64_t> coords) {
     ShardGeom g = shard_at(p.geometry, coords);
     RankSet ranks = class_ranks(cs, coords, p.stage);
     const bool empty =
         std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
     if (empty) {
-      auto [it, fresh] = empty_index.try_emplace({g.local_shape, g.global_offset}, out.size());
+      auto [it, fresh] =
+          empty_index.try_emplace({g.local_shape, g.global_offset, g.padded_shape}, out.size());
       if (!fresh) {
         ShardClass& c = out[it->second];
         c.ranks = c.ranks.unite(ranks);

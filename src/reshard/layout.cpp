@@ -69,6 +69,21 @@ LayoutParam param_head(const P& pp) {
   return p;
 }
 
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Whether a shard's box [offset, offset + local) lies inside the global shape (same ranks
+// assumed). A box inside a shape whose numel is checked has a checked numel too.
+bool box_fits(const Shape& global, const Shape& local, const Shape& offset) {
+  for (std::size_t d = 0; d < global.size(); ++d)
+    if (local[d] < 0 || offset[d] < 0 || local[d] > global[d] || offset[d] > global[d] - local[d])
+      return false;
+  return true;
+}
+
 }  // namespace
 
 Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
@@ -82,15 +97,29 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
     LayoutParam p = param_head(pp);
     p.alias_of = pp.alias_of;
     p.loc = where.locate(pp.name);
+    if (!checked_numel(pp.global_shape)) {
+      // Box products below (numel, intersections) are int64: bounded as the front end bounds them.
+      sink.error(DiagCode::EReshardInput, p.loc,
+                 "param '" + pp.name + "': global_shape " + shape_text(pp.global_shape) +
+                     " has a negative extent or 2^62 or more elements",
+                 "recompile the plan with shardc compile; plan.json must not be edited by hand");
+      l.params.push_back(std::move(p));
+      continue;
+    }
     if (pp.packed && packed++ == 0) first_packed = p.loc, first_packed_name = pp.name;
     for (const auto& s : pp.shards) {
       std::string error;
       auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
-      if (!ranks || s.local_shape.size() != pp.global_shape.size() ||
-          s.global_offset.size() != pp.global_shape.size()) {
+      if (ranks && (s.local_shape.size() != pp.global_shape.size() ||
+                    s.global_offset.size() != pp.global_shape.size()))
+        error = "shape or offset rank differs from the param's";
+      else if (ranks && !box_fits(pp.global_shape, s.local_shape, s.global_offset))
+        error = "local_shape " + shape_text(s.local_shape) + " at global_offset " +
+                shape_text(s.global_offset) + " is not inside global_shape " +
+                shape_text(pp.global_shape);
+      if (!ranks || !error.empty()) {
         sink.error(DiagCode::EReshardInput, p.loc,
-                   "param '" + pp.name + "': malformed shard (ranks '" + s.ranks +
-                       "'): " + (ranks ? "shape or offset rank differs from the param's" : error),
+                   "param '" + pp.name + "': malformed shard (ranks '" + s.ranks + "'): " + error,
                    "recompile the plan with shardc compile; plan.json must not be edited by hand");
         p.classes.clear();
         break;

@@ -49,8 +49,10 @@ std::optional<std::int64_t> parse_byte_size(std::string_view text) {
   std::int64_t whole = 0;
   std::size_t digits = 0;
   for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++digits) {
-    whole = whole * 10 + (text[i] - '0');
-    if (whole > kMax) return std::nullopt;
+    // Checked before the multiply: `whole * 10 + digit` must stay <= 2^62 (no int64 wrap).
+    const int digit = text[i] - '0';
+    if (whole > (kMax - digit) / 10) return std::nullopt;
+    whole = whole * 10 + digit;
   }
   // Fraction as numerator / 10^k, at most 9 digits kept (sub-byte precision is noise).
   std::int64_t frac = 0;

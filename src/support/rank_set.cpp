@@ -73,6 +73,13 @@ bool parse_item(std::string_view item, Progression& out, std::string& error) {
     error = "reversed range '" + std::string(item) + "'";
     return false;
   }
+  // Every world size is at most kMaxWorld (2^31 - 1), so a larger rank is never valid; bounding
+  // it here keeps `(b - a) / stride + 1` and every later rank sum far from int64 overflow.
+  if (b >= limits::kMaxWorld) {
+    error = "rank " + std::to_string(b) + " in '" + std::string(item) +
+            "' is out of range (ranks are below 2^31 - 1, the largest world size)";
+    return false;
+  }
   if ((b - a) % stride != 0) {
     error = "range '" + std::string(item) + "' does not end on a step";
     return false;

@@ -2,6 +2,7 @@
 // (a crash, a sanitizer report, an uncaught exception) is a bug.
 #include "fuzz_entry.hpp"
 
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,9 +15,11 @@
 #include "frontend/doc.hpp"
 #include "frontend/model_internal.hpp"
 #include "shardc/backend.hpp"
+#include "shardc/byte_size.hpp"
 #include "shardc/driver.hpp"
 #include "shardc/frontend.hpp"
 #include "shardc/import.hpp"
+#include "shardc/limits.hpp"
 #include "shardc/planner.hpp"
 #include "shardc/readback.hpp"
 
@@ -239,6 +242,90 @@ void safetensors_input(std::string_view bytes) {
   (void)parse_hf_config(bytes, "config.json", sink);
   (void)render_diagnostics_json(sink);
   (void)render_diagnostics_text(sink, {});
+}
+
+namespace {
+
+// A JSON string literal of arbitrary bytes (each byte as a code point: the reader sees
+// whatever UTF-8 the bytes form after escaping; \u00XX for control bytes).
+std::string json_bytes(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u == '"' || u == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;  // bytes >= 0x80 pass through: valid or invalid UTF-8 alike
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void import_input(std::string_view bytes) {
+  if (const auto size = parse_byte_size(bytes)) {
+    if (*size > limits::kMaxByteSize) __builtin_trap();
+    if (parse_byte_size(byte_size_text(*size)) != size) __builtin_trap();
+  }
+  // Names: chunks of (first byte % 48) bytes; the last chunk is the config's name text.
+  std::vector<std::string> names;
+  std::size_t i = 0;
+  while (i < bytes.size() && names.size() < 16) {
+    const std::size_t len = static_cast<unsigned char>(bytes[i]) % 48;
+    names.emplace_back(bytes.substr(i + 1, len));
+    i += 1 + len;
+  }
+  if (names.empty()) return;
+  const std::string config_name = names.back();
+  names.pop_back();
+  std::string header = "{";
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    header += (k ? "," : "") + json_bytes(names[k]) + ":{\"dtype\":\"BF16\",\"shape\":[" +
+              std::to_string(k + 1) + ",2],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + static_cast<std::int64_t>(k + 1) * 4) + "]}";
+    offset += static_cast<std::int64_t>(k + 1) * 4;
+  }
+  header += "}";
+  std::string file(8, '\0');
+  for (int b = 0; b < 8; ++b)
+    file[static_cast<std::size_t>(b)] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+  file += header;
+  file += std::string(static_cast<std::size_t>(offset), '\0');
+  test::FakeFileSystem fs;
+  fs.dirs.insert("ck");
+  fs.files["ck/model.safetensors"] = file;
+  fs.files["ck/config.json"] = "{\"_name_or_path\":" + json_bytes(config_name) +
+                               ",\"architectures\":[" + json_bytes(config_name) +
+                               "],\"num_attention_heads\":4,\"tie_word_embeddings\":false}";
+  DiagnosticSink sink;
+  const auto imported = import_checkpoint(fs, "ck", sink);
+  render(sink, "ck/model.safetensors", {});
+  if (!imported) return;
+  const std::string yaml = render_model_yaml(*imported);
+  DiagnosticSink back_sink;
+  const auto back = parse_model(SourceFile{"m.yaml", yaml}, back_sink);
+  if (!back) __builtin_trap();  // import wrote a model the front end refuses
+  const Model& a = imported->model;
+  if (back->name != a.name || back->params.size() != a.params.size() ||
+      back->tied.size() != a.tied.size() ||
+      back->attributes.num_attention_heads != a.attributes.num_attention_heads ||
+      back->attributes.tie_word_embeddings != a.attributes.tie_word_embeddings)
+    __builtin_trap();
+  for (std::size_t k = 0; k < a.params.size(); ++k) {
+    const Param& x = a.params[k];
+    const Param& y = back->params[k];
+    if (x.name != y.name || x.shape != y.shape || x.dtype != y.dtype) __builtin_trap();
+  }
+  for (std::size_t k = 0; k < a.tied.size(); ++k)
+    if (back->tied[k].source != a.tied[k].source || back->tied[k].alias != a.tied[k].alias)
+      __builtin_trap();
 }
 
 }  // namespace shardc::fuzz

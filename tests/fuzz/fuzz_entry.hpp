@@ -29,4 +29,12 @@ void output_input(std::string_view bytes);
 /// natural order), and the same bytes as a config.json; diagnostics rendered.
 void safetensors_input(std::string_view bytes);
 
+/// Bytes as checkpoint names and text (issue 24): tensor names (length-prefixed chunks of the
+/// bytes, any byte allowed) and a config.json `_name_or_path` / `architectures` string go into
+/// an in-memory checkpoint; when it imports, the YAML `render_model_yaml` writes must parse
+/// back (parse_model) to the same params, ties, attributes and name, and every imported name
+/// must be one the model front end accepts. The bytes are also read as a byte size, whose
+/// value must be at most 2^62 and survive byte_size_text.
+void import_input(std::string_view bytes);
+
 }  // namespace shardc::fuzz

@@ -26,11 +26,13 @@ std::string read_file(const std::filesystem::path& p) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: shardc_fuzz_replay model|recipe|outputs|safetensors DIR_OR_FILE...\n";
+    std::cerr
+        << "usage: shardc_fuzz_replay model|recipe|outputs|safetensors|import DIR_OR_FILE...\n";
     return 2;
   }
   const std::string kind = argv[1];
-  if (kind != "model" && kind != "recipe" && kind != "outputs" && kind != "safetensors") {
+  if (kind != "model" && kind != "recipe" && kind != "outputs" && kind != "safetensors" &&
+      kind != "import") {
     std::cerr << "shardc_fuzz_replay: unknown kind '" << kind << "'\n";
     return 2;
   }
@@ -54,6 +56,8 @@ int main(int argc, char** argv) {
       shardc::fuzz::output_input(bytes);
     } else if (kind == "safetensors") {
       shardc::fuzz::safetensors_input(bytes);
+    } else if (kind == "import") {
+      shardc::fuzz::import_input(bytes);
     } else {
       shardc::fuzz::recipe_input(bytes);
     }

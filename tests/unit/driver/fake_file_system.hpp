@@ -34,6 +34,12 @@ class FakeFileSystem final : public FileSystem {
     return it->second;
   }
 
+  // The fake holds no FIFOs or devices: a regular read is a read.
+  std::optional<std::string> read_regular(const std::string& path, std::int64_t max_bytes,
+                                          std::string& error) override {
+    return read(path, max_bytes, error);
+  }
+
   /// Files are stored whole; `sparse_sizes` adds zero bytes after a file's
   /// stored text (a sparse tail), so huge claimed sizes cost nothing.
   std::map<std::string, std::int64_t> sparse_sizes;
@@ -131,6 +137,32 @@ class FakeFileSystem final : public FileSystem {
     return tmp;
   }
 
+  // Locks by path within this fake: a second try_lock of a held path fails.
+  std::unique_ptr<FileLock> try_lock(const std::string& path, std::string& error) override {
+    const std::lock_guard lock(mutex_);
+    if (!locks_.insert(path).second) {
+      error = "held by pid 1";
+      return nullptr;
+    }
+    class Held final : public FileLock {
+     public:
+      Held(FakeFileSystem& fs, std::string path) : fs_(fs), path_(std::move(path)) {}
+      Held(const Held&) = delete;
+      Held& operator=(const Held&) = delete;
+      ~Held() override {
+        const std::lock_guard lock(fs_.mutex_);
+        fs_.locks_.erase(path_);
+      }
+
+     private:
+      FakeFileSystem& fs_;
+      std::string path_;
+    };
+    return std::make_unique<Held>(*this, path);
+  }
+
+  void remove_dead_temp_siblings(const std::string& /*target*/) override {}
+
   bool replace_dir(const std::string& from, const std::string& to, std::string& error) override {
     const std::lock_guard lock(mutex_);
     if (!dirs.contains(from)) {
@@ -188,6 +220,7 @@ class FakeFileSystem final : public FileSystem {
   }
 
   std::mutex mutex_;
+  std::set<std::string> locks_;
   int temp_counter_ = 0;
 };
 

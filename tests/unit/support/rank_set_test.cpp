@@ -80,3 +80,24 @@ TEST_CASE("ordered rank lists keep their order and round-trip") {
   CHECK_FALSE(parse_rank_list("7-3", err));
   CHECK_FALSE(parse_rank_list("0-16777216", err));  // more than 2^24 ranks
 }
+
+TEST_CASE("ranks at and past the largest world size are refused before any count (no int64 wrap)") {
+  // hostile/ub_signed_overflow_readers: `(b - a) / stride + 1` with b = INT64_MAX was UB.
+  std::string err;
+  const auto last = RankSet::parse("2147483646", 0, err);  // kMaxWorld - 1, the largest rank
+  REQUIRE(last);
+  CHECK(last->to_string() == "2147483646");
+  CHECK_FALSE(RankSet::parse("2147483647", 0, err));
+  CHECK(err.find("out of range") != std::string::npos);
+  for (const char* text : {"0-9223372036854775807", "9223372036854775806-9223372036854775807",
+                           "0-9223372036854775807:2", "0-9223372036854775808",
+                           "1-9223372036854775807:9223372036854775807", "0,2147483647"}) {
+    CAPTURE(text);
+    CHECK_FALSE(RankSet::parse(text, 0, err));
+    CHECK_FALSE(RankSet::parse(text, 8, err));
+    CHECK_FALSE(parse_rank_list(text, err));
+  }
+  CHECK(parse_rank_list("2147483640-2147483646:3", err) ==
+        std::vector<std::int64_t>{2147483640, 2147483643, 2147483646});
+  CHECK_FALSE(parse_rank_list("2147483640-2147483647", err));
+}

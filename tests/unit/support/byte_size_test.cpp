@@ -1,0 +1,30 @@
+// parse_byte_size at the 2^62 limit and past int64: larger values are refused, never wrapped
+// (hostile/byte_size_overflow: `18446744073709551620` read as 4 B, `...716GiB` as 100 GiB).
+#include <doctest/doctest.h>
+
+#include "shardc/byte_size.hpp"
+#include "shardc/limits.hpp"
+
+using shardc::parse_byte_size;
+
+TEST_CASE("byte sizes at the 2^62 limit, one above it and past 2^64 are refused, not wrapped") {
+  constexpr std::int64_t kMax = shardc::limits::kMaxByteSize;  // 2^62
+  CHECK(parse_byte_size("4611686018427387904") == kMax);
+  CHECK(parse_byte_size("4611686018427387903") == kMax - 1);
+  CHECK_FALSE(parse_byte_size("4611686018427387905"));
+  CHECK(parse_byte_size("4096PiB") == kMax);  // 2^12 * 2^50
+  CHECK_FALSE(parse_byte_size("4097PiB"));
+  CHECK(parse_byte_size("4294967296GiB") == kMax);
+  CHECK_FALSE(parse_byte_size("4294967297GiB"));
+  // 19 digits <= 2^62 whose next digit overflowed int64 in the digit loop (UBSan), and values that
+  // wrapped modulo 2^64 back into (0, 2^62].
+  CHECK_FALSE(parse_byte_size("9223372036854775807"));
+  CHECK_FALSE(parse_byte_size("9223372036854775808"));
+  CHECK_FALSE(parse_byte_size("18446744073709551620"));
+  CHECK_FALSE(parse_byte_size("18446744073709551716GiB"));
+  CHECK_FALSE(parse_byte_size("99999999999999999999GiB"));
+  CHECK_FALSE(parse_byte_size("18446744073709551620.5"));
+  CHECK_FALSE(parse_byte_size(std::string(200, '9')));
+  CHECK(parse_byte_size("00000000000000000000000000001KiB") ==
+        1024);  // leading zeros never overflow
+}
