@@ -45,6 +45,7 @@ enum class DiagCode {
   ETied,
   EPipeline,
   EFsdp,
+  EZero,
   EFp8Block,
   EFp8Scale,
   EBudget,
@@ -147,6 +148,12 @@ inline constexpr std::array kDiagCodes = {
                  "or by the `experts` entry (at `fsdp.shard` / `fsdp.expert_shard`), no expert "
                  "FSDP axis",
                  "shard dim 0, or set `fsdp.expert_shard` to an axis the placements leave free"},
+    DiagCodeInfo{DiagCode::EZero, "E-ZERO", Severity::Error, ExitCode::Invalid,
+                 "`training.zero` (or `distributed_optimizer`, `zero_optimization.stage`): an "
+                 "axis its mesh lacks, the pipeline axis, an axis that shards a param of the "
+                 "group, stage 1/2 beside `fsdp` (FSDP is stage 3), stage 3 without `fsdp`",
+                 "list DP axes the placements leave free (or omit them: they are inferred); "
+                 "ZeRO-3 is the `fsdp` section"},
     DiagCodeInfo{DiagCode::EFp8Block, "E-FP8-BLOCK", Severity::Error, ExitCode::Invalid,
                  "`fp8_scales: follow`: a block-quantized weight's shard boundary (any rule split; "
                  "FSDP exempt) cuts an FP8 block, so its `weight_scale_inv` cannot follow in whole "

@@ -188,6 +188,30 @@ struct TieSyncGroups {
   std::vector<std::vector<std::int64_t>> groups;
 };
 
+/// One optimizer-state sharding group (src/planner/zero.cpp): the ranks
+/// that differ only in their coordinates on `axes` hold the same params and
+/// split their fp32 master weights and optimizer state (ZeRO-2: also the
+/// grads) into `degree` equal shards; a rank owns shard `index` =
+/// row-major flattening of its coordinates on `axes` (first slowest), as
+/// Megatron's DistributedOptimizer takes data_parallel_rank's shard of
+/// every bucket (distrib_optimizer.py, _build_model_gbuf_range).
+struct ZeroGroup {
+  MeshKind mesh = MeshKind::Dense;  ///< the mesh whose axes `axes` indexes
+  std::vector<int> axes;            ///< indices into that mesh
+  std::int64_t degree = 1;          ///< product of their sizes
+};
+
+/// The resolved `training.zero` (stage 0: none). Dense params shard over
+/// `dense`; stacked experts over `expert` (Megatron's expert data-parallel
+/// group: the expert mesh's axes that shard no expert).
+struct ZeroPlan {
+  int stage = 0;
+  ZeroGroup dense;
+  ZeroGroup expert;
+  /// False when the plan has no stacked experts (`expert` then unused).
+  bool has_experts = false;
+};
+
 struct Plan {
   std::string model_name;
   std::string model_sha256;
@@ -202,6 +226,7 @@ struct Plan {
   std::vector<TieSyncGroups> tie_sync;
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
+  ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
 
   /// The mesh a param lives on. Precondition (asserted): an expert param
@@ -211,6 +236,11 @@ struct Plan {
     SHARDC_ASSERT(expert.has_value(), p.name + " is on the expert mesh, the plan has none");
     return *expert;
   }
+  /// The optimizer-state group of `p`: `zero.expert` for stacked experts
+  /// (and the FP8 scales following them), else `zero.dense`.
+  [[nodiscard]] const ZeroGroup& zero_group_of(const PlannedParam& p) const;
+  /// A rank's shard index in `g` (row-major over its coordinates on g.axes).
+  [[nodiscard]] std::int64_t zero_index(const ZeroGroup& g, std::int64_t rank) const;
   /// Pipeline stage of a rank (0 without a pipeline).
   [[nodiscard]] int stage_of_rank(std::int64_t rank) const;
   /// True when `rank` holds `p` (its stage matches).

@@ -176,7 +176,7 @@ void write_buffer_stats(Writer& w, const std::vector<BufferRankBytes>& buffer_by
 void write_memory_stats(Writer& w, const Plan& plan, const MemoryReport& m) {
   w.line_break().key("per_rank_memory").begin_object();
   w.key("training");
-  backend::write_training(w, plan.training);
+  backend::write_training(w, plan);
   w.member("not_counted", backend::kNotCounted);
   std::vector<std::int64_t> v(m.ranks.size());
   for (std::size_t k = 0; k <= kMemoryKinds; ++k) {

@@ -23,6 +23,8 @@ std::optional<std::vector<Pattern>> parse_stage(const Node& n, Reader& r) {
   return out;
 }
 
+}  // namespace
+
 std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
                                                    std::string_view what) {
   std::optional<std::vector<std::string>> axes = r.get_string_list(n, what);
@@ -38,6 +40,16 @@ std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
   }
   return axes;
 }
+
+// Where each axis of a one-or-list axis field is written.
+std::vector<SourceLoc> axis_locs(const Node& n, Reader& r) {
+  std::vector<SourceLoc> out;
+  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
+  for (const Node& item : nodes) out.push_back(r.loc(item));
+  return out;
+}
+
+namespace {
 
 std::optional<ExpertDim> parse_expert_dim(const Node& n, Reader& r) {
   if (n.is_scalar() && !n.quoted) {
@@ -58,14 +70,6 @@ std::optional<int> parse_fsdp_dim(const Node& n, Reader& r) {
     return std::nullopt;
   }
   return static_cast<int>(*v);
-}
-
-// Where each axis of a one-or-list axis field is written.
-std::vector<SourceLoc> axis_locs(const Node& n, Reader& r) {
-  std::vector<SourceLoc> out;
-  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
-  for (const Node& item : nodes) out.push_back(r.loc(item));
-  return out;
 }
 
 void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
