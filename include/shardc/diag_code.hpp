@@ -167,7 +167,8 @@ inline constexpr std::array kDiagCodes = {
                  "or `follow` without the model's `weight_block_size`",
                  "fix the model / `weight_block_size` (from config.json), or `fp8_scales: rules`"},
     DiagCodeInfo{DiagCode::EBudget, "E-BUDGET", Severity::Error, ExitCode::Invalid,
-                 "(`validate`, `memory` with `--budget` or `training.budget`) a rank's memory "
+                 "(`validate`, `compile`, `memory` with `--budget` or `training.budget`) a rank's "
+                 "memory "
                  "total exceeds the budget; names the worst ranks and the breakdown",
                  "the FSDP degree the hint names, smaller optimizer state, more tp/pp/ep, or a "
                  "larger budget"},
