@@ -65,6 +65,7 @@ enum class DiagCode {
   WModuleOrder,
   WFlatYaml,
   WHeadsUnknown,
+  WPipelineSplit,
 };
 
 /// One row of the table.
@@ -119,7 +120,10 @@ inline constexpr std::array kDiagCodes = {
                  "pick a divisible size, or `uneven: chunk`/`balanced`"},
     DiagCodeInfo{DiagCode::EHeads, "E-HEADS", Severity::Error, ExitCode::Invalid,
                  "a sharded attention projection's head count does not divide by its tp (names "
-                 "only the failing count: q heads or KV heads, see below)",
+                 "only the failing count: q heads or KV heads — query groups for Megatron's "
+                 "linear_qkv, see below); a whole-unit split with fewer units than tp ranks "
+                 "(ranks without attention rows); Megatron's per-group linear_qkv `packed` as "
+                 "q/k/v blocks",
                  "use one of the listed valid tp sizes, or `unit: head_dim` with chunk/balanced"},
     DiagCodeInfo{
         DiagCode::EUnit, "E-UNIT", Severity::Error, ExitCode::Invalid,
@@ -244,6 +248,16 @@ inline constexpr std::array kDiagCodes = {
                  "checkpoint without config.json also loses its ties (`lm_head`)",
                  "add `num_attention_heads` / `num_key_value_heads` to the model's `attributes` "
                  "(`shardc import` copies them from config.json)"},
+    DiagCodeInfo{
+        DiagCode::WPipelineSplit, "W-PIPELINE-SPLIT", Severity::Warning, ExitCode::Invalid,
+        "`stages: auto` cuts the layer blocks into model chunks (stages x `virtual_stages`) of "
+        "unequal sizes (e.g. 80 layers over pp 6: 14/14/13/13/13/13); reported with "
+        "`virtual_stages` or Megatron-Core names (`decoder.layers.N`): Megatron refuses it unless "
+        "told how (transformer_config.py)",
+        "a pp (x vp) dividing the layers, or Megatron's `num_layers_in_first_pipeline_stage` / "
+        "`num_layers_in_last_pipeline_stage`, `account_for_embedding_in_pipeline_split` / "
+        "`account_for_loss_in_pipeline_split`, `pipeline_model_parallel_layout` with explicit "
+        "`stages`"},
 };
 
 /// The row of `code`.

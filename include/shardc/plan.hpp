@@ -166,6 +166,9 @@ struct PlannedParam {
   std::int64_t unit = 1;          ///< the rule's `unit` (1 = none)
   RuleRef rule;
   int stage = 0;
+  /// Its model chunk's virtual stage on `stage` (0 without `virtual_stages`):
+  /// model chunk stage + virtual_stage x num_stages (Megatron's vp_stage).
+  int virtual_stage = 0;
   std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
   std::vector<std::string> stacked_from;  ///< source FQNs by expert index (stacked only)
   /// FP8 block scale following its weight (`fp8_scales: follow`): index of
@@ -212,6 +215,19 @@ struct ZeroPlan {
   bool has_experts = false;
 };
 
+/// One model chunk of a pipeline with virtual stages (Megatron's interleaved
+/// schedule, megatron/core/transformer/transformer_layer.py
+/// get_transformer_layer_offset: chunk k = vp_stage x pp + pp_rank holds
+/// layers [k x L / (pp x vp), (k + 1) x L / (pp x vp))).
+struct ModelChunk {
+  int stage = 0;          ///< the pipeline stage (pp coordinate) running it
+  int virtual_stage = 0;  ///< its position among that stage's chunks
+  /// Layer blocks [first_block, end_block) under `stages: auto` (block =
+  /// decoder layer, in model order); -1, -1 with explicit stage lists.
+  std::int64_t first_block = -1;
+  std::int64_t end_block = -1;
+};
+
 struct Plan {
   std::string model_name;
   std::string model_sha256;
@@ -222,6 +238,10 @@ struct Plan {
   int pipeline_axis = -1;         ///< index in `dense`, or -1 without a pipeline
   int expert_pipeline_axis = -1;  ///< index of the same axis in `expert`, or -1
   int num_stages = 1;
+  /// `pipeline.virtual_stages` (1 = none); model_chunks has num_stages x
+  /// virtual_stages entries in model order when it is > 1, else none.
+  int virtual_stages = 1;
+  std::vector<ModelChunk> model_chunks;
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included

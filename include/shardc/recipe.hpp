@@ -130,6 +130,13 @@ struct PipelineSpec {
   SourceLoc axis_loc;  ///< where `axis` is written (the section when defaulted)
   bool auto_stages = true;
   std::vector<std::vector<Pattern>> stages;  ///< explicit: glob list per stage
+  /// `virtual_stages: v`: Megatron's interleaved 1F1B schedule
+  /// (virtual_pipeline_model_parallel_size): the layers are cut into
+  /// stages x v model chunks, chunk k runs on stage k % stages as that
+  /// stage's virtual stage k / stages (round-robin). With explicit `stages`
+  /// the list then has stages x v glob lists, one per model chunk in order.
+  std::int64_t virtual_stages = 1;
+  SourceLoc virtual_stages_loc;
   SourceLoc loc;
 };
 

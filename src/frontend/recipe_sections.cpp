@@ -188,7 +188,7 @@ TiedSpec parse_tied_spec(const Node& n, Reader& r) {
 
 std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   if (!r.expect_map(n, "`pipeline`")) return std::nullopt;
-  r.check_keys(n, {"axis", "stages"}, "`pipeline`");
+  r.check_keys(n, {"axis", "stages", "virtual_stages"}, "`pipeline`");
   PipelineSpec p;
   p.loc = r.loc(n);
   p.axis = "pp";
@@ -196,6 +196,11 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   if (const Node* axis = n.find("axis")) {
     p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
     p.axis_loc = r.loc(*axis);
+  }
+  if (const Node* v = n.find("virtual_stages")) {
+    p.virtual_stages =
+        parse_bounded(*v, r, "`pipeline.virtual_stages`", 1, limits::kMaxVirtualStages).value_or(1);
+    p.virtual_stages_loc = r.loc(*v);
   }
   const Node* stages = n.find("stages");
   if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text() == "auto")) {

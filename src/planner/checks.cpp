@@ -231,6 +231,25 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   std::int64_t g = 0;
   if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
   if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
+  if (megatron && (hm->counts & kKV) != 0 && kv > 0 && !p.geometry.parts.empty() &&
+      p.geometry.parts_dim == hm->dim && extent % kv == 0) {
+    // issue 29: `packed` q|k|v blocks (right for Phi-3's qkv_proj) on
+    // Megatron's per-group linear_qkv took rows of groups 0, 4 and 6 on rank 0.
+    Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
+    d.message =
+        p.name + " is packed in " + std::to_string(p.geometry.parts.size()) + " parts on dim " +
+        std::to_string(hm->dim) + " split over tp=" + std::to_string(tp) +
+        ", but Megatron-Core's linear_qkv is laid out by query group (each group's " +
+        std::to_string(*heads / kv) + " q heads, then its k and v head: " + std::to_string(kv) +
+        " groups of " + std::to_string(extent / kv) +
+        " rows; attention.py get_query_key_value_tensors): each part's piece would take "
+        "rows of several groups";
+    d.hint =
+        "drop `packed` and split whole query groups with `unit: " + std::to_string(extent / kv) +
+        "`; valid tp sizes: " + divisors_text(kv);
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":packed");
+    return;
+  }
   const bool whole_units = p.unit > 1 && p.uneven != SplitRule::Even && count > 0 &&
                            extent % count == 0 && p.unit % (extent / count) == 0;
   if (whole_units) {
