@@ -47,6 +47,7 @@ enum class DiagCode {
   ETied,
   EPipeline,
   EFsdp,
+  EZero,
   EFp8Block,
   EFp8Scale,
   EBudget,
@@ -68,6 +69,7 @@ enum class DiagCode {
   WModuleOrder,
   WFlatYaml,
   WHeadsUnknown,
+  WPipelineSplit,
 };
 
 /// One row of the table.
@@ -128,7 +130,10 @@ inline constexpr std::array kDiagCodes = {
                  "pick a divisible size, or `uneven: chunk`/`balanced`"},
     DiagCodeInfo{DiagCode::EHeads, "E-HEADS", Severity::Error, ExitCode::Invalid,
                  "a sharded attention projection's head count does not divide by its tp (names "
-                 "only the failing count: q heads or KV heads, see below)",
+                 "only the failing count: q heads or KV heads — query groups for Megatron's "
+                 "linear_qkv, see below); a whole-unit split with fewer units than tp ranks "
+                 "(ranks without attention rows); Megatron's per-group linear_qkv `packed` as "
+                 "q/k/v blocks",
                  "use one of the listed valid tp sizes, or `unit: head_dim` with chunk/balanced"},
     DiagCodeInfo{
         DiagCode::EUnit, "E-UNIT", Severity::Error, ExitCode::Invalid,
@@ -161,6 +166,12 @@ inline constexpr std::array kDiagCodes = {
                  "or by the `experts` entry (at `fsdp.shard` / `fsdp.expert_shard`), no expert "
                  "FSDP axis",
                  "shard dim 0, or set `fsdp.expert_shard` to an axis the placements leave free"},
+    DiagCodeInfo{DiagCode::EZero, "E-ZERO", Severity::Error, ExitCode::Invalid,
+                 "`training.zero` (or `distributed_optimizer`, `zero_optimization.stage`): an "
+                 "axis its mesh lacks, the pipeline axis, an axis that shards a param of the "
+                 "group, stage 1/2 beside `fsdp` (FSDP is stage 3), stage 3 without `fsdp`",
+                 "list DP axes the placements leave free (or omit them: they are inferred); "
+                 "ZeRO-3 is the `fsdp` section"},
     DiagCodeInfo{DiagCode::EFp8Block, "E-FP8-BLOCK", Severity::Error, ExitCode::Invalid,
                  "`fp8_scales: follow`: a block-quantized weight's shard boundary (any rule split; "
                  "FSDP exempt) cuts an FP8 block, so its `weight_scale_inv` cannot follow in whole "
@@ -174,7 +185,8 @@ inline constexpr std::array kDiagCodes = {
                  "or `follow` without the model's `weight_block_size`",
                  "fix the model / `weight_block_size` (from config.json), or `fp8_scales: rules`"},
     DiagCodeInfo{DiagCode::EBudget, "E-BUDGET", Severity::Error, ExitCode::Invalid,
-                 "(`validate`, `memory` with `--budget` or `training.budget`) a rank's memory "
+                 "(`validate`, `compile`, `memory` with `--budget` or `training.budget`) a rank's "
+                 "memory "
                  "total exceeds the budget; names the worst ranks and the breakdown",
                  "the FSDP degree the hint names, smaller optimizer state, more tp/pp/ep, or a "
                  "larger budget"},
@@ -262,6 +274,16 @@ inline constexpr std::array kDiagCodes = {
                  "checkpoint without config.json also loses its ties (`lm_head`)",
                  "add `num_attention_heads` / `num_key_value_heads` to the model's `attributes` "
                  "(`shardc import` copies them from config.json)"},
+    DiagCodeInfo{
+        DiagCode::WPipelineSplit, "W-PIPELINE-SPLIT", Severity::Warning, ExitCode::Invalid,
+        "`stages: auto` cuts the layer blocks into model chunks (stages x `virtual_stages`) of "
+        "unequal sizes (e.g. 80 layers over pp 6: 14/14/13/13/13/13); reported with "
+        "`virtual_stages` or Megatron-Core names (`decoder.layers.N`): Megatron refuses it unless "
+        "told how (transformer_config.py)",
+        "a pp (x vp) dividing the layers, or Megatron's `num_layers_in_first_pipeline_stage` / "
+        "`num_layers_in_last_pipeline_stage`, `account_for_embedding_in_pipeline_split` / "
+        "`account_for_loss_in_pipeline_split`, `pipeline_model_parallel_layout` with explicit "
+        "`stages`"},
 };
 
 /// The row of `code`.

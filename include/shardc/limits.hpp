@@ -33,6 +33,9 @@ inline constexpr std::int64_t kMaxNumel = std::int64_t{1} << 62;
 /// Largest world size (product of a mesh's axis sizes), ranks. A planner
 /// check (E-MESH), computed with overflow-safe multiplication.
 inline constexpr std::int64_t kMaxWorld = 2'147'483'647;  // 2^31 - 1
+/// `pipeline.virtual_stages` lies in [1, kMaxVirtualStages] (stages x
+/// virtual stages model chunks; Megatron runs a handful per stage).
+inline constexpr std::int64_t kMaxVirtualStages = 1024;
 /// `fsdp.dim` must lie in [-kMaxFsdpDim, kMaxFsdpDim].
 inline constexpr int kMaxFsdpDim = 64;
 /// A rule's `uneven: {pad: M}` multiple and `unit` lie in [1, kMaxPadOrUnit] rows.

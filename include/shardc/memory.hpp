@@ -33,6 +33,21 @@
 //    else the param's dtype (torch.zeros_like). The per-param `step` counter
 //    is a 0-d host tensor in torch (CPU unless capturable/fused) and is not
 //    counted.
+//  * ZeRO-1/2 (`training.zero`, Megatron's `distributed_optimizer: true`,
+//    DeepSpeed's `zero_optimization.stage`; plan.zero): master_weights and
+//    optimizer_state (stage 2: also grads) are the rank's share of its
+//    group's flattened state: ceil(bytes / degree) per group, dense params
+//    over plan.zero.dense, stacked experts over plan.zero.expert (the
+//    expert data-parallel group). Grads narrower than the master add an
+//    fp32 copy of the shard's grads (grads kind, sharded): Megatron
+//    `shard_main_param.grad = shard_model_grad.float()`, DeepSpeed's fp32
+//    partition. Params (and stage-1 grads) stay whole: Megatron's grad
+//    buffer is reduce-scattered in place and its params all-gathered in
+//    place (param_and_grad_buffer.py), so no transient buffer is added.
+//    Megatron's own formula (docs "Distributed Optimizer",
+//    megatron/training/theoretical_memory_usage.py): bf16 params and fp32
+//    grads with Adam take 6 + 12 / d bytes per param. DeepSpeed's reduce
+//    bucket (stage 2, `reduce_bucket_size`) is not counted.
 //  * fsdp2_allgather: the peak of the planned fsdp2_allgather layout
 //    (BufferRankBytes::gathered_peak, the one place it is computed: a unit's
 //    unsharded output plus the next unit's, prefetched — the largest sum of
@@ -94,6 +109,9 @@ struct ParamMemoryRule {
   std::int64_t state_count = 0;   ///< optimizer state tensors
   DType state_dtype = DType::Float32;
   std::int64_t state_bytes = 0;  ///< per local element, all state tensors
+  /// ZeRO-1/2 only: per local element, the fp32 copy of the grads the
+  /// optimizer steps on when grads are narrower than the master (sharded).
+  std::int64_t grad_copy_bytes = 0;
 };
 
 /// The rule for `p` under `t` (see the header comment for every default).

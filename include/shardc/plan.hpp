@@ -171,6 +171,9 @@ struct PlannedParam {
   std::int64_t unit = 1;          ///< the rule's `unit` (1 = none)
   RuleRef rule;
   int stage = 0;
+  /// Its model chunk's virtual stage on `stage` (0 without `virtual_stages`):
+  /// model chunk stage + virtual_stage x num_stages (Megatron's vp_stage).
+  int virtual_stage = 0;
   std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
   std::vector<std::string> stacked_from;  ///< source FQNs by expert index (stacked only)
   /// FP8 block scale following its weight (`fp8_scales: follow`): index of
@@ -197,6 +200,43 @@ struct TieSyncGroups {
   std::vector<std::vector<std::int64_t>> groups;
 };
 
+/// One optimizer-state sharding group (src/planner/zero.cpp): the ranks
+/// that differ only in their coordinates on `axes` hold the same params and
+/// split their fp32 master weights and optimizer state (ZeRO-2: also the
+/// grads) into `degree` equal shards; a rank owns shard `index` =
+/// row-major flattening of its coordinates on `axes` (first slowest), as
+/// Megatron's DistributedOptimizer takes data_parallel_rank's shard of
+/// every bucket (distrib_optimizer.py, _build_model_gbuf_range).
+struct ZeroGroup {
+  MeshKind mesh = MeshKind::Dense;  ///< the mesh whose axes `axes` indexes
+  std::vector<int> axes;            ///< indices into that mesh
+  std::int64_t degree = 1;          ///< product of their sizes
+};
+
+/// The resolved `training.zero` (stage 0: none). Dense params shard over
+/// `dense`; stacked experts over `expert` (Megatron's expert data-parallel
+/// group: the expert mesh's axes that shard no expert).
+struct ZeroPlan {
+  int stage = 0;
+  ZeroGroup dense;
+  ZeroGroup expert;
+  /// False when the plan has no stacked experts (`expert` then unused).
+  bool has_experts = false;
+};
+
+/// One model chunk of a pipeline with virtual stages (Megatron's interleaved
+/// schedule, megatron/core/transformer/transformer_layer.py
+/// get_transformer_layer_offset: chunk k = vp_stage x pp + pp_rank holds
+/// layers [k x L / (pp x vp), (k + 1) x L / (pp x vp))).
+struct ModelChunk {
+  int stage = 0;          ///< the pipeline stage (pp coordinate) running it
+  int virtual_stage = 0;  ///< its position among that stage's chunks
+  /// Layer blocks [first_block, end_block) under `stages: auto` (block =
+  /// decoder layer, in model order); -1, -1 with explicit stage lists.
+  std::int64_t first_block = -1;
+  std::int64_t end_block = -1;
+};
+
 struct Plan {
   std::string model_name;
   std::string model_sha256;
@@ -207,10 +247,15 @@ struct Plan {
   int pipeline_axis = -1;         ///< index in `dense`, or -1 without a pipeline
   int expert_pipeline_axis = -1;  ///< index of the same axis in `expert`, or -1
   int num_stages = 1;
+  /// `pipeline.virtual_stages` (1 = none); model_chunks has num_stages x
+  /// virtual_stages entries in model order when it is > 1, else none.
+  int virtual_stages = 1;
+  std::vector<ModelChunk> model_chunks;
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
+  ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
 
   /// The mesh a param lives on. Precondition (asserted): an expert param
@@ -220,6 +265,11 @@ struct Plan {
     SHARDC_ASSERT(expert.has_value(), p.name + " is on the expert mesh, the plan has none");
     return *expert;
   }
+  /// The optimizer-state group of `p`: `zero.expert` for stacked experts
+  /// (and the FP8 scales following them), else `zero.dense`.
+  [[nodiscard]] const ZeroGroup& zero_group_of(const PlannedParam& p) const;
+  /// A rank's shard index in `g` (row-major over its coordinates on g.axes).
+  [[nodiscard]] std::int64_t zero_index(const ZeroGroup& g, std::int64_t rank) const;
   /// Pipeline stage of a rank (0 without a pipeline).
   [[nodiscard]] int stage_of_rank(std::int64_t rank) const;
   /// True when `rank` holds `p` (its stage matches).

@@ -137,6 +137,13 @@ struct PipelineSpec {
   SourceLoc axis_loc;  ///< where `axis` is written (the section when defaulted)
   bool auto_stages = true;
   std::vector<std::vector<Pattern>> stages;  ///< explicit: glob list per stage
+  /// `virtual_stages: v`: Megatron's interleaved 1F1B schedule
+  /// (virtual_pipeline_model_parallel_size): the layers are cut into
+  /// stages x v model chunks, chunk k runs on stage k % stages as that
+  /// stage's virtual stage k / stages (round-robin). With explicit `stages`
+  /// the list then has stages x v glob lists, one per model chunk in order.
+  std::int64_t virtual_stages = 1;
+  SourceLoc virtual_stages_loc;
   SourceLoc loc;
 };
 
@@ -189,6 +196,34 @@ enum class Optimizer {
 /// "adamw", "adam", "sgd", "muon", "none".
 const char* optimizer_name(Optimizer o);
 
+/// Optimizer-state sharding over the data-parallel ranks (recipe
+/// `training.zero`, `training.distributed_optimizer`,
+/// `training.zero_optimization.stage`): ZeRO's stages (Rajbhandari et al.,
+/// "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+/// SC 2020, Sec. 5): 1 shards the fp32 master weights and the optimizer
+/// state (P_os), 2 also the gradients (P_os+g), 3 also the params (P_os+g+p:
+/// that is FSDP, the `fsdp` section, which stage 3 requires). Megatron-Core's
+/// distributed optimizer (`distributed_optimizer: true`,
+/// megatron/core/optimizer/distrib_optimizer.py) is stage 1: the grad buffer
+/// stays whole (reduce-scattered in place, param_and_grad_buffer.py) and each
+/// rank keeps the fp32 main params and Adam moments of its shard.
+struct ZeroSpec {
+  int stage = 0;  ///< 0 = no optimizer-state sharding (plain DP / FSDP as written)
+  /// How it was spelled: "zero", "distributed_optimizer", "zero_optimization.stage".
+  std::string spelling;
+  /// Dense-mesh axes of the DP group (flattened row-major); empty = inferred
+  /// (every dense axis but the pipeline axis on which no non-expert param is sharded).
+  std::vector<std::string> shard;
+  std::vector<SourceLoc> shard_locs;
+  /// Axes of the expert DP group (expert mesh, else dense mesh); empty =
+  /// inferred (every axis of the experts' mesh but the pipeline axis on
+  /// which no stacked expert is sharded): Megatron's expert data parallel
+  /// group (parallel_state.get_expert_data_parallel_group).
+  std::vector<std::string> expert_shard;
+  std::vector<SourceLoc> expert_shard_locs;
+  SourceLoc loc;  ///< the `zero` / `distributed_optimizer` / `zero_optimization` value
+};
+
 /// Recipe `training:` section: what the per-rank memory report assumes
 /// (src/memory, include/shardc/memory.hpp). Every field is optional; the
 /// defaults describe torch.optim.AdamW run directly on the params as the
@@ -203,6 +238,7 @@ struct TrainingSpec {
       state_dtype;  ///< default: master dtype when a master copy exists, else the param's
   std::optional<std::int64_t>
       budget_bytes;      ///< `budget: 80GiB`: per-rank limit for validate/memory
+  ZeroSpec zero;         ///< optimizer-state sharding (stage 0 = none)
   SourceLoc loc;         ///< the `training` section (file only when absent)
   SourceLoc budget_loc;  ///< the `budget` value
 };

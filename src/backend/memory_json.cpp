@@ -10,7 +10,49 @@
 namespace shardc {
 namespace backend {
 
-void write_training(json::Writer& w, const TrainingSpec& t) {
+namespace {
+
+void write_group(json::Writer& w, const Plan& plan, const ZeroGroup& g) {
+  const Mesh& mesh = g.mesh == MeshKind::Expert && plan.expert ? *plan.expert : plan.dense;
+  w.begin_object().member("mesh", mesh_kind_name(g.mesh)).key("axes").begin_array();
+  for (int a : g.axes) w.value(mesh.axes[static_cast<std::size_t>(a)].name);
+  w.end_array().member("degree", g.degree).end_object();
+}
+
+}  // namespace
+
+void write_zero(json::Writer& w, const Plan& plan) {
+  w.begin_object()
+      .member("stage", static_cast<std::int64_t>(plan.zero.stage))
+      .member("spelling", plan.training.zero.spelling)
+      .key("shard");
+  write_group(w, plan, plan.zero.dense);
+  w.key("expert_shard");
+  if (plan.zero.has_experts) {
+    write_group(w, plan, plan.zero.expert);
+  } else {
+    w.null();
+  }
+  w.end_object();
+}
+
+void write_rank_zero(json::Writer& w, const Plan& plan, std::int64_t rank) {
+  auto shard = [&](const ZeroGroup& g) {
+    w.begin_object().member("index", plan.zero_index(g, rank)).member("of", g.degree).end_object();
+  };
+  w.begin_object().member("stage", static_cast<std::int64_t>(plan.zero.stage)).key("dense");
+  shard(plan.zero.dense);
+  w.key("expert");
+  if (plan.zero.has_experts) {
+    shard(plan.zero.expert);
+  } else {
+    w.null();
+  }
+  w.end_object();
+}
+
+void write_training(json::Writer& w, const Plan& plan) {
+  const TrainingSpec& t = plan.training;
   auto dtype = [&w](std::string_view key, const std::optional<DType>& d) {
     if (d) {
       w.member(key, dtype_name(*d));
@@ -22,6 +64,10 @@ void write_training(json::Writer& w, const TrainingSpec& t) {
   dtype("master_weights", t.master_weights);
   dtype("grad_dtype", t.grad_dtype);
   dtype("state_dtype", t.state_dtype);
+  if (plan.zero.stage > 0) {
+    w.key("zero");
+    write_zero(w, plan);
+  }
   w.end_object();
 }
 
@@ -80,7 +126,7 @@ std::string render_memory_json(const Plan& plan, const MemoryReport& m,
   w.line_break().member("model", plan.model_name).member("world_size", plan.world_size);
   w.member("num_stages", plan.num_stages);
   w.line_break().key("training");
-  backend::write_training(w, plan.training);
+  backend::write_training(w, plan);
   w.line_break().key("layouts").begin_object();
   w.member("fsdp2_allgather", m.fsdp2_declared).member("muon_allgather", m.muon_declared);
   w.end_object();

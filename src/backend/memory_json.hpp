@@ -8,8 +8,18 @@
 namespace shardc::backend {
 
 /// `{"optimizer": "adamw", "master_weights": "float32"|null, "grad_dtype":
-/// …|null, "state_dtype": …|null}` as written in the recipe (null = default).
-void write_training(json::Writer& w, const TrainingSpec& t);
+/// …|null, "state_dtype": …|null}` as written in the recipe (null = default),
+/// plus `"zero"` (write_zero) when the plan shards optimizer state.
+void write_training(json::Writer& w, const Plan& plan);
+
+/// `{"stage": 1, "spelling": …, "shard": {"mesh", "axes", "degree"},
+/// "expert_shard": {…}|null}`: plan.zero (include/shardc/plan.hpp ZeroPlan).
+void write_zero(json::Writer& w, const Plan& plan);
+
+/// A rank's optimizer shards: `{"stage", "dense": {"index", "of"},
+/// "expert": {…}|null}` (which 1/degree of its group's master weights and
+/// optimizer state the rank owns).
+void write_rank_zero(json::Writer& w, const Plan& plan, std::int64_t rank);
 
 /// `{"params": …, "grads": …, …, "total": …}` in bytes.
 void write_rank_memory(json::Writer& w, const RankMemory& rm);

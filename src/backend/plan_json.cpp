@@ -44,6 +44,11 @@ void write_meshes(Writer& w, const Plan& plan) {
     const auto axis = static_cast<std::size_t>(plan.pipeline_axis);
     w.begin_object();
     w.member("axis", plan.dense.axes.at(axis).name).member("num_stages", plan.num_stages);
+    if (plan.virtual_stages > 1) {
+      w.member("virtual_stages", plan.virtual_stages);
+      w.line_break().key("model_chunks");
+      backend::write_model_chunks(w, plan, -1);
+    }
     w.end_object();
   } else {
     w.null();
@@ -98,6 +103,7 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
   backend::write_layout_extras(w, p);
   write_rule(w, p.rule);
   w.member("stage", p.stage);
+  if (plan.virtual_stages > 1) w.member("virtual_stage", p.virtual_stage);
   w.key("alias_of");
   if (p.alias_of) {
     w.value(plan.params.at(*p.alias_of).name);
@@ -176,7 +182,7 @@ void write_buffer_stats(Writer& w, const std::vector<BufferRankBytes>& buffer_by
 void write_memory_stats(Writer& w, const Plan& plan, const MemoryReport& m) {
   w.line_break().key("per_rank_memory").begin_object();
   w.key("training");
-  backend::write_training(w, plan.training);
+  backend::write_training(w, plan);
   w.member("not_counted", backend::kNotCounted);
   std::vector<std::int64_t> v(m.ranks.size());
   for (std::size_t k = 0; k <= kMemoryKinds; ++k) {

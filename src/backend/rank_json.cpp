@@ -234,6 +234,14 @@ void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::stri
   write_totals(w, totals);
   w.line_break().key("memory");
   backend::write_rank_memory(w, memory);
+  if (plan.virtual_stages > 1) {
+    w.line_break().key("model_chunks");
+    backend::write_model_chunks(w, plan, c.stage);
+  }
+  if (plan.zero.stage > 0) {
+    w.line_break().key("optimizer_shard");
+    backend::write_rank_zero(w, plan, rank);
+  }
   w.line_break().end_object();
   out += '\n';
 }

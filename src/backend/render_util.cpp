@@ -58,4 +58,24 @@ void write_boxes(json::Writer& w, const PlannedParam& p, const ShardGeom& g) {
   w.end_array();
 }
 
+void write_model_chunks(json::Writer& w, const Plan& plan, int stage) {
+  w.begin_array();
+  for (std::size_t k = 0; k < plan.model_chunks.size(); ++k) {
+    const ModelChunk& c = plan.model_chunks[k];
+    if (stage >= 0 && c.stage != stage) continue;
+    w.begin_object()
+        .member("model_chunk", static_cast<std::int64_t>(k))
+        .member("stage", c.stage)
+        .member("virtual_stage", c.virtual_stage)
+        .key("layers");
+    if (c.first_block >= 0) {
+      w.begin_array().value(c.first_block).value(c.end_block).end_array();
+    } else {
+      w.null();
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
 }  // namespace shardc::backend

@@ -30,6 +30,12 @@ void write_layout_extras(json::Writer& w, const PlannedParam& p);
 /// param's piece; nothing for unpacked params.
 void write_boxes(json::Writer& w, const PlannedParam& p, const ShardGeom& g);
 
+/// The model chunks of a pipeline with virtual stages (plan.model_chunks):
+/// `[{"model_chunk": k, "stage": s, "virtual_stage": v, "layers": [first,
+/// end] | null}, ...]`, all of them (stage < 0) or those of one stage, in
+/// virtual-stage order (the order the interleaved schedule runs them).
+void write_model_chunks(json::Writer& w, const Plan& plan, int stage);
+
 /// Bytes of `numel` elements of `t`.
 std::int64_t bytes_of(std::int64_t numel, DType t);
 

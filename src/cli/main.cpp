@@ -69,6 +69,8 @@ void add_diag_options(CLI::App& cmd, Cli& cli) {
   cmd.add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
 }
 
+void add_budget(CLI::App& cmd, Cli& cli);
+
 void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_rank_files) {
   auto* cmd = app.add_subcommand("compile", "Write plan.json and per-rank files into OUTDIR");
   add_inputs(*cmd, cli);
@@ -85,12 +87,16 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   cmd->add_option("-j,--jobs", opt.jobs, "Rank-file writer threads (0 = one per core)")
       ->check(kNonNegativeInt);
   add_diag_options(*cmd, cli);
+  add_budget(*cmd, cli);
   cmd->footer(
       "Example:\n  shardc compile llama.yaml tp8_fsdp.yaml -o out/ --ranks 0-7\n"
       "Writes out/plan.json and out/ranks/rank-NN.json; a directory shardc wrote is\n"
-      "marked with .shardc-output and may be rewritten; stale rank files are removed.");
+      "marked with .shardc-output and may be rewritten; stale rank files are removed.\n"
+      "A rank over the budget (--budget or training.budget) is E-BUDGET, as in validate:\n"
+      "exit 1, nothing written.");
   cmd->callback([&] {
     opt.common = cli.options();
+    opt.common.check_budget = true;
     opt.rank_files = !no_rank_files;
     cli.run = [&] {
       shardc::RealFileSystem fs;

@@ -127,10 +127,44 @@ void print_fsdp(const PlannedParam& p, std::ostream& out) {
             " ranks (chunk; each shard padded to the first chunk, see padded)");
 }
 
-void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {
+// Megatron-Core's linear_qkv is laid out by query group ([groups x (q heads
+// per group + 2) x head_dim, hidden]; attention.py
+// get_query_key_value_tensors): the rows of each group, or 0 when `p` is not
+// such a param (or the model gives no group count).
+std::int64_t query_group_rows(const PlannedParam& p, const Model& model) {
+  const std::string_view name = p.name;
+  const bool qkv = name.ends_with(".linear_qkv.weight") || name.ends_with(".linear_qkv.bias");
+  const auto& groups = model.attributes.num_key_value_heads;
+  if (!qkv || !groups || *groups <= 0 || p.global_shape.empty()) return 0;
+  if (p.global_shape[0] % *groups != 0) return 0;
+  return p.global_shape[0] / *groups;
+}
+
+// "group 3", "groups 0-1", "rows of groups 0-4 (cut)", "none".
+std::string groups_text(const ShardGeom& g, std::int64_t rows) {
+  if (g.local_shape.empty() || g.local_shape[0] == 0) return "none";
+  const std::int64_t start = g.global_offset[0];
+  const std::int64_t end = start + g.local_shape[0];
+  const std::int64_t first = start / rows;
+  const std::int64_t last = (end - 1) / rows;
+  const std::string range = first == last
+                                ? "group " + std::to_string(first)
+                                : "groups " + std::to_string(first) + "-" + std::to_string(last);
+  if (start % rows != 0 || end % rows != 0) return "rows of " + range + " (cut)";
+  return range;
+}
+
+void print_shards(const Plan& plan, const PlannedParam& p, const Model& model, std::ostream& out) {
   const auto shards = enumerate_shards(plan, p);
   out << "  shards: " << shards.size() << " distinct\n";
-  driver::TextTable table({"    ranks", "local shape", "global offset", "padded shape"});
+  const std::int64_t group_rows = query_group_rows(p, model);
+  if (group_rows > 0) {
+    out << "  query groups: " << p.global_shape[0] / group_rows << " of " << group_rows
+        << " rows (Megatron-Core's per-group q|k|v layout)\n";
+  }
+  std::vector<std::string> header = {"    ranks", "local shape", "global offset", "padded shape"};
+  if (group_rows > 0) header.emplace_back("query groups");
+  driver::TextTable table(header);
   for (const ShardClass& c : shards) {
     std::string offset = shape_text(c.geom.global_offset);
     if (!c.geom.boxes.empty()) {
@@ -139,8 +173,12 @@ void print_shards(const Plan& plan, const PlannedParam& p, std::ostream& out) {
         offset +=
             (offset.empty() ? "" : " + ") + shape_text(b.shape) + "@" + shape_text(b.global_offset);
     }
-    table.add_row({"    " + c.ranks.to_string(), shape_text(c.geom.local_shape), offset,
-                   shape_text(c.geom.padded_shape)});
+    std::vector<std::string> row = {"    " + c.ranks.to_string(), shape_text(c.geom.local_shape),
+                                    offset, shape_text(c.geom.padded_shape)};
+    if (group_rows > 0) {
+      row.push_back(c.geom.boxes.empty() ? groups_text(c.geom, group_rows) : "packed parts");
+    }
+    table.add_row(row);
   }
   out << table.render();
 }
@@ -170,8 +208,8 @@ void print_expert_shards(const Plan& plan, const PlannedParam& p, std::int64_t e
   out << table.render();
 }
 
-void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedParam& p,
-                       std::int64_t expert, std::ostream& out) {
+void print_explanation(const Plan& plan, const Recipe& recipe, const Model& model,
+                       const PlannedParam& p, std::int64_t expert, std::ostream& out) {
   out << p.name << "\n";
   field(out, "dtype", std::string(dtype_name(p.dtype)));
   field(out, "global shape", shape_text(p.global_shape));
@@ -213,14 +251,29 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const PlannedPara
           text + "; " + f.source + "; split part by part: `" +
               fused_packed_line(f, p.global_shape.size()) + "`");
   }
-  field(out, "stage", std::to_string(p.stage));
+  if (plan.virtual_stages > 1) {
+    const std::int64_t chunk =
+        static_cast<std::int64_t>(p.virtual_stage) * plan.num_stages + p.stage;
+    std::string text =
+        std::to_string(p.stage) + ", virtual stage " + std::to_string(p.virtual_stage) + " of " +
+        std::to_string(plan.virtual_stages) + ": model chunk " + std::to_string(chunk) + " of " +
+        std::to_string(plan.num_stages * plan.virtual_stages);
+    const auto k = static_cast<std::size_t>(chunk);
+    if (k < plan.model_chunks.size() && plan.model_chunks[k].first_block >= 0) {
+      text += " (layer blocks " + std::to_string(plan.model_chunks[k].first_block) + "-" +
+              std::to_string(plan.model_chunks[k].end_block - 1) + ")";
+    }
+    field(out, "stage", text);
+  } else {
+    field(out, "stage", std::to_string(p.stage));
+  }
   field(out, "alias", alias_text(plan, p));
   print_stacked(plan, p, out);
   print_fsdp(p, out);
   if (expert >= 0) {
     print_expert_shards(plan, p, expert, out);
   } else {
-    print_shards(plan, p, out);
+    print_shards(plan, p, model, out);
   }
 }
 
@@ -272,7 +325,7 @@ ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& ou
     print_unknown(*s.plan, opt.fqn, err);
     return ExitCode::Usage;
   }
-  print_explanation(*s.plan, *s.recipe, *p, expert, out);
+  print_explanation(*s.plan, *s.recipe, *s.model, *p, expert, out);
   return ExitCode::Ok;
 }
 

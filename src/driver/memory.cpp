@@ -35,6 +35,22 @@ void print_assumptions(const Plan& plan, const MemoryReport& m, std::ostream& ou
       << dtype_or(t.master_weights, "none") << ", grad_dtype " << dtype_or(t.grad_dtype, "= param")
       << ", state_dtype " << dtype_or(t.state_dtype, t.master_weights ? "= master" : "= param")
       << "\n";
+  if (plan.zero.stage > 0) {
+    auto group = [&plan](const ZeroGroup& g) {
+      const Mesh& mesh = g.mesh == MeshKind::Expert && plan.expert ? *plan.expert : plan.dense;
+      std::string axes;
+      for (int a : g.axes)
+        axes += (axes.empty() ? "" : " x ") + mesh.axes[static_cast<std::size_t>(a)].name;
+      return std::to_string(g.degree) + " ranks (" + (axes.empty() ? "no axis" : axes) + ")";
+    };
+    out << "zero: stage " << plan.zero.stage << " (training." << t.zero.spelling << "), "
+        << (plan.zero.stage == 1   ? "master weights and optimizer state"
+            : plan.zero.stage == 2 ? "grads, master weights and optimizer state"
+                                   : "params, grads and optimizer state (FSDP)")
+        << " sharded over " << group(plan.zero.dense);
+    if (plan.zero.has_experts) out << "; experts over " << group(plan.zero.expert);
+    out << "\n";
+  }
   if (!m.fsdp2_declared && (m.fsdp_degree > 1 || m.expert_fsdp_degree > 1)) {
     out << "note: no fsdp2_allgather buffer in the recipe: FSDP2 all-gather memory is not "
            "counted (add one with the FSDP units to count it)\n";

@@ -19,6 +19,10 @@ std::optional<SplitRule> parse_split_rule(const Node& n, Reader& r, std::int64_t
 std::optional<std::int64_t> parse_bounded(const Node& n, Reader& r, std::string_view what,
                                           std::int64_t lo, std::int64_t hi);
 std::optional<Pattern> parse_pattern(const Node& n, Reader& r);
+/// One axis name or a list of them, each at most once (E-RECIPE otherwise).
+std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r, std::string_view what);
+/// Where each axis of a one-or-list axis field is written.
+std::vector<SourceLoc> axis_locs(const Node& n, Reader& r);
 /// `{axis: placement, ...}`; null means none. Reports E-PLACEMENT / E-RECIPE.
 std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader& r);
 

@@ -23,6 +23,8 @@ std::optional<std::vector<Pattern>> parse_stage(const Node& n, Reader& r) {
   return out;
 }
 
+}  // namespace
+
 std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
                                                    std::string_view what) {
   std::optional<std::vector<std::string>> axes = r.get_string_list(n, what);
@@ -38,6 +40,16 @@ std::optional<std::vector<std::string>> parse_axes(const Node& n, Reader& r,
   }
   return axes;
 }
+
+// Where each axis of a one-or-list axis field is written.
+std::vector<SourceLoc> axis_locs(const Node& n, Reader& r) {
+  std::vector<SourceLoc> out;
+  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
+  for (const Node& item : nodes) out.push_back(r.loc(item));
+  return out;
+}
+
+namespace {
 
 std::optional<ExpertDim> parse_expert_dim(const Node& n, Reader& r) {
   if (n.is_scalar() && !n.quoted) {
@@ -58,14 +70,6 @@ std::optional<int> parse_fsdp_dim(const Node& n, Reader& r) {
     return std::nullopt;
   }
   return static_cast<int>(*v);
-}
-
-// Where each axis of a one-or-list axis field is written.
-std::vector<SourceLoc> axis_locs(const Node& n, Reader& r) {
-  std::vector<SourceLoc> out;
-  std::span<const Node> nodes = n.is_seq() ? n.items() : std::span<const Node>(&n, 1);
-  for (const Node& item : nodes) out.push_back(r.loc(item));
-  return out;
 }
 
 void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
@@ -184,7 +188,7 @@ TiedSpec parse_tied_spec(const Node& n, Reader& r) {
 
 std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   if (!r.expect_map(n, "`pipeline`")) return std::nullopt;
-  r.check_keys(n, {"axis", "stages"}, "`pipeline`");
+  r.check_keys(n, {"axis", "stages", "virtual_stages"}, "`pipeline`");
   PipelineSpec p;
   p.loc = r.loc(n);
   p.axis = "pp";
@@ -192,6 +196,11 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
   if (const Node* axis = n.find("axis")) {
     p.axis = r.get_string(*axis, "`pipeline.axis`").value_or("pp");
     p.axis_loc = r.loc(*axis);
+  }
+  if (const Node* v = n.find("virtual_stages")) {
+    p.virtual_stages =
+        parse_bounded(*v, r, "`pipeline.virtual_stages`", 1, limits::kMaxVirtualStages).value_or(1);
+    p.virtual_stages_loc = r.loc(*v);
   }
   const Node* stages = n.find("stages");
   if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text() == "auto")) {

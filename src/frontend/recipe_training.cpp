@@ -55,6 +55,95 @@ std::optional<std::int64_t> parse_budget(const Node& n, Reader& r) {
   return std::nullopt;
 }
 
+// `shard` / `expert_shard` of a `zero` or `zero_optimization` mapping.
+void parse_zero_axes(const Node& n, Reader& r, ZeroSpec& z, std::string_view where) {
+  if (const Node* shard = n.find("shard")) {
+    z.shard = parse_axes(*shard, r, std::string(where) + ".shard").value_or(z.shard);
+    z.shard_locs = axis_locs(*shard, r);
+  }
+  if (const Node* es = n.find("expert_shard")) {
+    z.expert_shard =
+        parse_axes(*es, r, std::string(where) + ".expert_shard").value_or(z.expert_shard);
+    z.expert_shard_locs = axis_locs(*es, r);
+  }
+}
+
+std::optional<int> parse_zero_stage(const Node& n, Reader& r, std::string_view what) {
+  if (n.is_scalar() && !n.quoted) {
+    for (const char* text : {"0", "1", "2", "3"}) {
+      if (n.text() == text) return text[0] - '0';
+    }
+  }
+  r.error(n, std::string(what) + " must be 0, 1, 2 or 3, got " + describe(n),
+          "ZeRO stages: 1 shards optimizer state and fp32 master weights over the DP ranks "
+          "(Megatron's distributed optimizer), 2 also the grads, 3 also the params (`fsdp`)");
+  return std::nullopt;
+}
+
+// `zero: 1` or `zero: {stage: 1, shard: [...], expert_shard: [...]}`.
+void parse_zero(const Node& n, Reader& r, ZeroSpec& z) {
+  z.spelling = "zero";
+  z.loc = r.loc(n);
+  if (n.is_map()) {
+    r.check_keys(n, {"stage", "shard", "expert_shard"}, "`training.zero`");
+    if (const Node* st = n.find("stage")) {
+      z.stage = parse_zero_stage(*st, r, "`training.zero.stage`").value_or(0);
+    } else {
+      r.error(n, "`training.zero` needs `stage`", "e.g. `zero: {stage: 1, shard: [dp]}`");
+    }
+    parse_zero_axes(n, r, z, "`training.zero`");
+    return;
+  }
+  z.stage = parse_zero_stage(n, r, "`training.zero`").value_or(0);
+}
+
+// DeepSpeed's spelling: `zero_optimization: {stage: 2}` (ds_config.json).
+void parse_zero_optimization(const Node& n, Reader& r, ZeroSpec& z) {
+  z.spelling = "zero_optimization.stage";
+  z.loc = r.loc(n);
+  if (!r.expect_map(n, "`training.zero_optimization`")) return;
+  r.check_keys(n, {"stage", "shard", "expert_shard"}, "`training.zero_optimization`");
+  if (const Node* st = n.find("stage")) {
+    z.stage = parse_zero_stage(*st, r, "`training.zero_optimization.stage`").value_or(0);
+    z.loc = r.loc(*st);
+  } else {
+    r.error(n, "`training.zero_optimization` needs `stage`",
+            "DeepSpeed's ds_config spelling: `zero_optimization: {stage: 2}`");
+  }
+  parse_zero_axes(n, r, z, "`training.zero_optimization`");
+}
+
+// Megatron's `distributed_optimizer: true` (--use-distributed-optimizer): ZeRO-1.
+void parse_distributed_optimizer(const Node& n, Reader& r, ZeroSpec& z) {
+  z.spelling = "distributed_optimizer";
+  z.loc = r.loc(n);
+  if (std::optional<bool> on = r.get_bool(n, "`training.distributed_optimizer`")) {
+    z.stage = *on ? 1 : 0;
+  }
+}
+
+void parse_zero_spellings(const Node& n, Reader& r, TrainingSpec& t) {
+  const Node* first = nullptr;
+  for (const char* key : {"zero", "distributed_optimizer", "zero_optimization"}) {
+    const Node* v = n.find(key);
+    if (v == nullptr) continue;
+    if (first != nullptr) {
+      r.error(*v,
+              std::string("`training.") + key + "` repeats what `training." + t.zero.spelling +
+                  "` already says",
+              "write one of `zero`, `distributed_optimizer` (Megatron) or "
+              "`zero_optimization.stage` (DeepSpeed)");
+      continue;
+    }
+    first = v;
+    if (std::string_view(key) == "zero") parse_zero(*v, r, t.zero);
+    if (std::string_view(key) == "distributed_optimizer") {
+      parse_distributed_optimizer(*v, r, t.zero);
+    }
+    if (std::string_view(key) == "zero_optimization") parse_zero_optimization(*v, r, t.zero);
+  }
+}
+
 }  // namespace
 
 TrainingSpec parse_training(const Node& n, Reader& r) {
@@ -62,8 +151,11 @@ TrainingSpec parse_training(const Node& n, Reader& r) {
   t.loc = r.loc(n);
   if (n.is_null()) return t;
   if (!r.expect_map(n, "`training`")) return t;
-  r.check_keys(n, {"optimizer", "master_weights", "grad_dtype", "state_dtype", "budget"},
+  r.check_keys(n,
+               {"optimizer", "master_weights", "grad_dtype", "state_dtype", "budget", "zero",
+                "distributed_optimizer", "zero_optimization"},
                "`training`");
+  parse_zero_spellings(n, r, t);
   if (const Node* o = n.find("optimizer"))
     t.optimizer = parse_optimizer(*o, r).value_or(t.optimizer);
   if (const Node* m = n.find("master_weights")) t.master_weights = parse_master(*m, r);

@@ -35,6 +35,28 @@ std::string breakdown(const RankMemory& rm) {
   return s;
 }
 
+// ZeRO-1/2: master weights and optimizer state are already sharded; what
+// stays whole is the params (and under stage 1 the grads).
+std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
+  const int stage = plan.zero.stage;
+  std::string s = "with ZeRO-" + std::to_string(stage) + " (`training." +
+                  plan.training.zero.spelling + "`) over " +
+                  std::to_string(plan.zero.dense.degree) + " DP ranks";
+  if (plan.zero.has_experts) {
+    s += " (experts over " + std::to_string(plan.zero.expert.degree) + ")";
+  }
+  s += " this rank keeps its params (" + gib(rm.of(MemoryKind::Params)) + ")";
+  if (stage == 1) {
+    s += " and grads (" + gib(rm.of(MemoryKind::Grads)) +
+         ") whole: `zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params";
+  } else {
+    s += " whole: `fsdp` (ZeRO-3) shards them too";
+  }
+  return s +
+         "; or more DP ranks for the sharded state, more tp/pp/ep for all of it, fewer optimizer "
+         "bytes (`state_dtype: bfloat16`)";
+}
+
 // The FSDP degree at which the rank's FSDP-scaled state (which shrinks as
 // 1 / degree) fits next to the rest, all-gather buffers kept as they are.
 std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t budget) {
@@ -113,7 +135,8 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
               std::to_string(over.size()) + " of " + std::to_string(plan.world_size) +
               " ranks are over: " + over_text;
   d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + " (activations not counted); " +
-           remedy(m, rm, budget);
+           (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
+                                                         : remedy(m, rm, budget));
   sink.report(std::move(d));
 }
 

@@ -4,12 +4,26 @@
 #include "shardc/memory.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace shardc {
 namespace {
 
-// Columns of the per-class sums.
-enum Column : std::size_t { kParams, kGrads, kMaster, kState, kScaled, kWidth };
+// Columns of the per-class sums. The kZero* columns hold the bytes ZeRO-1/2
+// shards, per group (dense, expert: kZero* + 0 / + 1), divided by the group's
+// degree after the sums (Megatron: each rank keeps 1/dp of every bucket).
+enum Column : std::size_t {
+  kParams,
+  kGrads,
+  kMaster,
+  kState,
+  kScaled,
+  kZeroGrads,         // + group: grads under ZeRO-2
+  kZeroGradCopy = 7,  // + group: fp32 grad copy of the shard (narrower grads)
+  kZeroMaster = 9,    // + group
+  kZeroState = 11,    // + group
+  kWidth = 13,
+};
 
 bool trainable(const PlannedParam& p) { return p.requires_grad; }
 
@@ -93,6 +107,15 @@ ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t) 
   if (t.state_dtype) r.state_dtype = *t.state_dtype;
   r.state_count = state_count(p, t.optimizer);
   r.state_bytes = r.state_count * element_size(r.state_dtype);
+  // ZeRO-1/2 step on an fp32 copy of the shard's grads when they are kept
+  // narrower than the master: Megatron DistributedOptimizer
+  // _copy_model_grads_to_main_grads, `shard_main_param.grad =
+  // shard_model_grad.float()` (a no-op for fp32 grads); DeepSpeed
+  // stage_1_and_2.py, the fp32 `single_grad_partition` of each group.
+  const int stage = t.zero.stage;
+  if ((stage == 1 || stage == 2) && master && r.grad_bytes < r.master_bytes) {
+    r.grad_copy_bytes = r.master_bytes;
+  }
   return r;
 }
 
@@ -101,6 +124,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   fsdp_degrees(plan, m);
   const bool has_fsdp = std::any_of(plan.params.begin(), plan.params.end(),
                                     [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
+  const int zero_stage = plan.zero.stage;
   const std::vector<std::int64_t> sums = rank_sums(
       plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
         const ParamMemoryRule rule = param_memory_rule(p, plan.training);
@@ -111,11 +135,33 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
         const std::int64_t master = local * rule.master_bytes;
         const std::int64_t state = local * rule.state_bytes;
         out[kParams] += params;
-        out[kGrads] += grads;
-        out[kMaster] += master;
-        out[kState] += state;
         if (fsdp_scaled(p, has_fsdp)) out[kScaled] += params + grads + master + state;
+        if (zero_stage != 1 && zero_stage != 2) {
+          out[kGrads] += grads;
+          out[kMaster] += master;
+          out[kState] += state;
+          return;
+        }
+        const std::size_t group = &plan.zero_group_of(p) == &plan.zero.expert ? 1 : 0;
+        out[(zero_stage == 2 ? kZeroGrads + group : kGrads)] += grads;
+        out[kZeroGradCopy + group] += local * rule.grad_copy_bytes;
+        out[kZeroMaster + group] += master;
+        out[kZeroState + group] += state;
       });
+  // ZeRO-1/2: each rank of a group of degree d owns 1/d of the group's
+  // flattened state (ceil: the even share Megatron's and DeepSpeed's padded
+  // buffers give, Megatron's formula 6 + 12/d bytes per param for bf16
+  // params with fp32 grads and Adam; docs "Distributed Optimizer").
+  const std::array<std::int64_t, 2> degree = {std::max<std::int64_t>(1, plan.zero.dense.degree),
+                                              std::max<std::int64_t>(1, plan.zero.expert.degree)};
+  const auto share = [&degree](const std::int64_t* s, std::size_t column) {
+    std::int64_t sum = 0;
+    for (std::size_t group = 0; group < 2; ++group) {
+      const std::int64_t v = s[column + group];
+      sum += (v + degree[group] - 1) / degree[group];
+    }
+    return sum;
+  };
   for (const BufferRankBytes& b : buffer_bytes) {
     if (b.kind == BufferKind::Fsdp2AllGather) m.fsdp2_declared = true;
     if (b.kind == BufferKind::MuonAllGather) m.muon_declared = true;
@@ -127,13 +173,14 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     RankMemory& rm = m.ranks[r];
     const std::int64_t* s = &sums[r * kWidth];
     rm.bytes = {s[kParams],
-                s[kGrads],
-                s[kMaster],
-                s[kState],
+                s[kGrads] + share(s, kZeroGrads) + share(s, kZeroGradCopy),
+                s[kMaster] + share(s, kZeroMaster),
+                s[kState] + share(s, kZeroState),
                 peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
                 peak_of(buffer_bytes, BufferKind::MuonAllGather, r)};
     rm.fsdp_scaled = s[kScaled];
-    rm.total = s[kParams] + s[kGrads] + s[kMaster] + s[kState] +
+    rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
+               rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
                std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
     if (rm.total > m.peak || peak_ranks.empty()) {
       m.peak = rm.total;

@@ -134,11 +134,21 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
                                         ") without cutting a unit"
                                   : what + " is not divisible by " + std::to_string(s.ways) + " (" +
                                         axes_text(s, mesh) + ") under uneven: even";
-          diag.hint = (unit > 1 ? "valid sizes (divisors of " + std::to_string(units) +
-                                      " units): " + divisors_text(units) + "; or "
-                                : std::string("use ")) +
-                      "uneven: chunk (torch.chunk) or balanced" +
-                      (unit > 1 ? " (whole units per rank)" : ", or a divisible mesh size");
+          if (units < s.ways) {
+            // chunk / balanced would leave ranks without a unit (for a head
+            // unit: TP ranks with no attention rows): never offer them.
+            diag.hint = "valid sizes (divisors of " + std::to_string(units) +
+                        (unit > 1 ? " units): " : "): ") + divisors_text(units) + "; " +
+                        std::to_string(units) + " < " + std::to_string(s.ways) +
+                        ", so chunk or balanced would leave " + std::to_string(s.ways - units) +
+                        " ranks with nothing";
+          } else {
+            diag.hint = (unit > 1 ? "valid sizes (divisors of " + std::to_string(units) +
+                                        " units): " + divisors_text(units) + "; or "
+                                  : std::string("use ")) +
+                        "uneven: chunk (torch.chunk) or balanced" +
+                        (unit > 1 ? " (whole units per rank)" : ", or a divisible mesh size");
+          }
           rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
           return;
         }
@@ -214,18 +224,60 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   const std::int64_t count = ((hm->counts & kQ) != 0 ? *heads : 0) +
                              ((hm->counts & kKV) != 0 ? (hm->counts & kQ ? 2 : 1) * kv : 0);
   const std::int64_t extent = p.global_shape[static_cast<std::size_t>(hm->dim)];
-  if (p.unit > 1 && p.uneven != SplitRule::Even && count > 0 && extent % count == 0 &&
-      p.unit % (extent / count) == 0)
+  // Megatron-Core names KV heads "query groups" (num_query_groups); its
+  // linear_qkv holds, per group, the group's q heads then its k and v head.
+  const bool megatron = param_module(p.name, bias) == "linear_qkv";
+  const std::string kv_name = megatron ? " query groups (KV heads)" : " KV heads";
+  std::int64_t g = 0;
+  if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
+  if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
+  if (megatron && (hm->counts & kKV) != 0 && kv > 0 && !p.geometry.parts.empty() &&
+      p.geometry.parts_dim == hm->dim && extent % kv == 0) {
+    // issue 29: `packed` q|k|v blocks (right for Phi-3's qkv_proj) on
+    // Megatron's per-group linear_qkv took rows of groups 0, 4 and 6 on rank 0.
+    Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
+    d.message =
+        p.name + " is packed in " + std::to_string(p.geometry.parts.size()) + " parts on dim " +
+        std::to_string(hm->dim) + " split over tp=" + std::to_string(tp) +
+        ", but Megatron-Core's linear_qkv is laid out by query group (each group's " +
+        std::to_string(*heads / kv) + " q heads, then its k and v head: " + std::to_string(kv) +
+        " groups of " + std::to_string(extent / kv) +
+        " rows; attention.py get_query_key_value_tensors): each part's piece would take "
+        "rows of several groups";
+    d.hint =
+        "drop `packed` and split whole query groups with `unit: " + std::to_string(extent / kv) +
+        "`; valid tp sizes: " + divisors_text(kv);
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":packed");
     return;
+  }
+  const bool whole_units = p.unit > 1 && p.uneven != SplitRule::Even && count > 0 &&
+                           extent % count == 0 && p.unit % (extent / count) == 0;
+  if (whole_units) {
+    // chunk / balanced / pad split whole units; fewer units than tp ranks
+    // leave ranks with no head at all (issue 29: `uneven: balanced` at tp 16
+    // with 8 query groups planned 8 TP ranks without attention rows).
+    const std::int64_t units = extent / p.unit;
+    if (units >= tp) return;
+    Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
+    const std::string unit_name =
+        megatron && (hm->counts & kKV) != 0 && kv > 0 && p.unit * kv == extent
+            ? " query groups"
+            : " units of " + std::to_string(p.unit) + " rows";
+    d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
+                " over tp=" + std::to_string(tp) + " in whole units, but it has only " +
+                std::to_string(units) + unit_name + ": " + std::to_string(tp - units) + " of " +
+                std::to_string(tp) + " tp ranks would hold no attention rows";
+    d.hint = "valid tp sizes: " + divisors_text(std::gcd(g, units)) +
+             (megatron ? " (Megatron-Core requires num_query_groups % tp == 0)" : "");
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":units");
+    return;
+  }
   const bool q_fails = (hm->counts & kQ) != 0 && *heads % tp != 0;
   const bool kv_fails = (hm->counts & kKV) != 0 && kv % tp != 0;
   if (!q_fails && !kv_fails) return;
   std::string what;
   if (q_fails) what = std::to_string(*heads) + " attention heads";
-  if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + " KV heads";
-  std::int64_t g = 0;
-  if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
-  if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
+  if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + kv_name;
   Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
   d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
               " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +

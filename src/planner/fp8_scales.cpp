@@ -303,6 +303,7 @@ void follow_fp8_weights(std::vector<PlannedParam>& params, const Model& model, c
     s.uneven = w.uneven;
     s.pad_multiple = w.pad_multiple;
     s.stage = w.stage;
+    s.virtual_stage = w.virtual_stage;
     s.placements = w.placements;
   }
   rep.flush(sink);

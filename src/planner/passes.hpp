@@ -104,6 +104,11 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
 void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
                    DiagnosticSink& sink);
 
+/// zero.cpp: `training.zero` resolved into plan.zero (the dense and expert
+/// data-parallel groups the optimizer state is sharded over). E-ZERO.
+void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
+                  DiagnosticSink& sink);
+
 /// tied.cpp (contract §5.5): sets alias_of and plan.tie_sync. E-TIED.
 void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& model,
                   const Recipe& recipe, DiagnosticSink& sink);

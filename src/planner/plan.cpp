@@ -24,6 +24,22 @@ int Plan::stage_of_rank(std::int64_t rank) const {
   return static_cast<int>(mesh_coords(dense, rank)[static_cast<std::size_t>(pipeline_axis)]);
 }
 
+const ZeroGroup& Plan::zero_group_of(const PlannedParam& p) const {
+  const bool expert_class = p.mesh == MeshKind::Expert || !p.stacked_from.empty();
+  return expert_class ? zero.expert : zero.dense;
+}
+
+std::int64_t Plan::zero_index(const ZeroGroup& g, std::int64_t rank) const {
+  const Mesh& mesh = g.mesh == MeshKind::Expert && expert ? *expert : dense;
+  const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
+  std::int64_t index = 0;
+  for (int a : g.axes) {
+    const auto i = static_cast<std::size_t>(a);
+    index = index * mesh.axes[i].size + c[i];
+  }
+  return index;
+}
+
 bool Plan::holds(std::int64_t rank, const PlannedParam& p) const {
   return pipeline_axis < 0 || stage_of_rank(rank) == p.stage;
 }

@@ -1,7 +1,13 @@
 // Pipeline stages (contract §5.6, §5.8): `auto` splits the layer blocks as
 // evenly as possible (extra blocks to earlier stages; non-layer params
 // before the first layer on stage 0, all others on the last), or explicit
-// glob lists, one per stage.
+// glob lists, one per stage. With `virtual_stages: v` (Megatron's
+// interleaved schedule) the unit is the model chunk: stages x v of them in
+// model order, chunk k on stage k % stages as its virtual stage k / stages
+// (megatron/core/transformer/transformer_layer.py
+// get_transformer_layer_offset: offset = vp_stage x L / vp + pp_rank x
+// L / (pp x vp)); W-PIPELINE-SPLIT when the chunks are unequal where
+// Megatron would refuse them.
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -34,8 +40,66 @@ std::string block_key(std::string_view fqn) {
   return {};
 }
 
-void auto_stages(std::vector<PlannedParam>& params, int stages, const PipelineSpec& spec,
+// "14/14/13/13/13/13": layer blocks per model chunk (at most 16 listed).
+std::string chunk_sizes_text(std::int64_t blocks, std::int64_t chunks) {
+  std::string t;
+  for (std::int64_t k = 0; k < chunks && k < 16; ++k)
+    t += (k > 0 ? "/" : "") + std::to_string(blocks / chunks + (k < blocks % chunks ? 1 : 0));
+  if (chunks > 16) t += "/...";
+  return t;
+}
+
+// True when the model uses Megatron-Core's names (GPTModel's decoder.layers.N).
+bool megatron_names(const std::vector<PlannedParam>& params) {
+  for (const PlannedParam& p : params)
+    if (p.name.rfind("decoder.layers.", 0) == 0) return true;
+  return false;
+}
+
+// W-PIPELINE-SPLIT: Megatron-Core cuts num_layers into pp x vp equal chunks
+// and refuses a remainder unless told where it goes (transformer_config.py
+// __post_init__: num_layers_in_first/last_pipeline_stage,
+// account_for_embedding/loss_in_pipeline_split, pipeline_model_parallel_layout).
+void warn_uneven_chunks(std::int64_t blocks, int stages, std::int64_t virtual_stages,
+                        const PipelineSpec& spec, DiagnosticSink& sink) {
+  const std::int64_t chunks = stages * virtual_stages;
+  Diagnostic d;
+  d.code = DiagCode::WPipelineSplit;
+  d.severity = Severity::Warning;
+  d.loc =
+      virtual_stages > 1 && spec.virtual_stages_loc.line > 0 ? spec.virtual_stages_loc : spec.loc;
+  d.message = "stages: auto cuts " + std::to_string(blocks) + " layer blocks into " +
+              std::to_string(chunks) + " model chunks (" + std::to_string(stages) + " stages" +
+              (virtual_stages > 1 ? " x " + std::to_string(virtual_stages) + " virtual stages"
+                                  : std::string()) +
+              ") of unequal sizes: " + chunk_sizes_text(blocks, chunks) +
+              "; Megatron-Core needs num_layers divisible by pp" +
+              (virtual_stages > 1 ? " x vp" : "") + " unless told where the rest goes";
+  std::string sizes;
+  for (std::int64_t k = 1; k <= blocks && k <= 1024; ++k) {
+    if (blocks % (k * virtual_stages) == 0)
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(k);
+  }
+  d.hint = "pp sizes that divide " + std::to_string(blocks) + " layers" +
+           (virtual_stages > 1 ? " with vp " + std::to_string(virtual_stages) : std::string()) +
+           ": " + (sizes.empty() ? "none" : sizes) +
+           "; or Megatron's num_layers_in_first_pipeline_stage / "
+           "num_layers_in_last_pipeline_stage, account_for_embedding_in_pipeline_split / "
+           "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout (write its "
+           "layout as explicit `stages`)";
+  sink.report(std::move(d));
+}
+
+// Chunk k (model order) runs on stage k % stages as virtual stage k / stages.
+void set_chunk(PlannedParam& p, std::int64_t chunk, int stages) {
+  p.stage = static_cast<int>(chunk % stages);
+  p.virtual_stage = static_cast<int>(chunk / stages);
+}
+
+void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSpec& spec,
                  DiagnosticSink& sink) {
+  const int stages = plan.num_stages;
+  const std::int64_t chunks = stages * spec.virtual_stages;
   std::unordered_map<std::string, std::int64_t> block_index;
   std::vector<std::int64_t> block_of(params.size(), -1);
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -46,45 +110,79 @@ void auto_stages(std::vector<PlannedParam>& params, int stages, const PipelineSp
     block_of[i] = it->second;
   }
   const auto blocks = static_cast<std::int64_t>(block_index.size());
-  if (blocks < stages) {
+  if (blocks < chunks) {
+    const std::string what = spec.virtual_stages > 1
+                                 ? std::to_string(chunks) + " model chunks (" +
+                                       std::to_string(stages) + " stages x " +
+                                       std::to_string(spec.virtual_stages) + " virtual stages)"
+                                 : std::to_string(stages) + " pipeline stages";
     sink.error(DiagCode::EPipeline, spec.loc,
-               "stages: auto found " + std::to_string(blocks) + " layer blocks for " +
-                   std::to_string(stages) + " pipeline stages",
+               "stages: auto found " + std::to_string(blocks) + " layer blocks for " + what,
                "use fewer stages, or list the stages explicitly");
     return;
   }
-  // Stage s gets q + (s < r) blocks.
-  const std::int64_t q = blocks / stages;
-  const std::int64_t r = blocks % stages;
-  auto stage_of_block = [&](std::int64_t b) {
+  if (blocks % chunks != 0 && (spec.virtual_stages > 1 || megatron_names(params))) {
+    warn_uneven_chunks(blocks, stages, spec.virtual_stages, spec, sink);
+  }
+  // Chunk c gets q + (c < r) blocks.
+  const std::int64_t q = blocks / chunks;
+  const std::int64_t r = blocks % chunks;
+  auto chunk_of_block = [&](std::int64_t b) {
     const std::int64_t big = r * (q + 1);
-    return static_cast<int>(b < big ? b / (q + 1) : r + (b - big) / q);
+    return b < big ? b / (q + 1) : r + (b - big) / q;
   };
+  if (spec.virtual_stages > 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      ModelChunk mc;
+      mc.stage = static_cast<int>(c % stages);
+      mc.virtual_stage = static_cast<int>(c / stages);
+      mc.first_block = c < r ? c * (q + 1) : r * (q + 1) + (c - r) * q;
+      mc.end_block = mc.first_block + q + (c < r ? 1 : 0);
+      plan.model_chunks.push_back(mc);
+    }
+  }
   bool seen_layer = false;
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (block_of[i] >= 0) {
       seen_layer = true;
-      params[i].stage = stage_of_block(block_of[i]);
+      set_chunk(params[i], chunk_of_block(block_of[i]), stages);
     } else {
-      params[i].stage = seen_layer ? stages - 1 : 0;
+      set_chunk(params[i], seen_layer ? chunks - 1 : 0, stages);
     }
   }
 }
 
-void explicit_stages(std::vector<PlannedParam>& params, int stages, const PipelineSpec& spec,
+void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSpec& spec,
                      DiagnosticSink& sink) {
-  if (static_cast<int>(spec.stages.size()) != stages) {
+  const int stages = plan.num_stages;
+  const std::int64_t chunks = stages * spec.virtual_stages;
+  if (static_cast<std::int64_t>(spec.stages.size()) != chunks) {
     sink.error(DiagCode::EPipeline, spec.loc,
                "pipeline lists " + std::to_string(spec.stages.size()) + " stages but axis '" +
-                   spec.axis + "' has size " + std::to_string(stages),
-               "list one glob list per stage, or use stages: auto");
+                   spec.axis + "' has size " + std::to_string(stages) +
+                   (spec.virtual_stages > 1
+                        ? " and virtual_stages is " + std::to_string(spec.virtual_stages) + " (" +
+                              std::to_string(chunks) + " model chunks)"
+                        : std::string()),
+               spec.virtual_stages > 1
+                   ? "with virtual_stages list one glob list per model chunk, in model order "
+                     "(chunk k runs on stage k % pp), or use stages: auto"
+                   : "list one glob list per stage, or use stages: auto");
     return;
+  }
+  if (spec.virtual_stages > 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      ModelChunk mc;
+      mc.stage = static_cast<int>(c % stages);
+      mc.virtual_stage = static_cast<int>(c / stages);
+      plan.model_chunks.push_back(mc);
+    }
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {
     if (p.scale_of) continue;  // an FP8 scale takes its weight's stage (fp8_scales.cpp)
-    std::vector<int> hits;
-    for (int s = 0; s < stages; ++s) {
+    std::vector<std::int64_t> hits;
+    for (std::int64_t s = 0; s < chunks; ++s) {
       for (const Pattern& pat : spec.stages[static_cast<std::size_t>(s)]) {
         if (!pat.match(p.name)) continue;
         hits.push_back(s);
@@ -92,11 +190,11 @@ void explicit_stages(std::vector<PlannedParam>& params, int stages, const Pipeli
       }
     }
     if (hits.size() == 1) {
-      p.stage = hits.front();
+      set_chunk(p, hits.front(), stages);
       continue;
     }
     std::string list;
-    for (int s : hits) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    for (std::int64_t s : hits) list += (list.empty() ? "" : ", ") + std::to_string(s);
     Diagnostic d;
     d.code = DiagCode::EPipeline;
     d.loc = spec.loc;
@@ -104,7 +202,7 @@ void explicit_stages(std::vector<PlannedParam>& params, int stages, const Pipeli
     d.message = hits.empty() ? p.name + " is in no pipeline stage"
                              : p.name + " is in pipeline stages " + list;
     d.hint = "every parameter must match the globs of exactly one of the " +
-             std::to_string(stages) + " stage lists under pipeline.stages";
+             std::to_string(chunks) + " stage lists under pipeline.stages";
     rep.add(std::move(d), hits.empty() ? "none" : "many");
   }
   rep.flush(sink);
@@ -152,11 +250,12 @@ void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& 
   }
   plan.pipeline_axis = axis;
   plan.num_stages = static_cast<int>(plan.dense.axes[static_cast<std::size_t>(axis)].size);
+  plan.virtual_stages = static_cast<int>(spec.virtual_stages);
   check_expert_pp(plan, spec, sink);
   if (spec.auto_stages)
-    auto_stages(params, plan.num_stages, spec, sink);
+    auto_stages(params, plan, spec, sink);
   else
-    explicit_stages(params, plan.num_stages, spec, sink);
+    explicit_stages(params, plan, spec, sink);
 }
 
 }  // namespace shardc::passes

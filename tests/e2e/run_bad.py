@@ -6,7 +6,7 @@
 
 Each folder holds a model file, a recipe file and `expect.json`:
 
-    {"command": "validate", "exit": 1 | 2, "codes": ["E-..."],
+    {"command": "validate" | "compile", "exit": 1 | 2, "codes": ["E-..."],
      "file": "model" | "recipe", "line": N, "column": N,        # optional location
      "model": "model.json", "recipe": "recipe.yaml",             # optional file names
      "args": ["--strict"],                                       # optional extra arguments
@@ -194,7 +194,7 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
     problems: list[str] = []
     expect = json.loads((folder / "expect.json").read_text(encoding="utf-8"))
     command = expect.get("command", "validate")
-    if command not in ("validate", "reshard"):
+    if command not in ("validate", "compile", "reshard"):
         return [f"unsupported command {command!r}"]
     with tempfile.TemporaryDirectory(prefix="shardc-bad-") as tmp_name:
         tmp = Path(tmp_name)
@@ -202,9 +202,12 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
                  "recipe": folder / expect.get("recipe", "recipe.yaml")}
         if "generate" in expect:
             paths.update(generate(expect["generate"], folder, tmp, expect))
-        if command == "validate":
-            cmd = [shardc, "validate", str(paths["model"]), str(paths["recipe"]), "--format",
+        out_dir = tmp / "out"
+        if command in ("validate", "compile"):
+            cmd = [shardc, command, str(paths["model"]), str(paths["recipe"]), "--format",
                    "json"] + expect.get("args", [])
+            if command == "compile":  # a refused compile writes nothing
+                cmd += ["-o", str(out_dir)]
         else:  # reshard: `inputs` are 2 plans or MODEL_A RECIPE_A MODEL_B RECIPE_B
             inputs = [folder / name for name in expect["inputs"]]
             paths.update({name: folder / name for name in expect["inputs"]})
@@ -212,6 +215,9 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
                 "--diag-format", "json"] + expect.get("args", [])
         limit = timeout * (5 if sanitizer else 1)
         code, stdout, stderr, seconds, rss_kib = run_limited(cmd, limit)
+        wrote = (out_dir / "plan.json").exists() or (out_dir / "manifest.json").exists()
+        if command == "compile" and code != 0 and wrote:
+            problems.append(f"compile exited {code} but wrote {out_dir}")
     rss_mb = rss_kib / 1024
     print(f"  {folder.name}: exit {code}, {seconds:.2f} s, peak RSS {rss_mb:.0f} MB")
     if code is None:
@@ -224,6 +230,8 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
         problems.append(f"exit {code}, expected {expect['exit']}")
     if "max_rss_mb" in expect and not sanitizer and rss_mb > expect["max_rss_mb"]:
         problems.append(f"peak RSS {rss_mb:.0f} MB over the limit {expect['max_rss_mb']} MB")
+    if command == "compile":  # compile prints its summary on stdout, diagnostics on stderr
+        stdout = stderr
     try:
         diags = json.loads(stdout)
     except json.JSONDecodeError as e:

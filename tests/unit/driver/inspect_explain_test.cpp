@@ -75,3 +75,36 @@ TEST_CASE("edit distance and suggestions") {
   CHECK(driver::closest_names("norm", names) == std::vector<std::string>{"model.norm.weight"});
   CHECK(driver::closest_names("lm_haed.weight", names).front() == "lm_head.weight");
 }
+
+// issue 29: `explain linear_qkv` showed rows, not Megatron's query groups; with
+// virtual stages it names the model chunk.
+TEST_CASE_FIXTURE(test::DriverFixture,
+                  "explain a Megatron linear_qkv: query groups and model chunk") {
+  fs.files["m.yaml"] =
+      "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
+      "attributes: {num_attention_heads: 8, num_key_value_heads: 4}\n"
+      "params:\n"
+      "  - repeat: {i: [0, 4]}\n"
+      "    params:\n"
+      "      - {name: 'decoder.layers.{i}.self_attention.linear_qkv.weight', shape: [64, 16]}\n";
+  fs.files["r.yaml"] =
+      "mesh: [{name: pp, size: 2}, {name: tp, size: 2}]\n"
+      "pipeline: {axis: pp, virtual_stages: 2}\n"
+      "rules:\n"
+      "  - match: '**.linear_qkv.weight'\n"
+      "    placements: {tp: Shard(0)}\n"
+      "    unit: 16\n";
+  ExplainOptions o;
+  o.common = common();
+  o.fqn = "decoder.layers.2.self_attention.linear_qkv.weight";
+  CHECK(run_explain(o, fs, out, err) == ExitCode::Ok);
+  const std::string s = out.str();
+  CAPTURE(s);
+  // 4 groups of (2 q heads + k + v) x 4 rows = 16 rows; tp 2: groups 0-1 and 2-3.
+  CHECK(s.find("query groups: 4 of 16 rows") != std::string::npos);
+  CHECK(s.find("groups 0-1") != std::string::npos);
+  CHECK(s.find("groups 2-3") != std::string::npos);
+  // 4 layers, pp 2 x vp 2: layer 2 is model chunk 2 = stage 0, virtual stage 1.
+  CHECK(s.find("stage:         0, virtual stage 1 of 2: model chunk 2 of 4 (layer blocks 2-2)") !=
+        std::string::npos);
+}

@@ -1,0 +1,190 @@
+// Optimizer-state sharding (`training.zero`, `distributed_optimizer`,
+// `zero_optimization.stage`; include/shardc/recipe.hpp ZeroSpec): resolves
+// the data-parallel groups the fp32 master weights and optimizer state (and
+// under ZeRO-2 the grads) are sharded over.
+//
+// Two groups, as Megatron-Core builds them (parallel_state.py: the data
+// parallel group for dense params, the expert data parallel group for
+// experts; DistributedDataParallel puts expert params in their own buffers,
+// distributed_data_parallel.py `expert_parallel_buffers`):
+//  * dense: the dense mesh's axes but the pipeline axis on which no
+//    non-expert param is sharded (TP, CP-like axes shard something; the
+//    DP axes, and an `ep` axis of the dense mesh, shard nothing dense);
+//  * expert: the experts' mesh (the expert mesh, else the dense mesh) axes
+//    but the pipeline axis on which no stacked expert is sharded (EP and
+//    expert TP shard them; expert DP does not).
+// `shard` / `expert_shard` name the axes instead; each must exist, not be
+// the pipeline axis and shard no param of its group (E-ZERO).
+// Stage 3 is FSDP: it needs the `fsdp` section, whose axes it records;
+// stages 1 and 2 beside `fsdp` are refused (FSDP already shards all three).
+#include <string>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+bool expert_class(const PlannedParam& p) {
+  return p.mesh == MeshKind::Expert || !p.stacked_from.empty();
+}
+
+// True when some param of the class sits on `mesh_kind` and is sharded on axis `a`.
+bool axis_shards_class(const std::vector<PlannedParam>& params, bool experts, MeshKind mesh_kind,
+                       int a) {
+  for (const PlannedParam& p : params) {
+    if (expert_class(p) != experts || p.mesh != mesh_kind) continue;
+    const auto i = static_cast<std::size_t>(a);
+    if (i < p.placements.size() && p.placements[i].kind != ResolvedPlacement::Kind::Replicate)
+      return true;
+  }
+  return false;
+}
+
+std::string axis_names(const Mesh& mesh) {
+  std::string s;
+  for (const MeshAxis& a : mesh.axes)
+    s += (s.empty() ? "" : ", ") + a.name + " (" + std::to_string(a.size) + ")";
+  return s;
+}
+
+// The section's key as written: `training.zero`, `training.zero_optimization`.
+std::string section_of(const ZeroSpec& spec) {
+  return spec.spelling == "zero_optimization.stage" ? "training.zero_optimization"
+                                                    : "training." + spec.spelling;
+}
+
+// "training.zero stage 2", "training.zero_optimization.stage 2",
+// "training.distributed_optimizer (ZeRO-1)".
+std::string stage_label(const ZeroSpec& spec) {
+  if (spec.spelling == "distributed_optimizer") return "training.distributed_optimizer (ZeRO-1)";
+  const std::string n = std::to_string(spec.stage);
+  if (spec.spelling == "zero_optimization.stage") return "training.zero_optimization.stage " + n;
+  return "training.zero stage " + n;
+}
+
+struct GroupInput {
+  bool experts = false;
+  MeshKind mesh_kind = MeshKind::Dense;
+  const Mesh* mesh = nullptr;
+  int pipeline_axis = -1;
+  const std::vector<std::string>* names = nullptr;
+  const std::vector<SourceLoc>* locs = nullptr;
+  const char* field = "shard";
+};
+
+ZeroGroup resolve_group(const std::vector<PlannedParam>& params, const GroupInput& in,
+                        const ZeroSpec& spec, DiagnosticSink& sink) {
+  ZeroGroup g;
+  g.mesh = in.mesh_kind;
+  const Mesh& mesh = *in.mesh;
+  const char* what = in.experts ? "stacked expert" : "dense param";
+  if (in.names->empty()) {
+    for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
+      const int a = static_cast<int>(i);
+      if (a == in.pipeline_axis) continue;
+      if (axis_shards_class(params, in.experts, in.mesh_kind, a)) continue;
+      g.axes.push_back(a);
+      g.degree *= mesh.axes[i].size;
+    }
+    return g;
+  }
+  const std::string field = section_of(spec) + "." + in.field;
+  for (std::size_t k = 0; k < in.names->size(); ++k) {
+    const std::string& name = (*in.names)[k];
+    const SourceLoc loc = k < in.locs->size() && (*in.locs)[k].line > 0 ? (*in.locs)[k] : spec.loc;
+    const int a = mesh.find(name);
+    if (a < 0) {
+      sink.error(DiagCode::EZero, loc,
+                 field + " names axis '" + name + "' but the " +
+                     (in.mesh_kind == MeshKind::Expert ? "expert_mesh" : "mesh") +
+                     " has no such axis",
+                 "axes of that mesh: " + axis_names(mesh));
+      continue;
+    }
+    if (a == in.pipeline_axis) {
+      sink.error(DiagCode::EZero, loc,
+                 field + " names the pipeline axis '" + name +
+                     "': pipeline stages hold different params, they cannot share one "
+                     "optimizer shard",
+                 "list the data-parallel axes only");
+      continue;
+    }
+    if (axis_shards_class(params, in.experts, in.mesh_kind, a)) {
+      sink.error(DiagCode::EZero, loc,
+                 field + " names axis '" + name + "', which shards a " + what +
+                     ": its ranks hold different pieces, not data-parallel copies",
+                 "list the axes every " + std::string(what) +
+                     " is replicated on (or omit the list: it is inferred)");
+      continue;
+    }
+    g.axes.push_back(a);
+    g.degree *= mesh.axes[static_cast<std::size_t>(a)].size;
+  }
+  return g;
+}
+
+// Stage 3 records the FSDP axes (memory is FSDP's: nothing more is sharded).
+ZeroGroup fsdp_group(const Mesh& mesh, MeshKind kind, const std::vector<std::string>& names) {
+  ZeroGroup g;
+  g.mesh = kind;
+  for (const std::string& n : names) {
+    const int a = mesh.find(n);
+    if (a < 0) continue;  // E-AXIS from apply_fsdp
+    g.axes.push_back(a);
+    g.degree *= mesh.axes[static_cast<std::size_t>(a)].size;
+  }
+  return g;
+}
+
+}  // namespace
+
+void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
+                  DiagnosticSink& sink) {
+  const ZeroSpec& spec = recipe.training.zero;
+  plan.zero = ZeroPlan{};
+  if (spec.stage == 0) return;
+  plan.zero.stage = spec.stage;
+  for (const PlannedParam& p : params) plan.zero.has_experts |= expert_class(p);
+  const std::string name = stage_label(spec);
+  if (spec.stage == 3) {
+    if (!recipe.fsdp) {
+      sink.error(DiagCode::EZero, spec.loc,
+                 name +
+                     " shards the params too: that is FSDP, and the recipe has no `fsdp` "
+                     "section",
+                 "add `fsdp: {shard: [dp]}` (the DP axes; `expert_shard` for stacked experts), "
+                 "or use stage 1 (optimizer state) or 2 (also grads)");
+      return;
+    }
+    plan.zero.dense = fsdp_group(plan.dense, MeshKind::Dense, recipe.fsdp->shard);
+    plan.zero.expert = plan.expert
+                           ? fsdp_group(*plan.expert, MeshKind::Expert, recipe.fsdp->expert_shard)
+                           : fsdp_group(plan.dense, MeshKind::Dense, recipe.fsdp->expert_shard);
+    return;
+  }
+  if (recipe.fsdp) {
+    sink.error(DiagCode::EZero, spec.loc,
+               name +
+                   " beside `fsdp`: FSDP already shards params, grads and optimizer state "
+                   "(ZeRO-3)",
+               "drop `fsdp` for ZeRO-" + std::to_string(spec.stage) +
+                   " (replicated params), or drop the stage and keep FSDP");
+    return;
+  }
+  GroupInput dense{false,       MeshKind::Dense,  &plan.dense, plan.pipeline_axis,
+                   &spec.shard, &spec.shard_locs, "shard"};
+  plan.zero.dense = resolve_group(params, dense, spec, sink);
+  GroupInput expert = dense;
+  expert.experts = true;
+  expert.names = &spec.expert_shard;
+  expert.locs = &spec.expert_shard_locs;
+  expert.field = "expert_shard";
+  if (plan.expert) {
+    expert.mesh_kind = MeshKind::Expert;
+    expert.mesh = &*plan.expert;
+    expert.pipeline_axis = plan.expert_pipeline_axis;
+  }
+  plan.zero.expert = resolve_group(params, expert, spec, sink);
+}
+
+}  // namespace shardc::passes

@@ -1,0 +1,232 @@
+// Megatron-Core users (issue 29): messages in Megatron's words (query groups)
+// and hints that never lead to a plan a check would then skip.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "shardc/frontend.hpp"
+#include "shardc/planner.hpp"
+
+using namespace shardc;
+
+namespace {
+
+std::string slurp(const std::string& rel) {
+  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<Diagnostic> diagnostics(const std::string& folder) {
+  DiagnosticSink sink;
+  const std::string model = folder + "/model.yaml";
+  auto m = parse_model({model, slurp(model)}, sink);
+  auto r = parse_recipe({"recipe.yaml", slurp(folder + "/recipe.yaml")}, sink);
+  REQUIRE(m);
+  REQUIRE(r);
+  (void)build_plan(*m, *r, sink);
+  return sink.items();
+}
+
+const Diagnostic* find(const std::vector<Diagnostic>& ds, DiagCode code) {
+  for (const Diagnostic& d : ds)
+    if (d.code == code) return &d;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("linear_qkv over tp 16 with 8 query groups: Megatron's words, no misleading hint") {
+  const auto ds = diagnostics("tests/bad/heads_megatron_tp16_even_hint");
+  const Diagnostic* even = find(ds, DiagCode::EEven);
+  REQUIRE(even != nullptr);
+  CHECK(even->hint.find("balanced (whole units per rank)") == std::string::npos);
+  CHECK(even->hint.find("would leave 8 ranks with nothing") != std::string::npos);
+  const Diagnostic* heads = find(ds, DiagCode::EHeads);
+  REQUIRE(heads != nullptr);
+  CHECK(heads->message.find("its 8 query groups (KV heads) do not divide by 16") !=
+        std::string::npos);
+}
+
+TEST_CASE("following the old hint (uneven: balanced) is refused, not planned with empty ranks") {
+  const auto ds = diagnostics("tests/bad/heads_megatron_tp16_balanced");
+  const Diagnostic* heads = find(ds, DiagCode::EHeads);
+  REQUIRE(heads != nullptr);
+  CHECK(heads->message.find("only 8 query groups: 8 of 16 tp ranks would hold no attention rows") !=
+        std::string::npos);
+  CHECK(heads->hint.find("num_query_groups % tp == 0") != std::string::npos);
+}
+
+TEST_CASE("a Hugging Face k_proj keeps saying KV heads") {
+  DiagnosticSink sink;
+  auto m = parse_model({"m.yaml",
+                        "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
+                        "attributes: {num_attention_heads: 8, num_key_value_heads: 2}\n"
+                        "params:\n  - {name: a.k_proj.weight, shape: [256, 64]}\n"},
+                       sink);
+  auto r = parse_recipe({"r.yaml",
+                         "mesh: [{name: tp, size: 4}]\n"
+                         "rules: [{match: '**', placements: {tp: Shard(0)}}]\n"},
+                        sink);
+  REQUIRE(m);
+  REQUIRE(r);
+  (void)build_plan(*m, *r, sink);
+  const Diagnostic* heads = find(sink.items(), DiagCode::EHeads);
+  REQUIRE(heads != nullptr);
+  CHECK(heads->message.find("2 KV heads do not divide") != std::string::npos);
+  CHECK(heads->message.find("query groups") == std::string::npos);
+}
+
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+struct Planned {
+  DiagnosticSink sink;
+  std::optional<Plan> plan;
+};
+
+void plan_into(Planned& out, const std::string& model_path, const std::string& recipe_text) {
+  auto m = parse_model({model_path, slurp(model_path)}, out.sink);
+  auto r = parse_recipe({"recipe.yaml", recipe_text}, out.sink);
+  REQUIRE(m);
+  REQUIRE(r);
+  out.plan = build_plan(*m, *r, out.sink);
+}
+
+const PlannedParam& param(const Plan& plan, const std::string& name) {
+  for (const PlannedParam& p : plan.params)
+    if (p.name == name) return p;
+  FAIL("no param " << name);
+  return plan.params.front();
+}
+
+const std::string kModel = "plans/megatron-llama-3-70b.model.yaml";
+const std::string kRecipe = "plans/megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml";
+
+// The recipe with `virtual_stages: v` (or none for v = 0).
+std::string with_virtual(int v, const std::string& pp = "8") {
+  std::string r =
+      replace_all(slurp(kRecipe), "virtual_stages: 5", "virtual_stages: " + std::to_string(v));
+  if (v == 0) r = replace_all(r, ", virtual_stages: 0", "");
+  return replace_all(r, "{name: pp, size: 8}", "{name: pp, size: " + pp + "}");
+}
+
+int count(const DiagnosticSink& sink, DiagCode code) {
+  int n = 0;
+  for (const Diagnostic& d : sink.items()) n += d.code == code ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// Megatron-Core's interleaved schedule (transformer_layer.py
+// get_transformer_layer_offset): with L layers, pp P and vp V, pipeline rank p
+// runs V model chunks of L / (P V) layers; chunk vp_stage starts at layer
+// vp_stage * L / V + p * L / (P V).
+TEST_CASE("virtual_stages: Megatron's round-robin model chunks, layer by layer") {
+  Planned pl;
+  plan_into(pl, kModel, with_virtual(5));
+  REQUIRE(pl.plan);
+  const Plan& plan = *pl.plan;
+  CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 0);
+  CHECK(plan.virtual_stages == 5);
+  REQUIRE(plan.model_chunks.size() == 40);
+  const int layers = 80;
+  const int pp = 8;
+  const int vp = 5;
+  for (int vp_stage = 0; vp_stage < vp; ++vp_stage) {
+    for (int rank = 0; rank < pp; ++rank) {
+      const int offset = vp_stage * (layers / vp) + rank * (layers / (pp * vp));
+      for (int l = offset; l < offset + layers / (pp * vp); ++l) {
+        CAPTURE(l);
+        const PlannedParam& p = param(
+            plan, "decoder.layers." + std::to_string(l) + ".self_attention.linear_qkv.weight");
+        CHECK(p.stage == rank);
+        CHECK(p.virtual_stage == vp_stage);
+      }
+      const ModelChunk& c = plan.model_chunks[static_cast<std::size_t>(vp_stage * pp + rank)];
+      CHECK(c.stage == rank);
+      CHECK(c.virtual_stage == vp_stage);
+      CHECK(c.first_block == offset);
+      CHECK(c.end_block == offset + 2);
+    }
+  }
+  // The embedding runs in the first model chunk, the final norm and output layer in the last.
+  CHECK(param(plan, "embedding.word_embeddings.weight").stage == 0);
+  CHECK(param(plan, "embedding.word_embeddings.weight").virtual_stage == 0);
+  CHECK(param(plan, "output_layer.weight").stage == 7);
+  CHECK(param(plan, "output_layer.weight").virtual_stage == 4);
+  CHECK(param(plan, "decoder.final_layernorm.weight").virtual_stage == 4);
+}
+
+TEST_CASE("W-PIPELINE-SPLIT: chunks Megatron would refuse, named with its options") {
+  {
+    // pp 6 over 80 layers: 14/14/13/13/13/13 (issue 29).
+    std::string recipe = replace_all(with_virtual(0, "6"), "world_size: 512", "world_size: 384");
+    Planned six;
+    plan_into(six, kModel, recipe);
+    REQUIRE(count(six.sink, DiagCode::WPipelineSplit) == 1);
+    for (const Diagnostic& d : six.sink.items()) {
+      if (d.code != DiagCode::WPipelineSplit) continue;
+      CHECK(d.message.find("80 layer blocks into 6 model chunks (6 stages) of unequal sizes: "
+                           "14/14/13/13/13/13") != std::string::npos);
+      CHECK(d.hint.find("pp sizes that divide 80 layers: 1, 2, 4, 5, 8, 10, 16, 20, 40, 80") == 0);
+      CHECK(d.hint.find("num_layers_in_first_pipeline_stage") != std::string::npos);
+      CHECK(d.hint.find("account_for_embedding_in_pipeline_split") != std::string::npos);
+    }
+  }
+  {
+    // pp 8 x vp 3: 80 layers into 24 chunks.
+    Planned pl;
+    plan_into(pl, kModel, with_virtual(3));
+    REQUIRE(pl.plan);
+    CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 1);
+  }
+  {
+    // Hugging Face names, no virtual stages: torchtitan-style uneven stages stay quiet.
+    Planned pl;
+    plan_into(pl, "plans/llama-3.1-70b.model.yaml",
+              "mesh: [{name: pp, size: 6}, {name: tp, size: 8}]\n"
+              "pipeline: {axis: pp}\n"
+              "rules: [{match: '**', placements: {}}]\n");
+    REQUIRE(pl.plan);
+    CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 0);
+  }
+}
+
+TEST_CASE("virtual_stages with explicit stages: one glob list per model chunk") {
+  const std::string base =
+      "mesh: [{name: pp, size: 2}]\n"
+      "rules: [{match: '**', placements: {}}]\n";
+  const std::string model = "plans/megatron-llama-3-70b.model.yaml";
+  Planned bad;
+  plan_into(bad, model,
+            base + "pipeline: {axis: pp, virtual_stages: 2, stages: [['**'], ['x']]}\n");
+  CHECK(!bad.plan);
+  CHECK(count(bad.sink, DiagCode::EPipeline) == 1);
+  Planned ok;
+  plan_into(ok, model,
+            base +
+                "pipeline:\n  axis: pp\n  virtual_stages: 2\n  stages:\n"
+                "    - [embedding.**, 'decoder.layers.[0-9].**']\n"
+                "    - ['decoder.layers.[1-3][0-9].**']\n"
+                "    - ['decoder.layers.[4-6][0-9].**']\n"
+                "    - ['decoder.layers.[7-9][0-9].**', decoder.final_layernorm.*, "
+                "output_layer.*]\n");
+  REQUIRE(ok.plan);
+  CHECK(param(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").stage == 0);
+  CHECK(param(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").virtual_stage == 1);
+  CHECK(param(*ok.plan, "output_layer.weight").stage == 1);
+  CHECK(param(*ok.plan, "output_layer.weight").virtual_stage == 1);
+  CHECK(ok.plan->model_chunks.size() == 4);
+  CHECK(ok.plan->model_chunks[3].first_block == -1);
+}
