@@ -103,14 +103,21 @@ unsigned decode(std::string_view s, std::size_t& i) {
 
 }  // namespace
 
-std::string json_string(std::string_view text) {
+// A double-quoted scalar: JSON's escapes, which are also YAML's, except above U+FFFF,
+// where JSON needs a UTF-16 surrogate pair and YAML its `\U` escape (yaml-cpp refuses a
+// `\u` surrogate: "invalid unicode"; found by fuzz_import).
+static std::string quoted(std::string_view text, bool yaml) {
   std::string out = "\"";
   for (std::size_t i = 0; i < text.size();) {
     const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
       const unsigned cp = decode(text, i);
-      if (cp >= 0x10000) {
+      if (cp >= 0x10000 && yaml) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "\\U%08x", cp);
+        out += buf;
+      } else if (cp >= 0x10000) {
         append_u(out, 0xd800 + ((cp - 0x10000) >> 10));
         append_u(out, 0xdc00 + ((cp - 0x10000) & 0x3ff));
       } else {
@@ -156,8 +163,10 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
+std::string json_string(std::string_view text) { return quoted(text, false); }
+
 std::string yaml_string(std::string_view text) {
-  return plain_word(text) ? std::string(text) : json_string(text);
+  return plain_word(text) ? std::string(text) : quoted(text, true);
 }
 
 }  // namespace shardc::imp
