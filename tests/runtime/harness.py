@@ -1,8 +1,9 @@
 """Shared plumbing of the runtime tests: a Python with torch, compiling plans,
 random safetensors checkpoints, and launching bounded worker processes.
 
-Workers are plain subprocesses (`worker.py`), one per rank, joined by gloo on
-127.0.0.1 at a port chosen free at run time. Every launch is bounded: a worker
+Workers are processes forked from a fork server that imported torch and the
+adapter once (`worker.entry`; or `python worker.py` for another interpreter), one
+per rank, joined by gloo on 127.0.0.1 at a port chosen free at run time. Every launch is bounded: a worker
 that fails makes the launcher kill the others at once, and after `timeout`
 seconds all of them are killed (process groups, SIGKILL) and the launch fails.
 No worker outlives `launch`.
@@ -125,21 +126,91 @@ def _kill(procs):
             pass
 
 
+# Modules a task kind needs beyond worker.py's own imports (preloaded with it).
+_TASK_MODULES = {"fsdp": "fsdp_check", "hf": "hf_forward", "train": "train"}
+# The launch environment: set in this process before the fork server starts (once per
+# test process), so the server and every worker forked from it see it.
+_WORKER_ENV = {"PYTHONPATH": ADAPTER, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # nothing is downloaded
+_SERVER = {"modules": None}
+
+
+def _fork_server(modules):
+    """The multiprocessing fork server of this test process, with torch, the adapter and
+    `modules` imported once: a worker forked from it starts in milliseconds instead of
+    importing torch again (seconds per rank, eight ranks on two cores). The server runs no
+    torch op before forking, so no OpenMP pool or gloo state is inherited."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("forkserver")
+    if _SERVER["modules"] is None:
+        os.environ.update(_WORKER_ENV)
+        if HERE not in sys.path:
+            sys.path.insert(0, HERE)
+        ctx.set_forkserver_preload(sorted(modules))
+        _SERVER["modules"] = set(modules)
+    return ctx  # a module the server lacks is imported by the worker that needs it
+
+
 def launch(python, world, spec, workdir, timeout=240):
     """Run `world` workers on `spec` (a JSON-able dict, see worker.py).
 
     Returns (ok, outputs): ok when every worker exited 0; outputs[r] is worker
     r's combined stdout+stderr. Kills every worker on the first failure or at
-    the timeout; none survives this call.
+    the timeout; none survives this call. Workers are forked from this test
+    process's fork server (worker.entry) when `python` is this interpreter, else
+    started as `python worker.py` processes.
     """
     spec_path = os.path.join(workdir, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     port = free_port()
+    modules = {"worker"} | {_TASK_MODULES[t["kind"]] for t in spec.get("tasks", [])
+                            if t.get("kind") in _TASK_MODULES}
+    if python == sys.executable:
+        return _launch_forked(_fork_server(modules), world, spec_path, port, workdir, timeout)
+    return _launch_popen(python, world, spec_path, port, workdir, timeout)
+
+
+def _launch_forked(ctx, world, spec_path, port, workdir, timeout):
+    import worker  # the same module the fork server preloaded
+    procs, paths, started = [], [], time.monotonic()
+    try:
+        for r in range(world):
+            paths.append(os.path.join(workdir, f"worker-{r}.log"))
+            argv = ["--rank", str(r), "--world", str(world), "--port", str(port),
+                    "--spec", spec_path]
+            proc = ctx.Process(target=worker.entry, args=(argv, paths[-1], timeout + 30),
+                               name=f"rank-{r}")
+            proc.start()
+            procs.append(proc)
+        deadline, ok, note = time.monotonic() + timeout, True, ""
+        while any(p.is_alive() for p in procs):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                ok = False
+                break
+            if time.monotonic() > deadline:
+                ok, note = False, f"\nlauncher: timeout after {timeout} s, killing every worker\n"
+                break
+            time.sleep(0.05)
+        ok = ok and all(p.exitcode == 0 for p in procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(timeout=10)
+    outputs = []
+    for r, (p, path) in enumerate(zip(procs, paths)):
+        text = open(path, errors="replace").read() if os.path.exists(path) else ""
+        text += note + (f"\nlauncher: rank {r} exit code {p.exitcode}, all exited after "
+                        f"{time.monotonic() - started:.1f} s\n")
+        outputs.append(text)
+    return ok, outputs
+
+
+def _launch_popen(python, world, spec_path, port, workdir, timeout):
     procs, logs, started = [], [], time.monotonic()
-    env = dict(os.environ, PYTHONPATH=ADAPTER, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",  # nothing is downloaded
-               SHARDC_WORKER_TIMEOUT=str(timeout + 30))
+    env = dict(os.environ, **_WORKER_ENV, SHARDC_WORKER_TIMEOUT=str(timeout + 30))
     try:
         for r in range(world):
             log = open(os.path.join(workdir, f"worker-{r}.log"), "w+")

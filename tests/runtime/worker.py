@@ -38,9 +38,11 @@ def watchdog(limit):
     threading.Thread(target=watch, daemon=True).start()
 
 
-# Started before torch is imported (seconds on a busy machine): a worker whose
-# launcher was killed exits even while still importing.
-watchdog(float(os.environ.get("SHARDC_WORKER_TIMEOUT", "330")))
+# Run as a script (harness's fallback launch): the watchdog starts before torch is
+# imported (seconds on a busy machine), so a worker whose launcher was killed exits even
+# while still importing. Forked from the fork server, entry() starts it.
+if __name__ == "__main__":
+    watchdog(float(os.environ.get("SHARDC_WORKER_TIMEOUT", "330")))
 
 import numpy as np
 import torch
@@ -458,13 +460,29 @@ def dtypes_storage(name):
     return dtypes.storage_dtype(name)
 
 
-def main():
+def entry(argv, log_path, limit):
+    """A worker forked from harness's fork server (torch already imported): its own
+    session, stdout and stderr to `log_path`, the watchdog, then main(argv)."""
+    global T0
+    T0 = time.monotonic()
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    watchdog(limit)
+    main(argv)
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--spec", required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     spec = json.load(open(args.spec))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
                             world_size=args.world,
