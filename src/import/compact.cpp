@@ -114,9 +114,14 @@ std::vector<CParam> rewrite(const Block& b, std::string_view replacement) {
   return out;
 }
 
+// Puts a lone block's index back in place of its marker. The markers of nested lone blocks
+// sit in nesting order (each level's index is the first numeric segment after the outer
+// one's marker), and the innermost is restored first: it is always the last marker. (The
+// first one, as before, swapped the indices of `a.0.b.5120` into `a.5120.b.0`: found by
+// fuzz_import, tests/fuzz/corpus/import/crash-6e74ae2f.)
 void restore(Node& n, std::string_view text) {
   if (!n.repeat) {
-    const auto at = n.param.name.find(kMarker);
+    const auto at = n.param.name.rfind(kMarker);
     if (at != std::string::npos) n.param.name.replace(at, 1, text);
     return;
   }

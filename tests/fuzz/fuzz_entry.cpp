@@ -321,7 +321,9 @@ void import_input(std::string_view bytes) {
   for (std::size_t k = 0; k < a.params.size(); ++k) {
     const Param& x = a.params[k];
     const Param& y = back->params[k];
-    if (x.name != y.name || x.shape != y.shape || x.dtype != y.dtype) __builtin_trap();
+    if (x.name != y.name || x.shape != y.shape || x.dtype != y.dtype ||
+        x.requires_grad != y.requires_grad || x.fused.has_value() != y.fused.has_value())
+      __builtin_trap();
   }
   for (std::size_t k = 0; k < a.tied.size(); ++k)
     if (back->tied[k].source != a.tied[k].source || back->tied[k].alias != a.tied[k].alias)

@@ -118,3 +118,20 @@ TEST_CASE("the compact writer folds repeated blocks and round-trips") {
         std::string::npos);
   CHECK(yaml == shardc::render_model_yaml(im));
 }
+
+TEST_CASE("the compact writer keeps the indices of nested lone blocks in place") {
+  // fuzz_import (tests/fuzz/corpus/import/crash-6e74ae2f): two lone numbered blocks nested
+  // in one name came back with their indices swapped (a.5120.b.0 for a.0.b.5120).
+  shardc::ImportedModel im;
+  im.model.name = "t";
+  im.source = "t.json";
+  for (const char* name : {"modelayers.0.mlp.u7.5120", "a.3.b.7.c.11.w", "a.3.b.8.c.11.w"})
+    im.model.params.push_back({name, {2, 2}, shardc::DType::BFloat16, true, {}});
+  const std::string yaml = shardc::render_model_yaml(im);
+  shardc::DiagnosticSink sink;
+  const auto back = shardc::parse_model(shardc::SourceFile{"m.yaml", yaml}, sink);
+  REQUIRE(back);
+  REQUIRE(back->params.size() == im.model.params.size());
+  for (std::size_t i = 0; i < im.model.params.size(); ++i)
+    CHECK(back->params[i].name == im.model.params[i].name);
+}
