@@ -166,7 +166,8 @@ set_tests_properties(output/safety PROPERTIES LABELS "e2e;output" TIMEOUT 300)
 # both plan.json files by an independent Python reader: exact tiling by element counting,
 # the source rule, bytes and in-place fraction; plus the mismatch errors.
 set(SHARDC_RESHARD_PAIRS gpt2-tp4-to-pp2 gpt2-pp2-to-tp4 gpt2-tp4-to-fsdp3 qwen-tp2-to-fsdp3
-    qwen-fsdp3-to-tp2 mixtral-ep8-to-ep4 qwen3-ep8-to-pp2 llama8b-tp8-to-pp4 mismatch)
+    qwen-fsdp3-to-tp2 mixtral-ep8-to-ep4 qwen3-ep8-to-pp2 llama8b-tp8-to-pp4 gpt2-heads-to-fsdp3
+    gpt2-heads-to-plain mismatch)
 foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
   add_test(NAME reshard/${pair}
            COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_reshard.py

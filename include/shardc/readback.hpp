@@ -28,12 +28,23 @@ namespace shardc::readback {
 /// Largest world size an output can have (the recipe's mesh bound, 2^31 - 1).
 inline constexpr std::int64_t kMaxWorldSize = limits::kMaxWorld;
 
+/// One of a packed shard's `boxes` in plan.json (contract §5.10): `shape`
+/// elements at `global_offset` of the global tensor sit at `local_offset` in
+/// the rank's local tensor. Elements.
+struct PlanBox {
+  Shape global_offset;
+  Shape local_offset;
+  Shape shape;
+  bool operator==(const PlanBox&) const = default;
+};
+
 /// One entry of a param's `shards` in plan.json.
 struct PlanShard {
   std::string ranks;  ///< rank-set text, parsed on use (RankSet::parse)
   Shape local_shape;
   Shape global_offset;
   Shape padded_shape;
+  std::vector<PlanBox> boxes;  ///< packed params only (empty otherwise, or for an empty piece)
   bool operator==(const PlanShard&) const = default;
 };
 

@@ -20,7 +20,8 @@
 // Per-rank read lists (`reads_for_rank`) are expanded only when asked for.
 //
 // Source choice. Each piece of a destination rank's box is read from exactly
-// one rank of the A class holding it: the destination itself when it holds
+// one rank of the A class holding it (of the classes holding it, for a packed
+// part with `replicas`, whose one piece several classes hold): the destination itself when it holds
 // the piece under A ("in place", 0 bytes moved); else, when ranks per node
 // are known (`Options::ranks_per_node`, node = rank / N), the lowest rank of
 // that class on the destination's node; else the lowest rank of the class.
@@ -125,6 +126,9 @@ struct LayoutParam {
 /// One plan as resharding sees it.
 struct Layout {
   std::string label;  ///< file or recipe the layout came from (for messages)
+  /// Planned by shardc in memory (MODEL RECIPE), not read from a plan.json: a
+  /// shard that does not tile is then shardc's fault, never the user's edit.
+  bool in_memory = false;
   std::int64_t world_size = 1;
   std::vector<LayoutParam> params;  ///< plan order
 };
@@ -133,7 +137,9 @@ struct Layout {
 /// file's bytes) locates each param's `"name"` for file:line:col (may be
 /// empty: lines are then 0). Every param's shard `ranks` text is parsed; a
 /// malformed one is an E-RESHARD-INPUT error and the param is left without
-/// classes.
+/// classes. A packed param's shards become classes with `parts` (their
+/// `boxes`: each inside the global shape and the allocated piece, together
+/// holding local_shape's elements, else E-RESHARD-INPUT).
 Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
                              const std::string& text, DiagnosticSink& sink);
 
@@ -152,7 +158,15 @@ struct Piece {
   std::size_t src_part = 0;   ///< part of that class (0 unless packed)
   std::size_t dst_class = 0;  ///< index into the B param's `classes`
   std::size_t dst_part = 0;   ///< part of that class (0 unless packed)
+  /// -1, or the index in ParamPlan::shared_sources of every (class, part) of
+  /// A holding this same global box (a packed part with `replicas`: several
+  /// shard classes hold one piece of it, each perhaps at another local
+  /// offset); src_class / src_part is then the first of them.
+  std::int32_t shared = -1;
 };
+
+/// Every (A class, part) holding one global box.
+using SourceOwners = std::vector<std::pair<std::size_t, std::size_t>>;
 
 /// How one B param is obtained.
 struct ParamPlan {
@@ -160,6 +174,8 @@ struct ParamPlan {
   std::optional<std::size_t> a_param;     ///< index into A's params (absent on error)
   std::vector<Piece> pieces;              ///< grouped by dst_class, then A class order
   std::vector<std::size_t> class_pieces;  ///< start of dst_class j's pieces; size classes+1
+  /// A boxes held by several classes (replicated packed parts), see Piece::shared.
+  std::vector<SourceOwners> shared_sources;
 };
 
 /// Byte totals (bytes = elements x dtype size, padding excluded).
@@ -183,9 +199,11 @@ struct Result {
 /// Plans the transfers from `a` to `b`. Errors (to `sink`, located at B's
 /// param): E-RESHARD-MISMATCH when a param's global shape or dtype differ
 /// between the plans, E-RESHARD-MISSING when a B param is absent from A,
-/// E-RESHARD-COVERAGE when A's shards do not cover a piece B needs (a
-/// malformed plan). A param with an error gets no pieces; the caller stops
-/// on `sink.has_errors()`.
+/// E-RESHARD-COVERAGE when A's shards do not cover a piece B needs: one
+/// diagnostic for all such params (at the first, naming it, the count and
+/// the next few), blaming an edited plan.json only when A was read from one
+/// (`Layout::in_memory`: a shardc bug to report). A param with an error gets
+/// no pieces; the caller stops on `sink.has_errors()`.
 Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, DiagnosticSink& sink);
 
 /// One box a destination reads.

@@ -248,8 +248,17 @@ PlanParam plan_param(const N& n) {
   p.uneven = n.at("uneven").str();
   p.packed = n.has("packed");
   p.shards = n.at("shards").map([](const N& s) {
-    return PlanShard{s.at("ranks").str(), s.at("local_shape").ints(), s.at("global_offset").ints(),
-                     s.at("padded_shape").ints()};
+    PlanShard shard{s.at("ranks").str(),
+                    s.at("local_shape").ints(),
+                    s.at("global_offset").ints(),
+                    s.at("padded_shape").ints(),
+                    {}};
+    if (s.has("boxes"))
+      shard.boxes = s.at("boxes").map([](const N& b) {
+        return PlanBox{b.at("global_offset").ints(), b.at("local_offset").ints(),
+                       b.at("shape").ints()};
+      });
+    return shard;
   });
   return p;
 }

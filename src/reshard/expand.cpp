@@ -1,6 +1,7 @@
 // Per-rank read lists: which (param, class) each requested rank holds in
 // plan B, and for each piece of its class the source rank.
 #include <algorithm>
+#include <utility>
 
 #include "shardc/reshard.hpp"
 
@@ -59,11 +60,31 @@ RankParamReads reads_of(const Layout& a, const Layout& b, const Result& r, std::
   const std::int64_t esize = element_size(pb.dtype);
   for (std::size_t i = pp.class_pieces[h.cls]; i < pp.class_pieces[h.cls + 1]; ++i) {
     const Piece& piece = pp.pieces[i];
-    const ShardClassBox& src = pa.classes[piece.src_class];
-    out.reads.push_back({choose_source(src.ranks, rank, opt.ranks_per_node), piece.box,
-                         local_offset_in(piece.box, dst, piece.dst_part),
-                         local_offset_in(piece.box, src, piece.src_part),
-                         numel(piece.box) * esize});
+    std::size_t src_class = piece.src_class;
+    std::size_t src_part = piece.src_part;
+    std::int64_t from = choose_source(pa.classes[src_class].ranks, rank, opt.ranks_per_node);
+    if (piece.shared >= 0) {
+      // Several classes hold the box: the rule over all their ranks (in place, else the
+      // lowest on the node, else the lowest) is the best of each class's own choice.
+      const auto preference = [&](std::int64_t holder) {
+        const bool same_node =
+            opt.ranks_per_node && holder / *opt.ranks_per_node == rank / *opt.ranks_per_node;
+        return std::pair{holder == rank ? 0 : same_node ? 1 : 2, holder};
+      };
+      for (const auto& [a_class, part] :
+           pp.shared_sources[static_cast<std::size_t>(piece.shared)]) {
+        const std::int64_t holder =
+            choose_source(pa.classes[a_class].ranks, rank, opt.ranks_per_node);
+        if (preference(holder) < preference(from)) {
+          from = holder;
+          src_class = a_class;
+          src_part = part;
+        }
+      }
+    }
+    const ShardClassBox& src = pa.classes[src_class];
+    out.reads.push_back({from, piece.box, local_offset_in(piece.box, dst, piece.dst_part),
+                         local_offset_in(piece.box, src, src_part), numel(piece.box) * esize});
   }
   return out;
 }

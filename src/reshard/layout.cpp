@@ -2,6 +2,7 @@
 // shard-class boxes with replica rank sets.
 #include <unordered_map>
 
+#include "shardc/limits.hpp"
 #include "shardc/reshard.hpp"
 
 namespace shardc::reshard {
@@ -84,15 +85,60 @@ bool box_fits(const Shape& global, const Shape& local, const Shape& offset) {
   return true;
 }
 
+std::int64_t product(const Shape& s) {
+  std::int64_t n = 1;
+  for (const std::int64_t e : s) n *= e;
+  return n;
+}
+
+// Why a packed shard's `boxes` cannot be read ("" when they can): each box inside the
+// global shape, at a non-negative local offset inside the allocated piece (padded_shape),
+// and the boxes together holding exactly local_shape's elements (contract §5.10). A
+// non-empty piece of a packed param has at least one box, an empty one none.
+std::string packed_error(const Shape& global, const readback::PlanShard& s) {
+  const std::size_t ndim = global.size();
+  if (s.padded_shape.size() != ndim) return "padded_shape rank differs from the param's";
+  std::int64_t held = 0;
+  for (std::size_t i = 0; i < s.boxes.size(); ++i) {
+    const readback::PlanBox& b = s.boxes[i];
+    const std::string which = "box " + std::to_string(i) + " ";
+    if (b.global_offset.size() != ndim || b.local_offset.size() != ndim || b.shape.size() != ndim)
+      return which + "has another rank (ndim) than the param";
+    if (!box_fits(global, b.shape, b.global_offset))
+      return which + shape_text(b.shape) + " at global_offset " + shape_text(b.global_offset) +
+             " is not inside global_shape " + shape_text(global);
+    if (!box_fits(s.padded_shape, b.shape, b.local_offset))
+      return which + shape_text(b.shape) + " at local_offset " + shape_text(b.local_offset) +
+             " is not inside padded_shape " + shape_text(s.padded_shape);
+    const std::int64_t n = product(b.shape);  // <= numel(global) <= 2^62: box_fits
+    if (n > limits::kMaxNumel - held) return "boxes hold more than 2^62 elements";
+    held += n;
+  }
+  for (std::size_t d = 0; d < ndim; ++d)
+    if (s.local_shape[d] < 0 || s.local_shape[d] > global[d])
+      return "local_shape " + shape_text(s.local_shape) + " is not inside global_shape " +
+             shape_text(global);
+  if (held != product(s.local_shape))
+    return "boxes hold " + std::to_string(held) + " elements, local_shape " +
+           shape_text(s.local_shape) + " " + std::to_string(product(s.local_shape));
+  return "";
+}
+
+// The parts of a packed shard (its boxes), empty for an unpacked one.
+std::vector<ShardPart> parts_of(const readback::PlanShard& s) {
+  std::vector<ShardPart> parts;
+  parts.reserve(s.boxes.size());
+  for (const readback::PlanBox& b : s.boxes)
+    parts.push_back({Box{b.global_offset, b.shape}, b.local_offset});
+  return parts;
+}
+
 }  // namespace
 
 Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& path,
                              const std::string& text, DiagnosticSink& sink) {
   Layout l = empty_layout(path, plan);
   NameLocator where(path, text);
-  std::size_t packed = 0;
-  SourceLoc first_packed;  // the first packed param's name in plan.json
-  std::string first_packed_name;
   for (const auto& pp : plan.params) {
     LayoutParam p = param_head(pp);
     p.alias_of = pp.alias_of;
@@ -106,13 +152,16 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
       l.params.push_back(std::move(p));
       continue;
     }
-    if (pp.packed && packed++ == 0) first_packed = p.loc, first_packed_name = pp.name;
     for (const auto& s : pp.shards) {
       std::string error;
       auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
       if (ranks && (s.local_shape.size() != pp.global_shape.size() ||
                     s.global_offset.size() != pp.global_shape.size()))
         error = "shape or offset rank differs from the param's";
+      else if (ranks && !pp.packed && !s.boxes.empty())
+        error = "`boxes` on a param without `packed`";
+      else if (ranks && pp.packed)
+        error = packed_error(pp.global_shape, s);
       else if (ranks && !box_fits(pp.global_shape, s.local_shape, s.global_offset))
         error = "local_shape " + shape_text(s.local_shape) + " at global_offset " +
                 shape_text(s.global_offset) + " is not inside global_shape " +
@@ -124,21 +173,9 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
         p.classes.clear();
         break;
       }
-      p.classes.push_back({Box{s.global_offset, s.local_shape}, std::move(*ranks), {}});
+      p.classes.push_back({Box{s.global_offset, s.local_shape}, std::move(*ranks), parts_of(s)});
     }
     l.params.push_back(std::move(p));
-  }
-  if (packed > 0) {
-    // Packed params (a piece made of several global boxes) are not read yet.
-    sink.error(DiagCode::EReshardInput, first_packed,
-               "param '" + first_packed_name +
-                   "' is packed (its shards are made of several `boxes`), which reshard does not "
-                   "plan yet" +
-                   (packed > 1 ? " (and " + std::to_string(packed - 1) + " more packed param" +
-                                     (packed > 2 ? "s)" : ")")
-                               : std::string()),
-               "to reshard, compile both plans without `packed` on their rules; resharding packed "
-               "params is not supported yet (README, shardc reshard)");
   }
   mark_shared(l);
   return l;
@@ -146,12 +183,18 @@ Layout layout_from_plan_file(const readback::PlanFile& plan, const std::string& 
 
 Layout layout_from_plan(const Plan& plan, const std::string& label) {
   Layout l = empty_layout(label, plan);
+  l.in_memory = true;
   for (const auto& pp : plan.params) {
     LayoutParam p = param_head(pp);
     if (pp.alias_of) p.alias_of = plan.params[*pp.alias_of].name;
     p.loc = pp.loc;
-    for (auto& c : enumerate_shards(plan, pp))
-      p.classes.push_back({Box{c.geom.global_offset, c.geom.local_shape}, std::move(c.ranks), {}});
+    for (auto& c : enumerate_shards(plan, pp)) {
+      std::vector<ShardPart> parts;
+      for (const ShardBox& sb : c.geom.boxes)
+        parts.push_back({Box{sb.global_offset, sb.shape}, sb.local_offset});
+      p.classes.push_back(
+          {Box{c.geom.global_offset, c.geom.local_shape}, std::move(c.ranks), std::move(parts)});
+    }
     l.params.push_back(std::move(p));
   }
   mark_shared(l);

@@ -1,6 +1,8 @@
 // plan_reshard: per param, B class boxes intersected with A class boxes,
 // checked for exact coverage; per-rank byte totals per progression
 // (contract §6.5).
+#include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include "reshard/accumulate.hpp"
@@ -40,21 +42,43 @@ bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, c
   return false;
 }
 
-// A's parts of one param, indexed: the boxes and which (class, part) each is.
+// A's parts of one param, indexed: the distinct non-empty boxes and which (class, part) holds
+// each. A box several classes hold (a packed part with `replicas`) is indexed once, its
+// holders listed in `shared` (index into `owners`, -1 for a box of one class).
 struct SourceIndex {
-  std::vector<std::pair<std::size_t, std::size_t>> owner;  // (class, part) per box
+  std::vector<std::pair<std::size_t, std::size_t>> owner;  // first (class, part) per box
+  std::vector<std::int32_t> shared;                        // per box
+  std::vector<SourceOwners> owners;
   BoxIndex index;
 };
 
 SourceIndex index_sources(const LayoutParam& pa) {
   std::vector<Box> boxes;
   std::vector<std::pair<std::size_t, std::size_t>> owner;
+  std::vector<std::int32_t> shared;
+  std::vector<SourceOwners> owners;
+  const bool packed = std::any_of(pa.classes.begin(), pa.classes.end(),
+                                  [](const ShardClassBox& c) { return !c.parts.empty(); });
+  std::map<std::pair<Shape, Shape>, std::size_t> seen;  // packed only: box -> its index
   for (std::size_t i = 0; i < pa.classes.size(); ++i)
     for_each_part(pa.classes[i], [&](std::size_t part, const Box& b) {
+      if (packed && numel(b) > 0) {
+        const auto [it, fresh] = seen.try_emplace({b.offset, b.shape}, boxes.size());
+        if (!fresh) {
+          std::int32_t& k = shared[it->second];
+          if (k < 0) {
+            k = static_cast<std::int32_t>(owners.size());
+            owners.push_back({owner[it->second]});
+          }
+          owners[static_cast<std::size_t>(k)].emplace_back(i, part);
+          return;
+        }
+      }
       boxes.push_back(b);
       owner.emplace_back(i, part);
+      shared.push_back(-1);
     });
-  return {std::move(owner), BoxIndex(std::move(boxes))};
+  return {std::move(owner), std::move(shared), std::move(owners), BoxIndex(std::move(boxes))};
 }
 
 // The pieces of B class `k` (appended to `pp.pieces`); false when A's parts
@@ -65,7 +89,7 @@ bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, Pa
   std::size_t dst_part = 0;
   const auto add = [&](std::size_t i, const Box& m) {
     covered += numel(m);
-    pp.pieces.push_back({m, src.owner[i].first, src.owner[i].second, k, dst_part});
+    pp.pieces.push_back({m, src.owner[i].first, src.owner[i].second, k, dst_part, src.shared[i]});
   };
   const auto cut = [&](bool brute) {
     for_each_part(c, [&](std::size_t part, const Box& want) {
@@ -86,22 +110,47 @@ bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, Pa
   return covered == numel(c.box);
 }
 
-void report_coverage(const LayoutParam& pb, const Box& want, const Layout& a,
+// A B param whose box A's shards do not tile, and the box (the first such of the param).
+struct Uncovered {
+  std::size_t b_param = 0;
+  Box want;
+};
+
+// One E-RESHARD-COVERAGE for every uncovered param (grouped: one cause, a count), at the
+// first: its box, then the count and the next few names. The hint blames an edited plan.json
+// only when plan A was read from one; a plan shardc planned in memory is shardc's fault.
+void report_coverage(const std::vector<Uncovered>& uncovered, const Layout& a, const Layout& b,
                      DiagnosticSink& sink) {
+  if (uncovered.empty()) return;
+  constexpr std::size_t kNamed = 3;  // params named besides the first
+  const LayoutParam& first = b.params[uncovered.front().b_param];
+  const Box& want = uncovered.front().want;
   Diagnostic d;
   d.code = DiagCode::EReshardCoverage;
-  d.loc = pb.loc;
-  d.param = pb.name;
-  d.message = "the shards of '" + pb.name + "' in plan A (" + a.label + ")" +
+  d.loc = first.loc;
+  d.param = first.name;
+  d.message = "the shards of '" + first.name + "' in plan A (" + a.label + ")" +
               " do not tile the box at offset " + shape_text(want.offset) + " shape " +
               shape_text(want.shape) + " exactly once";
-  d.hint = "plan A is not a shardc plan or was edited: recompile it with shardc compile";
+  if (uncovered.size() > 1) {
+    d.message += "; so for " + std::to_string(uncovered.size() - 1) + " more param" +
+                 (uncovered.size() > 2 ? "s" : "") + " (";
+    for (std::size_t i = 1; i < uncovered.size() && i <= kNamed; ++i)
+      d.message += (i > 1 ? ", '" : "'") + b.params[uncovered[i].b_param].name + "'";
+    if (uncovered.size() > kNamed + 1) d.message += ", ...";
+    d.message += ")";
+  }
+  d.hint = a.in_memory
+               ? "plan A was planned by shardc in memory from its MODEL and RECIPE, so this is a "
+                 "shardc bug: please report it with both model and recipe files"
+               : "plan A is not a shardc plan or was edited: recompile it with shardc compile";
   sink.report(std::move(d));
 }
 
-// Pieces and per-rank bytes of one B param sourced from A's `pa`.
-void plan_param(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, ParamPlan& pp,
-                Accumulators& acc, DiagnosticSink& sink) {
+// Pieces and per-rank bytes of one B param sourced from A's `pa`; false (no pieces) when A's
+// shards do not tile one of its boxes, which is then `want`.
+bool plan_param(const LayoutParam& pa, const LayoutParam& pb, ParamPlan& pp, Accumulators& acc,
+                Box& want) {
   const SourceIndex src = index_sources(pa);
   const std::int64_t esize = element_size(pb.dtype);
   for (std::size_t k = 0; k < pb.classes.size(); ++k) {
@@ -110,19 +159,29 @@ void plan_param(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, P
     if (numel(c.box) == 0) continue;
     const std::size_t first = pp.pieces.size();
     if (!cut_class(src, c, k, pp)) {
-      report_coverage(pb, c.box, a, sink);
+      want = c.box;
       pp.pieces.clear();
       pp.class_pieces.clear();
-      return;
+      return false;
     }
     acc.dest.add(c.ranks, numel(c.box) * esize);
     for (std::size_t i = first; i < pp.pieces.size(); ++i) {
       const Piece& piece = pp.pieces[i];
-      for (const auto& run : intersect_ranks(pa.classes[piece.src_class].ranks, c.ranks))
-        acc.in_place.add(run, numel(piece.box) * esize);
+      const auto in_place = [&](std::size_t a_class) {
+        for (const auto& run : intersect_ranks(pa.classes[a_class].ranks, c.ranks))
+          acc.in_place.add(run, numel(piece.box) * esize);
+      };
+      if (piece.shared < 0) {
+        in_place(piece.src_class);
+      } else {  // the holders' classes are disjoint rank sets
+        for (const auto& holder : src.owners[static_cast<std::size_t>(piece.shared)])
+          in_place(holder.first);
+      }
     }
   }
   pp.class_pieces.push_back(pp.pieces.size());
+  pp.shared_sources = src.owners;
+  return true;
 }
 
 void report_missing(const LayoutParam& pb, const Layout& a, DiagnosticSink& sink) {
@@ -144,6 +203,7 @@ Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, Diagno
   Accumulators acc{RankAccumulator(b.world_size), RankAccumulator(b.world_size)};
   Result r;
   r.params.reserve(b.params.size());
+  std::vector<Uncovered> uncovered;
   for (std::size_t j = 0; j < b.params.size(); ++j) {
     const LayoutParam& pb = b.params[j];
     ParamPlan pp;
@@ -157,7 +217,8 @@ Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, Diagno
         ++r.totals.shared_aliases;
         pp.class_pieces.assign(pb.classes.size() + 1, 0);
       } else {
-        plan_param(a.params[it->second], pb, a, pp, acc, sink);
+        Box want;
+        if (!plan_param(a.params[it->second], pb, pp, acc, want)) uncovered.push_back({j, want});
         ++r.totals.params;
         r.totals.pieces += static_cast<std::int64_t>(pp.pieces.size());
       }
@@ -165,6 +226,7 @@ Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, Diagno
     if (pp.class_pieces.empty()) pp.class_pieces.assign(pb.classes.size() + 1, 0);
     r.params.push_back(std::move(pp));
   }
+  report_coverage(uncovered, a, b, sink);
   r.dest_bytes = acc.dest.finish();
   r.in_place_bytes = acc.in_place.finish();
   r.moved_bytes.resize(r.dest_bytes.size());

@@ -15,6 +15,10 @@ included) without any code of shardc:
   `dst_offset` (= global_offset - the destination's offset); its `src` holds, in plan A,
   a shard of the same param containing the box, and `src_offset` is the box's place in
   that shard; `bytes` = numel x element size;
+* packed params (plan.json `boxes`, issue 27 item 5): a read lies inside one box of the
+  destination and one box of plan A (or the same box of several plan-A shards: a part with
+  `replicas`, whose holders are then all of theirs), and its offsets are those boxes'
+  `local_offset` plus its place in the box;
 * the reads of a (rank, param) tile its local tensor exactly once: pairwise disjoint,
   inside, and their element counts sum to the local numel (with numpy available, small
   tensors are also counted element by element: every element covered exactly once);
@@ -80,6 +84,13 @@ PAIRS = {
     "llama8b-tp8-to-pp4": ("llama-3.1-8b", PLANS / "llama-3.1-8b-dp8-tp8.recipe.yaml",
                            VARIANTS / "llama-3.1-8b-pp4-fsdp4-tp4.recipe.yaml", 8,
                            "dp 8 x tp 8 -> pp 4 x FSDP 4 x tp 4, same 64 ranks"),
+    # Packed params (issue 27 items 5 and 7): several boxes per rank, replicated parts.
+    "gpt2-heads-to-fsdp3": ("gpt2", PLANS / "gpt2-tp4-heads.recipe.yaml",
+                            VARIANTS / "gpt2-heads-fsdp3-tp2.recipe.yaml", 2,
+                            "packed c_attn (3 boxes per rank) tp 4 -> packed tp 2 x FSDP 3"),
+    "gpt2-heads-to-plain": ("gpt2", PLANS / "gpt2-tp4-heads.recipe.yaml",
+                            VARIANTS / "gpt2-fsdp3-tp2.recipe.yaml", None,
+                            "packed c_attn tp 4 -> unpacked (c_attn replicated over tp)"),
 }
 
 
@@ -138,6 +149,24 @@ def overlap(a_off, a_shape, b_off, b_shape) -> int:
     for ao, ae, bo, be in zip(a_off, a_shape, b_off, b_shape):
         n *= max(0, min(ao + ae, bo + be) - max(ao, bo))
     return n
+
+
+def boxes_of(shard: dict) -> list[tuple[list[int], list[int], list[int]]]:
+    """(global_offset, shape, local_offset) of every non-empty box of a plan.json shard: its
+    `boxes` for a packed param (README "Packed (fused) parameters"), else the one box
+    global_offset + local_shape at local 0."""
+    if "boxes" in shard:
+        return [(b["global_offset"], b["shape"], b["local_offset"]) for b in shard["boxes"]
+                if 0 not in b["shape"]]
+    if 0 in shard["local_shape"]:
+        return []
+    return [(shard["global_offset"], shard["local_shape"], [0] * len(shard["local_shape"]))]
+
+
+def local_extent(shard: dict) -> list[int]:
+    """The local tensor the offsets index: padded_shape for a packed param (its boxes sit at
+    local offsets of the allocation, pad rows of a part between them), else local_shape."""
+    return shard["padded_shape"] if "boxes" in shard else shard["local_shape"]
 
 
 def expected_source(holders: set[int], dst: int, rpn: int | None) -> int:
@@ -231,12 +260,12 @@ class Checker:
             return
         esize = ESIZE[bp["dtype"]]
         local = shard["local_shape"]
-        off = shard["global_offset"]
+        mine = boxes_of(shard)
         total = numel(local)
         count = 0
         for rd in reads:
             count += numel(rd["shape"])
-            self.check_read(where, rank, rd, ap, off, local, esize, sums)
+            self.check_read(where, rank, rd, ap, shard, esize, sums)
         if count != total:
             self.fail(f"{where}: reads cover {count} elements, local tensor has {total}")
         for i in range(len(reads)):
@@ -244,49 +273,64 @@ class Checker:
                 if overlap(reads[i]["dst_offset"], reads[i]["shape"],
                            reads[j]["dst_offset"], reads[j]["shape"]):
                     self.fail(f"{where}: reads {j} and {i} overlap")
-        if np is not None and 0 < total <= (1 << 20) and len(reads) > 1:
-            hits = np.zeros(local, dtype=np.int32)
+        extent = local_extent(shard)
+        if np is not None and 0 < numel(extent) <= (1 << 20) and (len(reads) > 1 or mine[1:]):
+            # Every element of the local tensor's boxes written exactly once, nothing else.
+            hits = np.zeros(extent, dtype=np.int32)
+            want = np.zeros(extent, dtype=np.int32)
             for rd in reads:
-                sl = tuple(slice(o, o + e) for o, e in zip(rd["dst_offset"], rd["shape"]))
-                hits[sl] += 1
-            if not (hits == 1).all():
-                self.fail(f"{where}: element counts {np.unique(hits)} (not all exactly 1)")
+                hits[tuple(slice(o, o + e) for o, e in zip(rd["dst_offset"], rd["shape"]))] += 1
+            for _, shape, loff in mine:
+                want[tuple(slice(o, o + e) for o, e in zip(loff, shape))] += 1
+            if not (hits == want).all() or not (want <= 1).all():
+                self.fail(f"{where}: element counts {np.unique(hits)} differ from the boxes'")
             self.counted += 1
-        # In place, recomputed from the plans alone.
+        # In place, recomputed from the plans alone: the rank's plan-A and plan-B boxes.
         a_shard = self.a.held.get(rank, {}).get(p["name"])
         in_place = 0
         if a_shard is not None:
-            in_place = overlap(a_shard["global_offset"], a_shard["local_shape"], off, local)
-            if 0 in a_shard["local_shape"] or 0 in local:
-                in_place = 0
+            in_place = sum(overlap(ga, sa, gb, sb) for ga, sa, _ in boxes_of(a_shard)
+                           for gb, sb, _ in mine)
         got = sum(numel(rd["shape"]) for rd in reads if rd["src"] == rank)
         if got != in_place:
             self.fail(f"{where}: {got} elements read in place, plans say {in_place}")
         sums["dest_bytes"] += total * esize
 
-    def check_read(self, where: str, rank: int, rd: dict, ap: dict, off, local, esize: int,
+    def check_read(self, where: str, rank: int, rd: dict, ap: dict, shard: dict, esize: int,
                    sums: dict[str, int]) -> None:
         g, shape = rd["global_offset"], rd["shape"]
         if any(e < 1 for e in shape):
             self.fail(f"{where}: empty read {rd}")
-        if [o + d for o, d in zip(off, rd["dst_offset"])] != g:
-            self.fail(f"{where}: dst_offset {rd['dst_offset']} + offset {off} != {g}")
-        if not inside(rd["dst_offset"], shape, [0] * len(local), local):
-            self.fail(f"{where}: read {rd} outside the local tensor {local}")
+        # The destination box holding the read, and its place in the local tensor.
+        dst = [(goff, loff) for goff, bshape, loff in boxes_of(shard)
+               if inside(g, shape, goff, bshape)]
+        if len(dst) != 1:
+            self.fail(f"{where}: {len(dst)} of its plan-B boxes contain the read {g} {shape}")
+            return
+        goff, loff = dst[0]
+        if [o + x - y for o, x, y in zip(loff, g, goff)] != rd["dst_offset"]:
+            self.fail(f"{where}: dst_offset {rd['dst_offset']} is not the box's place "
+                      f"{loff} + {g} - {goff}")
+        if not inside(rd["dst_offset"], shape, [0] * len(shape), local_extent(shard)):
+            self.fail(f"{where}: read {rd} outside the local tensor {local_extent(shard)}")
         if rd["bytes"] != numel(shape) * esize:
             self.fail(f"{where}: bytes {rd['bytes']} != numel x {esize}")
-        # The A shard containing the box: exactly one (A's non-empty shards are disjoint).
-        holding = [s for s in ap["shards"] if 0 not in s["local_shape"] and
-                   inside(g, shape, s["global_offset"], s["local_shape"])]
-        if len(holding) != 1:
-            self.fail(f"{where}: {len(holding)} plan-A shards contain the box {g} {shape}")
+        # The plan-A boxes containing the box: one, or (a packed part with replicas) the same
+        # box in several shards; the holders are the union of their ranks.
+        holding = [(s, goff, loff) for s in ap["shards"] for goff, bshape, loff in boxes_of(s)
+                   if inside(g, shape, goff, bshape)]
+        if not holding or len({tuple(goff) for _, goff, _ in holding}) != 1:
+            self.fail(f"{where}: {len(holding)} plan-A boxes contain the box {g} {shape}")
             return
-        s = holding[0]
-        if rd["src"] not in s["_ranks"]:
+        holders = set().union(*(s["_ranks"] for s, _, _ in holding))
+        src = [(s, goff, loff) for s, goff, loff in holding if rd["src"] in s["_ranks"]]
+        if not src:
             self.fail(f"{where}: src {rd['src']} does not hold the box in plan A")
-        if [x - y for x, y in zip(g, s["global_offset"])] != rd["src_offset"]:
+            return
+        _, goff, loff = src[0]
+        if [o + x - y for o, x, y in zip(loff, g, goff)] != rd["src_offset"]:
             self.fail(f"{where}: src_offset {rd['src_offset']} wrong")
-        want = expected_source(s["_ranks"], rank, self.rpn)
+        want = expected_source(holders, rank, self.rpn)
         if rd["src"] != want:
             self.fail(f"{where}: src {rd['src']}, the rule names {want}")
         key = "in_place_bytes" if rd["src"] == rank else "moved_bytes"
@@ -319,7 +363,7 @@ def validate_schema(listing: dict) -> list[str]:
 
 def check_pair(shardc: str, name: str, tmp: Path) -> list[str]:
     model_name, ra, rb, rpn, what = PAIRS[name]
-    model = PLANS / f"{model_name}.model.yaml"
+    model = model_name if isinstance(model_name, Path) else PLANS / f"{model_name}.model.yaml"
     da, db = tmp / f"{name}-a", tmp / f"{name}-b"
     compile_plan(shardc, model, ra, da)
     compile_plan(shardc, model, rb, db)

@@ -138,6 +138,7 @@ RESHARD = [
     ("hsdp_tp", []),                            # HSDP x TP -> FSDP 8, mixed dtypes
     ("ep_efsdp", []),                           # tp 2 -> 4, ep 4 -> 2, efsdp 2 -> 4
     ("tied_pp", []),                            # 2 -> 3 pipeline stages, 8 -> 6 ranks, ties
+    ("packed_qkv", []),                         # packed q|k|v, gate|up: several boxes per rank
 ]
 
 

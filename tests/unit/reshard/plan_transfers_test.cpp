@@ -222,3 +222,92 @@ TEST_CASE("packed pieces: reads land at each part's local offset") {
   CHECK(by_row.at(2)->src == 0);
   CHECK(by_row.at(2)->src_offset == Shape{1, 0});
 }
+
+namespace {
+
+// qkv [4, 2] as q (2 rows) | k (1) | v (1) over tp 2 with k and v replicated (replicas 2,
+// vLLM's num_kv_head_replicas): rank t holds q row t, then k row 2 and v row 3 -- the same k
+// and v boxes in both shard classes.
+LayoutParam replicated_kv() {
+  LayoutParam p;
+  p.name = "qkv";
+  p.dtype = DType::Float32;
+  p.global_shape = {4, 2};
+  for (std::int64_t t = 0; t < 2; ++t) {
+    ShardClassBox c{Box{{t, 0}, {3, 2}}, ranks({t}), {}};
+    c.parts.push_back({Box{{t, 0}, {1, 2}}, Shape{0, 0}});
+    c.parts.push_back({Box{{2, 0}, {1, 2}}, Shape{1, 0}});
+    c.parts.push_back({Box{{3, 0}, {1, 2}}, Shape{2, 0}});
+    p.classes.push_back(std::move(c));
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a replicated part's box held by several classes is read once, from the best holder") {
+  // A: the replicated layout on ranks 0-1. B: rows 0-1 on rank 2, rows 2-3 on rank 3 (world 4).
+  const Layout a = layout(4, {replicated_kv()});
+  const Layout b = layout(4, {split("qkv", {4, 2}, 0, {{2}, {3}})});
+  DiagnosticSink sink;
+  const Result r = plan_reshard(a, b, {}, sink);
+  REQUIRE_FALSE(sink.has_errors());  // k and v are not counted twice
+  CHECK(r.dest_bytes == std::vector<std::int64_t>{0, 0, 16, 16});
+  CHECK(r.totals.pieces == 4);  // q0, q1 for rank 2; k, v (one box each) for rank 3
+  const auto l = listing(a, b, r, {});
+  const auto& r3 = l.at({3, "qkv"}).reads;
+  REQUIRE(r3.size() == 2);
+  CHECK(r3[0].src == 0);  // the lowest of the holders 0 and 1
+  CHECK(r3[0].src_offset == Shape{1, 0});
+  // With nodes of 2 ranks, rank 3's node holds no copy: still the lowest holder.
+  const auto ln = listing(a, b, r, Options{2});
+  CHECK(ln.at({3, "qkv"}).reads[0].src == 0);
+
+  // Into the replicated layout: each rank reads its own q row and the k, v rows; rank 1 holds
+  // k and v in place when A gives it rows 2-3.
+  const Layout a2 = layout(2, {split("qkv", {4, 2}, 0, {{0}, {1}})});
+  const Layout b2 = layout(2, {replicated_kv()});
+  DiagnosticSink sink2;
+  const Result r2 = plan_reshard(a2, b2, {}, sink2);
+  REQUIRE_FALSE(sink2.has_errors());
+  CHECK(r2.dest_bytes == std::vector<std::int64_t>{24, 24});
+  CHECK(r2.in_place_bytes == std::vector<std::int64_t>{8, 16});  // rank 0: q0; rank 1: k, v
+  const auto l2 = listing(a2, b2, r2, {});
+  const auto& r0 = l2.at({0, "qkv"}).reads;
+  REQUIRE(r0.size() == 3);
+  CHECK(r0[1].src == 1);
+  CHECK(r0[1].dst_offset == Shape{1, 0});
+  CHECK(r0[1].src_offset == Shape{0, 0});
+
+  // Replicated to replicated: in place where the holder is the destination, any class.
+  DiagnosticSink sink3;
+  const Result r3r = plan_reshard(b2, b2, {}, sink3);
+  REQUIRE_FALSE(sink3.has_errors());
+  CHECK(r3r.totals.moved_bytes == 0);
+  const auto l3 = listing(b2, b2, r3r, {});
+  for (const auto& rd : l3.at({1, "qkv"}).reads) CHECK(rd.src == 1);
+}
+
+TEST_CASE("coverage errors are one diagnostic for all params; the hint knows who built plan A") {
+  std::vector<LayoutParam> params;
+  for (const char* name : {"w0", "w1", "w2", "w3", "w4"})
+    params.push_back(split(name, {8}, 0, {{0}, {1}}));
+  Layout a = layout(2, params);
+  for (auto& p : a.params) p.classes.pop_back();  // rows 4-7 of every param held by nobody
+  const Layout b = layout(2, params);
+  DiagnosticSink sink;
+  plan_reshard(a, b, {}, sink);
+  REQUIRE(sink.items().size() == 1);
+  const Diagnostic& d = sink.items()[0];
+  CHECK(d.code == shardc::DiagCode::EReshardCoverage);
+  CHECK(d.param == "w0");
+  CHECK(d.message.find("so for 4 more params ('w1', 'w2', 'w3', ...)") != std::string::npos);
+  CHECK(d.hint.find("was edited") != std::string::npos);
+  // A plan shardc built in memory (MODEL RECIPE) is never the user's edit.
+  a.in_memory = true;
+  DiagnosticSink sink2;
+  plan_reshard(a, b, {}, sink2);
+  REQUIRE(sink2.items().size() == 1);
+  CHECK(sink2.items()[0].hint.find("edited") == std::string::npos);
+  CHECK(sink2.items()[0].hint.find("shardc bug") != std::string::npos);
+}

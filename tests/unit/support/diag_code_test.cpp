@@ -99,7 +99,6 @@ TEST_CASE("every code has a tests/bad case (or the test the README names instead
   }
   const std::map<std::string, std::string> elsewhere = {
       {"W-MODULE-ORDER", "tests/e2e/test_import.py"},
-      {"E-RESHARD-COVERAGE", "tests/unit/reshard/plan_transfers_test.cpp"},
       {"E-HF-TP-PLAN", "tests/unit/import/hf_tp_plan_test.cpp"}};
   for (const shardc::DiagCodeInfo& info : shardc::kDiagCodes) {
     CAPTURE(info.name);

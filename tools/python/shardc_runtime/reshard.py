@@ -3,7 +3,9 @@
 The listing (`shardc.reshard/v1`, schemas/reshard.schema.json) says, for every
 plan-B rank and param, which boxes to read from which plan-A rank (`src`),
 where the box starts in the source's unpadded plan-A local tensor
-(`src_offset`) and in the destination's (`dst_offset`). `plan_messages`
+(`src_offset`) and in the destination's (`dst_offset`); for a packed param (rank-file
+`boxes`) that local tensor is its boxes concatenated, each at its `local_offset`, and
+every read lies inside one box on either side. `plan_messages`
 inverts it: each source sends each destination one message holding, in listing
 order, every box that destination reads from it; `pack_message` builds one.
 Boxes with src == dst are local copies. The send/recv executor is
