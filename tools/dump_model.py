@@ -3,9 +3,17 @@
 
 Usage:
   dump_model.py SPEC [-o OUT.json|OUT.yaml] [--name NAME] [--shardc BIN]
+  dump_model.py CHECKPOINT_DIR | config.json [-o ...]     (or --config config.json)
 
 SPEC names a callable that returns an nn.Module: `package.module:factory` or
-`path/to/file.py:factory` (`factory` may also be a class). The module is built on the meta
+`path/to/file.py:factory` (`factory` may also be a class). A checkpoint directory, a
+config.json or `--config PATH` builds the Hugging Face model instead
+(`AutoModelForCausalLM.from_config`, transformers as pinned in tools/python/requirements.txt)
+and writes its attributes too: the params go, with their module shapes and dtypes, through
+`shardc import` as a sparse checkpoint beside the config (so attributes, sub-models,
+`fused:` and `head_indexed:` are exactly what import writes for that config), then the
+module's named_parameters() order is put back and the file says `module_order: module` —
+the confirmation `validate` asks for after an import with W-MODULE-ORDER. The module is built on the meta
 device (no memory for weights): with torch >= 2.0 inside `with torch.device("meta")`; on
 older torch (Debian's python3-torch 1.13) the factory gets `device="meta"` when it accepts
 a `device` argument, else it is built on the CPU and moved to meta.
@@ -213,6 +221,76 @@ def sharded_layout(model) -> list[dict]:
     return out
 
 
+_ST_CODES = {"float32": ("F32", 4), "float16": ("F16", 2), "bfloat16": ("BF16", 2),
+             "float64": ("F64", 8), "float8_e4m3fn": ("F8_E4M3", 1), "float8_e5m2": ("F8_E5M2", 1),
+             "int64": ("I64", 8), "int32": ("I32", 4), "int16": ("I16", 2), "int8": ("I8", 1),
+             "uint8": ("U8", 1), "bool": ("BOOL", 1)}
+
+
+def _write_sparse_safetensors(path: Path, params: list[dict]) -> None:
+    """A safetensors file with real headers and a sparse (hole) data section."""
+    import struct
+    header: dict = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for p in params:
+        code, size = _ST_CODES[p["dtype"]]
+        n = size
+        for e in p["shape"]:
+            n *= e
+        header[p["name"]] = {"dtype": code, "shape": p["shape"], "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * ((8 - len(raw) % 8) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        fh.truncate(8 + len(raw) + offset)
+
+
+def hf_model_from_config(config: dict):
+    """transformers' AutoModelForCausalLM.from_config on the meta device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    kwargs = {k: v for k, v in config.items() if k != "model_type"}
+    conf = AutoConfig.for_model(config["model_type"], **kwargs)
+    dtype = getattr(torch, str(config.get("torch_dtype") or config.get("dtype") or "float32"))
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(conf, dtype=dtype)
+
+
+def with_import_attributes(inv: dict, config: dict, shardc: str) -> dict:
+    """`inv` (module order) with what `shardc import` derives from `config` for these
+    params: attributes, tie_word_embeddings, submodels, per-param fused / head_indexed;
+    `module_order: module` (the order is named_parameters()')."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "ckpt"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        tied = set(inv["tied_weights"])
+        _write_sparse_safetensors(d / "model.safetensors", [p for p in inv["params"] if p["name"] not in tied])
+        res = subprocess.run([shardc, "import", str(d), "--format", "json", "--diag-format", "json",
+                              "-o", str(Path(tmp) / "imported.json")], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SystemExit(f"dump_model.py: shardc import of the module's params failed:\n{res.stdout}{res.stderr}")
+        got = json.loads((Path(tmp) / "imported.json").read_text())
+    out = {"model": inv["model"], "dtype": inv["dtype"], "module_order": "module"}
+    for key in ("submodels", "tie_word_embeddings"):
+        if key in got:
+            out[key] = got[key]
+    out["tied_weights"] = inv["tied_weights"]
+    out["attributes"] = got.get("attributes", {})
+    extra = {p["name"]: p for p in got["params"]}
+    params = []
+    for p in inv["params"]:
+        entry = dict(p)
+        for key in ("fused", "head_indexed"):
+            if key in extra.get(p["name"], {}):
+                entry[key] = {k: v for k, v in extra[p["name"]][key].items() if k != "source"}
+        params.append(entry)
+    out["params"] = params
+    return out
+
+
 def find_shardc(given: str | None) -> str:
     repo = Path(__file__).resolve().parent.parent
     for cand in (given, os.environ.get("SHARDC"), repo / "build/release/shardc",
@@ -224,7 +302,9 @@ def find_shardc(given: str | None) -> str:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("spec")
+    ap.add_argument("spec", nargs="?", help="module:factory, file.py:factory, a checkpoint "
+                    "directory or a config.json")
+    ap.add_argument("--config", help="config.json of a Hugging Face model (AutoModelForCausalLM)")
     ap.add_argument("-o", "--output", help="OUT.json (plain inventory) or OUT.yaml (compact)")
     ap.add_argument("--name", help="model name (default: the module's class name)")
     ap.add_argument("--shardc", help="shardc binary for YAML output")
@@ -233,8 +313,21 @@ def main(argv: list[str]) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise SystemExit("dump_model.py: needs PyTorch (Debian: apt-get install python3-torch)")
-    model = build_on_meta(load_factory(args.spec))
-    inv = inventory(model, args.name or type(model).__name__)
+    config_path = args.config
+    if config_path is None and args.spec and Path(args.spec).is_dir():
+        config_path = str(Path(args.spec) / "config.json")
+    elif config_path is None and args.spec and args.spec.endswith(".json"):
+        config_path = args.spec
+    if config_path is None and not args.spec:
+        ap.error("give SPEC, a checkpoint directory, a config.json or --config")
+    if config_path is not None:
+        config = json.loads(Path(config_path).read_text())
+        model = hf_model_from_config(config)
+        name = args.name or config.get("_name_or_path", "").rstrip("/").split("/")[-1] or type(model).__name__
+        inv = with_import_attributes(inventory(model, name), config, find_shardc(args.shardc))
+    else:
+        model = build_on_meta(load_factory(args.spec))
+        inv = inventory(model, args.name or type(model).__name__)
     text = json.dumps(inv, indent=1) + "\n"
     if not args.output:
         sys.stdout.write(text)

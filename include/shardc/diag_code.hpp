@@ -50,6 +50,7 @@ enum class DiagCode {
   EZero,
   EFp8Block,
   EFp8Scale,
+  EQuantState,
   EBudget,
   EMemoryWorld,
   EReshardMismatch,
@@ -70,6 +71,8 @@ enum class DiagCode {
   WFlatYaml,
   WHeadsUnknown,
   WPipelineSplit,
+  WHeadIndexed,
+  WCheckpoint,
 };
 
 /// One row of the table.
@@ -184,6 +187,13 @@ inline constexpr std::array kDiagCodes = {
                  "than ceil(O/B0) x ceil(I/B1), scales for only some experts of a stacked weight, "
                  "or `follow` without the model's `weight_block_size`",
                  "fix the model / `weight_block_size` (from config.json), or `fp8_scales: rules`"},
+    DiagCodeInfo{DiagCode::EQuantState, "E-QUANT-STATE", Severity::Error, ExitCode::Invalid,
+                 "a quantized weight's state (bitsandbytes `SCB` per row, the 4-bit `absmax` / "
+                 "`quant_map` blocks of the flattened weight) does not follow its weight's rule "
+                 "split: a rank would hold other rows' scales (the per-row state replicated "
+                 "while the weight is row-split, or split another way)",
+                 "give the state its weight's rule (the same axes and `uneven` on its rows), or "
+                 "replicate the weight; 4-bit states cannot follow a split"},
     DiagCodeInfo{DiagCode::EBudget, "E-BUDGET", Severity::Error, ExitCode::Invalid,
                  "(`validate`, `compile`, `memory` with `--budget` or `training.budget`) a rank's "
                  "memory "
@@ -284,6 +294,23 @@ inline constexpr std::array kDiagCodes = {
         "`num_layers_in_last_pipeline_stage`, `account_for_embedding_in_pipeline_split` / "
         "`account_for_loss_in_pipeline_split`, `pipeline_model_parallel_layout` with explicit "
         "`stages`"},
+    DiagCodeInfo{DiagCode::WHeadIndexed, "W-HEAD-INDEXED", Severity::Warning, ExitCode::Invalid,
+                 "a param indexed by attention head (gpt-oss `sinks`, a per-head norm, the "
+                 "model's `head_indexed:`) is replicated over the axes that split its q (or k) "
+                 "projection by head: each rank holds every head's entries but computes only "
+                 "its own heads (split differently: E-HEADS)",
+                 "split it like the projection's head dim (the message names the axes), as "
+                 "transformers' Granite-SWA tp plan shards `self_attn.sinks` colwise with "
+                 "`q_proj`"},
+    DiagCodeInfo{DiagCode::WCheckpoint, "W-CHECKPOINT", Severity::Warning, ExitCode::Invalid,
+                 "what a checkpoint says that `import` did not take as a trainable param: "
+                 "module buffers left out (rotary `inv_freq`, GPT-2 `attn.bias` / "
+                 "`attn.masked_bias`, int64 `position_ids`; a note), a safetensors file the "
+                 "index does not name (left out, as the loaders do), a config that says untied "
+                 "for a checkpoint without an output head, quantization state of a method "
+                 "shardc does not know",
+                 "read the message: re-download or re-index the files, fix config.json, or "
+                 "check the imported model (docs/import.md lists what each case means)"},
 };
 
 /// The row of `code`.

@@ -35,6 +35,22 @@ std::int64_t fused_group_extent(const FusedLayout& f);
 std::optional<FusedLayout> known_fused(std::string_view fqn, const Shape& shape,
                                        const ModelAttributes& attrs, std::string_view architecture);
 
+/// Whether `fqn` (global `shape`) is indexed by attention head (contract
+/// §5.13), from its name and the (sub-)model's head counts `attrs`:
+/// `…sinks` of one dim equal to num_attention_heads (gpt-oss attention sinks,
+/// transformers models/gpt_oss/modeling_gpt_oss.py GptOssAttention: one logit
+/// per q head, `module.sinks.reshape(1, -1, 1, 1)`; transformers' Granite-SWA
+/// base_model_tp_plan shards `self_attn.sinks` colwise with q_proj), and 2-D `…q_norm.weight` /
+/// `…k_norm.weight` of [num_attention_heads | num_key_value_heads, head_dim]
+/// (Cohere, models/cohere/modeling_cohere.py: CohereLayerNorm((num_heads,
+/// head_dim)) normalizes each head with its own weight row). A 1-D q_norm of
+/// [head_dim] (Qwen3, OLMo-style shared per-head norms) is the same for every
+/// head: not head-indexed. `architecture` as for known_fused ("" when
+/// unknown). nullopt when not known.
+std::optional<HeadIndexed> known_head_indexed(std::string_view fqn, const Shape& shape,
+                                              const ModelAttributes& attrs,
+                                              std::string_view architecture);
+
 /// The `packed:` line that splits `f` part by part, as a rule writes it:
 /// `packed: {parts: 3, dim: 1}`, `packed: {parts: [4096, 1024, 1024]}`,
 /// `packed: {parts: 2, dim: -1, interleave: 1}`, `packed: {parts: [..], groups: 8}`.

@@ -87,12 +87,26 @@ struct CheckpointConfig {
   ModelAttributes attributes;              ///< heads, experts, vocab, tie, block size
   /// Attributes in output order (`num_attention_heads: 32`), for the compact writer.
   std::vector<RawAttribute> raw_attributes;
+  /// `quantization_config.quant_method` ("bitsandbytes", "fp8", "gptq", ...), or empty.
+  std::string quant_method;
+  /// `text_config.tie_word_embeddings` when the config has one: transformers 5 ties
+  /// the output head by the top-level value of a composite config (modeling_utils.py
+  /// get_expanded_tied_weights_keys reads `self.config.tie_word_embeddings`; e.g.
+  /// Qwen3VLConfig's own default false), so this one only decides a note.
+  std::optional<bool> text_tie_word_embeddings;
+  /// True when the top level states `tie_word_embeddings` (else transformers' default).
+  bool tie_stated = false;
+  /// `vision_config`, `audio_config`, ... of a multimodal config: each sub-config's
+  /// attributes (config key aliases `num_heads`, `encoder_attention_heads`, `embed_dim`,
+  /// `d_model`), with `prefix` still empty (import finds it in the checkpoint's names).
+  std::vector<SubModel> subconfigs;
 };
 
 /// Parses config.json text. Accepts the attribute aliases of the
 /// transformers configs (`n_head`, `n_embd`, `n_layer`, `n_routed_experts`,
-/// `num_local_experts`); `tie_word_embeddings` defaults to true when absent
-/// (transformers' PretrainedConfig default). E-CHECKPOINT for text that is
+/// `num_local_experts`); counts from `text_config` first, then the top level;
+/// `tie_word_embeddings` from the top level (as transformers ties), defaulting
+/// to true when absent (transformers' PretrainedConfig default). E-CHECKPOINT for text that is
 /// not a JSON object and for counts outside [1, 2^31) (experts [0, 2^31)).
 std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std::string& path,
                                                 DiagnosticSink& sink);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardc/diagnostics.hpp"
@@ -34,6 +35,22 @@ struct FusedLayout {
   bool operator==(const FusedLayout&) const = default;
 };
 
+/// A parameter indexed by attention head on one dim (contract §5.13): gpt-oss's
+/// attention sinks `[num_attention_heads]` (transformers models/gpt_oss/
+/// modeling_gpt_oss.py: `self.sinks = nn.Parameter(torch.empty(num_attention_heads))`,
+/// one logit per q head), Cohere's per-head q_norm `[num_heads, head_dim]` and
+/// k_norm `[num_key_value_heads, head_dim]` (models/cohere/modeling_cohere.py
+/// CohereLayerNorm((num_heads, head_dim))). Each rank must hold the heads its
+/// q (or k) projection rows hold, so its split on `dim` must be the split of the
+/// projection's head dim.
+struct HeadIndexed {
+  int dim = 0;      ///< normalized, in [0, ndim)
+  bool kv = false;  ///< indexed by KV head (follows k_proj) instead of q head (q_proj)
+  /// Where the fact comes from: the module code, or "model description".
+  std::string source;
+  bool operator==(const HeadIndexed&) const = default;
+};
+
 /// One parameter as written in the model description.
 struct Param {
   std::string name;              ///< fully-qualified name (FQN), Hugging Face naming
@@ -45,6 +62,9 @@ struct Param {
   /// writes it where the architecture decides a layout its name does not
   /// (include/shardc/fused.hpp).
   std::optional<FusedLayout> fused = std::nullopt;
+  /// `head_indexed:` of the entry, or none; import writes it from the
+  /// architecture (include/shardc/fused.hpp known_head_indexed).
+  std::optional<HeadIndexed> head_indexed = std::nullopt;
 };
 
 /// A tie: `alias` shares the storage of `source` (contract §5.5). From the
@@ -76,6 +96,17 @@ struct ModelAttributes {
   SourceLoc num_experts_loc;
 };
 
+/// A sub-model (contract §3.2): a vision or audio tower whose config
+/// (`vision_config`, `audio_config` of a multimodal config.json) has its own
+/// head counts and sizes. Every param whose FQN starts with `prefix` + "."
+/// is checked against `attributes` instead of the model's (text) ones.
+struct SubModel {
+  std::string prefix;  ///< FQN prefix, e.g. "visual" or "vision_model"
+  std::string config;  ///< the config.json key it came from ("vision_config"), or empty
+  ModelAttributes attributes;
+  SourceLoc loc;
+};
+
 struct Model {
   std::string name;
   std::string source_path;  ///< the file it was read from
@@ -83,6 +114,30 @@ struct Model {
   std::vector<Param> params;
   std::vector<TiePair> tied;
   ModelAttributes attributes;
+  /// Sub-models by FQN prefix (a param takes the longest prefix it starts with).
+  std::vector<SubModel> submodels;
+  /// `module_order:` as written: "" (not said), "module" (named_parameters()
+  /// order, e.g. tools/dump_model.py), "natural" (shardc import had no exact
+  /// rules: validate repeats W-MODULE-ORDER until the order is confirmed).
+  std::string module_order;
+  SourceLoc module_order_loc;
+
+  /// The sub-model a param belongs to, or nullptr for the main (text) model.
+  [[nodiscard]] const SubModel* submodel_of(std::string_view fqn) const {
+    const SubModel* best = nullptr;
+    for (const SubModel& s : submodels) {
+      if (fqn.size() > s.prefix.size() && fqn.starts_with(s.prefix) &&
+          fqn[s.prefix.size()] == '.' && (best == nullptr || s.prefix.size() > best->prefix.size()))
+        best = &s;
+    }
+    return best;
+  }
+  /// The attributes a param named `fqn` is checked against: its sub-model's
+  /// (longest matching prefix), else the model's.
+  [[nodiscard]] const ModelAttributes& attributes_of(std::string_view fqn) const {
+    const SubModel* s = submodel_of(fqn);
+    return s != nullptr ? s->attributes : attributes;
+  }
 };
 
 }  // namespace shardc

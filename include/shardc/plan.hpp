@@ -184,6 +184,9 @@ struct PlannedParam {
   /// table of include/shardc/fused.hpp (set by check_fused); none when the
   /// param is not a known fused tensor.
   std::optional<FusedLayout> fused;
+  /// Indexed by attention head (contract §5.13): the model's `head_indexed:`
+  /// entry (run_checks falls back to include/shardc/fused.hpp known_head_indexed).
+  std::optional<HeadIndexed> head_indexed;
   ParamGeometry geometry;
   SourceLoc loc;
 };

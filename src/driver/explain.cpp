@@ -134,7 +134,7 @@ void print_fsdp(const PlannedParam& p, std::ostream& out) {
 std::int64_t query_group_rows(const PlannedParam& p, const Model& model) {
   const std::string_view name = p.name;
   const bool qkv = name.ends_with(".linear_qkv.weight") || name.ends_with(".linear_qkv.bias");
-  const auto& groups = model.attributes.num_key_value_heads;
+  const auto& groups = model.attributes_of(p.name).num_key_value_heads;
   if (!qkv || !groups || *groups <= 0 || p.global_shape.empty()) return 0;
   if (p.global_shape[0] % *groups != 0) return 0;
   return p.global_shape[0] / *groups;

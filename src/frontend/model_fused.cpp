@@ -155,4 +155,46 @@ std::optional<FusedLayout> parse_fused(const Node& n, const Shape& shape, Reader
   return f;
 }
 
+std::optional<HeadIndexed> parse_head_indexed(const Node& n, const Shape& shape, Reader& r) {
+  constexpr std::string_view kHeadHint =
+      "e.g. `head_indexed: {dim: 0}` (gpt-oss attention sinks, one per q head) or "
+      "`head_indexed: {dim: 0, heads: kv}` (a per-KV-head norm)";
+  if (!r.expect_map(n, "`head_indexed`")) return std::nullopt;
+  if (!r.check_keys(n, {"dim", "heads", "source"}, "`head_indexed`")) return std::nullopt;
+  const int ndim = static_cast<int>(shape.size());
+  int dim = 0;
+  if (const Node* d = n.find("dim")) {
+    const auto v = parse_bounded(*d, r, "`head_indexed.dim`", -64, 63);
+    if (!v) return std::nullopt;
+    dim = static_cast<int>(*v);
+  }
+  const int norm = dim < 0 ? dim + ndim : dim;
+  if (norm < 0 || norm >= ndim) {
+    r.error(n,
+            "`head_indexed.dim` " + std::to_string(dim) + " is out of range for a param with " +
+                std::to_string(ndim) + " dims",
+            std::string(kHeadHint));
+    return std::nullopt;
+  }
+  HeadIndexed h;
+  h.dim = norm;
+  h.source = "model description";
+  if (const Node* heads = n.find("heads")) {
+    auto text = r.get_string(*heads, "`head_indexed.heads`");
+    if (!text) return std::nullopt;
+    if (*text != "q" && *text != "kv") {
+      r.error(*heads, "`head_indexed.heads` is `q` or `kv`, got " + describe(*heads),
+              std::string(kHeadHint));
+      return std::nullopt;
+    }
+    h.kv = *text == "kv";
+  }
+  if (const Node* src = n.find("source")) {
+    auto text = r.get_string(*src, "`head_indexed.source`");
+    if (!text) return std::nullopt;
+    h.source = *text;
+  }
+  return h;
+}
+
 }  // namespace shardc::fe

@@ -28,6 +28,10 @@ std::optional<Shape> parse_shape(const Node& n, Reader& r);
 /// `fused:` of a param entry of `shape` (model_fused.cpp, contract §5.12).
 std::optional<FusedLayout> parse_fused(const Node& n, const Shape& shape, Reader& r);
 
+/// `head_indexed: {dim: 0, heads: q | kv}` of a param entry (model_fused.cpp);
+/// E-MODEL when the dim is out of range.
+std::optional<HeadIndexed> parse_head_indexed(const Node& n, const Shape& shape, Reader& r);
+
 /// A dtype name or alias (contract §3).
 std::optional<DType> parse_dtype_node(const Node& n, Reader& r);
 

@@ -169,20 +169,22 @@ class TemplateBuilder {
     });
   }
 
-  // Index of a param entry key in {name, shape, dtype, requires_grad, fused}, or -1.
+  // Index of a param entry key in {name, shape, dtype, requires_grad, fused,
+  // head_indexed}, or -1.
   static int param_key(std::string_view key) {
     if (key == "name") return 0;
     if (key == "shape") return 1;
     if (key == "dtype") return 2;
     if (key == "requires_grad") return 3;
     if (key == "fused") return 4;
+    if (key == "head_indexed") return 5;
     return -1;
   }
 
   std::optional<Entry> build_param(const Node& item) {
     // One pass over the entry's keys; any unknown or repeated key takes the
     // reporting path (check_keys).
-    std::array<const Node*, 5> slot{};
+    std::array<const Node*, 6> slot{};
     bool ok = item.items().size() <= slot.size();
     for (std::size_t i = 0; ok && i < item.items().size(); ++i) {
       int k = param_key(item.items()[i].key());
@@ -190,10 +192,10 @@ class TemplateBuilder {
       if (ok) slot[static_cast<std::size_t>(k)] = &item.items()[i];
     }
     if (!ok) {
-      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad", "fused"},
+      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad", "fused", "head_indexed"},
                          "a param entry");
-      slot = {item.find("name"), item.find("shape"), item.find("dtype"), item.find("requires_grad"),
-              item.find("fused")};
+      slot = {item.find("name"),          item.find("shape"), item.find("dtype"),
+              item.find("requires_grad"), item.find("fused"), item.find("head_indexed")};
     }
     Entry e;
     e.param.loc = r_.loc(item);
@@ -233,6 +235,10 @@ class TemplateBuilder {
     if (const Node* fused = slot[4]; fused != nullptr && s) {
       e.param.fused = parse_fused(*fused, e.param.shape, r_);
       ok = e.param.fused.has_value() && ok;
+    }
+    if (const Node* head = slot[5]; head != nullptr && s) {
+      e.param.head_indexed = parse_head_indexed(*head, e.param.shape, r_);
+      ok = e.param.head_indexed.has_value() && ok;
     }
     if (!ok) return std::nullopt;
     return e;

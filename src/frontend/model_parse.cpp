@@ -84,6 +84,77 @@ void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
   }
 }
 
+// `module_order: module | natural` (contract §3): natural is what shardc import
+// writes when it had no exact module-order rules; validate repeats W-MODULE-ORDER
+// until the order is confirmed (tools/dump_model.py writes `module`).
+void parse_module_order(const Node& n, Reader& r, Model& m) {
+  std::optional<std::string> text = r.get_string(n, "`module_order`");
+  if (!text) return;
+  if (*text != "module" && *text != "natural") {
+    r.error(n, "`module_order` must be `module` or `natural`, got " + describe(n),
+            "`module`: the params are in named_parameters() order (tools/dump_model.py); "
+            "`natural`: shardc import sorted them by name");
+    return;
+  }
+  m.module_order = *text;
+  m.module_order_loc = r.loc(n);
+  if (m.module_order != "natural") return;
+  r.sink().warning(
+      DiagCode::WModuleOrder, m.module_order_loc,
+      "the model says `module_order: natural`: shardc import had no exact module-order rules "
+      "for it, so its params are sorted by name, which may differ from named_parameters() "
+      "(FSDP2 and muon buffer offsets follow module order)",
+      "confirm the order: dump the module with `tools/dump_model.py --config config.json -o "
+      "m.yaml` (it writes `module_order: module`) and use that model file");
+}
+
+// `submodels: [{prefix: visual, config: vision_config, attributes: {...}}]`: the
+// attributes a vision or audio tower's params are checked against (contract §3.2).
+void parse_submodels(const Node& list, Reader& r, Model& m) {
+  if (list.is_null() || !r.expect_seq(list, "`submodels`")) return;
+  constexpr std::size_t kMaxSubmodels = 64;  // a model has a few towers; bounds the checks
+  if (list.items().size() > kMaxSubmodels) {
+    r.error(list,
+            "`submodels` lists " + std::to_string(list.items().size()) + " entries, more than " +
+                std::to_string(kMaxSubmodels),
+            "one entry per vision or audio tower");
+    return;
+  }
+  for (const Node& item : list.items()) {
+    if (!r.expect_map(item, "a `submodels` entry") ||
+        !r.check_keys(item, {"prefix", "config", "attributes"}, "a `submodels` entry"))
+      continue;
+    SubModel sub;
+    sub.loc = r.loc(item);
+    const Node* prefix = item.find("prefix");
+    if (prefix == nullptr) {
+      r.error(item, "a `submodels` entry needs a `prefix`",
+              "e.g. `{prefix: visual, config: vision_config, attributes: {num_attention_heads: "
+              "16}}`");
+      continue;
+    }
+    std::optional<std::string> text = r.get_string(*prefix, "`prefix`");
+    if (!text) continue;
+    if (text->empty() || text->front() == '.' || text->back() == '.') {
+      r.error(*prefix,
+              "a sub-model `prefix` is a module FQN such as `visual`, got " + describe(*prefix),
+              "no leading or trailing dot");
+      continue;
+    }
+    sub.prefix = *text;
+    if (const Node* config = item.find("config"))
+      sub.config = r.get_string(*config, "`config`").value_or("");
+    if (const Node* attrs = item.find("attributes")) parse_attributes(*attrs, r, sub.attributes);
+    for (const SubModel& other : m.submodels) {
+      if (other.prefix == sub.prefix) {
+        r.error(*prefix, "sub-model prefix `" + sub.prefix + "` is listed twice",
+                "one entry per sub-model");
+      }
+    }
+    m.submodels.push_back(std::move(sub));
+  }
+}
+
 // `tied: [[source, alias], ...]`
 void parse_tied_list(const Node& tied, Reader& r, std::vector<TiePair>& out) {
   if (!r.expect_seq(tied, "`tied`")) return;
@@ -109,9 +180,9 @@ void parse_tied_weights(const Node& tied, Reader& r, std::vector<TiePair>& out) 
 }
 
 void log_ignored_keys(const Node& root, const std::string& path) {
-  static constexpr std::string_view kKnown[] = {"format", "name",       "model",
-                                                "dtype",  "attributes", "tie_word_embeddings",
-                                                "params", "tied",       "tied_weights"};
+  static constexpr std::string_view kKnown[] = {
+      "format", "name", "model",        "dtype",     "attributes",  "tie_word_embeddings",
+      "params", "tied", "tied_weights", "submodels", "module_order"};
   for (const Node& entry : root.items()) {
     bool known = false;
     for (std::string_view k : kKnown) known = known || entry.key() == k;
@@ -138,6 +209,8 @@ void parse_top(const Node& root, Reader& r, Model& m, ParamsShortcut& shortcut) 
   if (const Node* tie = root.find("tie_word_embeddings"); tie != nullptr && !tie->is_null()) {
     m.attributes.tie_word_embeddings = r.get_bool(*tie, "`tie_word_embeddings`");
   }
+  if (const Node* subs = root.find("submodels")) parse_submodels(*subs, r, m);
+  if (const Node* order = root.find("module_order")) parse_module_order(*order, r, m);
   if (const Node* tied = root.find("tied")) parse_tied_list(*tied, r, m.tied);
   if (const Node* tied = root.find("tied_weights")) parse_tied_weights(*tied, r, m.tied);
   const Node* params = root.find("params");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <unordered_map>
 
 #include "import/import_internal.hpp"
@@ -54,6 +55,8 @@ struct Layout {
   std::unordered_map<std::string_view, std::uint32_t> weight_map;
   std::unique_ptr<simdjson::dom::parser> index_parser;
   bool indexed = false;
+  // Indexed only: *.safetensors files of the directory the index does not name.
+  std::vector<std::string> unindexed;
 };
 
 bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
@@ -140,6 +143,12 @@ std::optional<Layout> find_layout(FileSystem& fs, const std::string& path,
       }
     }
     if (sink.has_errors()) return std::nullopt;
+    for (const std::string& name : *listing) {
+      if (name.ends_with(".safetensors") &&
+          !std::binary_search(l.files.begin(), l.files.end(), name))
+        l.unindexed.push_back(name);
+    }
+    std::sort(l.unindexed.begin(), l.unindexed.end());
     return l;
   }
   for (const std::string& name : *listing) {
@@ -212,6 +221,161 @@ bool collect_params(FileSystem& fs, const Layout& l, std::vector<Param>& params,
   return !sink.has_errors();
 }
 
+// W-CHECKPOINT for each *.safetensors file the index does not name: transformers'
+// loader reads only the files of `weight_map` (modeling_utils.py
+// _get_resolved_checkpoint_files), so its tensors are not part of the model; the user
+// should know what is left out (huggingface_hub#4725: an MTP shard skipped silently).
+void warn_unindexed(FileSystem& fs, const Layout& l, DiagnosticSink& sink) {
+  simdjson::dom::parser parser;
+  for (const std::string& name : l.unindexed) {
+    const std::string path = join(l.dir, name);
+    DiagnosticSink local;
+    const std::optional<SafetensorsHeader> h = imp::read_header_with(parser, fs, path, local);
+    std::string what;
+    if (h) {
+      what = "its " + std::to_string(h->tensors.size()) + " tensor" +
+             (h->tensors.size() == 1 ? "" : "s");
+      if (!h->tensors.empty()) what += " (e.g. '" + imp::printable(h->tensors.front().name) + "')";
+      what += " are left out of the model";
+    } else {
+      what = "it is left out (its header is not readable: " +
+             (local.items().empty() ? std::string("?") : local.items().front().message) + ")";
+    }
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.code = DiagCode::WCheckpoint;
+    d.loc = SourceLoc{path, 0, 0};
+    d.message = "'" + imp::printable(name) + "' is a safetensors file that " +
+                std::string(kIndexName) + " does not name: " + what +
+                ", as transformers' loader reads only the indexed files";
+    d.hint =
+        "if the file belongs to the model (an MTP head, a newer shard), regenerate the "
+        "index; else remove the stale file";
+    sink.report(std::move(d));
+  }
+}
+
+// torch: only floating point (and complex) tensors can require gradients.
+bool floating_point(DType t) {
+  switch (t) {
+    case DType::Float64:
+    case DType::Float32:
+    case DType::BFloat16:
+    case DType::Float16:
+    case DType::Float8E4M3fn:
+    case DType::Float8E5M2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Checkpoint tensors that are module buffers or quantization metadata, not
+// parameters: transformers 5 drops them on load, so they are left out of the
+// model (a W-CHECKPOINT note names them). Empty when `p` is a parameter.
+std::string_view left_out_reason(const Param& p, const CheckpointConfig& config) {
+  const auto dot = p.name.rfind('.');
+  const std::string_view leaf = dot == std::string::npos ? std::string_view(p.name)
+                                                         : std::string_view(p.name).substr(dot + 1);
+  const std::string_view parent =
+      dot == std::string::npos ? std::string_view{} : std::string_view(p.name).substr(0, dot);
+  const std::string_view module =
+      parent.substr(parent.rfind('.') == std::string_view::npos ? 0 : parent.rfind('.') + 1);
+  // modeling_rope_utils.py: register_buffer("inv_freq", ..., persistent=False); old
+  // checkpoints store one per layer (transformers#35255), modeling_utils.py
+  // _adjust_missing_and_unexpected_keys ignores `rotary_emb.inv_freq` on load.
+  if (leaf == "inv_freq" || leaf == "original_inv_freq")
+    return "rotary inv_freq buffers (persistent=False, recomputed by the module: "
+           "modeling_rope_utils.py; ignored on load by modeling_utils.py "
+           "_adjust_missing_and_unexpected_keys)";
+  // Gemma's scaled embedding: nn.Buffer(torch.tensor(embed_scale), persistent=False)
+  // (models/gemma2/modeling_gemma2.py Gemma2TextScaledWordEmbedding), a 0-d constant.
+  if (leaf == "embed_scale" && p.shape.empty())
+    return "embed_scale buffers (Gemma's scaled embedding constant, persistent=False: "
+           "modeling_gemma2.py)";
+  // Same function: `position_ids` used to be a persistent buffer, now persistent=False.
+  if (leaf == "position_ids" && !floating_point(p.dtype))
+    return "int64 position_ids buffers (persistent=False in transformers 5; ignored on load by "
+           "modeling_utils.py _adjust_missing_and_unexpected_keys)";
+  // GPT-2 / GPT-J / GPT-NeoX causal masks: `_keys_to_ignore_on_load_unexpected =
+  // ["attn.bias", "crossattention.bias"]` (modeling_gpt2.py), [r"attn.bias",
+  // r"attn.masked_bias"] (modeling_gptj.py), attention.* (modeling_gpt_neox.py). A real
+  // bias is 1-D; the mask is [1, 1, n, n] and masked_bias a scalar.
+  if ((module == "attn" || module == "attention" || module == "crossattention") &&
+      ((leaf == "bias" && p.shape.size() == 4) || leaf == "masked_bias"))
+    return "causal-mask buffers attn.bias / attn.masked_bias (GPT-2, GPT-J, GPT-NeoX: "
+           "_keys_to_ignore_on_load_unexpected in their modeling files)";
+  // bitsandbytes 8-bit: serialized_names {"weight": ["weight", "SCB", "weight_format"]}
+  // (quantizers/quantizer_bnb_8bit.py); Bnb8bitDeserialize folds SCB into the Int8Params
+  // weight and drops weight_format.
+  if (config.quant_method == "bitsandbytes" && leaf == "weight_format")
+    return "bitsandbytes weight_format entries (serialization metadata of the int8 weight: "
+           "quantizer_bnb_8bit.py serialized_names; Bnb8bitDeserialize drops it)";
+  return {};
+}
+
+// A bitsandbytes quantization state beside its weight: 8-bit `SCB` (an attribute of the
+// Int8Params weight, requires_grad=False: integrations/bitsandbytes.py) and the 4-bit
+// `weight.absmax` / `quant_map` / `nested_*` / `quant_state.*` (quantizer_bnb_4bit.py
+// serialized_names). Frozen: no grads, no optimizer state.
+bool bnb_state(std::string_view name, const CheckpointConfig& config) {
+  if (config.quant_method != "bitsandbytes") return false;
+  for (std::string_view leaf : {".SCB", ".weight.absmax", ".weight.quant_map",
+                                ".weight.nested_absmax", ".weight.nested_quant_map"})
+    if (name.ends_with(leaf)) return true;
+  return name.find(".weight.quant_state.") != std::string_view::npos;
+}
+
+// Leaves out the buffers and metadata left_out_reason names (a note per kind, and a
+// header comment in the compact model), and marks tensors that cannot require grad
+// frozen: integer dtypes (torch: only floating point tensors require gradients;
+// bitsandbytes' Int8Params(requires_grad=False)) and bitsandbytes states (bnb_state).
+void drop_buffers(std::vector<Param>& params, const CheckpointConfig& config,
+                  const std::string& where, ImportedModel& im, DiagnosticSink& sink) {
+  struct Kind {
+    std::string_view reason;
+    std::size_t count = 0;
+    std::string first;
+  };
+  std::vector<Kind> kinds;
+  std::size_t kept = 0;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    const std::string_view why = left_out_reason(p, config);
+    if (why.empty()) {
+      if (!floating_point(p.dtype) || bnb_state(p.name, config)) p.requires_grad = false;
+      if (kept != i) params[kept] = std::move(p);
+      ++kept;
+      continue;
+    }
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const Kind& k) { return k.reason == why; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{why, 0, p.name});
+    ++it->count;
+    ++total;
+  }
+  params.resize(kept);
+  for (const Kind& k : kinds) {
+    Diagnostic d;
+    d.severity = Severity::Note;
+    d.code = DiagCode::WCheckpoint;
+    d.loc = SourceLoc{where, 0, 0};
+    d.param = k.first;
+    d.message = "left out " + std::to_string(k.count) + " " + std::string(k.reason) + ", e.g. '" +
+                imp::printable(k.first) +
+                "': module buffers and metadata are not trainable params (no grads or optimizer "
+                "state)";
+    d.hint =
+        "nothing to do: the module computes or ignores them; docs/import.md lists what "
+        "import leaves out";
+    sink.report(std::move(d));
+  }
+  if (total > 0)
+    im.comments.emplace_back("left out (buffers, not params)",
+                             std::to_string(total) + ", e.g. " + kinds.front().first);
+}
+
 // GPT-2's hub files omit the base model prefix ("wte.weight" for "transformer.wte.weight").
 void add_base_prefix(std::vector<Param>& params, const imp::ArchRules* rules) {
   if (rules == nullptr || rules->base_prefix.empty()) return;
@@ -256,6 +420,104 @@ void add_ties(Model& m) {
   m.tied.push_back(TiePair{source, std::string(kOutput), {}});
 }
 
+// W-CHECKPOINT for quantization methods whose state tensors shardc does not know.
+// Known: FP8 block scales (`weight_scale_inv`, quantization_config.weight_block_size:
+// fp8_scales) and bitsandbytes (8-bit SCB per row, 4-bit absmax / quant_map blocks:
+// E-QUANT-STATE when a state does not follow its weight's split).
+void warn_quantization(const CheckpointConfig& config, const std::string& where,
+                       DiagnosticSink& sink) {
+  const std::string& q = config.quant_method;
+  if (q.empty() || q == "fp8" || q == "bitsandbytes") return;
+  Diagnostic d;
+  d.severity = Severity::Warning;
+  d.code = DiagCode::WCheckpoint;
+  d.loc = SourceLoc{where, 0, 0};
+  d.message = "quantization_config.quant_method '" + imp::printable(q) +
+              "': shardc does not know this method's state tensors (per-group scales, zero "
+              "points, packed integer weights), so they are planned as ordinary tensors (the "
+              "integer ones frozen) and no check ties a state's split to its weight's";
+  d.hint =
+      "replicate the quantized layers over tp, or plan the dequantized checkpoint; "
+      "docs/import.md lists the quantization states shardc follows";
+  sink.report(std::move(d));
+}
+
+// A config that says untied for a causal LM whose checkpoint has no output head:
+// transformers builds an untied lm_head and initializes it (a missing key on load),
+// so the module has one more trainable param than the checkpoint; it is planned with
+// the embedding's shape and dtype, and said (Qwen3-VL-Embedding#89: top-level false,
+// text_config true; transformers 5 ties by the top-level value).
+void add_untied_head(Model& m, const CheckpointConfig& config, const std::string& arch,
+                     const std::string& where, DiagnosticSink& sink) {
+  if (m.attributes.tie_word_embeddings.value_or(false)) return;
+  if (!arch.ends_with("ForCausalLM") && !arch.ends_with("ForConditionalGeneration")) return;
+  const Param* embed = nullptr;
+  for (const Param& p : m.params) {
+    if (p.name == kOutput) return;
+    for (std::string_view e : kEmbeddings)
+      if (p.name == e && embed == nullptr) embed = &p;
+  }
+  if (embed == nullptr) return;
+  Param head = *embed;
+  head.name = std::string(kOutput);
+  head.requires_grad = true;
+  const std::string text_says =
+      config.text_tie_word_embeddings && *config.text_tie_word_embeddings
+          ? " (text_config says tie_word_embeddings: true, but transformers ties by the "
+            "top-level value: modeling_utils.py get_expanded_tied_weights_keys)"
+          : "";
+  Diagnostic d;
+  d.severity = Severity::Warning;
+  d.code = DiagCode::WCheckpoint;
+  d.loc = SourceLoc{where, 0, 0};
+  d.param = head.name;
+  d.message = "config.json says tie_word_embeddings: " +
+              std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
+              ", but the checkpoint has no " + head.name +
+              ": transformers builds an untied output head and initializes it (a missing key), "
+              "so " +
+              head.name + " " + imp::shape_text(head.shape) +
+              " is planned as its own trainable param";
+  d.hint =
+      "if the model is tied, set the top-level `tie_word_embeddings: true` in config.json "
+      "(then " +
+      head.name + " is an alias of " + embed->name + "); else provide the head";
+  sink.report(std::move(d));
+  m.params.push_back(std::move(head));
+}
+
+// Sub-models of a multimodal config: each `vision_config` / `audio_config` applies to
+// the params under the module its model class builds from it (transformers 5 and the hub
+// names: Qwen2-VL / Qwen2.5-VL `visual` (hub) / `model.visual`; Llama-4 `vision_model`;
+// LLaVA, Gemma-3, PaliGemma `vision_tower` / `model.vision_tower`; Qwen2-Audio
+// `audio_tower`; Qwen2.5-Omni `thinker.visual`, `thinker.audio_tower`). Only prefixes the
+// checkpoint's names use are kept.
+std::vector<SubModel> find_submodels(const std::vector<Param>& params,
+                                     const CheckpointConfig& config) {
+  static constexpr std::string_view kVision[] = {
+      "visual",        "model.visual",       "vision_model",   "model.vision_model",
+      "vision_tower",  "model.vision_tower", "vision_encoder", "model.vision_encoder",
+      "thinker.visual"};
+  static constexpr std::string_view kAudio[] = {"audio_tower", "model.audio_tower", "audio_encoder",
+                                                "model.audio_encoder", "thinker.audio_tower"};
+  std::vector<SubModel> out;
+  for (const SubModel& sub : config.subconfigs) {
+    const bool vision = sub.config == "vision_config";
+    const auto candidates = vision ? std::span<const std::string_view>(kVision)
+                                   : std::span<const std::string_view>(kAudio);
+    for (std::string_view prefix : candidates) {
+      const std::string dotted = std::string(prefix) + ".";
+      const bool used = std::any_of(params.begin(), params.end(),
+                                    [&](const Param& p) { return p.name.starts_with(dotted); });
+      if (!used) continue;
+      SubModel s = sub;
+      s.prefix = std::string(prefix);
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_checkpoint_path(FileSystem& fs, const std::string& path) {
@@ -279,15 +541,23 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   }
   m.attributes = config->attributes;
   im.raw_attributes = config->raw_attributes;
+  const std::string config_path = join(layout->dir, "config.json");
+  const std::string where = has_config ? config_path : path;
+  warn_unindexed(fs, *layout, sink);
+  drop_buffers(m.params, *config, where, im, sink);
+  warn_quantization(*config, where, sink);
   const imp::ArchRules* rules = imp::find_arch_rules(*config);
   add_base_prefix(m.params, rules);
   add_ties(m);
+  const std::string arch_name =
+      config->architectures.empty() ? config->model_type : config->architectures.front();
+  add_untied_head(m, *config, arch_name, where, sink);
+  m.submodels = find_submodels(m.params, *config);
   const std::size_t natural = order_params(m.params, *config);
-  const std::string config_path = join(layout->dir, "config.json");
   if (natural > 0) {
-    const std::string arch =
-        config->architectures.empty() ? config->model_type : config->architectures.front();
-    sink.warning(DiagCode::WModuleOrder, SourceLoc{has_config ? config_path : path, 0, 0},
+    const std::string arch = arch_name;
+    m.module_order = "natural";
+    sink.warning(DiagCode::WModuleOrder, SourceLoc{where, 0, 0},
                  rules == nullptr
                      ? "no module-order rules for architecture '" + imp::printable(arch) +
                            "': params are in natural order (layer indices numerically), which "
@@ -295,15 +565,18 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
                      : std::to_string(natural) + " params have names the '" + imp::printable(arch) +
                            "' order rules do not know; they are placed in natural order",
                  "FSDP2 and muon buffer offsets follow module order: for the exact order, dump "
-                 "the module with tools/dump_model.py and use that model file");
+                 "the module with tools/dump_model.py --config config.json and use that model "
+                 "file (the imported one says `module_order: natural`, and validate repeats this "
+                 "warning)");
   }
   // Fused layouts the architecture decides and the name alone does not (gpt-oss's
-  // interleaved gate|up, GPT-NeoX's per-head query_key_value) are written as `fused:`.
-  const std::string arch_name =
-      config->architectures.empty() ? config->model_type : config->architectures.front();
+  // interleaved gate|up, GPT-NeoX's per-head query_key_value) are written as `fused:`;
+  // head-indexed params (gpt-oss sinks, Cohere per-head norms) as `head_indexed:`.
   for (Param& p : m.params) {
-    auto by_arch = known_fused(p.name, p.shape, m.attributes, arch_name);
-    if (by_arch && by_arch != known_fused(p.name, p.shape, m.attributes, "")) p.fused = by_arch;
+    const ModelAttributes& attrs = m.attributes_of(p.name);
+    auto by_arch = known_fused(p.name, p.shape, attrs, arch_name);
+    if (by_arch && by_arch != known_fused(p.name, p.shape, attrs, "")) p.fused = by_arch;
+    p.head_indexed = known_head_indexed(p.name, p.shape, attrs, arch_name);
   }
   m.name = !config->name.empty() ? config->name : base_name(listing ? layout->dir : path);
   if (!listing && m.name.ends_with(".safetensors")) m.name.resize(m.name.size() - 12);

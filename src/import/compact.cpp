@@ -95,7 +95,8 @@ bool same_signature(const Block& a, const Block& b) {
     const CParam& y = *b.members[i];
     if (std::string_view(x.name).substr(a.cut) != std::string_view(y.name).substr(b.cut) ||
         x.src->shape != y.src->shape || x.src->dtype != y.src->dtype ||
-        x.src->requires_grad != y.src->requires_grad || x.src->fused != y.src->fused) {
+        x.src->requires_grad != y.src->requires_grad || x.src->fused != y.src->fused ||
+        x.src->head_indexed != y.src->head_indexed) {
       return false;
     }
   }
@@ -203,6 +204,65 @@ std::string fused_yaml(const FusedLayout& f) {
   return t + "]}";
 }
 
+// `, head_indexed: {dim: 0}` / `{dim: 0, heads: kv}` (model_fused.cpp reads it).
+std::string head_indexed_yaml(const HeadIndexed& h) {
+  return ", head_indexed: {dim: " + std::to_string(h.dim) + (h.kv ? ", heads: kv}" : "}");
+}
+
+std::string head_indexed_json(const HeadIndexed& h) {
+  return "{\"dim\": " + std::to_string(h.dim) + ", \"heads\": \"" + (h.kv ? "kv" : "q") + "\"}";
+}
+
+// The typed attributes of a sub-model, as `key: value` pairs in kAttrs order.
+std::vector<std::pair<std::string, std::int64_t>> sub_attributes(const ModelAttributes& a) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  const auto add = [&](const char* key, const std::optional<std::int64_t>& v) {
+    if (v) out.emplace_back(key, *v);
+  };
+  add("num_attention_heads", a.num_attention_heads);
+  add("num_key_value_heads", a.num_key_value_heads);
+  add("head_dim", a.head_dim);
+  add("hidden_size", a.hidden_size);
+  add("vocab_size", a.vocab_size);
+  add("num_experts", a.num_experts);
+  return out;
+}
+
+std::string submodels_yaml(const Model& m) {
+  if (m.submodels.empty()) return {};
+  std::string out = "submodels:\n";
+  for (const SubModel& s : m.submodels) {
+    out += "  - {prefix: " + imp::yaml_string(s.prefix);
+    if (!s.config.empty()) out += ", config: " + imp::yaml_string(s.config);
+    out += ", attributes: {";
+    bool first = true;
+    for (const auto& [key, value] : sub_attributes(s.attributes)) {
+      out += (first ? "" : ", ") + key + ": " + std::to_string(value);
+      first = false;
+    }
+    out += "}}\n";
+  }
+  return out;
+}
+
+std::string submodels_json(const Model& m) {
+  if (m.submodels.empty()) return {};
+  std::string out = "  \"submodels\": [";
+  for (std::size_t i = 0; i < m.submodels.size(); ++i) {
+    const SubModel& s = m.submodels[i];
+    out += (i ? ", " : "") + std::string("{\"prefix\": ") + imp::json_string(s.prefix);
+    if (!s.config.empty()) out += ", \"config\": " + imp::json_string(s.config);
+    out += ", \"attributes\": {";
+    bool first = true;
+    for (const auto& [key, value] : sub_attributes(s.attributes)) {
+      out += (first ? "" : ", ") + imp::json_string(key) + ": " + std::to_string(value);
+      first = false;
+    }
+    out += "}}";
+  }
+  return out + "],\n";
+}
+
 void emit(const std::vector<Node>& nodes, std::size_t indent, DType dflt, std::string& out) {
   const std::string pad(indent, ' ');
   for (const Node& n : nodes) {
@@ -213,6 +273,7 @@ void emit(const std::vector<Node>& nodes, std::size_t indent, DType dflt, std::s
         out += ", dtype: " + std::string(dtype_name(n.param.src->dtype));
       if (!n.param.src->requires_grad) out += ", requires_grad: false";
       if (n.param.src->fused) out += fused_yaml(*n.param.src->fused);
+      if (n.param.src->head_indexed) out += head_indexed_yaml(*n.param.src->head_indexed);
       out += "}\n";
       continue;
     }
@@ -266,11 +327,19 @@ std::string render_model_yaml(const ImportedModel& m) {
     out += "# " + imp::comment_text(key) + ": " + imp::comment_text(value) + "\n";
   out += "format: shardc.model/v1\nname: " + imp::yaml_string(name) + "\n";
   out += "dtype: " + std::string(dtype_name(dflt)) + "\n";
+  if (!m.model.module_order.empty()) {
+    if (m.model.module_order == "natural")
+      out +=
+          "# natural: sorted by name (no exact module-order rules); validate warns "
+          "W-MODULE-ORDER until tools/dump_model.py confirms the order\n";
+    out += "module_order: " + m.model.module_order + "\n";
+  }
   if (!m.raw_attributes.empty()) {
     out += "attributes:\n";
     for (const RawAttribute& a : m.raw_attributes)
       out += "  " + imp::yaml_string(a.key) + ": " + a.yaml + "\n";
   }
+  out += submodels_yaml(m.model);
   out += "params:\n";
   emit(nodes, 2, dflt, out);
   if (!m.model.tied.empty()) {
@@ -291,6 +360,9 @@ std::string render_model_json(const ImportedModel& m) {
     if (key == "architecture") arch = value;
   std::string out = "{\n  \"model\": " + imp::json_string(model_name(m)) + ",\n";
   out += "  \"dtype\": \"" + std::string(dtype_name(dflt)) + "\",\n";
+  if (!m.model.module_order.empty())
+    out += "  \"module_order\": " + imp::json_string(m.model.module_order) + ",\n";
+  out += submodels_json(m.model);
   if (m.model.attributes.tie_word_embeddings) {
     out += std::string("  \"tie_word_embeddings\": ") +
            (*m.model.attributes.tie_word_embeddings ? "true" : "false") + ",\n";
@@ -314,6 +386,7 @@ std::string render_model_json(const ImportedModel& m) {
            std::string(dtype_name(p.dtype)) + "\"";
     if (!p.requires_grad) out += ", \"requires_grad\": false";
     if (p.fused) out += ", \"fused\": " + fused_json(*p.fused);
+    if (p.head_indexed) out += ", \"head_indexed\": " + head_indexed_json(*p.head_indexed);
     out += i + 1 < m.model.params.size() ? "},\n" : "}\n";
   }
   out += "  ]\n}\n";

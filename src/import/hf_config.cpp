@@ -94,6 +94,53 @@ class ConfigReader {
     return out;
   }
 
+  // `text_config.tie_word_embeddings`, if the config has a text_config stating it.
+  std::optional<bool> text_flag(std::string_view key) {
+    simdjson::dom::element v;
+    bool b = false;
+    if (!has_text_ || text_[key].get(v) != simdjson::SUCCESS ||
+        v.get_bool().get(b) != simdjson::SUCCESS)
+      return std::nullopt;
+    return b;
+  }
+
+  std::string quant_method() {
+    std::string_view s;
+    if (root_["quantization_config"]["quant_method"].get_string().get(s) != simdjson::SUCCESS)
+      return {};
+    return std::string(s);
+  }
+
+  // The sub-configs (vision_config, audio_config, ...): their head counts and sizes.
+  std::vector<SubModel> subconfigs() {
+    std::vector<SubModel> out;
+    for (std::string_view key : {"vision_config", "audio_config", "speech_config"}) {
+      simdjson::dom::object sub;
+      if (root_[key].get_object().get(sub) != simdjson::SUCCESS) continue;
+      SubModel m;
+      m.config = std::string(key);
+      const auto count =
+          [&](std::initializer_list<std::string_view> names) -> std::optional<std::int64_t> {
+        for (std::string_view n : names) {
+          std::int64_t v = 0;
+          if (sub[n].get_int64().get(v) == simdjson::SUCCESS && v >= 1 && v <= kMaxCount) return v;
+        }
+        return std::nullopt;
+      };
+      // transformers' vision / audio configs: Qwen2.5-VL `num_heads` / `hidden_size`,
+      // Qwen2-VL `embed_dim`, Llama-4 / SigLIP / CLIP `num_attention_heads`, Whisper-style
+      // audio towers `encoder_attention_heads` / `d_model`.
+      m.attributes.num_attention_heads =
+          count({"num_attention_heads", "num_heads", "encoder_attention_heads"});
+      m.attributes.num_key_value_heads = count({"num_key_value_heads"});
+      m.attributes.head_dim = count({"head_dim"});
+      m.attributes.hidden_size = count({"hidden_size", "embed_dim", "d_model"});
+      m.attributes.vocab_size = count({"vocab_size"});
+      if (m.attributes.num_attention_heads || m.attributes.hidden_size) out.push_back(std::move(m));
+    }
+    return out;
+  }
+
   std::string string(std::string_view key) {
     std::string_view s;
     if (root_[key].get_string().get(s) != simdjson::SUCCESS) return {};
@@ -173,8 +220,13 @@ void read_attributes(ConfigReader& r, CheckpointConfig& c) {
                              std::to_string(a.weight_block_size[1]) + "]";
     c.raw_attributes.push_back({"weight_block_size", text, text});
   }
-  // transformers' PretrainedConfig defaults tie_word_embeddings to true.
-  a.tie_word_embeddings = r.flag("tie_word_embeddings").value_or(true);
+  // transformers' PretrainedConfig defaults tie_word_embeddings to true. A composite
+  // config's own value ties the output head (modeling_utils.py
+  // get_expanded_tied_weights_keys reads the top-level config), not text_config's.
+  const std::optional<bool> stated = r.flag("tie_word_embeddings");
+  c.tie_stated = stated.has_value();
+  c.text_tie_word_embeddings = r.text_flag("tie_word_embeddings");
+  a.tie_word_embeddings = stated.value_or(true);
   const std::string tie = *a.tie_word_embeddings ? "true" : "false";
   c.raw_attributes.push_back({"tie_word_embeddings", tie, tie});
 }
@@ -204,6 +256,8 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
   c.model_type = r.string("model_type");
   c.name = last_segment(r.string("_name_or_path"));
   read_attributes(r, c);
+  c.quant_method = r.quant_method();
+  c.subconfigs = r.subconfigs();
   if (r.errors() > 0) return std::nullopt;
   // Grouped-query attention shares each KV head among num_attention_heads / num_key_value_heads
   // query heads (transformers' attention modules): more KV heads than heads, or a count that

@@ -6,12 +6,16 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "passes.hpp"
+#include "shardc/fused.hpp"
 #include "shardc/limits.hpp"
 
 namespace shardc::passes {
 namespace {
+
+__extension__ typedef __int128 i128;  // head fractions: extents up to 2^62 times head counts
 
 // Which head count a sharded attention projection must divide (contract §5.8,
 // extended): the module name, the tensor dim whose rows (or columns) are
@@ -203,7 +207,10 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   if (hm == nullptr || (bias && hm->dim != 0)) return;
   if (hm->dim >= static_cast<int>(p.global_shape.size()))
     return;  // a row-parallel bias is not split by head
-  const auto& heads = model.attributes.num_attention_heads;
+  // A vision or audio tower's projections are checked against its own head
+  // counts (issue 27: a 16-head vision q_proj at tp 5 passed on the 40 text heads).
+  const ModelAttributes& attrs = model.attributes_of(p.name);
+  const auto& heads = attrs.num_attention_heads;
   const std::int64_t tp = head_tp(p, hm->dim);
   if (tp <= 1) return;
   if (!heads || *heads <= 0) {
@@ -218,7 +225,7 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
             "heads-unknown:" + std::to_string(p.rule.index) + ":" + std::to_string(tp));
     return;
   }
-  const std::int64_t kv = model.attributes.num_key_value_heads.value_or(*heads);
+  const std::int64_t kv = attrs.num_key_value_heads.value_or(*heads);
   // A rule whose `unit` is a whole number of heads splits whole heads
   // (chunk / balanced / pad may then give ranks different head counts).
   const std::int64_t count = ((hm->counts & kQ) != 0 ? *heads : 0) +
@@ -279,12 +286,247 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   if (q_fails) what = std::to_string(*heads) + " attention heads";
   if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + kv_name;
   Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
+  const SubModel* sub = model.submodel_of(p.name);
   d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
               " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
-              std::to_string(tp);
+              std::to_string(tp) +
+              (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
+                                    (sub->config.empty() ? "" : ", " + sub->config) + ")"
+                              : "");
   d.hint = "valid tp sizes: " + divisors_text(g);
   rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":" +
                             std::to_string(hm->counts));
+}
+
+// The rule splits (FSDP excluded, ways > 1) of dim `dim` of `p`.
+std::vector<DimSplit> head_chain(const PlannedParam& p, int dim) {
+  std::vector<DimSplit> out;
+  if (dim < 0 || static_cast<std::size_t>(dim) >= p.geometry.per_dim.size()) return out;
+  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)])
+    if (!s.fsdp && s.ways > 1) out.push_back(s);
+  return out;
+}
+
+bool same_chain(const std::vector<DimSplit>& a, const std::vector<DimSplit>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].axes != b[i].axes || a[i].ways != b[i].ways || a[i].rule != b[i].rule) return false;
+  return true;
+}
+
+std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh) {
+  if (chain.empty()) return "replicated";
+  std::string t;
+  for (const DimSplit& s : chain)
+    t += (t.empty() ? "" : ", then ") + axes_text(s, mesh) + " (" + std::to_string(s.ways) +
+         " ways, " + split_rule_name(s.rule) + ")";
+  return "split over " + t;
+}
+
+// The attention module of a head-indexed param: `a.self_attn.sinks` ->
+// `a.self_attn`, `a.self_attn.q_norm.weight` -> `a.self_attn`.
+std::string_view attention_module(std::string_view fqn) {
+  auto dot = fqn.rfind('.');
+  if (dot == std::string_view::npos) return {};
+  const std::string_view leaf = fqn.substr(dot + 1);
+  fqn = fqn.substr(0, dot);
+  if (leaf == "weight" || leaf == "bias") {
+    dot = fqn.rfind('.');
+    if (dot == std::string_view::npos) return {};
+    fqn = fqn.substr(0, dot);
+  }
+  return fqn;
+}
+
+// The projection of `module` whose head-major rows a head-indexed param
+// follows: q (q_proj, wq, q_b_proj, a fused qkv) or, for `kv`, k (k_proj, wk, a
+// fused qkv).
+const PlannedParam* head_projection(
+    std::string_view module, bool kv, const std::vector<PlannedParam>& params,
+    const std::unordered_map<std::string_view, std::size_t>& by_name) {
+  static constexpr std::string_view kQ[] = {"q_proj", "wq",   "q_b_proj",        "qkv_proj",  "qkv",
+                                            "wqkv",   "Wqkv", "query_key_value", "linear_qkv"};
+  static constexpr std::string_view kK[] = {"k_proj", "wk",   "qkv_proj",        "qkv",
+                                            "wqkv",   "Wqkv", "query_key_value", "linear_qkv"};
+  const auto try_names = [&](const auto& names) -> const PlannedParam* {
+    for (std::string_view n : names) {
+      const std::string fqn = std::string(module) + "." + std::string(n) + ".weight";
+      if (const auto it = by_name.find(fqn); it != by_name.end()) return &params[it->second];
+    }
+    return nullptr;
+  };
+  return kv ? try_names(kK) : try_names(kQ);
+}
+
+// W-HEAD-INDEXED / E-HEADS (contract §5.13): a head-indexed param must be
+// split on its head dim exactly as its projection's head rows are (same axes,
+// ways and rule), so each rank holds the entries of the heads it computes.
+// The first rank coordinate (other axes at 0) whose piece of `have` (extent
+// `heads`) covers other heads than its piece of `want` (extent `rows`, head-major):
+// (rank, its entries [s, e), the heads of its projection rows [hs, he)); nullopt when
+// every coordinate agrees. Bounded: at most 4096 coordinates, else the chains are
+// compared split by split.
+struct HeadMismatch {
+  std::int64_t rank = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t head_start = 0;
+  std::int64_t head_end = 0;
+};
+
+std::optional<HeadMismatch> head_mismatch(std::int64_t rows, const std::vector<DimSplit>& want,
+                                          std::int64_t heads, const std::vector<DimSplit>& have,
+                                          const Mesh& mesh) {
+  constexpr std::int64_t kMaxCoords = 4096;
+  std::vector<int> axes;
+  for (const auto* chain : {&want, &have})
+    for (const DimSplit& s : *chain)
+      for (int a : s.axes)
+        if (std::find(axes.begin(), axes.end(), a) == axes.end()) axes.push_back(a);
+  std::int64_t total = 1;
+  for (int a : axes) {
+    total *= mesh.axes[static_cast<std::size_t>(a)].size;
+    if (total > kMaxCoords) {
+      if (same_chain(want, have)) return std::nullopt;
+      return HeadMismatch{};
+    }
+  }
+  std::vector<std::int64_t> stride(mesh.axes.size(), 1);
+  for (std::size_t a = mesh.axes.size(); a-- > 1;) stride[a - 1] = stride[a] * mesh.axes[a].size;
+  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
+  for (std::int64_t k = 0; k < total; ++k) {
+    std::int64_t rem = k;
+    for (std::size_t i = axes.size(); i-- > 0;) {
+      const auto a = static_cast<std::size_t>(axes[i]);
+      coords[a] = rem % mesh.axes[a].size;
+      rem /= mesh.axes[a].size;
+    }
+    const DimPiece q = apply_chain(rows, want, coords);
+    const DimPiece v = apply_chain(heads, have, coords);
+    // Same heads: the pieces cover the same fraction of their extents.
+    const i128 qs = static_cast<i128>(q.start) * heads;
+    const i128 qe = static_cast<i128>(q.start + q.real) * heads;
+    const i128 vs = static_cast<i128>(v.start) * rows;
+    const i128 ve = static_cast<i128>(v.start + v.real) * rows;
+    if (qs == vs && (qe == ve || (q.real == 0 && v.real == 0))) continue;
+    std::int64_t rank = 0;
+    for (std::size_t a = 0; a < coords.size(); ++a) rank += coords[a] * stride[a];
+    return HeadMismatch{rank, v.start, v.start + v.real, static_cast<std::int64_t>(qs / rows),
+                        static_cast<std::int64_t>(qe / rows)};
+  }
+  return std::nullopt;
+}
+
+// W-HEAD-INDEXED / E-HEADS (contract §5.13): a head-indexed param must be
+// split on its head dim as its projection's head rows are, so that each rank
+// holds the entries of the heads it computes (whatever split rule gives them).
+void check_head_indexed(const PlannedParam& p, const HeadIndexed& h,
+                        const std::vector<PlannedParam>& params,
+                        const std::unordered_map<std::string_view, std::size_t>& by_name,
+                        const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
+  const PlannedParam* proj = head_projection(attention_module(p.name), h.kv, params, by_name);
+  if (proj == nullptr || proj->mesh != p.mesh ||
+      proj->geometry.per_dim.size() != proj->global_shape.size() || proj->global_shape.empty())
+    return;
+  const std::vector<DimSplit> want = head_chain(*proj, 0);
+  const std::vector<DimSplit> have = head_chain(p, h.dim);
+  if (want.empty() && have.empty()) return;
+  // A packed projection (q|k|v parts on dim 0) splits each part: its q (first) part
+  // carries the q heads, the k part the KV heads.
+  std::int64_t rows = proj->global_shape[0];
+  if (!proj->geometry.parts.empty() && proj->geometry.parts_dim == 0)
+    rows = proj->geometry.parts[h.kv && proj->geometry.parts.size() > 1 ? 1 : 0];
+  const std::int64_t heads = p.global_shape[static_cast<std::size_t>(h.dim)];
+  const Mesh& mesh = plan.mesh_of(p);
+  const std::optional<HeadMismatch> bad = head_mismatch(rows, want, heads, have, mesh);
+  if (!bad) return;
+  const std::string what = std::string(h.kv ? "KV head" : "q head");
+  const bool replicated = have.empty();
+  Diagnostic d =
+      param_diagnostic(p, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
+                       rule_loc(p, recipe), replicated ? Severity::Warning : Severity::Error);
+  d.message = p.name + " is indexed by " + what + " on dim " + std::to_string(h.dim) + " (" +
+              h.source + "), but it is " + chain_text(have, mesh) + " while " + proj->name +
+              " holds its heads " + chain_text(want, mesh) + ": rank " + std::to_string(bad->rank) +
+              " holds entries " + std::to_string(bad->start) + ".." + std::to_string(bad->end - 1) +
+              " but computes heads " + std::to_string(bad->head_start) + ".." +
+              std::to_string(bad->head_end - 1) +
+              (replicated ? " (every head's entries, not those of its own heads)" : "");
+  d.hint = want.empty() ? "replicate it as " + proj->name + " is"
+                        : "split dim " + std::to_string(h.dim) + " as " + proj->name +
+                              "'s dim 0: `Shard(" + std::to_string(h.dim) + ")` over " +
+                              axes_text(want.front(), mesh) + " with its rule's `uneven`";
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
+                            std::to_string(proj->rule.index));
+}
+
+// A bitsandbytes quantization state and the weight it belongs to: 8-bit `X.SCB`
+// (one absmax scale per weight row: Int8Params.SCB, int8_vectorwise_dequant(weight,
+// SCB) in transformers integrations/bitsandbytes.py) -> `X.weight`, per row; 4-bit
+// `X.weight.absmax`, `.quant_map`, `.nested_absmax`, `.nested_quant_map`,
+// `.quant_state.bitsandbytes__nf4|fp4` (quantizer_bnb_4bit.py serialized_names: blocks
+// of the flattened weight) -> `X.weight`, per block.
+struct QuantState {
+  std::string weight;
+  bool per_row = false;
+};
+
+std::optional<QuantState> quant_state_of(std::string_view fqn) {
+  if (fqn.ends_with(".SCB"))
+    return QuantState{std::string(fqn.substr(0, fqn.size() - 4)) + ".weight", true};
+  for (std::string_view leaf : {".weight.absmax", ".weight.quant_map", ".weight.nested_absmax",
+                                ".weight.nested_quant_map"}) {
+    if (fqn.ends_with(leaf))
+      return QuantState{std::string(fqn.substr(0, fqn.size() - leaf.size())) + ".weight", false};
+  }
+  if (const auto at = fqn.find(".weight.quant_state."); at != std::string_view::npos)
+    return QuantState{std::string(fqn.substr(0, at)) + ".weight", false};
+  return std::nullopt;
+}
+
+// E-QUANT-STATE: a quantization state must follow its weight's rule split
+// (vllm#11802: at tp 2 the int8 weight was row-split while its per-row SCB was
+// replicated, silently). A per-row state follows the weight's dim 0; a per-block state
+// of the flattened weight cannot follow any rule split.
+void check_quant_state(const PlannedParam& p, const QuantState& q,
+                       const std::vector<PlannedParam>& params,
+                       const std::unordered_map<std::string_view, std::size_t>& by_name,
+                       const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
+  const auto it = by_name.find(q.weight);
+  if (it == by_name.end()) return;
+  const PlannedParam& w = params[it->second];
+  if (w.geometry.per_dim.size() != w.global_shape.size() || w.global_shape.empty()) return;
+  const Mesh& mesh = plan.mesh_of(p);
+  Diagnostic d = param_diagnostic(p, DiagCode::EQuantState, rule_loc(p, recipe));
+  if (q.per_row) {
+    if (p.global_shape.size() != 1 || p.global_shape[0] != w.global_shape[0]) return;
+    const std::vector<DimSplit> want = head_chain(w, 0);
+    const std::vector<DimSplit> have = head_chain(p, 0);
+    if (same_chain(want, have) && w.mesh == p.mesh) return;
+    d.message = p.name + " holds one scale per row of " + w.name + " (bitsandbytes SCB), but it " +
+                "is " + chain_text(have, mesh) + " while the weight's rows are " +
+                chain_text(want, plan.mesh_of(w)) +
+                ": a rank would dequantize its rows with other rows' scales";
+    d.hint = want.empty()
+                 ? "replicate it as its weight's rows are"
+                 : "give it its weight's rule: `Shard(0)` over " +
+                       axes_text(want.front(), plan.mesh_of(w)) + " with the same `uneven`";
+  } else {
+    bool split = false;
+    for (int dim = 0; dim < static_cast<int>(w.global_shape.size()); ++dim)
+      split = split || !head_chain(w, dim).empty();
+    for (int dim = 0; dim < static_cast<int>(p.global_shape.size()); ++dim)
+      split = split || !head_chain(p, dim).empty();
+    if (!split) return;
+    d.message = p.name + " is a bitsandbytes 4-bit state of " + w.name +
+                " (blocks of the flattened weight), but the weight or the state is split by a "
+                "rule: the blocks of a rank's piece are not a piece of the state";
+    d.hint =
+        "replicate the 4-bit weight and its states over the rule axes (FSDP may shard "
+        "them), or plan the dequantized checkpoint";
+  }
+  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(w.rule.index) +
+                            (q.per_row ? ":row" : ":block"));
 }
 
 void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
@@ -351,16 +593,39 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
                 const Recipe& recipe, DiagnosticSink& sink) {
   GroupedReporter even;
   GroupedReporter heads;
+  GroupedReporter head_indexed;
   GroupedReporter experts;
-  for (const PlannedParam& p : params) {
+  // The model's `head_indexed:` entries, else the names and shapes shardc knows.
+  std::vector<std::optional<HeadIndexed>> indexed(params.size());
+  std::vector<std::optional<QuantState>> quant(params.size());
+  bool any_head_indexed = false;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& p = params[i];
+    indexed[i] = p.head_indexed;
+    if (!indexed[i] && p.stacked_from.empty())
+      indexed[i] = known_head_indexed(p.name, p.global_shape, model.attributes_of(p.name), "");
+    quant[i] = quant_state_of(p.name);
+    any_head_indexed = any_head_indexed || indexed[i].has_value() || quant[i].has_value();
+  }
+  std::unordered_map<std::string_view, std::size_t> by_name;
+  if (any_head_indexed) {
+    by_name.reserve(params.size());
+    for (std::size_t i = 0; i < params.size(); ++i) by_name.emplace(params[i].name, i);
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& p = params[i];
     if (p.geometry.per_dim.size() != p.global_shape.size()) continue;  // placements failed
     check_even(p, plan, recipe, even);
     check_padded_size(p, recipe, even);
     check_heads(p, model, recipe, heads);
+    if (indexed[i] && static_cast<std::size_t>(indexed[i]->dim) < p.global_shape.size())
+      check_head_indexed(p, *indexed[i], params, by_name, plan, recipe, head_indexed);
+    if (quant[i]) check_quant_state(p, *quant[i], params, by_name, plan, recipe, heads);
     check_experts(p, plan, recipe, experts);
   }
   even.flush(sink);
   heads.flush(sink);
+  head_indexed.flush(sink);
   experts.flush(sink);
 }
 

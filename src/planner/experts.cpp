@@ -79,7 +79,7 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
       return false;
     }
   }
-  const auto& attr = model.attributes.num_experts;
+  const auto& attr = model.attributes_of(first.name).num_experts;
   if (attr && *attr > 0 && *attr != n) {
     sink.error(DiagCode::EExperts, entry.loc,
                "stacked " + g.name + " has " + std::to_string(n) +
@@ -97,6 +97,7 @@ void add_plain(std::vector<PlannedParam>& out, const Param& p, Param* take) {
   q.dtype = p.dtype;
   q.requires_grad = p.requires_grad;
   q.fused = p.fused;
+  q.head_indexed = p.head_indexed;
   if (take != nullptr) {
     q.name = std::move(take->name);
     q.global_shape = std::move(take->shape);

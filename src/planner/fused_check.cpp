@@ -177,7 +177,7 @@ void check_fused(std::vector<PlannedParam>& params, const Plan& plan, const Mode
                  const Recipe& recipe, DiagnosticSink& sink) {
   GroupedReporter rep;
   for (PlannedParam& p : params) {
-    if (!p.fused) p.fused = known_fused(p.name, p.global_shape, model.attributes, "");
+    if (!p.fused) p.fused = known_fused(p.name, p.global_shape, model.attributes_of(p.name), "");
     if (!p.fused || p.rule.index < 0 || p.scale_of) continue;
     if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
     const FusedLayout& f = *p.fused;

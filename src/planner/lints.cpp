@@ -35,7 +35,7 @@ bool has_vocab_name(std::string_view fqn) {
 // the attribute is given, else by name.
 bool is_vocab_param(const PlannedParam& p, const Model& model) {
   if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
-  if (const auto& v = model.attributes.vocab_size) return p.global_shape[0] == *v;
+  if (const auto& v = model.attributes_of(p.name).vocab_size) return p.global_shape[0] == *v;
   return has_vocab_name(p.name);
 }
 

@@ -113,7 +113,9 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
 void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& model,
                   const Recipe& recipe, DiagnosticSink& sink);
 
-/// checks.cpp (contract §5.7): E-EVEN, E-HEADS, E-EXPERTS / W-EXPERTS (E % ep).
+/// checks.cpp (contract §5.7): E-EVEN, E-HEADS, E-EXPERTS / W-EXPERTS (E % ep);
+/// head-indexed params vs their projection's head split (W-HEAD-INDEXED, E-HEADS;
+/// contract §5.13); head counts of a sub-model's params from its attributes.
 void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
                 const Recipe& recipe, DiagnosticSink& sink);
 

@@ -203,6 +203,29 @@ std::optional<FusedLayout> known_fused(std::string_view fqn, const Shape& shape,
   return lookup(fqn, shape, attrs, architecture);
 }
 
+std::optional<HeadIndexed> known_head_indexed(std::string_view fqn, const Shape& shape,
+                                              const ModelAttributes& attrs,
+                                              std::string_view architecture) {
+  (void)architecture;  // the names and shapes below decide it for every architecture read
+  if (!attrs.num_attention_heads || shape.empty()) return std::nullopt;
+  const std::int64_t heads = *attrs.num_attention_heads;
+  const std::int64_t kv = attrs.num_key_value_heads.value_or(heads);
+  const NameParts n = split_name(fqn);
+  if (n.module == "sinks" && n.leaf.empty() && shape.size() == 1 && shape[0] == heads)
+    return HeadIndexed{0, false,
+                       "gpt-oss (GptOssAttention.sinks [num_attention_heads]: one logit per q "
+                       "head, modeling_gpt_oss.py eager_attention_forward)"};
+  if ((n.module == "q_norm" || n.module == "k_norm") && n.leaf == "weight" && shape.size() == 2) {
+    const bool k = n.module == "k_norm";
+    if (shape[0] != (k ? kv : heads) || shape[0] < 2) return std::nullopt;
+    return HeadIndexed{0, k,
+                       std::string("Cohere (CohereAttention.") + std::string(n.module) +
+                           " = CohereLayerNorm((" + (k ? "num_key_value_heads" : "num_heads") +
+                           ", head_dim)): one weight row per head)"};
+  }
+  return std::nullopt;
+}
+
 std::string fused_packed_line(const FusedLayout& f, std::size_t ndim) {
   bool equal = true;
   for (std::int64_t p : f.parts) equal = equal && p == f.parts.front();

@@ -36,7 +36,8 @@ multiplied by 5).
                      (see hostile_checkpoint: header lengths past the file or 100 MB,
                      non-object JSON, overlapping / out-of-file / wrong-size offsets,
                      unknown dtype, names repeated across files, an index naming a missing
-                     file, absurd config head counts)
+                     file, absurd config head counts, a safetensors file the index does
+                     not name)
 Exit status: 0 all pass, 1 a mismatch, 2 harness error. Stdlib only.
 """
 from __future__ import annotations
@@ -157,6 +158,14 @@ def hostile_checkpoint(variant: str, d: Path) -> None:
         (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
                                                    "num_attention_heads": 1 << 62,
                                                    "num_key_value_heads": -3}))
+    elif variant == "unindexed_file":
+        # huggingface_hub#4725: a shard the index does not name (an MTP head) was skipped
+        # silently; now W-CHECKPOINT names it and its tensor count.
+        _st_file(d / "model-00001-of-00001.safetensors", ok, 256)
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            "model.norm.weight": "model-00001-of-00001.safetensors"}}))
+        _st_file(d / "model-mtp-of-00001.safetensors",
+                 {"mtp.fc.weight": {"dtype": "BF16", "shape": [8, 16], "data_offsets": [0, 256]}}, 256)
     elif variant == "no_safetensors":
         pass
     else:

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """Runs one tests/reports/<case>/ through the real CLI and checks expect.json.
 
-expect.json: {"runs": [RUN, ...]}; each RUN:
+expect.json: {"generate": SCRIPT (optional), "runs": [RUN, ...]}; SCRIPT is a Python file of
+the case folder run once in a temporary folder (it writes sparse checkpoints there); a
+`model` of "@NAME" names NAME in that folder. Each RUN:
+  command    "validate" (default) or "import": `import MODEL --format json --diag-format
+             json -o OUT`; its diagnostics are checked as validate's, then `imported`
+  imported   {"names": [...] exact param names in order, "has": [...], "lacks": [...],
+             "fields": {param: {field: value}}, "top": {key: value}} of the imported JSON
   recipe     recipe file in the case folder (default recipe.yaml); model: model.yaml
   args       extra validate args (e.g. ["--strict"])
   exit       validate's exit code
@@ -28,7 +34,11 @@ def fail(msg):
     sys.exit(1)
 
 
-def model_path(case, name, tmp):
+def model_path(case, name, tmp, generated=None):
+    if name.startswith("@"):
+        if generated is None:
+            fail("model %s needs a `generate` script in expect.json" % name)
+        return os.path.join(generated, name[1:])
     path = os.path.join(case, name)
     if not path.endswith(".gz"):
         return path
@@ -39,16 +49,47 @@ def model_path(case, name, tmp):
     return out
 
 
-def run_one(shardc, case, run, idx):
+def run_one(shardc, case, run, idx, generated=None):
     with tempfile.TemporaryDirectory() as tmp:
-        run_in(shardc, case, run, idx, model_path(case, run.get("model", "model.yaml"), tmp))
+        run_in(shardc, case, run, idx, model_path(case, run.get("model", "model.yaml"), tmp, generated))
+
+
+def check_imported(where, got, want):
+    names = [q["name"] for q in got["params"]]
+    if "names" in want and names != want["names"]:
+        fail("%s: imported params %s, expected %s" % (where, names, want["names"]))
+    for n in want.get("has", []):
+        if n not in names:
+            fail("%s: %s is not imported: %s" % (where, n, names))
+    for n in want.get("lacks", []):
+        if n in names:
+            fail("%s: %s must not be imported as a param" % (where, n))
+    by_name = {q["name"]: q for q in got["params"]}
+    for n, fields in want.get("fields", {}).items():
+        for k, v in fields.items():
+            if by_name.get(n, {}).get(k) != v:
+                fail("%s: imported %s.%s = %r, expected %r" % (where, n, k, by_name.get(n, {}).get(k), v))
+    for k, v in want.get("top", {}).items():
+        if got.get(k) != v:
+            fail("%s: imported %s = %r, expected %r" % (where, k, got.get(k), v))
 
 
 def run_in(shardc, case, run, idx, model):
+    with tempfile.TemporaryDirectory() as work:
+        run_in_dir(shardc, case, run, idx, model, work)
+
+
+def run_in_dir(shardc, case, run, idx, model, work):
     recipe = os.path.join(case, run.get("recipe", "recipe.yaml"))
-    where = "run %d (%s)" % (idx, run.get("recipe", "recipe.yaml"))
-    p = subprocess.run([shardc, "validate", model, recipe, "--format", "json"] + run.get("args", []),
-                       capture_output=True, text=True, timeout=120)
+    importing = run.get("command", "validate") == "import"
+    where = "run %d (%s)" % (idx, ("import " + run.get("model", "")) if importing
+                              else run.get("recipe", "recipe.yaml"))
+    out_json = os.path.join(work, "imported.json")
+    if importing:
+        cmd = [shardc, "import", model, "--format", "json", "--diag-format", "json", "-o", out_json]
+    else:
+        cmd = [shardc, "validate", model, recipe, "--format", "json"]
+    p = subprocess.run(cmd + run.get("args", []), capture_output=True, text=True, timeout=120)
     if p.returncode != run.get("exit", 0):
         fail("%s: validate exit %d, expected %d\n%s%s" % (where, p.returncode, run.get("exit", 0),
                                                           p.stdout, p.stderr))
@@ -75,6 +116,13 @@ def run_in(shardc, case, run, idx, model):
     for d in diags:
         if not d.get("hint"):
             fail("%s: diagnostic without a hint: %s" % (where, d))
+    if importing:
+        if "imported" in run:
+            if not os.path.exists(out_json):
+                fail("%s: import wrote no model" % where)
+            with open(out_json) as fh:
+                check_imported(where, json.load(fh), run["imported"])
+        return
     if not run.get("compile"):
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,8 +214,14 @@ def main():
         return 2
     with open(path) as fh:
         expect = json.load(fh)
-    for i, run in enumerate(expect["runs"]):
-        run_one(a.shardc, a.case, run, i)
+    with tempfile.TemporaryDirectory() as generated:
+        if "generate" in expect:
+            g = subprocess.run([sys.executable, os.path.abspath(os.path.join(a.case, expect["generate"]))],
+                               cwd=generated, capture_output=True, text=True, timeout=120)
+            if g.returncode != 0:
+                fail("generate %s: exit %d\n%s" % (expect["generate"], g.returncode, g.stderr))
+        for i, run in enumerate(expect["runs"]):
+            run_one(a.shardc, a.case, run, i, generated if "generate" in expect else None)
     print("ok: %s (%d runs)" % (os.path.basename(a.case.rstrip("/")), len(expect["runs"])))
     return 0
 

@@ -10,7 +10,10 @@ checkpoint key to its module key. Then, exactly:
   equal `named_parameters()` (FSDP2 unit offsets follow this order);
 * every 1:1 key has the module's shape; dtypes are the checkpoint's;
 * shardc's ties equal the module's shared parameters;
-* checkpoint keys that land on module *buffers* are named.
+* checkpoint keys that land on module *buffers* are named;
+* every module buffer (`named_buffers()` on the meta device) written into the checkpoint, as
+  older checkpoints store them (rotary `inv_freq`, Gemma's `embed_scale`), is left out by
+  import or frozen: never planned as a trainable param (docs/import.md).
 
 Where transformers 5 and shardc disagree, the disagreement is pinned in KNOWN below with
 its reason, so that it cannot grow or vanish unnoticed."""
@@ -46,13 +49,20 @@ KNOWN: dict[str, dict[str, Any]] = {
                                 "model.layers.0.mlp.experts.gate_up_proj")},
     "Qwen3-235B-A22B": {"order": ("model.layers.0.mlp.gate.weight",
                                   "model.layers.0.mlp.experts.gate_up_proj")},
-    # DeepseekV3TopkRouter: e_score_correction_bias is a buffer, the router weight fp32.
+    # DeepseekV3TopkRouter: e_score_correction_bias is a persistent buffer (an nn.Parameter in
+    # DeepSeek's own modeling_deepseek.py, which the shipped inventory follows; shardc keeps it
+    # trainable as the shipped plans do), the router weight fp32.
     "DeepSeek-V3": {"buffers": 58, "dtype": {"mlp.gate.weight": ("bfloat16", "float32")}},
 }
 
 
-def imported(shardc: str, name: str, tmp: Path) -> dict[str, Any]:
+def imported(shardc: str, name: str, tmp: Path,
+             extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`shardc import --format json` of the architecture's sparse hub checkpoint, with the
+    `extra` tensors ({name, shape, dtype}) stored beside the inventory's."""
     inv, cfg = cu.load_inventory(name), cu.load_config(name)
+    if extra:
+        inv = dict(inv, params=list(inv["params"]) + extra)
     cu.write_checkpoint(inv, cfg, tmp / "ckpt")
     res = subprocess.run([shardc, "import", str(tmp / "ckpt"), "--format", "json"],
                          capture_output=True, text=True, timeout=300)
@@ -62,8 +72,16 @@ def imported(shardc: str, name: str, tmp: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", ARCHS)
 def test_hf_module_agrees(shardc: str, tmp_path: Path, name: str) -> None:
-    imp = imported(shardc, name, tmp_path)
     hf = hf_truth.hf_module(cu.load_config(name))
+    stored = {p["name"] for p in cu.load_inventory(name)["params"]}
+    buffers = [{"name": n, "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch.")}
+               for n, b in hf.model.named_buffers() if n not in stored]
+    imp = imported(shardc, name, tmp_path, buffers)
+    planned = {p["name"]: p for p in imp["params"]}
+    trainable_buffers = [b["name"] for b in buffers
+                         if b["name"] in planned and planned[b["name"]].get("requires_grad", True)]
+    assert not trainable_buffers, f"module buffers imported as trainable params: {trainable_buffers}"
+    imp = dict(imp, params=[p for p in imp["params"] if p["name"] not in {b["name"] for b in buffers}])
     known = KNOWN.get(name, {})
     tied = imp.get("tied_weights") or {}
     assert tied == hf.ties, f"ties: shardc {tied}, transformers {hf.ties}"
@@ -78,7 +96,8 @@ def test_hf_module_agrees(shardc: str, tmp_path: Path, name: str) -> None:
             order.append(target)
     unknown = [t for t in order if t not in hf_shape and t not in hf.buffers]
     assert not unknown, f"checkpoint keys with no module param or buffer: {unknown[:5]}"
-    on_buffers = [k for k in keys if mapping[k][0] in hf.buffers]
+    on_buffers = [k for k in keys if mapping[k][0] in hf.buffers
+                  and planned[k].get("requires_grad", True)]
     assert len(on_buffers) == known.get("buffers", 0), (
         f"checkpoint keys that are module buffers (shardc plans them as params): "
         f"{on_buffers[:5]} ({len(on_buffers)})")
@@ -103,3 +122,36 @@ def test_hf_module_agrees(shardc: str, tmp_path: Path, name: str) -> None:
             suffix = next((s for s in dtype_known if target.endswith(s)), None)
             assert suffix and dtype_known[suffix] == (by_name[k]["dtype"], dtype), (
                 f"{k}: dtype shardc {by_name[k]['dtype']}, module {dtype}")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "Qwen2.5-0.5B"])
+def test_dump_model_config(shardc: str, tmp_path: Path, name: str) -> None:
+    """tools/dump_model.py --config: named_parameters() order, the attributes `shardc import`
+    writes for the same config, `module_order: module`; its model validates without
+    W-MODULE-ORDER (issue 27 item 8)."""
+    cfg = cu.load_config(name)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "dumped.json"
+    res = subprocess.run([sys.executable, str(REPO / "tools" / "dump_model.py"), "--config",
+                          str(tmp_path / "config.json"), "-o", str(out), "--shardc", shardc],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    dumped = json.loads(out.read_text())
+    hf = hf_truth.hf_module(cfg)
+    tied = dumped["tied_weights"]
+    assert [p["name"] for p in dumped["params"] if p["name"] not in tied] == [n for n, _, _ in hf.params]
+    assert tied == hf.ties
+    assert dumped["module_order"] == "module"
+    assert dumped["attributes"] == imported(shardc, name, tmp_path)["attributes"]
+    yaml_path = tmp_path / "dumped.model.yaml"
+    res = subprocess.run([shardc, "import", str(out), "-o", str(yaml_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "\nmodule_order: module\n" in yaml_path.read_text()
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("format: shardc.recipe/v1\nmesh:\n  - {name: dp, size: 2}\nrules:\n"
+                      "  - {match: \"**\", placements: {}}\n")
+    res = subprocess.run([shardc, "validate", str(yaml_path), str(recipe), "--strict",
+                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    codes = [d["code"] for d in json.loads(res.stdout or "[]")]
+    assert "W-MODULE-ORDER" not in codes, res.stdout
