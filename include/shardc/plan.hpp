@@ -184,6 +184,11 @@ struct PlannedParam {
   /// table of include/shardc/fused.hpp (set by check_fused); none when the
   /// param is not a known fused tensor.
   std::optional<FusedLayout> fused;
+  /// Megatron's padded vocabulary (rule `vocab_padding`): the model's real
+  /// rows on dim 0 and the multiple global_shape[0] was padded up to
+  /// (divisible_by x the ways dim 0 is split); 0, 0 = not padded.
+  std::int64_t vocab_rows = 0;
+  std::int64_t vocab_multiple = 0;
   ParamGeometry geometry;
   SourceLoc loc;
 };
