@@ -129,6 +129,17 @@ foreach(expected IN LISTS SHARDC_CASE_EXPECTED)
   set_tests_properties(verify/case/${case_name} PROPERTIES LABELS "e2e;verify" TIMEOUT 300)
 endforeach()
 
+# The flat optimizer buffers (megatron_distopt, deepspeed_zero ZeRO-2 and ZeRO-3) of the
+# runtime case tests/runtime/cases/megatron_distopt round-trip in verify's simulation.
+foreach(flat_recipe recipe recipe_ds2 recipe_ds3)
+  add_test(NAME verify/flat/${flat_recipe}
+           COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_verify.py
+                   --shardc $<TARGET_FILE:shardc>
+                   --model ${PROJECT_SOURCE_DIR}/tests/runtime/cases/megatron_distopt/model.yaml
+                   --recipe ${PROJECT_SOURCE_DIR}/tests/runtime/cases/megatron_distopt/${flat_recipe}.yaml)
+  set_tests_properties(verify/flat/${flat_recipe} PROPERTIES LABELS "e2e;verify" TIMEOUT 300)
+endforeach()
+
 # Bad inputs (tests/bad/<name>/, expect.json): `validate --format json` exits 1 or 2 with the
 # expected codes and locations, every diagnostic has a hint, within 20 s (hostile inputs
 # prove bounded time; peak RSS is checked where expect.json sets max_rss_mb).

@@ -196,6 +196,118 @@ Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::in
 /// One unit of `fsdp2_for_rank` (the unit must be on `rank`'s stage).
 Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int64_t rank);
 
+// ---------------------------------------------------- flat optimizer buffers --
+//
+// The contiguous param/grad buffers ZeRO stages 1-3 shard over a data-parallel
+// group (plan.zero: `training.zero`, `distributed_optimizer`,
+// `zero_optimization.stage`). Each buffer holds a rank's local tensors
+// (TP/EP-local; under ZeRO-3 before the FSDP split) flattened, is cut into
+// buckets, and each bucket into `degree` equal contiguous shards: DP rank i
+// (Plan::zero_index) owns shard i of every bucket, i.e. the fp32 main params
+// and optimizer state of the param ranges that fall in it (a param may
+// straddle shards). Rules, by kind:
+//
+// megatron_distopt (Megatron-Core, commit d98e8a64 of NVIDIA/Megatron-LM:
+// megatron/core/optimizer/param_layout.py pad_param_start / pad_bucket_end,
+// megatron/core/optimizer/distrib_optimizer.py _compute_per_buffer_param_layout
+// and _build_model_gbuf_param_range_map, megatron/core/distributed/
+// param_and_grad_buffer.py group_params_for_buffers, distributed_data_parallel.py):
+//  * one buffer per model chunk (one DDP instance each) and per (param dtype,
+//    grad dtype, expert) in order of first appearance; experts use the
+//    expert DP group; requires_grad params only, a same-stage tie alias not
+//    again (shared storage);
+//  * params in reverse model order (backprop order); a stacked expert param
+//    enters as its local experts, one piece each (TEGroupedMLP's weight0..N);
+//  * each param start padded up to a multiple of 64 elements;
+//  * a bucket closes once it holds >= bucket_size elements (bucket_size =
+//    max(40M, 1M x dp) by default; no bucketing (one bucket) on pipeline
+//    stages > 0 and model chunks > 0, and with `bucket_size: none`); a
+//    cross-stage tie end (Megatron's shared_embedding) gets a bucket of its own;
+//  * each bucket end padded to lcm(dp, 128) (lcm(dp, 128, 2^16) with
+//    pad_for_high_nccl_busbw).
+// deepspeed_zero, stages 1 and 2 (DeepSpeed, commit edaa7221 of
+// deepspeedai/DeepSpeed: deepspeed/runtime/zero/stage_1_and_2.py, the
+// constructor's flatten with alignment = nccl_start_alignment_factor (2) x dp,
+// get_data_parallel_partitions): one flat group per (stage, dtype, expert) in
+// model order, no per-param padding, the group padded at its end to a
+// multiple of 2 x dp, one "bucket" = the whole group cut into dp partitions.
+// deepspeed_zero, stage 3 (partition_parameters.py _partition_param,
+// _padding_size): every param on its own, padded to a multiple of dp, rank i
+// owns elements [i x ceil(n/dp), (i + 1) x ceil(n/dp)) of it flattened.
+//
+// All numel / offset fields are in ELEMENTS of the buffer's param dtype.
+
+/// One piece of a param in a flat buffer: elements [param_offset,
+/// param_offset + numel) of the param's rank-local tensor flattened row-major
+/// (the whole param, or one local expert of a stacked param), stored at
+/// [start, start + numel) of the buffer.
+struct FlatEntry {
+  std::size_t param = 0;  ///< index into Plan::params
+  std::int64_t param_offset = 0;
+  std::int64_t numel = 0;
+  std::int64_t start = 0;
+  std::int64_t bucket = 0;
+};
+
+/// A bucket [start, end) of a flat buffer; `numel_unpadded` = last param end - start.
+struct FlatBucket {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t numel_unpadded = 0;
+};
+
+/// A range a rank's shard owns: `numel` elements of entry `entry`'s param
+/// from `param_offset` (its rank-local flat index), at `buffer_start` of the
+/// buffer (Megatron's "param" and "gbuf_world" ranges).
+struct FlatOwned {
+  std::size_t entry = 0;  ///< index into FlatRankBuffer::entries
+  std::int64_t param_offset = 0;
+  std::int64_t numel = 0;
+  std::int64_t buffer_start = 0;
+};
+
+/// One flat buffer as one rank builds it.
+struct FlatRankBuffer {
+  MeshKind mesh = MeshKind::Dense;
+  bool expert = false;    ///< in the expert DP group
+  int virtual_stage = 0;  ///< the model chunk's virtual stage (megatron_distopt)
+  DType param_dtype = DType::BFloat16;
+  DType grad_dtype = DType::BFloat16;
+  std::vector<std::int64_t> ranks;  ///< the DP group, by ZeRO index
+  std::int64_t index = 0;           ///< this rank's ZeRO index in `ranks`
+  std::int64_t bucket_size = -1;    ///< elements; -1 = one bucket (no bucketing)
+  std::vector<FlatEntry> entries;   ///< buffer order
+  std::vector<FlatBucket> buckets;
+  std::int64_t numel = 0;        ///< padded: the last bucket's end
+  std::vector<FlatOwned> owned;  ///< this rank's shard of every bucket, buffer order
+  std::int64_t owned_numel = 0;  ///< sum of owned[].numel (padding excluded)
+  std::int64_t shard_numel = 0;  ///< sum over buckets of (end - start) / degree (padding included)
+};
+
+struct FlatRankLayout {
+  std::vector<FlatRankBuffer> buffers;
+  std::vector<std::size_t> not_communicated;  ///< held, in no buffer (frozen, aliases), model order
+};
+
+/// The flat buffers `rank` builds for a megatron_distopt / deepspeed_zero
+/// entry. Precondition: plan.zero.stage >= 1 (the recipe check refuses the
+/// entry otherwise). Cost O(params of the rank's stage x ndim).
+FlatRankLayout flat_for_rank(const Plan& plan, const BufferSpec& spec, std::int64_t rank);
+
+/// The ranges shard `shard` (of `degree`) of `bucket` owns, in buffer order
+/// (Megatron's _build_model_gbuf_param_range_map). Cost O(entries of the bucket).
+std::vector<FlatOwned> flat_owned(const std::vector<FlatEntry>& entries, const FlatBucket& bucket,
+                                  std::int64_t bucket_index, std::int64_t degree,
+                                  std::int64_t shard);
+
+/// The bucket-end divisor: lcm(dp, 128), or lcm(dp, 128, 2^16) with
+/// `pad_for_high_nccl_busbw` (param_layout.py bucket_end_divisor).
+std::int64_t megatron_bucket_end_divisor(std::int64_t dp, bool pad_for_high_nccl_busbw);
+
+/// Megatron's default bucket size: max(40,000,000, 1,000,000 x dp) elements
+/// (distributed_data_parallel.py).
+std::int64_t megatron_default_bucket_size(std::int64_t dp);
+
 // ------------------------------------------------------------- per plan --
 
 /// One `buffers:` entry of the recipe with its rank-independent layout,
@@ -220,7 +332,7 @@ std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<Plann
 /// the root unit (whose prefix, as in rank files, is "").
 std::string fsdp2_unit_label(std::string_view name);
 
-/// "muon_allgather" / "fsdp2_allgather".
+/// "muon_allgather" / "fsdp2_allgather" / "megatron_distopt" / "deepspeed_zero".
 const char* buffer_kind_name(BufferKind k);
 
 /// Per-rank buffer sizes of one layout, in BYTES: `pack` is the rank's

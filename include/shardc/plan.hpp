@@ -187,6 +187,11 @@ struct PlannedParam {
   /// Indexed by attention head (contract §5.13): the model's `head_indexed:`
   /// entry (run_checks falls back to include/shardc/fused.hpp known_head_indexed).
   std::optional<HeadIndexed> head_indexed;
+  /// Megatron's padded vocabulary (rule `vocab_padding`): the model's real
+  /// rows on dim 0 and the multiple global_shape[0] was padded up to
+  /// (divisible_by x the ways dim 0 is split); 0, 0 = not padded.
+  std::int64_t vocab_rows = 0;
+  std::int64_t vocab_multiple = 0;
   ParamGeometry geometry;
   SourceLoc loc;
 };

@@ -12,6 +12,7 @@
 // parsers against their reference reader.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,8 +66,10 @@ struct PlanParam {
   };
   std::optional<Stacked> stacked_from;
   std::vector<PlanShard> shards;
-  std::string uneven;   ///< "chunk", "balanced", "even", "pad"
-  bool packed = false;  ///< has `packed` parts (pieces are several boxes)
+  std::string uneven;               ///< "chunk", "balanced", "even", "pad"
+  bool packed = false;              ///< has `packed` parts (pieces are several boxes)
+  std::int64_t vocab_rows = 0;      ///< `vocab_padding.rows` (0 = not a padded vocabulary)
+  std::int64_t vocab_multiple = 0;  ///< `vocab_padding.multiple`
   bool operator==(const PlanParam&) const = default;
 };
 
@@ -207,8 +210,49 @@ struct Fsdp2Unit {
   bool operator==(const Fsdp2Unit&) const = default;
 };
 
+/// One piece of a flat optimizer buffer (rank file `params` row).
+struct FlatEntry {
+  std::string name;
+  std::int64_t param_offset = 0;
+  std::int64_t numel = 0;
+  std::int64_t start = 0;
+  std::int64_t bucket = 0;
+  bool operator==(const FlatEntry&) const = default;
+};
+
+/// One owned range (rank file `owned` row): entry index, param offset, numel, buffer start.
+struct FlatOwned {
+  std::int64_t entry = 0;
+  std::int64_t param_offset = 0;
+  std::int64_t numel = 0;
+  std::int64_t buffer_start = 0;
+  bool operator==(const FlatOwned&) const = default;
+};
+
+/// One flat optimizer buffer of a rank file (megatron_distopt / deepspeed_zero).
+struct FlatBuffer {
+  std::string mesh;
+  bool expert = false;
+  int model_chunk = 0;
+  DType param_dtype = DType::BFloat16;
+  DType grad_dtype = DType::BFloat16;
+  std::vector<std::int64_t> ranks;
+  std::int64_t index = 0;
+  std::int64_t bucket_size = -1;  ///< -1 = null (one bucket)
+  std::int64_t numel = 0;
+  std::int64_t shard_numel = 0;
+  std::int64_t owned_numel = 0;
+  std::vector<std::array<std::int64_t, 3>> buckets;  ///< [start, end, numel_unpadded]
+  std::vector<FlatEntry> entries;
+  std::vector<FlatOwned> owned;
+  bool operator==(const FlatBuffer&) const = default;
+};
+
 struct Buffer {
   BufferKind kind = BufferKind::MuonAllGather;
+  int zero_stage = 0;                    ///< flat kinds
+  bool pad_for_high_nccl_busbw = false;  ///< megatron_distopt
+  std::vector<FlatBuffer> flat;          ///< flat kinds
   std::int64_t alignment_bytes = 0;
   std::int64_t max_batch_numel = 0;
   std::vector<MuonGroup> groups;  ///< muon

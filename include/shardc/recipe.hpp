@@ -106,6 +106,12 @@ struct Rule {
   /// split whole units (chunk/balanced/pad count units, even needs them to divide).
   std::int64_t unit = 1;
   std::optional<PackedSpec> packed;  ///< `packed:` parts, or none
+  /// `vocab_padding: {divisible_by: N}`: dim 0 is a vocabulary Megatron pads
+  /// to a multiple of N x (the ways dim 0 is split), its checkpoint's global
+  /// shape (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding,
+  /// make_vocab_size_divisible_by); 0 = none.
+  std::int64_t vocab_divisible_by = 0;
+  SourceLoc vocab_loc;  ///< the `vocab_padding` value
   SourceLoc loc;
   /// The `match` text as written (patterns joined by ", "), for messages and the manifest.
   [[nodiscard]] std::string match_text() const;
@@ -161,13 +167,24 @@ struct FsdpSpec {
   SourceLoc loc;
 };
 
-enum class BufferKind { MuonAllGather, Fsdp2AllGather };
+/// A `buffers:` entry's kind: all-gather packings (muon, FSDP2) and the flat
+/// optimizer buffers of ZeRO (Megatron-Core's distributed optimizer, DeepSpeed
+/// ZeRO 1/2 flat groups and ZeRO-3 per-param partitions; include/shardc/buffers.hpp).
+enum class BufferKind { MuonAllGather, Fsdp2AllGather, MegatronDistOpt, DeepSpeedZero };
 
 struct BufferSpec {
   BufferKind kind = BufferKind::MuonAllGather;
   std::int64_t alignment_bytes = 512;                  ///< muon only
   std::int64_t max_batch_numel = 512LL * 1024 * 1024;  ///< muon only, elements
   std::vector<Pattern> units;                          ///< fsdp2 only
+  /// megatron_distopt only: DistributedDataParallelConfig.bucket_size in
+  /// ELEMENTS; 0 = `auto` (max(40M, 1M x dp), Megatron's default with
+  /// overlap_grad_reduce), -1 = `none` (one bucket per buffer:
+  /// overlap_grad_reduce false).
+  std::int64_t bucket_size = 0;
+  /// megatron_distopt only: DistributedDataParallelConfig.pad_buckets_for_high_nccl_busbw
+  /// (bucket ends padded to lcm(dp, 128, 2^16) instead of lcm(dp, 128)).
+  bool pad_for_high_nccl_busbw = false;
   SourceLoc loc;
 };
 

@@ -120,7 +120,9 @@ struct LayoutParam {
   std::optional<std::string> alias_of;  ///< tie source's name
   bool shares_storage = false;          ///< alias on its source's stage: never transferred
   std::vector<ShardClassBox> classes;
-  SourceLoc loc;  ///< where the param is described (for diagnostics)
+  std::int64_t vocab_rows = 0;      ///< padded vocabulary: real rows (0 = none)
+  std::int64_t vocab_multiple = 0;  ///< padded vocabulary: the multiple of its padding
+  SourceLoc loc;                    ///< where the param is described (for diagnostics)
 };
 
 /// One plan as resharding sees it.

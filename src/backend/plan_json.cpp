@@ -95,6 +95,10 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
   w.begin_object();
   w.member("name", p.name).member("dtype", dtype_name(p.dtype));
   w.member_ints("global_shape", p.global_shape);
+  if (p.vocab_multiple > 0) {  // Megatron's padded vocabulary: the real rows and the multiple
+    w.key("vocab_padding").begin_object().member("rows", p.vocab_rows);
+    w.member("multiple", p.vocab_multiple).end_object();
+  }
   w.member("requires_grad", p.requires_grad).member("mesh", mesh_kind_name(p.mesh));
   w.key("placements").begin_array();
   for (const auto& label : backend::placement_labels(p)) w.value(label);

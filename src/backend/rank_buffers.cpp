@@ -130,6 +130,59 @@ void write_fsdp2(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Pl
   write_indices(w, fi, *layout.not_communicated);
 }
 
+// One flat optimizer buffer: its DP group, buckets, the param pieces in
+// buffer order ([param, param_offset, numel, start, bucket]) and the ranges
+// this rank's shard owns ([entry, param_offset, numel, buffer_start]): the
+// fp32 main params and optimizer state it keeps (include/shardc/buffers.hpp).
+void write_flat_buffer(Writer& w, const FileIndex& fi, const FlatRankBuffer& b) {
+  w.begin_object().member("mesh", mesh_kind_name(b.mesh)).member("expert", b.expert);
+  w.member("model_chunk", b.virtual_stage);
+  w.member("param_dtype", dtype_name(b.param_dtype)).member("grad_dtype", dtype_name(b.grad_dtype));
+  w.member("ranks", rank_list_text(b.ranks)).member("index", b.index);
+  if (b.bucket_size < 0) {
+    w.member_null("bucket_size");
+  } else {
+    w.member("bucket_size", b.bucket_size);
+  }
+  w.member("numel", b.numel).member("shard_numel", b.shard_numel);
+  w.member("owned_numel", b.owned_numel);
+  w.line_break().key("buckets").begin_array();
+  for (const FlatBucket& k : b.buckets) {
+    const std::array<std::int64_t, 3> v{k.start, k.end, k.numel_unpadded};
+    w.ints(v);
+  }
+  w.end_array();
+  w.line_break().key("params").begin_array();
+  for (const FlatEntry& e : b.entries) {
+    const std::array<std::int64_t, 5> v{fi.at(e.param), e.param_offset, e.numel, e.start, e.bucket};
+    w.line_break().ints(v);
+  }
+  w.end_array();
+  w.line_break().key("owned").begin_array();
+  for (const FlatOwned& o : b.owned) {
+    const std::array<std::int64_t, 4> v{static_cast<std::int64_t>(o.entry), o.param_offset, o.numel,
+                                        o.buffer_start};
+    w.line_break().ints(v);
+  }
+  w.end_array().end_object();
+}
+
+void write_flat(Writer& w, const Plan& plan, const FileIndex& fi, const BufferSpec& spec,
+                std::int64_t rank) {
+  const FlatRankLayout layout = flat_for_rank(plan, spec, rank);
+  w.member("zero_stage", plan.zero.stage);
+  if (spec.kind == BufferKind::MegatronDistOpt)
+    w.member("pad_for_high_nccl_busbw", spec.pad_for_high_nccl_busbw);
+  w.key("flat").begin_array();
+  for (const FlatRankBuffer& b : layout.buffers) {
+    w.line_break();
+    write_flat_buffer(w, fi, b);
+  }
+  w.end_array();
+  w.line_break().key("not_communicated");
+  write_indices(w, fi, layout.not_communicated);
+}
+
 }  // namespace
 
 RankBuffersWriter::RankBuffersWriter(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
@@ -235,6 +288,8 @@ void RankBuffersWriter::write(Writer& w, std::int64_t rank, const FileIndex& fi)
     w.line_break().begin_object().member("kind", buffer_kind_name(pb.spec.kind));
     if (pb.muon) write_muon(w, b, *pb.muon, rank, fi);
     if (pb.fsdp2) write_fsdp2(w, plan_, fi, *pb.fsdp2, rank);
+    if (pb.spec.kind == BufferKind::MegatronDistOpt || pb.spec.kind == BufferKind::DeepSpeedZero)
+      write_flat(w, plan_, fi, pb.spec, rank);
     w.end_object();
   }
   if (!buffers_.empty()) w.line_break();

@@ -247,6 +247,10 @@ PlanParam plan_param(const N& n) {
   }
   p.uneven = n.at("uneven").str();
   p.packed = n.has("packed");
+  if (n.has("vocab_padding")) {
+    p.vocab_rows = n.at("vocab_padding").at("rows").i64();
+    p.vocab_multiple = n.at("vocab_padding").at("multiple").i64();
+  }
   p.shards = n.at("shards").map([](const N& s) {
     PlanShard shard{s.at("ranks").str(),
                     s.at("local_shape").ints(),
@@ -495,6 +499,40 @@ Fsdp2Unit fsdp2_unit(const N& n, const Held& held) {
 }
 
 template <typename N>
+FlatBuffer flat_buffer(const N& n, const Held& held) {
+  FlatBuffer f;
+  f.mesh = n.at("mesh").str();
+  f.expert = n.at("expert").boolean();
+  f.model_chunk = n.at("model_chunk").i32();
+  f.param_dtype = n.at("param_dtype").dtype();
+  f.grad_dtype = n.at("grad_dtype").dtype();
+  f.ranks = rank_list(n.at("ranks"));
+  f.index = n.at("index").i64();
+  f.bucket_size = n.at("bucket_size").is_null() ? -1 : n.at("bucket_size").i64();
+  f.numel = n.at("numel").i64();
+  f.shard_numel = n.at("shard_numel").i64();
+  f.owned_numel = n.at("owned_numel").i64();
+  f.buckets = n.at("buckets").map([&](const N& b) {
+    const auto v = b.ints();
+    if (v.size() != 3) b.fail("a bucket is [start, end, numel_unpadded]");
+    return std::array<std::int64_t, 3>{v[0], v[1], v[2]};
+  });
+  f.entries = n.at("params").map([&](const N& e) {
+    const auto v = e.ints();
+    if (v.size() != 5) e.fail("a flat param is [param, param_offset, numel, start, bucket]");
+    if (v[0] < 0 || v[0] >= static_cast<std::int64_t>(held.size()))
+      e.fail("param index " + std::to_string(v[0]) + " is not in this file's params");
+    return FlatEntry{held[static_cast<std::size_t>(v[0])].name, v[1], v[2], v[3], v[4]};
+  });
+  f.owned = n.at("owned").map([&](const N& o) {
+    const auto v = o.ints();
+    if (v.size() != 4) o.fail("an owned range is [entry, param_offset, numel, buffer_start]");
+    return FlatOwned{v[0], v[1], v[2], v[3]};
+  });
+  return f;
+}
+
+template <typename N>
 Buffer buffer(const N& n, const Held& held) {
   Buffer b;
   const std::string kind = n.at("kind").str();
@@ -508,6 +546,12 @@ Buffer buffer(const N& n, const Held& held) {
   } else if (kind == "fsdp2_allgather") {
     b.kind = BufferKind::Fsdp2AllGather;
     b.units = n.at("units").map([&](const N& u) { return fsdp2_unit(u, held); });
+  } else if (kind == "megatron_distopt" || kind == "deepspeed_zero") {
+    b.kind = kind == "megatron_distopt" ? BufferKind::MegatronDistOpt : BufferKind::DeepSpeedZero;
+    b.zero_stage = n.at("zero_stage").i32();
+    if (b.kind == BufferKind::MegatronDistOpt)
+      b.pad_for_high_nccl_busbw = n.at("pad_for_high_nccl_busbw").boolean();
+    b.flat = n.at("flat").map([&](const N& f) { return flat_buffer(f, held); });
   } else {
     n.at("kind").fail("unknown buffer kind '" + kind + "'");
   }

@@ -76,6 +76,25 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
   out << "    not communicated: " << layout.not_communicated->size() << " params\n";
 }
 
+// One line per flat buffer: its group, buckets and what this rank's shards own.
+void print_flat(const Plan& plan, const BufferSpec& spec, std::int64_t rank, std::ostream& out) {
+  const FlatRankLayout layout = flat_for_rank(plan, spec, rank);
+  out << "  " << buffer_kind_name(spec.kind) << " (ZeRO-" << plan.zero.stage << "):"
+      << (layout.buffers.empty() ? " no buffers\n" : "\n");
+  for (const FlatRankBuffer& b : layout.buffers) {
+    const std::int64_t esize = element_size(b.param_dtype);
+    out << "    " << (b.expert ? "expert" : "dense") << " chunk " << b.virtual_stage << " "
+        << dtype_name(b.param_dtype) << "/" << dtype_name(b.grad_dtype) << ": ranks "
+        << ranks_text(b.ranks) << " (index " << b.index << "), " << b.entries.size() << " pieces, "
+        << b.buckets.size() << (b.buckets.size() == 1 ? " bucket" : " buckets")
+        << (b.bucket_size < 0 ? " (no bucketing)" : " of >= " + group_digits(b.bucket_size))
+        << ", buffer " << size_text(b.numel, b.numel * esize) << "; shard "
+        << size_text(b.shard_numel, b.shard_numel * esize) << ", owns "
+        << group_digits(b.owned_numel) << " el in " << b.owned.size() << " ranges\n";
+  }
+  out << "    not communicated: " << layout.not_communicated.size() << " params\n";
+}
+
 }  // namespace
 
 void print_rank_buffers(const Plan& plan, std::int64_t rank, std::ostream& out) {
@@ -84,6 +103,8 @@ void print_rank_buffers(const Plan& plan, std::int64_t rank, std::ostream& out) 
   for (const PlannedBuffer& b : plan_buffers(plan)) {
     if (b.muon) print_muon(plan, *b.muon, rank, out);
     if (b.fsdp2) print_fsdp2(plan, *b.fsdp2, rank, out);
+    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero)
+      print_flat(plan, b.spec, rank, out);
   }
 }
 

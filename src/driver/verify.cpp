@@ -139,7 +139,8 @@ bool same_buffers(Context& cx, const std::vector<std::int64_t>& sample) {
 }
 
 // The smallest rank set whose files make every sampled rank verifiable:
-// the sample plus the closure of each of its muon groups and FSDP2 units.
+// the sample plus the closure of each of its muon groups and FSDP2 units
+// and the DP group of each flat optimizer buffer.
 RankSet needed_ranks(RankStore& store, const std::vector<std::int64_t>& sample) {
   std::vector<std::int64_t> all(sample.begin(), sample.end());
   for (const std::int64_t r : sample) {
@@ -154,6 +155,7 @@ RankSet needed_ranks(RankStore& store, const std::vector<std::int64_t>& sample) 
         all.insert(all.end(), c.begin(), c.end());
       }
       for (const auto& u : b.units) all.insert(all.end(), u.ranks.begin(), u.ranks.end());
+      for (const auto& fb : b.flat) all.insert(all.end(), fb.ranks.begin(), fb.ranks.end());
     }
   }
   std::sort(all.begin(), all.end());
@@ -252,6 +254,9 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
       ++report.buffers;
       if (buffers[b].kind == BufferKind::MuonAllGather) verify_muon(cx, b, *sample);
       if (buffers[b].kind == BufferKind::Fsdp2AllGather) verify_fsdp2(cx, b, *sample);
+      if (buffers[b].kind == BufferKind::MegatronDistOpt ||
+          buffers[b].kind == BufferKind::DeepSpeedZero)
+        verify_flat(cx, b, *sample);
     }
   }
   if (!store.fatal.empty()) {

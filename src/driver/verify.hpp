@@ -181,6 +181,10 @@ void check_rank_fields(const Context& cx, const RankFile& f, const std::string& 
 /// those need).
 void verify_muon(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
 void verify_fsdp2(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
+/// megatron_distopt / deepspeed_zero: per DP group, the members' layouts agree,
+/// each owns exactly its shard of every bucket, every element of every param is
+/// owned once and the padding follows the framework's rule (verify_flat.cpp).
+void verify_flat(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
 
 /// Owners recomputed on the replicate grid (largest first, least loaded,
 /// ties lowest), is_owner, replicate_coord, and the slice-back recipe

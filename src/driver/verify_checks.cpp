@@ -92,6 +92,11 @@ std::vector<std::string_view> communicated(const readback::Buffer& buf) {
   for (const auto& g : buf.groups) out.insert(out.end(), g.params.begin(), g.params.end());
   for (const auto& u : buf.units)
     for (const auto& p : u.params) out.push_back(p.name);
+  for (const auto& f : buf.flat) {  // a stacked param is several pieces of one buffer
+    std::set<std::string_view> names;
+    for (const auto& e : f.entries) names.insert(e.name);
+    out.insert(out.end(), names.begin(), names.end());
+  }
   return out;
 }
 

@@ -135,6 +135,34 @@ std::optional<BufferSpec> parse_fsdp2(const Node& n, Reader& r, BufferSpec b) {
   return b;
 }
 
+// megatron_distopt: `bucket_size: auto | none | N` (elements) and
+// `pad_for_high_nccl_busbw: bool` (DistributedDataParallelConfig's fields);
+// deepspeed_zero takes no options (its layout follows training.zero's stage).
+std::optional<BufferSpec> parse_flat(const Node& n, Reader& r, BufferSpec b) {
+  if (b.kind == BufferKind::DeepSpeedZero) {
+    if (!r.check_keys(n, {"kind"}, "a deepspeed_zero buffer")) return std::nullopt;
+    return b;
+  }
+  bool ok = r.check_keys(n, {"kind", "bucket_size", "pad_for_high_nccl_busbw"},
+                         "a megatron_distopt buffer");
+  if (const Node* bs = n.find("bucket_size")) {
+    if (bs->is_scalar() && (bs->text() == "auto" || bs->text() == "none")) {
+      b.bucket_size = bs->text() == "auto" ? 0 : -1;
+    } else {
+      std::optional<std::int64_t> v = positive_int(*bs, r, "`bucket_size`");
+      ok = v.has_value() && ok;
+      b.bucket_size = v.value_or(0);
+    }
+  }
+  if (const Node* pad = n.find("pad_for_high_nccl_busbw")) {
+    std::optional<bool> v = r.get_bool(*pad, "`pad_for_high_nccl_busbw`");
+    ok = v.has_value() && ok;
+    b.pad_for_high_nccl_busbw = v.value_or(false);
+  }
+  if (!ok) return std::nullopt;
+  return b;
+}
+
 std::optional<BufferSpec> parse_buffer(const Node& n, Reader& r) {
   if (!r.expect_map(n, "a buffer")) return std::nullopt;
   BufferSpec b;
@@ -148,9 +176,15 @@ std::optional<BufferSpec> parse_buffer(const Node& n, Reader& r) {
     b.kind = BufferKind::Fsdp2AllGather;
     return parse_fsdp2(n, r, std::move(b));
   }
+  if (kind != nullptr && kind->is_scalar() &&
+      (kind->text() == "megatron_distopt" || kind->text() == "deepspeed_zero")) {
+    b.kind = kind->text() == "megatron_distopt" ? BufferKind::MegatronDistOpt
+                                                : BufferKind::DeepSpeedZero;
+    return parse_flat(n, r, std::move(b));
+  }
   r.error(kind != nullptr ? *kind : n,
           kind != nullptr ? "unknown buffer kind " + describe(*kind) : "a buffer needs `kind`",
-          "valid kinds: muon_allgather, fsdp2_allgather");
+          "valid kinds: muon_allgather, fsdp2_allgather, megatron_distopt, deepspeed_zero");
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
 // The ranks whose rank files complete a rank's buffer groups (`compile
-// --with-groups`): the closure of every muon group and FSDP2 unit it joins.
+// --with-groups`): the closure of every muon group and FSDP2 unit it joins,
+// and the DP group of every flat optimizer buffer.
 #include <algorithm>
 
 #include "shardc/buffers.hpp"
@@ -22,6 +23,10 @@ std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<Plann
     if (b.fsdp2) {
       for (const Fsdp2RankUnit& u : fsdp2_for_rank(*b.fsdp2, plan, rank).units)
         out.insert(out.end(), u.ranks.begin(), u.ranks.end());
+    }
+    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero) {
+      for (const FlatRankBuffer& f : flat_for_rank(plan, b.spec, rank).buffers)
+        out.insert(out.end(), f.ranks.begin(), f.ranks.end());
     }
   }
   std::sort(out.begin(), out.end());

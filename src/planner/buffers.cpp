@@ -1,6 +1,7 @@
 // The recipe's `buffers:` entries planned once per compile, and per-rank
 // buffer bytes for the plan.json summary (contract §6.3).
 #include <algorithm>
+#include <map>
 
 #include "buffer_util.hpp"
 #include "shardc/buffers.hpp"
@@ -206,6 +207,46 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
   }
 }
 
+// Flat optimizer buffers: `pack` is the rank's shard of every bucket (the
+// param all-gather's input, padding included), `gathered` the whole buffers
+// (its output), BYTES of the param dtype. A rank's sizes depend on its stage
+// and its coordinates off the ZeRO groups' axes only (the shard index changes
+// which ranges it owns, never how many elements a shard has): one layout per
+// such class.
+void flat_bytes(const Plan& plan, const BufferSpec& spec, BufferRankBytes& out) {
+  std::map<std::vector<std::int64_t>, std::pair<std::int64_t, std::int64_t>> memo;
+  auto key_part = [&](const Mesh& mesh, const ZeroGroup& g, MeshKind kind, std::int64_t r,
+                      std::vector<std::int64_t>& key) {
+    std::vector<std::int64_t> c = mesh_coords(mesh, r);
+    if (g.mesh == kind)
+      for (int a : g.axes) c[static_cast<std::size_t>(a)] = 0;
+    key.insert(key.end(), c.begin(), c.end());
+  };
+  for (std::int64_t r = 0; r < plan.world_size; ++r) {
+    std::vector<std::int64_t> key;
+    key_part(plan.dense, plan.zero.dense, MeshKind::Dense, r, key);
+    if (plan.zero.has_experts && plan.zero.expert.mesh == MeshKind::Dense) {
+      std::vector<std::int64_t> c = mesh_coords(plan.dense, r);
+      for (int a : plan.zero.expert.axes) c[static_cast<std::size_t>(a)] = 0;
+      key.insert(key.end(), c.begin(), c.end());
+    }
+    if (plan.expert && plan.zero.has_experts)
+      key_part(*plan.expert, plan.zero.expert, MeshKind::Expert, r, key);
+    auto it = memo.find(key);
+    if (it == memo.end()) {
+      std::int64_t pack = 0;
+      std::int64_t gathered = 0;
+      for (const FlatRankBuffer& b : flat_for_rank(plan, spec, r).buffers) {
+        pack += b.shard_numel * element_size(b.param_dtype);
+        gathered += b.numel * element_size(b.param_dtype);
+      }
+      it = memo.emplace(std::move(key), std::make_pair(pack, gathered)).first;
+    }
+    out.pack[static_cast<std::size_t>(r)] = it->second.first;
+    out.gathered[static_cast<std::size_t>(r)] = it->second.second;
+  }
+}
+
 }  // namespace
 
 std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered) {
@@ -220,18 +261,26 @@ std::string fsdp2_unit_label(std::string_view name) {
 }
 
 const char* buffer_kind_name(BufferKind k) {
-  return k == BufferKind::Fsdp2AllGather ? "fsdp2_allgather" : "muon_allgather";
+  switch (k) {
+    case BufferKind::MuonAllGather:
+      return "muon_allgather";
+    case BufferKind::Fsdp2AllGather:
+      return "fsdp2_allgather";
+    case BufferKind::MegatronDistOpt:
+      return "megatron_distopt";
+    case BufferKind::DeepSpeedZero:
+      return "deepspeed_zero";
+  }
+  return "muon_allgather";
 }
 
 std::vector<PlannedBuffer> plan_buffers(const Plan& plan) {
   std::vector<PlannedBuffer> out;
   for (const BufferSpec& spec : plan.buffers) {
     PlannedBuffer b{spec, std::nullopt, std::nullopt};
-    if (spec.kind == BufferKind::MuonAllGather) {
-      b.muon = plan_muon(plan, spec);
-    } else {
-      b.fsdp2 = plan_fsdp2(plan, spec);
-    }
+    if (spec.kind == BufferKind::MuonAllGather) b.muon = plan_muon(plan, spec);
+    if (spec.kind == BufferKind::Fsdp2AllGather) b.fsdp2 = plan_fsdp2(plan, spec);
+    // Flat optimizer buffers need no rank-independent part: flat_for_rank.
     out.push_back(std::move(b));
   }
   return out;
@@ -249,6 +298,8 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
       muon_bytes(plan, *b.muon, r);
     }
     if (b.fsdp2) fsdp2_bytes(plan, *b.fsdp2, r);
+    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero)
+      flat_bytes(plan, b.spec, r);
     out.push_back(std::move(r));
   }
   return out;

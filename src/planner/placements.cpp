@@ -192,6 +192,51 @@ std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& sh
   return f;
 }
 
+namespace {
+
+// Megatron's padded vocabulary (rule `vocab_padding`; megatron/training/
+// tokenizer/tokenizer.py _vocab_size_with_padding: the vocabulary rounded up
+// to make_vocab_size_divisible_by x tensor_model_parallel_size): dim 0's
+// global extent becomes the padded one, the shape a Megatron checkpoint
+// stores, so every rank gets padded / ways whole rows and the optimizer state
+// is counted on the allocated rows. The multiple counts every axis that
+// splits dim 0 (TP; with a CP-like axis too, its product).
+bool pad_vocab(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
+  if (p.rule.kind != RuleRef::Kind::Rule) return true;
+  const Rule& rule = recipe.rules[static_cast<std::size_t>(p.rule.index)];
+  if (rule.vocab_divisible_by <= 0) return true;
+  const auto fail = [&](const std::string& why, const std::string& hint) {
+    Diagnostic d = param_diagnostic(p, DiagCode::EPad, rule.vocab_loc);
+    d.message = p.name + ": " + why;
+    d.hint = hint;
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":vocab:" + why);
+    return false;
+  };
+  if (p.global_shape.empty())
+    return fail("`vocab_padding` pads dim 0 (the vocabulary), and the param is 0-d",
+                "match the embedding and output layer weights only ([vocab, hidden])");
+  if (rule.packed)
+    return fail("`vocab_padding` with `packed`: a fused tensor's dim 0 is not a vocabulary",
+                "give the embedding and output layer a rule of their own");
+  std::int64_t ways = 1;
+  for (std::size_t a = 0; a < p.placements.size(); ++a)
+    if (p.placements[a].kind == ResolvedPlacement::Kind::Shard && p.placements[a].dim == 0)
+      ways *= mesh.axes[a].size;
+  const std::int64_t multiple = rule.vocab_divisible_by * ways;  // both bounded: no overflow
+  const std::int64_t rows = p.global_shape[0];
+  std::int64_t padded = 0;
+  if (__builtin_add_overflow(rows, multiple - 1, &padded))
+    return fail("dim 0 of " + std::to_string(rows) + " rows cannot be padded to a multiple of " +
+                    std::to_string(multiple),
+                "check the model's vocabulary size");
+  p.vocab_rows = rows;
+  p.vocab_multiple = multiple;
+  p.global_shape[0] = padded / multiple * multiple;
+  return true;
+}
+
+}  // namespace
+
 void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                         DiagnosticSink& sink) {
   GroupedReporter rep;
@@ -202,7 +247,7 @@ void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, con
     bool ok = true;
     for (const AxisPlacement& ap : placements_of(p, recipe))
       ok = resolve_one(ap, p, mesh, plan, p.placements, rep) && ok;
-    if (!ok) continue;
+    if (!ok || !pad_vocab(p, mesh, recipe, rep)) continue;
     build_chains(p, mesh);
     if (!resolve_packed(p, recipe, rep)) p.geometry.per_dim.clear();
   }

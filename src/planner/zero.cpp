@@ -20,6 +20,7 @@
 #include <string>
 
 #include "passes.hpp"
+#include "shardc/buffers.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -138,10 +139,41 @@ ZeroGroup fsdp_group(const Mesh& mesh, MeshKind kind, const std::vector<std::str
 
 }  // namespace
 
+namespace {
+
+// A megatron_distopt / deepspeed_zero buffer lays out what a ZeRO stage
+// shards: it needs one (Megatron's distributed optimizer is stage 1 or 2:
+// Megatron-FSDP is another layout; DeepSpeed's stage 3 partitions per param).
+void check_flat_buffers(const Recipe& recipe, DiagnosticSink& sink) {
+  const int stage = recipe.training.zero.stage;
+  for (const BufferSpec& b : recipe.buffers) {
+    if (b.kind != BufferKind::MegatronDistOpt && b.kind != BufferKind::DeepSpeedZero) continue;
+    const char* kind = buffer_kind_name(b.kind);
+    if (stage == 0) {
+      sink.error(DiagCode::EZero, b.loc,
+                 std::string("a ") + kind +
+                     " buffer lays out the shards of a ZeRO stage, and the recipe shards no "
+                     "optimizer state",
+                 b.kind == BufferKind::MegatronDistOpt
+                     ? "add `training: {distributed_optimizer: true}` (or `zero: 1`)"
+                     : "add `training: {zero_optimization: {stage: 1}}` (or 2, or 3 with `fsdp`)");
+    } else if (stage == 3 && b.kind == BufferKind::MegatronDistOpt) {
+      sink.error(DiagCode::EZero, b.loc,
+                 "a megatron_distopt buffer with ZeRO stage 3: Megatron's distributed optimizer "
+                 "keeps the params whole (stage 1; its grads are reduce-scattered, stage 2)",
+                 "use stage 1 or 2 for megatron_distopt, or deepspeed_zero for ZeRO-3's "
+                 "per-param partitions");
+    }
+  }
+}
+
+}  // namespace
+
 void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Recipe& recipe,
                   DiagnosticSink& sink) {
   const ZeroSpec& spec = recipe.training.zero;
   plan.zero = ZeroPlan{};
+  check_flat_buffers(recipe, sink);
   if (spec.stage == 0) return;
   plan.zero.stage = spec.stage;
   for (const PlannedParam& p : params) plan.zero.has_experts |= expert_class(p);

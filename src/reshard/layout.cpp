@@ -67,6 +67,8 @@ LayoutParam param_head(const P& pp) {
   p.dtype = pp.dtype;
   p.global_shape = pp.global_shape;
   p.stage = pp.stage;
+  p.vocab_rows = pp.vocab_rows;
+  p.vocab_multiple = pp.vocab_multiple;
   return p;
 }
 

@@ -23,10 +23,57 @@ struct Accumulators {
   RankAccumulator in_place;
 };
 
+// "128,256 real rows padded to a multiple of 1,024 (768 padding rows)".
+std::string vocab_text(const LayoutParam& p) {
+  if (p.vocab_multiple <= 0) return std::to_string(p.global_shape[0]) + " rows, not padded";
+  return std::to_string(p.vocab_rows) + " real rows padded to a multiple of " +
+         std::to_string(p.vocab_multiple) + " (" +
+         std::to_string(p.global_shape[0] - p.vocab_rows) + " padding rows)";
+}
+
+// A padded vocabulary whose checkpoint shape changes with the TP degree
+// (Megatron's make_vocab_size_divisible_by x TP): the reshard is refused with
+// the row mapping spelled out, since moving bytes cannot change the stored shape.
+bool padded_vocab_change(const LayoutParam& pa, const LayoutParam& pb, const Layout& a,
+                         const Layout& b, DiagnosticSink& sink) {
+  Diagnostic d;
+  d.code = DiagCode::EReshardMismatch;
+  d.loc = pb.loc;
+  d.param = pb.name;
+  const std::int64_t real_a = pa.vocab_multiple > 0 ? pa.vocab_rows : pa.global_shape[0];
+  const std::int64_t real_b = pb.vocab_multiple > 0 ? pb.vocab_rows : pb.global_shape[0];
+  std::string rest_same = "";
+  for (std::size_t i = 1; i < pa.global_shape.size(); ++i)
+    if (pa.global_shape[i] != pb.global_shape[i])
+      rest_same = " (and dim " + std::to_string(i) + " differs)";
+  d.message = "param '" + pb.name + "' is a padded vocabulary whose checkpoint shape changes: " +
+              shape_text(pa.global_shape) + " in plan A (" + a.label + ": " + vocab_text(pa) +
+              ") but " + shape_text(pb.global_shape) + " in plan B (" + b.label + ": " +
+              vocab_text(pb) + ")" + rest_same;
+  if (real_a == real_b && rest_same.empty()) {
+    d.hint = "rows 0.." + std::to_string(real_a - 1) + " (the real vocabulary) map one to one; " +
+             "A's rows " + std::to_string(real_a) + ".." + std::to_string(pa.global_shape[0] - 1) +
+             " are padding to drop and B's rows " + std::to_string(real_b) + ".." +
+             std::to_string(pb.global_shape[0] - 1) +
+             " padding to fill (Megatron zero-fills them): resharding moves bytes and keeps "
+             "shapes, so re-pad the checkpoint (Megatron's checkpoint converter) and reshard the "
+             "rest, or plan both with the same vocab_padding multiple";
+  } else {
+    d.hint = "the real vocabularies differ (" + std::to_string(real_a) + " vs " +
+             std::to_string(real_b) + " rows): compile both plans from the same model";
+  }
+  sink.report(std::move(d));
+  return false;
+}
+
 // Checks that A's param can feed B's: same global shape and dtype.
 bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, const Layout& b,
                 DiagnosticSink& sink) {
   if (pa.global_shape == pb.global_shape && pa.dtype == pb.dtype) return true;
+  if (pa.dtype == pb.dtype && !pa.global_shape.empty() &&
+      pa.global_shape.size() == pb.global_shape.size() &&
+      (pa.vocab_multiple > 0 || pb.vocab_multiple > 0))
+    return padded_vocab_change(pa, pb, a, b, sink);
   Diagnostic d;
   d.code = DiagCode::EReshardMismatch;
   d.loc = pb.loc;

@@ -7,7 +7,8 @@
 --ranks SAMPLE` must exit 0 and report every buffer as round-tripping. SAMPLE is the
 recipe's `# verify-ranks: SET` comment, else every rank when the world has at most 512
 ranks; `--with-groups` adds the members of the sample's buffer groups, which verify needs. Recipes without `buffers:` are skipped (exit 0). Then the negative
-check: one muon split size (or FSDP2 offset) in the middle rank file is corrupted,
+check: one muon split size (or FSDP2 offset, or flat buffer owned range) in the middle rank
+file is corrupted,
 manifest.json re-signed (so the digest check passes) and verify must exit 1 naming that
 param and rank (verify samples only that rank). Stdlib only.
 """
@@ -66,6 +67,12 @@ def corrupt(outdir: Path) -> tuple[str, int] | None:
                     u["params"][1]["offset"] += 1
                     path.write_text(json.dumps(rf))
                     return rf["params"][u["params"][1]["param"]]["name"], rf["rank"]
+            for fb in buf.get("flat", []):  # one owned range one element short
+                for o in fb["owned"]:
+                    if o[2] > 1:
+                        o[2] -= 1
+                        path.write_text(json.dumps(rf))
+                        return rf["params"][fb["params"][o[0]][0]]["name"], rf["rank"]
     return None
 
 
@@ -108,12 +115,13 @@ def main(argv: list[str]) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--recipe")
     src.add_argument("--case")
+    ap.add_argument("--model", help="with --recipe: the model (default: the plan's shipped model)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="shardc-verify-model-"))
     try:
         if args.recipe:
             recipe = Path(args.recipe).resolve()
-            model = run_plans.model_for(recipe)
+            model = Path(args.model).resolve() if args.model else run_plans.model_for(recipe)
             world = 1
             for s in run_plans.mesh_sizes(recipe):
                 world *= s

@@ -63,6 +63,21 @@ def test_plans(shardc: str, tmp_path: Any) -> None:
     assert ok, mismatches(text) or text
 
 
+def test_flat_buffers(shardc: str, tmp_path: Any) -> None:
+    """cases/megatron_distopt: Megatron's DistOpt buffers (virtual stages, expert DP, a
+    cross-stage tie) and DeepSpeed ZeRO-2 flat groups, their shards all-gathered over
+    the DP groups with real collectives (and the plan's usual rebuild checks)."""
+    work, tasks = str(tmp_path), []
+    for recipe in ("recipe.yaml", "recipe_ds2.yaml"):
+        name = "megatron_distopt_" + recipe.removesuffix(".yaml")
+        out, ckpt = compile_case(shardc, work, name, os.path.join(CASES, "megatron_distopt",
+                                                                  "model.yaml"),
+                                 os.path.join(CASES, "megatron_distopt", recipe))
+        tasks.append(plan_task(name, out, ckpt))
+    ok, text = run(tasks, work)
+    assert ok, mismatches(text) or text
+
+
 def test_features(shardc: str, tmp_path: Any) -> None:
     """cases/: uneven and empty shards, HSDP x TP with mixed dtypes, EP with expert FSDP,
     ties across pipeline stages."""

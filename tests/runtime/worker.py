@@ -7,7 +7,8 @@ when any check failed:
 * plan: load this rank's shards with the adapter (only its bytes), all-gather
   every rank's shards and rebuild every tensor bit for bit with each element
   held exactly the plan's replica count; FSDP2 units and muon groups gathered
-  on their layouts' groups; DCP chunk metadata tiles every tensor once.
+  on their layouts' groups; DCP chunk metadata tiles every tensor once; the
+  ZeRO-1/2 flat optimizer buffers' shards all-gathered over their DP groups.
 * reshard: plan-A holders send to plan-B ranks exactly what the `shardc
   reshard` listing names; every plan-B shard ends equal to the checkpoint.
 """
@@ -51,9 +52,11 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                                 "python"))
 from shardc_runtime import Checkpoint, OutDir, PlanError, load_rank, slice_back  # noqa: E402
+from shardc_runtime.dtypes import element_size as dtypes_size  # noqa: E402
+from shardc_runtime.flat import build_buffer as flat_buffer, owned_ranges  # noqa: E402
 from shardc_runtime.layout import numel  # noqa: E402
-from shardc_runtime.torch import (Groups, allgather_group, allgather_unit,  # noqa: E402
-                                  checkpoint_metadata, chunk_writers, reshard)
+from shardc_runtime.torch import (Groups, allgather_flat, allgather_group,  # noqa: E402
+                                  allgather_unit, checkpoint_metadata, chunk_writers, reshard)
 
 FAILURES: list[str] = []
 
@@ -203,6 +206,28 @@ def check_muon(out, me, loaded, groups, ref, label):
     return owners
 
 
+def check_flat(me, loaded, groups, label):
+    """ZeRO-1/2 flat buffers: the shards all-gathered over each DP group rebuild the
+    buffer this rank builds from its own tensors (DP replicas hold the same data), and
+    every owned range holds its param's elements."""
+    for fb in me.flat:
+        if fb.zero_stage == 3:
+            continue  # the buffer holds unsharded tensors: test_flat.py rebuilds them
+        arrays = {pc.name: np.ascontiguousarray(loaded.local(pc.name)) for pc in fb.pieces}
+        got = allgather_flat(groups, fb, arrays)
+        want = flat_buffer(fb, arrays)
+        if got.tobytes() != want.tobytes():
+            fail(f"{label}: flat buffer (chunk {fb.model_chunk}, {fb.param_dtype}, expert "
+                 f"{fb.expert}): the all-gathered shards differ from the buffer")
+        for name, off, n, start in owned_ranges(fb):
+            elem = want.view(np.uint8).reshape(-1)
+            size = dtypes_size(fb.param_dtype)
+            src = arrays[name].reshape(-1).view(np.uint8)[off * size:(off + n) * size]
+            if elem[start * size:(start + n) * size].tobytes() != src.tobytes():
+                fail(f"{label}: flat owned range of {name} at {start} is not its elements "
+                     f"{off}..{off + n}")
+
+
 def check_owners(all_owners, label):
     holders, owned, grid = {}, {}, {}
     for lst in all_owners:
@@ -252,11 +277,12 @@ def run_plan(task, rank, world, groups):
         check_rebuild(out, ref, metas, blobs, label)
         check_dcp(out, metas, label)
     groups.ensure(([st.ranks for g in me.muon for st in g.stages] +
-                   [u.ranks for u in me.fsdp2]) if me else [])
+                   [u.ranks for u in me.fsdp2] + [fb.ranks for fb in me.flat]) if me else [])
     owners = []
     if me is not None:
         check_fsdp2(out, me, loaded, groups, ref, metas, label)
         owners = check_muon(out, me, loaded, groups, ref, label)
+        check_flat(me, loaded, groups, label)
     all_owners = [None] * world
     dist.all_gather_object(all_owners, owners)
     if rank == 0:

@@ -3,7 +3,8 @@
 Reads `shardc compile` outputs (manifest.json, plan.json, rank files), refusing
 what `shardc verify` refuses, and loads a rank's shards from safetensors
 (only its bytes). The numpy side (this package) packs and unpacks the plan's
-FSDP2 and muon buffers and plans a reshard's messages; `shardc_runtime.torch`
+FSDP2 and muon buffers and the flat ZeRO / Megatron
+distributed-optimizer buffers, and plans a reshard's messages; `shardc_runtime.torch`
 builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 
     from shardc_runtime import OutDir, load_rank
@@ -16,16 +17,18 @@ See tools/python/README.md.
 
 from .attributes import Heads, expert_ids, head_counts, local_range, vocab_range
 from .errors import CheckpointError, PlanError
+from .flat import assemble, build_buffer, owned_ranges, shard
 from .fsdp2 import pack_unit, unpack_unit
-from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
+from .layout import Box, FlatBuffer, FlatPiece, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
 from .load import LoadedRank, load_rank
 from .muon import slice_back
 from .rankset import RankList, RankSet, parse_rank_list, parse_rank_set
 from .safetensors_io import Checkpoint, write_file
 
 __all__ = [
-    "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "Heads", "LoadedRank", "MuonGroup",
-    "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "expert_ids",
-    "head_counts", "load_rank", "local_range", "pack_unit", "parse_rank_list", "parse_rank_set",
+    "Box", "Checkpoint", "CheckpointError", "FlatBuffer", "FlatPiece", "Fsdp2Unit", "Heads",
+    "LoadedRank", "MuonGroup", "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList",
+    "RankSet", "assemble", "build_buffer", "expert_ids", "head_counts", "load_rank",
+    "local_range", "owned_ranges", "pack_unit", "parse_rank_list", "parse_rank_set", "shard",
     "slice_back", "unpack_unit", "vocab_range", "write_file",
 ]

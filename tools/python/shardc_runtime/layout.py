@@ -393,10 +393,91 @@ def _fsdp2_unit(doc: Any, where: str, name_of: Callable[[Any, str], str],
 
 
 @dataclass(frozen=True)
+class FlatPiece:
+    """Elements [param_offset, param_offset + numel) of `name`'s rank-local tensor
+    flattened (ZeRO-3: before the FSDP split) at [start, start + numel) of a flat buffer."""
+
+    name: str
+    param_offset: int
+    numel: int
+    start: int
+    bucket: int
+
+
+@dataclass(frozen=True)
+class FlatBuffer:
+    """A flat optimizer buffer of one rank (megatron_distopt / deepspeed_zero,
+    include/shardc/buffers.hpp): `ranks` is the DP group by ZeRO index, rank
+    `index` owns shard `index` of every bucket; `owned` lists (piece index,
+    param_offset, numel, buffer_start), ELEMENTS of `param_dtype`."""
+
+    kind: str
+    zero_stage: int
+    mesh: str
+    expert: bool
+    model_chunk: int
+    param_dtype: str
+    grad_dtype: str
+    ranks: RankList
+    index: int
+    bucket_size: int | None
+    numel: int
+    shard_numel: int
+    owned_numel: int
+    buckets: tuple[tuple[int, int, int], ...]
+    pieces: tuple[FlatPiece, ...]
+    owned: tuple[tuple[int, int, int, int], ...]
+
+
+def _int_row(v: Any, n: int, where: str) -> tuple[int, ...]:
+    row = _list(v, where)
+    if len(row) != n:
+        raise PlanError(f"{where}: expected {n} integers, got {len(row)}")
+    return tuple(_int(x, where) for x in row)
+
+
+def _flat_buffer(doc: Any, where: str, kind: str, stage: int,
+                 name_of: Callable[[Any, str], str], world: int, rank: int) -> FlatBuffer:
+    ranks = parse_rank_list(_get(doc, "ranks", where), world, f"{where}.ranks")
+    index = _int(_get(doc, "index", where), f"{where}.index")
+    if index >= len(ranks) or ranks[index] != rank:
+        raise PlanError(f"{where}: index {index} is not rank {rank}'s place in its "
+                        f"{len(ranks)} ranks")
+    pieces = []
+    for i, row in enumerate(_list(_get(doc, "params", where), f"{where}.params")):
+        pw = f"{where}.params[{i}]"
+        ref, off, n, start, bucket = _int_row(row, 5, pw)
+        pieces.append(FlatPiece(name_of(ref, pw), off, n, start, bucket))
+    buckets = []
+    for b in _list(_get(doc, "buckets", where), f"{where}.buckets"):
+        start, end, unpadded = _int_row(b, 3, f"{where}.buckets")
+        buckets.append((start, end, unpadded))
+    owned = []
+    for o in _list(_get(doc, "owned", where), f"{where}.owned"):
+        piece, off, n, at = _int_row(o, 4, f"{where}.owned")
+        owned.append((piece, off, n, at))
+    for o in owned:
+        if o[0] >= len(pieces):
+            raise PlanError(f"{where}.owned: piece {o[0]} of {len(pieces)}")
+    bucket_size = _get(doc, "bucket_size", where)
+    return FlatBuffer(kind, stage, _str(_get(doc, "mesh", where), f"{where}.mesh"),
+                      bool(_get(doc, "expert", where)),
+                      _int(_get(doc, "model_chunk", where), f"{where}.model_chunk"),
+                      _str(_get(doc, "param_dtype", where), f"{where}.param_dtype"),
+                      _str(_get(doc, "grad_dtype", where), f"{where}.grad_dtype"), ranks, index,
+                      None if bucket_size is None else _int(bucket_size, f"{where}.bucket_size"),
+                      _int(_get(doc, "numel", where), f"{where}.numel"),
+                      _int(_get(doc, "shard_numel", where), f"{where}.shard_numel"),
+                      _int(_get(doc, "owned_numel", where), f"{where}.owned_numel"),
+                      tuple(buckets), tuple(pieces), tuple(owned))
+
+
+@dataclass(frozen=True)
 class RankFile:
     """A parsed rank file: `params` {name: ParamInfo} in file (model) order,
-    `muon` groups, `fsdp2` units, `rank`, `world_size`, `stage`, `coords`
-    ({mesh: {axis: coordinate}}, only the meshes the plan has)."""
+    `muon` groups, `fsdp2` units, `flat` optimizer buffers, `rank`,
+    `world_size`, `stage`, `coords` ({mesh: {axis: coordinate}}, only the
+    meshes the plan has)."""
 
     path: str
     rank: int
@@ -408,6 +489,7 @@ class RankFile:
     fsdp2: tuple[Fsdp2Unit, ...]
     muon_alignment: int | None
     doc: Mapping[str, Any] = field(repr=False, compare=False)
+    flat: tuple[FlatBuffer, ...] = ()
 
     @classmethod
     def read(cls, doc: Any, plan: Mapping[str, Any], path: str) -> RankFile:
@@ -456,6 +538,7 @@ class RankFile:
         muon: tuple[MuonGroup, ...] = ()
         fsdp2: tuple[Fsdp2Unit, ...] = ()
         alignment = None
+        flat: tuple[FlatBuffer, ...] = ()
         for i, b in enumerate(_list(doc.get("buffers", []), f"{path}: buffers")):
             where = f"{path}: buffers[{i}]"
             kind = _get(b, "kind", where)
@@ -468,10 +551,15 @@ class RankFile:
             elif kind == "fsdp2_allgather":
                 fsdp2 = tuple(_fsdp2_unit(u, f"{where}.units[{k}]", name_of, params, world, rank)
                               for k, u in enumerate(_list(_get(b, "units", where), where)))
+            elif kind in ("megatron_distopt", "deepspeed_zero"):
+                stage = _int(_get(b, "zero_stage", where), f"{where}.zero_stage", 1, 3)
+                flat += tuple(_flat_buffer(fb, f"{where}.flat[{k}]", kind, stage, name_of, world,
+                                           rank)
+                              for k, fb in enumerate(_list(_get(b, "flat", where), where)))
             else:
                 raise PlanError(f"{where}: unknown buffer kind {kind!r}")
         return cls(path, rank, world, _int(doc.get("stage", 0), f"{path}: stage"), coords, params,
-                   muon, fsdp2, alignment, doc)
+                   muon, fsdp2, alignment, doc, flat)
 
     def storage_params(self) -> list[ParamInfo]:
         """Params that own storage on this rank (aliases excluded), file order."""

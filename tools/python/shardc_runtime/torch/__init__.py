@@ -14,7 +14,7 @@ PyTorch's private helpers (`_StridedShard`, `compute_local_shape_and_global_offs
 are imported only in `dtensor.py`.
 """
 
-from .collectives import Groups, all_gather, allgather_group, allgather_unit
+from .collectives import Groups, all_gather, allgather_flat, allgather_group, allgather_unit
 from .dcp import aliases, checkpoint_metadata, chunk_writers, write_items
 from .dtensor import (check_layout, device_meshes, distribute_model, dtensor, param_mesh,
                       placement)
@@ -23,7 +23,8 @@ from .reshard import reshard
 from .tensors import local_tensors, to_storage, to_torch, torch_dtype
 
 __all__ = [
-    "Groups", "aliases", "all_gather", "allgather_group", "allgather_unit", "apply_fully_shard",
+    "Groups", "aliases", "all_gather", "allgather_flat", "allgather_group", "allgather_unit",
+    "apply_fully_shard",
     "check_layout", "fsdp2_mismatches",
     "checkpoint_metadata", "chunk_writers", "device_meshes", "distribute_model", "dtensor",
     "local_tensors", "param_mesh", "placement", "reshard", "to_storage", "to_torch",

@@ -1,5 +1,6 @@
 """torch.distributed plumbing: process groups by rank list, byte all-gathers,
-and the FSDP2 / muon all-gathers of the plan's buffer layouts.
+the FSDP2 / muon all-gathers of the plan's buffer layouts, and the param
+all-gather of a flat optimizer buffer (megatron_distopt / deepspeed_zero).
 
 Every collective moves raw bytes (torch.uint8 tensors), so any dtype — bf16,
 float8, bool, mixed dtypes in one FSDP2 unit — crosses gloo bit for bit.
@@ -18,9 +19,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .. import fsdp2, muon
+from .. import flat, fsdp2, muon
 from ..errors import PlanError
-from ..layout import Fsdp2Unit, MuonGroup, RankFile
+from ..layout import FlatBuffer, Fsdp2Unit, MuonGroup, RankFile
 from ..safetensors_io import Array
 
 
@@ -74,6 +75,21 @@ def allgather_unit(groups: Groups, unit: Fsdp2Unit, rank_file: RankFile,
     Returns {name: unsharded array}. `groups` must know unit.ranks."""
     gathered = all_gather(groups, unit.ranks, fsdp2.pack_unit(unit, rank_file, arrays))
     return fsdp2.unpack_unit(unit, rank_file, gathered)
+
+
+def allgather_flat(groups: Groups, fb: FlatBuffer, arrays: Mapping[str, Array]) -> Array:
+    """Megatron's param all-gather of a flat buffer: this rank builds its buffer from
+    `arrays` ({name: rank-local array}; ZeRO-3: the unsharded TP-local tensors), keeps
+    its shard of every bucket, and all-gathers the shards bucket by bucket over the DP
+    group (`fb.ranks`, which `groups` must know). Returns the reassembled buffer as
+    uint8 bytes (numel x element size)."""
+    mine = flat.shard(fb, flat.build_buffer(fb, arrays))
+    per_member: list[list[Array]] = [[] for _ in fb.ranks]
+    for piece in mine:
+        gathered = all_gather(groups, fb.ranks, np.ascontiguousarray(piece).view(np.uint8))
+        for k in range(len(fb.ranks)):
+            per_member[k].append(gathered[k])
+    return flat.assemble(fb, per_member)
 
 
 def allgather_group(groups: Groups, group: MuonGroup, rank_file: RankFile,
