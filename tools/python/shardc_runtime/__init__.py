@@ -14,7 +14,8 @@ builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 See tools/python/README.md.
 """
 
-from .attributes import Heads, expert_ids, head_counts, local_range, vocab_range
+from .attributes import (Experts, Heads, LocalAttributes, Vocab, expert_ids, head_counts,
+                         local_attributes, vocab_padding, vocab_range)
 from .errors import CheckpointError, PlanError
 from .fsdp2 import pack_unit, unpack_unit
 from .layout import Box, Fsdp2Unit, MuonGroup, OutDir, ParamInfo, RankFile
@@ -24,8 +25,9 @@ from .rankset import RankList, RankSet, parse_rank_list, parse_rank_set
 from .safetensors_io import Checkpoint, write_file
 
 __all__ = [
-    "Box", "Checkpoint", "CheckpointError", "Fsdp2Unit", "Heads", "LoadedRank", "MuonGroup",
-    "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList", "RankSet", "expert_ids",
-    "head_counts", "load_rank", "local_range", "pack_unit", "parse_rank_list", "parse_rank_set",
-    "slice_back", "unpack_unit", "vocab_range", "write_file",
+    "Box", "Checkpoint", "CheckpointError", "Experts", "Fsdp2Unit", "Heads", "LoadedRank",
+    "LocalAttributes", "MuonGroup", "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList",
+    "RankSet", "Vocab", "expert_ids", "head_counts", "load_rank", "local_attributes",
+    "pack_unit", "parse_rank_list", "parse_rank_set", "slice_back", "unpack_unit",
+    "vocab_padding", "vocab_range", "write_file",
 ]
