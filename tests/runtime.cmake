@@ -31,6 +31,7 @@ endfunction()
 
 shardc_runtime_test(adapter test_adapter.py)
 shardc_runtime_test(flat test_flat.py)
+shardc_runtime_test(local_attributes test_local_attributes.py)
 shardc_runtime_test(hostile test_hostile.py)
 shardc_runtime_test(plans test_distributed.py::test_plans lock)
 shardc_runtime_test(features test_distributed.py::test_features lock)

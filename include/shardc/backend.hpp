@@ -39,6 +39,13 @@ std::string render_rank_json(const Plan& plan, std::int64_t rank);
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
                              std::int64_t rank, const RankMemory& memory);
 
+/// The `local_attributes` member of `rank`'s file (contract §6.7; what a
+/// runtime tells each sharded module: attention head counts, expert ids,
+/// vocab ranges; shardc/local_attributes.hpp), the value text exactly as
+/// the rank file holds it after `"local_attributes":`. verify --against
+/// compares it. Cost O(modules).
+std::string render_local_attributes_json(const Plan& plan, std::int64_t rank);
+
 /// Renders many rank files of one plan, byte-identical to `render_rank_json`.
 /// Built once per compile (O(params x stages)) and shared by the writer
 /// threads (`render` is thread-safe): each param's rank-independent members

@@ -17,6 +17,7 @@
 #include "shardc/assert.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/dtype.hpp"
+#include "shardc/local_attribute_spec.hpp"
 #include "shardc/model.hpp"
 #include "shardc/rank_set.hpp"
 #include "shardc/recipe.hpp"
@@ -265,6 +266,9 @@ struct Plan {
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
   ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
+  /// The params that carry attention head counts, expert ids and vocab
+  /// ranges (find_local_attributes; per rank: shardc/local_attributes.hpp).
+  LocalAttributeSpec local_attributes;
 
   /// The mesh a param lives on. Precondition (asserted): an expert param
   /// only in a plan with an expert mesh.

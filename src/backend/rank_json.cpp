@@ -4,10 +4,12 @@
 // `params` array once per shard class of the rank's stage when ranks share
 // classes (ClassMemo), so a compile writing every rank file mostly copies.
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "backend/class_memo.hpp"
 #include "backend/json_writer.hpp"
+#include "backend/local_attributes_json.hpp"
 #include "backend/memory_json.hpp"
 #include "backend/rank_buffers.hpp"
 #include "backend/render_util.hpp"
@@ -38,11 +40,21 @@ struct Totals {
   std::int64_t num_params = 0;
 };
 
-// The `params` array of one shard class, with its totals.
+// The `params` array of one shard class, with its totals and its
+// `local_attributes` (they depend on the same coordinates; the memo's
+// budget counts `text` only, the smaller `attributes` rides along).
 struct ParamsText {
   std::string text;
   Totals totals;
+  std::string attributes;
 };
+
+std::string attributes_text(const Plan& plan, const RankCoords& c) {
+  std::string text;
+  Writer w(text);
+  backend::write_local_attributes(w, plan, local_attributes_at(plan, c.dense, c.expert, c.stage));
+  return text;
+}
 
 void write_coords(Writer& w, const Mesh& mesh, const std::vector<std::int64_t>& coords) {
   w.begin_object();
@@ -214,26 +226,30 @@ void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::stri
   write_header(w, plan, rank, c);
   Totals totals;
   w.line_break().key("params");
+  std::shared_ptr<const ParamsText> memoized;
   if (!st.memo) {
     im.write_params(w, c, totals);
   } else {
     backend::ClassMemo<ParamsText>::Key key{c.stage};
     for (int a : st.dense_axes) key.push_back(c.dense[static_cast<std::size_t>(a)]);
     for (int a : st.expert_axes) key.push_back(c.expert[static_cast<std::size_t>(a)]);
-    const auto params = im.memo.get(key, [&] {
+    memoized = im.memo.get(key, [&] {
       ParamsText pt;
       Writer pw(pt.text);
       im.write_params(pw, c, pt.totals);
+      pt.attributes = attributes_text(plan, c);
       return pt;
     });
-    w.raw(params->text);
-    totals = params->totals;
+    w.raw(memoized->text);
+    totals = memoized->totals;
   }
   w.line_break().key("buffers");
   im.buffers.write(w, rank, st.index);
   write_totals(w, totals);
   w.line_break().key("memory");
   backend::write_rank_memory(w, memory);
+  w.line_break().key("local_attributes");
+  w.raw(memoized ? memoized->attributes : attributes_text(plan, c));
   if (plan.virtual_stages > 1) {
     w.line_break().key("model_chunks");
     backend::write_model_chunks(w, plan, c.stage);

@@ -27,8 +27,10 @@ using namespace driver::verify;
 // every field a runtime acts on (placements, meshes, requires_grad, alias_of, stacked_from) is
 // checked, not only those the outputs repeat. The first differing param (or byte) is named.
 // false (exit 2) when the inputs do not plan.
+// `replanned` keeps the plan of the inputs for the rank files' checks.
 bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const PlanFile& plan,
-                    Report& report, FileSystem& fs, std::ostream& err) {
+                    Report& report, FileSystem& fs, std::ostream& err,
+                    std::optional<Plan>& replanned) {
   CommonOptions common;
   common.model_path = opt.against[0];
   common.recipe_path = opt.against[1];
@@ -40,6 +42,7 @@ bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const Pla
   const std::vector<BufferRankBytes> buffer_bytes = buffer_rank_bytes(p, plan_buffers(p));
   const MemoryReport memory = compute_memory(p, buffer_bytes);
   const std::string want = render_plan_json(p, rank_bytes(p), buffer_bytes, &memory);
+  replanned = std::move(s.plan);
   if (want == text) return true;
   std::string error;
   const auto theirs = readback::parse_plan_file(want, error);
@@ -64,7 +67,8 @@ bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const Pla
 
 // plan.json, checked against the manifest's digest (a change is a mismatch).
 std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::ManifestFile& manifest,
-                                  Report& report, FileSystem& fs, std::ostream& err) {
+                                  Report& report, FileSystem& fs, std::ostream& err,
+                                  std::optional<Plan>& replanned) {
   const std::string path = path_join(opt.out_dir, "plan.json");
   std::string error;
   const auto text = fs.read_regular(path, read_limit(manifest.plan.bytes), error);
@@ -76,9 +80,46 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
     report.mismatch(change);
   auto plan = readback::parse_plan_file(*text, error);
   if (!plan) print_error(err, "'" + path + "' is not a shardc plan: " + error);
-  if (plan && !opt.against.empty() && !same_as_inputs(opt, *text, *plan, report, fs, err))
+  if (plan && !opt.against.empty() &&
+      !same_as_inputs(opt, *text, *plan, report, fs, err, replanned))
     return std::nullopt;
   return plan;
+}
+
+// --against: each sampled rank file's `local_attributes` (contract §6.7) must be
+// byte for byte what compile writes for the inputs (as plan.json must: plan.json does
+// not repeat them, so only re-planning checks them). A difference names the rank and
+// both texts from the first differing byte.
+void check_local_attributes(const VerifyOptions& opt, const Plan& replanned,
+                            const readback::ManifestFile& manifest,
+                            const std::vector<std::int64_t>& sample, Report& report,
+                            FileSystem& fs) {
+  for (const auto& e : manifest.rank_files) {
+    if (!std::binary_search(sample.begin(), sample.end(), e.rank)) continue;
+    std::string error;
+    const auto text = fs.read_regular(path_join(opt.out_dir, e.path), read_limit(e.bytes), error);
+    if (!text) continue;  // unreadable: already a mismatch of the sample
+    const std::string want = render_local_attributes_json(replanned, e.rank);
+    const std::string marker = "\"local_attributes\":";
+    const std::size_t at = text->find(marker);
+    const std::string got =
+        at == std::string::npos ? std::string() : text->substr(at + marker.size(), want.size());
+    if (got == want) continue;
+    std::string where = "the file has no local_attributes";
+    if (at != std::string::npos) {
+      std::size_t i = 0;
+      while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
+      const std::size_t from = i < 40 ? 0 : i - 40;
+      const auto excerpt = [&](const std::string& t) {
+        return printable(t.substr(std::min(from, t.size()), 100));
+      };
+      where = "from byte " + std::to_string(from) + " of the section the file has '" +
+              excerpt(got) + "', the plan '" + excerpt(want) + "'";
+    }
+    report.mismatch(e.path + " (rank " + std::to_string(e.rank) +
+                    "): local_attributes are not those of " + opt.against[0] + " " +
+                    opt.against[1] + ": " + where);
+  }
 }
 
 // --ranks, or every rank file the manifest lists.
@@ -230,7 +271,8 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
   if (!manifest) return ExitCode::Usage;
   Report report;
   report.max_listed = opt.max_mismatches;
-  const auto plan = load_plan(opt, *manifest, report, fs, err);
+  std::optional<Plan> replanned;
+  const auto plan = load_plan(opt, *manifest, report, fs, err, replanned);
   if (!plan) return ExitCode::Usage;
   auto sample = sample_ranks(opt, *manifest, err);
   if (!sample) return ExitCode::Usage;
@@ -248,6 +290,11 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
   check_ranks_listing(dir, *manifest, fs, report);
   if (!load_sample(store, *sample, dir, err)) return ExitCode::Usage;
   check_manifest(cx, *sample);
+  if (replanned) {
+    std::vector<std::int64_t> sorted = *sample;
+    std::sort(sorted.begin(), sorted.end());
+    check_local_attributes(opt, *replanned, *manifest, sorted, report, fs);
+  }
   if (!sample->empty() && same_buffers(cx, *sample)) {
     const auto& buffers = store.get(sample->front())->buffers;
     for (std::size_t b = 0; b < buffers.size() && store.fatal.empty(); ++b) {

@@ -31,14 +31,6 @@ bool has_vocab_name(std::string_view fqn) {
   return false;
 }
 
-// A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
-// the attribute is given, else by name.
-bool is_vocab_param(const PlannedParam& p, const Model& model) {
-  if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
-  if (const auto& v = model.attributes_of(p.name).vocab_size) return p.global_shape[0] == *v;
-  return has_vocab_name(p.name);
-}
-
 // True when the rule that placed `p` says `axis: Replicate()` explicitly.
 bool explicitly_replicated(const PlannedParam& p, const Recipe& recipe, const std::string& axis) {
   if (p.rule.kind != RuleRef::Kind::Rule || p.rule.index < 0) return false;
@@ -166,6 +158,14 @@ void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const 
   lint_size_one(recipe, plan, sink);
   lint_activation_splits(params, plan, sink);
   lint_packed_buffers(params, plan, sink);
+}
+
+// A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
+// the attribute is given, else by name.
+bool is_vocab_param(const PlannedParam& p, const Model& model) {
+  if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
+  if (const auto& v = model.attributes_of(p.name).vocab_size) return p.global_shape[0] == *v;
+  return has_vocab_name(p.name);
 }
 
 }  // namespace shardc::passes

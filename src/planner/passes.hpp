@@ -129,6 +129,17 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan, Di
 void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
                const Recipe& recipe, DiagnosticSink& sink);
 
+/// lints.cpp: a vocab tensor (embedding / output head): 2-D, not stacked,
+/// dim 0 equal to the model's `vocab_size`, or by name without it.
+bool is_vocab_param(const PlannedParam& p, const Model& model);
+
+/// local_attributes.cpp (contract §6.7): which params carry the local
+/// attributes a runtime sets (attention head counts, expert ids, vocab
+/// ranges; shardc/local_attributes.hpp). Runs on the finished params (their
+/// indices are Plan::params'); reports nothing.
+LocalAttributeSpec find_local_attributes(const std::vector<PlannedParam>& params,
+                                         const Model& model);
+
 /// activation_split.cpp: W-ACTIVATION-SPLIT (colwise output vs the next
 /// rowwise input split differently in one parent module).
 void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan& plan,

@@ -41,6 +41,7 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   passes::check_strided(params, plan, sink);
   passes::run_lints(params, plan, model, recipe, sink);
   if (sink.error_count() > errors_before) return std::nullopt;
+  plan.local_attributes = passes::find_local_attributes(params, model);
   plan.params = std::move(params);
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);

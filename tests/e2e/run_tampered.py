@@ -12,13 +12,15 @@ Each case gives the expected exit code and a message that must appear (stdout + 
 Cases run two at a time, verify with `--max-elements 65536` (box arithmetic above).
 Every run must end within 20 s (x5 under sanitizers) and print no sanitizer report.
 
-A case: {"name", "edits": [EDIT...], "exit", "message", "args"?: [...], "resign"?: bool}.
+A case: {"name", "edits": [EDIT...], "exit", "message", "args"?: [...], "resign"?: bool};
+"{model}" and "{recipe}" in args stand for the shipped model and recipe compiled.
 EDIT is one of
   {"file": F, "set": PATH, "value": V}      JSON value at PATH (list of keys / indices)
   {"file": F, "delete": PATH}               remove the member or element at PATH
   {"file": F, "append": PATH, "from": PATH2}  append a copy of the value at PATH2 to the list at PATH
   {"file": F, "text": "truncate", "keep": N}  keep the first N bytes
   {"file": F, "text": "append", "value": S}   append raw text
+  {"file": F, "replace": OLD, "with": NEW}    replace the one occurrence of text OLD
   {"file": F, "remove": true}               delete the file
   {"file": F, "copy_of": G}                 create F as a copy of G
   {"file": F, "write": S}                   create F with text S
@@ -73,6 +75,12 @@ def apply_edit(out: Path, edit: dict) -> None:
         f.write_bytes(f.read_bytes()[: edit["keep"]])
     elif edit.get("text") == "append":
         f.write_bytes(f.read_bytes() + edit["value"].encode())
+    elif "replace" in edit:
+        text = f.read_text()
+        if text.count(edit["replace"]) != 1:
+            raise ValueError(f"{edit['file']}: {edit['replace']!r} occurs "
+                             f"{text.count(edit['replace'])} times, not once")
+        f.write_text(text.replace(edit["replace"], edit["with"]))
     elif edit.get("remove"):
         f.unlink()
     elif "copy_of" in edit:
@@ -115,7 +123,9 @@ def run_case(shardc: str, base: Path, tmp: Path, case: dict, limit: float) -> st
         resign(out)
     # Box arithmetic for params above 2^16 elements keeps each run short (under the
     # sanitizers too); the field checks do not depend on it.
-    cmd = [shardc, "verify", str(out), "--max-elements", "65536", *case.get("args", [])]
+    args = [a.replace("{model}", str(MODEL)).replace("{recipe}", str(RECIPE))
+            for a in case.get("args", [])]
+    cmd = [shardc, "verify", str(out), "--max-elements", "65536", *args]
     t0 = time.monotonic()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)

@@ -9,7 +9,9 @@ shard read from the checkpoint by the plan, buffers (rotary inv_freq) recomputed
 from the config. The sharded forward's logits and loss must equal one unsharded
 process's (float tolerance). transformers 5.24's attention reshapes q/k/v with
 `view(*input_shape, -1, head_dim)`, so it runs on the local heads a TP shard
-holds without being told their count.
+holds without being told their count; the rank file's local attributes are applied
+anyway (`apply_local_attributes`: num_key_value_groups = local q heads / KV heads, here
+the global 2 since q and k/v are split alike), as a runtime starting up would.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from shardc_runtime import Checkpoint, OutDir
 from shardc_runtime.load import read_param
-from shardc_runtime.torch import (apply_fully_shard, device_meshes, fsdp2_mismatches,
-                                  to_torch)
+from shardc_runtime.torch import (apply_fully_shard, apply_local_attributes, device_meshes,
+                                  fsdp2_mismatches, to_torch)
 
 
 def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]) -> list[str]:
@@ -66,6 +68,9 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
     with torch.no_grad():
         for name, buf in net.named_buffers():
             buf.copy_(ref_buffers[name])
+    told = apply_local_attributes(net, me)
+    if len([line for line in told if "num_key_value_groups 2" in line]) != config.num_hidden_layers:
+        fail(f"{label}: rank {rank}: attention modules told {told}")
     g = torch.Generator().manual_seed(7)
     tokens = torch.randint(0, config.vocab_size, (2, 6), generator=g)
     logits = net(input_ids=tokens).logits

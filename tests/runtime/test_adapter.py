@@ -248,18 +248,20 @@ def test_manifest_refusals(compiled: dict[str, tuple[str, str]], tmp_path: Any) 
 
 
 def test_expert_ids(compiled: dict[str, tuple[str, str]], shardc: str, tmp_path: Any) -> None:
-    """Each rank serves the experts of its EP coordinate: the plan's W-EXPERTS ranges
-    (6 experts over ep 4 chunk: 2, 2, 2, 0; expert FSDP on dim 1), and with expert FSDP
-    on the expert dim (recipe_b: ep 2, efsdp 4 on dim 0, pieces 1, 1, 1, 0) the whole
-    EP-local range 3e..3e+3, not the rank's FSDP piece."""
+    """Each rank serves the experts of its EP coordinate, as its rank file's
+    local_attributes state them (shardc's derivation, contract §6.7): the plan's
+    W-EXPERTS ranges (6 experts over ep 4 chunk: 2, 2, 2, 0; expert FSDP on dim 1), and
+    with expert FSDP on the expert dim (recipe_b: ep 2, efsdp 4 on dim 0, pieces 1, 1,
+    1, 0) the whole EP-local range 3e..3e+3, not the rank's FSDP piece (no FSDP2 units
+    needed: the rank file says it)."""
     out = sr.OutDir(compiled["ep_efsdp"][0])
     ranges = {d["param"]: d["expert_ranges"] for d in out.plan["diagnostics"]
               if d["code"] == "W-EXPERTS"}
     held = set()
     for rank in range(out.world_size):
         me = out.rank(rank)
-        ids = sr.expert_ids(out, me)
-        assert sorted(ids) == sorted(n for n, p in me.params.items() if p.stacked_from)
+        ids = sr.expert_ids(me)
+        assert sorted(ids) == [f"model.layers.{i}.mlp.experts" for i in range(2)], ids
         first, last = ranges["model.layers.0.mlp.experts.w1"][me.coords["expert"]["ep"]]
         for name, got in ids.items():
             assert got == range(first, last), f"rank {rank} {name}: {got}"
@@ -268,53 +270,60 @@ def test_expert_ids(compiled: dict[str, tuple[str, str]], shardc: str, tmp_path:
     case = os.path.join(harness.HERE, "cases", "ep_efsdp")
     out_b = sr.OutDir(harness.compile_plan(shardc, os.path.join(case, "model.yaml"),
                                            os.path.join(case, "recipe_b.yaml"), str(tmp_path / "b")))
-    with pytest.raises(sr.PlanError, match="no fsdp2_allgather unit lists it"):
-        sr.expert_ids(out_b, out_b.rank(0))  # recipe_b declares no FSDP2 units
-    recipe = tmp_path / "recipe_units.yaml"
-    recipe.write_text(open(os.path.join(case, "recipe_b.yaml")).read() +
-                      'buffers:\n  - {kind: fsdp2_allgather, units: ["model.layers.{i}", "**"]}\n')
-    out_b = sr.OutDir(harness.compile_plan(shardc, os.path.join(case, "model.yaml"), str(recipe),
-                                           str(tmp_path / "b-units")))
     for rank in range(out_b.world_size):
         me = out_b.rank(rank)
         ep = me.coords["expert"]["ep"]
-        for name, got in sr.expert_ids(out_b, me).items():
+        for name, got in sr.expert_ids(me).items():
             assert got == range(3 * ep, 3 * ep + 3), f"plan B rank {rank} {name}: {got}"
-            assert me.params[name].local_shape[0] < 3  # the rank holds only a piece of them
+        assert me.params["model.layers.0.mlp.experts.w1"].local_shape[0] < 3  # a piece only
 
 
 def test_vocab_range(compiled: dict[str, tuple[str, str]]) -> None:
     """hsdp_tp: 11 embedding rows over tp 2 (6, 5), then FSDP 2 (3, 3 / 3, 2): the rank's
     vocab range is its tp coordinate's [0, 6) or [6, 11), not its FSDP piece; tp_uneven
-    (13 rows over tp 4, no FSDP): 4, 4, 4, 1 rows."""
+    (13 rows over tp 4, no FSDP): 4, 4, 4, 1 rows. model.out.weight (9 rows) is not a
+    vocab tensor of a model whose vocab_size is 11."""
     out = sr.OutDir(compiled["hsdp_tp"][0])
     for rank in range(out.world_size):
         me = out.rank(rank)
         want = [range(0, 6), range(6, 11)][me.coords["dense"]["tp"]]
-        assert sr.vocab_range(out, me, "model.embed.weight") == want, rank
+        assert sr.vocab_range(me, "model.embed.weight") == want, rank
+        assert sr.vocab_padding(me, "model.embed.weight") == 0
         assert me.params["model.embed.weight"].local_shape[0] < len(want)
+        with pytest.raises(sr.PlanError, match="model.out.weight is not a vocab tensor"):
+            sr.vocab_range(me, "model.out.weight")
     out = sr.OutDir(compiled["tp_uneven"][0])
     for rank in range(out.world_size):
         me = out.rank(rank)
         tp = me.coords["dense"]["tp"]
-        assert sr.vocab_range(out, me, "model.embed.weight") == range(4 * tp, min(4 * tp + 4, 13))
+        assert sr.vocab_range(me, "model.embed.weight") == range(4 * tp, min(4 * tp + 4, 13))
 
 
 def test_head_counts(shardc: str, tmp_path: Any) -> None:
     """Local head counts of a TP-sharded Hugging Face Llama (4 query, 2 KV heads, tp 2,
-    FSDP2 4): 2 and 1 on every rank, from the TP-local (FSDP-unsharded) rows."""
+    FSDP2 4): query heads 2t..2t+1 and KV head t on tp rank t, from the TP-local
+    (FSDP-unsharded) rows; a model file claiming one KV head makes a tp shard hold half
+    of it: shardc refuses to compile it (E-HEADS), so no rank file states a cut head."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     config = LlamaConfig(vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                          tie_word_embeddings=False)
     AutoModelForCausalLM.from_config(config).save_pretrained(str(tmp_path / "ck"))
-    outdir = harness.compile_plan(shardc, str(tmp_path / "ck"),
-                                  os.path.join(harness.HERE, "cases", "hf_llama", "recipe.yaml"),
-                                  str(tmp_path / "out"))
-    out = sr.OutDir(outdir)
+    recipe = os.path.join(harness.HERE, "cases", "hf_llama", "recipe.yaml")
+    out = sr.OutDir(harness.compile_plan(shardc, str(tmp_path / "ck"), recipe,
+                                         str(tmp_path / "out")))
     for rank in range(out.world_size):
-        heads = sr.head_counts(out.rank(rank), 4, 2)
-        assert heads == {f"model.layers.{i}.self_attn": sr.Heads(2, 1) for i in range(2)}, heads
-    with pytest.raises(sr.PlanError, match="k_proj.weight: 4 TP-local rows of 8 are not whole"):
-        sr.head_counts(out.rank(0), 4, 1)  # one KV head of 8 rows, a TP shard holds 4: half
+        me = out.rank(rank)
+        tp = me.coords["dense"]["tp"]
+        want = sr.Heads(range(2 * tp, 2 * tp + 2), range(tp, tp + 1), range(tp, tp + 1))
+        heads = sr.head_counts(me)
+        assert heads == {f"model.layers.{i}.self_attn": want for i in range(2)}, heads
+        assert all(h.q_heads == 2 and h.kv_heads == 1 for h in heads.values())
+    with open(os.path.join(str(tmp_path / "ck"), "config.json")) as f:
+        cfg = json.load(f)
+    cfg["num_key_value_heads"] = 1
+    with open(os.path.join(str(tmp_path / "ck"), "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with pytest.raises(RuntimeError, match="E-HEADS"):
+        harness.compile_plan(shardc, str(tmp_path / "ck"), recipe, str(tmp_path / "out1"))

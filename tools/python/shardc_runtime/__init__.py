@@ -15,7 +15,8 @@ builds DeviceMeshes, DTensors and DCP `Metadata` and runs the collectives.
 See tools/python/README.md.
 """
 
-from .attributes import Heads, expert_ids, head_counts, local_range, vocab_range
+from .attributes import (Experts, Heads, LocalAttributes, Vocab, expert_ids, head_counts,
+                         local_attributes, vocab_padding, vocab_range)
 from .errors import CheckpointError, PlanError
 from .flat import assemble, build_buffer, owned_ranges, shard
 from .fsdp2 import pack_unit, unpack_unit
@@ -26,9 +27,10 @@ from .rankset import RankList, RankSet, parse_rank_list, parse_rank_set
 from .safetensors_io import Checkpoint, write_file
 
 __all__ = [
-    "Box", "Checkpoint", "CheckpointError", "FlatBuffer", "FlatPiece", "Fsdp2Unit", "Heads",
-    "LoadedRank", "MuonGroup", "OutDir", "ParamInfo", "PlanError", "RankFile", "RankList",
-    "RankSet", "assemble", "build_buffer", "expert_ids", "head_counts", "load_rank",
-    "local_range", "owned_ranges", "pack_unit", "parse_rank_list", "parse_rank_set", "shard",
-    "slice_back", "unpack_unit", "vocab_range", "write_file",
+    "Box", "Checkpoint", "CheckpointError", "Experts", "FlatBuffer", "FlatPiece", "Fsdp2Unit",
+    "Heads", "LoadedRank", "LocalAttributes", "MuonGroup", "OutDir", "ParamInfo", "PlanError",
+    "RankFile", "RankList", "RankSet", "Vocab", "assemble", "build_buffer", "expert_ids",
+    "head_counts", "load_rank", "local_attributes", "owned_ranges", "pack_unit",
+    "parse_rank_list", "parse_rank_set", "shard", "slice_back", "unpack_unit", "vocab_padding",
+    "vocab_range", "write_file",
 ]

@@ -8,12 +8,15 @@
 * `apply_fully_shard`, `fsdp2_mismatches`: FSDP2 by the plan's units, and
   FSDP2's own sharding compared with the rank file;
 * `reshard`: a `shardc reshard` listing executed with isend/irecv;
-* `to_torch`, `to_storage`, `local_tensors`: numpy storage <-> torch tensors.
+* `to_torch`, `to_storage`, `local_tensors`: numpy storage <-> torch tensors;
+* `apply_local_attributes`: tells attention, expert and vocab-parallel embedding
+  modules what the rank holds (the rank file's `local_attributes`).
 
 PyTorch's private helpers (`_StridedShard`, `compute_local_shape_and_global_offset`)
 are imported only in `dtensor.py`.
 """
 
+from .attributes import apply_local_attributes
 from .collectives import Groups, all_gather, allgather_flat, allgather_group, allgather_unit
 from .dcp import aliases, checkpoint_metadata, chunk_writers, write_items
 from .dtensor import (check_layout, device_meshes, distribute_model, dtensor, param_mesh,
@@ -24,7 +27,7 @@ from .tensors import local_tensors, to_storage, to_torch, torch_dtype
 
 __all__ = [
     "Groups", "aliases", "all_gather", "allgather_flat", "allgather_group", "allgather_unit",
-    "apply_fully_shard",
+    "apply_fully_shard", "apply_local_attributes",
     "check_layout", "fsdp2_mismatches",
     "checkpoint_metadata", "chunk_writers", "device_meshes", "distribute_model", "dtensor",
     "local_tensors", "param_mesh", "placement", "reshard", "to_storage", "to_torch",
