@@ -166,6 +166,13 @@ add_test(NAME property/layouts
                  --shardc $<TARGET_FILE:shardc> --cases 300 ${SHARDC_BAD_FLAGS})
 set_tests_properties(property/layouts PROPERTIES LABELS "e2e;property" TIMEOUT 900)
 
+# Packed parts with their own placement (issue 27 item 7): fused q|k|v with KV heads
+# replicated over tp ranks, every rank's boxes against vLLM's rule computed with numpy.
+add_test(NAME packed/replicas
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_packed_replicas.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(packed/replicas PROPERTIES LABELS "e2e;packed" TIMEOUT 600)
+
 # Output safety of `compile`: atomic writes, --force, no partial outputs, byte-identical
 # reruns, symlinked and unwritable OUTDIRs.
 add_test(NAME output/safety
@@ -178,7 +185,8 @@ set_tests_properties(output/safety PROPERTIES LABELS "e2e;output" TIMEOUT 300)
 # the source rule, bytes and in-place fraction; plus the mismatch errors.
 set(SHARDC_RESHARD_PAIRS gpt2-tp4-to-pp2 gpt2-pp2-to-tp4 gpt2-tp4-to-fsdp3 qwen-tp2-to-fsdp3
     qwen-fsdp3-to-tp2 mixtral-ep8-to-ep4 qwen3-ep8-to-pp2 llama8b-tp8-to-pp4 gpt2-heads-to-fsdp3
-    gpt2-heads-to-plain mismatch)
+    gpt2-heads-to-plain fused-qkv-tp4-to-tp16 fused-qkv-tp16-to-tp4 gqa-tp2-to-tp4 gqa-tp4-to-tp8
+    mismatch)
 foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
   add_test(NAME reshard/${pair}
            COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_reshard.py

@@ -217,13 +217,15 @@ inline constexpr std::array kDiagCodes = {
     DiagCodeInfo{DiagCode::EReshardCoverage, "E-RESHARD-COVERAGE", Severity::Error,
                  ExitCode::Invalid,
                  "`reshard`: plan A's shards of a param do not tile a box plan B needs exactly "
-                 "once (an edited or foreign plan.json)",
-                 "recompile plan A with `shardc compile`"},
+                 "once (an edited or foreign plan.json; for MODEL RECIPE inputs a shardc bug): "
+                 "one diagnostic for all such params, naming the first and the count",
+                 "recompile plan A with `shardc compile` (MODEL RECIPE form: report it)"},
     DiagCodeInfo{
         DiagCode::EReshardInput, "E-RESHARD-INPUT", Severity::Error, ExitCode::Usage,
         "`reshard`: a shard entry of plan.json is malformed (bad rank set, shape of another "
-        "rank), or the plan has `packed` params (their part boxes are not resharded)",
-        "recompile; never edit plan.json by hand; for packed params, compile without `packed`"},
+        "rank, packed `boxes` outside the tensor or the allocation, or not holding "
+        "`local_shape`'s elements)",
+        "recompile; never edit plan.json by hand"},
     DiagCodeInfo{DiagCode::WUnusedRule, "W-UNUSED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule, one pattern of a rule's `match` list (at that pattern), or an `experts` "
                  "entry matches nothing (error with `--strict`)",

@@ -65,6 +65,12 @@ struct ParamGeometry {
   /// the FSDP split on the concatenated local tensor. Empty when unpacked.
   std::vector<std::int64_t> parts;
   int parts_dim = -1;
+  /// Per part (empty = all 1): R > 1 when R consecutive coordinates of the
+  /// packed dim's one rule split share the part's piece (the part is cut in
+  /// ways / R pieces; coordinate c holds piece c / R): vLLM's
+  /// num_kv_head_replicas (recipe.hpp PackedSpec). R divides that split's ways.
+  std::vector<std::int64_t> part_replicas{};
+  std::vector<std::string> part_names{};  ///< with part_replicas: each part's name ("part i")
   /// Interleaved / per-group `packed` (contract §5.10): the rule splits of
   /// `group_dim` cut whole groups of `group_extent` elements (their unit is
   /// group_extent x the rule's unit). -1 / 1 otherwise.

@@ -44,6 +44,16 @@ using limits::kMaxParts;
 /// holding parts[i] / G elements of every part: Megatron's linear_qkv, G =
 /// query groups); their part pieces are contiguous, so a rank holds one box
 /// and the split counts whole groups.
+///
+/// Parts with their own placement (issue 27 item 7): a part written as a map
+/// `{size: S, name: k, replicas: R}` is split by the rule's one split of the
+/// packed dim (W ways) into W / R pieces, piece floor(c / R) held by split
+/// coordinate c: R consecutive coordinates hold the same piece, R = W holds
+/// the whole part on every coordinate. This is vLLM's QKVParallelLinear for
+/// fewer KV heads than tp (vllm/model_executor/layers/linear.py:
+/// num_kv_head_replicas = tp_size / total_num_kv_heads, and its weight_loader
+/// takes KV shard tp_rank // num_kv_head_replicas); Megatron-Core refuses that
+/// case (attention.py: divide(num_query_groups, tp)). Blocked parts only.
 struct PackedSpec {
   std::int64_t count = 0;           ///< equal parts (when `sizes` is empty)
   std::vector<std::int64_t> sizes;  ///< explicit part extents on `dim` (elements)
@@ -51,6 +61,11 @@ struct PackedSpec {
   SourceLoc loc;
   std::int64_t interleave = 0;  ///< `interleave: k` (elements per block), 0 = not given
   std::int64_t groups = 0;      ///< `groups: G`, 0 = not given (blocked)
+  /// Per part (same length as `sizes`), when any part is written as a map:
+  /// its `name` ("" when not given) and `replicas` (1 when not given).
+  std::vector<std::string> names{};
+  std::vector<std::int64_t> replicas{};
+  SourceLoc replicas_loc{};  ///< the first part map with `replicas` > 1 (for diagnostics)
 };
 
 /// "chunk", "balanced", "even".

@@ -42,6 +42,13 @@ void write_layout_extras(json::Writer& w, const PlannedParam& p) {
   w.key("packed").begin_object();
   w.member("dim", p.geometry.parts_dim);
   w.member_ints("parts", p.geometry.parts);
+  if (!p.geometry.part_replicas.empty()) {
+    // Parts with their own placement (names first: they say what each replica count is of).
+    w.key("names").begin_array();
+    for (const std::string& name : p.geometry.part_names) w.value(name);
+    w.end_array();
+    w.member_ints("replicas", p.geometry.part_replicas);
+  }
   w.end_object();
 }
 

@@ -236,6 +236,13 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const Model& mode
           std::to_string(p.geometry.parts.size()) + " parts on dim " +
               std::to_string(p.geometry.parts_dim) + " [" + parts +
               "], each split on its own; local tensor = pieces in part order");
+    const auto& replicas = p.geometry.part_replicas;
+    std::string shared;
+    for (std::size_t i = 0; i < replicas.size() && i < p.geometry.part_names.size(); ++i)
+      if (replicas[i] > 1)
+        shared += (shared.empty() ? "" : ", ") + p.geometry.part_names[i] + " shared by " +
+                  std::to_string(replicas[i]) + " consecutive ranks of the split";
+    if (!shared.empty()) field(out, "replicas", shared + " (vLLM num_kv_head_replicas)");
   }
   if (p.fused) {
     const FusedLayout& f = *p.fused;

@@ -33,7 +33,43 @@ bool parse_match_list(const Node& n, Reader& r, Rule& rule) {
   return ok;
 }
 
-// `packed: {parts: N | [sizes], dim: d, interleave: k | groups: G}`.
+// One part written as a map: `{size: S, name: q, replicas: R}` (recipe.hpp PackedSpec).
+bool parse_part(const Node& item, Reader& r, PackedSpec& spec) {
+  constexpr std::string_view hint =
+      "a part is an extent or `{size: S, name: k, replicas: R}` (R consecutive tp ranks hold "
+      "the same piece of it: vLLM's num_kv_head_replicas = tp / KV heads)";
+  bool ok = r.check_keys(item, {"size", "name", "replicas"}, "a packed part");
+  const Node* size = item.find("size");
+  if (size == nullptr) {
+    r.error(item, "a packed part needs `size` (its extent on the packed dim)", std::string(hint));
+    ok = false;
+  }
+  const auto v =
+      size ? parse_bounded(*size, r, "a part's `size`", 0, std::int64_t{1} << 62) : std::nullopt;
+  ok = v.has_value() && ok;
+  std::string name;
+  if (const Node* n = item.find("name")) {
+    const auto got = r.get_string(*n, "a part's `name`");
+    ok = got.has_value() && ok;
+    name = got.value_or("");
+  }
+  std::int64_t replicas = 1;
+  if (const Node* n = item.find("replicas")) {
+    const auto got = parse_bounded(*n, r, "a part's `replicas`", 1, limits::kMaxWorld);
+    ok = got.has_value() && ok;
+    replicas = got.value_or(1);
+    if (replicas > 1 && spec.replicas_loc.line == 0) spec.replicas_loc = r.loc(*n);
+  }
+  // Earlier plain extents get their default name and replica count.
+  spec.names.resize(spec.sizes.size());
+  spec.replicas.resize(spec.sizes.size(), 1);
+  spec.sizes.push_back(v.value_or(0));
+  spec.names.push_back(std::move(name));
+  spec.replicas.push_back(replicas);
+  return ok;
+}
+
+// `packed: {parts: N | [sizes or part maps], dim: d, interleave: k | groups: G}`.
 std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
   constexpr std::string_view hint =
       "e.g. `packed: {parts: 2}` (SwiGLU [W; V] on dim 0) or `packed: {parts: [4096, 1024, "
@@ -53,10 +89,18 @@ std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
               std::string(hint));
       return std::nullopt;
     }
+    bool maps = false;
+    for (const Node& item : parts->items()) maps = maps || item.is_map();
     for (const Node& item : parts->items()) {
-      const auto v = parse_bounded(item, r, "a part extent", 0, std::int64_t{1} << 62);
-      ok = v.has_value() && ok;
-      spec.sizes.push_back(v.value_or(0));
+      if (!item.is_map()) {
+        const auto v = parse_bounded(item, r, "a part extent", 0, std::int64_t{1} << 62);
+        ok = v.has_value() && ok;
+        spec.sizes.push_back(v.value_or(0));
+        if (maps) spec.names.emplace_back(), spec.replicas.push_back(1);
+        continue;
+      }
+      const auto part = parse_part(item, r, spec);
+      ok = part && ok;
     }
   } else {
     const auto v = parse_bounded(*parts, r, "`parts`", 1, kMaxParts);

@@ -213,7 +213,31 @@ class Checker {
                   std::to_string(g.parts_dim) + " of extent " + std::to_string(extent));
       return false;
     }
+    if (g.part_replicas.empty()) return true;
+    // Replicated parts (vLLM's num_kv_head_replicas): one per part, each dividing the packed
+    // dim's one rule split.
+    const auto& chain = g.per_dim[static_cast<std::size_t>(g.parts_dim)];
+    const std::size_t rules = chain.size() - (!chain.empty() && chain.back().fsdp ? 1 : 0);
+    for (std::int64_t r : g.part_replicas) {
+      if (g.part_replicas.size() == g.parts.size() && r >= 1 &&
+          (r == 1 || (rules == 1 && chain[0].ways % r == 0)))
+        continue;
+      fail(p, "part replicas " + list_text(g.part_replicas) + " for parts " + list_text(g.parts) +
+                  " on a packed dim split by " + std::to_string(rules) + " rule placement(s)");
+      return false;
+    }
     return true;
+  }
+
+  // Whether global rows [at, at + len) of the packed dim lie in a part with replicas > 1 (its
+  // boxes are held by several shard classes).
+  static bool in_replicated_part(const ParamGeometry& g, std::int64_t at) {
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < g.parts.size() && i < g.part_replicas.size(); ++i) {
+      if (at < start + g.parts[i]) return at >= start && g.part_replicas[i] > 1;
+      start += g.parts[i];
+    }
+    return false;
   }
 
   bool split(const PlannedParam& p, std::size_t d, const DimSplit& s, bool last, const Mesh& mesh) {
@@ -331,6 +355,15 @@ class Checker {
             std::vector<std::vector<std::int64_t>>& cells) {
     if (numel(p.global_shape) == 0) return;
     std::sort(cells.begin(), cells.end());
+    if (!p.geometry.part_replicas.empty()) {
+      // A replicated part's boxes are the same cells in several classes (never a q box).
+      const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+      cells.erase(std::unique(cells.begin(), cells.end(),
+                              [&](const auto& x, const auto& y) {
+                                return x == y && in_replicated_part(p.geometry, x[2 * pd]);
+                              }),
+                  cells.end());
+    }
     const auto dup = std::adjacent_find(cells.begin(), cells.end());
     if (dup != cells.end()) {
       fail(p, "two pieces hold the same box starting at " + list_text(*dup));
@@ -517,11 +550,28 @@ class Checker {
       fail(p, std::to_string(ranks) + " ranks hold a shard; its stage has " +
                   std::to_string(on_stage));
     }
-    if (overflow || elements != numel(p.global_shape)) {
+    // A part with `replicas: R` is held by R shard classes (its piece at R split
+    // coordinates), so its elements count R times.
+    std::int64_t expected = numel(p.global_shape);
+    const ParamGeometry& g = p.geometry;
+    const std::int64_t packed_extent =
+        g.parts.empty() ? 0 : p.global_shape[static_cast<std::size_t>(g.parts_dim)];
+    const std::int64_t per_row = packed_extent == 0 ? 0 : expected / packed_extent;
+    for (std::size_t i = 0; i < g.part_replicas.size() && i < g.parts.size(); ++i) {
+      if (g.part_replicas[i] <= 1 || packed_extent == 0) continue;
+      std::int64_t extra = 0;
+      overflow = overflow ||
+                 __builtin_mul_overflow(per_row * g.parts[i], g.part_replicas[i] - 1, &extra) ||
+                 __builtin_add_overflow(expected, extra, &expected);
+    }
+    if (overflow || elements != expected) {
       fail(p, "shards hold " +
                   (overflow ? std::string("more than 2^63") : std::to_string(elements)) +
                   " elements per replica; the global tensor has " +
-                  std::to_string(numel(p.global_shape)));
+                  std::to_string(numel(p.global_shape)) +
+                  (expected != numel(p.global_shape)
+                       ? " (" + std::to_string(expected) + " with its replicated parts)"
+                       : std::string()));
     }
   }
 

@@ -279,21 +279,45 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
     rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":units");
     return;
   }
-  const bool q_fails = (hm->counts & kQ) != 0 && *heads % tp != 0;
-  const bool kv_fails = (hm->counts & kKV) != 0 && kv % tp != 0;
+  // Packed q | k | v with replicated parts (vLLM's num_kv_head_replicas): q splits over
+  // tp / R_q ways, k and v over tp / R_kv.
+  std::int64_t q_tp = tp;
+  std::int64_t kv_tp = tp;
+  const auto& replicas = p.geometry.part_replicas;
+  const bool qkv_parts = (hm->counts & kQ) != 0 && (hm->counts & kKV) != 0 &&
+                         p.geometry.parts.size() == 3 && p.geometry.parts_dim == hm->dim;
+  if (qkv_parts && replicas.size() == 3) {
+    q_tp = tp / replicas[0];
+    kv_tp = tp / std::max(replicas[1], replicas[2]);
+  }
+  const bool q_fails = (hm->counts & kQ) != 0 && *heads % q_tp != 0;
+  const bool kv_fails = (hm->counts & kKV) != 0 && kv % kv_tp != 0;
   if (!q_fails && !kv_fails) return;
   std::string what;
   if (q_fails) what = std::to_string(*heads) + " attention heads";
   if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + kv_name;
   Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
   const SubModel* sub = model.submodel_of(p.name);
+  const std::int64_t ways = kv_fails ? kv_tp : q_tp;
   d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
               " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
-              std::to_string(tp) +
+              std::to_string(ways) +
+              (ways != tp ? " (tp " + std::to_string(tp) + " over the part's replicas)" : "") +
               (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
                                     (sub->config.empty() ? "" : ", " + sub->config) + ")"
                               : "");
   d.hint = "valid tp sizes: " + divisors_text(g);
+  if (qkv_parts && !q_fails && kv > 0 && tp % kv == 0) {
+    // Fewer KV heads than tp: keep q split by head and give every rank one KV head, shared by
+    // tp / kv consecutive ranks (vLLM QKVParallelLinear, num_kv_head_replicas).
+    const std::string r = std::to_string(tp / kv);
+    const auto& parts = p.geometry.parts;
+    d.hint +=
+        "; or replicate the KV heads as vLLM does: `packed: {dim: " + std::to_string(hm->dim) +
+        ", parts: [{name: q, size: " + std::to_string(parts[0]) +
+        "}, {name: k, size: " + std::to_string(parts[1]) + ", replicas: " + r +
+        "}, {name: v, size: " + std::to_string(parts[2]) + ", replicas: " + r + "}]}`";
+  }
   rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":" +
                             std::to_string(hm->counts));
 }

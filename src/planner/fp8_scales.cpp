@@ -282,6 +282,8 @@ bool follow_geometry(PlannedParam& s, const PlannedParam& w, const Model& model,
     if (!parts) return false;
     g.parts = std::move(*parts);
     g.parts_dim = w.geometry.parts_dim;
+    g.part_replicas = w.geometry.part_replicas;  // the same split, so the same replicas
+    g.part_names = w.geometry.part_names;
   }
   s.geometry = std::move(g);
   return true;

@@ -34,6 +34,20 @@ struct Segment {
   std::int64_t len = 0;
 };
 
+// A part whose piece R consecutive coordinates of split `s` share: piece c / R of the part
+// split s.ways / R ways (ParamGeometry::part_replicas; the planner checks R divides s.ways).
+DimPiece replicated_piece(std::int64_t length, const DimSplit& s,
+                          std::span<const std::int64_t> coords, std::int64_t replicas) {
+  DimSplit fewer = s;
+  fewer.ways = s.ways / replicas;
+  const Piece p = split_piece(length, split_coord(s, coords) / replicas, fewer);
+  DimPiece d;
+  d.alloc = p.size;
+  d.real = std::clamp(length - p.start, std::int64_t{0}, p.size);
+  d.start = d.real > 0 ? p.start : 0;
+  return d;
+}
+
 // The packed dim: every part through the rule splits, concatenated; then
 // the FSDP split (if any) on the concatenation. Returns the allocated extent.
 std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t> coords,
@@ -43,8 +57,12 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
   const std::span<const DimSplit> rule(chain.data(), chain.size() - (has_fsdp ? 1 : 0));
   std::int64_t alloc = 0;
   std::int64_t part_start = 0;
-  for (std::int64_t part : geom.parts) {
-    const DimPiece d = apply_chain(part, rule, coords);
+  for (std::size_t i = 0; i < geom.parts.size(); ++i) {
+    const std::int64_t part = geom.parts[i];
+    const std::int64_t replicas = i < geom.part_replicas.size() ? geom.part_replicas[i] : 1;
+    const DimPiece d = replicas > 1 && rule.size() == 1
+                           ? replicated_piece(part, rule[0], coords, replicas)
+                           : apply_chain(part, rule, coords);
     if (d.real > 0) segs.push_back({alloc, part_start + d.start, d.real});
     alloc += d.alloc;
     part_start += part;

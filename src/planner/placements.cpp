@@ -100,6 +100,49 @@ void build_chains(PlannedParam& p, const Mesh& mesh) {
   }
 }
 
+// Parts with `replicas: R` (recipe.hpp PackedSpec): blocked parts on a dim the rule splits
+// exactly once (one placement, possibly over flattened axes) into W ways, R dividing W. E-PACKED
+// otherwise, naming the part, R, the split and the replica counts that would do.
+bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout& layout,
+                      GroupedReporter& rep) {
+  const bool any =
+      std::any_of(spec.replicas.begin(), spec.replicas.end(), [](std::int64_t r) { return r > 1; });
+  if (!any) return true;
+  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(layout.dim)];
+  std::string why;
+  std::string hint;
+  std::int64_t ways = 1;
+  if (chain.size() != 1) {
+    why = "a part with `replicas` needs the packed dim " + std::to_string(layout.dim) +
+          " split by exactly one placement of the rule, it has " + std::to_string(chain.size());
+    hint = "split the packed dim once (Shard(" + std::to_string(layout.dim) +
+           ") on the tp axis), or drop `replicas`";
+  } else {
+    ways = chain[0].ways;
+    for (std::size_t i = 0; i < spec.replicas.size() && why.empty(); ++i) {
+      if (ways % spec.replicas[i] == 0) continue;
+      const std::string part =
+          spec.names[i].empty() ? "part " + std::to_string(i) : "part '" + spec.names[i] + "'";
+      why = part + ": `replicas: " + std::to_string(spec.replicas[i]) + "` does not divide the " +
+            std::to_string(ways) + "-way split of dim " + std::to_string(layout.dim);
+      hint =
+          "R consecutive ranks of the split share the part's piece, so R divides the split "
+          "(vLLM: num_kv_head_replicas = tp / KV heads)";
+    }
+  }
+  if (!why.empty()) {
+    Diagnostic d = param_diagnostic(p, DiagCode::EPacked,
+                                    spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
+    d.message = p.name + ": " + why;
+    d.hint = hint;
+    rep.add(std::move(d), std::to_string(p.rule.index) + ":replicas:" + why);
+    return false;
+  }
+  p.geometry.part_replicas = spec.replicas;
+  p.geometry.part_names = layout.part_names;
+  return true;
+}
+
 // `packed:` of the rule (contract §5.10): part extents on the normalized dim. E-PACKED when
 // the dim is out of range or the parts do not add up to its extent. Blocked parts become the
 // geometry's parts (each split on its own, boxes); interleaved and per-group layouts hold every
@@ -127,6 +170,7 @@ bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep)
     p.geometry.group_extent = group;
     return true;
   }
+  if (!resolve_replicas(p, *rule.packed, *layout, rep)) return false;
   p.geometry.parts = layout->parts;
   p.geometry.parts_dim = layout->dim;
   return true;
@@ -187,8 +231,19 @@ std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& sh
       }
     f.groups = spec.groups;
   }
+  if ((spec.interleave > 0 || spec.groups > 0) &&
+      std::any_of(spec.replicas.begin(), spec.replicas.end(),
+                  [](std::int64_t r) { return r > 1; })) {
+    *why = "`replicas` on a part of an interleaved or per-group layout";
+    *hint =
+        "replicas apply to blocked parts (q | k | v, each contiguous); a per-group layout "
+        "already keeps each group's parts together";
+    return std::nullopt;
+  }
   for (std::size_t i = 0; i < f.parts.size(); ++i)
-    f.part_names.push_back("part " + std::to_string(i));
+    f.part_names.push_back(i < spec.names.size() && !spec.names[i].empty()
+                               ? spec.names[i]
+                               : "part " + std::to_string(i));
   return f;
 }
 

@@ -48,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "plans"
 VARIANTS = REPO / "tests" / "data" / "reshard"
+PACKED = REPO / "tests" / "data" / "packed"
 
 try:
     import numpy as np  # type: ignore
@@ -91,6 +92,21 @@ PAIRS = {
     "gpt2-heads-to-plain": ("gpt2", PLANS / "gpt2-tp4-heads.recipe.yaml",
                             VARIANTS / "gpt2-fsdp3-tp2.recipe.yaml", None,
                             "packed c_attn tp 4 -> unpacked (c_attn replicated over tp)"),
+    # Parts with their own placement (issue 27 item 7): KV heads replicated over tp ranks.
+    "fused-qkv-tp4-to-tp16": (PACKED / "llama-3.1-8b-fused-qkv.model.yaml",
+                              PACKED / "llama-3.1-8b-fused-qkv-tp4.recipe.yaml",
+                              PACKED / "llama-3.1-8b-fused-qkv-tp16.recipe.yaml", 8,
+                              "Llama-8B fused qkv tp 4 -> tp 16, KV heads replicas 2 in B"),
+    "fused-qkv-tp16-to-tp4": (PACKED / "llama-3.1-8b-fused-qkv.model.yaml",
+                              PACKED / "llama-3.1-8b-fused-qkv-tp16.recipe.yaml",
+                              PACKED / "llama-3.1-8b-fused-qkv-tp4.recipe.yaml", None,
+                              "tp 16 -> tp 4: each KV piece held by 2 plan-A classes"),
+    "gqa-tp2-to-tp4": (PACKED / "gqa-2kv.model.yaml", PACKED / "gqa-2kv-tp2.recipe.yaml",
+                       PACKED / "gqa-2kv-tp4.recipe.yaml", None,
+                       "2 KV heads: tp 2 x dp 2 -> tp 4 (replicas 2); per-group linear_qkv"),
+    "gqa-tp4-to-tp8": (PACKED / "gqa-2kv.model.yaml", PACKED / "gqa-2kv-tp4.recipe.yaml",
+                       PACKED / "gqa-2kv-tp8.recipe.yaml", 2,
+                       "replicas 2 -> replicas 8 (k and v whole on every rank)"),
 }
 
 

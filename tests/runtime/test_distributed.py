@@ -154,6 +154,7 @@ RESHARD = [
     ("ep_efsdp", []),                           # tp 2 -> 4, ep 4 -> 2, efsdp 2 -> 4
     ("tied_pp", []),                            # 2 -> 3 pipeline stages, 8 -> 6 ranks, ties
     ("packed_qkv", []),                         # packed q|k|v, gate|up: several boxes per rank
+    ("packed_replicas", []),                    # tp 2 -> 4 with KV heads on 2 ranks each
 ]
 
 

@@ -280,3 +280,96 @@ TEST_CASE("mesh checks live in the planner: E-MESH at the size node, exit class 
   CHECK(sink.items()[1].message.find("repeated") != std::string::npos);
   CHECK(sink.error_exit() == ExitCode::Invalid);
 }
+
+namespace {
+
+// A fused q|k|v [16, 4] of 4 q heads and 2 KV heads (head_dim 2: q 8 rows | k 4 | v 4) over
+// tp 4, k and v with `replicas` R: each is cut in 4 / R pieces, tp coordinate t holding piece
+// t / R (vLLM's KV shard tp_rank // num_kv_head_replicas).
+Plan replicated_plan(std::int64_t replicas, bool fsdp) {
+  Model m;
+  m.attributes.num_attention_heads = 4;
+  m.attributes.num_key_value_heads = 2;
+  m.attributes.head_dim = 2;
+  m.params = {param("model.layers.0.self_attn.qkv_proj.weight", {16, 4})};
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 2}, {"tp", 4}});
+  if (fsdp) {
+    r.fsdp = FsdpSpec{};
+    r.fsdp->shard = {"dp_shard"};
+  }
+  Rule qkv = rule("**", {{"tp", shard(0)}});
+  PackedSpec spec;
+  spec.sizes = {8, 4, 4};
+  spec.names = {"q", "k", "v"};
+  spec.replicas = {1, replicas, replicas};
+  qkv.packed = spec;
+  r.rules = {qkv};
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE_MESSAGE(plan, (sink.items().empty() ? "" : sink.items()[0].message));
+  return *plan;
+}
+
+}  // namespace
+
+TEST_CASE("packed parts with replicas: each rank's boxes, the same k and v on R ranks") {
+  const Plan plan = replicated_plan(2, false);
+  const PlannedParam& p = plan.params[0];
+  CHECK(check_plan(plan).empty());
+  for (std::int64_t t = 0; t < 4; ++t) {
+    const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.dense, t));  // dp 0, tp t
+    REQUIRE(g.boxes.size() == 3);
+    CHECK(g.local_shape == Shape{6, 4});
+    CHECK(g.boxes[0].global_offset == Shape{2 * t, 0});            // q: 2 rows, one head
+    CHECK(g.boxes[1].global_offset == Shape{8 + 2 * (t / 2), 0});  // k: KV head t / 2
+    CHECK(g.boxes[1].shape == Shape{2, 4});
+    CHECK(g.boxes[1].local_offset == Shape{2, 0});
+    CHECK(g.boxes[2].global_offset == Shape{12 + 2 * (t / 2), 0});  // v
+  }
+  // R = tp: the whole of k and v on every rank.
+  const Plan whole = replicated_plan(4, false);
+  const ShardGeom g3 = shard_at(whole.params[0].geometry, mesh_coords(whole.dense, 3));
+  REQUIRE(g3.boxes.size() == 3);
+  CHECK(g3.boxes[1].global_offset == Shape{8, 0});
+  CHECK(g3.boxes[1].shape == Shape{4, 4});
+  CHECK(check_plan(whole).empty());
+  // FSDP on the concatenated local tensor [q 6, 7 | k 10, 11 | v 14, 15] of tp 3: dp_shard 1
+  // holds its local rows 3-5, k row 11 and v rows 14-15.
+  const Plan sharded = replicated_plan(2, true);
+  CHECK(check_plan(sharded).empty());
+  const ShardGeom f = shard_at(sharded.params[0].geometry, mesh_coords(sharded.dense, 4 + 3));
+  REQUIRE(f.boxes.size() == 2);
+  CHECK(f.boxes[0].global_offset == Shape{11, 0});
+  CHECK(f.boxes[0].shape == Shape{1, 4});
+  CHECK(f.boxes[1].global_offset == Shape{14, 0});
+  CHECK(f.boxes[1].shape == Shape{2, 4});
+}
+
+TEST_CASE("replicas that do not divide the split, or a packed dim not split once, are E-PACKED") {
+  Model m;
+  m.params = {param("qkv", {16, 4})};
+  Recipe r;
+  r.mesh = mesh({{"tp", 4}});
+  Rule qkv = rule("qkv", {{"tp", shard(0)}});
+  PackedSpec spec;
+  spec.sizes = {8, 4, 4};
+  spec.names = {"q", "k", "v"};
+  spec.replicas = {1, 3, 3};
+  qkv.packed = spec;
+  r.rules = {qkv};
+  DiagnosticSink sink;
+  CHECK_FALSE(build_plan(m, r, sink));
+  REQUIRE_FALSE(sink.items().empty());
+  CHECK(sink.items()[0].code == DiagCode::EPacked);
+  CHECK(sink.items()[0].message.find("part 'k': `replicas: 3` does not divide the 4-way split") !=
+        std::string::npos);
+  // A packed dim the rule does not split: nothing to replicate over.
+  r.rules[0] = rule("qkv", {{"tp", shard(1)}});
+  spec.replicas = {1, 2, 2};
+  r.rules[0].packed = spec;
+  DiagnosticSink sink2;
+  CHECK_FALSE(build_plan(m, r, sink2));
+  REQUIRE_FALSE(sink2.items().empty());
+  CHECK(sink2.items()[0].message.find("split by exactly one placement") != std::string::npos);
+}
