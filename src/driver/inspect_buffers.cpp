@@ -79,8 +79,8 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
 // One line per flat buffer: its group, buckets and what this rank's shards own.
 void print_flat(const Plan& plan, const BufferSpec& spec, std::int64_t rank, std::ostream& out) {
   const FlatRankLayout layout = flat_for_rank(plan, spec, rank);
-  out << "  " << buffer_kind_name(spec.kind) << " (ZeRO-" << plan.zero.stage << "):"
-      << (layout.buffers.empty() ? " no buffers\n" : "\n");
+  out << "  " << buffer_kind_name(spec.kind) << " (ZeRO-" << plan.zero.stage
+      << "):" << (layout.buffers.empty() ? " no buffers\n" : "\n");
   for (const FlatRankBuffer& b : layout.buffers) {
     const std::int64_t esize = element_size(b.param_dtype);
     out << "    " << (b.expert ? "expert" : "dense") << " chunk " << b.virtual_stage << " "
