@@ -367,4 +367,19 @@ std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered)
 std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
                                                const std::vector<PlannedBuffer>& buffers);
 
+/// One rank's entry of every `buffer_rank_bytes` vector (same order, same values), computed
+/// for that rank alone: O(groups + units) class representatives, no per-rank table, so it
+/// answers on any legal world (memory report classes, `inspect --rank`). `call_peak` is 0 for
+/// FSDP2, `gathered_peak` 0 for muon.
+struct BufferBytesAt {
+  BufferKind kind = BufferKind::MuonAllGather;
+  std::int64_t pack = 0;
+  std::int64_t gathered = 0;
+  std::int64_t gathered_peak = 0;
+  std::int64_t call_peak = 0;
+};
+std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
+                                           const std::vector<PlannedBuffer>& buffers,
+                                           std::int64_t rank);
+
 }  // namespace shardc

@@ -201,9 +201,10 @@ inline constexpr std::array kDiagCodes = {
                  "the FSDP degree the hint names, smaller optimizer state, more tp/pp/ep, or a "
                  "larger budget"},
     DiagCodeInfo{DiagCode::EMemoryWorld, "E-MEMORY-WORLD", Severity::Error, ExitCode::Usage,
-                 "a per-rank memory report (`memory`, `--budget` or `training.budget`, "
-                 "`inspect --rank`, `compile`) of a world above 2^20 ranks: it would keep a row "
-                 "per rank; such worlds still plan and `validate` without a budget",
+                 "a world above 2^20 ranks where a row per rank is needed (`compile`'s plan.json "
+                 "and rank files, `verify --against`), or whose memory classes cannot be formed "
+                 "without one (`memory`, budgets, `inspect` on a plan with an expert mesh); such "
+                 "worlds still plan and `validate` without a budget",
                  "validate without a budget, or check the memory of a smaller world with the same "
                  "per-rank layout"},
     DiagCodeInfo{

@@ -54,9 +54,13 @@ struct CommonOptions {
   /// Run the memory budget check (validate, memory): E-BUDGET when a rank's
   /// total exceeds `budget_bytes`, else the recipe's `training.budget`.
   bool check_budget = false;
-  /// The command reports per-rank memory (memory, inspect, compile): a world above
-  /// limits::kMaxMemoryReportWorld is E-MEMORY-WORLD after planning, before any O(world) table.
+  /// The command reports memory (memory, inspect, compile, verify --against): the session
+  /// computes its classes (`memory_classes`, any legal world; E-MEMORY-WORLD only when they
+  /// cannot be formed) ...
   bool memory_report = false;
+  /// ... or, for the commands that write a row per rank (compile, verify --against), checks
+  /// only that the world is at most limits::kMaxMemoryReportWorld (E-MEMORY-WORLD above).
+  bool per_rank_memory = false;
   std::optional<std::int64_t> budget_bytes;  ///< `--budget`, overrides the recipe
   /// Run check_plan after planning (always on in builds with
   /// SHARDC_CHECK_INVARIANTS); a violation exits 3 (ExitCode::Internal).

@@ -69,10 +69,11 @@ inline constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
 /// Byte sizes (`--budget`, `training.budget`) are below this many bytes.
 inline constexpr std::int64_t kMaxByteSize = std::int64_t{1} << 62;
 
-/// Largest world whose per-rank memory report (`memory`, a budget check, `inspect`'s memory
-/// block, rank files) is computed: it keeps a row per rank (~100 bytes each, ~110 MB at 2^20).
-/// Larger worlds (up to kMaxWorld) plan and validate, but these commands fail with
-/// E-MEMORY-WORLD instead of allocating O(world) per kind.
+/// Largest world with a per-rank memory table (compile's plan.json and rank files, verify
+/// --against): a row per rank (~100 bytes each, ~110 MB at 2^20). Larger worlds (up to
+/// kMaxWorld) plan and validate; `memory`, budgets and `inspect` compute them per class of ranks
+/// (memory_classes_by_runs, dense meshes); the rest fail with E-MEMORY-WORLD instead of
+/// allocating O(world) per kind. Also the bound on the number of memory classes.
 inline constexpr std::int64_t kMaxMemoryReportWorld = std::int64_t{1} << 20;
 
 /// Items a rank-set text (`--ranks`) may expand to.

@@ -66,6 +66,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardc/buffers.hpp"
@@ -117,16 +118,32 @@ struct ParamMemoryRule {
 /// The rule for `p` under `t` (see the header comment for every default).
 ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t);
 
+/// Ranks of one pipeline stage with the same memory (every field of RankMemory equal).
+struct MemoryClass {
+  int stage = 0;
+  RankMemory memory;
+  RankSet ranks;
+  std::int64_t count = 0;  ///< ranks.size()
+};
+
 struct MemoryReport {
-  std::vector<RankMemory> ranks;  ///< indexed by global rank
-  bool fsdp2_declared = false;    ///< an fsdp2_allgather layout was planned
-  bool muon_declared = false;     ///< a muon_allgather layout was planned
-  std::int64_t peak = 0;          ///< the largest total
-  RankSet peak_ranks;             ///< ranks whose total is `peak`
+  /// Indexed by global rank; filled by `compute_memory` only (per-rank outputs: compile,
+  /// verify), empty from `memory_classes_by_runs`.
+  std::vector<RankMemory> ranks;
+  /// Every rank in exactly one class, classes ordered by lowest rank. What `memory`,
+  /// budgets, `inspect` and stage statistics read: O(classes), whatever the world.
+  std::vector<MemoryClass> classes;
+  bool fsdp2_declared = false;  ///< an fsdp2_allgather layout was planned
+  bool muon_declared = false;   ///< a muon_allgather layout was planned
+  std::int64_t peak = 0;        ///< the largest total
+  RankSet peak_ranks;           ///< ranks whose total is `peak`
   /// The FSDP degree of dense params (product of the fsdp.shard axes), 1
   /// without FSDP; of stacked experts (fsdp.expert_shard), 1 without.
   std::int64_t fsdp_degree = 1;
   std::int64_t expert_fsdp_degree = 1;
+  /// One rank's memory: `ranks[rank]` when filled, else its class (O(classes x runs)).
+  /// Precondition (asserted): 0 <= rank < world size.
+  [[nodiscard]] const RankMemory& at(std::int64_t rank) const;
 };
 
 /// Memory of every rank. `buffer_bytes` must come from
@@ -136,6 +153,22 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
 
 /// Convenience: plans the buffers and computes their bytes first.
 MemoryReport compute_memory(const Plan& plan);
+
+/// The memory classes without a per-rank table (`ranks` stays empty), for worlds up to the
+/// legal 2^31 - 1 (hostile/memory_world_oom): a dim's piece depends only on the coordinates of
+/// the axes its split chain names, so each mesh axis is cut into runs of coordinates whose
+/// pieces agree on every chain naming it (compared by a 128-bit hash of the pieces over the
+/// chain's other axes), and one representative rank per cell of runs (x stage) is computed
+/// like any rank (`shard_at`, `buffer_bytes_at`); cells of equal memory are one class. Cost
+/// O(sum over distinct chains of the combinations of their axes' coordinates) + O(cells x
+/// params). nullopt, with the reason in `why`, for a plan with an expert mesh (its ranks'
+/// coordinates are on two meshes), more than limits::kMaxMemoryReportWorld cells, or rank sets
+/// of more than 2^24 runs. Equal to `compute_memory`'s classes (tests/unit/memory).
+std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string* why = nullptr);
+
+/// `compute_memory(plan)` up to limits::kMaxMemoryReportWorld ranks, `memory_classes_by_runs`
+/// above: what the commands that need only classes call.
+std::optional<MemoryReport> memory_classes(const Plan& plan, std::string* why = nullptr);
 
 /// One pipeline stage's ranks: min / lower median / max per kind and total.
 struct KindStats {
@@ -153,10 +186,16 @@ struct StageMemory {
 /// Per-stage statistics (stage order). Cost O(ranks log ranks).
 std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m);
 
-/// The memory report keeps a row per rank: for a world above limits::kMaxMemoryReportWorld,
-/// one E-MEMORY-WORLD error at `loc` (the budget's location, or none) and false, so no command
-/// allocates O(world) per kind for it (hostile/memory_world_oom: 2^31 - 1 ranks, 16 GiB each).
-bool check_memory_world(const Plan& plan, const SourceLoc& loc, DiagnosticSink& sink);
+/// Per-rank tables (compile's and verify's rank files and plan.json per-rank memory) keep a
+/// row per rank: for a world above limits::kMaxMemoryReportWorld, one E-MEMORY-WORLD error at
+/// `loc` naming `what` needs them, and false (hostile/memory_world_oom: 2^31 - 1 ranks, 16 GiB
+/// per kind). Commands that need only classes call `memory_classes` and `refuse_memory_classes`.
+bool check_memory_world(const Plan& plan, const SourceLoc& loc, std::string_view what,
+                        DiagnosticSink& sink);
+
+/// E-MEMORY-WORLD at `loc` when `memory_classes` answers nullopt with `why`.
+void refuse_memory_classes(const Plan& plan, const SourceLoc& loc, const std::string& why,
+                           DiagnosticSink& sink);
 
 /// The budget check: when some rank's total exceeds `budget` bytes, one
 /// E-BUDGET error at `loc` (the recipe's `budget`, or the file-less

@@ -153,6 +153,14 @@ std::int64_t split_coord(const DimSplit& s, std::span<const std::int64_t> coords
 /// Mesh coordinates of `rank` (row-major, first axis slowest).
 std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank);
 
+/// Dim `dim` of the piece held at mesh coordinates `coords`: what `shard_at` gives on that dim
+/// (`alloc` = padded_shape[dim], `real` = local_shape[dim]) without the other dims or the
+/// boxes; `start` is meaningful only off the packed dim. A dim's piece depends only on the
+/// coordinates of the axes its own chain names (the memory report compares coordinates by it).
+/// Cost O(chain length), x parts on a packed dim.
+DimPiece dim_piece_at(const ParamGeometry& geom, std::size_t dim,
+                      std::span<const std::int64_t> coords);
+
 /// The piece of `geom` held at mesh coordinates `coords` (one per axis of
 /// the param's mesh): nested splits in chain order, offsets summed, empty
 /// dims at the sentinel. Cost O(ndim x chain length).

@@ -33,6 +33,10 @@ class RankSet {
   /// Builds a set from progressions that are already sorted by start and do
   /// not interleave (each ends before the next starts); canonicalizes.
   static RankSet from_progressions(std::vector<Progression> runs);
+  /// The union of disjoint progressions in any order: the canonical form of their ranks
+  /// (as `from_sorted`) up to 2^22 ranks; above, the runs sorted by start, runs continuing one
+  /// another merged, never expanded (a class of 2^31 - 1 ranks stays a few runs).
+  static RankSet from_disjoint(std::vector<Progression> runs);
   /// Parses `0-7,16,20-23,3-99:8`. Ranks must be < world_size when it is
   /// given (> 0). nullopt and `error` set on bad syntax, a reversed range,
   /// a rank out of range, or more than 2^24 items.

@@ -110,7 +110,7 @@ void write_rank(Writer& w, const Plan& plan, const MemoryReport& m, std::int64_t
   }
   w.end_object();
   w.key("bytes");
-  backend::write_rank_memory(w, m.ranks[static_cast<std::size_t>(rank)]);
+  backend::write_rank_memory(w, m.at(rank));
   w.end_object();
 }
 

@@ -136,6 +136,7 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
   driver::Session& s = *scope;
   CommonOptions common = opt.common;
   common.memory_report = true;  // plan.json and every rank file carry per-rank memory
+  common.per_rank_memory = true;
   const ExitCode code = driver::plan_or_report(common, fs, s, err);
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *s.plan;

@@ -106,9 +106,8 @@ void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
 }
 
 // The rank's training memory by kind (include/shardc/memory.hpp).
-void print_memory(const Plan& plan, std::int64_t rank, std::ostream& out) {
-  const MemoryReport m = compute_memory(plan);
-  const RankMemory& rm = m.ranks[static_cast<std::size_t>(rank)];
+void print_memory(const MemoryReport& m, const Plan& plan, std::int64_t rank, std::ostream& out) {
+  const RankMemory& rm = m.at(rank);
   out << "\nmemory (optimizer " << optimizer_name(plan.training.optimizer)
       << "; activations not counted):\n";
   driver::TextTable table({"kind", "bytes"}, {false, true});
@@ -121,8 +120,8 @@ void print_memory(const Plan& plan, std::int64_t rank, std::ostream& out) {
       << human_bytes(m.peak) << " on " << m.peak_ranks.to_string() << "\n";
 }
 
-void print_table(const Plan& plan, std::int64_t rank, const std::optional<Pattern>& match,
-                 std::ostream& out) {
+void print_table(const Plan& plan, const MemoryReport* memory, std::int64_t rank,
+                 const std::optional<Pattern>& match, std::ostream& out) {
   driver::TextTable table({"FQN", "global shape", "placements", "local shape", "offset", "bytes"},
                           {false, false, false, false, false, true});
   Totals totals;
@@ -139,7 +138,7 @@ void print_table(const Plan& plan, std::int64_t rank, const std::optional<Patter
            "stays within one segment, `**` spans segments)\n";
   if (!match) {
     driver::print_rank_buffers(plan, rank, out);
-    print_memory(plan, rank, out);
+    print_memory(*memory, plan, rank, out);
   }
 }
 
@@ -176,17 +175,16 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
        {dense.params + experts.params, dense.bytes + experts.bytes, dense.padded + experts.padded},
        aliases ? " (" + std::to_string(aliases) + " aliases share a held param's storage)" : "");
   if (plan.buffers.empty()) return;
-  const auto bytes = buffer_rank_bytes(plan, plan_buffers(plan));
+  // This rank's entries only (buffer_bytes_at): no per-rank table, any world.
   out << "buffers on this rank:\n";
-  const auto r = static_cast<std::size_t>(rank);
-  for (const BufferRankBytes& b : bytes) {
-    out << "  " << buffer_kind_name(b.kind) << ": pack " << human_bytes(b.pack[r]);
-    if (b.gathered_peak.empty())
-      out << ", gathered " << human_bytes(b.gathered[r]) << " (sum over stages)\n";
+  for (const BufferBytesAt& b : buffer_bytes_at(plan, plan_buffers(plan), rank)) {
+    out << "  " << buffer_kind_name(b.kind) << ": pack " << human_bytes(b.pack);
+    if (b.kind == BufferKind::MuonAllGather)
+      out << ", gathered " << human_bytes(b.gathered) << " (sum over stages)\n";
     else
-      out << ", gathered peak " << human_bytes(b.gathered_peak[r])
-          << " (largest unit + the next one prefetched), sum over units "
-          << human_bytes(b.gathered[r]) << "\n";
+      out << ", gathered peak " << human_bytes(b.gathered_peak)
+          << " (largest unit + the next one prefetched), sum over units " << human_bytes(b.gathered)
+          << "\n";
   }
 }
 
@@ -213,7 +211,8 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
                                    " is a table option; it cannot be used with --format json");
       return ExitCode::Usage;
     }
-    out << render_rank_json(plan, opt.rank);
+    // The session's memory classes (any world): this rank's entry.
+    out << render_rank_json(plan, plan_buffers(plan), opt.rank, s.memory->at(opt.rank));
     return ExitCode::Ok;
   }
   std::optional<Pattern> match;
@@ -233,7 +232,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
     print_summary(plan, opt.rank, out);
     return ExitCode::Ok;
   }
-  print_table(plan, opt.rank, match, out);
+  print_table(plan, s.memory ? &*s.memory : nullptr, opt.rank, match, out);
   return ExitCode::Ok;
 }
 

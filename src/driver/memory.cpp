@@ -86,7 +86,7 @@ void print_kinds(const RankMemory& rm, std::ostream& out) {
 void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int64_t> budget,
                 std::ostream& out) {
   const std::int64_t r = m.peak_ranks.first();
-  const RankMemory& rm = m.ranks[static_cast<std::size_t>(r)];
+  const RankMemory& rm = m.at(r);
   out << "peak: " << gib(m.peak) << " GiB on rank(s) " << m.peak_ranks.to_string() << "; rank " << r
       << ": stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r) << "\n";
   print_kinds(rm, out);
@@ -122,7 +122,7 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
   const ExitCode code = driver::plan_or_report(common, fs, s, err);
   if (!s.plan || code == ExitCode::Usage) return code;
   const Plan& plan = *s.plan;
-  if (!s.memory) s.memory = compute_memory(plan);
+  if (!s.memory) return code == ExitCode::Ok ? ExitCode::Usage : code;  // refused (its diagnostic)
   const auto ranks = listed_ranks(opt, plan, err);
   if (!ranks) return ExitCode::Usage;
   if (opt.format == MemoryFormat::Json) {
@@ -135,7 +135,7 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
   out << "\n";
   print_peak(plan, *s.memory, s.budget, out);
   for (std::int64_t r : *ranks) {
-    const RankMemory& rm = s.memory->ranks[static_cast<std::size_t>(r)];
+    const RankMemory& rm = s.memory->at(r);
     out << "rank " << r << " (stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r)
         << "): total " << gib(rm.total) << " GiB (" << rm.total << " bytes)\n";
     print_kinds(rm, out);

@@ -67,9 +67,21 @@ void check_memory_budget(const CommonOptions& opt, Session& s) {
   if (opt.check_budget) s.budget = opt.budget_bytes ? opt.budget_bytes : t.budget_bytes;
   if (!s.budget && !opt.memory_report) return;
   const SourceLoc loc = opt.budget_bytes ? SourceLoc{} : t.budget_loc;
-  if (!check_memory_world(*s.plan, loc, s.sink) || !s.budget) return;
-  s.memory = compute_memory(*s.plan);
-  check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
+  if (opt.per_rank_memory) {
+    // compile / verify --against write (or re-render) a row per rank: refused above the limit,
+    // computed by the command itself.
+    check_memory_world(*s.plan, loc, "the per-rank memory table of plan.json and the rank files",
+                       s.sink);
+    return;
+  }
+  // validate's budget, memory, inspect: classes of ranks, any legal world.
+  std::string why;
+  s.memory = memory_classes(*s.plan, &why);
+  if (!s.memory) {
+    refuse_memory_classes(*s.plan, loc, why, s.sink);
+    return;
+  }
+  if (s.budget) check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
 }
 
 }  // namespace

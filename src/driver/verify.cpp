@@ -35,6 +35,7 @@ bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const Pla
   common.model_path = opt.against[0];
   common.recipe_path = opt.against[1];
   common.memory_report = true;  // as compile: plan.json carries per-rank memory
+  common.per_rank_memory = true;
   driver::SessionScope scope(common);
   driver::Session& s = *scope;
   if (driver::plan_or_report(common, fs, s, err) != ExitCode::Ok || !s.plan) return false;

@@ -98,31 +98,49 @@ std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t bud
 
 }  // namespace
 
-bool check_memory_world(const Plan& plan, const SourceLoc& loc, DiagnosticSink& sink) {
+bool check_memory_world(const Plan& plan, const SourceLoc& loc, std::string_view what,
+                        DiagnosticSink& sink) {
   if (plan.world_size <= limits::kMaxMemoryReportWorld) return true;
   Diagnostic d;
   d.code = DiagCode::EMemoryWorld;
   d.loc = loc;
-  d.message = "the per-rank memory report of " + std::to_string(plan.world_size) +
-              " ranks is above the limit of " + std::to_string(limits::kMaxMemoryReportWorld) +
-              " ranks (2^20): it keeps a row per rank";
+  d.message = std::string(what) + " of " + std::to_string(plan.world_size) +
+              " ranks keeps a row per rank, above the limit of " +
+              std::to_string(limits::kMaxMemoryReportWorld) + " ranks (2^20)";
   d.hint =
-      "`validate` without a budget plans this world; for memory, budgets, inspect and compile "
-      "use a smaller world with the same per-rank layout";
+      "`validate`, `memory` and `inspect --rank` answer this world per class of ranks; for "
+      "per-rank files use a smaller world with the same per-rank layout";
   sink.report(std::move(d));
   return false;
 }
 
+void refuse_memory_classes(const Plan& plan, const SourceLoc& loc, const std::string& why,
+                           DiagnosticSink& sink) {
+  Diagnostic d;
+  d.code = DiagCode::EMemoryWorld;
+  d.loc = loc;
+  d.message = "the memory report of " + std::to_string(plan.world_size) +
+              " ranks cannot be computed per class of ranks: " + why;
+  d.hint = "use a world of at most " + std::to_string(limits::kMaxMemoryReportWorld) +
+           " ranks (2^20) with the same per-rank layout; `validate` without a budget plans this "
+           "world";
+  sink.report(std::move(d));
+}
+
 void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
                   const SourceLoc& loc, DiagnosticSink& sink) {
-  if (m.ranks.empty() || m.peak <= budget) return;
-  std::vector<std::int64_t> over;
-  for (std::size_t r = 0; r < m.ranks.size(); ++r)
-    if (m.ranks[r].total > budget) over.push_back(static_cast<std::int64_t>(r));
-  std::string over_text = RankSet::from_sorted(over).to_string();
+  if (m.classes.empty() || m.peak <= budget) return;
+  std::vector<Progression> over_runs;
+  std::int64_t over_count = 0;
+  for (const MemoryClass& c : m.classes) {
+    if (c.memory.total <= budget) continue;
+    over_runs.insert(over_runs.end(), c.ranks.runs().begin(), c.ranks.runs().end());
+    over_count += c.count;
+  }
+  std::string over_text = RankSet::from_disjoint(std::move(over_runs)).to_string();
   if (over_text.size() > 120) over_text = over_text.substr(0, 117) + "...";
   const std::int64_t worst = m.peak_ranks.first();
-  const RankMemory& rm = m.ranks[static_cast<std::size_t>(worst)];
+  const RankMemory& rm = m.at(worst);
   std::string worst_text = m.peak_ranks.to_string();
   if (worst_text.size() > 80) worst_text = worst_text.substr(0, 77) + "...";
   Diagnostic d;
@@ -132,7 +150,7 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
               std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
               ") needs " + gib(rm.total) + ", over the budget of " + byte_size_text(budget) +
               " by " + gib(rm.total - budget) + "; the worst ranks: " + worst_text + "; " +
-              std::to_string(over.size()) + " of " + std::to_string(plan.world_size) +
+              std::to_string(over_count) + " of " + std::to_string(plan.world_size) +
               " ranks are over: " + over_text;
   d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + " (activations not counted); " +
            (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)

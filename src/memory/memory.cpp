@@ -5,6 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
+#include <map>
+#include <tuple>
+
+#include "shardc/assert.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 namespace {
@@ -26,6 +32,11 @@ enum Column : std::size_t {
 };
 
 bool trainable(const PlannedParam& p) { return p.requires_grad; }
+
+// An alias on its source's stage shares the source's storage (rank_sums skips it too).
+bool counted_once(const Plan& plan, const PlannedParam& p) {
+  return p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+}
 
 std::int64_t state_count(const PlannedParam& p, Optimizer o) {
   switch (o) {
@@ -119,42 +130,49 @@ ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t) 
   return r;
 }
 
-MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes) {
-  MemoryReport m;
-  fsdp_degrees(plan, m);
-  const bool has_fsdp = std::any_of(plan.params.begin(), plan.params.end(),
-                                    [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
+namespace {
+
+// Adds one held shard of `p` to the rank's columns (kWidth of them).
+void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& p, const ShardGeom& g,
+               std::span<std::int64_t> out) {
   const int zero_stage = plan.zero.stage;
-  const std::vector<std::int64_t> sums = rank_sums(
-      plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
-        const ParamMemoryRule rule = param_memory_rule(p, plan.training);
-        const std::int64_t padded = numel(g.padded_shape);
-        const std::int64_t local = numel(g.local_shape);
-        const std::int64_t params = padded * rule.param_bytes;
-        const std::int64_t grads = padded * rule.grad_bytes;
-        const std::int64_t master = local * rule.master_bytes;
-        const std::int64_t state = local * rule.state_bytes;
-        out[kParams] += params;
-        if (fsdp_scaled(p, has_fsdp)) out[kScaled] += params + grads + master + state;
-        if (zero_stage != 1 && zero_stage != 2) {
-          out[kGrads] += grads;
-          out[kMaster] += master;
-          out[kState] += state;
-          return;
-        }
-        const std::size_t group = &plan.zero_group_of(p) == &plan.zero.expert ? 1 : 0;
-        out[(zero_stage == 2 ? kZeroGrads + group : kGrads)] += grads;
-        out[kZeroGradCopy + group] += local * rule.grad_copy_bytes;
-        out[kZeroMaster + group] += master;
-        out[kZeroState + group] += state;
-      });
+  const ParamMemoryRule rule = param_memory_rule(p, plan.training);
+  const std::int64_t padded = numel(g.padded_shape);
+  const std::int64_t local = numel(g.local_shape);
+  const std::int64_t params = padded * rule.param_bytes;
+  const std::int64_t grads = padded * rule.grad_bytes;
+  const std::int64_t master = local * rule.master_bytes;
+  const std::int64_t state = local * rule.state_bytes;
+  out[kParams] += params;
+  if (fsdp_scaled(p, has_fsdp)) out[kScaled] += params + grads + master + state;
+  if (zero_stage != 1 && zero_stage != 2) {
+    out[kGrads] += grads;
+    out[kMaster] += master;
+    out[kState] += state;
+    return;
+  }
+  const std::size_t group = &plan.zero_group_of(p) == &plan.zero.expert ? 1 : 0;
+  out[(zero_stage == 2 ? kZeroGrads + group : kGrads)] += grads;
+  out[kZeroGradCopy + group] += local * rule.grad_copy_bytes;
+  out[kZeroMaster + group] += master;
+  out[kZeroState + group] += state;
+}
+
+bool plan_has_fsdp(const Plan& plan) {
+  return std::any_of(plan.params.begin(), plan.params.end(),
+                     [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
+}
+
+// A rank's memory from its columns and its all-gather peaks.
+RankMemory finish_rank(const Plan& plan, const std::int64_t* s, std::int64_t fsdp2_peak,
+                       std::int64_t muon_peak) {
   // ZeRO-1/2: each rank of a group of degree d owns 1/d of the group's
   // flattened state (ceil: the even share Megatron's and DeepSpeed's padded
   // buffers give, Megatron's formula 6 + 12/d bytes per param for bf16
   // params with fp32 grads and Adam; docs "Distributed Optimizer").
   const std::array<std::int64_t, 2> degree = {std::max<std::int64_t>(1, plan.zero.dense.degree),
                                               std::max<std::int64_t>(1, plan.zero.expert.degree)};
-  const auto share = [&degree](const std::int64_t* s, std::size_t column) {
+  const auto share = [&degree, s](std::size_t column) {
     std::int64_t sum = 0;
     for (std::size_t group = 0; group < 2; ++group) {
       const std::int64_t v = s[column + group];
@@ -162,34 +180,346 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     }
     return sum;
   };
-  for (const BufferRankBytes& b : buffer_bytes) {
+  RankMemory rm;
+  rm.bytes = {s[kParams],
+              s[kGrads] + share(kZeroGrads) + share(kZeroGradCopy),
+              s[kMaster] + share(kZeroMaster),
+              s[kState] + share(kZeroState),
+              fsdp2_peak,
+              muon_peak};
+  rm.fsdp_scaled = s[kScaled];
+  rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
+             rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
+             std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
+  return rm;
+}
+
+void declared_layouts(const Plan& plan, MemoryReport& m) {
+  for (const BufferSpec& b : plan.buffers) {
     if (b.kind == BufferKind::Fsdp2AllGather) m.fsdp2_declared = true;
     if (b.kind == BufferKind::MuonAllGather) m.muon_declared = true;
   }
+}
+
+// The peak and its ranks from the classes.
+void set_peak(MemoryReport& m) {
+  m.peak = 0;
+  std::vector<Progression> runs;
+  bool any = false;
+  for (const MemoryClass& c : m.classes) {
+    if (!any || c.memory.total > m.peak) {
+      m.peak = c.memory.total;
+      runs.clear();
+      any = true;
+    }
+    if (c.memory.total == m.peak)
+      runs.insert(runs.end(), c.ranks.runs().begin(), c.ranks.runs().end());
+  }
+  m.peak_ranks = RankSet::from_disjoint(std::move(runs));
+}
+
+}  // namespace
+
+MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes) {
+  MemoryReport m;
+  fsdp_degrees(plan, m);
+  declared_layouts(plan, m);
+  const bool has_fsdp = plan_has_fsdp(plan);
+  const std::vector<std::int64_t> sums = rank_sums(
+      plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
+        add_shard(plan, has_fsdp, p, g, out);
+      });
   const auto w = static_cast<std::size_t>(plan.world_size);
   m.ranks.resize(w);
-  std::vector<std::int64_t> peak_ranks;
   for (std::size_t r = 0; r < w; ++r) {
-    RankMemory& rm = m.ranks[r];
-    const std::int64_t* s = &sums[r * kWidth];
-    rm.bytes = {s[kParams],
-                s[kGrads] + share(s, kZeroGrads) + share(s, kZeroGradCopy),
-                s[kMaster] + share(s, kZeroMaster),
-                s[kState] + share(s, kZeroState),
-                peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
-                peak_of(buffer_bytes, BufferKind::MuonAllGather, r)};
-    rm.fsdp_scaled = s[kScaled];
-    rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
-               rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
-               std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
-    if (rm.total > m.peak || peak_ranks.empty()) {
-      m.peak = rm.total;
-      peak_ranks.clear();
-    }
-    if (rm.total == m.peak) peak_ranks.push_back(static_cast<std::int64_t>(r));
+    m.ranks[r] =
+        finish_rank(plan, &sums[r * kWidth], peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
+                    peak_of(buffer_bytes, BufferKind::MuonAllGather, r));
   }
-  m.peak_ranks = RankSet::from_sorted(peak_ranks);
+  // The classes: ranks of one stage with equal memory (first-seen order = lowest rank).
+  std::vector<std::vector<std::int64_t>> members;
+  std::map<std::tuple<int, std::array<std::int64_t, kMemoryKinds>, std::int64_t, std::int64_t>,
+           std::size_t>
+      index;
+  for (std::size_t r = 0; r < w; ++r) {
+    const RankMemory& rm = m.ranks[r];
+    const int stage = plan.stage_of_rank(static_cast<std::int64_t>(r));
+    auto [it, fresh] =
+        index.try_emplace({stage, rm.bytes, rm.total, rm.fsdp_scaled}, members.size());
+    if (fresh) {
+      members.emplace_back();
+      m.classes.push_back({stage, rm, {}, 0});
+    }
+    members[it->second].push_back(static_cast<std::int64_t>(r));
+  }
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    m.classes[k].count = static_cast<std::int64_t>(members[k].size());
+    m.classes[k].ranks = RankSet::from_sorted(members[k]);
+  }
+  set_peak(m);
   return m;
+}
+
+const RankMemory& MemoryReport::at(std::int64_t rank) const {
+  if (!ranks.empty()) return ranks.at(static_cast<std::size_t>(rank));
+  for (const MemoryClass& c : classes)
+    if (c.ranks.contains(rank)) return c.memory;
+  SHARDC_ASSERT(false, "rank " + std::to_string(rank) + " is in no memory class");
+  return classes.front().memory;
+}
+
+namespace {
+
+// Memory classes from mesh-coordinate runs (memory_classes_by_runs). A dim's piece depends
+// only on the coordinates of the axes its chain names (`dim_piece_at`), so two coordinates v,
+// v' of an axis are interchangeable when, for every chain naming the axis, the pieces at v
+// and v' agree for every combination of the chain's other axes: they are compared by a
+// 128-bit hash of that sequence, consecutive coordinates only, which cuts each axis into
+// runs. A rank's memory is then a function of its run on every axis and its stage: one
+// representative per cell of runs, cells of equal memory merged.
+struct Hash128 {
+  std::uint64_t a = 0x243f6a8885a308d3ULL;
+  std::uint64_t b = 0x13198a2e03707344ULL;
+  bool operator==(const Hash128&) const = default;
+  void add(std::uint64_t v) {
+    a = splitmix(a ^ v);
+    b = splitmix(b + v * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+  }
+  static std::uint64_t splitmix(std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+};
+
+struct Chain {
+  const ParamGeometry* geom = nullptr;
+  std::size_t dim = 0;
+  std::vector<int> axes;  // sorted, distinct
+};
+
+// A key of what `dim_piece_at` reads for one dim (equal keys: equal pieces everywhere).
+std::string chain_key(const ParamGeometry& g, std::size_t dim) {
+  std::string k;
+  const auto put = [&k](std::int64_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  const bool packed = !g.parts.empty() && static_cast<int>(dim) == g.parts_dim;
+  put(packed ? -1 : g.global_shape[dim]);
+  if (packed) {
+    put(static_cast<std::int64_t>(g.parts.size()));
+    for (std::int64_t x : g.parts) put(x);
+  }
+  for (const DimSplit& s : g.per_dim[dim]) {
+    put(static_cast<std::int64_t>(s.axes.size()));
+    for (std::size_t i = 0; i < s.axes.size(); ++i) {
+      put(s.axes[i]);
+      put(s.axis_sizes[i]);
+    }
+    put(s.ways);
+    put(static_cast<std::int64_t>(s.rule));
+    put(s.fsdp ? 1 : 0);
+    put(s.pad_multiple);
+    put(s.unit);
+  }
+  return k;
+}
+
+}  // namespace
+
+std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string* why) {
+  const auto refuse = [why](std::string text) -> std::optional<MemoryReport> {
+    if (why) *why = std::move(text);
+    return std::nullopt;
+  };
+  if (plan.expert) {
+    return refuse("the plan has an expert mesh: the per-class report above " +
+                  std::to_string(limits::kMaxMemoryReportWorld) +
+                  " ranks covers dense meshes only");
+  }
+  const Mesh& mesh = plan.dense;
+  const std::size_t n = mesh.axes.size();
+  std::vector<std::int64_t> strides(n, 1);
+  for (std::size_t i = n; i-- > 1;) strides[i - 1] = strides[i] * mesh.axes[i].size;
+  // Distinct chains.
+  std::map<std::string, Chain> chains;
+  for (const PlannedParam& p : plan.params) {
+    for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
+      if (p.geometry.per_dim[d].empty()) continue;
+      auto [it, fresh] = chains.try_emplace(chain_key(p.geometry, d));
+      if (!fresh) continue;
+      Chain& c = it->second;
+      c.geom = &p.geometry;
+      c.dim = d;
+      for (const DimSplit& s : p.geometry.per_dim[d])
+        c.axes.insert(c.axes.end(), s.axes.begin(), s.axes.end());
+      std::sort(c.axes.begin(), c.axes.end());
+      c.axes.erase(std::unique(c.axes.begin(), c.axes.end()), c.axes.end());
+    }
+  }
+  // Run starts per axis: the pipeline axis one run per stage, an axis no chain names one run.
+  std::vector<std::vector<std::int64_t>> starts(n, std::vector<std::int64_t>{0});
+  const auto max_runs = static_cast<std::size_t>(limits::kMaxMemoryReportWorld);
+  for (std::size_t a = 0; a < n; ++a) {
+    if (static_cast<int>(a) == plan.pipeline_axis) {
+      for (std::int64_t v = 1; v < mesh.axes[a].size; ++v) starts[a].push_back(v);
+    }
+  }
+  std::vector<std::int64_t> coords(n, 0);
+  for (const auto& [key, c] : chains) {
+    for (const int axis : c.axes) {
+      const auto a = static_cast<std::size_t>(axis);
+      std::vector<std::int64_t> breaks;
+      const std::vector<DimSplit>& splits = c.geom->per_dim[c.dim];
+      const bool packed = !c.geom->parts.empty() && static_cast<int>(c.dim) == c.geom->parts_dim;
+      const bool monotone = splits.size() == 1 && splits[0].axes.size() == 1 && !packed;
+      if (monotone) {
+        // One split on one axis: every rule's piece (split_piece: chunk, even, balanced, pad,
+        // units, FSDP) has alloc and real rows non-increasing in the coordinate, so equal
+        // pieces at both ends of a range mean one piece throughout: bisect for the breaks.
+        std::fill(coords.begin(), coords.end(), 0);
+        const auto piece = [&](std::int64_t v) {
+          coords[a] = v;
+          const DimPiece d = dim_piece_at(*c.geom, c.dim, coords);
+          return std::pair{d.alloc, d.real};
+        };
+        std::vector<std::pair<std::int64_t, std::int64_t>> todo{{0, mesh.axes[a].size - 1}};
+        while (!todo.empty()) {
+          const auto [lo, hi] = todo.back();
+          todo.pop_back();
+          if (lo >= hi || piece(lo) == piece(hi)) continue;
+          if (hi - lo == 1) {
+            breaks.push_back(hi);
+            if (breaks.size() > max_runs) {
+              return refuse("mesh axis '" + mesh.axes[a].name + "' has over " +
+                            std::to_string(max_runs) + " coordinates of distinct memory");
+            }
+            continue;
+          }
+          const std::int64_t mid = lo + (hi - lo) / 2;
+          todo.push_back({mid, hi});
+          todo.push_back({lo, mid});
+        }
+        std::sort(breaks.begin(), breaks.end());
+      }
+      Hash128 prev;
+      for (std::int64_t v = 0; !monotone && v < mesh.axes[a].size; ++v) {
+        std::fill(coords.begin(), coords.end(), 0);
+        coords[a] = v;
+        Hash128 h;
+        while (true) {
+          const DimPiece piece = dim_piece_at(*c.geom, c.dim, coords);
+          h.add(static_cast<std::uint64_t>(piece.alloc));
+          h.add(static_cast<std::uint64_t>(piece.real));
+          // Odometer over the chain's other axes (last fastest).
+          std::size_t i = c.axes.size();
+          while (i-- > 0) {
+            const auto o = static_cast<std::size_t>(c.axes[i]);
+            if (o == a) continue;
+            if (++coords[o] < mesh.axes[o].size) break;
+            coords[o] = 0;
+          }
+          if (i == static_cast<std::size_t>(-1)) break;
+        }
+        if (v > 0 && !(h == prev)) {
+          breaks.push_back(v);
+          if (breaks.size() > max_runs) {
+            return refuse("mesh axis '" + mesh.axes[a].name + "' has over " +
+                          std::to_string(max_runs) + " coordinates of distinct memory");
+          }
+        }
+        prev = h;
+      }
+      std::vector<std::int64_t> merged;
+      std::set_union(starts[a].begin(), starts[a].end(), breaks.begin(), breaks.end(),
+                     std::back_inserter(merged));
+      starts[a] = std::move(merged);
+    }
+  }
+  std::int64_t cells = 1;
+  for (const auto& s : starts) {
+    cells *= static_cast<std::int64_t>(s.size());
+    if (cells > limits::kMaxMemoryReportWorld) {
+      return refuse("over " + std::to_string(limits::kMaxMemoryReportWorld) +
+                    " classes of ranks with distinct memory");
+    }
+  }
+  MemoryReport m;
+  fsdp_degrees(plan, m);
+  declared_layouts(plan, m);
+  const bool has_fsdp = plan_has_fsdp(plan);
+  const std::vector<PlannedBuffer> buffers = plan_buffers(plan);
+  std::vector<std::size_t> run(n, 0);
+  std::map<std::tuple<int, std::array<std::int64_t, kMemoryKinds>, std::int64_t, std::int64_t>,
+           std::size_t>
+      index;
+  std::vector<std::vector<Progression>> members;
+  std::size_t progressions = 0;
+  for (std::int64_t cell = 0; cell < cells; ++cell) {
+    std::int64_t rank = 0;
+    for (std::size_t a = 0; a < n; ++a) {
+      coords[a] = starts[a][run[a]];
+      rank += coords[a] * strides[a];
+    }
+    std::array<std::int64_t, kWidth> cols{};
+    for (const PlannedParam& p : plan.params) {
+      if (!plan.holds(rank, p) || counted_once(plan, p)) continue;
+      add_shard(plan, has_fsdp, p, shard_at(p.geometry, coords), cols);
+    }
+    std::int64_t fsdp2 = 0;
+    std::int64_t muon = 0;
+    for (const BufferBytesAt& b : buffer_bytes_at(plan, buffers, rank)) {
+      fsdp2 = std::max(fsdp2, b.gathered_peak);
+      muon = std::max(muon, b.call_peak);
+    }
+    const RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
+    const int stage = plan.stage_of_rank(rank);
+    auto [it, fresh] =
+        index.try_emplace({stage, rm.bytes, rm.total, rm.fsdp_scaled}, members.size());
+    if (fresh) {
+      members.emplace_back();
+      m.classes.push_back({stage, rm, {}, 0});
+    }
+    // The cell's ranks: the innermost axis's run is one progression, repeated over every
+    // coordinate of the outer axes' runs.
+    const auto end_of = [&](std::size_t a) {
+      return run[a] + 1 < starts[a].size() ? starts[a][run[a] + 1] : mesh.axes[a].size;
+    };
+    std::int64_t count = 1;
+    std::vector<std::int64_t> bases{0};
+    for (std::size_t a = 0; a + 1 < n; ++a) {
+      std::vector<std::int64_t> next;
+      for (std::int64_t b : bases)
+        for (std::int64_t v = starts[a][run[a]]; v < end_of(a); ++v)
+          next.push_back(b + v * strides[a]);
+      bases = std::move(next);
+      progressions += bases.size();
+      if (progressions > (std::size_t{1} << 24)) {
+        return refuse("the classes' rank sets need over 2^24 runs of ranks");
+      }
+    }
+    const std::int64_t inner_lo = n ? starts[n - 1][run[n - 1]] : 0;
+    const std::int64_t inner_len = n ? end_of(n - 1) - inner_lo : 1;
+    for (std::int64_t b : bases) members[it->second].push_back({b + inner_lo, 1, inner_len});
+    count = static_cast<std::int64_t>(bases.size()) * inner_len;
+    m.classes[it->second].count += count;
+    for (std::size_t a = n; a-- > 0;) {  // odometer over the runs
+      if (++run[a] < starts[a].size()) break;
+      run[a] = 0;
+    }
+  }
+  for (std::size_t k = 0; k < members.size(); ++k)
+    m.classes[k].ranks = RankSet::from_disjoint(std::move(members[k]));
+  // Lowest rank first, as compute_memory orders its classes.
+  std::sort(m.classes.begin(), m.classes.end(), [](const MemoryClass& x, const MemoryClass& y) {
+    return x.ranks.first() < y.ranks.first();
+  });
+  set_peak(m);
+  return m;
+}
+
+std::optional<MemoryReport> memory_classes(const Plan& plan, std::string* why) {
+  if (plan.world_size <= limits::kMaxMemoryReportWorld) return compute_memory(plan);
+  return memory_classes_by_runs(plan, why);
 }
 
 MemoryReport compute_memory(const Plan& plan) {
@@ -197,25 +527,40 @@ MemoryReport compute_memory(const Plan& plan) {
 }
 
 std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
-  std::vector<std::vector<std::int64_t>> ranks(static_cast<std::size_t>(plan.num_stages));
-  for (std::int64_t r = 0; r < plan.world_size; ++r)
-    ranks[static_cast<std::size_t>(plan.stage_of_rank(r))].push_back(r);
-  auto stats = [&](const std::vector<std::int64_t>& rs, auto value) {
-    std::vector<std::int64_t> v;
-    v.reserve(rs.size());
-    for (std::int64_t r : rs) v.push_back(value(m.ranks[static_cast<std::size_t>(r)]));
+  // Per stage: (value, ranks) pairs sorted by value; the lower median is the value at
+  // position (n - 1) / 2 of the stage's n ranks.
+  std::vector<std::vector<const MemoryClass*>> by_stage(static_cast<std::size_t>(plan.num_stages));
+  for (const MemoryClass& c : m.classes) by_stage[static_cast<std::size_t>(c.stage)].push_back(&c);
+  auto stats = [](const std::vector<const MemoryClass*>& cs, auto value) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> v;
+    v.reserve(cs.size());
+    std::int64_t n = 0;
+    for (const MemoryClass* c : cs) {
+      v.emplace_back(value(c->memory), c->count);
+      n += c->count;
+    }
     std::sort(v.begin(), v.end());
-    return KindStats{v.front(), v[(v.size() - 1) / 2], v.back()};
+    const std::int64_t at = (n - 1) / 2;
+    std::int64_t median = v.back().first;
+    std::int64_t seen = 0;
+    for (const auto& [x, count] : v) {
+      seen += count;
+      if (seen > at) {
+        median = x;
+        break;
+      }
+    }
+    return KindStats{v.front().first, median, v.back().first};
   };
   std::vector<StageMemory> out;
-  for (std::size_t s = 0; s < ranks.size(); ++s) {
-    if (ranks[s].empty()) continue;
+  for (std::size_t s = 0; s < by_stage.size(); ++s) {
+    if (by_stage[s].empty()) continue;
     StageMemory sm;
     sm.stage = static_cast<int>(s);
-    sm.num_ranks = static_cast<std::int64_t>(ranks[s].size());
+    for (const MemoryClass* c : by_stage[s]) sm.num_ranks += c->count;
     for (std::size_t k = 0; k < kMemoryKinds; ++k)
-      sm.kinds[k] = stats(ranks[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
-    sm.total = stats(ranks[s], [](const RankMemory& rm) { return rm.total; });
+      sm.kinds[k] = stats(by_stage[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
+    sm.total = stats(by_stage[s], [](const RankMemory& rm) { return rm.total; });
     out.push_back(sm);
   }
   return out;

@@ -149,22 +149,31 @@ Sizes muon_class_sizes(const MuonGroup& g, const std::vector<std::vector<Signatu
   return total;
 }
 
+// The axes a muon group's sizes depend on: the first stage's split (the innermost) is member
+// 0 at stage 0 and undone afterwards, so the rank's coordinate on its axes never changes a size.
+ClassAxes muon_group_axes(const Plan& plan, const MuonGroup& g, const Mesh& mesh) {
+  const PlannedParam& first = plan.params[g.params.front()];
+  std::vector<int> axes;
+  for (std::size_t st = 1; st < g.splits.size(); ++st) {
+    const auto& [dim, index] = g.splits[st];
+    const DimSplit& s =
+        first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+    axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+  }
+  return class_axes(std::move(axes), mesh);
+}
+
+std::vector<std::vector<Signature>> muon_batches(const Plan& plan, const MuonGroup& g) {
+  std::vector<std::vector<Signature>> batches;
+  for (const MuonBatch& b : g.batches) batches.push_back(signatures(plan, b.params));
+  return batches;
+}
+
 void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
   for (const MuonGroup& g : muon.groups) {
     const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const PlannedParam& first = plan.params[g.params.front()];
-    // The first stage's split (the innermost) is member 0 at stage 0 and undone
-    // afterwards: the rank's coordinate on its axes never changes a size.
-    std::vector<int> axes;
-    for (std::size_t st = 1; st < g.splits.size(); ++st) {
-      const auto& [dim, index] = g.splits[st];
-      const DimSplit& s =
-          first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
-      axes.insert(axes.end(), s.axes.begin(), s.axes.end());
-    }
-    const ClassAxes c = class_axes(std::move(axes), mesh);
-    std::vector<std::vector<Signature>> batches;
-    for (const MuonBatch& b : g.batches) batches.push_back(signatures(plan, b.params));
+    const ClassAxes c = muon_group_axes(plan, g, mesh);
+    const std::vector<std::vector<Signature>> batches = muon_batches(plan, g);
     std::vector<Sizes> table;
     for (std::int64_t k = 0; k < c.num_classes; ++k) {
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, g.mesh), g.stage);
@@ -179,29 +188,37 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
 // coordinates of the non-FSDP splits: FSDP2 pads every member of the FSDP
 // group to the same (first-chunk) size, so the FSDP coordinate never changes
 // it. One class per combination of the other splitting axes.
+ClassAxes fsdp2_unit_axes(const Plan& plan, const Fsdp2Unit& u, const Mesh& mesh) {
+  std::vector<int> axes;
+  for (std::size_t i : u.params)
+    for (const auto& chain : plan.params[i].geometry.per_dim)
+      for (const DimSplit& s : chain)
+        if (!s.fsdp) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+  return class_axes(std::move(axes), mesh);
+}
+
+// The unit's sizes at a class representative's coordinates.
+Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& u, std::span<const std::int64_t> coords) {
+  const ParamGeometry& first = plan.params[u.params.front()].geometry;
+  const std::int64_t ways = first.per_dim[static_cast<std::size_t>(first.fsdp_dim)].back().ways;
+  std::int64_t slot = 0;
+  for (std::size_t i : u.params) {
+    const PlannedParam& p = plan.params[i];
+    slot += numel(shard_at(p.geometry, coords).padded_shape) * element_size(p.dtype);
+  }
+  return {slot, slot * ways, slot * ways};
+}
+
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
   for (const Fsdp2Unit& u : fsdp2.units) {
     const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    std::vector<int> axes;
-    for (std::size_t i : u.params)
-      for (const auto& chain : plan.params[i].geometry.per_dim)
-        for (const DimSplit& s : chain)
-          if (!s.fsdp) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
-    const ClassAxes c = class_axes(std::move(axes), mesh);
-    const ParamGeometry& first = plan.params[u.params.front()].geometry;
-    const std::int64_t ways = first.per_dim[static_cast<std::size_t>(first.fsdp_dim)].back().ways;
+    const ClassAxes c = fsdp2_unit_axes(plan, u, mesh);
     std::vector<Sizes> table;
     for (std::int64_t k = 0; k < c.num_classes; ++k) {
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, u.mesh), u.stage);
-      const auto coords = mesh_coords(mesh, rep);
-      std::int64_t slot = 0;
-      for (std::size_t i : u.params) {
-        const PlannedParam& p = plan.params[i];
-        slot += numel(shard_at(p.geometry, coords).padded_shape) * element_size(p.dtype);
-      }
-      table.push_back({slot, slot * ways, slot * ways});
+      table.push_back(fsdp2_unit_sizes(plan, u, mesh_coords(mesh, rep)));
     }
     add_per_rank(plan, u.mesh, u.stage, c, table, out, &prev);
   }
@@ -245,6 +262,17 @@ void flat_bytes(const Plan& plan, const BufferSpec& spec, BufferRankBytes& out) 
     out.pack[static_cast<std::size_t>(r)] = it->second.first;
     out.gathered[static_cast<std::size_t>(r)] = it->second.second;
   }
+}
+
+// The class representative of `rank` on the mesh of a group / unit on `stage`, or -1 when
+// the rank is not on that stage.
+std::int64_t representative_of(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
+                               std::int64_t rank) {
+  const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
+  const int pp = pp_axis_of(plan, kind);
+  const std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
+  if (pp >= 0 && coords[static_cast<std::size_t>(pp)] != stage) return -1;
+  return representative(c, class_of(c, coords), mesh, pp, stage);
 }
 
 }  // namespace
@@ -301,6 +329,51 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
     if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero)
       flat_bytes(plan, b.spec, r);
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
+                                           const std::vector<PlannedBuffer>& buffers,
+                                           std::int64_t rank) {
+  std::vector<BufferBytesAt> out;
+  for (const PlannedBuffer& b : buffers) {
+    BufferBytesAt r;
+    r.kind = b.spec.kind;
+    if (b.muon) {
+      for (const MuonGroup& g : b.muon->groups) {
+        const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+        const ClassAxes c = muon_group_axes(plan, g, mesh);
+        const std::int64_t rep = representative_of(plan, g.mesh, g.stage, c, rank);
+        if (rep < 0) continue;
+        const Sizes s = muon_class_sizes(g, muon_batches(plan, g), mesh_coords(mesh, rep),
+                                         b.muon->alignment_bytes);
+        r.pack += s.pack;
+        r.gathered += s.gathered;
+        r.call_peak = std::max(r.call_peak, s.peak);
+      }
+    }
+    if (b.fsdp2) {
+      std::int64_t prev = 0;
+      for (const Fsdp2Unit& u : b.fsdp2->units) {
+        const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+        const ClassAxes c = fsdp2_unit_axes(plan, u, mesh);
+        const std::int64_t rep = representative_of(plan, u.mesh, u.stage, c, rank);
+        if (rep < 0) continue;
+        const Sizes s = fsdp2_unit_sizes(plan, u, mesh_coords(mesh, rep));
+        r.pack += s.pack;
+        r.gathered += s.gathered;
+        r.gathered_peak = std::max(r.gathered_peak, prev + s.gathered);
+        prev = s.gathered;
+      }
+    }
+    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero) {
+      for (const FlatRankBuffer& fb : flat_for_rank(plan, b.spec, rank).buffers) {
+        r.pack += fb.shard_numel * element_size(fb.param_dtype);
+        r.gathered += fb.numel * element_size(fb.param_dtype);
+      }
+    }
+    out.push_back(r);
   }
   return out;
 }

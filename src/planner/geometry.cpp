@@ -85,6 +85,18 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
 
 }  // namespace
 
+DimPiece dim_piece_at(const ParamGeometry& geom, std::size_t dim,
+                      std::span<const std::int64_t> coords) {
+  if (!geom.parts.empty() && static_cast<int>(dim) == geom.parts_dim) {
+    std::vector<Segment> segs;
+    DimPiece p;
+    p.alloc = packed_dim(geom, coords, segs);
+    for (const Segment& s : segs) p.real += s.len;
+    return p;
+  }
+  return apply_chain(geom.global_shape[dim], geom.per_dim[dim], coords);
+}
+
 ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coords) {
   const std::size_t ndim = geom.global_shape.size();
   ShardGeom g;

@@ -125,6 +125,33 @@ RankSet RankSet::from_progressions(std::vector<Progression> runs) {
   return s;
 }
 
+RankSet RankSet::from_disjoint(std::vector<Progression> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const Progression& a, const Progression& b) { return a.start < b.start; });
+  std::int64_t total = 0;
+  for (const Progression& p : runs) total += p.count;
+  if (total <= (std::int64_t{1} << 22)) {
+    std::vector<std::int64_t> all;
+    all.reserve(static_cast<std::size_t>(total));
+    for (const Progression& p : runs)
+      for (std::int64_t k = 0; k < p.count; ++k) all.push_back(p.start + k * p.stride);
+    std::sort(all.begin(), all.end());
+    return from_sorted(all);
+  }
+  std::vector<Progression> out;
+  for (const Progression& p : runs) {
+    if (!out.empty() && out.back().stride == p.stride &&
+        out.back().last() + out.back().stride == p.start) {
+      out.back().count += p.count;
+    } else {
+      out.push_back(p);
+    }
+  }
+  RankSet s;
+  s.runs_ = std::move(out);
+  return s;
+}
+
 std::optional<RankSet> RankSet::parse(std::string_view text, std::int64_t world_size,
                                       std::string& error) {
   std::vector<Progression> items;
