@@ -70,6 +70,7 @@ enum class DiagCode {
   WFlatYaml,
   WHeadsUnknown,
   WPipelineSplit,
+  WBalance,
 };
 
 /// One row of the table.
@@ -284,6 +285,13 @@ inline constexpr std::array kDiagCodes = {
         "`num_layers_in_last_pipeline_stage`, `account_for_embedding_in_pipeline_split` / "
         "`account_for_loss_in_pipeline_split`, `pipeline_model_parallel_layout` with explicit "
         "`stages`"},
+    DiagCodeInfo{DiagCode::WBalance, "W-BALANCE", Severity::Warning, ExitCode::Invalid,
+                 "a layout leaves ranks holding only padding of a param (FSDP on dim 0 of 16 "
+                 "experts over 32 ranks), or the largest and smallest rank of a pipeline stage "
+                 "differ by more than 2x in parameter or optimizer-state bytes; names the param, "
+                 "dim and degree",
+                 "the `expert_dim` / FSDP `dim` or the degree the hint gives (one dividing the "
+                 "extent)"},
 };
 
 /// The row of `code`.

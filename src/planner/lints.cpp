@@ -34,7 +34,7 @@ bool has_vocab_name(std::string_view fqn) {
 // A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
 // the attribute is given, else by name.
 bool is_vocab_param(const PlannedParam& p, const Model& model) {
-  if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
+  if (p.global_shape.size() != 2 || stacked_expert(p)) return false;
   if (const auto& v = model.attributes.vocab_size) return p.global_shape[0] == *v;
   return has_vocab_name(p.name);
 }
