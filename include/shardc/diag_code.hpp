@@ -73,6 +73,7 @@ enum class DiagCode {
   WPipelineSplit,
   WHeadIndexed,
   WCheckpoint,
+  WBalance,
 };
 
 /// One row of the table.
@@ -314,6 +315,13 @@ inline constexpr std::array kDiagCodes = {
                  "shardc does not know",
                  "read the message: re-download or re-index the files, fix config.json, or "
                  "check the imported model (docs/import.md lists what each case means)"},
+    DiagCodeInfo{DiagCode::WBalance, "W-BALANCE", Severity::Warning, ExitCode::Invalid,
+                 "a layout leaves ranks holding only padding of a param (FSDP on dim 0 of 16 "
+                 "experts over 32 ranks), or the largest and smallest rank of a pipeline stage "
+                 "differ by more than 2x in parameter or optimizer-state bytes; names the param, "
+                 "dim and degree",
+                 "the `expert_dim` / FSDP `dim` or the degree the hint gives (one dividing the "
+                 "extent)"},
 };
 
 /// The row of `code`.

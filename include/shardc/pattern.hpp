@@ -23,7 +23,8 @@ using Captures = std::vector<std::pair<std::string, std::string>>;
 class Pattern {
  public:
   /// Compiles `text`. On a syntax error (empty pattern, empty segment,
-  /// unclosed `[` or `{`, `{}` not a whole segment, `**` inside a segment)
+  /// unclosed `[` or `{`, `{}` neither a whole segment nor the end of one
+  /// after a literal prefix (`weight{E}`), `**` inside a segment)
   /// returns nullopt and sets `error` to a one-line reason.
   static std::optional<Pattern> compile(std::string_view text, std::string& error);
 
@@ -40,7 +41,11 @@ class Pattern {
   struct Segment {
     enum class Kind { Glob, DoubleStar, Capture };
     Kind kind = Kind::Glob;
-    std::string text;           ///< glob text, or capture name
+    std::string text;  ///< glob text, or capture name
+    /// Capture: the literal text before `{name}` in its segment (`weight`
+    /// of `weight{E}`, Megatron's grouped-GEMM `linear_fc1.weight7`); the
+    /// capture then binds the rest of the segment, which must not be empty.
+    std::string prefix;
     bool literal = false;       ///< Glob without metacharacters: plain comparison
     int slot = -1;              ///< Capture: index into capture_names()
     bool bound_before = false;  ///< Capture: the same name appears earlier

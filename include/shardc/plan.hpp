@@ -191,6 +191,18 @@ struct PlannedParam {
   int virtual_stage = 0;
   std::optional<std::size_t> alias_of;    ///< index of the tie source in Plan::params
   std::vector<std::string> stacked_from;  ///< source FQNs by expert index (stacked only)
+  /// A pre-stacked expert param (an `experts` entry with `stacked_dim`): the
+  /// checkpoint stores the experts as this one tensor, expert e at index e of
+  /// `dim` (always 0). `stacked_from` stays empty (there are no per-expert
+  /// tensors to load); expert e's FQN, which `explain` and `inspect --match`
+  /// accept, is name_before + e + name_after (the entry's `expert_name`).
+  struct PreStacked {
+    int dim = 0;
+    std::int64_t count = 0;  ///< experts: global_shape[dim]
+    std::string name_before;
+    std::string name_after;
+  };
+  std::optional<PreStacked> prestacked;
   /// FP8 block scale following its weight (`fp8_scales: follow`): index of
   /// the weight in Plan::params; the rule, mesh, stage and placements are
   /// the weight's, split in whole blocks (src/planner/fp8_scales.cpp).
@@ -210,6 +222,19 @@ struct PlannedParam {
   ParamGeometry geometry;
   SourceLoc loc;
 };
+
+/// True for a stacked expert param: stacked by an `experts` entry from
+/// per-expert tensors (`stacked_from`) or pre-stacked in the checkpoint
+/// (`prestacked`). Its dim 0 is the expert dim.
+bool stacked_expert(const PlannedParam& p);
+
+/// The number of experts of a stacked expert param (0 for any other).
+std::int64_t expert_count(const PlannedParam& p);
+
+/// The FQN of expert `expert` of a stacked expert param: its source
+/// tensor's name, or the pre-stacked param's `expert_name` with {E}
+/// substituted. Precondition: 0 <= expert < expert_count(p).
+std::string expert_fqn(const PlannedParam& p, std::int64_t expert);
 
 /// True when `p` is packed and its packed dim is split (by a rule or FSDP):
 /// its pieces are then several boxes of the global tensor.

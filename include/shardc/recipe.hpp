@@ -134,7 +134,11 @@ struct Rule {
 
 /// EP stacking entry (contract §5.4): sources matching `match` (which must
 /// contain an `{E}` capture) are grouped by their other captures into
-/// stacked params named by `stack`.
+/// stacked params named by `stack`. With `stacked_dim` the params `match`
+/// names are already stacked (one `[E, ...]` tensor per layer and
+/// projection, as transformers' fused MoE experts, gpt-oss and Llama-4 store
+/// them): no `{E}`, no `stack`; each keeps its name and is placed as a
+/// stacked expert param (docs/experts.md).
 struct ExpertsEntry {
   Pattern match;
   SourceLoc match_loc;                    ///< where `match` is written
@@ -142,6 +146,19 @@ struct ExpertsEntry {
   std::vector<AxisPlacement> placements;  ///< on the expert mesh (dense mesh without one)
   std::optional<SplitRule> uneven;
   std::int64_t pad_multiple = 0;  ///< uneven == Pad: the multiple
+  /// `stacked_dim: 0`: the matched params are pre-stacked with the expert
+  /// index on this dim (only 0: every expert placement, FSDP `expert_dim`
+  /// and the runtime's stacked layout put experts on dim 0).
+  std::optional<int> stacked_dim;
+  /// `expert_name:` the FQN of expert {E} of a pre-stacked param, a template
+  /// over `match`'s captures and {E} (for `explain` / `inspect --match`);
+  /// empty = the param's name with the segment {E} after its last
+  /// `experts` segment (`…mlp.experts.17.gate_up_proj`).
+  std::string expert_name;
+  /// `unit:` and `packed:` as in a rule, on the stacked [E, ...] tensor's
+  /// dims (expert TP of a SwiGLU linear_fc1: `packed: {parts: 2, dim: 1}`).
+  std::int64_t unit = 1;
+  std::optional<PackedSpec> packed;
   SourceLoc loc;
 };
 

@@ -115,6 +115,12 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
     w.null();
   }
   write_stacked_from(w, p);
+  if (p.prestacked) {
+    w.key("prestacked").begin_object();
+    w.member("dim", p.prestacked->dim).member("count", p.prestacked->count);
+    w.member("first", expert_fqn(p, 0)).member("last", expert_fqn(p, p.prestacked->count - 1));
+    w.end_object();
+  }
   w.member("padded", p.geometry.fsdp_dim >= 0 || p.uneven == SplitRule::Pad);
   write_shards(w, plan, p);
   w.end_object();
@@ -205,7 +211,7 @@ void write_summary(Writer& w, const Plan& plan, const RankBytes& bytes,
   std::int64_t count = 0;
   std::int64_t total_bytes = 0;
   for (const auto& p : plan.params) {
-    if (!p.stacked_from.empty()) ++stacked;
+    if (stacked_expert(p)) ++stacked;
     if (p.alias_of) continue;
     const std::int64_t n = numel(p.global_shape);
     count += n;

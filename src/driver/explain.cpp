@@ -1,5 +1,6 @@
 // `shardc explain`: why one parameter is placed the way it is.
 #include <algorithm>
+#include <charconv>
 #include <ostream>
 #include <set>
 
@@ -108,10 +109,17 @@ void print_expert_ranges(const Plan& plan, const PlannedParam& p, std::ostream& 
 }
 
 void print_stacked(const Plan& plan, const PlannedParam& p, std::ostream& out) {
-  if (p.stacked_from.empty()) return;
-  field(out, "stacked from",
-        std::to_string(p.stacked_from.size()) + " experts: " + p.stacked_from.front() + " ... " +
-            p.stacked_from.back());
+  if (!stacked_expert(p)) return;
+  if (p.prestacked) {
+    field(out, "pre-stacked",
+          std::to_string(p.prestacked->count) + " experts on dim " +
+              std::to_string(p.prestacked->dim) + " (the checkpoint's own tensor): " +
+              expert_fqn(p, 0) + " ... " + expert_fqn(p, p.prestacked->count - 1));
+  } else {
+    field(out, "stacked from",
+          std::to_string(p.stacked_from.size()) + " experts: " + p.stacked_from.front() + " ... " +
+              p.stacked_from.back());
+  }
   out << "  experts per coordinate:\n";
   print_expert_ranges(plan, p, out);
 }
@@ -284,6 +292,23 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const Model& mode
   }
 }
 
+// The expert `fqn` names of pre-stacked `p` (name_before + e + name_after,
+// e in [0, count) written without leading zeros), or -1.
+std::int64_t prestacked_expert(const PlannedParam& p, std::string_view fqn) {
+  const PlannedParam::PreStacked& ps = *p.prestacked;
+  if (fqn.size() <= ps.name_before.size() + ps.name_after.size() ||
+      !fqn.starts_with(ps.name_before) || !fqn.ends_with(ps.name_after))
+    return -1;
+  const std::string_view digits =
+      fqn.substr(ps.name_before.size(), fqn.size() - ps.name_before.size() - ps.name_after.size());
+  if (digits.size() > 1 && digits.front() == '0') return -1;
+  std::int64_t e = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), e);
+  if (ec != std::errc() || end != digits.data() + digits.size() || e < 0 || e >= ps.count)
+    return -1;
+  return e;
+}
+
 // The planned param named `fqn`, or the stacked param that absorbed it
 // (`expert` set to its index there).
 const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::int64_t& expert,
@@ -292,6 +317,13 @@ const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::in
     if (p.name == fqn) return &p;
   }
   for (const auto& p : plan.params) {
+    if (p.prestacked) {
+      expert = prestacked_expert(p, fqn);
+      if (expert < 0) continue;
+      out << fqn << " is expert " << expert << " of pre-stacked param " << p.name << " (row "
+          << expert << " of dim 0)\n\n";
+      return &p;
+    }
     const auto it = std::find(p.stacked_from.begin(), p.stacked_from.end(), fqn);
     if (it == p.stacked_from.end()) continue;
     expert = it - p.stacked_from.begin();
@@ -299,6 +331,7 @@ const PlannedParam* find_param(const Plan& plan, const std::string& fqn, std::in
         << " of dim 0)\n\n";
     return &p;
   }
+  expert = -1;
   return nullptr;
 }
 
@@ -307,6 +340,7 @@ void print_unknown(const Plan& plan, const std::string& fqn, std::ostream& err) 
   for (const auto& p : plan.params) {
     names.push_back(p.name);
     names.insert(names.end(), p.stacked_from.begin(), p.stacked_from.end());
+    if (p.prestacked) names.push_back(expert_fqn(p, 0));
   }
   driver::print_error(err, "no parameter named '" + fqn + "' in the model");
   const auto close = driver::closest_names(fqn, names);

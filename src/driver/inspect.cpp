@@ -56,8 +56,8 @@ std::string matched_experts(const PlannedParam& p, const Pattern& match, std::in
                             std::int64_t n) {
   std::int64_t count = 0;
   std::int64_t first = -1;
-  for (std::int64_t e = start; e < start + n && e < std::ssize(p.stacked_from); ++e) {
-    if (!match.match(p.stacked_from[static_cast<std::size_t>(e)])) continue;
+  for (std::int64_t e = start; e < start + n && e < expert_count(p); ++e) {
+    if (!match.match(expert_fqn(p, e))) continue;
     if (first < 0) first = e;
     ++count;
   }
@@ -76,7 +76,7 @@ void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
   const ShardGeom g = shard_at(p.geometry, coords);
   std::string name = p.name;
   if (match && !match->match(p.name)) {
-    if (p.stacked_from.empty() || g.local_shape.empty()) return;
+    if (!stacked_expert(p) || g.local_shape.empty()) return;
     const std::int64_t n = g.local_shape[0];
     const std::string which = n == 0 ? "" : matched_experts(p, *match, g.global_offset[0], n);
     if (which.empty()) return;
@@ -155,8 +155,8 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
       continue;
     }
     const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.mesh_of(p), rank));
-    Totals& t = p.stacked_from.empty() ? dense : experts;
-    if (!p.stacked_from.empty() && !g.local_shape.empty()) held_experts += g.local_shape[0];
+    Totals& t = stacked_expert(p) ? experts : dense;
+    if (stacked_expert(p) && !g.local_shape.empty()) held_experts += g.local_shape[0];
     ++t.params;
     t.bytes += numel(g.local_shape) * element_size(p.dtype);
     t.padded += numel(g.padded_shape) * element_size(p.dtype);

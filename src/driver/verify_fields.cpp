@@ -162,18 +162,22 @@ void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned
   const auto first = segments(s.sources[0]);
   const auto at = differing_segment(first, segments(s.sources[1]));
   std::int64_t base = 0;
-  const bool numeric = at && !first[*at].empty() &&
-                       std::all_of(first[*at].begin(), first[*at].end(),
-                                   [](char c) { return c >= '0' && c <= '9'; }) &&
-                       first[*at].size() < 10;
+  // The index is a whole segment (`experts.17`) or the decimal end of one after a literal
+  // prefix (Megatron's grouped-GEMM `linear_fc1.weight17`, docs/experts.md).
+  const std::string_view seg = at ? first[*at] : std::string_view();
+  const std::size_t digits = seg.find_last_not_of("0123456789") + 1;  // npos + 1 = 0
+  const std::string_view prefix = seg.substr(0, digits);
+  const std::string_view number = seg.substr(digits);
+  const bool numeric = at && !number.empty() && number.size() < 10;
   if (!numeric)
     return report.mismatch(where + "sources '" + s.sources[0] + "' and '" + s.sources[1] +
                            "' do not differ in one expert index");
-  for (const char c : first[*at]) base = base * 10 + (c - '0');
+  for (const char c : number) base = base * 10 + (c - '0');
   for (std::int64_t k = 0; k < n; ++k) {
     auto want = first;
     const std::string index = std::to_string(base + k);
-    want[*at] = index;
+    const std::string segment = std::string(prefix) + index;
+    want[*at] = segment;
     const auto got = segments(s.sources[static_cast<std::size_t>(k)]);
     if (got != want) {
       report.mismatch(where + "source " + num(k) + " is '" +

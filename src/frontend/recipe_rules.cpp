@@ -213,39 +213,118 @@ bool check_stack(const Node& stack, const Pattern& match, Reader& r) {
   return true;
 }
 
+// A pre-stacked entry (`stacked_dim`): `match` names the stacked tensors
+// themselves (no {E}, no `stack`); `expert_name` may use its captures and {E}.
+bool parse_prestacked(const Node& n, const Node& dim, Reader& r, ExpertsEntry& e) {
+  bool ok = true;
+  const auto d = parse_bounded(dim, r, "`stacked_dim`", 0, 63);
+  ok = d.has_value();
+  if (d && *d != 0) {
+    r.error(dim, "`stacked_dim: " + std::to_string(*d) + "`: experts must be stacked on dim 0",
+            "shardc's expert placements, FSDP's expert_dim and the runtimes' stacked experts "
+            "(torchtitan GroupedExperts, transformers' fused MoE) index experts on dim 0; "
+            "permute the checkpoint's tensor or list the experts one by one with {E}");
+    ok = false;
+  }
+  e.stacked_dim = static_cast<int>(d.value_or(0));
+  if (const Node* stack = n.find("stack")) {
+    r.error(*stack, "`stack` with `stacked_dim`: the params are already stacked",
+            "drop `stack`: each pre-stacked param keeps its name");
+    ok = false;
+  }
+  const auto& names = e.match.capture_names();
+  if (std::find(names.begin(), names.end(), "E") != names.end()) {
+    r.error(e.match_loc,
+            "experts `match` `" + e.match.text() +
+                "` captures {E} but `stacked_dim` says the experts are stacked",
+            "with `stacked_dim`, `match` names the stacked tensors (`...mlp.experts.*`); "
+            "without it, `match` names one tensor per expert with {E}");
+    ok = false;
+  }
+  if (const Node* name = n.find("expert_name")) {
+    std::optional<std::string> text = r.get_string(*name, "`expert_name`");
+    Captures probe;
+    for (const std::string& c : names) probe.emplace_back(c, "x");
+    probe.emplace_back("E", "0");
+    const auto once = [](const std::string& t) {
+      const std::size_t at = t.find("{E}");
+      return at != std::string::npos && t.find("{E}", at + 1) == std::string::npos;
+    };
+    if (text && (!once(*text) || !Pattern::substitute(*text, probe))) {
+      r.error(*name, "`expert_name` `" + *text + "` must use {E} once and only captures of `match`",
+              "e.g. `model.layers.{L}.mlp.experts.{E}.{P}` for match "
+              "`model.layers.{L}.mlp.experts.{P}`");
+      text.reset();
+    }
+    ok = text.has_value() && ok;
+    e.expert_name = text.value_or("");
+  }
+  return ok;
+}
+
 std::optional<ExpertsEntry> parse_expert(const Node& n, Reader& r) {
   if (!r.expect_map(n, "an `experts` entry")) return std::nullopt;
-  bool ok = r.check_keys(n, {"match", "stack", "placements", "uneven"}, "an `experts` entry");
+  bool ok = r.check_keys(
+      n, {"match", "stack", "placements", "uneven", "unit", "packed", "stacked_dim", "expert_name"},
+      "an `experts` entry");
   const Node* match = n.find("match");
   const Node* stack = n.find("stack");
   const Node* placements = n.find("placements");
-  if (match == nullptr || stack == nullptr || placements == nullptr) {
-    r.error(n, "an `experts` entry needs `match`, `stack` and `placements`",
+  const Node* stacked_dim = n.find("stacked_dim");
+  if (match == nullptr || (stack == nullptr && stacked_dim == nullptr) || placements == nullptr) {
+    r.error(n, "an `experts` entry needs `match`, `stack` (or `stacked_dim`) and `placements`",
             "e.g. {match: \"model.layers.{L}.mlp.experts.{E}.{P}.weight\", stack: "
-            "\"model.layers.{L}.mlp.experts.{P}\", placements: {ep: Shard(0)}}");
+            "\"model.layers.{L}.mlp.experts.{P}\", placements: {ep: Shard(0)}}; experts the "
+            "checkpoint already stacks: {match: \"model.layers.*.mlp.experts.*\", "
+            "stacked_dim: 0, placements: {ep: Shard(0)}}");
     return std::nullopt;
   }
   ExpertsEntry e;
   e.loc = r.loc(n);
   e.match_loc = r.loc(*match);
   std::optional<Pattern> pattern = parse_pattern(*match, r);
-  const auto& names = pattern ? pattern->capture_names() : std::vector<std::string>{};
-  if (pattern && std::find(names.begin(), names.end(), "E") == names.end()) {
-    r.error(*match, "experts `match` `" + pattern->text() + "` has no {E} capture",
-            "mark the expert index segment with {E}, e.g. `...experts.{E}.{P}.weight`");
-    pattern.reset();
+  if (stacked_dim != nullptr) {
+    if (!pattern) return std::nullopt;
+    e.match = std::move(*pattern);
+    ok = parse_prestacked(n, *stacked_dim, r, e) && ok;
+  } else {
+    const auto& names = pattern ? pattern->capture_names() : std::vector<std::string>{};
+    if (pattern && std::find(names.begin(), names.end(), "E") == names.end()) {
+      r.error(*match, "experts `match` `" + pattern->text() + "` has no {E} capture",
+              "mark the expert index with {E}: a segment (`...experts.{E}.{P}.weight`) or the "
+              "end of one (grouped GEMM `...experts.linear_fc1.weight{E}`); for experts the "
+              "checkpoint already stacks, name the stacked tensors and add `stacked_dim: 0`");
+      pattern.reset();
+    }
+    if (const Node* name = n.find("expert_name")) {
+      r.error(*name, "`expert_name` without `stacked_dim`",
+              "per-expert names are the source params' own names; `expert_name` names the "
+              "experts of a pre-stacked param");
+      ok = false;
+    }
+    std::optional<std::string> stack_text = r.get_string(*stack, "`stack`");
+    ok = pattern && stack_text && check_stack(*stack, *pattern, r) && ok;
+    if (ok) {
+      e.match = std::move(*pattern);
+      e.stack = std::move(*stack_text);
+    }
   }
-  std::optional<std::string> stack_text = r.get_string(*stack, "`stack`");
-  ok = pattern && stack_text && check_stack(*stack, *pattern, r) && ok;
   std::optional<std::vector<AxisPlacement>> places = parse_placements(*placements, r);
   ok = places && ok;
   if (const Node* uneven = n.find("uneven")) {
     e.uneven = parse_split_rule(*uneven, r, &e.pad_multiple);
     ok = e.uneven.has_value() && ok;
   }
+  if (const Node* unit = n.find("unit")) {
+    const auto u = parse_bounded(*unit, r, "`unit`", 1, kMaxPadOrUnit);
+    ok = u.has_value() && ok;
+    e.unit = u.value_or(1);
+  }
+  if (const Node* packed = n.find("packed")) {
+    e.packed = parse_packed(*packed, r);
+    ok = e.packed.has_value() && ok;
+  }
   if (!ok) return std::nullopt;
-  e.match = std::move(*pattern);
-  e.stack = std::move(*stack_text);
   e.placements = std::move(*places);
   return e;
 }

@@ -584,6 +584,8 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   im.source = base_name(path);
   if (!config->architectures.empty())
     im.comments.emplace_back("architecture", config->architectures.front());
+  for (auto& comment : imp::prestacked_expert_comments(m))
+    im.comments.push_back(std::move(comment));
   m.sha256 = sha256_hex(render_model_yaml(im));
   spdlog::debug("imported {} params from {} files of {}", m.params.size(), layout->files.size(),
                 path);

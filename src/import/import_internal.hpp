@@ -44,4 +44,10 @@ std::optional<SafetensorsHeader> parse_header_with(simdjson::dom::parser& parser
 std::optional<SafetensorsHeader> read_header_with(simdjson::dom::parser& parser, FileSystem& fs,
                                                   const std::string& path, DiagnosticSink& sink);
 
+/// The `experts` entries a recipe needs for `m`'s pre-stacked expert tensors
+/// (a segment `experts` followed by the tensor's own name, dim 0 equal to the
+/// model's num_experts: gpt-oss, Llama-4, transformers 5's fused MoE), as
+/// header comments `experts: ...` (docs/experts.md); none without num_experts.
+std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& m);
+
 }  // namespace shardc::imp

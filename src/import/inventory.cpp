@@ -7,6 +7,7 @@
 
 #include "import/import_internal.hpp"
 #include "shardc/frontend.hpp"
+#include "shardc/fused.hpp"
 
 namespace shardc {
 namespace {
@@ -137,9 +138,22 @@ std::optional<ImportedModel> import_model_file(const std::string& path, const st
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     json_extras(text, im);
+    // Layouts the inventory's architecture decides and the name alone does not
+    // (gpt-oss's interleaved gate|up): written as `fused:`, as for a checkpoint.
+    std::string arch;
+    for (const auto& [key, value] : im.comments)
+      if (key == "architecture") arch = value;
+    const ModelAttributes& attrs = im.model.attributes;
+    for (Param& p : im.model.params) {
+      if (p.fused || arch.empty()) continue;
+      auto by_arch = known_fused(p.name, p.shape, attrs, arch);
+      if (by_arch && by_arch != known_fused(p.name, p.shape, attrs, "")) p.fused = by_arch;
+    }
   } else {
     typed_extras(im.model.attributes, im);
   }
+  for (auto& comment : imp::prestacked_expert_comments(im.model))
+    im.comments.push_back(std::move(comment));
   if (im.model.name.empty()) {
     std::string stem = im.source;
     if (const auto dot = stem.find('.'); dot != std::string::npos && dot > 0) stem.resize(dot);

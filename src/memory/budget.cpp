@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "shardc/byte_size.hpp"
 #include "shardc/limits.hpp"
@@ -57,9 +58,60 @@ std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
          "bytes (`state_dtype: bfloat16`)";
 }
 
+// The data-parallel capacity of a mesh: the product of its axes that no
+// param of the class (`experts` or not) is split over by a rule or an
+// experts entry (FSDP and HSDP axes count, they are data parallel), minus
+// the pipeline axis. An FSDP degree is possible on this world (the other
+// sizes kept) exactly when it divides the capacity (the rest replicate:
+// HSDP), as torch's init_device_mesh needs the axis sizes to multiply to
+// the world size.
+std::int64_t dp_capacity(const Plan& plan, bool experts) {
+  const Mesh& mesh = experts && plan.expert ? *plan.expert : plan.dense;
+  const int pp = experts && plan.expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  std::vector<bool> model_parallel(mesh.axes.size(), false);
+  for (const PlannedParam& p : plan.params) {
+    if ((p.mesh == MeshKind::Expert || stacked_expert(p)) != experts) continue;
+    for (const auto& chain : p.geometry.per_dim)
+      for (const DimSplit& split : chain)
+        if (!split.fsdp)
+          for (int a : split.axes) model_parallel[static_cast<std::size_t>(a)] = true;
+  }
+  std::int64_t capacity = 1;
+  for (std::size_t a = 0; a < mesh.axes.size(); ++a)
+    if (!model_parallel[a] && static_cast<int>(a) != pp) capacity *= mesh.axes[a].size;
+  return capacity;
+}
+
+// The smallest divisor of `capacity` that is at least `need`, or 0.
+std::int64_t possible_degree(std::int64_t need, std::int64_t capacity) {
+  for (std::int64_t d = std::max<std::int64_t>(1, need); d <= capacity; ++d)
+    if (capacity % d == 0) return d;
+  return 0;
+}
+
+// "an FSDP degree of 16 (now 8)", or why none on this world size suffices.
+std::string degree_text(const char* what, std::int64_t need, std::int64_t now,
+                        std::int64_t capacity, std::int64_t world) {
+  const std::int64_t degree = possible_degree(need, capacity);
+  if (degree == 0) {
+    return std::string("no ") + what + " degree on " + std::to_string(world) +
+           " ranks suffices (it would need " + std::to_string(need) + ", and these " +
+           std::to_string(world) + " ranks have " + std::to_string(capacity) +
+           " data-parallel ranks beside the model-parallel axes)";
+  }
+  std::string s = std::string("an ") + what + " degree of " + std::to_string(degree) +
+                  (now > 1 ? " (now " + std::to_string(now) + ")" : "");
+  if (degree != need)
+    s += " (at least " + std::to_string(need) + " is needed; the degrees possible on " +
+         std::to_string(world) + " ranks divide " + std::to_string(capacity) + ")";
+  return s;
+}
+
 // The FSDP degree at which the rank's FSDP-scaled state (which shrinks as
 // 1 / degree) fits next to the rest, all-gather buffers kept as they are.
-std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t budget) {
+// Only degrees possible on the plan's world size are offered (dp_capacity).
+std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm,
+                   std::int64_t budget) {
   const std::int64_t transient =
       std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
   const std::int64_t fixed = rm.total - rm.fsdp_scaled - transient;
@@ -81,17 +133,30 @@ std::string remedy(const MemoryReport& m, const RankMemory& rm, std::int64_t bud
   };
   std::string s = "the FSDP-sharded state of this rank (" + gib(rm.fsdp_scaled) + ") must fit in " +
                   gib(room) + ": ";
+  const std::int64_t world = plan.world_size;
+  const std::int64_t dense_capacity = dp_capacity(plan, false);
   if (!fsdp) {
-    s += "FSDP over at least " + std::to_string(need(1)) +
-         " ranks would bring it under (plus the FSDP2 all-gather buffers it adds)";
-  } else {
-    s += "an FSDP degree of at least " + std::to_string(need(m.fsdp_degree)) + " (now " +
-         std::to_string(m.fsdp_degree) + ")";
-    if (m.expert_fsdp_degree > 1) {
-      s += ", expert FSDP degree at least " + std::to_string(need(m.expert_fsdp_degree)) +
-           " (now " + std::to_string(m.expert_fsdp_degree) + ")";
+    const std::int64_t degree = possible_degree(need(1), dense_capacity);
+    if (degree == 0) {
+      s += degree_text("FSDP", need(1), 1, dense_capacity, world);
+    } else {
+      s += "FSDP over " + std::to_string(degree) +
+           " ranks would bring it under (plus the FSDP2 all-gather buffers it adds)";
+      if (degree != need(1))
+        s += " (at least " + std::to_string(need(1)) + " are needed; the degrees possible on " +
+             std::to_string(world) + " ranks divide " + std::to_string(dense_capacity) + ")";
     }
-    s += " would bring it under";
+  } else {
+    const bool dense_fits = possible_degree(need(m.fsdp_degree), dense_capacity) > 0;
+    s += degree_text("FSDP", need(m.fsdp_degree), m.fsdp_degree, dense_capacity, world);
+    bool expert_fits = true;
+    if (m.expert_fsdp_degree > 1) {
+      const std::int64_t expert_capacity = dp_capacity(plan, true);
+      expert_fits = possible_degree(need(m.expert_fsdp_degree), expert_capacity) > 0;
+      s += ", " + degree_text("expert FSDP", need(m.expert_fsdp_degree), m.expert_fsdp_degree,
+                              expert_capacity, world);
+    }
+    if (dense_fits && expert_fits) s += " would bring it under";
   }
   return s + rest;
 }
@@ -154,7 +219,7 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
               " ranks are over: " + over_text;
   d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + " (activations not counted); " +
            (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
-                                                         : remedy(m, rm, budget));
+                                                         : remedy(plan, m, rm, budget));
   sink.report(std::move(d));
 }
 

@@ -3,7 +3,10 @@
 // with no alignment, rank-major output [W, total]; mixed dtypes switch the
 // unit to byte units (FSDP2 gathers them as uint8).
 #include <map>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "buffer_util.hpp"
 #include "shardc/buffers.hpp"
@@ -31,6 +34,55 @@ std::string unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
   return fqn.substr(0, best);
 }
 
+// FSDP2's order of a unit's params: fully_shard collects the managed modules
+// by a post-order DFS (children in registration order, then the module
+// itself: torch/distributed/fsdp/_fully_shard/_fsdp_init.py
+// _get_managed_modules) and each module's own params in registration order
+// (_get_managed_states). A module's own params thus follow all of its
+// children's (gpt-oss's `self_attn.sinks` after o_proj, Llama-4's
+// `vision_model.class_embedding` after the tower); `params` are in model
+// (named_parameters, pre-order) order and are reordered in place.
+void post_order(std::vector<std::size_t>& params, const Plan& plan) {
+  struct Node {
+    std::vector<std::size_t> children;  // node indices, first appearance order
+    std::vector<std::size_t> own;       // param indices
+  };
+  std::vector<Node> nodes(1);
+  std::map<std::string, std::size_t, std::less<>> by_path{{"", 0}};
+  bool nested = false;  // some module owns params and has children
+  for (std::size_t i : params) {
+    const std::string& name = plan.params[i].name;
+    std::size_t node = 0;
+    std::size_t dot = name.find('.');
+    while (dot != std::string::npos) {
+      auto [it, fresh] = by_path.try_emplace(name.substr(0, dot), nodes.size());
+      if (fresh) {
+        nodes[node].children.push_back(nodes.size());
+        nodes.emplace_back();
+      }
+      node = it->second;
+      dot = name.find('.', dot + 1);
+    }
+    nodes[node].own.push_back(i);
+  }
+  for (const Node& n : nodes) nested = nested || (!n.own.empty() && !n.children.empty());
+  if (!nested) return;  // post-order is model order
+  std::vector<std::size_t> out;
+  out.reserve(params.size());
+  std::vector<std::pair<std::size_t, std::size_t>> stack{{0, 0}};  // node, next child
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < nodes[node].children.size()) {
+      const std::size_t child = nodes[node].children[next++];
+      stack.emplace_back(child, 0);
+      continue;
+    }
+    out.insert(out.end(), nodes[node].own.begin(), nodes[node].own.end());
+    stack.pop_back();
+  }
+  params = std::move(out);
+}
+
 }  // namespace
 
 Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
@@ -54,6 +106,7 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
     if (!u.params.empty() && plan.params[u.params.front()].dtype != p.dtype) u.byte_units = true;
     u.params.push_back(i);
   }
+  for (Fsdp2Unit& u : f.units) post_order(u.params, plan);
   return f;
 }
 

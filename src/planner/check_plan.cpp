@@ -51,6 +51,12 @@ class Checker {
       fail(p, "stacked from " + std::to_string(p.stacked_from.size()) +
                   " experts but global shape is " + shape_text(p.global_shape));
     }
+    if (p.prestacked &&
+        (!p.stacked_from.empty() || p.prestacked->dim != 0 || p.global_shape.empty() ||
+         p.global_shape[0] != p.prestacked->count || p.rule.kind != RuleRef::Kind::Experts)) {
+      fail(p, "pre-stacked with " + std::to_string(p.prestacked->count) +
+                  " experts but global shape is " + shape_text(p.global_shape));
+    }
     if (!structure(p)) return;
     if (p.alias_of) alias(p);
     if (p.scale_of) scale(p);

@@ -130,7 +130,7 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
         first = false;
         const std::int64_t units = len / unit;
         if (s.rule == SplitRule::Even && units % s.ways != 0) {
-          if (!p.stacked_from.empty() && d == 0) return;  // E-EXPERTS reports it
+          if (stacked_expert(p) && d == 0) return;  // E-EXPERTS reports it
           Diagnostic diag = param_diagnostic(p, DiagCode::EEven, rule_loc(p, recipe));
           diag.message = unit > 1 ? what + " (" + std::to_string(units) + " units of " +
                                         std::to_string(unit) + " rows) cannot split evenly over " +
@@ -555,7 +555,7 @@ void check_quant_state(const PlannedParam& p, const QuantState& q,
 
 void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
                    GroupedReporter& rep) {
-  if (p.stacked_from.empty() || p.geometry.per_dim.empty()) return;
+  if (!stacked_expert(p) || p.geometry.per_dim.empty()) return;
   const std::int64_t e = p.global_shape[0];
   std::int64_t ep = 1;
   for (const DimSplit& s : p.geometry.per_dim[0])

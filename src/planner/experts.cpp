@@ -131,6 +131,7 @@ void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& mo
   const ExpertsEntry& entry = recipe.experts[g.entry];
   q.uneven = entry.uneven.value_or(recipe.uneven);
   q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
+  q.unit = entry.unit;
   q.stacked_from.reserve(g.sources.size());
   for (const Source& s : g.sources) {
     if (owned != nullptr) {
@@ -139,6 +140,85 @@ void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& mo
       q.stacked_from.push_back(model.params[s.param].name);
     }
   }
+}
+
+// Expert e's FQN of a pre-stacked param, as before + e + after: the entry's
+// `expert_name` over the match's captures, else the name with the segment
+// {E} after its last `experts` segment (appended when it has none).
+std::pair<std::string, std::string> expert_name_parts(const ExpertsEntry& entry,
+                                                      const std::string& name, Captures caps) {
+  if (!entry.expert_name.empty()) {
+    constexpr char kMark = '\x01';  // no FQN holds a control character (support/fqn.hpp)
+    caps.emplace_back("E", std::string(1, kMark));
+    const std::optional<std::string> text = Pattern::substitute(entry.expert_name, caps);
+    SHARDC_ASSERT(text.has_value(), "expert_name was checked against match's captures");
+    const std::size_t at = text->find(kMark);
+    return {text->substr(0, at), text->substr(at + 1)};
+  }
+  std::size_t at = std::string::npos;
+  for (std::size_t pos = 0; pos <= name.size();) {
+    const std::size_t dot = std::min(name.find('.', pos), name.size());
+    if (name.compare(pos, dot - pos, "experts") == 0) at = dot;
+    pos = dot + 1;
+  }
+  if (at == std::string::npos || at == name.size()) return {name + ".", ""};
+  return {name.substr(0, at + 1), name.substr(at)};
+}
+
+// A pre-stacked expert param (`stacked_dim`): the expert count is its dim 0,
+// which must equal the model's num_experts and the other params of the
+// entry; false after E-EXPERTS.
+bool check_prestacked(const Param& p, std::int64_t* entry_count, const std::string** entry_first,
+                      const Model& model, DiagnosticSink& sink) {
+  const std::string hint =
+      "a pre-stacked expert param holds the experts on dim 0 ([E, ...]); narrow the `match` "
+      "(the router's weight is not an expert param) or fix the model's num_experts";
+  if (p.shape.empty()) {
+    sink.error(DiagCode::EExperts, p.loc,
+               "pre-stacked experts: " + p.name + " is 0-d, it has no expert dim", hint);
+    return false;
+  }
+  const std::int64_t count = p.shape[0];
+  const auto& attr = model.attributes.num_experts;
+  if (attr && *attr > 0 && *attr != count) {
+    sink.error(DiagCode::EExperts, p.loc,
+               "pre-stacked experts: " + p.name + " is " + shape_text(p.shape) + ", dim 0 holds " +
+                   std::to_string(count) + " experts but the model's num_experts is " +
+                   std::to_string(*attr),
+               hint);
+    return false;
+  }
+  if (*entry_count >= 0 && *entry_count != count) {
+    sink.error(DiagCode::EExperts, p.loc,
+               "pre-stacked experts: " + p.name + " has " + std::to_string(count) +
+                   " experts on dim 0 but " + **entry_first + " of the same entry has " +
+                   std::to_string(*entry_count),
+               hint);
+    return false;
+  }
+  if (count < 1) {
+    sink.error(DiagCode::EExperts, p.loc, "pre-stacked experts: " + p.name + " has no experts",
+               hint);
+    return false;
+  }
+  *entry_count = count;
+  *entry_first = &p.name;
+  return true;
+}
+
+void add_prestacked(std::vector<PlannedParam>& out, const Param& p, Param* take,
+                    std::size_t entry_index, const Recipe& recipe,
+                    std::pair<std::string, std::string> names) {
+  add_plain(out, p, take);
+  PlannedParam& q = out.back();
+  const ExpertsEntry& entry = recipe.experts[entry_index];
+  q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
+  q.rule = {RuleRef::Kind::Experts, static_cast<int>(entry_index), entry.match.text()};
+  q.uneven = entry.uneven.value_or(recipe.uneven);
+  q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
+  q.unit = entry.unit;
+  q.prestacked = PlannedParam::PreStacked{0, q.global_shape[0], std::move(names.first),
+                                          std::move(names.second)};
 }
 
 // The output is filled once, front to back: huge pages save most of its
@@ -169,10 +249,16 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   struct Slot {
     bool stacked = false;
     std::size_t index = 0;
+    int prestacked_entry = -1;  ///< a pre-stacked param's entry (index = the param)
+    std::pair<std::string, std::string> expert_name;  ///< pre-stacked: before / after e
   };
   std::vector<Slot> slots;
   std::vector<Group> groups;
   std::unordered_map<std::string, std::size_t> group_by_name;
+  // Pre-stacked entries: the expert count of the first param, and its name.
+  std::vector<std::int64_t> entry_count(recipe.experts.size(), -1);
+  std::vector<const std::string*> entry_first(recipe.experts.size(), nullptr);
+  bool prestacked_ok = true;
   Captures caps;
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const Param& p = model.params[i];
@@ -180,6 +266,15 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     for (std::size_t e = 0; e < recipe.experts.size() && !taken; ++e) {
       const ExpertsEntry& entry = recipe.experts[e];
       if (!entry.match.match(p.name, &caps)) continue;
+      if (entry.stacked_dim) {
+        taken = true;
+        if (!check_prestacked(p, &entry_count[e], &entry_first[e], model, sink)) {
+          prestacked_ok = false;
+          continue;
+        }
+        slots.push_back({false, i, static_cast<int>(e), expert_name_parts(entry, p.name, caps)});
+        continue;
+      }
       const std::int64_t ex = expert_index(caps);
       if (ex < 0) continue;
       auto name = Pattern::substitute(entry.stack, without_expert(caps));
@@ -194,16 +289,17 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
       auto [it, fresh] = group_by_name.try_emplace(*name, groups.size());
       if (fresh) {
         groups.push_back({e, *name, {}});
-        slots.push_back({true, it->second});
+        slots.push_back({true, it->second, -1, {}});
       }
       groups[it->second].sources.push_back({ex, i});
       taken = true;
     }
-    if (!taken) slots.push_back({false, i});
+    if (!taken) slots.push_back({false, i, -1, {}});
   }
+  if (!prestacked_ok) return {};
   std::unordered_set<std::string> plain_names;
   for (const Slot& s : slots)
-    if (!s.stacked) plain_names.insert(model.params[s.index].name);
+    if (!s.stacked) plain_names.insert(model.params[s.index].name);  // pre-stacked too
   std::vector<bool> ok(groups.size(), true);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     ok[g] = check_group(groups[g], model, recipe, sink);
@@ -215,8 +311,12 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     }
   }
   reserve_params(out, slots.size());
-  for (const Slot& s : slots) {
-    if (!s.stacked) {
+  for (Slot& s : slots) {
+    if (s.prestacked_entry >= 0) {
+      add_prestacked(out, model.params[s.index], taken(owned, s.index),
+                     static_cast<std::size_t>(s.prestacked_entry), recipe,
+                     std::move(s.expert_name));
+    } else if (!s.stacked) {
       add_plain(out, model.params[s.index], taken(owned, s.index));
     } else if (ok[s.index]) {
       add_stacked(out, groups[s.index], model, recipe, owned);

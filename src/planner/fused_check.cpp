@@ -9,6 +9,8 @@
 // and are not checked.
 #include <string>
 
+#include <unordered_map>
+
 #include "passes.hpp"
 #include "shardc/fused.hpp"
 
@@ -128,6 +130,11 @@ std::optional<FusedPiece> wrong_piece(const FusedLayout& f, const std::vector<Fu
   return *first;
 }
 
+// Grouping key of the rule or experts entry that placed `p`.
+std::string rule_key(const PlannedParam& p) {
+  return (p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") + std::to_string(p.rule.index);
+}
+
 void check_split(const PlannedParam& p, const FusedLayout& f, const std::vector<DimSplit>& chain,
                  const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
   const Mesh& mesh = plan.mesh_of(p);
@@ -145,12 +152,12 @@ void check_split(const PlannedParam& p, const FusedLayout& f, const std::vector<
            "` to its rule: each part is then split on its own, as the unfused tensors are";
   if (f.groups > 1)
     d.hint += " (or a `unit:` of whole groups of " + std::to_string(fused_group_extent(f)) + ")";
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + f.source + ":" +
-                            std::to_string(length) + ":" + std::to_string(f.dim));
+  rep.add(std::move(d), rule_key(p) + ":" + f.source + ":" + std::to_string(length) + ":" +
+                            std::to_string(f.dim));
 }
 
 void check_declared(const PlannedParam& p, const FusedLayout& f, const FusedLayout& declared,
-                    const Rule& rule, GroupedReporter& rep) {
+                    const PackedSpec& packed, GroupedReporter& rep) {
   std::string what;
   if (declared.dim != f.dim) {
     what = "declares parts on dim " + std::to_string(declared.dim);
@@ -165,10 +172,46 @@ void check_declared(const PlannedParam& p, const FusedLayout& f, const FusedLayo
   } else {
     return;
   }
-  Diagnostic d = param_diagnostic(p, DiagCode::EFusedLayout, rule.packed->loc);
+  Diagnostic d = param_diagnostic(p, DiagCode::EFusedLayout, packed.loc);
   d.message = p.name + " is " + layout_text(f) + ", but its rule's `packed` " + what;
   d.hint = "use `" + fused_packed_line(f, p.global_shape.size()) + "`";
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + f.source + ":" + what);
+  rep.add(std::move(d), rule_key(p) + ":" + f.source + ":" + what);
+}
+
+// Megatron-Core's `linear_fc1` is gate|up (blocked: each TP rank's gate
+// rows, then its up rows, stride 2) exactly when the MLP is gated: then its
+// output width is twice linear_fc2's input width (megatron/core/transformer/
+// mlp.py MLP.__init__ and moe/experts.py TEGroupedMLP.__init__: "if
+// self.config.gated_linear_unit: ffn_hidden_size *= 2"). The model names no
+// activation, so the sibling `linear_fc2` of the same module decides it;
+// stacked experts ([E, 2F, H] beside [E, H, F]) alike.
+std::optional<FusedLayout> megatron_fc1(
+    const PlannedParam& p, const std::unordered_map<std::string_view, const PlannedParam*>& fc2s) {
+  // `linear_fc1` as a whole segment: `….linear_fc1.weight`, or a stacked `….linear_fc1`.
+  const std::size_t at = p.name.rfind("linear_fc1");
+  if (at == std::string::npos || p.global_shape.size() < 2) return std::nullopt;
+  const std::size_t end = at + 10;
+  if ((at > 0 && p.name[at - 1] != '.') || (end < p.name.size() && p.name[end] != '.'))
+    return std::nullopt;
+  std::string sibling = p.name;
+  sibling.replace(at, 10, "linear_fc2");
+  const auto it = fc2s.find(sibling);
+  if (it == fc2s.end()) return std::nullopt;
+  const Shape& fc1 = p.global_shape;
+  const Shape& fc2 = it->second->global_shape;
+  const std::size_t n = fc1.size();
+  if (fc2.size() != n || fc1[n - 2] != 2 * fc2[n - 1] || fc1[n - 1] != fc2[n - 2])
+    return std::nullopt;
+  for (std::size_t d = 0; d + 2 < n; ++d)
+    if (fc1[d] != fc2[d]) return std::nullopt;
+  FusedLayout f;
+  f.dim = static_cast<int>(n - 2);
+  f.parts = {fc1[n - 2] / 2, fc1[n - 2] / 2};
+  f.part_names = {"gate", "up"};
+  f.source =
+      "Megatron-Core (MLP / TEGroupedMLP with gated_linear_unit: linear_fc1 is twice "
+      "linear_fc2's input, gate rows then up rows)";
+  return f;
 }
 
 }  // namespace
@@ -176,26 +219,28 @@ void check_declared(const PlannedParam& p, const FusedLayout& f, const FusedLayo
 void check_fused(std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
                  const Recipe& recipe, DiagnosticSink& sink) {
   GroupedReporter rep;
+  std::unordered_map<std::string_view, const PlannedParam*> fc2s;
+  for (const PlannedParam& p : params)
+    if (p.name.find("linear_fc2") != std::string::npos) fc2s.emplace(p.name, &p);
   for (PlannedParam& p : params) {
     if (!p.fused) p.fused = known_fused(p.name, p.global_shape, model.attributes_of(p.name), "");
+    if (!p.fused && !fc2s.empty()) p.fused = megatron_fc1(p, fc2s);
     if (!p.fused || p.rule.index < 0 || p.scale_of) continue;
     if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
     const FusedLayout& f = *p.fused;
     if (static_cast<std::size_t>(f.dim) >= p.global_shape.size()) continue;
-    const Rule* rule = p.rule.kind == RuleRef::Kind::Rule
-                           ? &recipe.rules[static_cast<std::size_t>(p.rule.index)]
-                           : nullptr;
+    const PackedSpec* packed = packed_spec(p, recipe);
     std::optional<FusedLayout> declared;
-    if (rule != nullptr && rule->packed) {
+    if (packed != nullptr) {
       std::string why;
       std::string hint;
-      declared = packed_layout(*rule->packed, p.global_shape, &why, &hint);
+      declared = packed_layout(*packed, p.global_shape, &why, &hint);
       if (!declared) continue;  // E-PACKED already
     }
     const std::vector<DimSplit> chain = rule_chain(p, f.dim);
     if (declared) {
       const bool split = !chain.empty() || !rule_chain(p, declared->dim).empty();
-      if (split) check_declared(p, f, *declared, *rule, rep);
+      if (split) check_declared(p, f, *declared, *packed, rep);
       continue;
     }
     if (!chain.empty()) check_split(p, f, chain, plan, recipe, rep);

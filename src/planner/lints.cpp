@@ -163,7 +163,7 @@ void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const 
 // A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
 // the attribute is given, else by name.
 bool is_vocab_param(const PlannedParam& p, const Model& model) {
-  if (p.global_shape.size() != 2 || !p.stacked_from.empty()) return false;
+  if (p.global_shape.size() != 2 || stacked_expert(p)) return false;
   if (const auto& v = model.attributes_of(p.name).vocab_size) return p.global_shape[0] == *v;
   return has_vocab_name(p.name);
 }

@@ -79,9 +79,19 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
 void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe& recipe,
                            DiagnosticSink& sink);
 
+/// balance.cpp: W-BALANCE on the finished plan: ranks holding only padding
+/// of a param, and pipeline stages whose most and least loaded ranks differ
+/// by more than 2x in parameter bytes or optimizer-state elements. Cost
+/// O(params x shard classes + world).
+void check_balance(const Plan& plan, DiagnosticSink& sink);
+
 /// rules.cpp: where the rule (or experts entry) that placed `p` is written in
 /// the recipe; diagnostics about a placement point there.
 SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);
+
+/// rules.cpp: the `packed:` of the rule or experts entry that placed `p`, or
+/// null (none, or not placed by one).
+const PackedSpec* packed_spec(const PlannedParam& p, const Recipe& recipe);
 
 /// placements.cpp: the layout a `packed:` spec declares for a param of
 /// `shape` (dim normalized, parts, groups; part names "part i"), or nullopt

@@ -148,24 +148,24 @@ bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout
 // geometry's parts (each split on its own, boxes); interleaved and per-group layouts hold every
 // part's piece in one contiguous run, so they split the dim in whole groups (the unit).
 bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
-  if (p.rule.kind != RuleRef::Kind::Rule) return true;
-  const Rule& rule = recipe.rules[static_cast<std::size_t>(p.rule.index)];
-  if (!rule.packed) return true;
+  if (p.scale_of) return true;
+  const PackedSpec* packed = packed_spec(p, recipe);
+  if (packed == nullptr) return true;
   std::string why;
   std::string hint;
-  const std::optional<FusedLayout> layout =
-      packed_layout(*rule.packed, p.global_shape, &why, &hint);
+  const std::optional<FusedLayout> layout = packed_layout(*packed, p.global_shape, &why, &hint);
   if (!layout) {
-    Diagnostic d = param_diagnostic(p, DiagCode::EPacked, rule.packed->loc);
+    Diagnostic d = param_diagnostic(p, DiagCode::EPacked, packed->loc);
     d.message = p.name + ": " + why;
     d.hint = hint;
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + why);
+    rep.add(std::move(d), std::string(p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                              std::to_string(p.rule.index) + ":" + why);
     return false;
   }
   if (layout->groups > 1) {
     const std::int64_t group = fused_group_extent(*layout);
     for (DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(layout->dim)])
-      s.unit = group * std::max<std::int64_t>(1, rule.unit);  // `unit` counts groups there
+      s.unit = group * std::max<std::int64_t>(1, p.unit);  // `unit` counts groups there
     p.geometry.group_dim = layout->dim;
     p.geometry.group_extent = group;
     return true;

@@ -1,6 +1,7 @@
 // Plan helpers: labels, mesh kinds, stage membership.
 #include <string>
 
+#include "shardc/assert.hpp"
 #include "shardc/plan.hpp"
 
 namespace shardc {
@@ -19,13 +20,29 @@ std::string ResolvedPlacement::label() const {
   return "Replicate()";
 }
 
+bool stacked_expert(const PlannedParam& p) {
+  return !p.stacked_from.empty() || p.prestacked.has_value();
+}
+
+std::int64_t expert_count(const PlannedParam& p) {
+  if (p.prestacked) return p.prestacked->count;
+  return static_cast<std::int64_t>(p.stacked_from.size());
+}
+
+std::string expert_fqn(const PlannedParam& p, std::int64_t expert) {
+  SHARDC_ASSERT(expert >= 0 && expert < expert_count(p),
+                p.name + ": no expert " + std::to_string(expert));
+  if (!p.prestacked) return p.stacked_from[static_cast<std::size_t>(expert)];
+  return p.prestacked->name_before + std::to_string(expert) + p.prestacked->name_after;
+}
+
 int Plan::stage_of_rank(std::int64_t rank) const {
   if (pipeline_axis < 0) return 0;
   return static_cast<int>(mesh_coords(dense, rank)[static_cast<std::size_t>(pipeline_axis)]);
 }
 
 const ZeroGroup& Plan::zero_group_of(const PlannedParam& p) const {
-  const bool expert_class = p.mesh == MeshKind::Expert || !p.stacked_from.empty();
+  const bool expert_class = p.mesh == MeshKind::Expert || stacked_expert(p);
   return expert_class ? zero.expert : zero.dense;
 }
 

@@ -43,6 +43,7 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   if (sink.error_count() > errors_before) return std::nullopt;
   plan.local_attributes = passes::find_local_attributes(params, model);
   plan.params = std::move(params);
+  passes::check_balance(plan, sink);
   for (std::size_t i = warnings_before; i < sink.items().size(); ++i)
     if (sink.items()[i].severity == Severity::Warning) plan.diagnostics.push_back(sink.items()[i]);
   if (invariants_checked_always()) assert_plan_invariants(plan);

@@ -114,6 +114,14 @@ SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe) {
   return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].loc : recipe.rules[i].loc;
 }
 
+const PackedSpec* packed_spec(const PlannedParam& p, const Recipe& recipe) {
+  if (p.rule.index < 0) return nullptr;
+  const auto i = static_cast<std::size_t>(p.rule.index);
+  const std::optional<PackedSpec>& spec =
+      p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].packed : recipe.rules[i].packed;
+  return spec ? &*spec : nullptr;
+}
+
 void GroupedReporter::add(Diagnostic d, const std::string& key) {
   const std::string full = std::string(code_name(d.code)) + '\x1f' + key;
   for (Entry& e : entries_) {

@@ -48,6 +48,31 @@ int expert_segment(const std::vector<std::string>& segs) {
   return -1;
 }
 
+// Experts the checkpoint stacks already (`…mlp.experts.gate_up_proj`
+// [E, …], transformers' fused MoE / gpt-oss / Llama-4) or Megatron's grouped
+// GEMM (`…experts.linear_fc1.weight7`): the segment index naming the experts
+// (not a shared expert), or -1. Per-expert names (a number after it) are
+// expert_segment's.
+int stacked_experts_segment(const std::vector<std::string>& segs, const Shape& shape) {
+  for (std::size_t k = 0; k + 1 < segs.size(); ++k) {
+    if (!names_experts(segs[k]) || segs[k].find("shared") != std::string::npos) continue;
+    if (all_digits(segs[k + 1])) return -1;
+    const std::string& last = segs.back();
+    const std::size_t digits = last.find_first_of("0123456789");
+    const bool grouped =
+        digits != std::string::npos && digits > 0 && all_digits(last.substr(digits));
+    if (grouped || shape.size() >= 2) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// The grouped-GEMM form (`weight7`): the last segment ends in the expert number.
+bool grouped_gemm_name(const std::vector<std::string>& segs) {
+  const std::string& last = segs.back();
+  const std::size_t digits = last.find_first_of("0123456789");
+  return digits != std::string::npos && digits > 0 && all_digits(last.substr(digits));
+}
+
 std::string join(const std::vector<std::string>& segs) {
   std::string s;
   for (std::size_t i = 0; i < segs.size(); ++i) s += (i ? "." : "") + segs[i];
@@ -71,6 +96,30 @@ std::string suggested_entry(std::vector<std::string> segs, int e) {
       stack.push_back(segs[i]);
   return "{match: \"" + join(segs) + "\", stack: \"" + join(stack) +
          "\", placements: {ep: Shard(0)}}";
+}
+
+// An `experts` entry for experts stacked by the checkpoint (segment `e`
+// names them): `stacked_dim: 0` over every tensor after it; for grouped
+// GEMM names, a {E} ending the last segment.
+std::string suggested_stacked_entry(std::vector<std::string> segs, int e) {
+  const auto ue = static_cast<std::size_t>(e);
+  if (grouped_gemm_name(segs)) {
+    int layers = 0;
+    for (std::size_t i = 0; i + 1 < segs.size(); ++i)
+      if (all_digits(segs[i]))
+        segs[i] = ++layers == 1 ? "{L}" : "{L" + std::to_string(layers) + "}";
+    std::string& last = segs.back();
+    last = last.substr(0, last.find_first_of("0123456789"));
+    if (ue + 2 < segs.size()) segs[ue + 1] = "{P}";
+    const std::string stack = join(segs);
+    last += "{E}";
+    return "{match: \"" + join(segs) + "\", stack: \"" + stack + "\", placements: {ep: Shard(0)}}";
+  }
+  for (std::string& s : segs)
+    if (all_digits(s)) s = "*";
+  segs.resize(ue + 1);
+  segs.emplace_back("*");
+  return "{match: \"" + join(segs) + "\", stacked_dim: 0, placements: {ep: Shard(0)}}";
 }
 
 // A rule pattern for one uncovered param: numbers become `*`.
@@ -113,15 +162,26 @@ std::string entry_name(const Recipe& recipe, int e) {
 }
 
 Diagnostic expert_uncovered(const PlannedParam& p, const std::vector<std::string>& segs, int seg,
-                            int entry, const Recipe& recipe) {
+                            int entry, const Recipe& recipe, bool stacked) {
   Diagnostic d;
   d.code = DiagCode::EUncovered;
   d.param = p.name;
   d.loc = p.loc;
-  const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
   const std::string replicate =
-      "; do not add a catch-all rule for them: it would replicate every expert on every rank "
-      "(no expert parallelism)";
+      "; do not add a catch-all rule or `placements: {}` for them: it would replicate every "
+      "expert on every rank (no expert parallelism)";
+  if (stacked) {
+    const bool grouped = grouped_gemm_name(segs);
+    d.message = "parameter " + p.name + " is matched by no rule: it looks like " +
+                (grouped ? std::string("one expert's weight of a grouped-GEMM MoE layer")
+                         : "the experts of a MoE layer stacked in one tensor") +
+                ", and no `experts` entry " + (grouped ? "stacks" : "places") + " it";
+    d.hint = std::string(grouped ? "stack the experts" : "place the stacked experts") +
+             " for expert parallelism with an `experts` entry (docs/experts.md), e.g. " +
+             suggested_stacked_entry(segs, seg) + replicate;
+    return d;
+  }
+  const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
   if (entry >= 0) {
     const ExpertsEntry& x = recipe.experts[static_cast<std::size_t>(entry)];
     d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
@@ -162,7 +222,9 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
   for (const PlannedParam* p : uncovered) {
     const bool maybe_expert =
         p->name.find("xpert") != std::string::npos || p->name.find("XPERT") != std::string::npos;
-    const int seg = maybe_expert ? expert_segment(segments(p->name)) : -1;
+    int seg = maybe_expert ? expert_segment(segments(p->name)) : -1;
+    const bool stacked = maybe_expert && seg < 0 &&
+                         (seg = stacked_experts_segment(segments(p->name), p->global_shape)) >= 0;
     if (seg < 0) {
       if (!first_plain) first_plain = p;
       if (plain < kPatternScan) {
@@ -173,7 +235,9 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
       continue;
     }
     if (!experts_uncovered)
-      experts.add(expert_uncovered(*p, segments(p->name), seg, entry, recipe), "experts");
+      experts.add(
+          expert_uncovered(*p, segments(p->name), seg, stacked ? -1 : entry, recipe, stacked),
+          "experts");
     else
       experts.add(counted, "experts");
     experts_uncovered = true;

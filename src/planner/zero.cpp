@@ -25,9 +25,7 @@
 namespace shardc::passes {
 namespace {
 
-bool expert_class(const PlannedParam& p) {
-  return p.mesh == MeshKind::Expert || !p.stacked_from.empty();
-}
+bool expert_class(const PlannedParam& p) { return p.mesh == MeshKind::Expert || stacked_expert(p); }
 
 // True when some param of the class sits on `mesh_kind` and is sharded on axis `a`.
 bool axis_shards_class(const std::vector<PlannedParam>& params, bool experts, MeshKind mesh_kind,

@@ -46,7 +46,10 @@ bool check_glob(std::string_view seg, std::string& error) {
     return false;
   }
   if (seg.find_first_of("{}") != std::string_view::npos) {
-    error = "`{name}` must be a whole segment, not part of `" + std::string(seg) + "`";
+    error =
+        "`{name}` must be a whole segment or end one after a literal prefix (`weight{E}`), "
+        "not part of `" +
+        std::string(seg) + "`";
     return false;
   }
   for (std::size_t i = 0; i < seg.size(); ++i) {
@@ -56,6 +59,21 @@ bool check_glob(std::string_view seg, std::string& error) {
     i = end - 1;
   }
   return true;
+}
+
+// Where the `{` of a capture segment is: 0 for `{name}`, the prefix length
+// for `literal{name}` (letters, digits, `_`, `-` before it); npos otherwise.
+std::size_t capture_start(std::string_view part) {
+  if (part.size() < 2 || part.back() != '}') return std::string_view::npos;
+  const std::size_t open = part.rfind('{');
+  if (open == std::string_view::npos) return open;
+  for (std::size_t i = 0; i < open; ++i) {
+    const char c = part[i];
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '-';
+    if (!plain) return std::string_view::npos;
+  }
+  return open;
 }
 
 }  // namespace
@@ -88,8 +106,9 @@ std::optional<Pattern> Pattern::compile(std::string_view text, std::string& erro
       if (!p.segments_.empty() && p.segments_.back().kind == Segment::Kind::DoubleStar) continue;
       seg.kind = Segment::Kind::DoubleStar;
       ++p.double_stars_;
-    } else if (part.front() == '{' && part.back() == '}' && part.size() >= 2) {
-      std::string_view name = part.substr(1, part.size() - 2);
+    } else if (const std::size_t open = capture_start(part); open != std::string_view::npos) {
+      std::string_view name = part.substr(open + 1, part.size() - open - 2);
+      seg.prefix = std::string(part.substr(0, open));
       if (!is_identifier(name)) {
         error = "capture name `" + std::string(name) + "` is not an identifier";
         return std::nullopt;

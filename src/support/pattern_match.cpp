@@ -39,6 +39,10 @@ struct Matcher {
     std::string_view text = fqn.substr(pos, end - pos);
     if (seg.kind == Pattern::Segment::Kind::Capture) {
       auto slot = static_cast<std::size_t>(seg.slot);
+      if (!seg.prefix.empty()) {
+        if (text.size() <= seg.prefix.size() || !text.starts_with(seg.prefix)) return false;
+        text.remove_prefix(seg.prefix.size());
+      }
       if (seg.bound_before) {
         if (bound[slot] != text) return false;
       } else {

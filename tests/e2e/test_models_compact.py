@@ -208,7 +208,8 @@ def expand(entries: list, default_dtype: str, env: dict[str, int], out: list[dic
             for values in itertools.product(*spans):  # first variable slowest
                 expand(entry["params"], default_dtype, {**env, **dict(zip(names, values))}, out)
             continue
-        unknown = set(entry) - {"name", "shape", "dtype", "requires_grad"}
+        # `fused:` (contract 5.12) annotates the layout; it changes no name, shape or dtype
+        unknown = set(entry) - {"name", "shape", "dtype", "requires_grad", "fused"}
         assert not unknown, f"unknown keys {unknown} in {entry}"
 
         def bind(m: re.Match) -> str:

@@ -112,8 +112,8 @@ TEST_CASE_FIXTURE(MoeFixture,
         "fix that entry's `match` so it stacks these experts, e.g. {match: "
         "\"model.layers.{L}.mlp.experts.{E}.{P}.weight\", stack: "
         "\"model.layers.{L}.mlp.experts.{P}\", placements: {ep: Shard(0)}}; do not add a "
-        "catch-all rule for them: it would replicate every expert on every rank (no expert "
-        "parallelism)");
+        "catch-all rule or `placements: {}` for them: it would replicate every expert on every "
+        "rank (no expert parallelism)");
   for (const json& x : diags)
     CHECK(x["hint"].get<std::string>().find("match: \"**\"") == std::string::npos);
 }

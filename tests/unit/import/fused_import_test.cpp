@@ -53,4 +53,33 @@ TEST_CASE("a gpt-oss checkpoint: gate_up_proj and its bias are interleaved gate|
         std::string::npos);
   const std::string json = shardc::render_model_json(*im);
   CHECK(json.find(R"("order": "interleaved")") != std::string::npos);
+  // The experts stay pre-stacked; the header names the recipe entry that places them.
+  CHECK(yaml.find("# experts: pre-stacked [4, ...] expert tensors; a recipe places them with "
+                  "`experts: [{match: \"model.layers.*.mlp.experts.*\", stacked_dim: 0, "
+                  "placements: {ep: Shard(0)}}]` (docs/experts.md)\n") != std::string::npos);
+}
+
+TEST_CASE("an inventory of transformers 5's fused Mixtral experts gets the experts entry") {
+  // MixtralExperts (transformers/models/mixtral/modeling_mixtral.py): gate_up_proj
+  // [E, 2 x inter, hidden], down_proj [E, hidden, inter]; the router's [E, hidden] is no
+  // `experts.<tensor>` and gets no entry.
+  shardc::DiagnosticSink sink;
+  auto im =
+      shardc::import_model_file("mixtral.params.json",
+                                R"({"model": "mixtral-fused", "architecture": "MixtralForCausalLM",
+          "attributes": {"hidden_size": 64, "num_experts": 8},
+          "params": [
+           {"name": "model.layers.0.mlp.gate.weight", "shape": [8, 64], "dtype": "bfloat16"},
+           {"name": "model.layers.0.mlp.experts.gate_up_proj", "shape": [8, 256, 64], "dtype": "bfloat16"},
+           {"name": "model.layers.0.mlp.experts.down_proj", "shape": [8, 64, 128], "dtype": "bfloat16"}]})",
+                                sink);
+  REQUIRE(im.has_value());
+  std::size_t entries = 0;
+  for (const auto& [key, value] : im->comments)
+    if (key == "experts") {
+      ++entries;
+      CHECK(value.find(R"({match: "model.layers.*.mlp.experts.*", stacked_dim: 0)") !=
+            std::string::npos);
+    }
+  CHECK(entries == 1);
 }

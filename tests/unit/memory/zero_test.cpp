@@ -72,6 +72,8 @@ std::string dense_without_layout() {
 }
 const std::string kMoe = "tests/data/megatron/mixtral-8x7b.model.yaml";
 const std::string kMoeRecipe = "tests/data/megatron/mixtral-8x7b-tp2-ep8-distopt.recipe.yaml";
+const std::string kMoeEtpRecipe =
+    "tests/data/megatron/mixtral-8x7b-tp2-ep8-etp2-distopt.recipe.yaml";
 
 const RankMemory& rank(const MemoryReport& m, std::int64_t r) {
   return m.ranks.at(static_cast<std::size_t>(r));
@@ -167,6 +169,35 @@ TEST_CASE("Megatron Mixtral-8x7B, TP 2 x EP 8, distributed optimizer: experts ov
   const MemoryReport md = compute_memory(ddp);
   CHECK(md.peak == 18 * all);
   CHECK(static_cast<double>(md.peak) / kGiB == doctest::Approx(107.97).epsilon(1e-4));
+}
+
+// The same with expert_tensor_parallel_size 2 as its own expert-mesh axis (edp 4 x ep 8 x
+// etp 2): each rank holds half of one expert per layer (fc1: half of gate and half of up,
+// packed; fc2: half its columns), and the expert state is sharded over Megatron's
+// expert_data_parallel_size = world / (etp x ep x pp) = 64 / 16 = 4 (parallel_state.py).
+TEST_CASE("Megatron Mixtral-8x7B with expert TP 2: its own axis, expert-DP 4") {
+  const Plan plan = plan_ok(kMoe, slurp(kMoeEtpRecipe));
+  CHECK(plan.zero.dense.degree == 32);
+  CHECK(plan.zero.expert.degree == 4);  // edp; ep and etp shard the experts
+  const std::int64_t layer = 3072LL * 4096 + 4096LL * 2048 + 2 * 4096 + 8 * 4096;
+  const std::int64_t dense = 32 * layer + 2 * 16000LL * 4096 + 4096;
+  const std::int64_t experts = 32 * (14336LL * 4096 + 4096LL * 7168);
+  const std::int64_t all = dense + experts;
+  const MemoryReport m = compute_memory(plan);
+  for (std::int64_t r : {0, 1, 17, 63}) {
+    CAPTURE(r);
+    const RankMemory& rm = rank(m, r);
+    CHECK(rm.of(MemoryKind::Params) == 2 * all);
+    CHECK(rm.total == 6 * all + 12 * dense / 32 + 12 * experts / 4);
+  }
+  for (const PlannedParam& p : plan.params) {
+    if (p.name != "decoder.layers.0.mlp.experts.linear_fc1") continue;
+    // rank 1: edp 0, ep 0, etp 1: gate rows 7168.. and up rows 21504.. of expert 0
+    const ShardGeom g = shard_at(p.geometry, mesh_coords(*plan.expert, 1));
+    REQUIRE(g.boxes.size() == 2);
+    CHECK(g.boxes[0].global_offset == Shape{0, 7168, 0});
+    CHECK(g.boxes[1].global_offset == Shape{0, 21504, 0});
+  }
 }
 
 TEST_CASE("ZeRO spellings: zero: 1, distributed_optimizer, zero_optimization.stage agree") {

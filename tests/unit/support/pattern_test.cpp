@@ -121,14 +121,30 @@ TEST_CASE("pattern syntax errors are reported with a reason") {
   SUBCASE("trailing dot") { CHECK_FALSE(compile_error("a.").empty()); }
   SUBCASE("unclosed class") { CHECK(compile_error("a.[bc").find("unclosed") != std::string::npos); }
   SUBCASE("unclosed capture") { CHECK_FALSE(compile_error("a.{x").empty()); }
-  SUBCASE("capture inside a segment") {
-    CHECK(compile_error("a.p{x}").find("whole segment") != std::string::npos);
+  SUBCASE("capture inside a segment, not at its end, or after a glob") {
+    CHECK(compile_error("a.{x}p").find("whole segment") != std::string::npos);
+    CHECK(compile_error("a.p*{x}").find("whole segment") != std::string::npos);
+    CHECK(compile_error("a.{x}{y}").find("whole segment") != std::string::npos);
   }
   SUBCASE("double star inside a segment") {
     CHECK(compile_error("a**.b").find("whole segment") != std::string::npos);
   }
   SUBCASE("bad capture name") { CHECK_FALSE(compile_error("a.{1x}").empty()); }
   SUBCASE("inverted range") { CHECK(compile_error("[z-a]").find("inverted") != std::string::npos); }
+}
+
+TEST_CASE("a capture may end a segment after a literal prefix (grouped-GEMM weight{E})") {
+  const Pattern p = compiled("decoder.layers.{L}.mlp.experts.linear_fc1.weight{E}");
+  Captures caps;
+  REQUIRE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight17", &caps));
+  CHECK(caps == Captures{{"L", "3"}, {"E", "17"}});
+  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight"));  // nothing to bind
+  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.bias17"));
+  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight17.x"));
+  // a repeated name compares the rest of the segment
+  CHECK(matches("a.{E}.b.w{E}", "a.5.b.w5"));
+  CHECK_FALSE(matches("a.{E}.b.w{E}", "a.5.b.w6"));
+  CHECK(Pattern::substitute("x.weight{E}", {{"E", "4"}}) == "x.weight4");
 }
 
 TEST_CASE("substitute replaces captures and rejects unbound names") {

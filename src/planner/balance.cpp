@@ -1,0 +1,247 @@
+// W-BALANCE (issue 27 item 4): layouts that leave ranks idle or lopsided.
+//
+//  * only padding: a param some of whose ranks hold padded rows and no real
+//    ones (FSDP on dim 0 of a [16, ...] expert tensor over 32 ranks: FSDP2
+//    pads dim 0 to 32 rows, ranks 16..31 of the FSDP group hold one padding
+//    row each; torch/distributed/fsdp/_fully_shard/_fsdp_param.py pads the
+//    dim-0 chunk of every rank to ceil(extent / degree) rows);
+//  * lopsided stage: on one pipeline stage, the rank holding the most
+//    parameter bytes (allocated, padding included) or optimizer-state
+//    elements (the real elements of trainable params: Adam's moments and
+//    master weights are allocated per local element) holds more than
+//    kImbalance times what the least-loaded rank holds.
+//
+// Params under kMinElements (2^20) are not reported for padding, nor stage
+// gaps under 2^20 bytes / elements: routers and norms over many ranks would
+// otherwise warn on every MoE plan for what is noise.
+//
+// Both name the param (for a stage, the one whose two pieces differ most
+// between those ranks), the dim, its degree, and a better `expert_dim` or a
+// degree that divides the extent. Costs are per shard class (enumerate
+// shards, rank_sums) plus O(params) for the stage's culprit, never
+// ranks x params.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "passes.hpp"
+#include "shard_classes.hpp"
+#include "shardc/limits.hpp"
+
+namespace shardc::passes {
+namespace {
+
+constexpr std::int64_t kImbalance = 2;
+/// Params under this many elements are not reported for padding-only ranks
+/// (a router [16, 5120], a norm: what idle ranks miss of them is noise), and
+/// a stage gap under this many bytes / elements is not a lopsided stage.
+constexpr std::int64_t kMinElements = std::int64_t{1} << 20;
+/// Bounds on hostile meshes: a param with more shard classes is not checked
+/// for padding, and a world above the memory report's limit (2^20 ranks) has
+/// no per-rank stage check (rank_sums keeps a row per rank).
+constexpr std::int64_t kMaxClasses = std::int64_t{1} << 16;
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// "dp_shard 32" / "efsdp x ep (16)": the axes of a dim's splits.
+std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh, bool fsdp_only) {
+  std::string names;
+  std::int64_t ways = 1;
+  for (const DimSplit& s : chain) {
+    if (fsdp_only && !s.fsdp) continue;
+    for (int a : s.axes)
+      names += (names.empty() ? "" : " x ") + mesh.axes[static_cast<std::size_t>(a)].name;
+    ways *= s.ways;
+  }
+  return names + " (" + std::to_string(ways) + " ranks)";
+}
+
+std::int64_t chain_ways(const std::vector<DimSplit>& chain) {
+  std::int64_t ways = 1;
+  for (const DimSplit& s : chain) ways *= s.ways;
+  return ways;
+}
+
+// Divisors of `extent` in [2, limit], as "2, 4, 8" (at most 8 listed), or "".
+std::string divisors_up_to(std::int64_t extent, std::int64_t limit) {
+  std::vector<std::int64_t> found;
+  for (std::int64_t k = std::min(limit, extent); k >= 2 && found.size() < 8; --k)
+    if (extent % k == 0) found.push_back(k);
+  std::string t;
+  for (auto it = found.rbegin(); it != found.rend(); ++it)
+    t += (t.empty() ? "" : ", ") + std::to_string(*it);
+  return t;
+}
+
+// A better layout for `p` whose dim `dim` (split `degree` ways) leaves ranks
+// short: FSDP of stacked experts on dim 1, another dim the degree divides,
+// or a degree dividing the extent.
+std::string better_layout(const PlannedParam& p, int dim, std::int64_t degree) {
+  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(dim)];
+  if (stacked_expert(p) && dim == 0 && p.geometry.fsdp_dim == 0 && p.global_shape.size() > 1)
+    return "FSDP the experts on dim 1 (`fsdp: {expert_dim: 1}`, or `expert_dim: auto`, "
+           "torchtitan's rule: dim 1 when the expert-FSDP x EP ranks outnumber the " +
+           std::to_string(extent) + " experts)";
+  if (p.geometry.fsdp_dim == dim) {
+    for (std::size_t d = 0; d < p.global_shape.size(); ++d)
+      if (static_cast<int>(d) != dim && p.global_shape[d] % degree == 0 &&
+          p.geometry.per_dim[d].empty())
+        return "FSDP on dim " + std::to_string(d) + " (extent " +
+               std::to_string(p.global_shape[d]) + " divides by " + std::to_string(degree) +
+               "; `fsdp: {dim: " + std::to_string(d) + "}`" +
+               (stacked_expert(p) ? " / `expert_dim`" : "") + ")";
+  }
+  const std::string divisors = divisors_up_to(extent, degree);
+  return divisors.empty() ? "fewer ranks on dim " + std::to_string(dim) + " than its " +
+                                std::to_string(extent) + " rows"
+                          : "a degree on dim " + std::to_string(dim) + " that divides " +
+                                std::to_string(extent) + " (" + divisors + ")";
+}
+
+// Ranks holding only padding of `p`: classes whose real piece is empty but
+// whose allocated piece is not.
+void check_padding_only(const Plan& plan, const PlannedParam& p, GroupedReporter& rep) {
+  if (p.geometry.fsdp_dim < 0 && p.uneven != SplitRule::Pad) return;
+  if (numel(p.global_shape) < kMinElements) return;
+  // An empty real piece needs a dim split into more pieces than about the square root of
+  // its extent (chunk: the tail runs out when ceil(L / W) x (W - 1) >= L, never for
+  // L >= W^2) or a `pad: M` split; the common case skips the shard enumeration.
+  bool possible = false;
+  for (std::size_t d = 0; d < p.global_shape.size(); ++d) {
+    const std::int64_t ways = chain_ways(p.geometry.per_dim[d]);
+    possible = possible || (ways > 1 && ways > p.global_shape[d] / ways);
+    for (const DimSplit& split : p.geometry.per_dim[d])
+      possible = possible || split.rule == SplitRule::Pad;  // `pad: M` rounds pieces up
+  }
+  if (!possible || class_space(plan, p).num_classes > kMaxClasses) return;
+  std::int64_t idle = 0;
+  std::int64_t holders = 0;
+  const ShardGeom* example = nullptr;
+  std::vector<ShardClass> classes = enumerate_shards(plan, p);
+  for (const ShardClass& c : classes) {
+    holders += c.ranks.size();
+    if (numel(c.geom.local_shape) != 0 || numel(c.geom.padded_shape) == 0) continue;
+    idle += c.ranks.size();
+    if (example == nullptr) example = &c.geom;
+  }
+  if (idle == 0) return;
+  // The dim whose real piece is empty.
+  int dim = 0;
+  for (std::size_t d = 0; d < example->local_shape.size(); ++d)
+    if (example->local_shape[d] == 0) dim = static_cast<int>(d);
+  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(dim)];
+  const std::int64_t degree = chain_ways(chain);
+  const Mesh& mesh = plan.mesh_of(p);
+  Diagnostic d = param_diagnostic(p, DiagCode::WBalance, p.loc, Severity::Warning);
+  d.message = p.name + " " + shape_text(p.global_shape) + ": dim " + std::to_string(dim) +
+              " (extent " + std::to_string(p.global_shape[static_cast<std::size_t>(dim)]) +
+              ") split over " + chain_text(chain, mesh, false) + " leaves " + std::to_string(idle) +
+              " of the " + std::to_string(holders) +
+              " ranks holding it with only padding (no real elements: no gradient, no "
+              "optimizer state)";
+  d.hint = "use " + better_layout(p, dim, degree);
+  rep.add(std::move(d), std::to_string(static_cast<int>(p.rule.kind)) + ":" +
+                            std::to_string(p.rule.index) + ":" + std::to_string(dim) + ":" +
+                            std::to_string(degree) + ":" +
+                            std::to_string(p.global_shape[static_cast<std::size_t>(dim)]));
+}
+
+struct StageLoad {
+  std::int64_t max = -1;
+  std::int64_t min = -1;
+  std::int64_t max_rank = -1;
+  std::int64_t min_rank = -1;
+};
+
+bool shares_storage(const Plan& plan, const PlannedParam& p) {
+  return p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+}
+
+std::int64_t metric(const PlannedParam& p, const ShardGeom& g, int which) {
+  if (which == 0) return numel(g.padded_shape) * element_size(p.dtype);
+  return p.requires_grad ? numel(g.local_shape) : 0;
+}
+
+// The param of `stage` whose pieces on `high` and `low` differ most in
+// `which`, and the dim on which they differ.
+void report_stage(const Plan& plan, int stage, int which, const StageLoad& load,
+                  DiagnosticSink& sink) {
+  const PlannedParam* culprit = nullptr;
+  std::int64_t worst = -1;
+  ShardGeom high_piece;
+  ShardGeom low_piece;
+  for (const PlannedParam& p : plan.params) {
+    if (p.stage != stage || shares_storage(plan, p) || p.geometry.per_dim.empty()) continue;
+    const Mesh& mesh = plan.mesh_of(p);
+    const ShardGeom high = shard_at(p.geometry, mesh_coords(mesh, load.max_rank));
+    const ShardGeom low = shard_at(p.geometry, mesh_coords(mesh, load.min_rank));
+    const std::int64_t diff = metric(p, high, which) - metric(p, low, which);
+    if (diff <= worst) continue;
+    worst = diff;
+    culprit = &p;
+    high_piece = high;
+    low_piece = low;
+  }
+  if (culprit == nullptr || worst <= 0) return;
+  int dim = 0;
+  for (std::size_t d = 0; d < high_piece.local_shape.size(); ++d)
+    if (high_piece.local_shape[d] != low_piece.local_shape[d]) dim = static_cast<int>(d);
+  const auto& chain = culprit->geometry.per_dim[static_cast<std::size_t>(dim)];
+  const std::int64_t degree = chain_ways(chain);
+  const char* what = which == 0 ? "parameter bytes" : "optimizer-state elements";
+  Diagnostic d = param_diagnostic(*culprit, DiagCode::WBalance, culprit->loc, Severity::Warning);
+  d.message = "stage " + std::to_string(stage) + ": rank " + std::to_string(load.max_rank) +
+              " holds " + std::to_string(load.max) + " " + what + ", rank " +
+              std::to_string(load.min_rank) + " only " + std::to_string(load.min) + " (more than " +
+              std::to_string(kImbalance) + "x apart); most of the gap is " + culprit->name + " " +
+              shape_text(culprit->global_shape) + ", dim " + std::to_string(dim) + " split over " +
+              chain_text(chain, plan.mesh_of(*culprit), false) + ": local " +
+              shape_text(high_piece.local_shape) + " vs " + shape_text(low_piece.local_shape);
+  d.hint = degree > 1 ? "use " + better_layout(*culprit, dim, degree)
+                      : "balance the stage's params over its ranks";
+  sink.report(std::move(d));
+}
+
+}  // namespace
+
+void check_balance(const Plan& plan, DiagnosticSink& sink) {
+  GroupedReporter padding;
+  for (const PlannedParam& p : plan.params) {
+    if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
+    check_padding_only(plan, p, padding);
+  }
+  padding.flush(sink);
+  if (plan.params.empty() || plan.world_size < 2 || plan.world_size > limits::kMaxMemoryReportWorld)
+    return;
+  const std::vector<std::int64_t> sums = rank_sums(
+      plan, 2, [](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
+        out[0] += metric(p, g, 0);
+        out[1] += metric(p, g, 1);
+      });
+  const auto stages = static_cast<std::size_t>(std::max(1, plan.num_stages));
+  std::vector<bool> reported(stages, false);  // one W-BALANCE per stage: bytes first
+  for (int which = 0; which < 2; ++which) {
+    std::vector<StageLoad> loads(stages);
+    for (std::int64_t r = 0; r < plan.world_size; ++r) {
+      const std::int64_t v =
+          sums[static_cast<std::size_t>(r) * 2 + static_cast<std::size_t>(which)];
+      StageLoad& l = loads[static_cast<std::size_t>(plan.stage_of_rank(r))];
+      if (l.max_rank < 0 || v > l.max) l.max = v, l.max_rank = r;
+      if (l.min_rank < 0 || v < l.min) l.min = v, l.min_rank = r;
+    }
+    for (std::size_t s = 0; s < stages; ++s) {
+      const StageLoad& l = loads[s];
+      if (reported[s] || l.max_rank < 0 || l.max <= kImbalance * l.min ||
+          l.max - l.min < kMinElements)
+        continue;
+      report_stage(plan, static_cast<int>(s), which, l, sink);
+      reported[s] = true;
+    }
+  }
+}
+
+}  // namespace shardc::passes

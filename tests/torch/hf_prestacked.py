@@ -1,0 +1,133 @@
+"""Hugging Face models whose checkpoints store the routed experts pre-stacked, as shardc
+model descriptions (docs/experts.md).
+
+`hf_prestacked.py NAME` builds the model of tests/data/configs/NAME.config.json (the
+published config.json, copied into the repo: no hub access) with transformers on the meta
+device, dumps its parameters in named_parameters() order with tools/dump_model.py's
+`inventory`, adds the config's attributes (for a multimodal config, the text model's:
+its head, vocab and expert counts are the ones shardc's checks use) and the architecture,
+writes tests/data/models/NAME.params.json(.gz) and, through `shardc import` ($SHARDC or
+build/test/shardc), plans/<name lower>.model.yaml. The experts stay one [E, ...] tensor
+per layer and projection, as the checkpoints and the transformers modules hold them:
+gpt-oss (transformers/models/gpt_oss/modeling_gpt_oss.py GptOssExperts: gate_up_proj
+[E, hidden, 2 x inter] interleaved gate|up, gate_up_proj_bias, down_proj, down_proj_bias)
+and Llama-4 (transformers/models/llama4/modeling_llama4.py Llama4TextExperts:
+gate_up_proj [E, hidden, 2 x inter] blocked gate|up, down_proj).
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "tests" / "data" / "configs"
+
+# NAME -> (transformers config class, model class, hf repo)
+MODELS = {
+    "gpt-oss-120b": ("GptOssConfig", "GptOssForCausalLM", "openai/gpt-oss-120b"),
+    "Llama-4-Scout-17B-16E": ("Llama4Config", "Llama4ForConditionalGeneration",
+                              "meta-llama/Llama-4-Scout-17B-16E"),
+}
+
+# shardc attribute <- config keys, first present wins (import's hf_config.cpp spellings).
+ATTRIBUTES = {
+    "num_attention_heads": ["num_attention_heads"],
+    "num_key_value_heads": ["num_key_value_heads"],
+    "head_dim": ["head_dim"],
+    "hidden_size": ["hidden_size"],
+    "intermediate_size": ["intermediate_size"],
+    "num_hidden_layers": ["num_hidden_layers"],
+    "vocab_size": ["vocab_size"],
+    "num_experts": ["num_local_experts", "num_experts", "n_routed_experts"],
+    "num_experts_per_tok": ["num_experts_per_tok"],
+    "tie_word_embeddings": ["tie_word_embeddings"],
+}
+
+
+def load_dump_model() -> types.ModuleType:
+    """tools/dump_model.py as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("dump_model", REPO / "tools" / "dump_model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def config_dict(name: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / f"{name}.config.json").read_text())
+
+
+def build_model(name: str) -> Any:
+    """The transformers module of NAME on the meta device (bfloat16, as published)."""
+    import torch
+    import transformers
+
+    config_cls, model_cls, _ = MODELS[name]
+    raw = config_dict(name)
+    config = getattr(transformers, config_cls)(**{k: v for k, v in raw.items()
+                                                  if k not in ("architectures", "model_type")})
+    with torch.device("meta"):
+        model = getattr(transformers, model_cls)(config)
+    return model.to(torch.bfloat16)
+
+
+def attributes(name: str) -> dict[str, Any]:
+    """The shardc attributes of NAME's config (the text model's for a multimodal one)."""
+    raw = config_dict(name)
+    text = raw.get("text_config", raw)
+    out: dict[str, Any] = {}
+    for key, spellings in ATTRIBUTES.items():
+        for s in spellings:
+            value = text.get(s, raw.get(s))
+            if value is not None:
+                out[key] = value
+                break
+    out["tie_word_embeddings"] = bool(raw.get("tie_word_embeddings", False))
+    return out
+
+
+def inventory(name: str) -> dict[str, Any]:
+    _, model_cls, repo = MODELS[name]
+    inv = load_dump_model().inventory(build_model(name), name)
+    inv["hf_repo"] = repo
+    inv["architecture"] = model_cls
+    inv["attributes"] = attributes(name)
+    inv["param_count"] = sum(math.prod(p["shape"]) for p in inv["params"])
+    return inv
+
+
+def main(argv: list[str]) -> int:
+    (name,) = argv
+    inv = inventory(name)
+    src = REPO / "tests" / "data" / "models" / f"{name}.params.json"
+    text = json.dumps(inv, indent=1) + "\n"
+    src.write_text(text)
+    out = REPO / "plans" / f"{name.lower()}.model.yaml"
+    shardc = os.environ.get("SHARDC") or str(REPO / "build" / "test" / "shardc")
+    code = subprocess.call([shardc, "import", str(src), "-o", str(out)])
+    if code != 0:
+        return code
+    lines = out.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if not ln.startswith("#"))
+    note = [f"# transformers' {MODELS[name][1]} built from tests/data/configs/{name}.config.json "
+            "(the published", "# config.json) on the meta device, dumped by "
+            "tools/dump_model.py's inventory (named_parameters() order); the",
+            "# routed experts are pre-stacked [E, ...] tensors, as the checkpoint stores them. "
+            f"Regenerate: .venv/bin/python tests/torch/hf_prestacked.py {name}"]
+    out.write_text("\n".join(lines[:at] + note + lines[at:]) + "\n")
+    if len(text) > 256 * 1024:  # big inventories are stored gzipped, as the others are
+        Path(f"{src}.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+        src.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
