@@ -237,6 +237,9 @@ struct BufferRankBytes {
   std::vector<std::int64_t> pack;           ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered;       ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered_peak;  ///< per rank, FSDP2 only: unit + prefetched unit
+  /// Per rank, FSDP2 only: the largest single unit's gathered bytes (its
+  /// reduce-scatter input in backward has as many elements).
+  std::vector<std::int64_t> largest_unit;
   /// Muon only (empty for FSDP2): the largest output of one all-gather call
   /// (one stage of one batch; a stage's output is unpacked before the next).
   std::vector<std::int64_t> call_peak;

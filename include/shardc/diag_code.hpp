@@ -50,6 +50,7 @@ enum class DiagCode {
   EZero,
   EFp8Block,
   EFp8Scale,
+  ETraining,
   EBudget,
   EMemoryWorld,
   EReshardMismatch,
@@ -184,6 +185,13 @@ inline constexpr std::array kDiagCodes = {
                  "than ceil(O/B0) x ceil(I/B1), scales for only some experts of a stacked weight, "
                  "or `follow` without the model's `weight_block_size`",
                  "fix the model / `weight_block_size` (from config.json), or `fp8_scales: rules`"},
+    DiagCodeInfo{DiagCode::ETraining, "E-TRAINING", Severity::Error, ExitCode::Usage,
+                 "the training shape (`training.seq_len`, `micro_batch_size`, "
+                 "`global_batch_size`, `gradient_accumulation_steps`, `recompute` ranges, "
+                 "`pipeline_schedule`, `context_parallel`, `ranks_per_node`): a value out of "
+                 "range, a micro-batch larger than the batch, a batch the data-parallel ranks "
+                 "do not divide, a schedule that needs more stages or micro-batches than exist",
+                 "the message names the bound; docs/memory.md lists every key and default"},
     DiagCodeInfo{DiagCode::EBudget, "E-BUDGET", Severity::Error, ExitCode::Invalid,
                  "(`validate`, `compile`, `memory` with `--budget` or `training.budget`) a rank's "
                  "memory "

@@ -233,7 +233,7 @@ void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::stri
   im.buffers.write(w, rank, st.index);
   write_totals(w, totals);
   w.line_break().key("memory");
-  backend::write_rank_memory(w, memory);
+  backend::write_rank_memory(w, memory, backend::activations_counted(plan));
   if (plan.virtual_stages > 1) {
     w.line_break().key("model_chunks");
     backend::write_model_chunks(w, plan, c.stage);

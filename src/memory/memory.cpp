@@ -62,6 +62,36 @@ std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kin
   return best;
 }
 
+std::int64_t largest_unit_of(const std::vector<BufferRankBytes>& buffers, std::size_t r) {
+  std::int64_t best = 0;
+  for (const BufferRankBytes& b : buffers)
+    if (b.kind == BufferKind::Fsdp2AllGather && r < b.largest_unit.size())
+      best = std::max(best, b.largest_unit[r]);
+  return best;
+}
+
+// The activation bytes of every stage (MemoryReport::stage_activations), or a
+// note saying why they are not counted.
+void stage_activation_bytes(const Plan& plan, MemoryReport& m) {
+  const TrainingLayout& tl = plan.training_layout;
+  if (!tl.active) return;
+  if (!tl.arch) {
+    m.activations_note = "the model has no `" + tl.arch_missing +
+                         "` attribute (copy it from config.json): activations are not counted";
+    return;
+  }
+  m.activations_counted = true;
+  const std::int64_t e = element_size(tl.activation_dtype);
+  for (std::size_t stage = 0; stage < tl.stages.size(); ++stage) {
+    const std::int64_t in_flight =
+        microbatches_in_flight(tl.schedule, plan.num_stages, plan.virtual_stages,
+                               static_cast<std::int64_t>(stage), tl.microbatches);
+    m.stage_activations.push_back(stage_activations(
+        *tl.arch, plan.training.shape, e, tl.degrees, tl.stages[stage], static_cast<int>(stage),
+        in_flight, tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1));
+  }
+}
+
 void fsdp_degrees(const Plan& plan, MemoryReport& m) {
   for (const PlannedParam& p : plan.params) {
     if (p.geometry.fsdp_dim < 0) continue;
@@ -70,6 +100,35 @@ void fsdp_degrees(const Plan& plan, MemoryReport& m) {
       m.expert_fsdp_degree = std::max(m.expert_fsdp_degree, p.geometry.fsdp_ways);
     }
   }
+}
+
+// The peak of a whole step with the training shape (include/shardc/memory.hpp):
+// activations, the gradient side of the buffers and offload.
+void step_peak(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes, std::size_t r,
+               const MemoryReport& m, RankMemory& rm) {
+  const int stage = plan.stage_of_rank(static_cast<std::int64_t>(r));
+  for (const StageActivations& sa : m.stage_activations)
+    if (sa.stage == stage) rm.activations = sa.bytes;
+  // The unit's reduce-scatter input: its unsharded grads in the reduce dtype.
+  const std::int64_t unit = largest_unit_of(buffer_bytes, r);
+  if (unit > 0) {
+    const std::int64_t param_size = element_size(plan.params.front().dtype);
+    const std::int64_t grad_size =
+        plan.training.grad_dtype ? element_size(*plan.training.grad_dtype) : param_size;
+    rm.fsdp2_reduce_scatter = unit / param_size * grad_size;
+  }
+  rm.muon_grad_copy = rm.of(MemoryKind::MuonAllGather);
+  const OffloadSpec& off = plan.training.shape.offload;
+  std::int64_t device = 0;
+  auto place = [&](std::int64_t bytes, bool host) { (host ? rm.host : device) += bytes; };
+  place(rm.of(MemoryKind::Params), off.params);
+  place(rm.of(MemoryKind::Grads), off.grads);
+  place(rm.of(MemoryKind::MasterWeights), off.optimizer);
+  place(rm.of(MemoryKind::OptimizerState), off.optimizer);
+  rm.step_transient =
+      std::max(rm.activations + rm.of(MemoryKind::Fsdp2AllGather) + rm.fsdp2_reduce_scatter,
+               rm.of(MemoryKind::MuonAllGather) + rm.muon_grad_copy);
+  rm.total = device + rm.step_transient;
 }
 
 }  // namespace
@@ -125,6 +184,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   const bool has_fsdp = std::any_of(plan.params.begin(), plan.params.end(),
                                     [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
   const int zero_stage = plan.zero.stage;
+  stage_activation_bytes(plan, m);
   const std::vector<std::int64_t> sums = rank_sums(
       plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
         const ParamMemoryRule rule = param_memory_rule(p, plan.training);
@@ -182,6 +242,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
                rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
                std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
+    if (m.activations_counted) step_peak(plan, buffer_bytes, r, m, rm);
     if (rm.total > m.peak || peak_ranks.empty()) {
       m.peak = rm.total;
       peak_ranks.clear();
@@ -189,6 +250,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     if (rm.total == m.peak) peak_ranks.push_back(static_cast<std::int64_t>(r));
   }
   m.peak_ranks = RankSet::from_sorted(peak_ranks);
+  if (!peak_ranks.empty()) m.peak_stage = plan.stage_of_rank(peak_ranks.front());
   return m;
 }
 
@@ -215,6 +277,10 @@ std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
     sm.num_ranks = static_cast<std::int64_t>(ranks[s].size());
     for (std::size_t k = 0; k < kMemoryKinds; ++k)
       sm.kinds[k] = stats(ranks[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
+    sm.step = {stats(ranks[s], [](const RankMemory& rm) { return rm.activations; }),
+               stats(ranks[s], [](const RankMemory& rm) { return rm.fsdp2_reduce_scatter; }),
+               stats(ranks[s], [](const RankMemory& rm) { return rm.muon_grad_copy; }),
+               stats(ranks[s], [](const RankMemory& rm) { return rm.host; })};
     sm.total = stats(ranks[s], [](const RankMemory& rm) { return rm.total; });
     out.push_back(sm);
   }

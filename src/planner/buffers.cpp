@@ -82,6 +82,8 @@ void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c
         auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
         peak = std::max(peak, last + s.gathered);
         last = s.gathered;
+        auto& largest = out.largest_unit[static_cast<std::size_t>(r)];
+        largest = std::max(largest, s.gathered);
       }
     }
     for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
@@ -181,6 +183,7 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
+  out.largest_unit.assign(prev.size(), 0);
   for (const Fsdp2Unit& u : fsdp2.units) {
     const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     std::vector<int> axes;
@@ -243,7 +246,7 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
   const auto w = static_cast<std::size_t>(plan.world_size);
   for (const PlannedBuffer& b : buffers) {
     BufferRankBytes r{
-        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}};
+        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}, {}};
     if (b.muon) {
       r.call_peak.assign(w, 0);
       muon_bytes(plan, *b.muon, r);
