@@ -51,6 +51,14 @@ if(SHARDC_TORCH_PYTHON)
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/negative PROPERTIES LABELS "e2e;torch" TIMEOUT 300
                        ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
+  # Activation memory witness (issue 26, docs/memory.md): the bytes autograd saves on the
+  # shrunk Hugging Face modules vs `shardc memory`; -s prints the table.
+  add_test(NAME torch/activation-witness
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -s -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_activation_witness.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/activation-witness PROPERTIES LABELS "e2e;torch" TIMEOUT 900
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   # torchtitan 0.3.0 parallelizes its own Llama-3 / DeepSeek-V3 (docs/torchtitan.md)
   add_test(NAME torch/torchtitan
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE

@@ -510,6 +510,16 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
           [S, "-vv", "validate", str(ds_json), str(ds16k), "--budget", "80GiB"],
           target="≈ A1 (validate)")
 
+    # A5: with the training shape (issue 26): activations per stage and the step's peak.
+    ds16k_act = tmp / "deepseek-v3-w16384-activations.recipe.yaml"
+    ds16k_act.write_text(re.sub(
+        r"^training:.*$", "training:\n  seq_len: 4096\n  micro_batch_size: 1\n"
+        "  global_batch_size: 15360\n  recompute: selective\n  sequence_parallel: true\n"
+        "  pipeline_schedule: {kind: 1f1b}", ds16k.read_text(), count=1, flags=re.M))
+    b.add("A5", "memory DeepSeek-V3 JSON, 16,384 ranks, seq 4096 (activations counted)",
+          [S, "-vv", "memory", str(ds_json), str(ds16k_act)], target="≈ A3, well under 1 s",
+          check=secs_target(1.0))
+
     # B: Llama-3.1-405B on 16,384 ranks (shipped plan).
     b.add("B1", "validate Llama-3.1-405B (shipped plan), 16,384 ranks",
           [S, "-vv", "validate", str(LLAMA_MODEL), str(LLAMA_RECIPE)],

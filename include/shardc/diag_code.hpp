@@ -51,6 +51,7 @@ enum class DiagCode {
   EFp8Block,
   EFp8Scale,
   EQuantState,
+  ETraining,
   EBudget,
   EMemoryWorld,
   EReshardMismatch,
@@ -195,6 +196,13 @@ inline constexpr std::array kDiagCodes = {
                  "while the weight is row-split, or split another way)",
                  "give the state its weight's rule (the same axes and `uneven` on its rows), or "
                  "replicate the weight; 4-bit states cannot follow a split"},
+    DiagCodeInfo{DiagCode::ETraining, "E-TRAINING", Severity::Error, ExitCode::Usage,
+                 "the training shape (`training.seq_len`, `micro_batch_size`, "
+                 "`global_batch_size`, `gradient_accumulation_steps`, `recompute` ranges, "
+                 "`pipeline_schedule`, `context_parallel`, `ranks_per_node`): a value out of "
+                 "range, a micro-batch larger than the batch, a batch the data-parallel ranks "
+                 "do not divide, a schedule that needs more stages or micro-batches than exist",
+                 "the message names the bound; docs/memory.md lists every key and default"},
     DiagCodeInfo{DiagCode::EBudget, "E-BUDGET", Severity::Error, ExitCode::Invalid,
                  "(`validate`, `compile`, `memory` with `--budget` or `training.budget`) a rank's "
                  "memory "

@@ -101,6 +101,8 @@ struct MemoryOptions {
   CommonOptions common;
   MemoryFormat format = MemoryFormat::Table;
   std::optional<std::string> ranks;  ///< also list these ranks' breakdowns
+  /// `--explain`: every activation term with its formula and source.
+  bool explain = false;
 };
 
 struct ExplainOptions {

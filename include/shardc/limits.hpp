@@ -36,6 +36,12 @@ inline constexpr std::int64_t kMaxWorld = 2'147'483'647;  // 2^31 - 1
 /// `pipeline.virtual_stages` lies in [1, kMaxVirtualStages] (stages x
 /// virtual stages model chunks; Megatron runs a handful per stage).
 inline constexpr std::int64_t kMaxVirtualStages = 1024;
+/// `training.seq_len` lies in [1, kMaxSeqLen] tokens (16 Mi: past the longest published
+/// context, Llama 4 Scout's 10M; 2^40 is refused, E-TRAINING).
+inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 24;
+/// `training.micro_batch_size`, `global_batch_size`, `gradient_accumulation_steps`,
+/// `pipeline_schedule.microbatches` and `ranks_per_node` lie in [1, kMaxBatch].
+inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 24;
 /// `fsdp.dim` must lie in [-kMaxFsdpDim, kMaxFsdpDim].
 inline constexpr int kMaxFsdpDim = 64;
 /// A rule's `uneven: {pad: M}` multiple and `unit` lie in [1, kMaxPadOrUnit] rows.

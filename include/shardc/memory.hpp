@@ -60,6 +60,29 @@
 //    backward, Muon in the optimizer step, so their buffers are never alive
 //    together. Activations, the CUDA context, NCCL buffers and allocator
 //    fragmentation are NOT counted (out of scope; every output says so).
+//
+// With a training shape (`training.seq_len`, include/shardc/activations.hpp)
+// the report is the peak of a whole step, and adds:
+//  * activations: the stage's activation bytes (stage_activations: per
+//    micro-batch terms x micro-batches in flight under the schedule).
+//  * fsdp2_reduce_scatter: the reduce-scatter input of the unit in backward
+//    (FSDP2 FSDPParamGroup.post_backward: the unit's unsharded gradients,
+//    `reduce_scatter_input` of numel unit x world, in the reduce dtype =
+//    grad_dtype or the param's) alive with the gathered units: the largest
+//    unit's gathered bytes x grad/param element size.
+//  * muon_grad_copy: the muon step's gathered gradient is orthogonalized
+//    into a second full matrix of the same size (Newton-Schulz output)
+//    before it is scattered back: one more call_peak.
+//  * the gradient accumulation buffer is `grads` (FSDP2 accumulates into
+//    the sharded grads, DDP / Megatron into the grad buffer, in grad_dtype):
+//    no extra term.
+//  * offload (`training.offload`): optimizer (master weights + state),
+//    params, grads move to host memory (`host`), off the device total.
+//  total = params + grads + master + state (those on the device) +
+//          max(activations + fsdp2_allgather + fsdp2_reduce_scatter,
+//              muon_allgather + muon_grad_copy):
+//  activations and the FSDP2 buffers are alive together in backward, the
+//  muon buffers in the optimizer step after the activations are freed.
 #pragma once
 
 #include <array>
@@ -69,6 +92,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardc/activations.hpp"
 #include "shardc/buffers.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/plan.hpp"
@@ -99,6 +123,13 @@ struct RankMemory {
   /// shard, when the recipe has no `fsdp`: trainable params of ndim >= 1);
   /// they shrink as 1 / FSDP degree. Used for the budget hint.
   std::int64_t fsdp_scaled = 0;
+  // With a training shape only (MemoryReport::activations_counted), bytes:
+  std::int64_t activations = 0;
+  std::int64_t fsdp2_reduce_scatter = 0;
+  std::int64_t muon_grad_copy = 0;
+  std::int64_t host = 0;  ///< offloaded to host memory (not in `total`)
+  /// The max(...) part of `total` with a training shape (activations and buffers).
+  std::int64_t step_transient = 0;
   [[nodiscard]] std::int64_t of(MemoryKind k) const { return bytes[static_cast<std::size_t>(k)]; }
 };
 
@@ -144,6 +175,14 @@ struct MemoryReport {
   /// One rank's memory: `ranks[rank]` when filled, else its class (O(classes x runs)).
   /// Precondition (asserted): 0 <= rank < world size.
   [[nodiscard]] const RankMemory& at(std::int64_t rank) const;
+  /// A training shape was given and the model has the sizes: activations and
+  /// the gradient side of the buffers are in every total.
+  bool activations_counted = false;
+  /// Why they are not, when a training shape was given ("the model has no
+  /// `intermediate_size` attribute"); empty otherwise.
+  std::string activations_note;
+  std::vector<StageActivations> stage_activations;  ///< per stage, when counted
+  int peak_stage = 0;                               ///< the stage of the first peak rank
 };
 
 /// Memory of every rank. `buffer_bytes` must come from
@@ -180,8 +219,13 @@ struct StageMemory {
   int stage = 0;
   std::int64_t num_ranks = 0;
   std::array<KindStats, kMemoryKinds> kinds{};
+  /// With a training shape (activations_counted): activations,
+  /// fsdp2_reduce_scatter, muon_grad_copy, host (kStepKindNames order).
+  std::array<KindStats, 4> step{};
   KindStats total;
 };
+inline constexpr std::array<const char*, 4> kStepKindNames = {"activations", "fsdp2_reduce_scatter",
+                                                              "muon_grad_copy", "host"};
 
 /// Per-stage statistics (stage order). Cost O(ranks log ranks).
 std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m);

@@ -90,6 +90,19 @@ struct ModelAttributes {
   /// use hidden_size / num_attention_heads.
   std::optional<std::int64_t> head_dim;
   std::optional<bool> tie_word_embeddings;
+  // Architecture sizes the activation model reads (include/shardc/activations.hpp),
+  // config.json names (import copies them; GPT-2's n_layer / n_inner are aliases).
+  std::optional<std::int64_t> num_hidden_layers;      ///< decoder layers
+  std::optional<std::int64_t> intermediate_size;      ///< dense MLP width (elements)
+  std::optional<std::int64_t> moe_intermediate_size;  ///< one routed expert's MLP width
+  std::optional<std::int64_t> num_experts_per_tok;    ///< top-k of the router
+  std::optional<std::int64_t> n_shared_experts;       ///< DeepSeek's shared experts per layer
+  std::optional<std::int64_t> q_lora_rank;            ///< MLA query down-projection rank
+  std::optional<std::int64_t> kv_lora_rank;           ///< MLA key/value down-projection rank
+  std::optional<std::int64_t> qk_nope_head_dim;       ///< MLA per-head q/k width without RoPE
+  std::optional<std::int64_t> qk_rope_head_dim;       ///< MLA per-head q/k RoPE width
+  std::optional<std::int64_t> v_head_dim;             ///< MLA per-head value width
+  std::optional<std::int64_t> first_k_dense_replace;  ///< DeepSeek: leading dense layers
   /// FP8 block quantization block size [rows, cols] in elements, from
   /// config.json `quantization_config.weight_block_size` (DeepSeek-V3: [128, 128]).
   std::vector<std::int64_t> weight_block_size;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "shardc/activations.hpp"
 #include "shardc/assert.hpp"
 #include "shardc/diagnostics.hpp"
 #include "shardc/dtype.hpp"
@@ -285,6 +286,23 @@ struct ModelChunk {
   std::int64_t end_block = -1;
 };
 
+/// The layout as the activation model sees it (include/shardc/activations.hpp),
+/// resolved by the planner's `resolve_training` pass when the recipe gives a
+/// training shape (`training.seq_len`); `arch` is nullopt (with `arch_missing`
+/// naming the absent model attribute) when the model lacks a size it needs.
+struct TrainingLayout {
+  bool active = false;  ///< training.seq_len given
+  std::optional<ActivationArch> arch;
+  std::string arch_missing;
+  ActivationLayout degrees;
+  std::int64_t dp = 1;            ///< data-parallel ranks a global batch is split over
+  std::int64_t microbatches = 1;  ///< micro-batches per step per data-parallel rank
+  std::string microbatches_from;  ///< "pipeline_schedule.microbatches", "global_batch_size", ...
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  DType activation_dtype = DType::BFloat16;
+  std::vector<StageLayers> stages;  ///< per pipeline stage
+};
+
 struct Plan {
   std::string model_name;
   std::string model_sha256;
@@ -304,6 +322,7 @@ struct Plan {
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
   ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)
+  TrainingLayout training_layout;       ///< the activation model's inputs (resolve_training)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest
   /// The params that carry attention head counts, expert ids and vocab
   /// ranges (find_local_attributes; per rank: shardc/local_attributes.hpp).

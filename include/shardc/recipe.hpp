@@ -273,6 +273,112 @@ struct ZeroSpec {
   SourceLoc loc;  ///< the `zero` / `distributed_optimizer` / `zero_optimization` value
 };
 
+/// Activation recomputation (`training.recompute`), Korthikanti et al. 2022,
+/// "Reducing Activation Recomputation in Large Transformer Models" (arXiv
+/// 2205.05198): none keeps every tensor autograd saves; selective
+/// recomputes the attention core (the s x s scores, softmax, dropout, and
+/// the attention-over-values output: Sec. 5, Megatron-Core
+/// `--recompute-granularity selective`, core_attention); full keeps only
+/// each layer's input and recomputes the layer in backward (Sec. 4,
+/// `--recompute-granularity full --recompute-method uniform`,
+/// torch.utils.checkpoint around each decoder layer).
+enum class Recompute { None, Selective, Full };
+const char* recompute_name(Recompute r);
+
+/// One `training.recompute` entry of the per-layer form: layers
+/// [first_layer, end_layer) of the model's layer blocks use `mode`.
+struct RecomputeRange {
+  Recompute mode = Recompute::None;
+  std::int64_t first_layer = 0;
+  std::int64_t end_layer = 0;
+  SourceLoc loc;
+};
+
+/// `training.pipeline_schedule.kind`: 1F1B (PipeDream-Flush, Megatron's
+/// forward_backward_pipelining_without_interleaving, torch
+/// Schedule1F1B), interleaved 1F1B (Megatron's
+/// forward_backward_pipelining_with_interleaving, torch
+/// ScheduleInterleaved1F1B; its virtual stages are `pipeline.virtual_stages`),
+/// GPipe (all forwards, then all backwards: torch ScheduleGPipe), zero bubble
+/// (torch ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble).
+enum class PipelineScheduleKind { OneFOneB, Interleaved, GPipe, ZeroBubble };
+const char* pipeline_schedule_name(PipelineScheduleKind k);
+
+struct PipelineSchedule {
+  PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
+  bool written = false;  ///< `kind` was written (else the default is chosen from the pipeline)
+  /// Micro-batches per step; nullopt = gradient_accumulation_steps (or
+  /// global_batch_size / (micro_batch_size x data-parallel degree)).
+  std::optional<std::int64_t> microbatches;
+  SourceLoc loc;
+  SourceLoc microbatches_loc;
+};
+
+/// `training.attention`: flash (FlashAttention / transformers'
+/// flash_attention_2: the s x s scores are never stored, grouped KV heads
+/// used as they are), sdpa (torch scaled_dot_product_attention through
+/// transformers' sdpa_attention_forward: scores not stored on the flash and
+/// memory-efficient kernels), eager (transformers' eager_attention_forward:
+/// the scores, their fp32 softmax and its cast are stored, s x s per head).
+enum class AttentionImpl { Flash, Sdpa, Eager };
+const char* attention_impl_name(AttentionImpl a);
+
+/// `training.moe`: how many tokens an expert may receive. Dropless (the
+/// default: torchtitan, Megatron `--moe-token-dispatcher-type alltoall`
+/// without capacity) plans for the tokens routed: tokens x top_k over the
+/// experts in total; a capacity factor c caps each expert at
+/// c x tokens x top_k / experts (Megatron --moe-expert-capacity-factor,
+/// GShard), with padding: every expert then holds its full capacity.
+struct MoeRouting {
+  std::optional<double> capacity_factor;  ///< nullopt = dropless
+  SourceLoc loc;
+};
+
+/// `training.offload`: what lives in host memory instead of the device
+/// (DeepSpeed ZeRO-Offload `offload_optimizer` / `offload_param`; FSDP2's
+/// `CPUOffloadPolicy` moves params, grads and optimizer state together).
+struct OffloadSpec {
+  bool optimizer = false;  ///< master weights and optimizer state on the host
+  bool params = false;     ///< sharded params on the host (gathered to the device per unit)
+  bool grads = false;      ///< sharded grads on the host (reduce-scattered, then copied)
+  SourceLoc loc;
+};
+
+/// The training shape (recipe `training:`, issue 26): what activation memory
+/// and (later) per-step communication depend on. Absent `seq_len` = no
+/// training shape: activations are not counted and every output is what it
+/// was before these keys existed.
+struct TrainingShape {
+  std::optional<std::int64_t> seq_len;  ///< tokens per sequence
+  SourceLoc seq_len_loc;
+  std::int64_t micro_batch_size = 1;  ///< sequences per micro-batch per data-parallel rank
+  SourceLoc micro_batch_size_loc;
+  std::optional<std::int64_t> global_batch_size;  ///< sequences per optimizer step, all ranks
+  SourceLoc global_batch_size_loc;
+  std::optional<std::int64_t> gradient_accumulation_steps;  ///< micro-batches per step per rank
+  SourceLoc gradient_accumulation_steps_loc;
+  Recompute recompute = Recompute::None;  ///< the mode of layers no range names
+  std::vector<RecomputeRange> recompute_ranges;
+  SourceLoc recompute_loc;
+  bool sequence_parallel = false;  ///< Megatron SP: norms/dropout activations split over tp
+  std::optional<std::string> context_parallel;  ///< dense mesh axis splitting the sequence
+  SourceLoc context_parallel_loc;
+  PipelineSchedule pipeline_schedule;
+  AttentionImpl attention = AttentionImpl::Sdpa;
+  std::optional<DType> activation_dtype;  ///< default: the dtype of the model's params
+  SourceLoc activation_dtype_loc;
+  MoeRouting moe;
+  OffloadSpec offload;
+  std::optional<std::int64_t> ranks_per_node;  ///< ranks sharing a node (communication)
+  SourceLoc ranks_per_node_loc;
+  /// The mode of layer block `layer` (0-based).
+  [[nodiscard]] Recompute recompute_of(std::int64_t layer) const {
+    for (const RecomputeRange& r : recompute_ranges)
+      if (layer >= r.first_layer && layer < r.end_layer) return r.mode;
+    return recompute;
+  }
+};
+
 /// Recipe `training:` section: what the per-rank memory report assumes
 /// (src/memory, include/shardc/memory.hpp). Every field is optional; the
 /// defaults describe torch.optim.AdamW run directly on the params as the
@@ -288,6 +394,7 @@ struct TrainingSpec {
   std::optional<std::int64_t>
       budget_bytes;      ///< `budget: 80GiB`: per-rank limit for validate/memory
   ZeroSpec zero;         ///< optimizer-state sharding (stage 0 = none)
+  TrainingShape shape;   ///< seq_len, batch, recompute, schedule... (activations)
   SourceLoc loc;         ///< the `training` section (file only when absent)
   SourceLoc budget_loc;  ///< the `budget` value
 };

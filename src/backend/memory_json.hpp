@@ -21,11 +21,25 @@ void write_zero(json::Writer& w, const Plan& plan);
 /// optimizer state the rank owns).
 void write_rank_zero(json::Writer& w, const Plan& plan, std::int64_t rank);
 
-/// `{"params": …, "grads": …, …, "total": …}` in bytes.
-void write_rank_memory(json::Writer& w, const RankMemory& rm);
+/// `{"params": …, "grads": …, …, "total": …}` in bytes; with `step` (a
+/// training shape: activations counted) also "activations",
+/// "fsdp2_reduce_scatter", "muon_grad_copy", "host" before "total".
+void write_rank_memory(json::Writer& w, const RankMemory& rm, bool step = false);
 
 /// What no figure counts.
 inline constexpr const char* kNotCounted =
     "activations, CUDA context, NCCL and allocator buffers, fragmentation";
+/// What no figure counts when activations are counted (a training shape).
+inline constexpr const char* kNotCountedStep =
+    "CUDA context, NCCL and allocator buffers, fragmentation, backward's transient activation "
+    "gradients";
+
+/// True when the plan's totals include activations (training.seq_len and the
+/// model's sizes).
+bool activations_counted(const Plan& plan);
+
+/// `[{"stage", "layers", "in_flight", "virtual_stages", "per_microbatch_bytes",
+/// "bytes", "terms": [{"name", "bytes", "formula", "source"}], "once": […]}]`.
+void write_stage_activations(json::Writer& w, const std::vector<StageActivations>& stages);
 
 }  // namespace shardc::backend

@@ -1,6 +1,7 @@
 // plan.json (contract §6.1), streamed: shards are enumerated per param and
 // written straight into the output string, never held as a JSON tree.
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "backend/json_writer.hpp"
@@ -193,14 +194,31 @@ void write_memory_stats(Writer& w, const Plan& plan, const MemoryReport& m) {
   w.line_break().key("per_rank_memory").begin_object();
   w.key("training");
   backend::write_training(w, plan);
-  w.member("not_counted", backend::kNotCounted);
+  w.member("not_counted", m.activations_counted ? backend::kNotCountedStep : backend::kNotCounted);
   std::vector<std::int64_t> v(m.ranks.size());
-  for (std::size_t k = 0; k <= kMemoryKinds; ++k) {
-    for (std::size_t r = 0; r < m.ranks.size(); ++r)
-      v[r] = k < kMemoryKinds ? m.ranks[r].bytes[k] : m.ranks[r].total;
+  for (std::size_t k = 0; k < kMemoryKinds; ++k) {
+    for (std::size_t r = 0; r < m.ranks.size(); ++r) v[r] = m.ranks[r].bytes[k];
     w.line_break();
-    write_rank_stats(w, k < kMemoryKinds ? memory_kind_name(static_cast<MemoryKind>(k)) : "total",
-                     v);
+    write_rank_stats(w, memory_kind_name(static_cast<MemoryKind>(k)), v);
+  }
+  if (m.activations_counted) {
+    for (std::size_t k = 0; k < kStepKindNames.size(); ++k) {
+      for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+        const RankMemory& rm = m.ranks[r];
+        const std::array<std::int64_t, 4> step = {rm.activations, rm.fsdp2_reduce_scatter,
+                                                  rm.muon_grad_copy, rm.host};
+        v[r] = step[k];
+      }
+      w.line_break();
+      write_rank_stats(w, kStepKindNames[k], v);
+    }
+  }
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) v[r] = m.ranks[r].total;
+  w.line_break();
+  write_rank_stats(w, "total", v);
+  if (m.activations_counted) {
+    w.line_break().key("activations");
+    backend::write_stage_activations(w, m.stage_activations);
   }
   w.line_break().end_object();
 }

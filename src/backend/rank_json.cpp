@@ -247,7 +247,7 @@ void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::stri
   im.buffers.write(w, rank, st.index);
   write_totals(w, totals);
   w.line_break().key("memory");
-  backend::write_rank_memory(w, memory);
+  backend::write_rank_memory(w, memory, backend::activations_counted(plan));
   w.line_break().key("local_attributes");
   w.raw(memoized ? memoized->attributes : attributes_text(plan, c));
   if (plan.virtual_stages > 1) {

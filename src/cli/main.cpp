@@ -176,13 +176,16 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
   cmd->add_option("--format", format, "Output: table (default) or json")
       ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--ranks", opt.ranks, "Also list these ranks' breakdowns, e.g. 0,17,100-103");
+  cmd->add_flag("--explain", opt.explain,
+                "With a training shape: every activation term, its formula and its source");
   cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
       ->check(CLI::IsMember({"text", "json", "github"}));
   cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
   cmd->footer(
       "Counts per rank: params (padded FSDP shards), grads, master weights and optimizer\n"
-      "state (recipe `training:`), FSDP2 / muon all-gather buffers; activations are not\n"
-      "counted. Exit 1 with E-BUDGET when a rank exceeds --budget (or training.budget).\n"
+      "state (recipe `training:`), FSDP2 / muon all-gather buffers; activations when the\n"
+      "recipe gives `training.seq_len` (docs/memory.md). Exit 1 with E-BUDGET when a rank exceeds "
+      "--budget (or training.budget).\n"
       "Example:\n  shardc memory llama.yaml recipe.yaml --budget 80GiB");
   cmd->callback([&] {
     opt.common = cli.options();

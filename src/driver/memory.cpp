@@ -63,24 +63,70 @@ void print_table(const Plan& plan, const MemoryReport& m, std::ostream& out) {
   for (const StageMemory& s : stage_memory(plan, m)) {
     const std::string stage = std::to_string(s.stage);
     const std::string ranks = std::to_string(s.num_ranks);
-    for (std::size_t k = 0; k <= kMemoryKinds; ++k) {
-      const KindStats& st = k < kMemoryKinds ? s.kinds[k] : s.total;
-      const std::string kind =
-          k < kMemoryKinds ? memory_kind_name(static_cast<MemoryKind>(k)) : "total";
-      table.add_row({k == 0 ? stage : "", k == 0 ? ranks : "", kind, gib(st.min), gib(st.median),
+    for (std::size_t k = 0; k < kMemoryKinds; ++k) {
+      const KindStats& st = s.kinds[k];
+      table.add_row({k == 0 ? stage : "", k == 0 ? ranks : "",
+                     memory_kind_name(static_cast<MemoryKind>(k)), gib(st.min), gib(st.median),
                      gib(st.max)});
     }
+    if (m.activations_counted) {
+      for (std::size_t k = 0; k < kStepKindNames.size(); ++k) {
+        const KindStats& st = s.step[k];
+        table.add_row({"", "", kStepKindNames[k], gib(st.min), gib(st.median), gib(st.max)});
+      }
+    }
+    table.add_row({"", "", "total", gib(s.total.min), gib(s.total.median), gib(s.total.max)});
   }
   out << table.render();
 }
 
 // One rank's bytes by kind: "  params 2.05, grads 2.05, ... GiB".
-void print_kinds(const RankMemory& rm, std::ostream& out) {
+void print_kinds(const RankMemory& rm, bool counted, std::ostream& out) {
   out << "  ";
   for (std::size_t k = 0; k < kMemoryKinds; ++k)
     out << (k > 0 ? ", " : "") << memory_kind_name(static_cast<MemoryKind>(k)) << " "
         << gib(rm.bytes[k]);
+  if (counted) {
+    out << ", activations " << gib(rm.activations) << ", fsdp2_reduce_scatter "
+        << gib(rm.fsdp2_reduce_scatter) << ", muon_grad_copy " << gib(rm.muon_grad_copy)
+        << ", host " << gib(rm.host);
+  }
   out << " GiB\n";
+}
+
+// The training shape and each stage's activation terms (`--explain`: one per line).
+void print_activations(const Plan& plan, const MemoryReport& m, bool explain, std::ostream& out) {
+  const TrainingShape& t = plan.training.shape;
+  const TrainingLayout& tl = plan.training_layout;
+  out << "training shape: seq_len " << *t.seq_len << ", micro_batch_size " << t.micro_batch_size
+      << ", " << tl.microbatches << " micro-batches per step (" << tl.microbatches_from
+      << "), recompute " << recompute_name(t.recompute)
+      << (t.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << ", attention "
+      << attention_impl_name(t.attention) << ", activation_dtype "
+      << dtype_name(tl.activation_dtype) << ", schedule " << pipeline_schedule_name(tl.schedule)
+      << "\n";
+  out << "layout: tp " << tl.degrees.tp
+      << (tl.degrees.sequence_parallel ? " (sequence parallel)" : "") << ", expert tp "
+      << tl.degrees.expert_tp << ", cp " << tl.degrees.cp << ", dp " << tl.dp << ", pp "
+      << plan.num_stages << "\n";
+  if (!m.activations_counted) return;
+  for (const StageActivations& sa : m.stage_activations) {
+    out << "activations stage " << sa.stage << ": " << sa.layers << " layers, "
+        << gib(sa.per_microbatch_bytes) << " GiB per micro-batch x " << sa.in_flight
+        << (sa.virtual_stages > 1 ? " model-chunk micro-batches in flight (/ " +
+                                        std::to_string(sa.virtual_stages) + " virtual stages)"
+                                  : std::string(" in flight"));
+    for (const ActivationTerm& term : sa.once) out << " + " << term.name << " " << gib(term.bytes);
+    out << " = " << gib(sa.bytes) << " GiB\n";
+    if (!explain) continue;
+    for (const ActivationTerm& term : sa.per_microbatch) {
+      out << "  " << term.name << ": " << term.bytes << " bytes = " << term.formula << " ("
+          << term.source << ")\n";
+    }
+    for (const ActivationTerm& term : sa.once) {
+      out << "  " << term.name << " (once): " << term.bytes << " bytes (" << term.source << ")\n";
+    }
+  }
 }
 
 void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int64_t> budget,
@@ -89,18 +135,31 @@ void print_peak(const Plan& plan, const MemoryReport& m, std::optional<std::int6
   const RankMemory& rm = m.at(r);
   out << "peak: " << gib(m.peak) << " GiB on rank(s) " << m.peak_ranks.to_string() << "; rank " << r
       << ": stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r) << "\n";
-  print_kinds(rm, out);
-  out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
-         "muon_allgather)\n";
+  print_kinds(rm, m.activations_counted, out);
+  if (m.activations_counted) {
+    out << "total = params + grads + master_weights + optimizer_state (on the device) + "
+           "max(activations + fsdp2_allgather + fsdp2_reduce_scatter, muon_allgather + "
+           "muon_grad_copy); host memory apart\n";
+  } else {
+    out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
+           "muon_allgather)\n";
+  }
   if (budget) {
     out << "budget " << byte_size_text(*budget) << ": "
         << (m.peak <= *budget ? "fits, headroom " + gib(*budget - m.peak) + " GiB"
                               : "exceeded by " + gib(m.peak - *budget) + " GiB")
         << "\n";
   }
-  out << "not counted: "
-      << "activations, CUDA context, NCCL and allocator buffers, fragmentation"
-      << "\n";
+  if (m.activations_counted) {
+    out << "peak stage: " << m.peak_stage << "\n";
+    out << "not counted: CUDA context, NCCL and allocator buffers, fragmentation, backward's "
+           "transient activation gradients\n";
+  } else {
+    if (!m.activations_note.empty()) out << "note: " << m.activations_note << "\n";
+    out << "not counted: "
+        << "activations, CUDA context, NCCL and allocator buffers, fragmentation"
+        << "\n";
+  }
 }
 
 // The ranks to list (--ranks), or nullopt after printing a usage error.
@@ -133,12 +192,16 @@ ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out,
   out << "\n";
   print_table(plan, *s.memory, out);
   out << "\n";
+  if (plan.training_layout.active) {
+    print_activations(plan, *s.memory, opt.explain, out);
+    out << "\n";
+  }
   print_peak(plan, *s.memory, s.budget, out);
   for (std::int64_t r : *ranks) {
     const RankMemory& rm = s.memory->at(r);
     out << "rank " << r << " (stage " << plan.stage_of_rank(r) << ", " << rank_coords_text(plan, r)
         << "): total " << gib(rm.total) << " GiB (" << rm.total << " bytes)\n";
-    print_kinds(rm, out);
+    print_kinds(rm, s.memory->activations_counted, out);
   }
   return code;
 }

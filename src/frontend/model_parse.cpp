@@ -60,6 +60,23 @@ void parse_block_size(const Node& n, Reader& r, std::vector<std::int64_t>& out) 
   out = sizes;
 }
 
+// The activation model's sizes (ModelAttributes), by config.json name (GPT-2's
+// n_layer / n_inner as transformers' GPT2Config.attribute_map).
+std::optional<std::int64_t>* architecture_size(std::string_view key, ModelAttributes& a) {
+  if (key == "num_hidden_layers" || key == "n_layer") return &a.num_hidden_layers;
+  if (key == "intermediate_size" || key == "n_inner") return &a.intermediate_size;
+  if (key == "moe_intermediate_size") return &a.moe_intermediate_size;
+  if (key == "num_experts_per_tok") return &a.num_experts_per_tok;
+  if (key == "n_shared_experts") return &a.n_shared_experts;
+  if (key == "q_lora_rank") return &a.q_lora_rank;
+  if (key == "kv_lora_rank") return &a.kv_lora_rank;
+  if (key == "qk_nope_head_dim") return &a.qk_nope_head_dim;
+  if (key == "qk_rope_head_dim") return &a.qk_rope_head_dim;
+  if (key == "v_head_dim") return &a.v_head_dim;
+  if (key == "first_k_dense_replace") return &a.first_k_dense_replace;
+  return nullptr;
+}
+
 void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
   if (attrs.is_null() || !r.expect_map(attrs, "`attributes`")) return;
   for (const Node& a : attrs.items()) {
@@ -76,6 +93,10 @@ void parse_attributes(const Node& attrs, Reader& r, ModelAttributes& out) {
       out.hidden_size = positive_attr(a, r, 1);
     } else if (a.key() == "head_dim" && !a.is_null()) {
       out.head_dim = positive_attr(a, r, 1);
+    } else if (std::optional<std::int64_t>* size = architecture_size(a.key(), out)) {
+      if (!a.is_null())
+        *size = positive_attr(
+            a, r, a.key() == "n_shared_experts" || a.key() == "first_k_dense_replace" ? 0 : 1);
     } else if (a.key() == "tie_word_embeddings" && !a.is_null()) {
       out.tie_word_embeddings = r.get_bool(a, "`tie_word_embeddings`");
     } else if (a.key() == "weight_block_size") {

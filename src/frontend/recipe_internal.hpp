@@ -35,5 +35,7 @@ std::optional<FsdpSpec> parse_fsdp(const Node& n, Reader& r);
 std::vector<BufferSpec> parse_buffers(const Node& n, Reader& r);
 /// `training:` (optimizer, master weights, dtypes, memory budget).
 TrainingSpec parse_training(const Node& n, Reader& r);
+/// The training-shape keys of `training:` (recipe_training_shape.cpp).
+void parse_training_shape(const Node& n, Reader& r, TrainingShape& t);
 
 }  // namespace shardc::fe

@@ -152,10 +152,30 @@ TrainingSpec parse_training(const Node& n, Reader& r) {
   if (n.is_null()) return t;
   if (!r.expect_map(n, "`training`")) return t;
   r.check_keys(n,
-               {"optimizer", "master_weights", "grad_dtype", "state_dtype", "budget", "zero",
-                "distributed_optimizer", "zero_optimization"},
+               {"optimizer",
+                "master_weights",
+                "grad_dtype",
+                "state_dtype",
+                "budget",
+                "zero",
+                "distributed_optimizer",
+                "zero_optimization",
+                "seq_len",
+                "micro_batch_size",
+                "global_batch_size",
+                "gradient_accumulation_steps",
+                "recompute",
+                "sequence_parallel",
+                "context_parallel",
+                "pipeline_schedule",
+                "attention",
+                "activation_dtype",
+                "moe",
+                "offload",
+                "ranks_per_node"},
                "`training`");
   parse_zero_spellings(n, r, t);
+  parse_training_shape(n, r, t.shape);
   if (const Node* o = n.find("optimizer"))
     t.optimizer = parse_optimizer(*o, r).value_or(t.optimizer);
   if (const Node* m = n.find("master_weights")) t.master_weights = parse_master(*m, r);

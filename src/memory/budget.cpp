@@ -112,17 +112,20 @@ std::string degree_text(const char* what, std::int64_t need, std::int64_t now,
 // Only degrees possible on the plan's world size are offered (dp_capacity).
 std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm,
                    std::int64_t budget) {
-  const std::int64_t transient =
-      std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
-  const std::int64_t fixed = rm.total - rm.fsdp_scaled - transient;
+  const std::int64_t transient = m.activations_counted ? rm.step_transient
+                                                       : std::max(rm.of(MemoryKind::Fsdp2AllGather),
+                                                                  rm.of(MemoryKind::MuonAllGather));
+  const std::int64_t fixed = std::max<std::int64_t>(0, rm.total - rm.fsdp_scaled - transient);
   const std::int64_t room = budget - fixed - transient;
   const std::string rest =
       "; or shrink the rest: fewer optimizer bytes (`state_dtype: bfloat16`, "
       "`master_weights: none`), more tp/pp/ep";
   if (rm.fsdp_scaled == 0 || room <= 0) {
-    const std::string need = fixed == 0 ? "the all-gather buffers alone need " + gib(transient)
+    const std::string buffers =
+        m.activations_counted ? "the activations and all-gather buffers" : "the all-gather buffers";
+    const std::string need = fixed == 0 ? buffers + " alone need " + gib(transient)
                                         : "the state FSDP does not shard (" + gib(fixed) +
-                                              ") and the all-gather buffers (" + gib(transient) +
+                                              ") and " + buffers + " (" + gib(transient) +
                                               ") alone need " + gib(fixed + transient);
     return "no FSDP degree brings this rank under the budget: " + need + rest;
   }
@@ -217,7 +220,11 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
               " by " + gib(rm.total - budget) + "; the worst ranks: " + worst_text + "; " +
               std::to_string(over_count) + " of " + std::to_string(plan.world_size) +
               " ranks are over: " + over_text;
-  d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + " (activations not counted); " +
+  const std::string activations = m.activations_counted
+                                      ? ", activations " + gib(rm.activations) +
+                                            " (more `training.recompute` or tp/cp shrinks them); "
+                                      : " (activations not counted); ";
+  d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +
            (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
                                                          : remedy(plan, m, rm, budget));
   sink.report(std::move(d));

@@ -73,6 +73,36 @@ std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kin
   return best;
 }
 
+std::int64_t largest_unit_of(const std::vector<BufferRankBytes>& buffers, std::size_t r) {
+  std::int64_t best = 0;
+  for (const BufferRankBytes& b : buffers)
+    if (b.kind == BufferKind::Fsdp2AllGather && r < b.largest_unit.size())
+      best = std::max(best, b.largest_unit[r]);
+  return best;
+}
+
+// The activation bytes of every stage (MemoryReport::stage_activations), or a
+// note saying why they are not counted.
+void stage_activation_bytes(const Plan& plan, MemoryReport& m) {
+  const TrainingLayout& tl = plan.training_layout;
+  if (!tl.active) return;
+  if (!tl.arch) {
+    m.activations_note = "the model has no `" + tl.arch_missing +
+                         "` attribute (copy it from config.json): activations are not counted";
+    return;
+  }
+  m.activations_counted = true;
+  const std::int64_t e = element_size(tl.activation_dtype);
+  for (std::size_t stage = 0; stage < tl.stages.size(); ++stage) {
+    const std::int64_t in_flight =
+        microbatches_in_flight(tl.schedule, plan.num_stages, plan.virtual_stages,
+                               static_cast<std::int64_t>(stage), tl.microbatches);
+    m.stage_activations.push_back(stage_activations(
+        *tl.arch, plan.training.shape, e, tl.degrees, tl.stages[stage], static_cast<int>(stage),
+        in_flight, tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1));
+  }
+}
+
 void fsdp_degrees(const Plan& plan, MemoryReport& m) {
   for (const PlannedParam& p : plan.params) {
     if (p.geometry.fsdp_dim < 0) continue;
@@ -81,6 +111,35 @@ void fsdp_degrees(const Plan& plan, MemoryReport& m) {
       m.expert_fsdp_degree = std::max(m.expert_fsdp_degree, p.geometry.fsdp_ways);
     }
   }
+}
+
+// The peak of a whole step with the training shape (include/shardc/memory.hpp):
+// activations, the gradient side of the buffers and offload.
+void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t r,
+               const MemoryReport& m, RankMemory& rm) {
+  const int stage = plan.stage_of_rank(r);
+  for (const StageActivations& sa : m.stage_activations)
+    if (sa.stage == stage) rm.activations = sa.bytes;
+  // The unit's reduce-scatter input: its unsharded grads in the reduce dtype.
+  const std::int64_t unit = largest_unit_bytes;
+  if (unit > 0) {
+    const std::int64_t param_size = element_size(plan.params.front().dtype);
+    const std::int64_t grad_size =
+        plan.training.grad_dtype ? element_size(*plan.training.grad_dtype) : param_size;
+    rm.fsdp2_reduce_scatter = unit / param_size * grad_size;
+  }
+  rm.muon_grad_copy = rm.of(MemoryKind::MuonAllGather);
+  const OffloadSpec& off = plan.training.shape.offload;
+  std::int64_t device = 0;
+  auto place = [&](std::int64_t bytes, bool host) { (host ? rm.host : device) += bytes; };
+  place(rm.of(MemoryKind::Params), off.params);
+  place(rm.of(MemoryKind::Grads), off.grads);
+  place(rm.of(MemoryKind::MasterWeights), off.optimizer);
+  place(rm.of(MemoryKind::OptimizerState), off.optimizer);
+  rm.step_transient =
+      std::max(rm.activations + rm.of(MemoryKind::Fsdp2AllGather) + rm.fsdp2_reduce_scatter,
+               rm.of(MemoryKind::MuonAllGather) + rm.muon_grad_copy);
+  rm.total = device + rm.step_transient;
 }
 
 }  // namespace
@@ -201,8 +260,19 @@ void declared_layouts(const Plan& plan, MemoryReport& m) {
   }
 }
 
-// The peak and its ranks from the classes.
-void set_peak(MemoryReport& m) {
+// Ranks of one stage with equal memory, every figure included, form one class.
+using ClassKey = std::tuple<int, std::array<std::int64_t, kMemoryKinds>, std::int64_t, std::int64_t,
+                            std::array<std::int64_t, 5>>;
+ClassKey class_key(int stage, const RankMemory& rm) {
+  return {stage,
+          rm.bytes,
+          rm.total,
+          rm.fsdp_scaled,
+          {rm.activations, rm.fsdp2_reduce_scatter, rm.muon_grad_copy, rm.host, rm.step_transient}};
+}
+
+// The peak and its ranks from the classes, and the peak's stage.
+void set_peak(const Plan& plan, MemoryReport& m) {
   m.peak = 0;
   std::vector<Progression> runs;
   bool any = false;
@@ -216,6 +286,7 @@ void set_peak(MemoryReport& m) {
       runs.insert(runs.end(), c.ranks.runs().begin(), c.ranks.runs().end());
   }
   m.peak_ranks = RankSet::from_disjoint(std::move(runs));
+  if (any) m.peak_stage = plan.stage_of_rank(m.peak_ranks.first());
 }
 
 }  // namespace
@@ -224,6 +295,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   MemoryReport m;
   fsdp_degrees(plan, m);
   declared_layouts(plan, m);
+  stage_activation_bytes(plan, m);
   const bool has_fsdp = plan_has_fsdp(plan);
   const std::vector<std::int64_t> sums = rank_sums(
       plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
@@ -235,17 +307,19 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     m.ranks[r] =
         finish_rank(plan, &sums[r * kWidth], peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
                     peak_of(buffer_bytes, BufferKind::MuonAllGather, r));
+    if (m.activations_counted) {
+      step_peak(plan, largest_unit_of(buffer_bytes, r), static_cast<std::int64_t>(r), m,
+                m.ranks[r]);
+    }
   }
   // The classes: ranks of one stage with equal memory (first-seen order = lowest rank).
   std::vector<std::vector<std::int64_t>> members;
-  std::map<std::tuple<int, std::array<std::int64_t, kMemoryKinds>, std::int64_t, std::int64_t>,
-           std::size_t>
-      index;
+  std::map<ClassKey, std::size_t> index;
   for (std::size_t r = 0; r < w; ++r) {
     const RankMemory& rm = m.ranks[r];
     const int stage = plan.stage_of_rank(static_cast<std::int64_t>(r));
     auto [it, fresh] =
-        index.try_emplace({stage, rm.bytes, rm.total, rm.fsdp_scaled}, members.size());
+        index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
       m.classes.push_back({stage, rm, {}, 0});
@@ -256,7 +330,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
     m.classes[k].count = static_cast<std::int64_t>(members[k].size());
     m.classes[k].ranks = RankSet::from_sorted(members[k]);
   }
-  set_peak(m);
+  set_peak(plan, m);
   return m;
 }
 
@@ -446,12 +520,11 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
   MemoryReport m;
   fsdp_degrees(plan, m);
   declared_layouts(plan, m);
+  stage_activation_bytes(plan, m);
   const bool has_fsdp = plan_has_fsdp(plan);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);
   std::vector<std::size_t> run(n, 0);
-  std::map<std::tuple<int, std::array<std::int64_t, kMemoryKinds>, std::int64_t, std::int64_t>,
-           std::size_t>
-      index;
+  std::map<ClassKey, std::size_t> index;
   std::vector<std::vector<Progression>> members;
   std::size_t progressions = 0;
   for (std::int64_t cell = 0; cell < cells; ++cell) {
@@ -467,14 +540,17 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     }
     std::int64_t fsdp2 = 0;
     std::int64_t muon = 0;
+    std::int64_t largest_unit = 0;
     for (const BufferBytesAt& b : buffer_bytes_at(plan, buffers, rank)) {
       fsdp2 = std::max(fsdp2, b.gathered_peak);
       muon = std::max(muon, b.call_peak);
+      largest_unit = std::max(largest_unit, b.largest_unit);
     }
-    const RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
+    RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
+    if (m.activations_counted) step_peak(plan, largest_unit, rank, m, rm);
     const int stage = plan.stage_of_rank(rank);
     auto [it, fresh] =
-        index.try_emplace({stage, rm.bytes, rm.total, rm.fsdp_scaled}, members.size());
+        index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
       m.classes.push_back({stage, rm, {}, 0});
@@ -513,7 +589,7 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
   std::sort(m.classes.begin(), m.classes.end(), [](const MemoryClass& x, const MemoryClass& y) {
     return x.ranks.first() < y.ranks.first();
   });
-  set_peak(m);
+  set_peak(plan, m);
   return m;
 }
 
@@ -560,6 +636,10 @@ std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
     for (const MemoryClass* c : by_stage[s]) sm.num_ranks += c->count;
     for (std::size_t k = 0; k < kMemoryKinds; ++k)
       sm.kinds[k] = stats(by_stage[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
+    sm.step = {stats(by_stage[s], [](const RankMemory& rm) { return rm.activations; }),
+               stats(by_stage[s], [](const RankMemory& rm) { return rm.fsdp2_reduce_scatter; }),
+               stats(by_stage[s], [](const RankMemory& rm) { return rm.muon_grad_copy; }),
+               stats(by_stage[s], [](const RankMemory& rm) { return rm.host; })};
     sm.total = stats(by_stage[s], [](const RankMemory& rm) { return rm.total; });
     out.push_back(sm);
   }

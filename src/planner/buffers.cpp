@@ -83,6 +83,8 @@ void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c
         auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
         peak = std::max(peak, last + s.gathered);
         last = s.gathered;
+        auto& largest = out.largest_unit[static_cast<std::size_t>(r)];
+        largest = std::max(largest, s.gathered);
       }
     }
     for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
@@ -212,6 +214,7 @@ Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& u, std::span<const std
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
+  out.largest_unit.assign(prev.size(), 0);
   for (const Fsdp2Unit& u : fsdp2.units) {
     const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     const ClassAxes c = fsdp2_unit_axes(plan, u, mesh);
@@ -320,7 +323,7 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
   const auto w = static_cast<std::size_t>(plan.world_size);
   for (const PlannedBuffer& b : buffers) {
     BufferRankBytes r{
-        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}};
+        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}, {}};
     if (b.muon) {
       r.call_peak.assign(w, 0);
       muon_bytes(plan, *b.muon, r);
@@ -365,6 +368,7 @@ std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
         r.gathered += s.gathered;
         r.gathered_peak = std::max(r.gathered_peak, prev + s.gathered);
         prev = s.gathered;
+        r.largest_unit = std::max(r.largest_unit, s.gathered);
       }
     }
     if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero) {

@@ -176,4 +176,17 @@ class GroupedReporter {
   std::vector<Entry> entries_;
 };
 
+/// training_shape.cpp: the training shape (`training.seq_len`, batch, schedule,
+/// context parallel, recompute ranges) against the plan: E-TRAINING for a
+/// context-parallel axis the dense mesh lacks or a sequence it does not
+/// divide, a global batch the data-parallel ranks x micro-batch do not
+/// divide, a schedule on a plan without the stages it needs (interleaved:
+/// pp > 1 and pipeline.virtual_stages > 1; any written schedule: pp > 1),
+/// interleaved micro-batches not a multiple of pp (Megatron), explicit
+/// micro-batches disagreeing with the accumulation steps, a recompute range
+/// past the model's layers. Fills plan.training_layout (degrees, micro-batches,
+/// layers per stage by kind and recompute mode) when seq_len is given.
+void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const Model& model,
+                      const Recipe& recipe, DiagnosticSink& sink);
+
 }  // namespace shardc::passes

@@ -34,6 +34,7 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   passes::resolve_ties(params, plan, model, recipe, sink);
   passes::check_fused(params, plan, model, recipe, sink);
   passes::resolve_zero(params, plan, recipe, sink);
+  passes::resolve_training(params, plan, model, recipe, sink);
   passes::run_checks(params, plan, model, recipe, sink);
   passes::check_fp8_blocks(params, plan, model, recipe, sink);
   // Warnings are reported even when an error exists, so one pass shows the

@@ -33,6 +33,44 @@ const char* optimizer_name(Optimizer o) {
   return "adamw";
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "none";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full";
+  }
+  return "none";
+}
+
+const char* pipeline_schedule_name(PipelineScheduleKind k) {
+  switch (k) {
+    case PipelineScheduleKind::OneFOneB:
+      return "1f1b";
+    case PipelineScheduleKind::Interleaved:
+      return "interleaved";
+    case PipelineScheduleKind::GPipe:
+      return "gpipe";
+    case PipelineScheduleKind::ZeroBubble:
+      return "zero_bubble";
+  }
+  return "1f1b";
+}
+
+const char* attention_impl_name(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::Flash:
+      return "flash";
+    case AttentionImpl::Sdpa:
+      return "sdpa";
+    case AttentionImpl::Eager:
+      return "eager";
+  }
+  return "sdpa";
+}
+
 int Mesh::find(std::string_view name) const {
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].name == name) return static_cast<int>(i);

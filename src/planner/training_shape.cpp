@@ -1,0 +1,226 @@
+// The training shape against the plan, and the activation model's inputs
+// (passes.hpp resolve_training; include/shardc/activations.hpp).
+#include <algorithm>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "passes.hpp"
+
+namespace shardc::passes {
+namespace {
+
+void error(DiagnosticSink& sink, const SourceLoc& at, const SourceLoc& fallback,
+           std::string message, std::string hint) {
+  sink.error(DiagCode::ETraining, at.line > 0 ? at : fallback, std::move(message), std::move(hint));
+}
+
+// The layer index of a decoder-layer FQN ("model.layers.12.mlp..." -> 12), or -1.
+std::int64_t layer_index(std::string_view fqn) {
+  std::size_t pos = 0;
+  bool after_layers = false;
+  while (pos <= fqn.size()) {
+    std::size_t dot = fqn.find('.', pos);
+    if (dot == std::string_view::npos) dot = fqn.size();
+    const std::string_view seg = fqn.substr(pos, dot - pos);
+    if (after_layers) {
+      if (seg.empty() || seg.size() > 9 ||
+          seg.find_first_not_of("0123456789") != std::string_view::npos) {
+        return -1;
+      }
+      return std::stoll(std::string(seg));
+    }
+    if (seg == "layers" || seg == "h" || seg == "layer") after_layers = true;
+    pos = dot + 1;
+  }
+  return -1;
+}
+
+bool expert_param(const PlannedParam& p) {
+  return !p.stacked_from.empty() || p.mesh == MeshKind::Expert ||
+         p.name.find(".experts.") != std::string::npos;
+}
+
+// Product of the sizes of the mesh axes that split some param of `select`
+// by a rule (not FSDP), each axis once.
+template <class Select>
+std::int64_t rule_split_degree(const std::vector<PlannedParam>& params, const Plan& plan,
+                               Select select, bool skip_dim0) {
+  std::set<int> dense_axes;
+  std::set<int> expert_axes;
+  for (const PlannedParam& p : params) {
+    if (!select(p)) continue;
+    for (std::size_t dim = 0; dim < p.geometry.per_dim.size(); ++dim) {
+      if (skip_dim0 && dim == 0) continue;
+      for (const DimSplit& s : p.geometry.per_dim[dim]) {
+        if (s.fsdp) continue;
+        for (int a : s.axes) (p.mesh == MeshKind::Expert ? expert_axes : dense_axes).insert(a);
+      }
+    }
+  }
+  std::int64_t degree = 1;
+  for (int a : dense_axes) degree *= plan.dense.axes[static_cast<std::size_t>(a)].size;
+  for (int a : expert_axes) degree *= plan.expert->axes[static_cast<std::size_t>(a)].size;
+  return degree;
+}
+
+}  // namespace
+
+void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const Model& model,
+                      const Recipe& recipe, DiagnosticSink& sink) {
+  const TrainingShape& shape = recipe.training.shape;
+  const SourceLoc& section = recipe.training.loc;
+  TrainingLayout& out = plan.training_layout;
+  const PipelineSchedule& schedule = shape.pipeline_schedule;
+  const std::int64_t pp = plan.num_stages;
+  const std::int64_t vp = plan.virtual_stages;
+  // The schedule needs the stages it pipelines.
+  if (schedule.written && pp <= 1) {
+    error(sink, schedule.loc, section,
+          std::string("`training.pipeline_schedule.kind: ") +
+              pipeline_schedule_name(schedule.kind) +
+              "` needs a pipeline of at least 2 stages; the plan has 1",
+          "add a `pipeline` section over a pp axis of size >= 2, or remove the schedule");
+  }
+  if (schedule.kind == PipelineScheduleKind::Interleaved && pp > 1 && vp <= 1) {
+    error(sink, schedule.loc, section,
+          "`training.pipeline_schedule.kind: interleaved` needs `pipeline.virtual_stages` >= 2 "
+          "(model chunks per stage); the plan has 1",
+          "set `pipeline.virtual_stages: 2` (Megatron's --num-layers-per-virtual-pipeline-stage), "
+          "or use kind 1f1b");
+  }
+  // The context-parallel axis.
+  std::int64_t cp = 1;
+  if (shape.context_parallel) {
+    const int axis = plan.dense.find(*shape.context_parallel);
+    if (axis < 0) {
+      error(sink, shape.context_parallel_loc, section,
+            "`training.context_parallel: " + *shape.context_parallel +
+                "` names no axis of the dense mesh",
+            "name the mesh axis that splits the sequence (torchtitan's `cp`)");
+    } else if (axis == plan.pipeline_axis) {
+      error(sink, shape.context_parallel_loc, section,
+            "`training.context_parallel` names the pipeline axis `" + *shape.context_parallel + "`",
+            "the pipeline axis splits the layers, not the sequence");
+    } else {
+      cp = plan.dense.axes[static_cast<std::size_t>(axis)].size;
+    }
+  }
+  if (shape.seq_len && *shape.seq_len % cp != 0) {
+    error(sink, shape.seq_len_loc, section,
+          "`training.seq_len` " + std::to_string(*shape.seq_len) + " is not divisible by the " +
+              std::to_string(cp) + " context-parallel ranks",
+          "torch context_parallel and Megatron's CP split every sequence into equal chunks");
+  }
+  const std::int64_t tp = rule_split_degree(
+      params, plan,
+      [](const PlannedParam& p) {
+        return p.mesh == MeshKind::Dense && !expert_param(p) && layer_index(p.name) >= 0;
+      },
+      false);
+  const std::int64_t expert_tp =
+      plan.expert || std::any_of(params.begin(), params.end(), expert_param)
+          ? rule_split_degree(
+                params, plan, [](const PlannedParam& p) { return !p.stacked_from.empty(); }, true)
+          : 1;
+  const std::int64_t dense_world = plan.world_size;
+  const std::int64_t dp =
+      std::max<std::int64_t>(1, dense_world / std::max<std::int64_t>(1, pp * tp * cp));
+  // Micro-batches per step.
+  std::int64_t m = pp > 1 ? pp * vp : 1;
+  std::string from = pp > 1 ? "default: pp x virtual_stages" : "default: 1";
+  if (shape.gradient_accumulation_steps) {
+    m = *shape.gradient_accumulation_steps;
+    from = "gradient_accumulation_steps";
+  }
+  if (shape.global_batch_size) {
+    const std::int64_t per_step = shape.micro_batch_size * dp;
+    if (*shape.global_batch_size % per_step != 0) {
+      error(sink, shape.global_batch_size_loc, section,
+            "`training.global_batch_size` " + std::to_string(*shape.global_batch_size) +
+                " is not a multiple of micro_batch_size x data-parallel ranks = " +
+                std::to_string(shape.micro_batch_size) + " x " + std::to_string(dp) + " = " +
+                std::to_string(per_step),
+            "the data-parallel degree is world / (pp x tp x cp) = " + std::to_string(dense_world) +
+                " / (" + std::to_string(pp) + " x " + std::to_string(tp) + " x " +
+                std::to_string(cp) + ")");
+    } else {
+      m = *shape.global_batch_size / per_step;
+      from = "global_batch_size / (micro_batch_size x dp)";
+    }
+  }
+  if (schedule.microbatches) {
+    if ((shape.gradient_accumulation_steps || shape.global_batch_size) &&
+        *schedule.microbatches != m && from != "default: 1" && from.rfind("default", 0) != 0) {
+      error(sink, schedule.microbatches_loc, section,
+            "`training.pipeline_schedule.microbatches` " + std::to_string(*schedule.microbatches) +
+                " disagrees with the " + std::to_string(m) + " micro-batches of " + from,
+            "write the micro-batch count once");
+    }
+    m = *schedule.microbatches;
+    from = "pipeline_schedule.microbatches";
+  }
+  if (schedule.kind == PipelineScheduleKind::Interleaved && pp > 1 && m % pp != 0) {
+    error(sink, schedule.microbatches_loc.line > 0 ? schedule.microbatches_loc : schedule.loc,
+          section,
+          "the interleaved schedule runs " + std::to_string(m) +
+              " micro-batches, not a multiple of the " + std::to_string(pp) + " stages",
+          "Megatron's interleaved 1F1B requires num_microbatches % pipeline size == 0 "
+          "(schedules.py forward_backward_pipelining_with_interleaving)");
+  }
+  // Layers per stage by kind and recompute mode.
+  std::vector<StageLayers> stages(static_cast<std::size_t>(std::max<std::int64_t>(1, pp)));
+  std::set<std::int64_t> seen;
+  std::set<std::int64_t> moe;
+  std::vector<std::pair<std::int64_t, int>> layer_stage;
+  std::vector<std::string> layer0;
+  std::int64_t first_layer = -1;
+  for (const PlannedParam& p : params) {
+    const std::int64_t li = layer_index(p.name);
+    // A learned position embedding (GPT-2's wpe) tells activation_arch there is no RoPE.
+    if (li < 0 && (p.name.find("wpe") != std::string::npos ||
+                   p.name.find("position_embeddings") != std::string::npos)) {
+      layer0.push_back(p.name);
+    }
+    if (li < 0) continue;
+    if (first_layer < 0) first_layer = li;
+    if (li == first_layer) layer0.push_back(p.name);
+    if (expert_param(p)) moe.insert(li);
+    if (seen.insert(li).second) layer_stage.emplace_back(li, p.stage);
+  }
+  const std::int64_t layers = static_cast<std::int64_t>(layer_stage.size());
+  for (const RecomputeRange& r : shape.recompute_ranges) {
+    if (r.end_layer > layers) {
+      error(
+          sink, r.loc, section,
+          "`training.recompute` names layers [" + std::to_string(r.first_layer) + ", " +
+              std::to_string(r.end_layer) + ") but the model has " + std::to_string(layers) +
+              " layer blocks",
+          "layer blocks are numbered 0.." + std::to_string(std::max<std::int64_t>(0, layers - 1)));
+    }
+  }
+  for (const auto& [li, stage] : layer_stage) {
+    StageLayers& s = stages[static_cast<std::size_t>(std::clamp<std::int64_t>(stage, 0, pp - 1))];
+    const int kind = moe.count(li) > 0 ? 1 : 0;
+    ++s.count[kind][static_cast<int>(shape.recompute_of(li))];
+  }
+  stages.front().embedding = true;
+  stages.back().logits = true;
+  out.active = shape.seq_len.has_value();
+  out.degrees = ActivationLayout{tp, expert_tp, shape.sequence_parallel && tp > 1, cp};
+  out.dp = dp;
+  out.microbatches = m;
+  out.microbatches_from = from;
+  out.schedule = schedule.written ? schedule.kind
+                 : vp > 1         ? PipelineScheduleKind::Interleaved
+                                  : PipelineScheduleKind::OneFOneB;
+  DType dtype = params.empty() ? DType::BFloat16 : params.front().dtype;
+  out.activation_dtype = shape.activation_dtype.value_or(dtype);
+  out.stages = std::move(stages);
+  if (!out.active) return;
+  std::string missing;
+  out.arch = activation_arch(model.attributes, layer0, missing);
+  if (!out.arch) out.arch_missing = missing;
+}
+
+}  // namespace shardc::passes
