@@ -135,7 +135,8 @@ bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout
                                     spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
     d.message = p.name + ": " + why;
     d.hint = hint;
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":replicas:" + why);
+    rep.add(std::move(d), std::string(p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                              std::to_string(p.rule.index) + ":replicas:" + why);
     return false;
   }
   p.geometry.part_replicas = spec.replicas;
@@ -170,7 +171,7 @@ bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep)
     p.geometry.group_extent = group;
     return true;
   }
-  if (!resolve_replicas(p, *rule.packed, *layout, rep)) return false;
+  if (!resolve_replicas(p, *packed, *layout, rep)) return false;
   p.geometry.parts = layout->parts;
   p.geometry.parts_dim = layout->dim;
   return true;
