@@ -12,7 +12,8 @@ constexpr std::string_view kPatternHint =
     "patterns are dot-separated segments: `*` within a segment, `**` any number of segments, "
     "`?` one character, `[abc]` a class, `{name}` a whole segment";
 constexpr std::string_view kPlacementHint =
-    "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max); "
+    "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max), "
+    "_StridedShard(d, sf=F) (a shard order, docs/shard-order.md); "
     "hyper-parallel DSL: shard(d), replicate, partial";
 
 // The patterns of `match` (one or a list) and where each is written.
@@ -93,7 +94,8 @@ std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
 
 std::optional<Rule> parse_rule(const Node& n, Reader& r) {
   if (!r.expect_map(n, "a rule")) return std::nullopt;
-  bool ok = r.check_keys(n, {"match", "placements", "uneven", "unit", "packed"}, "a rule");
+  bool ok =
+      r.check_keys(n, {"match", "placements", "uneven", "unit", "packed", "shard_order"}, "a rule");
   Rule rule;
   rule.loc = r.loc(n);
   const Node* match = n.find("match");
@@ -120,6 +122,7 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
     rule.packed = parse_packed(*packed, r);
     ok = rule.packed.has_value() && ok;
   }
+  // `shard_order` is read once the mesh and fsdp are (apply_shard_orders)
   if (!ok) return std::nullopt;
   rule.placements = std::move(*places);
   return rule;
