@@ -138,7 +138,7 @@ TEST_CASE("recipe errors carry a code, a location and a hint") {
         "mesh: [{name: tp, size: 2}]\nrules:\n  - match: w\n"
         "    placements: {}\n    placement: {}\n");
     check_error_at(r, "E-RECIPE", 5, 5);
-    CHECK(r.find("E-RECIPE")->hint == "valid keys: match, placements, uneven, unit, packed");
+    CHECK(r.find("E-RECIPE")->hint == "valid keys: match, placements, uneven, unit, packed, shard_order");
   }
   SUBCASE("unparseable placement") {
     auto r = recipe_from(
