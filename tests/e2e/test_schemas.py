@@ -331,7 +331,7 @@ def recipe_negatives() -> list[tuple[str, dict]]:
 
 PLACEMENTS_OK = ["Shard(0)", "Shard(-1)", "Shard(+1)", " Shard( 1 ) ", "Shard(dim=0)",
                  "shard(0)", "shard(-2)", "Replicate()", "Replicate", "replicate", "replicate()",
-                 "Replicate ( )", "_StridedShard(0, sf=2)", "_StridedShard(dim=1, split_factor=4)"]
+                 "Replicate ( )"]
 PLACEMENTS_BAD = ["Shard", "Shard()", "Shard(x)", "Shard(0,1)", "SHARD(0)", "Replicate(0)",
                   "Partial()", "Partial(sum)", "partial", "Partial(avg)", "", "S(0)",
                   "Shard(0))", "StridedShard(0)", "_StridedShard(0)", "_StridedShard(0, 2)"]
