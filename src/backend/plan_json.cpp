@@ -105,7 +105,7 @@ void write_param(Writer& w, const Plan& plan, const PlannedParam& p) {
   for (const auto& label : backend::placement_labels(p)) w.value(label);
   w.end_array();
   w.member("uneven", split_rule_name(p.uneven));
-  backend::write_layout_extras(w, p);
+  backend::write_layout_extras(w, p, plan.mesh_of(p));
   write_rule(w, p.rule);
   w.member("stage", p.stage);
   if (plan.virtual_stages > 1) w.member("virtual_stage", p.virtual_stage);

@@ -1,4 +1,5 @@
 #include "backend/render_util.hpp"
+#include "shardc/shard_order.hpp"
 
 namespace shardc::backend {
 
@@ -35,9 +36,31 @@ std::vector<std::string> placement_labels(const PlannedParam& p) {
 
 std::int64_t bytes_of(std::int64_t numel, DType t) { return numel * element_size(t); }
 
-void write_layout_extras(json::Writer& w, const PlannedParam& p) {
+void write_shard_order(json::Writer& w, const PlannedParam& p, const Mesh& mesh) {
+  w.key("shard_order").begin_array();
+  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
+    const auto& chain = p.geometry.per_dim[d];
+    if (chain.empty()) continue;
+    std::vector<std::int64_t> dims;
+    w.begin_object().member("tensor_dim", static_cast<std::int64_t>(d));
+    for (const DimSplit& s : chain)
+      for (int a : s.axes) dims.push_back(a);
+    w.member_ints("mesh_dims", dims);
+    w.key("axes").begin_array();
+    for (std::int64_t a : dims) w.value(mesh.axes[static_cast<std::size_t>(a)].name);
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void write_layout_extras(json::Writer& w, const PlannedParam& p, const Mesh& mesh) {
   if (p.uneven == SplitRule::Pad) w.member("pad_multiple", p.pad_multiple);
   if (p.unit > 1) w.member("unit", p.unit);
+  bool ordered = false;
+  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d)
+    ordered = ordered || out_of_mesh_order(p.geometry, d);
+  if (ordered) write_shard_order(w, p, mesh);
   if (p.geometry.parts.empty()) return;
   w.key("packed").begin_object();
   w.member("dim", p.geometry.parts_dim);

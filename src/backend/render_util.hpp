@@ -24,7 +24,12 @@ std::vector<std::string> placement_labels(const PlannedParam& p);
 /// The layout extras of a param, only when present (so unpadded, unpacked
 /// params keep their bytes): `pad_multiple` (uneven pad), `unit` (> 1),
 /// `packed: {dim, parts}`.
-void write_layout_extras(json::Writer& w, const PlannedParam& p);
+void write_layout_extras(json::Writer& w, const PlannedParam& p, const Mesh& mesh);
+/// `shard_order` (only for a param whose rule's shard_order left mesh order,
+/// docs/shard-order.md): DTensorSpec.shard_order, one entry per split tensor
+/// dim in dim order, `mesh_dims` (indices into `mesh`) and `axes` (their
+/// names) in execution order, FSDP's split last.
+void write_shard_order(json::Writer& w, const PlannedParam& p, const Mesh& mesh);
 
 /// `"boxes": [{global_offset, local_offset, shape}, ...]` of a packed
 /// param's piece; nothing for unpacked params.

@@ -62,6 +62,23 @@ std::optional<std::string> parse_reduce_op(std::string_view args) {
   return std::nullopt;
 }
 
+// `sf=F` / `split_factor=F` with 1 <= F < 2^31.
+std::optional<std::int64_t> strided_factor(std::string_view args) {
+  for (std::string_view key : {"split_factor", "sf"}) {
+    if (!args.starts_with(key)) continue;
+    args = trim(args.substr(key.size()));
+    if (args.empty() || args.front() != '=') return std::nullopt;
+    args = trim(args.substr(1));
+    std::int64_t factor = 0;
+    auto [ptr, ec] = std::from_chars(args.data(), args.data() + args.size(), factor);
+    if (ec != std::errc() || ptr != args.data() + args.size() || factor < 1 ||
+        factor > (std::int64_t{1} << 31))
+      return std::nullopt;
+    return factor;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Placement> parse_placement(std::string_view text) {
@@ -75,6 +92,18 @@ std::optional<Placement> parse_placement(std::string_view text) {
   if (name == "Shard" || name == "shard") {
     std::optional<int> dim = parens ? parse_dim(args) : std::nullopt;
     if (!dim) return std::nullopt;
+    p.kind = Placement::Kind::Shard;
+    p.dim = *dim;
+    return p;
+  }
+  if (name == "_StridedShard") {
+    // DTensor's label of a shard order (docs/shard-order.md): `_StridedShard(d, sf=F)`,
+    // also `dim=d`, `split_factor=F`. A Shard of dim d; the planner reads F from `text`.
+    const std::size_t comma = args.find(',');
+    std::optional<int> dim =
+        comma == std::string_view::npos ? std::nullopt : parse_dim(trim(args.substr(0, comma)));
+    std::optional<std::int64_t> factor = strided_factor(trim(args.substr(comma + 1)));
+    if (!dim || !factor) return std::nullopt;
     p.kind = Placement::Kind::Shard;
     p.dim = *dim;
     return p;

@@ -26,6 +26,13 @@ std::vector<SourceLoc> axis_locs(const Node& n, Reader& r);
 /// `{axis: placement, ...}`; null means none. Reports E-PLACEMENT / E-RECIPE.
 std::optional<std::vector<AxisPlacement>> parse_placements(const Node& n, Reader& r);
 
+/// Every rule's `shard_order:` (recipe_shard_order.cpp, docs/shard-order.md), once the
+/// rules, the mesh and `fsdp` are read: checks each order against its rule's placements
+/// and rewrites the ordered axes' placements to DTensor's labels of the order
+/// (`_StridedShard(d, sf=F)`), which the planner reads back as the order. `rules` is
+/// the `rules` node `out.rules` was parsed from. Reports E-RECIPE, E-AXIS, E-PLACEMENT,
+/// E-FSDP at the offending key or axis.
+void apply_shard_orders(const Node& rules, Reader& r, Recipe& out);
 std::vector<Rule> parse_rules(const Node& n, Reader& r);
 std::vector<ExpertsEntry> parse_experts(const Node& n, Reader& r);
 

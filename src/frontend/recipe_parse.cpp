@@ -112,6 +112,7 @@ void parse_sections(const Node& root, Reader& r, Recipe& out) {
   if (const Node* tied = root.find("tied")) out.tied = parse_tied_spec(*tied, r);
   if (const Node* pipeline = root.find("pipeline")) out.pipeline = parse_pipeline(*pipeline, r);
   if (const Node* fsdp = root.find("fsdp")) out.fsdp = parse_fsdp(*fsdp, r);
+  if (const Node* rules = root.find("rules")) apply_shard_orders(*rules, r, out);
   if (const Node* buffers = root.find("buffers")) out.buffers = parse_buffers(*buffers, r);
   if (const Node* fp8 = root.find("fp8_scales")) parse_fp8_scales(*fp8, r, out);
   out.training.loc = SourceLoc{r.file(), 0, 0};

@@ -12,7 +12,8 @@ constexpr std::string_view kPatternHint =
     "patterns are dot-separated segments: `*` within a segment, `**` any number of segments, "
     "`?` one character, `[abc]` a class, `{name}` a whole segment";
 constexpr std::string_view kPlacementHint =
-    "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max); "
+    "valid: Shard(d) (d may be negative), Replicate(), Partial(), Partial(sum|avg|min|max), "
+    "_StridedShard(d, sf=F) (a shard order, docs/shard-order.md); "
     "hyper-parallel DSL: shard(d), replicate, partial";
 
 // The patterns of `match` (one or a list) and where each is written.
@@ -137,8 +138,9 @@ std::optional<PackedSpec> parse_packed(const Node& n, Reader& r) {
 
 std::optional<Rule> parse_rule(const Node& n, Reader& r) {
   if (!r.expect_map(n, "a rule")) return std::nullopt;
-  bool ok = r.check_keys(n, {"match", "placements", "uneven", "unit", "packed", "vocab_padding"},
-                         "a rule");
+  bool ok = r.check_keys(
+      n, {"match", "placements", "uneven", "unit", "packed", "vocab_padding", "shard_order"},
+      "a rule");
   Rule rule;
   rule.loc = r.loc(n);
   const Node* match = n.find("match");
@@ -164,23 +166,6 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
   if (const Node* packed = n.find("packed")) {
     rule.packed = parse_packed(*packed, r);
     ok = rule.packed.has_value() && ok;
-  }
-  // `vocab_padding: {divisible_by: N}`: Megatron's make_vocab_size_divisible_by.
-  if (const Node* vocab = n.find("vocab_padding")) {
-    rule.vocab_loc = r.loc(*vocab);
-    const Node* by = vocab->is_map() ? vocab->find("divisible_by") : nullptr;
-    if (!r.expect_map(*vocab, "`vocab_padding`") ||
-        !r.check_keys(*vocab, {"divisible_by"}, "`vocab_padding`") || by == nullptr) {
-      if (vocab->is_map() && by == nullptr)
-        r.error(*vocab,
-                "`vocab_padding` needs `divisible_by` (Megatron's make_vocab_size_divisible_by)",
-                "e.g. `vocab_padding: {divisible_by: 128}`");
-      ok = false;
-    } else {
-      const auto v = parse_bounded(*by, r, "`vocab_padding.divisible_by`", 1, kMaxPadOrUnit);
-      ok = v.has_value() && ok;
-      rule.vocab_divisible_by = v.value_or(0);
-    }
   }
   if (!ok) return std::nullopt;
   rule.placements = std::move(*places);

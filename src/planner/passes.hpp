@@ -105,6 +105,19 @@ std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& sh
 void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                         DiagnosticSink& sink);
 
+/// shard_order.cpp (docs/shard-order.md): reads each dim's execution order
+/// from its `_StridedShard(d, sf=F)` labels (a rule's `shard_order` as the
+/// front end wrote it, or written by hand) as DTensorSpec does, puts the
+/// dim's rule splits in that order and labels the axes. E-PLACEMENT for
+/// labels that are no shard order.
+void order_shards(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
+                  DiagnosticSink& sink);
+
+/// shard_order.cpp, after apply_fsdp: W-STRIDED where DTensor reads an
+/// order's labels with other rows than its nested chunks.
+void check_shard_order(const std::vector<PlannedParam>& params, const Plan& plan,
+                       DiagnosticSink& sink);
+
 /// fsdp.cpp (contract §5.3): the FSDP split on top, labels, padded shapes. E-FSDP.
 void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                 DiagnosticSink& sink);

@@ -29,8 +29,10 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   passes::resolve_rules(params, recipe, sink);
   passes::assign_stages(params, plan, recipe, sink);
   passes::resolve_placements(params, plan, recipe, sink);
+  passes::order_shards(params, plan, recipe, sink);
   passes::follow_fp8_weights(params, model, recipe, sink);
   passes::apply_fsdp(params, plan, recipe, sink);
+  passes::check_shard_order(params, plan, sink);
   passes::resolve_ties(params, plan, model, recipe, sink);
   passes::check_fused(params, plan, model, recipe, sink);
   passes::resolve_zero(params, plan, recipe, sink);

@@ -16,6 +16,7 @@
 
 #include "passes.hpp"
 #include "shard_classes.hpp"
+#include "shardc/shard_order.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -137,7 +138,10 @@ bool within_budget(std::int64_t length, std::int64_t w, const std::vector<std::i
 // True when the param's FSDP dim has the checked layout.
 bool checkable(const PlannedParam& p) {
   const int d = p.geometry.fsdp_dim;
-  if (d < 0 || !p.geometry.parts.empty()) return false;
+  // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
+  if (d < 0 || !p.geometry.parts.empty() ||
+      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)))
+    return false;
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
   const int first_fsdp_axis = chain.back().axes.front();

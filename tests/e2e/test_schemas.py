@@ -334,7 +334,7 @@ PLACEMENTS_OK = ["Shard(0)", "Shard(-1)", "Shard(+1)", " Shard( 1 ) ", "Shard(di
                  "Replicate ( )"]
 PLACEMENTS_BAD = ["Shard", "Shard()", "Shard(x)", "Shard(0,1)", "SHARD(0)", "Replicate(0)",
                   "Partial()", "Partial(sum)", "partial", "Partial(avg)", "", "S(0)",
-                  "Shard(0))", "StridedShard(0)", "_StridedShard(0, sf=2)"]
+                  "Shard(0))", "StridedShard(0)", "_StridedShard(0)", "_StridedShard(0, 2)"]
 
 
 def recipe_with_placement(text: str) -> dict:

@@ -12,6 +12,12 @@ uses; no collective runs), and applies the recipe as a torchtitan user would:
   the rank's pipeline stage, tied ends as one `nn.Parameter` registered twice;
 * TP / EP: `distribute_tensor(meta_param, mesh[tp axes], placements)` with the recipe's
   placements on the axes that are not FSDP axes;
+* a rule's `shard_order` (plan.json `shard_order`, docs/shard-order.md): the DTensor built
+  by DTensor's own order machinery (`redistribute_local_tensor` from Replicate to a
+  `DTensorSpec` with that `shard_order`, on arange data: a local chunk, no collective),
+  its piece compared element by element with the rank file's box; the labels must be
+  `_convert_shard_order_to_StridedShard` of the order and decode back to it
+  (`_maybe_convert_StridedShard_to_shard_order`);
 * FSDP / HSDP: `fully_shard` on every unit of the recipe's `fsdp2_allgather` buffer (or,
   without one, every `layers.<n>` block and the root, torchtitan's default), on
   `mesh[shard]` or `mesh[(replicate, shard)]`, with `shard_placement_fn` giving `fsdp.dim`
@@ -50,6 +56,8 @@ from torch.distributed.fsdp import fully_shard
 # --- PyTorch private helpers (torch 2.13.0), in one place ------------------------------
 from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+from torch.distributed.tensor._redistribute import redistribute_local_tensor
 from torch.distributed.tensor._utils import (
     _compute_local_shape_and_global_offset,
     compute_local_shape_and_global_offset,
@@ -346,8 +354,14 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                    if n not in shard_axes and n not in rep_axes and n != pp_axis
                    and not isinstance(lab, Replicate)]
         mp_places = [lab for n, lab in zip(names, labels) if n in mp_axes]
+        if p.get("shard_order") and not (fsdp is not None and p.get("requires_grad", True)
+                                         and p["global_shape"]):
+            # a rule's shard_order (docs/shard-order.md): built with DTensor's own order
+            _judge_ordered(verdict, p, meshes[mesh_name], mp_axes, rf=held[name])
+            continue
         if any(isinstance(lab, _StridedShard) for lab in mp_places):
-            verdict.inexpressible[name] = "_StridedShard on a model-parallel axis"
+            verdict.inexpressible[name] = "_StridedShard on a model-parallel axis" + (
+                " (a shard_order under FSDP2)" if p.get("shard_order") else "")
             continue
         tensor: torch.Tensor = meta
         if mp_axes:
@@ -474,6 +488,115 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
     if fsdp is not None:
         _judge_units(verdict, plan, rank_file, unit_members, info)
     return verdict
+
+
+# Largest param the ordered check builds with real data (int64 arange, elements).
+_MAX_ORDERED_NUMEL = 1 << 24
+
+
+def order_on(names: Sequence[str], p: dict[str, Any]) -> tuple[ShardOrderEntry, ...]:
+    """plan.json's `shard_order` as DTensor's ShardOrder on the mesh of the axes `names`."""
+    return tuple(ShardOrderEntry(tensor_dim=int(e["tensor_dim"]),
+                                 mesh_dims=tuple(list(names).index(a) for a in e["axes"]))
+                 for e in p["shard_order"])
+
+
+def _judge_ordered(verdict: RankVerdict, p: dict[str, Any], mesh: DeviceMesh,
+                   mp_axes: Sequence[str], rf: dict[str, Any]) -> None:
+    """A param with an explicit shard order, judged by DTensor's own order machinery on the
+    fake process group: the labels must be `_convert_shard_order_to_StridedShard` of the
+    order and decode back to it; the rank's piece is what `redistribute_local_tensor` to a
+    DTensorSpec with that `shard_order` hands this rank from arange data (Replicate ->
+    Shard is a local chunk, no collective), compared element by element with the rank
+    file's box. Where the labels' own reading (`_compute_local_shape_and_global_offset`)
+    differs, the param goes to `label_reading_differs` (the plan must warn W-STRIDED)."""
+    name, rank = p["name"], verdict.rank
+    verdict.checked_params += 1
+    verdict.dtensor_params += 1
+    shape = [int(x) for x in p["global_shape"]]
+    submesh = sub_mesh(mesh, mp_axes)
+    order = order_on(mp_axes, p)
+    plain = tuple(_shard_of(_entry_of(order, m)) for m in range(len(mp_axes)))
+    labels = DTensorSpec._convert_shard_order_to_StridedShard(order, plain, submesh)
+    want = _axis_map(list(mesh.mesh_dim_names or ()),
+                     [parse_placement(t) for t in p["placements"]])
+    got = _axis_map(list(mp_axes), labels)
+    if want != got:
+        verdict.mismatches.append(Mismatch(rank, name, "placements (DTensor's labels of the "
+                                           "shard order)", want, got))
+    decoded = DTensorSpec._maybe_convert_StridedShard_to_shard_order(tuple(labels), submesh)
+    if decoded != order:
+        verdict.mismatches.append(Mismatch(rank, name, "labels decoded as a shard order",
+                                           order, decoded))
+    coord = submesh.get_coordinate()
+    assert coord is not None
+    r_local, r_off = _compute_local_shape_and_global_offset(shape, submesh.shape, list(coord),
+                                                            labels)
+    reading = (list(r_local), _empty_convention(list(r_local), list(r_off), shape))
+    if math.prod(shape) > _MAX_ORDERED_NUMEL:
+        # too big to build with data: DTensor's order applied to one dim at a time (each
+        # dim's splits are independent), as 1-d arange tensors of that dim's extent
+        dims = [(e.tensor_dim, [x if d == e.tensor_dim else 1 for d, x in enumerate(shape)])
+                for e in order]
+    else:
+        dims = [(None, shape)]
+    local = list(shape)
+    offset = [0] * len(shape)
+    for tensor_dim, data_shape in dims:
+        numel = math.prod(data_shape)
+        x = torch.arange(numel, dtype=torch.int64).reshape(data_shape)
+        sub_order = tuple(e for e in order if tensor_dim is None or e.tensor_dim == tensor_dim)
+        sub_plain = tuple(_shard_of(_entry_of(sub_order, m)) for m in range(len(mp_axes)))
+        rep = DTensorSpec(submesh, tuple(Replicate() for _ in mp_axes),
+                          tensor_meta=_tensor_meta(x))
+        dst = DTensorSpec(submesh, sub_plain, tensor_meta=_tensor_meta(x),
+                          shard_order=sub_order, use_strided_shard_as_shard_order=False)
+        piece = redistribute_local_tensor(x, rep, dst, use_graph_based_transform=True)
+        box = _box_of(piece, x)
+        if box is None:
+            verdict.mismatches.append(Mismatch(rank, name, "DTensor's piece is one box",
+                                               "contiguous", piece.flatten()[:8].tolist()))
+            return
+        b_local, b_off = box
+        for d in range(len(shape)):
+            if tensor_dim is None or d == tensor_dim:
+                local[d], offset[d] = b_local[d], b_off[d]
+    offset = _empty_convention(local, offset, shape)
+    if reading != (local, offset):
+        verdict.label_reading_differs.append(name)
+    for field, ours, theirs in (("local_shape", rf["local_shape"], local),
+                                ("global_offset", rf["global_offset"], offset),
+                                ("padded_shape", rf["padded_shape"], local)):
+        if list(ours) != list(theirs):
+            verdict.mismatches.append(Mismatch(rank, name, field, list(ours), list(theirs)))
+
+
+def _entry_of(order: tuple[ShardOrderEntry, ...], mesh_dim: int) -> ShardOrderEntry | None:
+    for e in order:
+        if mesh_dim in e.mesh_dims:
+            return e
+    return None
+
+
+def _shard_of(entry: ShardOrderEntry | None) -> Placement:
+    return Replicate() if entry is None else Shard(entry.tensor_dim)
+
+
+def _tensor_meta(x: torch.Tensor) -> Any:
+    return TensorMeta(x.shape, x.stride(), x.dtype)
+
+
+def _box_of(piece: torch.Tensor, full: torch.Tensor) -> tuple[list[int], list[int]] | None:
+    """(shape, offset) of `piece` as a box of `full` (an arange), or None when it is none."""
+    local = list(piece.shape)
+    if piece.numel() == 0:
+        return local, [0] * full.dim()
+    first = int(piece.flatten()[0])
+    offset = [int(i) for i in torch.unravel_index(torch.tensor(first), full.shape)]
+    sl = tuple(slice(o, o + n) for o, n in zip(offset, local))
+    if list(full[sl].shape) != local or not torch.equal(full[sl], piece):
+        return None
+    return local, offset
 
 
 def _unit_match_any(pattern: str, fqn: str) -> bool:
@@ -668,6 +791,10 @@ def sweep_plan(plan: dict[str, Any], max_pairs: int = 200_000) -> tuple[int, lis
         strides[k] = list(reversed(out))
     pairs = 0
     bad: list[Mismatch] = []
+    # a shard_order's labels DTensor may read with other rows (uneven): allowed only where
+    # the plan warns W-STRIDED for that param (docs/shard-order.md)
+    strided_warned = {d.get("param") for d in plan.get("diagnostics") or []
+                      if d.get("code") == "W-STRIDED"}
     for p in params:
         labels = [parse_placement(t) for t in p["placements"]]
         sizes, st = shapes[p["mesh"]], strides[p["mesh"]]
@@ -679,6 +806,8 @@ def sweep_plan(plan: dict[str, Any], max_pairs: int = 200_000) -> tuple[int, lis
                 off_l = _empty_convention(list(local), list(off), p["global_shape"])
                 pairs += 1
                 if list(local) != s["local_shape"] or off_l != s["global_offset"]:
+                    if p.get("shard_order") and p["name"] in strided_warned:
+                        continue
                     bad.append(Mismatch(r, p["name"], "plan.json shard (local_shape, global_offset)",
                                         (s["local_shape"], s["global_offset"]), (list(local), off_l)))
     return pairs, bad

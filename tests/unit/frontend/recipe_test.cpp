@@ -139,7 +139,7 @@ TEST_CASE("recipe errors carry a code, a location and a hint") {
         "    placements: {}\n    placement: {}\n");
     check_error_at(r, "E-RECIPE", 5, 5);
     CHECK(r.find("E-RECIPE")->hint ==
-          "valid keys: match, placements, uneven, unit, packed, vocab_padding");
+          "valid keys: match, placements, uneven, unit, packed, vocab_padding, shard_order");
   }
   SUBCASE("unparseable placement") {
     auto r = recipe_from(

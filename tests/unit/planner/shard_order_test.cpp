@@ -1,0 +1,262 @@
+// Explicit shard orders (src/planner/shard_order.cpp, include/shardc/shard_order.hpp,
+// docs/shard-order.md): the nested-chunk arithmetic, DTensor's split factors and their
+// inverse, DTensor's reading of the labels, and a property: for random small meshes and
+// orders, every dim's pieces tile it exactly once.
+#include "shardc/shard_order.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "fixtures.hpp"
+
+using namespace shardc;
+using namespace shardc::test;
+using V = std::vector<std::int64_t>;
+
+namespace {
+
+Plan plan_of(const Model& m, const Recipe& r) {
+  DiagnosticSink sink;
+  auto plan = build_plan(m, r, sink);
+  REQUIRE_MESSAGE(plan.has_value(), (sink.items().empty() ? "" : sink.items().front().message));
+  return *plan;
+}
+
+// DTensor's label `_StridedShard(d, sf=F)` (the front end's spelling of a shard_order)
+Placement strided(int d, std::int64_t sf) {
+  return {Placement::Kind::Shard,
+          d,
+          {},
+          "_StridedShard(" + std::to_string(d) + ", sf=" + std::to_string(sf) + ")"};
+}
+
+// The rule of `shard_order: {d: order}` as the front end hands it on: DTensor's labels.
+Rule ordered_rule(const std::string& match, const Mesh& m, int d,
+                  const std::vector<std::string>& order) {
+  std::vector<int> dims;
+  V sizes;
+  for (const auto& a : m.axes) sizes.push_back(a.size);
+  for (const auto& name : order) dims.push_back(m.find(name));
+  const V factors = strided_split_factors(dims, sizes);
+  std::vector<std::pair<std::string, Placement>> pl;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    pl.emplace_back(order[i], factors[i] > 1 ? strided(d, factors[i]) : shard(d));
+  return rule(match, pl);
+}
+
+std::vector<std::string> labels(const PlannedParam& p) {
+  std::vector<std::string> out;
+  for (const ResolvedPlacement& rp : p.placements) out.push_back(rp.label());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("nested_piece: two axes on one dim, uneven and empty") {
+  // 18 rows, tp (2) first then dp (4): tp halves of 9, dp chunks of 3 (the last empty):
+  // PyTorch test_utils.py "SS, Shard": size 3 at tp * 9 + 3 * dp, dp 3 empty at the end.
+  const V ways{2, 4};
+  for (std::int64_t tp = 0; tp < 2; ++tp) {
+    for (std::int64_t dp = 0; dp < 4; ++dp) {
+      const V coords{tp, dp};
+      const Piece p = nested_piece(18, ways, coords);
+      CHECK(p.size == (dp == 3 ? 0 : 3));
+      if (dp < 3) CHECK(p.start == tp * 9 + 3 * dp);
+    }
+  }
+  // 15 rows (test_uneven_fsdp_tp_meta_compute): tp1 holds 7, split 2,2,2,1.
+  CHECK(nested_piece(15, ways, V{1, 3}).start == 14);
+  CHECK(nested_piece(15, ways, V{1, 3}).size == 1);
+  // 3 rows over 2 x 4: tp0 [0, 2) -> 1, 1, 0, 0; tp1 [2, 3) -> 1, 0, 0, 0
+  CHECK(nested_piece(3, ways, V{0, 2}).size == 0);
+  CHECK(nested_piece(3, ways, V{1, 0}).start == 2);
+  CHECK(nested_piece(3, ways, V{1, 1}).size == 0);
+}
+
+TEST_CASE("nested_piece: three axes, the order matters") {
+  // mesh (a 4, b 3, c 2), 23 rows in order c, a, b: c halves 12 | 11; a chunks 3,3,3,3 |
+  // 3,3,3,2; b chunks of those.
+  const V ways{2, 4, 3};  // c, a, b
+  CHECK(nested_piece(23, ways, V{0, 0, 0}).start == 0);
+  CHECK(nested_piece(23, ways, V{0, 0, 0}).size == 1);
+  CHECK(nested_piece(23, ways, V{1, 3, 0}).start == 12 + 9);
+  CHECK(nested_piece(23, ways, V{1, 3, 1}).size == 1);
+  CHECK(nested_piece(23, ways, V{1, 3, 2}).size == 0);
+  // mesh order a, b, c instead: a chunks 6,6,6,5
+  CHECK(nested_piece(23, V{4, 3, 2}, V{3, 0, 0}).start == 18);
+}
+
+TEST_CASE("split factors: DTensor's _convert_shard_order_to_StridedShard and its inverse") {
+  // The example of torch 2.13 _dtensor_spec.py: mesh [4, 3, 2], order (2, 0, 1) ->
+  // (_StridedShard(0, sf=2), _StridedShard(0, sf=2), Shard(0)).
+  const V sizes{4, 3, 2};
+  const std::vector<int> o{2, 0, 1};
+  CHECK(strided_split_factors(o, sizes) == V{1, 2, 2});
+  const std::vector<int> dims{0, 1, 2};
+  const auto decoded = decode_split_factors(dims, V{2, 2, 1}, sizes);
+  REQUIRE(decoded.has_value());
+  CHECK(*decoded == o);
+  // FSDP2 + TP on (dp 4, tp 2): order (1, 0) -> [_StridedShard(0, sf=2), Shard(0)]
+  CHECK(strided_split_factors(std::vector<int>{1, 0}, V{4, 2}) == V{1, 2});
+  // not a shard order (test_utils.py Test_StridedShard_with_shard_order, mesh 4 x 8):
+  // [_StridedShard(1, sf=16), Shard(1)]
+  CHECK_FALSE(decode_split_factors(std::vector<int>{0, 1}, V{16, 1}, V{4, 8}).has_value());
+  // [Shard(0), _StridedShard(0, sf=2)] of test_compute_local_shape_and_global_offset_uneven
+  CHECK_FALSE(decode_split_factors(std::vector<int>{0, 1}, V{1, 2}, V{4, 2}).has_value());
+}
+
+TEST_CASE("dtensor_rows: DTensor's reading of the labels") {
+  // 9 rows, (dp 4, tp 2), [_StridedShard(0, sf=2), Shard(0)]: torch reads row 8 at dp 3 /
+  // tp 0; the shard order (tp, dp) puts it at dp 3 / tp 1.
+  const std::vector<MeshDimSplit> at30{{4, 3, 2}, {2, 0, 1}};
+  CHECK(dtensor_rows(9, at30) == std::vector<RowRun>{{8, 1}});
+  CHECK(nested_piece(9, V{2, 4}, V{0, 3}).size == 0);
+  // [Shard(0), _StridedShard(0, sf=2)] on 18 rows at (0, 0): rows 0, 1, 3 (not contiguous)
+  const std::vector<MeshDimSplit> strided{{4, 0, 1}, {2, 0, 2}};
+  CHECK(dtensor_rows(18, strided) == std::vector<RowRun>{{0, 2}, {3, 1}});
+  // divisible extents: the reading is the order's nested chunks
+  const std::vector<MeshDimSplit> even{{4, 1, 2}, {2, 1, 1}};
+  const Piece p = nested_piece(16, V{2, 4}, V{1, 1});
+  CHECK(dtensor_rows(16, even) == std::vector<RowRun>{{p.start, p.size}});
+}
+
+TEST_CASE("_StridedShard labels of an order: the splits in that order, labels as DTensor") {
+  Model m;
+  m.params = {param("w", {18, 2}, DType::Float32), param("v", {18, 2}, DType::Float32)};
+  Recipe r;
+  r.mesh = mesh({{"dp", 4}, {"tp", 2}});
+  r.rules = {ordered_rule("w", r.mesh, 0, {"tp", "dp"}),
+             ordered_rule("v", r.mesh, 0, {"dp", "tp"})};
+  const Plan plan = plan_of(m, r);
+  CHECK(labels(plan.params[0]) == std::vector<std::string>{"_StridedShard(0, sf=2)", "Shard(0)"});
+  CHECK(out_of_mesh_order(plan.params[0].geometry, 0));
+  CHECK(sizes(plan, "w", 0) == V{3, 3, 3, 3, 3, 3, 0, 0});
+  CHECK(offsets(plan, "w", 0) == V{0, 9, 3, 12, 6, 15, 18, 18});
+  // the default order: plain Shards, the layout of mesh order
+  CHECK(labels(plan.params[1]) == std::vector<std::string>{"Shard(0)", "Shard(0)"});
+  CHECK_FALSE(out_of_mesh_order(plan.params[1].geometry, 0));
+  CHECK(offsets(plan, "v", 0) == V{0, 3, 5, 8, 10, 13, 15, 17});
+}
+
+TEST_CASE("labels that are no shard order are E-PLACEMENT") {
+  Model m;
+  m.params = {param("w", {18, 2}, DType::Float32)};
+  Recipe r;
+  r.mesh = mesh({{"dp", 4}, {"tp", 2}});
+  // [Shard(0), _StridedShard(0, sf=2)] of test_utils.py: not contiguous, no order
+  r.rules = {rule("w", {{"dp", shard(0)}, {"tp", strided(0, 2)}})};
+  DiagnosticSink sink;
+  CHECK_FALSE(build_plan(m, r, sink).has_value());
+  REQUIRE(!sink.items().empty());
+  CHECK(sink.items()[0].code == DiagCode::EPlacement);
+  CHECK(sink.items()[0].message.find("are no shard order") != std::string::npos);
+  CHECK_FALSE(sink.items()[0].hint.empty());
+}
+
+TEST_CASE("FSDP after an ordered dim: FSDP's split stays last") {
+  Model m;
+  m.params = {param("w", {13, 4}, DType::Float32)};
+  Recipe r;
+  r.mesh = mesh({{"dp", 2}, {"cp", 2}, {"tp", 2}});
+  FsdpSpec f;
+  f.shard = {"dp"};
+  r.fsdp = f;
+  r.rules = {ordered_rule("w", r.mesh, 0, {"tp", "cp"})};
+  const Plan plan = plan_of(m, r);
+  const PlannedParam& p = plan.params[0];
+  // FSDP2's label of its split: sf = the ways already on the dim
+  CHECK(labels(p) ==
+        std::vector<std::string>{"_StridedShard(0, sf=4)", "_StridedShard(0, sf=2)", "Shard(0)"});
+  const auto& chain = p.geometry.per_dim[0];
+  REQUIRE(chain.size() == 3);
+  CHECK(chain[0].axes == std::vector<int>{2});
+  CHECK(chain[1].axes == std::vector<int>{1});
+  CHECK(chain[2].fsdp);
+  // rank (dp 1, cp 1, tp 1) = 7: tp1 rows [7, 13), cp1 [10, 13), dp1 [12, 13) padded to 2
+  const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.dense, 7));
+  CHECK(g.global_offset[0] == 12);
+  CHECK(g.local_shape[0] == 1);
+  CHECK(g.padded_shape[0] == 2);
+}
+
+TEST_CASE("property: for random small meshes and orders the pieces tile every dim once") {
+  std::mt19937 rng(20261201);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int naxes = 1 + static_cast<int>(rng() % 4);
+    std::vector<std::pair<std::string, std::int64_t>> axes;
+    std::int64_t world = 1;
+    for (int a = 0; a < naxes; ++a) {
+      const std::int64_t size = 1 + static_cast<std::int64_t>(rng() % 4);
+      axes.emplace_back("m" + std::to_string(a), size);
+      world *= size;
+    }
+    const int ndim = 1 + static_cast<int>(rng() % 2);
+    Shape shape;
+    for (int d = 0; d < ndim; ++d) shape.push_back(static_cast<std::int64_t>(rng() % 14));
+    // each axis shards a random dim or replicates; each dim's axes in a random order,
+    // labelled as DTensor labels that order
+    Recipe r;
+    r.mesh = mesh(axes);
+    std::vector<std::vector<std::string>> per_dim(static_cast<std::size_t>(ndim));
+    for (const auto& [name, size] : axes) {
+      const int d = static_cast<int>(rng() % static_cast<unsigned>(ndim + 1)) - 1;
+      if (d >= 0) per_dim[static_cast<std::size_t>(d)].push_back(name);
+    }
+    Rule ru = rule("w", {});
+    std::vector<std::vector<int>> wanted(static_cast<std::size_t>(ndim));
+    for (int d = 0; d < ndim; ++d) {
+      auto& list = per_dim[static_cast<std::size_t>(d)];
+      std::shuffle(list.begin(), list.end(), rng);
+      for (const auto& ap : ordered_rule("w", r.mesh, d, list).placements)
+        ru.placements.push_back(ap);
+      for (const auto& name : list)
+        wanted[static_cast<std::size_t>(d)].push_back(r.mesh.find(name));
+    }
+    r.rules = {ru};
+    Model m;
+    m.params = {param("w", shape, DType::Float32)};
+    CAPTURE(trial);
+    const Plan plan = plan_of(m, r);
+    const PlannedParam& p = plan.params[0];
+    // the labels decode to the order (size-1 axes may move: their split is a no-op)
+    for (int d = 0; d < ndim; ++d) {
+      std::vector<int> got;
+      for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(d)])
+        if (axes[static_cast<std::size_t>(s.axes.front())].second > 1)
+          got.push_back(s.axes.front());
+      std::vector<int> want;
+      for (int a : wanted[static_cast<std::size_t>(d)])
+        if (axes[static_cast<std::size_t>(a)].second > 1) want.push_back(a);
+      CHECK(got == want);
+    }
+    // every element held by exactly (world / pieces) ranks: count per element
+    std::int64_t numel = 1;
+    for (std::int64_t x : shape) numel *= x;
+    std::vector<std::int64_t> held(static_cast<std::size_t>(numel), 0);
+    std::int64_t replicas = 1;
+    for (std::size_t a = 0; a < p.placements.size(); ++a)
+      if (p.placements[a].kind == ResolvedPlacement::Kind::Replicate) replicas *= axes[a].second;
+    for (std::int64_t rank = 0; rank < world; ++rank) {
+      const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.dense, rank));
+      std::int64_t n = 1;
+      for (std::int64_t x : g.local_shape) n *= x;
+      if (n == 0) continue;
+      for (std::int64_t e = 0; e < n; ++e) {
+        std::int64_t rem = e;
+        std::int64_t flat = 0;
+        std::int64_t stride = 1;
+        for (int d = ndim; d-- > 0;) {
+          const auto du = static_cast<std::size_t>(d);
+          const std::int64_t i = rem % g.local_shape[du];
+          rem /= g.local_shape[du];
+          flat += (g.global_offset[du] + i) * stride;
+          stride *= shape[du];
+        }
+        ++held[static_cast<std::size_t>(flat)];
+      }
+    }
+    for (std::int64_t count : held) REQUIRE(count == replicas);
+  }
+}
