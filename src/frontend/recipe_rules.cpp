@@ -167,6 +167,24 @@ std::optional<Rule> parse_rule(const Node& n, Reader& r) {
     rule.packed = parse_packed(*packed, r);
     ok = rule.packed.has_value() && ok;
   }
+  // `vocab_padding: {divisible_by: N}`: Megatron's make_vocab_size_divisible_by.
+  if (const Node* vocab = n.find("vocab_padding")) {
+    rule.vocab_loc = r.loc(*vocab);
+    const Node* by = vocab->is_map() ? vocab->find("divisible_by") : nullptr;
+    if (!r.expect_map(*vocab, "`vocab_padding`") ||
+        !r.check_keys(*vocab, {"divisible_by"}, "`vocab_padding`") || by == nullptr) {
+      if (vocab->is_map() && by == nullptr)
+        r.error(*vocab,
+                "`vocab_padding` needs `divisible_by` (Megatron's make_vocab_size_divisible_by)",
+                "e.g. `vocab_padding: {divisible_by: 128}`");
+      ok = false;
+    } else {
+      const auto v = parse_bounded(*by, r, "`vocab_padding.divisible_by`", 1, kMaxPadOrUnit);
+      ok = v.has_value() && ok;
+      rule.vocab_divisible_by = v.value_or(0);
+    }
+  }
+  // `shard_order` is read once the mesh and fsdp are (apply_shard_orders)
   if (!ok) return std::nullopt;
   rule.placements = std::move(*places);
   return rule;

@@ -318,8 +318,7 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   for (std::size_t r = 0; r < w; ++r) {
     const RankMemory& rm = m.ranks[r];
     const int stage = plan.stage_of_rank(static_cast<std::int64_t>(r));
-    auto [it, fresh] =
-        index.try_emplace(class_key(stage, rm), members.size());
+    auto [it, fresh] = index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
       m.classes.push_back({stage, rm, {}, 0});
@@ -549,8 +548,7 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
     if (m.activations_counted) step_peak(plan, largest_unit, rank, m, rm);
     const int stage = plan.stage_of_rank(rank);
-    auto [it, fresh] =
-        index.try_emplace(class_key(stage, rm), members.size());
+    auto [it, fresh] = index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
       m.classes.push_back({stage, rm, {}, 0});
