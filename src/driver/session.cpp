@@ -70,8 +70,14 @@ void check_memory_budget(const CommonOptions& opt, Session& s) {
   if (opt.per_rank_memory) {
     // compile / verify --against write (or re-render) a row per rank: refused above the limit,
     // computed by the command itself.
-    check_memory_world(*s.plan, loc, "the per-rank memory table of plan.json and the rank files",
-                       s.sink);
+    if (!check_memory_world(*s.plan, loc,
+                            "the per-rank memory table of plan.json and the rank files", s.sink))
+      return;
+    // compile reports an exceeded budget as validate does (issue 29 item 6).
+    if (s.budget) {
+      s.memory = compute_memory(*s.plan);
+      check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
+    }
     return;
   }
   // validate's budget, memory, inspect: classes of ranks, any legal world.
