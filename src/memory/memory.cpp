@@ -438,7 +438,8 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     }
   }
   std::vector<std::int64_t> coords(n, 0);
-  for (const auto& [key, c] : chains) {
+  for (const auto& entry : chains) {
+    const Chain& c = entry.second;  // a named reference: lambdas below capture it
     for (const int axis : c.axes) {
       const auto a = static_cast<std::size_t>(axis);
       std::vector<std::int64_t> breaks;
