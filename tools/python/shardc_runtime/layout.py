@@ -4,7 +4,7 @@
 a `RankFile`: every param the rank holds (`ParamInfo`: local shape, global
 offset, padded shape, alias / tied copy, stage, boxes to read from a checkpoint)
 and its buffer layouts (`MuonGroup`, `Fsdp2Unit`) read from the form shardc
-writes (README "Rank files: derived fields": params by index, rank lists as
+writes (docs/formats.md "Rank files: derived fields": params by index, rank lists as
 strings, run-length split sizes, derived fields dropped). All shapes and
 offsets are ELEMENTS unless a name says bytes; every value is a frozen
 dataclass with tuples.
