@@ -46,8 +46,8 @@ std::string Reader::default_hint() const {
   // Every diagnostic carries a hint (docs/diagnostics.md); this one points
   // at the reference for whatever the caller did not explain itself.
   return code_ == DiagCode::EModel
-             ? "see docs/formats.md \"Input formats\" or `shardc schema model` for the model format"
-             : "see docs/formats.md \"Input formats\" or `shardc schema recipe` for the recipe format";
+             ? "see docs/formats.md or `shardc schema model` for the model format"
+             : "see docs/formats.md or `shardc schema recipe` for the recipe format";
 }
 
 void Reader::error(DiagCode code, const SourceLoc& at, std::string message, std::string hint) {

@@ -65,7 +65,8 @@ std::vector<std::vector<std::string>> page_rows() {
 
 }  // namespace
 
-TEST_CASE("every diagnostic code has one docs/diagnostics.md row with the same exit, meaning and fix") {
+TEST_CASE(
+    "every diagnostic code has one docs/diagnostics.md row with the same exit, meaning and fix") {
   const auto rows = page_rows();
   std::map<std::string, std::vector<std::string>> by_name;
   for (const auto& cells : rows) {
