@@ -7,14 +7,12 @@
 // readable input whose plan is invalid; a warning's class applies under
 // --strict; Internal = 3 is no code's: it is a broken invariant of shardc
 // itself, SHARDC_ASSERT / check_plan), and the
-// one-line meaning and typical fix that the table of docs/diagnostics.md
-// shows. That table is generated from this one (tools/update-docs; CTest
-// docs/diagnostics fails when the page is stale) and
-// tests/unit/support/diag_code_test.cpp checks it row for row.
+// one-line meaning and typical fix of docs/diagnostics.md, whose table
+// tools/update-docs generates from this one (checked: CTest docs/diagnostics,
+// tests/unit/support/diag_code_test.cpp).
 //
 // Adding a code: append an enumerator and its row here (same order), run
-// tools/update-docs (writes the docs/diagnostics.md row), and add a
-// tests/bad/ case that reports it (CONTRIBUTING.md).
+// tools/update-docs, add a tests/bad/ case that reports it (CONTRIBUTING.md).
 #pragma once
 
 #include <array>
