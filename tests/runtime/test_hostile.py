@@ -278,6 +278,13 @@ def test_manifest_refused(shardc: str, tiny: tuple[str, str], tmp_path: Any,
     (lambda d: d["params"][0].update(name="not.a.param"), "not a param of plan.json"),
     (lambda d: d["buffers"][0]["units"][0]["params"][0].update(param=99), "param: 99"),
     (lambda d: d.update(world_size=9), "world_size 9, plan.json says 4"),
+    # Fields shardc always writes are required (no defaults for forms it never writes).
+    (lambda d: d["params"][0].pop("padded_shape"), "missing `padded_shape`"),
+    (lambda d: d["params"][0].pop("numel"), "missing `numel`"),
+    (lambda d: d["params"][0].pop("alias_of"), "missing `alias_of`"),
+    (lambda d: d.pop("stage"), "missing `stage`"),
+    (lambda d: d.pop("buffers"), "missing `buffers`"),
+    (lambda d: d["buffers"][0]["units"][0].pop("mesh"), "missing `mesh`"),
 ])
 def test_rank_file_refused(shardc: str, tiny: tuple[str, str], tmp_path: Any,
                            edit: Callable[[dict[str, Any]], None], message: str) -> None:
