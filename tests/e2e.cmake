@@ -16,6 +16,8 @@
 #   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
 #   docs/layers         no include runs up the layering (tools/check-layers)
 #   docs/passes         src/README.md pass table = build_plan order (tools/check-docs)
+#   docs/diagnostics    docs/diagnostics.md's code table = the one tools/update-docs
+#                       generates from diag_code.hpp
 #   (fuzz/replay-*      the fuzz corpus replay is registered from tests/fuzz/replay.cmake)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
@@ -267,4 +269,6 @@ add_test(NAME docs/layers COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/to
                                   ${PROJECT_SOURCE_DIR})
 add_test(NAME docs/passes COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/check-docs
                                   ${PROJECT_SOURCE_DIR})
-set_tests_properties(docs/layers docs/passes PROPERTIES LABELS "docs" TIMEOUT 60)
+add_test(NAME docs/diagnostics COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/update-docs
+                                       --check ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs/layers docs/passes docs/diagnostics PROPERTIES LABELS "docs" TIMEOUT 60)

@@ -3,8 +3,8 @@
 // Parsing lives in src/backend/readback.cpp (simdjson's DOM for plain texts,
 // nlohmann/json as the reference that words every error); the structs
 // mirror the JSON fields of schemas/plan.schema.json and rank.schema.json,
-// except that the buffer layouts, written in the lean form (README "Rank
-// files: derived fields"), are expanded here: param indices become names,
+// except that the buffer layouts, written in the lean form (docs/formats.md
+// "Rank files: derived fields"), are expanded here: param indices become names,
 // rank lists and run-length split sizes are expanded, and every derived
 // field (member shapes, pad shape, offsets, padded_numel, slice-back,
 // is_owner, FSDP2 padded/local shapes) is computed from the written ones.

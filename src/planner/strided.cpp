@@ -8,7 +8,7 @@
 //
 // Checked when every other split of the FSDP dim uses `chunk` and the FSDP
 // axes come before them in mesh order (the FSDP2 + TP layout); other
-// layouts are not checked (documented in the README).
+// layouts are not checked (documented in docs/diagnostics.md).
 #include <algorithm>
 #include <map>
 #include <string>
@@ -207,7 +207,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
       d.message = p.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";
-      d.hint = "the plan describes the physical layout; see W-STRIDED in README.md";
+      d.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
       rep.add(std::move(d), "unchecked");
       continue;
     }

@@ -425,7 +425,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
 
                 # shardc (SPEC "FSDP skips params with requires_grad: false and 0-d
                 # params") = FSDP2 with those params in `ignored_params`; FSDP2's default
-                # would shard them too (see README "PyTorch is the judge").
+                # would shard them too (see docs/pytorch.md "PyTorch is the judge").
                 ignored = {objects[n] for n in own if n in objects and (
                     not info[n].get("requires_grad", True) or not info[n]["global_shape"])}
                 fully_shard(mod, mesh=dp_mesh, shard_placement_fn=placement_fn,
