@@ -66,8 +66,8 @@ struct PlanParam {
   };
   std::optional<Stacked> stacked_from;
   std::vector<PlanShard> shards;
-  std::string uneven;               ///< "chunk", "balanced", "even", "pad"
-  bool packed = false;              ///< has `packed` parts (pieces are several boxes)
+  std::string uneven;   ///< "chunk", "balanced", "even", "pad"
+  bool packed = false;  ///< has `packed` parts or `strided_boxes` (pieces are several boxes)
   std::int64_t vocab_rows = 0;      ///< `vocab_padding.rows` (0 = not a padded vocabulary)
   std::int64_t vocab_multiple = 0;  ///< `vocab_padding.multiple`
   bool operator==(const PlanParam&) const = default;

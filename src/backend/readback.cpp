@@ -246,7 +246,7 @@ PlanParam plan_param(const N& n) {
                                         s.at("last").str(), s.at("sources").strs()};
   }
   p.uneven = n.at("uneven").str();
-  p.packed = n.has("packed");
+  p.packed = n.has("packed") || n.has("strided_boxes");
   if (n.has("vocab_padding")) {
     p.vocab_rows = n.at("vocab_padding").at("rows").i64();
     p.vocab_multiple = n.at("vocab_padding").at("multiple").i64();

@@ -18,6 +18,7 @@
 
 #include "passes.hpp"
 #include "shard_classes.hpp"
+#include "shardc/limits.hpp"
 
 namespace shardc {
 namespace {
@@ -266,6 +267,34 @@ void warn_reading(const PlannedParam& p, const Plan& plan, int d,
   rep.add(std::move(diag), key);
 }
 
+// Why labels of dim `d` that are no shard order cannot be stated as boxes (empty: they can):
+// a piece's boxes lie on one dim and follow DTensor's reading, which knows torch.chunk only.
+std::string strided_refusal(const PlannedParam& p, std::size_t d,
+                            const std::vector<std::int64_t>& factors, int strided_dim) {
+  if (!p.geometry.parts.empty())
+    return "the param is packed (its boxes are its parts on dim " +
+           std::to_string(p.geometry.parts_dim) + ")";
+  if (strided_dim >= 0)
+    return "dim " + std::to_string(strided_dim) +
+           " is already read from such labels (one dim per param has boxes)";
+  if (p.geometry.group_dim == static_cast<int>(d))
+    return "the dim is split in whole groups (`packed` interleave / groups)";
+  for (const DimSplit& s : p.geometry.per_dim[d]) {
+    if (s.rule != SplitRule::Chunk && s.rule != SplitRule::Even)
+      return std::string("`uneven: ") + split_rule_name(s.rule) +
+             "` has no DTensor reading (DTensor splits as torch.chunk)";
+    if (s.unit > 1) return "`unit` has no DTensor reading (DTensor splits as torch.chunk)";
+    if (s.axes.size() != 1) return "a split of the dim spans several mesh axes";
+  }
+  std::int64_t runs = 1;
+  for (std::int64_t f : factors) {
+    if (__builtin_mul_overflow(runs, f, &runs) || runs > kMaxParts)
+      return "the product of the split factors exceeds " + std::to_string(kMaxParts) +
+             " (kMaxParts: a piece has at most that many boxes)";
+  }
+  return {};
+}
+
 // Reads the order of every dim from the written split factors; false after reporting.
 bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
   std::vector<std::int64_t> factor(mesh.axes.size(), 1);
@@ -281,6 +310,7 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
   if (!any) return true;
   std::vector<std::int64_t> sizes;
   for (const MeshAxis& axis : mesh.axes) sizes.push_back(axis.size);
+  int strided_dim = -1;  // the dim stated as DTensor reads its labels (at most one)
   for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
     std::vector<int> dims;
     std::vector<std::int64_t> factors;
@@ -294,6 +324,25 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
       continue;
     const std::optional<std::vector<int>> order = decode_split_factors(dims, factors, sizes);
     if (!order) {
+      const std::string why = strided_refusal(p, d, factors, strided_dim);
+      if (why.empty()) {
+        // Stated as DTensor reads the labels (geometry.cpp `strided_dim`): the chain stays in
+        // mesh order, each split carries its label's factor, the rows are several boxes.
+        auto& chain = p.geometry.per_dim[d];
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+          const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& s) {
+            return s.axes.size() == 1 && s.axes.front() == dims[i];
+          });
+          SHARDC_ASSERT(it != chain.end(), p.name + ": no split for a labelled axis");
+          it->split_factor = factors[i];
+          ResolvedPlacement& rp = p.placements[static_cast<std::size_t>(dims[i])];
+          rp.kind = factors[i] > 1 ? ResolvedPlacement::Kind::StridedShard
+                                   : ResolvedPlacement::Kind::Shard;
+          rp.split_factor = factors[i];
+        }
+        strided_dim = static_cast<int>(d);
+        continue;
+      }
       const AxisPlacement* at = nullptr;
       std::string labels;
       for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -304,11 +353,13 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
       }
       Diagnostic diag = param_diagnostic(p, DiagCode::EPlacement, at != nullptr ? at->loc : p.loc);
       diag.message = "the labels of dim " + std::to_string(d) + " of " + p.name + " (" + labels +
-                     ") are no shard order: DTensor cannot read them as one, and their pieces "
-                     "are not one box per rank";
+                     ") are no shard order, and shardc cannot state their several boxes per "
+                     "rank here: " +
+                     why;
       diag.hint = "write Shard(" + std::to_string(d) +
                   ") on each axis and the order as `shard_order: {" + std::to_string(d) +
-                  ": [outermost, ..., innermost]}` (docs/shard-order.md)";
+                  ": [outermost, ..., innermost]}`, or drop what the reason names "
+                  "(docs/shard-order.md)";
       rep.add(std::move(diag), "no-order:" + std::to_string(p.rule.index) + ":" + labels);
       return false;
     }

@@ -140,7 +140,8 @@ bool checkable(const PlannedParam& p) {
   const int d = p.geometry.fsdp_dim;
   // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
   if (d < 0 || !p.geometry.parts.empty() ||
-      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)))
+      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)) ||
+      strided_chain(p.geometry.per_dim[static_cast<std::size_t>(d)]))
     return false;
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
