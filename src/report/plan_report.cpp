@@ -128,7 +128,7 @@ void write_memory(const PlanReportInput& in, std::string& h) {
   if (in.budget) top = std::max(top, *in.budget);
   // Bars narrow with the stage count, so a 16-stage chart fits the page's width.
   const int stages = std::max<int>(1, static_cast<int>(bars.size()));
-  const int bar_w = std::clamp(1000 / stages / 4, 5, 22), gap = std::max(1, bar_w / 5);
+  const int bar_w = std::clamp((900 / stages - 10) * 10 / 36, 5, 22), gap = std::max(1, bar_w / 5);
   const int group_gap = std::max(8, bar_w), chart_h = 240, left = 70;
   const int group_w = 3 * bar_w + 2 * gap;
   const int width = left + static_cast<int>(bars.size()) * (group_w + group_gap) + 10;
@@ -267,17 +267,34 @@ void write_grid(const Plan& plan, const Mesh& mesh, const char* id, const Memory
   std::size_t split = n;
   std::int64_t cols = 1;
   while (split > 0 && cols * mesh.axes[split - 1].size <= 128) cols *= mesh.axes[--split].size;
+  // An axis that does not fit whole is cut: `inner` consecutive coordinates of it (the
+  // largest divisor of its size keeping the row at most 128 ranks) go on one row.
+  std::int64_t inner = 1;
+  if (split > 0 && cols < 128) {
+    const std::int64_t size = mesh.axes[split - 1].size;
+    for (std::int64_t k = 128 / cols; k > 1; --k) {
+      if (size % k == 0) {
+        inner = k;
+        break;
+      }
+    }
+  }
+  cols *= inner;
   std::string layout;
-  const bool wrapped = split == n && n > 0;  // the last axis alone is wider than 128
-  if (wrapped) {
+  if (cols == 1 && plan.world_size > 1) {  // an axis of a prime size above 128: wrap it
     cols = std::min<std::int64_t>(128, plan.world_size);
     layout = "ranks in order, " + std::to_string(cols) + " per row";
   } else {
     std::string rows_text, cols_text;
     for (std::size_t i = 0; i < n; ++i) {
+      const std::string axis = mesh.axes[i].name + " (" + std::to_string(mesh.axes[i].size) + ")";
+      if (i + 1 == split && inner > 1) {
+        rows_text += (rows_text.empty() ? "" : " × ") + axis + " / " + std::to_string(inner);
+        cols_text += (cols_text.empty() ? "" : " × ") + std::to_string(inner) + " of " + axis;
+        continue;
+      }
       std::string& t = i < split ? rows_text : cols_text;
-      t += (t.empty() ? "" : " × ") + mesh.axes[i].name + " (" + std::to_string(mesh.axes[i].size) +
-           ")";
+      t += (t.empty() ? "" : " × ") + axis;
     }
     layout = "rows: " + (rows_text.empty() ? std::string("one") : rows_text) +
              "; columns: " + (cols_text.empty() ? std::string("one") : cols_text);
@@ -330,7 +347,7 @@ void write_grid(const Plan& plan, const Mesh& mesh, const char* id, const Memory
           h += "<rect class=\"peak\" x=\"" + std::to_string(c * cell + 1) + "\" y=\"" +
                std::to_string(r * cell + 1) + "\" width=\"" + std::to_string((e - c) * cell - 2) +
                "\" height=\"" + std::to_string(cell - 2) +
-               "\" fill=\"none\" stroke=\"#b00020\" stroke-width=\"1.5\" "
+               "\" fill=\"none\" stroke=\"#b00020\" stroke-width=\"1\" "
                "pointer-events=\"none\"/>\n";
         });
   }
