@@ -272,3 +272,15 @@ add_test(NAME docs/passes COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/to
 add_test(NAME docs/diagnostics COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/update-docs
                                        --check ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs/layers docs/passes docs/diagnostics PROPERTIES LABELS "docs" TIMEOUT 60)
+
+# `shardc report` pages in headless Chromium (tests/browser/report_test.mjs, ~30 s): DOM
+# figures equal to `memory --format json` and the reshard listing, escaping of names,
+# diagnostics with file:line:col, non-blank screenshots, axe-core WCAG 2 A/AA, no console
+# error or network request; prints each page's load time and size. Node, the Debian chromium
+# and the pinned npm packages come from the set-up (tools/common.sh shardc_ensure_browser):
+# without them the test fails (exit 2), it never skips.
+find_program(SHARDC_NODE node)
+add_test(NAME browser/report
+         COMMAND ${SHARDC_NODE} ${CMAKE_CURRENT_SOURCE_DIR}/browser/report_test.mjs
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(browser/report PROPERTIES LABELS "e2e;browser" TIMEOUT 300)
