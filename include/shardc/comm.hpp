@@ -75,7 +75,14 @@
 //    gradients of the ColwiseParallel q/k/v and gate/up), B = e T h each;
 //    with sequence parallel, each all-reduce is an all-gather + a
 //    reduce-scatter of the same B (same bytes). Full recompute runs the
-//    layer's forward again in backward: 2 more all-reduces per layer. The
+//    layer's forward again in backward: 2 more all-reduces per layer.
+//    torch's parallelize_module on unfused q/k/v and gate/up
+//    (transformers' base_model_tp_plan; CommLayout::tp_per_linear) reduces
+//    each ColwiseParallel linear's input gradient on its own: 3 + 2 in
+//    backward for a gated layer instead of 2 (MLA: counted as fused). An MoE
+//    layer reduces its attention, and its MLP block only with shared
+//    experts (the routed experts' TP is the expert mesh's). With a
+//    vocab-parallel embedding and lm_head (CommLayout::vocab_parallel) the
 //    embedding (vocab-parallel, RowwiseParallel on dim 0) all-reduces its
 //    output once per micro-batch forward, the lm_head (colwise) its input
 //    gradient once backward (B = e T h each); the loss over vocab-parallel
@@ -264,14 +271,24 @@ struct CommStats {
   std::int64_t max = 0;
 };
 
+/// min / lower median / max over ranks, bytes.
+struct ByteStats {
+  std::int64_t min = 0;
+  std::int64_t median = 0;
+  std::int64_t max = 0;
+};
+
 /// The adapter's answer (b).
 struct CommReport {
   bool counted = false;  ///< a training shape and the architecture sizes
   std::string note;      ///< why not, when not
   CommLayout layout;
   CommGroups groups;
-  std::vector<CommClass> classes;   ///< ordered by lowest rank; every rank in one
-  std::vector<CommStats> stats;     ///< (role, collective) with a nonzero max, role order
+  std::vector<CommClass> classes;  ///< ordered by lowest rank; every rank in one
+  std::vector<CommStats> stats;    ///< (role, collective) with a nonzero max, role order
+  /// Per collective (indexed by Collective), every role summed, over ranks.
+  ByteStats per_collective[kCollectives]{};
+  ByteStats total;                  ///< every term of a rank, over ranks
   std::int64_t peak = 0;            ///< the largest per-rank total
   RankSet peak_ranks;               ///< ranks whose total is `peak`
   std::int64_t ranks_per_node = 0;  ///< training.ranks_per_node (0 = one node)

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "shardc/buffers.hpp"
 #include "shardc/comm.hpp"
@@ -33,9 +34,23 @@ bool expert_side(const Plan& plan, const PlannedParam& p) {
   return p.mesh == MeshKind::Expert && plan.expert.has_value();
 }
 
+// A decoder layer's param: a `layers` / `h` / `layer` segment followed by a number
+// (the planner's training_shape pass reads layers the same way).
 bool layer_param(const PlannedParam& p) {
-  return p.name.find(".layers.") != std::string::npos || p.name.find(".h.") != std::string::npos ||
-         p.name.find(".layer.") != std::string::npos;
+  const std::string& fqn = p.name;
+  std::size_t pos = 0;
+  bool after_layers = false;
+  while (pos <= fqn.size()) {
+    std::size_t dot = fqn.find('.', pos);
+    if (dot == std::string::npos) dot = fqn.size();
+    const std::string_view seg(fqn.data() + pos, dot - pos);
+    if (after_layers) {
+      return !seg.empty() && seg.find_first_not_of("0123456789") == std::string_view::npos;
+    }
+    after_layers = seg == "layers" || seg == "h" || seg == "layer";
+    pos = dot + 1;
+  }
+  return false;
 }
 
 // Axes of the param's mesh that a rule (not FSDP) splits, on dims >= first_dim (or dim 0 only).
@@ -284,20 +299,54 @@ CommReport plan_communication(const Plan& plan, const CommOptions& options) {
       report.classes.begin(), report.classes.end(),
       [](const CommClass& a, const CommClass& b) { return a.ranks.first() < b.ranks.first(); });
 
-  // Statistics per (role, collective) over every rank (classes weighted by size).
+  // Statistics over every rank (classes weighted by their size).
+  auto stats_of = [&](const std::vector<std::int64_t>& per_class) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> values;  // bytes, ranks
+    for (std::size_t i = 0; i < per_class.size(); ++i)
+      values.emplace_back(per_class[i], report.classes[i].count);
+    std::sort(values.begin(), values.end());
+    ByteStats st;
+    if (values.empty()) return st;
+    st.min = values.front().first;
+    st.max = values.back().first;
+    std::int64_t seen = 0;
+    const std::int64_t at = (world - 1) / 2;
+    for (const auto& [value, count] : values) {
+      if (seen + count > at) {
+        st.median = value;
+        break;
+      }
+      seen += count;
+    }
+    return st;
+  };
+  std::vector<std::int64_t> totals;
+  for (std::size_t coll = 0; coll < kCollectives; ++coll) {
+    std::vector<std::int64_t> per_class;
+    for (const CommClass& c : report.classes) {
+      std::int64_t sum = 0;
+      for (const CommTerm& t : c.comm.terms)
+        if (static_cast<std::size_t>(t.collective) == coll) sum += t.bytes;
+      per_class.push_back(sum);
+    }
+    report.per_collective[coll] = stats_of(per_class);
+  }
+  for (const CommClass& c : report.classes) totals.push_back(c.comm.bytes);
+  report.total = stats_of(totals);
+  // Per (role, collective).
   for (std::size_t role = 0; role < kCommRoles; ++role) {
     for (std::size_t coll = 0; coll < kCollectives; ++coll) {
-      std::vector<std::pair<std::int64_t, std::int64_t>> values;  // bytes, ranks
+      std::vector<std::int64_t> per_class;
       for (const CommClass& c : report.classes) {
         std::int64_t sum = 0;
         for (const CommTerm& t : c.comm.terms)
           if (static_cast<std::size_t>(t.role) == role &&
               static_cast<std::size_t>(t.collective) == coll)
             sum += t.bytes;
-        values.emplace_back(sum, c.count);
+        per_class.push_back(sum);
       }
-      std::sort(values.begin(), values.end());
-      if (values.empty() || values.back().first == 0) continue;
+      const ByteStats bs = stats_of(per_class);
+      if (bs.max == 0) continue;
       CommStats st;
       st.role = static_cast<CommRole>(role);
       st.collective = static_cast<Collective>(coll);
@@ -305,17 +354,9 @@ CommReport plan_communication(const Plan& plan, const CommOptions& options) {
       st.axes = group.axes;
       st.group_size = st.collective == Collective::SendRecv ? 2 : group.size;
       st.crosses_nodes = group.crosses_nodes;
-      st.min = values.front().first;
-      st.max = values.back().first;
-      std::int64_t seen = 0;
-      const std::int64_t at = (world - 1) / 2;
-      for (const auto& [value, count] : values) {
-        if (seen + count > at) {
-          st.median = value;
-          break;
-        }
-        seen += count;
-      }
+      st.min = bs.min;
+      st.median = bs.median;
+      st.max = bs.max;
       report.stats.push_back(st);
     }
   }
