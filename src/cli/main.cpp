@@ -374,7 +374,8 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
-      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest or memory");
+      "schema",
+      "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest, memory or cost");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });

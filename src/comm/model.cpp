@@ -61,8 +61,12 @@ struct Builder {
     t.bytes = mul(calls, ring_bytes_sent(c, buffer, g.size));
     t.group_size = c == Collective::SendRecv ? 2 : g.size;
     t.crosses_nodes = g.crosses_nodes;
-    t.formula =
-        n(calls) + " x " + factor_text(c, g.size) + " x B, B = " + buffer_text + " = " + n(buffer);
+    const std::string value = n(buffer);
+    const bool shown =
+        buffer_text.size() >= value.size() &&
+        buffer_text.compare(buffer_text.size() - value.size(), value.size(), value) == 0;
+    t.formula = n(calls) + " x " + factor_text(c, g.size) + " x B, B = " + buffer_text +
+                (shown ? "" : " = " + value);
     t.source = std::move(source);
     out.bytes = plus(out.bytes, t.bytes);
     out.terms.push_back(std::move(t));
