@@ -30,8 +30,8 @@ SEQ, BATCH = 6, 2
 ROLES = {4: "fsdp", 2: "tp"}  # group size -> the role of the plan's group of that size
 
 
-def shardc_cost(shardc: str, ckpt: str, recipe: str, tp_inputs: str) -> dict[str, Any]:
-    r = subprocess.run([shardc, "cost", ckpt, recipe, "--format", "json", "--quiet",
+def shardc_cost(shardc: str, model: str, recipe: str, tp_inputs: str) -> dict[str, Any]:
+    r = subprocess.run([shardc, "cost", model, recipe, "--format", "json", "--quiet",
                         "--tp-inputs", tp_inputs], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -66,6 +66,10 @@ def test_comm_witness(shardc: str, tmp_path: Any) -> None:
     with open(recipe, "w") as f:
         f.write(text + f"training:\n  seq_len: {SEQ}\n  micro_batch_size: {BATCH}\n")
     out = harness.compile_plan(shardc, ckpt, recipe, os.path.join(work, "out"))
+    # The model file `shardc import` writes carries config.json's sizes as attributes (a
+    # checkpoint directory given to `cost` directly does not: the architecture is unknown).
+    model = os.path.join(work, "model.yaml")
+    subprocess.run([shardc, "import", ckpt, "-o", model, "--quiet"], check=True, timeout=300)
     ok, text = run([{"kind": "comm", "name": "comm", "outdir": out, "ckpt": ckpt,
                      "seq_len": SEQ, "micro_batch_size": BATCH}], work)
     assert ok, mismatches(text) or text
@@ -76,7 +80,7 @@ def test_comm_witness(shardc: str, tmp_path: Any) -> None:
             measured[doc["rank"]] = {f"{ROLES[int(k.split(':')[0])]}:{k.split(':')[1]}": v
                                      for k, v in doc["sent"].items()}
     assert sorted(measured) == list(range(8)), text
-    want = expected_per_rank(shardc_cost(shardc, ckpt, recipe, "per-linear"))
+    want = expected_per_rank(shardc_cost(shardc, model, recipe, "per-linear"))
     rows = []
     for rank in range(8):
         rows.append(f"rank {rank}: measured {measured[rank]} shardc {want[rank]}")
@@ -84,7 +88,7 @@ def test_comm_witness(shardc: str, tmp_path: Any) -> None:
     print("\n".join(rows))
     # Korthikanti's fused count (2 backward all-reduces per layer) is not what this layout
     # runs: the TP figures must differ, the FSDP ones not.
-    fused = expected_per_rank(shardc_cost(shardc, ckpt, recipe, "fused"))
+    fused = expected_per_rank(shardc_cost(shardc, model, recipe, "fused"))
     assert fused[0]["tp:all_reduce"] < measured[0]["tp:all_reduce"]
     assert {k: v for k, v in fused[0].items() if k.startswith("fsdp")} == \
         {k: v for k, v in measured[0].items() if k.startswith("fsdp")}
