@@ -98,7 +98,7 @@ TEST_CASE("comm: ring byte counts (bytes one rank sends)") {
   // A buffer not divisible by n moves whole chunks: ceil(10 / 4) = 3, x 3 = 9.
   CHECK(ring_bytes_sent(Collective::AllGather, 10, 4) == 9);
   // Saturates instead of overflowing.
-  CHECK(ring_bytes_sent(Collective::AllReduce, std::int64_t{1} << 62, 3) ==
+  CHECK(ring_bytes_sent(Collective::AllReduce, std::numeric_limits<std::int64_t>::max(), 2) ==
         std::numeric_limits<std::int64_t>::max());
   CHECK(std::string(collective_name(Collective::AllToAll)) == "all_to_all");
   CHECK(std::string(comm_role_name(CommRole::ExpertReplicate)) == "expert_replicate");
@@ -355,28 +355,36 @@ TEST_CASE("comm: the shipped Llama-3.1-8B dp 8 x tp 8 (DDP + TP, vocab-parallel)
   CHECK(r.peak_ranks.size() == 64);
 }
 
-TEST_CASE("comm: torchtitan Llama-3 8B FSDP 8 x TP 8: the FSDP bytes are the padded shards") {
-  const auto plan = plan_of("plans/torchtitan-llama3-8b.model.yaml",
-                            "plans/torchtitan-llama3-8b-fsdp-tp.recipe.yaml",
-                            "training:\n  seq_len: 8192\n  sequence_parallel: true\n");
+TEST_CASE("comm: the shipped Llama-3.1-70B HSDP 4 x 8 x TP 8: FSDP bytes are the padded shards") {
+  const auto plan =
+      plan_of("plans/llama-3.1-70b.model.yaml", "plans/llama-3.1-70b-hsdp.recipe.yaml",
+              "training:\n  seq_len: 8192\n  sequence_parallel: true\n"
+              "  ranks_per_node: 8\n");
   const CommReport r = plan_communication(*plan, CommOptions{});
   REQUIRE(r.counted);
   CHECK(r.groups.of(CommRole::Fsdp).size == 8);
-  CHECK(r.groups.of(CommRole::Fsdp).axes == "fsdp");
-  CHECK(r.groups.of(CommRole::Replicate).size == 1);
+  CHECK(r.groups.of(CommRole::Fsdp).axes == "dp_shard");
+  CHECK(r.groups.of(CommRole::Fsdp).crosses_nodes);  // stride 8: one rank per node
+  CHECK(r.groups.of(CommRole::Replicate).size == 4);
+  CHECK(r.groups.of(CommRole::Replicate).axes == "dp_replicate");
+  CHECK_FALSE(r.groups.of(CommRole::Tp).crosses_nodes);
   const MemoryReport m = compute_memory(*plan);
   for (const CommClass& cls : r.classes) {
     const std::int64_t rank = cls.ranks.first();
-    // Every param is FSDP-sharded: the forward gather sends 7 x the padded shard bytes.
     std::int64_t forward = 0;
-    for (const CommTerm& t : cls.comm.terms)
+    std::int64_t hsdp = 0;
+    for (const CommTerm& t : cls.comm.terms) {
       if (t.name == "fsdp.forward_all_gather") forward = t.bytes;
+      if (t.name == "fsdp.hsdp_grad_all_reduce") hsdp = t.bytes;
+    }
+    // Every param is FSDP-sharded: the forward gather sends 7 x the rank's padded shards,
+    // the replicate all-reduce 2 x 3/4 x its (bf16) grad shards.
     CHECK(forward == 7 * m.at(rank).of(MemoryKind::Params));
+    CHECK(hsdp == ring_bytes_sent(Collective::AllReduce, m.at(rank).of(MemoryKind::Grads), 4));
   }
-  // tp 8 with sequence parallel, no CP/EP/PP.
-  CHECK(r.groups.of(CommRole::Tp).size == 8);
   CHECK(r.layout.degrees.sequence_parallel);
-  CHECK(r.groups.of(CommRole::Pp).size == 1);
+  CHECK(r.layout.reshards());  // no pipeline: torchtitan's default
+  CHECK(r.peak == r.total.max);
 }
 
 TEST_CASE("comm: no training shape, nothing counted, and the note says why") {
