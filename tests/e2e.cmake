@@ -246,6 +246,11 @@ add_test(NAME memory/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory.py
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(memory/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
+# `shardc cost` (communication per step per rank): schema, statistics vs classes, E-TRAINING.
+add_test(NAME cost/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_cost.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(cost/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
 # The runtime witness: real torch tensors (FSDP2-style padded storages) and a real
 # torch.optim.AdamW step hold exactly what `shardc memory` reports, per rank and kind.
 # Needs torch (it re-runs itself with /usr/bin/python3 when this Python lacks it); exit 77 =

@@ -80,6 +80,13 @@ std::string render_memory_json(const Plan& plan, const MemoryReport& m,
                                std::optional<std::int64_t> budget,
                                const std::vector<std::int64_t>& ranks);
 
+struct CommReport;
+/// `shardc cost --format json` (schemas/cost.schema.json): the assumptions, the
+/// groups (axes, size, node crossing), min / median / max over ranks per
+/// collective and per (role, collective), the peak rank, and every class of
+/// ranks with its terms (include/shardc/comm.hpp). Bytes sent per rank per step.
+std::string render_cost_json(const Plan& plan, const CommReport& report);
+
 /// File name of a rank file: "rank-" + rank zero-padded to the width of
 /// world_size - 1 + ".json".
 std::string rank_file_name(std::int64_t rank, std::int64_t world_size);

@@ -105,6 +105,17 @@ struct MemoryOptions {
   bool explain = false;
 };
 
+/// `shardc cost`: communication per step per rank (include/shardc/comm.hpp).
+struct CostOptions {
+  CommonOptions common;
+  MemoryFormat format = MemoryFormat::Table;
+  std::optional<bool> reshard_after_forward;  ///< nullopt: torchtitan's default
+  bool tp_per_linear = false;                 ///< `--tp-inputs per-linear`
+  bool loss_parallel = true;                  ///< false: `--no-loss-parallel`
+  bool explain = false;                       ///< every term of the peak rank, with formulas
+  std::optional<std::string> ranks;           ///< also list these ranks' terms
+};
+
 struct ExplainOptions {
   CommonOptions common;
   std::string fqn;
@@ -180,6 +191,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
 /// JSON), the peak rank, and the budget check (exit 1 with E-BUDGET when a
 /// rank exceeds it; the report is printed either way).
 ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
 ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);

@@ -197,6 +197,44 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
   });
 }
 
+void add_cost(CLI::App& app, Cli& cli, shardc::CostOptions& opt, std::string& format,
+              std::string& reshard, std::string& tp_inputs) {
+  auto* cmd = app.add_subcommand("cost", "Communication per training step per rank, by axis");
+  add_inputs(*cmd, cli);
+  cmd->add_option("--format", format, "Output: table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--reshard-after-forward", reshard,
+                  "FSDP2 reshard_after_forward: true, false, or default (torchtitan: not pp)")
+      ->check(CLI::IsMember({"true", "false", "default"}));
+  cmd->add_option("--tp-inputs", tp_inputs,
+                  "TP input-gradient reductions: fused (one per block: Megatron, torchtitan) or "
+                  "per-linear (parallelize_module on unfused q/k/v, gate/up)")
+      ->check(CLI::IsMember({"fused", "per-linear"}));
+  cmd->add_flag("--no-loss-parallel{false}", opt.loss_parallel,
+                "The lm_head's logits are all-gathered (no vocab-parallel loss)");
+  cmd->add_option("--ranks", opt.ranks, "Also list these ranks' terms, e.g. 0,17,100-103");
+  cmd->add_flag("--explain", opt.explain, "Every term's bytes, formula and source");
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  cmd->footer(
+      "Bytes each rank sends per step (ring algorithm) by group role, mesh axes and\n"
+      "collective: FSDP2 all-gather / reduce-scatter, HSDP and DP all-reduce, ZeRO,\n"
+      "TP per layer, CP, EP all-to-all, PP send/recv; min / median / max over ranks, the\n"
+      "peak rank. Needs the recipe's `training.seq_len` (docs/communication.md).\n"
+      "Example:\n  shardc cost llama.yaml recipe.yaml --format json");
+  cmd->callback([&] {
+    opt.common = cli.options();
+    opt.format = format == "json" ? shardc::MemoryFormat::Json : shardc::MemoryFormat::Table;
+    if (reshard != "default") opt.reshard_after_forward = reshard == "true";
+    opt.tp_per_linear = tp_inputs == "per-linear";
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_cost(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_explain(CLI::App& app, Cli& cli, shardc::ExplainOptions& opt) {
   auto* cmd = app.add_subcommand("explain", "Explain one parameter: rule, placements, shards");
   add_inputs(*cmd, cli);
@@ -370,7 +408,8 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
-      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest or memory");
+      "schema",
+      "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest, memory or cost");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });
@@ -413,6 +452,11 @@ int run(int argc, char** argv) {
   add_validate(app, cli);
   add_inspect(app, cli, inspect, inspect_format);
   add_memory(app, cli, memory, memory_format);
+  shardc::CostOptions cost;
+  std::string cost_format = "table";
+  std::string cost_reshard = "default";
+  std::string cost_tp_inputs = "fused";
+  add_cost(app, cli, cost, cost_format, cost_reshard, cost_tp_inputs);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);
