@@ -178,6 +178,7 @@ struct SearchOptions {
   std::string emit_recipe;        ///< write the best layout's recipe here
   int pick = 1;                   ///< which ranked layout `emit_recipe` writes (1-based)
   bool explain_pruned = false;
+  std::string fix;  ///< `--fix pp=16,tp=8`: degrees held fixed
   DiagFormat diag_format = DiagFormat::Text;
 };
 

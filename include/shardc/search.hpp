@@ -125,9 +125,10 @@ enum class ScreenReason {
   SeqCp,           ///< E-TRAINING: seq_len not divisible by cp (x 2 for load balance)
   MicrobatchesPp,  ///< E-TRAINING: interleaved needs micro-batches divisible by pp
   OverBudget,      ///< estimated memory above the budget by more than the margin
+  Fixed,           ///< a degree other than `SearchRequest::fixed` holds
 };
 const char* screen_reason_text(ScreenReason reason);
-inline constexpr int kScreenReasons = 8;
+inline constexpr int kScreenReasons = 9;
 
 /// What the search was asked.
 struct SearchRequest {
@@ -143,6 +144,9 @@ struct SearchRequest {
   int top = 5;
   int max_exact = 24;
   Hardware hardware;
+  /// Degrees held fixed (`--fix pp=16,tp=8`): 0 = free. Order pp, dp_replicate,
+  /// dp_shard, cp, tp, ep.
+  std::array<std::int64_t, 6> fixed{};
 };
 
 /// One layout checked by the planner.

@@ -229,6 +229,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
+  cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
   cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
       ->check(CLI::IsMember({"text", "json", "github"}));
   cmd->footer(

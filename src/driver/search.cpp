@@ -259,6 +259,34 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   req.top = std::max(1, opt.top);
   req.max_exact = std::max(req.top, opt.max_exact);
   req.hardware = *hw;
+  if (!opt.fix.empty()) {
+    static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
+                                                              "cp", "tp", "ep"};
+    std::string_view rest = opt.fix;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const std::size_t eq = item.find('=');
+      const auto axis = std::find(kAxes.begin(), kAxes.end(), item.substr(0, std::min(eq, item.size())));
+      std::int64_t value = 0;
+      if (eq != std::string_view::npos) {
+        for (const char ch : item.substr(eq + 1)) {
+          if (ch < '0' || ch > '9' || value > limits::kMaxWorld) {
+            value = 0;
+            break;
+          }
+          value = value * 10 + (ch - '0');
+        }
+      }
+      if (axis == kAxes.end() || value < 1) {
+        driver::print_error(err, "--fix: expected AXIS=N[,AXIS=N...] with AXIS one of pp, "
+                                 "dp_replicate, dp_shard, cp, tp, ep; got '" + std::string(item) + "'");
+        return ExitCode::Usage;
+      }
+      req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
+    }
+  }
   const SearchResult r = run_search(req);
   if (!r.error.empty()) {
     driver::print_error(err, r.error);

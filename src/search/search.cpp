@@ -32,6 +32,8 @@ const char* screen_reason_text(ScreenReason reason) {
       return "E-TRAINING: seq_len not divisible by cp";
     case ScreenReason::MicrobatchesPp:
       return "E-TRAINING: interleaved schedule needs micro-batches divisible by pp";
+    case ScreenReason::Fixed:
+      return "a degree other than the one --fix holds";
     case ScreenReason::OverBudget:
       return "estimated memory over the budget by more than 25 % (not planned)";
   }
@@ -133,6 +135,10 @@ void enumerate(const ModelStats& st, std::int64_t world, const std::function<voi
 
 std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& req,
                                    const Layout& l) {
+  const std::array<std::int64_t, 6> degrees = {l.pp, l.dp_replicate, l.dp_shard, l.cp, l.tp, l.ep};
+  for (std::size_t i = 0; i < degrees.size(); ++i) {
+    if (req.fixed[i] > 0 && req.fixed[i] != degrees[i]) return ScreenReason::Fixed;
+  }
   if (st.heads > 0 && (st.heads % l.tp != 0 || (st.kv_heads > 0 && st.kv_heads % l.tp != 0)))
     return ScreenReason::HeadsTp;
   if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % l.tp != 0)
