@@ -209,8 +209,7 @@ ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out,
 /// `shardc search`: exit 0 with the ranked layouts, 1 (E-SEARCH) when no layout is valid or
 /// none fits the budget (the closest printed), 2 for unreadable input or an unknown hardware
 /// preset (E-HARDWARE).
-ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
-                    std::ostream& err);
+ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

@@ -90,9 +90,9 @@ std::string layout_name(const Layout& layout);
 
 /// One communication term of a step, per rank.
 struct CommTerm {
-  std::string axis;        ///< "tp", "cp", "ep", "dp_shard", "dp_replicate", "pp"
-  std::string collective;  ///< "all-reduce", "all-gather + reduce-scatter", ...
-  double bytes = 0;        ///< sent per rank per step (ring counts)
+  std::string axis;         ///< "tp", "cp", "ep", "dp_shard", "dp_replicate", "pp"
+  std::string collective;   ///< "all-reduce", "all-gather + reduce-scatter", ...
+  double bytes = 0;         ///< sent per rank per step (ring counts)
   bool inter_node = false;  ///< the group crosses nodes (from the mesh's rank order)
   double seconds = 0;       ///< bytes / bandwidth + ring steps x latency
   double exposed = 0;       ///< not hidden behind compute (the term's overlap rule)

@@ -199,8 +199,7 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
 
 void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string& format) {
   auto* cmd = app.add_subcommand("search", "Rank every valid layout of a model on N GPUs");
-  cmd->add_option("MODEL", opt.model_path, "Model file (shardc.model/v1 or inventory)")
-      ->required();
+  cmd->add_option("MODEL", opt.model_path, "Model file (shardc.model/v1 or inventory)")->required();
   cmd->add_option("--rules", opt.rules_path,
                   "Recipe whose rule set every layout uses (default: <model stem>-*.recipe.yaml "
                   "next to the model)");
@@ -218,8 +217,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
                   "A recipe (or a file of one `training:` section): optimizer, dtypes, shape");
   cmd->add_option("--budget", opt.budget, "Per-rank memory budget (default: the GPU's HBM)");
   cmd->add_option("--top", opt.top, "Layouts to rank (default 5)")->check(CLI::Range(1, 100));
-  cmd->add_option("--max-planned", opt.max_exact,
-                  "Layouts planned exactly at most (default 24)")
+  cmd->add_option("--max-planned", opt.max_exact, "Layouts planned exactly at most (default 24)")
       ->check(CLI::Range(1, 10000));
   cmd->add_option("--format", format, "Output: text (default) or json")
       ->check(CLI::IsMember({"text", "json"}));

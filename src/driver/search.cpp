@@ -107,7 +107,8 @@ std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
     << ", \"efsdp\": " << l.efsdp << ", \"recompute\": " << json_string(recompute_name(l.recompute))
     << ", \"sequence_parallel\": " << (l.sequence_parallel ? "true" : "false")
     << ", \"schedule\": " << json_string(pipeline_schedule_name(l.schedule))
-    << ", \"virtual_stages\": " << l.virtual_stages << ", \"zero1\": " << (l.zero1 ? "true" : "false")
+    << ", \"virtual_stages\": " << l.virtual_stages
+    << ", \"zero1\": " << (l.zero1 ? "true" : "false")
     << ", \"valid\": " << (c.valid ? "true" : "false");
   if (!c.valid) {
     o << ", \"first_code\": " << json_string(c.first_code)
@@ -117,23 +118,28 @@ std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
   const StepCost& k = c.cost;
   o << ", \"peak_bytes\": " << c.peak << ", \"peak_rank\": " << c.peak_rank
     << ", \"peak_stage\": " << c.peak_stage << ", \"activation_bytes\": " << c.activations
-    << ", \"headroom_bytes\": " << (budget - c.peak) << ", \"fits\": " << (c.fits ? "true" : "false")
+    << ", \"headroom_bytes\": " << (budget - c.peak)
+    << ", \"fits\": " << (c.fits ? "true" : "false")
     << ", \"estimated_memory_bytes\": " << json_number(c.estimated_memory)
-    << ", \"step_seconds\": " << json_number(k.step) << ", \"compute_seconds\": "
-    << json_number(k.compute) << ", \"recompute_seconds\": " << json_number(k.recompute)
-    << ", \"bubble_seconds\": " << json_number(k.bubble) << ", \"exposed_comm_seconds\": "
-    << json_number(k.exposed_comm) << ", \"optimizer_seconds\": " << json_number(k.optimizer)
+    << ", \"step_seconds\": " << json_number(k.step)
+    << ", \"compute_seconds\": " << json_number(k.compute)
+    << ", \"recompute_seconds\": " << json_number(k.recompute)
+    << ", \"bubble_seconds\": " << json_number(k.bubble)
+    << ", \"exposed_comm_seconds\": " << json_number(k.exposed_comm)
+    << ", \"optimizer_seconds\": " << json_number(k.optimizer)
     << ", \"tokens_per_second_per_gpu\": " << json_number(k.tokens_per_second_per_gpu)
-    << ", \"mfu\": " << json_number(k.mfu) << ", \"flops_per_token\": "
-    << json_number(k.flops_per_token) << ", \"dominant\": " << json_string(k.dominant)
-    << ", \"comm\": [";
+    << ", \"mfu\": " << json_number(k.mfu)
+    << ", \"flops_per_token\": " << json_number(k.flops_per_token)
+    << ", \"dominant\": " << json_string(k.dominant) << ", \"comm\": [";
   for (std::size_t i = 0; i < k.comm.size(); ++i) {
     const CommTerm& t = k.comm[i];
     o << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(t.axis)
-      << ", \"collective\": " << json_string(t.collective) << ", \"bytes\": " << json_number(t.bytes)
+      << ", \"collective\": " << json_string(t.collective)
+      << ", \"bytes\": " << json_number(t.bytes)
       << ", \"inter_node\": " << (t.inter_node ? "true" : "false")
-      << ", \"seconds\": " << json_number(t.seconds) << ", \"exposed_seconds\": "
-      << json_number(t.exposed) << ", \"overlap\": " << json_string(t.overlap) << "}";
+      << ", \"seconds\": " << json_number(t.seconds)
+      << ", \"exposed_seconds\": " << json_number(t.exposed)
+      << ", \"overlap\": " << json_string(t.overlap) << "}";
   }
   o << "]}";
   return o.str();
@@ -162,10 +168,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     if (!text) {
       std::string names;
       for (const std::string& n : hardware_preset_names()) names += (names.empty() ? "" : ", ") + n;
-      s.sink.error(DiagCode::EHardware, cli,
-                   "unknown hardware preset `" + opt.hardware + "` (and no such file: " + error +
-                       ")",
-                   "presets: " + names + "; or a file of `key: value` lines (docs/search.md)");
+      s.sink.error(
+          DiagCode::EHardware, cli,
+          "unknown hardware preset `" + opt.hardware + "` (and no such file: " + error + ")",
+          "presets: " + names + "; or a file of `key: value` lines (docs/search.md)");
       return finish(opt, s, err, ExitCode::Usage);
     }
     hw = parse_hardware_text(*text, error);
@@ -191,9 +197,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   const std::string rules_path =
       opt.rules_path.empty() ? default_rules_path(fs, opt.model_path) : opt.rules_path;
   if (rules_path.empty()) {
-    driver::print_error(err, "no rule set: give --rules RECIPE (a recipe for this architecture, "
-                             "e.g. one of plans/; none named `<model stem>-*.recipe.yaml` lies "
-                             "next to the model)");
+    driver::print_error(err,
+                        "no rule set: give --rules RECIPE (a recipe for this architecture, "
+                        "e.g. one of plans/; none named `<model stem>-*.recipe.yaml` lies "
+                        "next to the model)");
     return ExitCode::Usage;
   }
   auto rules_file = read_file(fs, rules_path, "rules recipe", DiagCode::ERecipe, s);
@@ -209,14 +216,14 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     SourceFile wrapped = *tf;
     if (wrapped.text.find("format:") == std::string::npos) {
       // A bare `training:` section: a minimal recipe around it (messages name lines 3 later).
-      wrapped.text = "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n" + tf->text;
+      wrapped.text =
+          "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n" + tf->text;
     }
     auto parsed = parse_recipe(wrapped, s.sink, false);
     if (!parsed) return finish(opt, s, err, ExitCode::Usage);
     training = parsed->training;
     if (!training.shape.recompute_ranges.empty() || training.shape.offload.optimizer ||
-        training.shape.offload.params || training.shape.offload.grads ||
-        training.zero.stage > 0) {
+        training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
       s.sink.error(DiagCode::ETraining, training.loc,
                    "search chooses recompute, ZeRO and the layout itself: the training file may "
                    "not set recompute ranges, offload or zero",
@@ -261,14 +268,15 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   req.hardware = *hw;
   if (!opt.fix.empty()) {
     static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
-                                                              "cp", "tp", "ep"};
+                                                              "cp", "tp",           "ep"};
     std::string_view rest = opt.fix;
     while (!rest.empty()) {
       const std::size_t comma = rest.find(',');
       const std::string_view item = rest.substr(0, comma);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       const std::size_t eq = item.find('=');
-      const auto axis = std::find(kAxes.begin(), kAxes.end(), item.substr(0, std::min(eq, item.size())));
+      const auto axis =
+          std::find(kAxes.begin(), kAxes.end(), item.substr(0, std::min(eq, item.size())));
       std::int64_t value = 0;
       if (eq != std::string_view::npos) {
         for (const char ch : item.substr(eq + 1)) {
@@ -280,8 +288,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         }
       }
       if (axis == kAxes.end() || value < 1) {
-        driver::print_error(err, "--fix: expected AXIS=N[,AXIS=N...] with AXIS one of pp, "
-                                 "dp_replicate, dp_shard, cp, tp, ep; got '" + std::string(item) + "'");
+        driver::print_error(err,
+                            "--fix: expected AXIS=N[,AXIS=N...] with AXIS one of pp, "
+                            "dp_replicate, dp_shard, cp, tp, ep; got '" +
+                                std::string(item) + "'");
         return ExitCode::Usage;
       }
       req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
@@ -306,8 +316,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << ", \"inter_bandwidth\": " << json_number(hw->inter_bandwidth)
         << ", \"intra_latency\": " << json_number(hw->intra_latency)
         << ", \"inter_latency\": " << json_number(hw->inter_latency)
-        << ", \"source\": " << json_string(hw->source) << "},\n \"training\": {\"seq_len\": "
-        << *shape.seq_len << ", \"micro_batch_size\": " << shape.micro_batch_size
+        << ", \"source\": " << json_string(hw->source)
+        << "},\n \"training\": {\"seq_len\": " << *shape.seq_len
+        << ", \"micro_batch_size\": " << shape.micro_batch_size
         << ", \"global_batch_size\": " << *shape.global_batch_size
         << ", \"global_batch_tokens\": " << tokens
         << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer)) << "},\n"
@@ -335,10 +346,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << fixed(hw->inter_bandwidth / 1e9, 0) << " GB/s per GPU, latency "
         << fixed(hw->intra_latency * 1e6, 1) << " / " << fixed(hw->inter_latency * 1e6, 1)
         << " us (" << hw->source << ")\n";
-    out << "training: seq_len " << *shape.seq_len << ", micro_batch_size "
-        << shape.micro_batch_size << ", global batch " << *shape.global_batch_size
-        << " sequences (" << tokens << " tokens), optimizer " << optimizer_name(training.optimizer)
-        << ", attention " << attention_impl_name(shape.attention) << "\n";
+    out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
+        << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
+        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", attention "
+        << attention_impl_name(shape.attention) << "\n";
     out << "layouts: " << r.enumerated << " enumerated, " << r.screened << " screened, "
         << r.checked.size() << " planned exactly (in order of estimated step time)\n\n";
     out << "rank  layout                                                  peak GiB  headroom  "
@@ -398,8 +409,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     for (const std::int64_t w : {world - hw->gpus_per_node, world + hw->gpus_per_node}) {
       if (w < 1) continue;
       const std::int64_t n = screened_layouts(req, w);
-      if (n > 0) near += (near.empty() ? "" : ", ") + std::to_string(w) + " ranks: " +
-                         std::to_string(n) + " layouts";
+      if (n > 0)
+        near += (near.empty() ? "" : ", ") + std::to_string(w) + " ranks: " + std::to_string(n) +
+                " layouts";
     }
     s.sink.error(DiagCode::ESearch, cli,
                  "no valid layout of " + model->name + " on " + std::to_string(world) +

@@ -107,8 +107,8 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     const double ep = static_cast<double>(layout.ep);
     const double calls = (2 * fwd_passes + 2) * moe_stage * m;
     const double tokens_rank = tokens_mb / (layout.sequence_parallel ? tp : 1);
-    const double bytes = calls * (ep - 1) / ep * tokens_rank * static_cast<double>(st.top_k) *
-                         hidden * e;
+    const double bytes =
+        calls * (ep - 1) / ep * tokens_rank * static_cast<double>(st.top_k) * hidden * e;
     CommTerm t = ring("ep", "all-to-all dispatch + combine", bytes, calls, 1,
                       group_inter_node(layout.ep, 1, g), hw);
     if (layout.pp > 1 && m >= 2) {
@@ -151,12 +151,12 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     if (st.expert > 0 && expert_dp > 1)
       bytes += 2 * (expert_dp - 1) / expert_dp * expert_stage * pbytes;
     const std::int64_t group = layout.dp_replicate > 1 ? layout.dp_replicate : 1;
-    CommTerm t = ring("dp_replicate", layout.zero1 ? "reduce-scatter + all-gather (ZeRO-1)"
-                                                   : "all-reduce",
-                      bytes, 1, 2 * (r - 1),
-                      group_inter_node(group, layout.dp_shard * layout.cp * layout.tp, g) ||
-                          group_inter_node(static_cast<std::int64_t>(expert_dp), layout.ep, g),
-                      hw);
+    CommTerm t =
+        ring("dp_replicate", layout.zero1 ? "reduce-scatter + all-gather (ZeRO-1)" : "all-reduce",
+             bytes, 1, 2 * (r - 1),
+             group_inter_node(group, layout.dp_shard * layout.cp * layout.tp, g) ||
+                 group_inter_node(static_cast<std::int64_t>(expert_dp), layout.ep, g),
+             hw);
     t.exposed = std::max(0.0, t.seconds - work / m * 2.0 / 3.0);
     t.overlap = "bucketed behind the last micro-batch's backward";
     c.comm.push_back(t);
@@ -176,7 +176,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   // state (AdamW: 16 bytes per element with fp32 master + 2 states, plus bf16 param + grad).
   double local = dense_stage / static_cast<double>(layout.dp_shard) +
                  expert_stage / static_cast<double>(layout.dp_shard > 1 ? layout.efsdp : 1);
-  const double state_bytes = req.training.optimizer == Optimizer::None ? 0
+  const double state_bytes = req.training.optimizer == Optimizer::None  ? 0
                              : req.training.optimizer == Optimizer::Sgd ? 4
                                                                         : 8;
   const double master = req.training.master_weights ? 4 : 0;

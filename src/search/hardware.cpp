@@ -157,7 +157,8 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       hw->gemm_efficiency = v;
     } else {
       error = "line " + std::to_string(l.number) + ": unknown key or value out of range: `" +
-              l.key + ": " + l.value + "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
+              l.key + ": " + l.value +
+              "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
               "gpus_per_node, intra_gbs, inter_gbs, intra_latency_us, inter_latency_us, "
               "gemm_efficiency)";
       return std::nullopt;

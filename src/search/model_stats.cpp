@@ -21,7 +21,8 @@ std::int64_t layer_of(std::string_view fqn) {
     if (dot == std::string_view::npos) dot = fqn.size();
     const std::string_view seg = fqn.substr(pos, dot - pos);
     if (after) {
-      if (seg.empty() || seg.size() > 9 || seg.find_first_not_of("0123456789") != std::string_view::npos)
+      if (seg.empty() || seg.size() > 9 ||
+          seg.find_first_not_of("0123456789") != std::string_view::npos)
         return -1;
       return std::stoll(std::string(seg));
     }
@@ -69,7 +70,8 @@ ModelStats model_stats(const Model& model) {
       }
     } else {
       s.outside += n;
-      if (p.name.find("embed_tokens") != std::string::npos || p.name.find("wte") != std::string::npos)
+      if (p.name.find("embed_tokens") != std::string::npos ||
+          p.name.find("wte") != std::string::npos)
         s.embedding += n;
       if (p.name.find("lm_head") != std::string::npos) lm_head = true;
     }
@@ -88,7 +90,8 @@ ModelStats model_stats(const Model& model) {
   s.hidden = a.hidden_size.value_or(0);
   const std::int64_t head_dim = a.head_dim.value_or(s.heads > 0 ? s.hidden / s.heads : 0);
   if (a.kv_lora_rank.value_or(0) > 0) {
-    const double qk = static_cast<double>(a.qk_nope_head_dim.value_or(0) + a.qk_rope_head_dim.value_or(0));
+    const double qk =
+        static_cast<double>(a.qk_nope_head_dim.value_or(0) + a.qk_rope_head_dim.value_or(0));
     const double v = static_cast<double>(a.v_head_dim.value_or(head_dim));
     s.attention_dim = (qk + v) / 2;
     s.kv_dim = s.heads * static_cast<std::int64_t>(qk + v);

@@ -77,7 +77,8 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 }
 
 // Every layout of `world` (degrees x choices), each passed to `visit`.
-void enumerate(const ModelStats& st, std::int64_t world, const std::function<void(const Layout&)>& visit) {
+void enumerate(const ModelStats& st, std::int64_t world,
+               const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;
@@ -176,7 +177,8 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   double bytes = dense / shard * (2 * pb + state_bytes / zero_dense) +
                  expert / eshard * (2 * pb + state_bytes / zero_expert);
   if (l.dp_shard > 1) {
-    const double layer = st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers));
+    const double layer =
+        st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers));
     bytes += 3 * layer / tp * pb;  // unit + prefetched unit + reduce-scatter
   }
   if (!st.arch || !t.shape.seq_len) return bytes;
@@ -189,22 +191,32 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const std::int64_t e = element_size(shape.activation_dtype.value_or(DType::BFloat16));
   double act = 0;
   const std::int64_t per_stage = (st.layers + l.pp - 1) / l.pp;
-  for (const bool last : {false, true}) {
-    if (last && l.pp == 1) break;
+  // Stage 0 (most micro-batches in flight), the first stage holding only MoE layers
+  // (DeepSeek's leading dense layers are lighter) and the last stage (the logits).
+  std::int64_t first_moe = 0;
+  while (first_moe < st.layers && !st.moe_layer[static_cast<std::size_t>(first_moe)]) ++first_moe;
+  std::vector<std::int64_t> stages{0};
+  if (first_moe > 0 && first_moe < st.layers && per_stage > 0) {
+    const std::int64_t moe_stage = (first_moe + per_stage - 1) / per_stage;
+    if (moe_stage < l.pp) stages.push_back(moe_stage);
+  }
+  if (l.pp > 1) stages.push_back(l.pp - 1);
+  for (const std::int64_t stage : stages) {
+    const bool last = stage == l.pp - 1;
     StageLayers sl;
-    const std::int64_t first = last ? st.layers - (st.layers - per_stage * (l.pp - 1)) : 0;
-    const std::int64_t count = last ? st.layers - per_stage * (l.pp - 1) : per_stage;
-    for (std::int64_t i = first; i < first + std::max<std::int64_t>(0, count); ++i) {
+    const std::int64_t first = std::min(st.layers, stage * per_stage);
+    const std::int64_t end = last ? st.layers : std::min(st.layers, first + per_stage);
+    for (std::int64_t i = first; i < end; ++i) {
       const int kind = st.moe_layer[static_cast<std::size_t>(i)] ? 1 : 0;
       ++sl.count[kind][static_cast<int>(l.recompute)];
     }
-    sl.embedding = !last;
-    sl.logits = last || l.pp == 1;
-    const int stage = last ? static_cast<int>(l.pp - 1) : 0;
+    sl.embedding = stage == 0;
+    sl.logits = last;
     const std::int64_t in_flight =
         l.pp > 1 ? microbatches_in_flight(l.schedule, l.pp, l.virtual_stages, stage, m) : 1;
-    act = std::max(act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl, stage,
-                                                              in_flight, l.virtual_stages)
+    act = std::max(act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl,
+                                                              static_cast<int>(stage), in_flight,
+                                                              l.virtual_stages)
                                                 .bytes));
   }
   return bytes + act;
@@ -301,8 +313,8 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
   const TrainingShape& s = t.shape;
   out << "training:\n";
   out << "  optimizer: " << optimizer_text(t.optimizer) << "\n";
-  out << "  master_weights: " << (t.master_weights ? std::string(dtype_name(*t.master_weights)) : "none")
-      << "\n";
+  out << "  master_weights: "
+      << (t.master_weights ? std::string(dtype_name(*t.master_weights)) : "none") << "\n";
   if (t.grad_dtype) out << "  grad_dtype: " << dtype_name(*t.grad_dtype) << "\n";
   if (t.state_dtype) out << "  state_dtype: " << dtype_name(*t.state_dtype) << "\n";
   if (l.zero1) out << "  zero: 1\n";
@@ -313,7 +325,8 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
   out << "  recompute: " << recompute_name(l.recompute) << "\n";
   if (l.tp > 1) out << "  sequence_parallel: " << (l.sequence_parallel ? "true" : "false") << "\n";
   if (l.cp > 1) out << "  context_parallel: cp\n";
-  if (l.pp > 1) out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(l.schedule) << "}\n";
+  if (l.pp > 1)
+    out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(l.schedule) << "}\n";
   out << "  attention: " << attention_impl_name(s.attention) << "\n";
   if (s.activation_dtype) out << "  activation_dtype: " << dtype_name(*s.activation_dtype) << "\n";
   if (s.moe.capacity_factor) out << "  moe: {capacity_factor: " << *s.moe.capacity_factor << "}\n";
