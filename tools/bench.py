@@ -534,6 +534,18 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
            "--no-rank-files", "--force"],
           extra=lambda r: f"plan.json {(out / 'l16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
 
+    # S: `shardc search` (issue 22): every layout enumerated and costed, the best planned
+    # exactly (docs/search.md). DeepSeek-V3 plans its 45,395 tensors per exact check.
+    b.add("S1", "search Llama-3.1-405B, 16,384 ranks, seq 8192",
+          [S, "search", str(LLAMA_MODEL), "--world", "16384", "--hardware", "h100", "--seq-len",
+           "8192", "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB"],
+          target="≤ 2 s", check=secs_target(2.0))
+    if not args.quick:
+        b.add("S2", "search DeepSeek-V3, 2,048 ranks, seq 4096",
+              [S, "search", str(PLANS / "deepseek-v3.model.yaml"), "--world", "2048", "--hardware",
+               "h800", "--seq-len", "4096", "--global-batch-tokens", str(4096 * 15360), "--budget",
+               "80GB"], target="≤ 2 s", check=secs_target(2.0))
+
     # R: reshard DeepSeek-V3 from 2,048 (shipped plan) to 16,384 ranks, per shard class.
     if args.quick:  # smoke: the in-memory form only, to 4,096 ranks
         ds4k = write_recipe(tmp, DS_RECIPE, ds_sizes(4096), 4096)

@@ -179,6 +179,33 @@ struct RecipeOptions {
   DiagFormat diag_format = DiagFormat::Text;
 };
 
+enum class SearchFormat { Text, Json };
+
+/// `shardc search` (include/shardc/search.hpp, docs/search.md).
+struct SearchOptions {
+  std::string model_path;
+  /// A recipe whose rule set (rules, experts, tied, uneven, fp8) every layout uses; empty =
+  /// the first `<model stem>-*.recipe.yaml` next to the model (plans/).
+  std::string rules_path;
+  std::int64_t world = 0;  ///< `--world`, or nodes x gpus_per_node
+  std::int64_t nodes = 0;
+  std::int64_t gpus_per_node = 0;  ///< 0 = the hardware's
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::int64_t> micro_batch;
+  std::optional<std::int64_t> global_batch_tokens;
+  std::string training_path;  ///< a recipe (or a file with a `training:` section)
+  std::string budget;         ///< byte size text; empty = the hardware's HBM
+  int top = 5;
+  int max_exact = 24;
+  SearchFormat format = SearchFormat::Text;
+  std::string hardware = "h100";  ///< preset name or file
+  std::string emit_recipe;        ///< write the best layout's recipe here
+  int pick = 1;                   ///< which ranked layout `emit_recipe` writes (1-based)
+  bool explain_pruned = false;
+  std::string fix;  ///< `--fix pp=16,tp=8`: degrees held fixed
+  DiagFormat diag_format = DiagFormat::Text;
+};
+
 /// Each returns the process exit code. `out` receives data (tables, JSON),
 /// `err` receives diagnostics. Logs go through spdlog (set up by main).
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
@@ -208,6 +235,10 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
 /// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).
 ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+/// `shardc search`: exit 0 with the ranked layouts, 1 (E-SEARCH) when no layout is valid or
+/// none fits the budget (the closest printed), 2 for unreadable input or an unknown hardware
+/// preset (E-HARDWARE).
+ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 
