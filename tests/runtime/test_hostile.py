@@ -14,6 +14,7 @@ child process with a deadline. The tampered OUTDIRs are also run through
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -451,8 +452,12 @@ def _tampered_cases() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def tampered_base(shardc: str, tmp_path_factory: Any) -> tuple[str, Any]:
     """(the OUTDIR run_tampered.py compiles, the run_tampered module)."""
-    sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-    import run_tampered  # the corpus's own edit and re-sign code
+    # The corpus's own edit and re-sign code (tests/e2e/run_tampered.py, not a package).
+    spec = importlib.util.spec_from_file_location(
+        "run_tampered", os.path.join(REPO, "tests", "e2e", "run_tampered.py"))
+    assert spec is not None and spec.loader is not None
+    run_tampered = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_tampered)
     out = str(tmp_path_factory.mktemp("tampered") / "base")
     subprocess.run([shardc, "compile", str(run_tampered.MODEL), str(run_tampered.RECIPE), "-o",
                     out, "--quiet"], check=True, capture_output=True, timeout=300)
