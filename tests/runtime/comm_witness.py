@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -62,7 +62,8 @@ def _group_size(args: tuple[Any, ...], how: str) -> int:
     if how == "name":  # the group's registered name is the last string (after reduce_op)
         from torch.distributed.distributed_c10d import _resolve_process_group
         name = [a for a in args if isinstance(a, str)][-1]
-        return int(_resolve_process_group(name).size())
+        # torch 2.13 types the argument as its GroupName (a NewType of str)
+        return int(_resolve_process_group(cast(Any, name)).size())
     for a in args:
         if how == "pg" and isinstance(a, torch.ScriptObject):  # a boxed ProcessGroup
             return int(dist.ProcessGroup.unbox(a).size())
