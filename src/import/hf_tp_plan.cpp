@@ -10,8 +10,8 @@
 #include <array>
 #include <sstream>
 
-#include "shardc/import.hpp"
-#include "shardc/pattern.hpp"
+#include "import/import.hpp"
+#include "support/pattern.hpp"
 
 namespace shardc {
 namespace {

@@ -8,16 +8,16 @@
 // labels the axes; labels that are no shard order are E-PLACEMENT.
 // `check_shard_order` (after apply_fsdp) warns W-STRIDED where DTensor's reading
 // of the labels gives other rows than the order's nested chunks (uneven
-// extents). The arithmetic of include/shardc/shard_order.hpp.
-#include "shardc/shard_order.hpp"
+// extents). The arithmetic of src/planner/shard_order.hpp.
+#include "planner/shard_order.hpp"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 
-#include "passes.hpp"
-#include "shard_classes.hpp"
+#include "core/shard_classes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc {
 namespace {

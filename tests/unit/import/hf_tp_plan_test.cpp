@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "shardc/frontend.hpp"
-#include "shardc/import.hpp"
+#include "frontend/frontend.hpp"
+#include "import/import.hpp"
 
 namespace {
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardc/byte_size.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
+#include "support/byte_size.hpp"
 
 using namespace shardc;
 

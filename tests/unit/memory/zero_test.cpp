@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

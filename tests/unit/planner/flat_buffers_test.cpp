@@ -11,11 +11,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardc/buffers.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/reshard.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/buffers.hpp"
+#include "planner/planner.hpp"
+#include "reshard/reshard.hpp"
 
 using namespace shardc;
 

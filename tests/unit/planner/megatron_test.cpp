@@ -7,8 +7,8 @@
 #include <optional>
 #include <sstream>
 
-#include "shardc/frontend.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardc/frontend.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

@@ -407,7 +407,7 @@ class FlatPiece:
 @dataclass(frozen=True)
 class FlatBuffer:
     """A flat optimizer buffer of one rank (megatron_distopt / deepspeed_zero,
-    include/shardc/buffers.hpp): `ranks` is the DP group by ZeRO index, rank
+    src/planner/buffers.hpp): `ranks` is the DP group by ZeRO index, rank
     `index` owns shard `index` of every bucket; `owned` lists (piece index,
     param_offset, numel, buffer_start), ELEMENTS of `param_dtype`."""
 
@@ -666,7 +666,7 @@ def _manifest_entry(doc: Any, where: str) -> ManifestEntry:
 
 def read_manifest(doc: Any, where: str) -> tuple[int, dict[str, ManifestEntry]]:
     """(world_size, {relative path: entry}) of a manifest.json, checked as
-    verify checks it (src/backend/readback.cpp `read_manifest`)."""
+    verify checks it (src/outputs/readback.cpp `read_manifest`)."""
     if not isinstance(doc, dict) or doc.get("format") != "shardc.manifest/v1":
         raise PlanError(f"{where}: not a shardc.manifest/v1 file")
     world = _int(_get(doc, "world_size", where), f"{where}: world_size", 1, MAX_WORLD_SIZE)
