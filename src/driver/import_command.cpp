@@ -34,17 +34,7 @@ ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out,
   if (!im || s.sink.has_errors()) return driver::diagnostics_exit_code(common, s.sink);
   const std::string text =
       opt.format == ImportFormat::Json ? render_model_json(*im) : render_model_yaml(*im);
-  if (opt.output.empty()) {
-    out << text;
-    return ExitCode::Ok;
-  }
-  std::string error;
-  if (!fs.write_atomic(opt.output, text, error)) {
-    driver::print_error(err, "cannot write '" + opt.output + "': " + error +
-                                 " (omit -o to print to standard output)");
-    return ExitCode::Usage;
-  }
-  return ExitCode::Ok;
+  return driver::print_or_write(text, opt.output, fs, out, err);
 }
 
 }  // namespace shardc

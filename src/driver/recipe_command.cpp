@@ -47,16 +47,7 @@ ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out,
   }
   driver::print_diagnostics(common, s, opt.diag_format == DiagFormat::Text ? err : out);
   if (!recipe || s.sink.has_errors()) return driver::diagnostics_exit_code(common, s.sink);
-  if (opt.output.empty()) {
-    out << *recipe;
-    return ExitCode::Ok;
-  }
-  if (!fs.write_atomic(opt.output, *recipe, error)) {
-    driver::print_error(err, "cannot write '" + opt.output + "': " + error +
-                                 " (omit -o to print to standard output)");
-    return ExitCode::Usage;
-  }
-  return ExitCode::Ok;
+  return driver::print_or_write(*recipe, opt.output, fs, out, err);
 }
 
 }  // namespace shardc

@@ -86,6 +86,21 @@ void check_memory_budget(const CommonOptions& opt, Session& s) {
 
 }  // namespace
 
+ExitCode print_or_write(const std::string& text, const std::string& output, FileSystem& fs,
+                        std::ostream& out, std::ostream& err) {
+  if (output.empty()) {
+    out << text;
+    return ExitCode::Ok;
+  }
+  std::string error;
+  if (!fs.write_atomic(output, text, error)) {
+    print_error(
+        err, "cannot write '" + output + "': " + error + " (omit -o to print to standard output)");
+    return ExitCode::Usage;
+  }
+  return ExitCode::Ok;
+}
+
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
                                      DiagCode code, const char* hint, Session& s) {
   std::string error;

@@ -59,6 +59,11 @@ class SessionScope {
 /// is set only when no error was reported.
 void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s);
 
+/// `text` to `out` when `output` is empty, else written atomically to the
+/// file `output` (exit 2 after an error line when that fails).
+ExitCode print_or_write(const std::string& text, const std::string& output, FileSystem& fs,
+                        std::ostream& out, std::ostream& err);
+
 /// Reads one input whole (at most kMaxInputBytes); nullopt after reporting
 /// `code` ("cannot read <what> file 'PATH': <why>", `hint`) when it cannot be.
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
