@@ -73,7 +73,8 @@ shardc_room(outputs USES planner LIBS simdjson::simdjson nlohmann_json::nlohmann
 shardc_room(reshard USES outputs)
 shardc_room(backend USES reshard memory)
 shardc_room(verify USES backend)
-shardc_room(driver USES verify import LIBS spdlog::spdlog Threads::Threads
+shardc_room(report USES backend)
+shardc_room(driver USES verify import report LIBS spdlog::spdlog Threads::Threads
             PUBLIC_HEADERS driver.hpp)
 shardc_room(cli EXECUTABLE shardc USES driver LIBS CLI11::CLI11 spdlog::spdlog
             PUBLIC_HEADERS driver.hpp)

@@ -18,6 +18,8 @@
 #   layers/refused-include  a room's include directory refuses the rooms it may not use
 #   tidy/names          .clang-tidy (names, parameter counts) on tools/tidy's files
 #   docs/passes         src/README.md pass table = build_plan order (tools/check-docs)
+#   docs/diagnostics    docs/diagnostics.md's code table = the one tools/update-docs
+#                       generates from diag_code.hpp
 #   (fuzz/replay-*      the fuzz corpus replay is registered from tests/fuzz/replay.cmake)
 #
 # Cases whose feature is not implemented yet still run (and fail): they are the spec.
@@ -269,7 +271,9 @@ add_test(NAME docs/layers COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/to
                                   ${PROJECT_SOURCE_DIR})
 add_test(NAME docs/passes COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/check-docs
                                   ${PROJECT_SOURCE_DIR})
-set_tests_properties(docs/layers docs/passes PROPERTIES LABELS "docs" TIMEOUT 60)
+add_test(NAME docs/diagnostics COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/update-docs
+                                       --check ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs/layers docs/passes docs/diagnostics PROPERTIES LABELS "docs" TIMEOUT 60)
 # The build refuses a wrong include (tests/layers/check_rooms.cmake): one failing and one
 # passing -fsyntax-only compile, then every room x room pair by __has_include.
 add_test(NAME layers/refused-include
@@ -281,3 +285,15 @@ set_tests_properties(layers/refused-include PROPERTIES LABELS "docs" TIMEOUT 60)
 # The agreed names and parameter counts (.clang-tidy) on the files tools/tidy lists.
 add_test(NAME tidy/names COMMAND ${PROJECT_SOURCE_DIR}/tools/tidy ${PROJECT_BINARY_DIR})
 set_tests_properties(tidy/names PROPERTIES LABELS "tidy" TIMEOUT 300)
+
+# `shardc report` pages in headless Chromium (tests/browser/report_test.mjs, ~30 s): DOM
+# figures equal to `memory --format json` and the reshard listing, escaping of names,
+# diagnostics with file:line:col, non-blank screenshots, axe-core WCAG 2 A/AA, no console
+# error or network request; prints each page's load time and size. Node, the Debian chromium
+# and the pinned npm packages come from the set-up (tools/common.sh shardc_ensure_browser):
+# without them the test fails (exit 2), it never skips.
+find_program(SHARDC_NODE node)
+add_test(NAME browser/report
+         COMMAND ${SHARDC_NODE} ${CMAKE_CURRENT_SOURCE_DIR}/browser/report_test.mjs
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(browser/report PROPERTIES LABELS "e2e;browser" TIMEOUT 300)

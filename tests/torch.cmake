@@ -33,6 +33,13 @@ if(SHARDC_TORCH_PYTHON)
     set_tests_properties(torch/agreement/${id} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
                          ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   endforeach()
+  # shard orders under FSDP2 (fully_shard with shard_placement_fn), every rank
+  add_test(NAME torch/agreement/shard-order-fsdp2
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   "${SHARDC_TORCH_DIR}/test_agreement.py::test_shard_order_under_fsdp2"
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/agreement/shard-order-fsdp2 PROPERTIES LABELS "e2e;torch"
+                       TIMEOUT 900 ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   add_test(NAME torch/hf-modules
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    ${SHARDC_TORCH_DIR}/test_hf_modules.py

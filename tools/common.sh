@@ -11,6 +11,7 @@ SHARDC_DEB_PACKAGES=(
   libclang-rt-14-dev # clang's libFuzzer, ASan and UBSan runtimes (tools/fuzz)
   clang-format # tools/format
   ccache       # compiler launcher when present
+  chromium nodejs # the report pages in a real browser (tests/browser, CTest browser/report)
 )
 
 shardc_ensure_packages() {
@@ -29,6 +30,24 @@ shardc_ensure_packages() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}"
+}
+
+# The browser test's npm packages (tests/browser/package-lock.json: playwright-core drives the
+# Debian chromium, axe-core lints accessibility), installed with `npm ci` when the lock file
+# changed since the last install (stamp: its sha256 in node_modules). Debian's nodejs comes
+# without npm (NodeSource's includes it): the Debian npm package is added only then.
+shardc_ensure_browser() {
+  local dir=tests/browser stamp=tests/browser/node_modules/.shardc-lock.sha256 want
+  if ! command -v npm >/dev/null 2>&1; then
+    SHARDC_DEB_PACKAGES=(npm) shardc_ensure_packages
+  fi
+  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  echo "shardc: installing the browser test's npm packages (npm ci in $dir)" >&2
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+  echo "$want" >"$stamp"
 }
 
 # ccache keys on paths relative to the checkout, so a fresh clone anywhere (CI) hits the

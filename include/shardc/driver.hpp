@@ -138,6 +138,19 @@ struct ReshardOptions {
   DiagFormat diag_format = DiagFormat::Text;
 };
 
+/// `shardc report`: one self-contained HTML page (include/shardc/report.hpp, docs/report.md).
+struct ReportOptions {
+  /// MODEL RECIPE (`common` carries the budget, the diagnostics format and --strict), or
+  /// with `reshard` PLAN_A PLAN_B (OUTDIRs or plan.json files) or MODEL_A RECIPE_A MODEL_B
+  /// RECIPE_B, as `shardc reshard` takes them.
+  CommonOptions common;
+  std::vector<std::string> inputs;
+  bool reshard = false;
+  std::string out_file;                        ///< the page, written atomically
+  std::optional<std::string> ranks;            ///< ranks whose params tables the page embeds
+  std::optional<std::int64_t> ranks_per_node;  ///< reshard: source choice and heatmap groups
+};
+
 enum class ImportFormat { Yaml, Json };
 
 struct ImportOptions {
@@ -175,6 +188,10 @@ ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out,
 /// 2 usage, unreadable or malformed input.
 ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
+/// `shardc report`: writes the page to `opt.out_file`. Exit 0 written, 1 the plan has
+/// errors (E-BUDGET, E-RESHARD-*: the page of a plan is still written, with them), 2 usage,
+/// unreadable input or an unwritable file.
+ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// `shardc import`: reads a checkpoint (or model file) and writes the
 /// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).
 ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);

@@ -3,7 +3,7 @@
 
 namespace shardc {
 
-/// Process exit codes (README "Command line").
+/// Process exit codes (docs/commands.md "Command line").
 enum class ExitCode : int {
   Ok = 0,        ///< success (warnings allowed unless --strict)
   Invalid = 1,   ///< the plan is invalid; diagnostics printed

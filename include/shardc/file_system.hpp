@@ -66,7 +66,7 @@ class FileSystem {
   /// True when `path` is a symbolic link.
   virtual bool is_symlink(const std::string& path) = 0;
 
-  // --- whole-directory commits (see README "Output directory commits") ---
+  // --- whole-directory commits (see docs/commands.md "Output directory commits") ---
 
   /// Makes every file and directory entry written so far under the
   /// directory `dir` durable (Linux: one syncfs(2) of its filesystem, then

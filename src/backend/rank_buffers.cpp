@@ -2,7 +2,7 @@
 // groups with their stages, owners and run-length split sizes; fsdp2_allgather
 // units. Params are referenced by their index in the file's `params` array;
 // everything a reader can derive (member shapes, pad shapes, offsets, slice-back)
-// is left out (README "Rank files: derived fields").
+// is left out (docs/formats.md "Rank files: derived fields").
 #include "backend/rank_buffers.hpp"
 
 #include <algorithm>

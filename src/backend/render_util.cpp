@@ -1,5 +1,5 @@
 #include "backend/render_util.hpp"
-#include "planner/shard_order.hpp"
+#include "core/shard_order.hpp"
 
 namespace shardc::backend {
 
@@ -61,6 +61,11 @@ void write_layout_extras(json::Writer& w, const PlannedParam& p, const Mesh& mes
   for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d)
     ordered = ordered || out_of_mesh_order(p.geometry, d);
   if (ordered) write_shard_order(w, p, mesh);
+  if (p.geometry.parts.empty() && boxed_dim(p.geometry) >= 0) {
+    // _StridedShard labels that are no shard order: the pieces are the labels' runs (boxes).
+    w.key("strided_boxes").begin_object().member("dim", boxed_dim(p.geometry)).end_object();
+    return;
+  }
   if (p.geometry.parts.empty()) return;
   w.key("packed").begin_object();
   w.member("dim", p.geometry.parts_dim);
@@ -76,7 +81,7 @@ void write_layout_extras(json::Writer& w, const PlannedParam& p, const Mesh& mes
 }
 
 void write_boxes(json::Writer& w, const PlannedParam& p, const ShardGeom& g) {
-  if (p.geometry.parts.empty()) return;
+  if (boxed_dim(p.geometry) < 0) return;  // one box per piece: global_offset + local_shape
   w.key("boxes").begin_array();
   for (const ShardBox& b : g.boxes) {
     w.begin_object();

@@ -277,6 +277,40 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
   });
 }
 
+void add_report(CLI::App& app, Cli& cli, shardc::ReportOptions& opt) {
+  auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page of a plan");
+  cmd->add_option("INPUTS", opt.inputs,
+                  "MODEL RECIPE; with --reshard PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
+                  "MODEL_A RECIPE_A MODEL_B RECIPE_B")
+      ->required()
+      ->expected(2, 4);
+  cmd->add_option("-o,--out", opt.out_file, "The HTML file to write")->required();
+  cmd->add_flag("--reshard", opt.reshard, "The page of a reshard from plan A to plan B");
+  cmd->add_option("--ranks", opt.ranks,
+                  "Ranks whose params tables and buffers the page embeds (default: the peak "
+                  "rank and each stage's first rank; at most 64)");
+  cmd->add_option("--ranks-per-node", opt.ranks_per_node,
+                  "--reshard: ranks per node (source choice, heatmap groups)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  add_budget(*cmd, cli);
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  cmd->footer(
+      "One HTML file, inline SVG and CSS and a small script, no network: memory per stage and\n"
+      "kind, the meshes as grids, a rank's params and buffers, the largest params, the\n"
+      "diagnostics with their source lines; --reshard: bytes moved between rank groups\n"
+      "(docs/report.md). Exit 1 when the plan has errors (the page is still written).\n"
+      "Example:\n  shardc report llama.yaml recipe.yaml -o report.html");
+  cmd->callback([&] {
+    cli.run = [&] {
+      opt.common = cli.options();
+      shardc::RealFileSystem fs;
+      return shardc::run_report(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string& format) {
   auto* cmd = app.add_subcommand(
       "import", "Read a checkpoint (config.json + safetensors headers) and write a model file");
@@ -383,6 +417,8 @@ int run(int argc, char** argv) {
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);
   add_import(app, cli, import_opt, import_format);
+  shardc::ReportOptions report_opt;
+  add_report(app, cli, report_opt);
   shardc::RecipeOptions recipe_opt;
   add_recipe(app, cli, recipe_opt);
   add_schema(app, cli, schema);

@@ -1,4 +1,4 @@
-// Diagnostic codes: one typed table (README "Diagnostics").
+// Diagnostic codes: one typed table (docs/diagnostics.md).
 //
 // Every diagnostic shardc reports has one of these codes. The table gives
 // each code's stable name ("E-HEADS"), its default severity, the exit class
@@ -7,12 +7,12 @@
 // readable input whose plan is invalid; a warning's class applies under
 // --strict; Internal = 3 is no code's: it is a broken invariant of shardc
 // itself, SHARDC_ASSERT / check_plan), and the
-// one-line meaning and typical fix that the README's diagnostics table
-// shows. tests/unit/core/diag_code_test.cpp checks the README table
-// against this one, row for row.
+// one-line meaning and typical fix of docs/diagnostics.md, whose table
+// tools/update-docs generates from this one (checked: CTest docs/diagnostics,
+// tests/unit/core/diag_code_test.cpp).
 //
-// Adding a code: append an enumerator and its row here (same order), add
-// the README row, and a tests/bad/ case that reports it.
+// Adding a code: append an enumerator and its row here (same order), run
+// tools/update-docs, add a tests/bad/ case that reports it (CONTRIBUTING.md).
 #pragma once
 
 #include <array>
@@ -83,8 +83,8 @@ struct DiagCodeInfo {
   std::string_view name;     ///< stable text, e.g. "E-HEADS"
   Severity severity;         ///< default severity (a W-* may be reported as a note)
   ExitCode exit;             ///< exit class of an error with this code
-  std::string_view meaning;  ///< README "meaning" column
-  std::string_view fix;      ///< README "typical fix" column
+  std::string_view meaning;  ///< docs/diagnostics.md "meaning" column
+  std::string_view fix;      ///< docs/diagnostics.md "typical fix" column
 };
 
 inline constexpr std::array kDiagCodes = {

@@ -20,10 +20,10 @@ const char* severity_name(Severity s) {
 }
 
 void DiagnosticSink::report(Diagnostic d) {
-  // Every diagnostic has a hint (README "Diagnostics"): a pass that has no
+  // Every diagnostic has a hint (docs/diagnostics.md): a pass that has no
   // better advice points at the table that explains the code.
   if (d.hint.empty()) {
-    d.hint = "see " + std::string(code_name(d.code)) + " in the Diagnostics table of README.md";
+    d.hint = "see " + std::string(code_name(d.code)) + " in docs/diagnostics.md";
   }
   if (d.severity == Severity::Error) ++errors_;
   if (d.severity == Severity::Warning) ++warnings_;

@@ -3,7 +3,7 @@
 // A Diagnostic is a value, never an exception: every pass appends to a
 // DiagnosticSink and keeps going where it cheaply can, so one `validate` run
 // reports every problem. Codes are the typed `DiagCode` table
-// (shardc/diag_code.hpp); the README's diagnostics table mirrors it.
+// (shardc/diag_code.hpp); docs/diagnostics.md is generated from it.
 #pragma once
 
 #include <cstddef>

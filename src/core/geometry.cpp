@@ -1,10 +1,12 @@
 // Nesting and offsets (contract §5.2): a rank's piece of a param from its split
 // chains and mesh coordinates; padded dims (real rows a prefix of the
 // allocated piece, contract §5.9) and packed params (one box per part
-// piece, contract §5.10).
+// piece, contract §5.10), and dims read as DTensor reads `_StridedShard`
+// labels that are no shard order (one box per run, docs/shard-order.md).
 #include <algorithm>
 
 #include "core/plan.hpp"
+#include "core/shard_order.hpp"
 
 namespace shardc {
 
@@ -48,6 +50,21 @@ DimPiece replicated_piece(std::int64_t length, const DimSplit& s,
   return d;
 }
 
+// The FSDP split `fsdp` of a local tensor of `alloc` rows held as `segs`: the
+// segments of the rank's FSDP piece, re-based to it. Returns the piece's allocated extent.
+std::int64_t fsdp_cut(std::int64_t alloc, const DimSplit& fsdp,
+                      std::span<const std::int64_t> coords, std::vector<Segment>& segs) {
+  const Piece f = split_piece(alloc, split_coord(fsdp, coords), fsdp);
+  std::vector<Segment> cut;
+  for (const Segment& s : segs) {
+    const std::int64_t lo = std::max(s.local, f.start);
+    const std::int64_t hi = std::min(s.local + s.len, f.start + f.size);
+    if (lo < hi) cut.push_back({lo - f.start, s.global + (lo - s.local), hi - lo});
+  }
+  segs = std::move(cut);
+  return f.size;
+}
+
 // The packed dim: every part through the rule splits, concatenated; then
 // the FSDP split (if any) on the concatenation. Returns the allocated extent.
 std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t> coords,
@@ -72,18 +89,51 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
   // what a runtime reading `boxes` part by part relies on (hostile/packed_internal_error: the
   // packed dim unsplit, one-row parts, FSDP-only or padded splits merged parts into one box).
   if (!has_fsdp) return alloc;
-  const Piece f = split_piece(alloc, split_coord(chain.back(), coords), chain.back());
-  std::vector<Segment> cut;
-  for (const Segment& s : segs) {
-    const std::int64_t lo = std::max(s.local, f.start);
-    const std::int64_t hi = std::min(s.local + s.len, f.start + f.size);
-    if (lo < hi) cut.push_back({lo - f.start, s.global + (lo - s.local), hi - lo});
+  return fsdp_cut(alloc, chain.back(), coords, segs);
+}
+
+// A strided dim (`strided_chain`): the rule splits read as DTensor reads their labels in
+// mesh order (`dtensor_rows`: `_StridedShard._split_tensor`, `Shard` as torch.chunk), one
+// segment per run in local order; then the FSDP split (if any) on the concatenation, as
+// FSDP2 chunks the local tensor. Returns the allocated extent.
+std::int64_t strided_dim(std::int64_t length, std::span<const DimSplit> chain,
+                         std::span<const std::int64_t> coords, std::vector<Segment>& segs) {
+  const bool has_fsdp = !chain.empty() && chain.back().fsdp;
+  std::vector<MeshDimSplit> splits;
+  for (std::size_t i = 0; i + (has_fsdp ? 1 : 0) < chain.size(); ++i)
+    splits.push_back({chain[i].ways, split_coord(chain[i], coords), chain[i].split_factor});
+  std::int64_t alloc = 0;
+  for (const RowRun& run : dtensor_rows(length, splits)) {
+    segs.push_back({alloc, run.start, run.size});
+    alloc += run.size;
   }
-  segs = std::move(cut);
-  return f.size;
+  if (!has_fsdp) return alloc;
+  return fsdp_cut(alloc, chain.back(), coords, segs);
 }
 
 }  // namespace
+
+bool strided_chain(std::span<const DimSplit> chain) {
+  return std::any_of(chain.begin(), chain.end(),
+                     [](const DimSplit& s) { return !s.fsdp && s.split_factor > 1; });
+}
+
+int boxed_dim(const ParamGeometry& geom) {
+  if (!geom.parts.empty()) return geom.parts_dim;
+  for (std::size_t d = 0; d < geom.per_dim.size(); ++d)
+    if (strided_chain(geom.per_dim[d])) return static_cast<int>(d);
+  return -1;
+}
+
+DimPiece strided_piece(std::int64_t length, std::span<const DimSplit> chain,
+                       std::span<const std::int64_t> coords) {
+  std::vector<Segment> segs;
+  DimPiece p;
+  p.alloc = strided_dim(length, chain, coords, segs);
+  for (const Segment& s : segs) p.real += s.len;
+  p.start = segs.empty() ? 0 : segs.front().global;
+  return p;
+}
 
 DimPiece dim_piece_at(const ParamGeometry& geom, std::size_t dim,
                       std::span<const std::int64_t> coords) {
@@ -104,9 +154,12 @@ ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coor
   g.global_offset.assign(ndim, 0);
   g.padded_shape = geom.global_shape;
   std::vector<Segment> segs;
+  const int boxed = boxed_dim(geom);
   for (std::size_t d = 0; d < ndim; ++d) {
-    if (!geom.parts.empty() && static_cast<int>(d) == geom.parts_dim) {
-      g.padded_shape[d] = packed_dim(geom, coords, segs);
+    if (static_cast<int>(d) == boxed) {
+      g.padded_shape[d] = geom.parts.empty()
+                              ? strided_dim(geom.global_shape[d], geom.per_dim[d], coords, segs)
+                              : packed_dim(geom, coords, segs);
       std::int64_t real = 0;
       for (const Segment& s : segs) real += s.len;
       g.local_shape[d] = real;
@@ -118,8 +171,8 @@ ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coor
     g.padded_shape[d] = p.alloc;
     g.global_offset[d] = p.real == 0 ? geom.global_shape[d] : p.start;
   }
-  if (geom.parts.empty()) return g;
-  const auto pd = static_cast<std::size_t>(geom.parts_dim);
+  if (boxed < 0) return g;
+  const auto pd = static_cast<std::size_t>(boxed);
   const bool empty =
       std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
   if (empty) return g;

@@ -52,6 +52,13 @@ struct DimSplit {
   bool fsdp = false;              ///< the FSDP split (always last in its chain, always Chunk)
   std::int64_t pad_multiple = 0;  ///< rule == Pad: every piece allocates a multiple of it
   std::int64_t unit = 1;          ///< rows a split may not cut (rule splits only)
+  /// Rule splits only: > 1 when the split reads as DTensor's `_StridedShard(d,
+  /// sf=split_factor)` (torch 2.13 placement_types.py `_StridedShard._split_tensor`):
+  /// the current rows chunked into split_factor pieces, each chunked `ways` ways, the
+  /// rank's piece of every one concatenated. Set only on a dim whose labels are no shard
+  /// order (docs/shard-order.md, "Labels that are no order"): the chain then stays in mesh
+  /// order and a rank's rows on that dim are several boxes (`strided_chain`).
+  std::int64_t split_factor = 1;
 };
 
 /// All splits of one param, per tensor dim, outermost (first applied) first:
@@ -97,9 +104,10 @@ struct ShardBox {
 ///  * `padded_shape`: what the rank allocates: `local_shape` plus pad rows at
 ///    the end of a padded dim (`uneven: {pad: M}`) and FSDP2's padding of the
 ///    FSDP dim to ceil(L_local / W); equal to `local_shape` otherwise.
-///  * `boxes`: packed params only (empty otherwise): the global boxes of the
-///    piece in local order; `global_offset` is then the first box's offset
-///    (or the sentinel) and does not describe the piece alone.
+///  * `boxes`: packed params and `_StridedShard` labels that are no shard order
+///    (`boxed_dim` >= 0; empty otherwise): the global boxes of the piece in local
+///    order; `global_offset` is then the first box's offset (or the sentinel) and
+///    does not describe the piece alone.
 struct ShardGeom {
   Shape local_shape;
   Shape global_offset;
@@ -136,9 +144,25 @@ struct DimPiece {
 
 /// Applies the splits of `chain` in order to a dim of global extent
 /// `length` at mesh coordinates `coords` (each split acts on the allocated
-/// extent of the previous piece; real rows are always a prefix).
+/// extent of the previous piece; real rows are always a prefix). On a
+/// `strided_chain` the rule splits read as DTensor's labels (mesh order) and
+/// the FSDP split cuts their concatenation; `start` is then the first run's
+/// (DTensor's reported offset), the runs are `shard_at`'s boxes.
 DimPiece apply_chain(std::int64_t length, std::span<const DimSplit> chain,
                      std::span<const std::int64_t> coords);
+
+/// `apply_chain` of a `strided_chain` (it calls this): real = the rows of every run,
+/// start = the first run's, alloc = real, or FSDP's padded piece of them.
+DimPiece strided_piece(std::int64_t length, std::span<const DimSplit> chain,
+                       std::span<const std::int64_t> coords);
+
+/// True when a rule split of `chain` has a split_factor > 1: the dim is read as DTensor
+/// reads `_StridedShard` labels that are no shard order, its rows several runs.
+bool strided_chain(std::span<const DimSplit> chain);
+
+/// The dim the boxes of a piece lie on: a packed param's `parts_dim`, else the one dim
+/// whose chain is `strided_chain`, else -1 (one box per piece).
+int boxed_dim(const ParamGeometry& geom);
 
 /// The real extent of `apply_chain` (for lints comparing splits).
 std::int64_t split_extent(std::int64_t length, const std::vector<DimSplit>& chain,

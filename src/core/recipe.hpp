@@ -215,8 +215,8 @@ struct BufferSpec {
   SourceLoc loc;
 };
 
-/// `fp8_scales:` how FP8 block scales (`X.weight_scale_inv`, README "FP8
-/// block-quantized checkpoints") are planned.
+/// `fp8_scales:` how FP8 block scales (`X.weight_scale_inv`, docs/semantics.md
+/// "FP8 block-quantized checkpoints") are planned.
 enum class Fp8Scales {
   /// The default: Follow when the model has a `weight_block_size` attribute
   /// (every block-quantized checkpoint's config.json declares it), else Rules.

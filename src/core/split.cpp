@@ -61,6 +61,7 @@ Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& s) {
 
 DimPiece apply_chain(std::int64_t length, std::span<const DimSplit> chain,
                      std::span<const std::int64_t> coords) {
+  if (strided_chain(chain)) return strided_piece(length, chain, coords);
   DimPiece d{length, length, 0};
   for (const DimSplit& s : chain) {
     const Piece p = split_piece(d.alloc, split_coord(s, coords), s);

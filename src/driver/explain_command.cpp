@@ -223,7 +223,7 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const Model& mode
   field(out, "global shape", shape_text(p.global_shape));
   field(out, "requires_grad", p.requires_grad ? "true" : "false");
   field(out, "rule", rule_text(p, recipe));
-  if (p.scale_of)  // README "FP8 block-quantized checkpoints"
+  if (p.scale_of)  // docs/semantics.md "FP8 block-quantized checkpoints"
     field(out, "fp8 scale",
           "follows " + plan.params.at(*p.scale_of).name +
               " (its rule and placements, split in whole blocks)");

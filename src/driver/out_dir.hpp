@@ -2,7 +2,7 @@
 // protocol, the `.shardc-output` marker that makes a directory safe to
 // overwrite, and removal of rank files a previous run left behind.
 //
-// Protocol (README "Output directory commits"): a directory holds a complete
+// Protocol (docs/commands.md "Output directory commits"): a directory holds a complete
 // compile iff it holds `manifest.json`, which is written last, after every
 // other file is durable. Two ways to get there:
 //  * swap (OUTDIR missing, or holding only shardc's own entries): everything

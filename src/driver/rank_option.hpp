@@ -10,9 +10,9 @@
 
 namespace shardc::driver {
 
-/// The ranks `--ranks SET` names (RankSet grammar, README "Rank sets": "0-7,64,100-131:4";
-/// every rank < world), expanded in increasing order without duplicates. On a bad set,
-/// prints the usage error "shardc: error: --ranks 'SET': <why><context>" to `err` and
+/// The ranks `--ranks SET` names (RankSet grammar, docs/commands.md "Rank sets":
+/// "0-7,64,100-131:4"; every rank < world), expanded in increasing order without duplicates. On a
+/// bad set, prints the usage error "shardc: error: --ranks 'SET': <why><context>" to `err` and
 /// returns nullopt (the caller exits 2). `context` is appended to the reason, e.g.
 /// " (plan B has 64 ranks)".
 std::optional<std::vector<std::int64_t>> parse_ranks_option(const std::string& set,

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <ostream>
+#include "driver/reshard_inputs.hpp"
 
 #include "backend/backend.hpp"
 #include "driver/out_dir.hpp"
@@ -18,15 +19,11 @@
 #include "verify/verify.hpp"
 
 namespace shardc {
-namespace {
-
-using driver::human_bytes;
-using driver::print_error;
+namespace driver {
 
 /// Largest plan.json read (4 GiB, as `verify`).
 using limits::kMaxPlanBytes;
 
-// Reads an OUTDIR's plan.json or a plan.json file into a layout.
 std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSystem& fs,
                                                driver::Session& rs, std::ostream& err) {
   const bool out_dir = fs.list_dir(input).has_value();
@@ -56,7 +53,6 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
   return layout;
 }
 
-// Plans MODEL RECIPE in memory; prints its diagnostics when it fails.
 std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t at, FileSystem& fs,
                                          driver::Session& rs, std::ostream& out, std::ostream& err,
                                          ExitCode& code) {
@@ -70,6 +66,14 @@ std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t 
   rs.sources.merge(s.sources);  // for source excerpts of E-RESHARD-* at model entries
   return reshard::layout_from_plan(*s.plan, common.model_path + " + " + common.recipe_path);
 }
+
+}  // namespace driver
+namespace {
+
+using driver::human_bytes;
+using driver::load_pair;
+using driver::load_plan_input;
+using driver::print_error;
 
 // The B ranks the JSON lists: --ranks, else all.
 std::optional<std::vector<std::int64_t>> listed_ranks(const ReshardOptions& opt, std::int64_t world,

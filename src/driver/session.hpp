@@ -22,7 +22,7 @@
 
 namespace shardc::driver {
 
-/// Largest model or recipe file read (README "Input limits").
+/// Largest model or recipe file read (docs/limits.md).
 inline constexpr std::int64_t kMaxInputBytes = limits::kMaxInputBytes;
 
 struct Session {

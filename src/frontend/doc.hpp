@@ -68,7 +68,7 @@ struct Node {
   [[nodiscard]] const Node* find(std::string_view k) const;
 
  private:
-  // Sizes fit 32 bits: inputs are limited to 256 MiB (README "Input limits").
+  // Sizes fit 32 bits: inputs are limited to 256 MiB (docs/limits.md).
   std::uint32_t key_size_ = 0;
   std::uint32_t size_ = 0;
   const char* key_ = nullptr;
@@ -113,7 +113,7 @@ struct ParamsShortcut {
   std::vector<Param> params;
 };
 
-/// Limits against hostile input (README "Input limits").
+/// Limits against hostile input (docs/limits.md).
 struct DocLimits {
   std::size_t max_nodes = limits::kMaxDocNodes;  ///< nodes after YAML alias expansion
   int max_depth = limits::kMaxDocDepth;          ///< nesting of lists/maps

@@ -136,7 +136,7 @@ std::optional<Document> load_yaml(const SourceFile& file, DiagCode code, Diagnos
     return doc;
   } catch (const LimitError& e) {
     sink.error(code, mark_loc(file.path, e.mark), e.message,
-               "simplify the document (see README \"Input limits\")");
+               "simplify the document (see docs/limits.md)");
   } catch (const YAML::Exception& e) {
     if (auto help = explain_yaml_error(file.text, e.mark.line, e.mark.column, e.msg)) {
       sink.error(code, SourceLoc{file.path, help->line, help->column},

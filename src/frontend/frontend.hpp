@@ -2,7 +2,7 @@
 //
 // The only code that includes yaml-cpp or parses input text. Every
 // diagnostic it reports carries file:line:col of the offending node.
-// Limits against hostile input are documented in README.md ("Input limits").
+// Limits against hostile input are documented in docs/limits.md.
 #pragma once
 
 #include <optional>

@@ -13,7 +13,7 @@
 
 namespace shardc::fe {
 
-/// Input limits (README "Input limits").
+/// Input limits (docs/limits.md).
 using limits::kMaxExpandedParams;
 using limits::kMaxNumel;
 using limits::kMaxRepeatDepth;

@@ -43,11 +43,11 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 }
 
 std::string Reader::default_hint() const {
-  // Every diagnostic carries a hint (README "Diagnostics"); this one points
+  // Every diagnostic carries a hint (docs/diagnostics.md); this one points
   // at the reference for whatever the caller did not explain itself.
   return code_ == DiagCode::EModel
-             ? "see README \"Input formats\" or `shardc schema model` for the model format"
-             : "see README \"Input formats\" or `shardc schema recipe` for the recipe format";
+             ? "see docs/formats.md or `shardc schema model` for the model format"
+             : "see docs/formats.md or `shardc schema recipe` for the recipe format";
 }
 
 void Reader::error(DiagCode code, const SourceLoc& at, std::string message, std::string hint) {

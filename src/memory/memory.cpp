@@ -388,6 +388,7 @@ std::string chain_key(const ParamGeometry& g, std::size_t dim) {
       put(s.axes[i]);
       put(s.axis_sizes[i]);
     }
+    put(s.split_factor);
     put(s.ways);
     put(static_cast<std::int64_t>(s.rule));
     put(s.fsdp ? 1 : 0);
@@ -445,7 +446,8 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
       std::vector<std::int64_t> breaks;
       const std::vector<DimSplit>& splits = c.geom->per_dim[c.dim];
       const bool packed = !c.geom->parts.empty() && static_cast<int>(c.dim) == c.geom->parts_dim;
-      const bool monotone = splits.size() == 1 && splits[0].axes.size() == 1 && !packed;
+      const bool monotone = splits.size() == 1 && splits[0].axes.size() == 1 && !packed &&
+                            splits[0].split_factor == 1;
       if (monotone) {
         // One split on one axis: every rule's piece (split_piece: chunk, even, balanced, pad,
         // units, FSDP) has alloc and real rows non-increasing in the coordinate, so equal

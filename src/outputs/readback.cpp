@@ -66,7 +66,7 @@ class NodeOps {
     return out;
   }
   /// A tensor shape: at most kMaxTensorRank extents in [0, 2^62] whose product (numel) is at most
-  /// 2^62, the model front end's limits (README "Input limits"), so no later product wraps.
+  /// 2^62, the model front end's limits (docs/limits.md), so no later product wraps.
   [[nodiscard]] std::vector<std::int64_t> shape() const {
     std::vector<std::int64_t> out = ints();
     if (out.size() > limits::kMaxTensorRank)
@@ -246,7 +246,7 @@ PlanParam plan_param(const N& n) {
                                         s.at("last").str(), s.at("sources").strs()};
   }
   p.uneven = n.at("uneven").str();
-  p.packed = n.has("packed");
+  p.packed = n.has("packed") || n.has("strided_boxes");
   if (n.has("vocab_padding")) {
     p.vocab_rows = n.at("vocab_padding").at("rows").i64();
     p.vocab_multiple = n.at("vocab_padding").at("multiple").i64();

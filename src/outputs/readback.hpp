@@ -3,8 +3,8 @@
 // Parsing lives in src/outputs/readback.cpp (simdjson's DOM for plain texts,
 // nlohmann/json as the reference that words every error); the structs
 // mirror the JSON fields of schemas/plan.schema.json and rank.schema.json,
-// except that the buffer layouts, written in the lean form (README "Rank
-// files: derived fields"), are expanded here: param indices become names,
+// except that the buffer layouts, written in the lean form (docs/formats.md
+// "Rank files: derived fields"), are expanded here: param indices become names,
 // rank lists and run-length split sizes are expanded, and every derived
 // field (member shapes, pad shape, offsets, padded_numel, slice-back,
 // is_owner, FSDP2 padded/local shapes) is computed from the written ones.
@@ -66,8 +66,8 @@ struct PlanParam {
   };
   std::optional<Stacked> stacked_from;
   std::vector<PlanShard> shards;
-  std::string uneven;               ///< "chunk", "balanced", "even", "pad"
-  bool packed = false;              ///< has `packed` parts (pieces are several boxes)
+  std::string uneven;   ///< "chunk", "balanced", "even", "pad"
+  bool packed = false;  ///< has `packed` parts or `strided_boxes` (pieces are several boxes)
   std::int64_t vocab_rows = 0;      ///< `vocab_padding.rows` (0 = not a padded vocabulary)
   std::int64_t vocab_multiple = 0;  ///< `vocab_padding.multiple`
   bool operator==(const PlanParam&) const = default;

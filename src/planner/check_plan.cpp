@@ -1,6 +1,6 @@
 // check_plan: the plan's invariants (src/planner/check_plan.hpp).
 #include "planner/check_plan.hpp"
-#include "planner/shard_order.hpp"
+#include "core/shard_order.hpp"
 
 #include <algorithm>
 #include <string>
@@ -299,7 +299,7 @@ class Checker {
   void pieces(const PlannedParam& p, const std::vector<ShardClass>& classes) {
     const Shape& global = p.global_shape;
     const std::size_t ndim = global.size();
-    const int packed = p.geometry.parts.empty() ? -1 : p.geometry.parts_dim;
+    const int packed = boxed_dim(p.geometry);  // packed parts, or a strided dim's runs
     std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> intervals(ndim);
     std::vector<std::int64_t> pad_alloc(ndim, -1);  // the one allocation of a pad-last dim
     std::vector<std::vector<std::int64_t>> cells;   // every box, as [begin, end) per dim
@@ -322,7 +322,8 @@ class Checker {
         }
       }
       if (packed >= 0 && !empty) boxes(p, s, rank, intervals[static_cast<std::size_t>(packed)]);
-      if (packed < 0 && !s.boxes.empty()) fail(p, rank + ": boxes on a param that is not packed");
+      if (packed < 0 && !s.boxes.empty())
+        fail(p, rank + ": boxes on a param that is neither packed nor strided");
       if (!empty) add_cells(p, s, cells);
     }
     bool tiled = true;
@@ -343,11 +344,11 @@ class Checker {
       }
       cells.push_back(std::move(c));
     };
-    if (p.geometry.parts.empty() || s.boxes.empty()) {
+    if (boxed_dim(p.geometry) < 0 || s.boxes.empty()) {
       cell(ndim, 0, 0);
       return;
     }
-    const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+    const auto pd = static_cast<std::size_t>(boxed_dim(p.geometry));
     for (const ShardBox& b : s.boxes) {
       if (b.global_offset.size() == ndim && b.shape.size() == ndim)
         cell(pd, b.global_offset[pd], b.shape[pd]);
@@ -441,7 +442,7 @@ class Checker {
   // extent on the packed dim their sum, the other dims the piece's own.
   void boxes(const PlannedParam& p, const ShardGeom& s, const std::string& rank,
              std::vector<std::pair<std::int64_t, std::int64_t>>& iv) {
-    const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+    const auto pd = static_cast<std::size_t>(boxed_dim(p.geometry));
     const std::size_t ndim = p.global_shape.size();
     if (s.boxes.empty()) {
       fail(p, rank + ": a packed piece without boxes");
@@ -477,7 +478,8 @@ class Checker {
       }
       local_end = b.local_offset[pd] + len;
       sum += len;
-      if (at < 0 || len > p.global_shape[pd] - at || !inside_one_part(p.geometry.parts, at, len)) {
+      const bool in_part = p.geometry.parts.empty() || inside_one_part(p.geometry.parts, at, len);
+      if (at < 0 || len > p.global_shape[pd] - at || !in_part) {
         fail(p, box + "rows [" + std::to_string(at) + ", " + std::to_string(at + len) +
                     ") are not inside one packed part " + list_text(p.geometry.parts));
       }

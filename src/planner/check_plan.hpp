@@ -1,4 +1,4 @@
-// The plan's internal invariants, checked (README "Testing": runs after
+// The plan's internal invariants, checked (docs/testing.md: runs after
 // planning in every test build, and in release with `--check-invariants`).
 //
 // A violation is a shardc bug, never an input problem: callers turn a

@@ -1,6 +1,6 @@
 // FP8 block quantization: the rule that plans each block scale with its
-// weight (`fp8_scales: follow`, contract §5.11, README "FP8 block-quantized
-// checkpoints").
+// weight (`fp8_scales: follow`, contract §5.11, docs/semantics.md "FP8
+// block-quantized checkpoints").
 //
 // Source of the layout: DeepSeek-V3's FP8 checkpoints (and Kimi-K2,
 // Qwen3-FP8, Hugging Face `FineGrainedFP8Config`): config.json

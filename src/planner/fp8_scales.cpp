@@ -1,6 +1,6 @@
 // FP8 block scales follow their weights (`fp8_scales: follow`; the rule and
-// its sources are in src/planner/fp8.hpp and README "FP8 block-quantized
-// checkpoints").
+// its sources are in src/planner/fp8.hpp and docs/semantics.md "FP8
+// block-quantized checkpoints").
 //
 // Block-quantized checkpoints (DeepSeek-V3, Kimi-K2, Qwen3-FP8; config.json
 // `quantization_config.weight_block_size` [B0, B1]) store, for each FP8

@@ -8,6 +8,8 @@
 // is an error too. FSDP splits are storage only (FSDP2 gathers before use)
 // and are not checked.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unordered_map>
 
@@ -112,12 +114,53 @@ std::string rule_key(const PlannedParam& p) {
   return (p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") + std::to_string(p.rule.index);
 }
 
+// A strided chain (`_StridedShard` labels that are no shard order, read as DTensor reads
+// them: several runs per rank) on a blocked fused dim: right exactly when every piece's
+// runs are what `packed` gives, each part split by the same splits on its own (transformers'
+// packed_colwise / packed_rowwise `_StridedShard(d, split_factor=parts)` on equal parts).
+// The first piece whose runs differ, as its first run; nullopt when all agree or the
+// layout has groups (checked by `wrong_piece` on the first run: not here).
+std::optional<FusedPiece> wrong_strided_piece(const FusedLayout& f,
+                                              const std::vector<DimSplit>& chain,
+                                              std::int64_t length, const Mesh& mesh) {
+  ParamGeometry strided;
+  strided.global_shape = {length};
+  strided.per_dim = {chain};
+  ParamGeometry packed = strided;
+  for (DimSplit& s : packed.per_dim[0]) s.split_factor = 1;
+  packed.parts = f.parts;
+  packed.parts_dim = 0;
+  std::vector<FusedPiece> pieces = pieces_of(length, chain, mesh);
+  for (const FusedPiece& pc : pieces) {
+    const std::vector<std::int64_t> coords = mesh_coords(mesh, pc.rank);
+    const ShardGeom a = shard_at(strided, coords);
+    const ShardGeom b = shard_at(packed, coords);
+    std::vector<std::pair<std::int64_t, std::int64_t>> runs_a, runs_b;
+    for (const ShardBox& x : a.boxes) runs_a.emplace_back(x.global_offset[0], x.shape[0]);
+    for (const ShardBox& x : b.boxes) runs_b.emplace_back(x.global_offset[0], x.shape[0]);
+    // packed boxes never merge across parts; the strided runs do where they touch
+    std::vector<std::pair<std::int64_t, std::int64_t>> merged;
+    for (const auto& r : runs_b) {
+      if (!merged.empty() && merged.back().first + merged.back().second == r.first)
+        merged.back().second += r.second;
+      else
+        merged.push_back(r);
+    }
+    if (runs_a != merged)
+      return FusedPiece{pc.rank, runs_a.empty() ? 0 : runs_a.front().first,
+                        runs_a.empty() ? 0 : runs_a.front().second};
+  }
+  return std::nullopt;
+}
+
 void check_split(const PlannedParam& p, const FusedLayout& f, const std::vector<DimSplit>& chain,
                  const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
   const Mesh& mesh = plan.mesh_of(p);
   const std::int64_t length = p.global_shape[static_cast<std::size_t>(f.dim)];
   const std::vector<FusedPiece> pieces = pieces_of(length, chain, mesh);
-  const std::optional<FusedPiece> bad = wrong_piece(f, pieces, length);
+  const std::optional<FusedPiece> bad = strided_chain(chain) && f.groups <= 1
+                                            ? wrong_strided_piece(f, chain, length, mesh)
+                                            : wrong_piece(f, pieces, length);
   if (!bad) return;
   Diagnostic d = param_diagnostic(p, DiagCode::WFusedSplit, rule_loc(p, recipe), Severity::Warning);
   d.message = p.name + " is " + layout_text(f) + ", but its rule splits dim " +

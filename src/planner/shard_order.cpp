@@ -8,8 +8,8 @@
 // labels the axes; labels that are no shard order are E-PLACEMENT.
 // `check_shard_order` (after apply_fsdp) warns W-STRIDED where DTensor's reading
 // of the labels gives other rows than the order's nested chunks (uneven
-// extents). The arithmetic of src/planner/shard_order.hpp.
-#include "planner/shard_order.hpp"
+// extents). The arithmetic is src/core/shard_order.hpp.
+#include "core/shard_order.hpp"
 
 #include <algorithm>
 #include <map>
@@ -18,140 +18,9 @@
 
 #include "core/shard_classes.hpp"
 #include "planner/passes.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
-namespace {
-
-// Rows [from, from + len) of the logical sequence `seq` (runs in order).
-std::vector<RowRun> take(const std::vector<RowRun>& seq, std::int64_t from, std::int64_t len) {
-  std::vector<RowRun> out;
-  for (const RowRun& run : seq) {
-    if (len <= 0) break;
-    if (from >= run.size) {
-      from -= run.size;
-      continue;
-    }
-    const std::int64_t n = std::min(run.size - from, len);
-    out.push_back({run.start + from, n});
-    len -= n;
-    from = 0;
-  }
-  return out;
-}
-
-std::int64_t total_rows(const std::vector<RowRun>& seq) {
-  std::int64_t total = 0;
-  for (const RowRun& run : seq) total += run.size;
-  return total;
-}
-
-}  // namespace
-
-std::int64_t written_split_factor(const Placement& p) {
-  const std::string_view text = p.text;
-  if (p.kind != Placement::Kind::Shard || !text.starts_with("_StridedShard")) return 1;
-  std::size_t at = text.find("sf");
-  const std::size_t long_key = text.find("split_factor");
-  if (long_key != std::string_view::npos) at = long_key;
-  at = text.find('=', at == std::string_view::npos ? 0 : at);
-  if (at == std::string_view::npos) return 1;
-  std::int64_t factor = 0;
-  for (std::size_t i = at + 1; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == ' ' || c == '\t') continue;
-    if (c < '0' || c > '9') break;
-    factor = factor * 10 + (c - '0');
-    if (factor > (std::int64_t{1} << 31)) return 1;  // the front end bounds it
-  }
-  return factor >= 1 ? factor : 1;
-}
-
-bool out_of_mesh_order(const ParamGeometry& g, std::size_t dim) {
-  int last = -1;
-  for (const DimSplit& s : g.per_dim[dim]) {
-    if (s.fsdp) continue;
-    for (int a : s.axes) {
-      if (a < last) return true;
-      last = a;
-    }
-  }
-  return false;
-}
-
-Piece nested_piece(std::int64_t length, std::span<const std::int64_t> ways,
-                   std::span<const std::int64_t> coords) {
-  SHARDC_ASSERT(ways.size() == coords.size(), "one coordinate per split");
-  Piece piece{0, length};
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    const Piece p = split_piece(piece.size, ways[i], coords[i], SplitRule::Chunk);
-    piece = {piece.start + p.start, p.size};
-  }
-  return piece;
-}
-
-std::vector<std::int64_t> strided_split_factors(std::span<const int> order,
-                                                std::span<const std::int64_t> sizes) {
-  std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    std::int64_t sf = 1;
-    for (std::size_t j = 0; j < i; ++j)
-      if (order[j] > order[i]) sf *= sizes[static_cast<std::size_t>(order[j])];
-    out.push_back(sf);
-  }
-  return out;
-}
-
-std::optional<std::vector<int>> decode_split_factors(std::span<const int> mesh_dims,
-                                                     std::span<const std::int64_t> split_factors,
-                                                     std::span<const std::int64_t> sizes) {
-  SHARDC_ASSERT(mesh_dims.size() == split_factors.size(), "one split factor per mesh dim");
-  std::vector<int> order;
-  for (std::size_t k = mesh_dims.size(); k-- > 0;) {
-    std::int64_t accumulated = 1;
-    bool placed = false;
-    for (std::size_t i = 0; i <= order.size(); ++i) {
-      if (accumulated == split_factors[k]) {
-        order.insert(order.begin() + static_cast<std::ptrdiff_t>(i), mesh_dims[k]);
-        placed = true;
-        break;
-      }
-      if (i < order.size()) accumulated *= sizes[static_cast<std::size_t>(order[i])];
-    }
-    if (!placed) return std::nullopt;
-  }
-  return order;
-}
-
-std::vector<RowRun> dtensor_rows(std::int64_t length, std::span<const MeshDimSplit> splits) {
-  std::vector<RowRun> seq{{0, length}};
-  for (const MeshDimSplit& s : splits) {
-    const std::int64_t total = total_rows(seq);
-    if (s.split_factor <= 1) {
-      const Piece p = split_piece(total, s.size, s.coord, SplitRule::Chunk);
-      seq = take(seq, p.start, p.size);
-      continue;
-    }
-    std::vector<RowRun> next;
-    for (std::int64_t j = 0; j < s.split_factor; ++j) {
-      const Piece outer = split_piece(total, s.split_factor, j, SplitRule::Chunk);
-      const Piece inner = split_piece(outer.size, s.size, s.coord, SplitRule::Chunk);
-      for (const RowRun& run : take(seq, outer.start + inner.start, inner.size))
-        next.push_back(run);
-    }
-    seq = std::move(next);
-  }
-  std::vector<RowRun> merged;
-  for (const RowRun& run : seq) {
-    if (run.size == 0) continue;
-    if (!merged.empty() && merged.back().start + merged.back().size == run.start) {
-      merged.back().size += run.size;
-    } else {
-      merged.push_back(run);
-    }
-  }
-  return merged;
-}
-
 namespace passes {
 namespace {
 
@@ -266,6 +135,34 @@ void warn_reading(const PlannedParam& p, const Plan& plan, int d,
   rep.add(std::move(diag), key);
 }
 
+// Why labels of dim `d` that are no shard order cannot be stated as boxes (empty: they can):
+// a piece's boxes lie on one dim and follow DTensor's reading, which knows torch.chunk only.
+std::string strided_refusal(const PlannedParam& p, std::size_t d,
+                            const std::vector<std::int64_t>& factors, int strided_dim) {
+  if (!p.geometry.parts.empty())
+    return "the param is packed (its boxes are its parts on dim " +
+           std::to_string(p.geometry.parts_dim) + ")";
+  if (strided_dim >= 0)
+    return "dim " + std::to_string(strided_dim) +
+           " is already read from such labels (one dim per param has boxes)";
+  if (p.geometry.group_dim == static_cast<int>(d))
+    return "the dim is split in whole groups (`packed` interleave / groups)";
+  for (const DimSplit& s : p.geometry.per_dim[d]) {
+    if (s.rule != SplitRule::Chunk && s.rule != SplitRule::Even)
+      return std::string("`uneven: ") + split_rule_name(s.rule) +
+             "` has no DTensor reading (DTensor splits as torch.chunk)";
+    if (s.unit > 1) return "`unit` has no DTensor reading (DTensor splits as torch.chunk)";
+    if (s.axes.size() != 1) return "a split of the dim spans several mesh axes";
+  }
+  std::int64_t runs = 1;
+  for (std::int64_t f : factors) {
+    if (__builtin_mul_overflow(runs, f, &runs) || runs > kMaxParts)
+      return "the product of the split factors exceeds " + std::to_string(kMaxParts) +
+             " (kMaxParts: a piece has at most that many boxes)";
+  }
+  return {};
+}
+
 // Reads the order of every dim from the written split factors; false after reporting.
 bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
   std::vector<std::int64_t> factor(mesh.axes.size(), 1);
@@ -281,6 +178,7 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
   if (!any) return true;
   std::vector<std::int64_t> sizes;
   for (const MeshAxis& axis : mesh.axes) sizes.push_back(axis.size);
+  int strided_dim = -1;  // the dim stated as DTensor reads its labels (at most one)
   for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
     std::vector<int> dims;
     std::vector<std::int64_t> factors;
@@ -294,6 +192,25 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
       continue;
     const std::optional<std::vector<int>> order = decode_split_factors(dims, factors, sizes);
     if (!order) {
+      const std::string why = strided_refusal(p, d, factors, strided_dim);
+      if (why.empty()) {
+        // Stated as DTensor reads the labels (geometry.cpp `strided_dim`): the chain stays in
+        // mesh order, each split carries its label's factor, the rows are several boxes.
+        auto& chain = p.geometry.per_dim[d];
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+          const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& s) {
+            return s.axes.size() == 1 && s.axes.front() == dims[i];
+          });
+          SHARDC_ASSERT(it != chain.end(), p.name + ": no split for a labelled axis");
+          it->split_factor = factors[i];
+          ResolvedPlacement& rp = p.placements[static_cast<std::size_t>(dims[i])];
+          rp.kind = factors[i] > 1 ? ResolvedPlacement::Kind::StridedShard
+                                   : ResolvedPlacement::Kind::Shard;
+          rp.split_factor = factors[i];
+        }
+        strided_dim = static_cast<int>(d);
+        continue;
+      }
       const AxisPlacement* at = nullptr;
       std::string labels;
       for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -304,11 +221,13 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
       }
       Diagnostic diag = param_diagnostic(p, DiagCode::EPlacement, at != nullptr ? at->loc : p.loc);
       diag.message = "the labels of dim " + std::to_string(d) + " of " + p.name + " (" + labels +
-                     ") are no shard order: DTensor cannot read them as one, and their pieces "
-                     "are not one box per rank";
+                     ") are no shard order, and shardc cannot state their several boxes per "
+                     "rank here: " +
+                     why;
       diag.hint = "write Shard(" + std::to_string(d) +
                   ") on each axis and the order as `shard_order: {" + std::to_string(d) +
-                  ": [outermost, ..., innermost]}` (docs/shard-order.md)";
+                  ": [outermost, ..., innermost]}`, or drop what the reason names "
+                  "(docs/shard-order.md)";
       rep.add(std::move(diag), "no-order:" + std::to_string(p.rule.index) + ":" + labels);
       return false;
     }

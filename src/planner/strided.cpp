@@ -8,15 +8,15 @@
 //
 // Checked when every other split of the FSDP dim uses `chunk` and the FSDP
 // axes come before them in mesh order (the FSDP2 + TP layout); other
-// layouts are not checked (documented in the README).
+// layouts are not checked (documented in docs/diagnostics.md).
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 
 #include "core/shard_classes.hpp"
+#include "core/shard_order.hpp"
 #include "planner/passes.hpp"
-#include "planner/shard_order.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -140,7 +140,8 @@ bool checkable(const PlannedParam& p) {
   const int d = p.geometry.fsdp_dim;
   // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
   if (d < 0 || !p.geometry.parts.empty() ||
-      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)))
+      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)) ||
+      strided_chain(p.geometry.per_dim[static_cast<std::size_t>(d)]))
     return false;
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
@@ -207,7 +208,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
       d.message = p.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";
-      d.hint = "the plan describes the physical layout; see W-STRIDED in README.md";
+      d.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
       rep.add(std::move(d), "unchecked");
       continue;
     }

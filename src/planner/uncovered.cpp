@@ -195,7 +195,7 @@ Diagnostic expert_uncovered(const PlannedParam& p, const std::vector<std::string
     d.message = "parameter " + p.name + " is matched by no rule: it looks like " + expert +
                 " of a MoE layer, and no `experts` entry stacks it";
     d.hint =
-        "stack the experts for expert parallelism with an `experts` entry (README, "
+        "stack the experts for expert parallelism with an `experts` entry (docs/formats.md, "
         "\"Experts\"), e.g. " +
         suggested_entry(segs, seg) + ", or give them their own rule" + replicate;
   }

@@ -1,5 +1,5 @@
-// Every bound shardc puts on untrusted input, in one place (README "Input
-// limits" lists them; tests/unit/support/limits_test.cpp checks that table
+// Every bound shardc puts on untrusted input, in one place (docs/limits.md
+// lists them; tests/unit/support/limits_test.cpp checks that table
 // against these values). Each limit is enforced by exactly one layer: the
 // front end for the shape of the input (sizes, nesting, integers), the
 // planner for meaning (world size, mesh products).

@@ -19,7 +19,7 @@ std::int64_t numel(const Shape& shape);
 
 /// numel of a shape read from an untrusted file (plan.json, a rank file): nullopt when an
 /// extent is negative or the product of the non-zero extents reaches 2^62 (limits::kMaxNumel,
-/// README "Input limits"), so no product of its extents can wrap. Zeros count as 1 in the
+/// docs/limits.md), so no product of its extents can wrap. Zeros count as 1 in the
 /// bound: [0, 2^62] is refused like [1, 2^62].
 std::optional<std::int64_t> checked_numel(const Shape& shape);
 

@@ -7,7 +7,7 @@ Valid case (`expect_error: null`): `shardc compile MODEL RECIPE -o TMP --ranks <
 --force`, then compares plan.json params (name, dtype, global_shape, mesh, placements,
 uneven, stage, alias_of, stacked_from), the expected warning codes (plan.json
 `diagnostics`), and every listed rank's ranks/rank-<r>.json (coords; per param
-local_shape, global_offset, padded_shape, alias_of; params absent from expected must be
+local_shape, global_offset, padded_shape, alias_of, and boxes where expected lists them; params absent from expected must be
 absent from the rank file).
 
 Invalid case (`expect_error: [codes]`): `shardc validate MODEL RECIPE --format json` must
@@ -40,7 +40,7 @@ DATA_MODELS = TESTS / "data" / "models"
 SPEC_WARNINGS = {"W-UNUSED-RULE", "W-EXPERTS", "W-STRIDED"}
 PLAN_FIELDS = ["dtype", "global_shape", "mesh", "placements", "uneven", "stage", "alias_of",
                "stacked_from"]
-RANK_FIELDS = ["local_shape", "global_offset", "padded_shape", "alias_of"]
+RANK_FIELDS = ["local_shape", "global_offset", "padded_shape", "alias_of", "boxes"]
 CODE_RE = re.compile(r"\b([EW]-[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*)\b")
 
 

@@ -174,7 +174,7 @@ def run_in_dir(shardc, case, run, idx, model, work):
 
 def muon_stage_fields(rf, stage, param):
     """The muon stage fields of `param` at `stage` as the full form wrote them, derived
-    from the lean rank file the way README "Rank files: derived fields" says a runtime
+    from the lean rank file the way docs/formats.md "Rank files: derived fields" says a runtime
     does: the stage's input shape is local_shape with every earlier stage's tensor_dim
     set to that stage's gathered extent (sum of its split sizes); member k's shape sets
     tensor_dim to split_sizes[k], the pad shape to their maximum."""

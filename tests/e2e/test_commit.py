@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The output directory commits as a whole (README "Output directory commits").
+"""The output directory commits as a whole (docs/commands.md "Output directory commits").
 
     test_commit.py --shardc BIN [--kills N]
 

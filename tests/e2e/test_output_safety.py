@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Output safety of `shardc compile` (contract §2, README "Command line").
+"""Output safety of `shardc compile` (contract §2, docs/commands.md "Command line").
 
     test_output_safety.py --shardc BIN
 

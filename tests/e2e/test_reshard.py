@@ -169,7 +169,7 @@ def overlap(a_off, a_shape, b_off, b_shape) -> int:
 
 def boxes_of(shard: dict) -> list[tuple[list[int], list[int], list[int]]]:
     """(global_offset, shape, local_offset) of every non-empty box of a plan.json shard: its
-    `boxes` for a packed param (README "Packed (fused) parameters"), else the one box
+    `boxes` for a packed param (docs/semantics.md "Packed (fused) parameters"), else the one box
     global_offset + local_shape at local 0."""
     if "boxes" in shard:
         return [(b["global_offset"], b["shape"], b["local_offset"]) for b in shard["boxes"]

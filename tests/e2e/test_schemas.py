@@ -8,14 +8,14 @@ static (no binary):
     property has a description, and it has $schema/$id/title;
   * every shipped input validates: plans/*.model.yaml, plans/*.recipe.yaml,
     tests/cases/*/model.yaml|model.json|recipe.yaml, tests/data/models/*.params.json(.gz);
-  * the README.md yaml blocks marked `<!-- example: model -->` / `<!-- example: recipe -->`
+  * the docs/formats.md yaml blocks marked `<!-- example: model -->` / `<!-- example: recipe -->`
     validate (at least one of each must exist);
   * invalid documents FAIL validation (negative checks) and some edge spellings pass.
 cli (needs --shardc):
   * `shardc schema NAME` prints exactly schemas/NAME.schema.json; an unknown name exits 2
     and lists the valid names;
   * every plans/*.recipe.yaml (ranks: a sample) and every valid tests/cases case (all ranks up
-    to 64, else a sample) and the README example compile; plan.json and every rank file
+    to 64, else a sample) and the docs/formats.md example compile; plan.json and every rank file
     validate against the plan/rank schemas;
   * placement spellings: the recipe schema accepts exactly what `shardc validate` accepts.
 
@@ -243,8 +243,10 @@ def shipped_inputs() -> list[tuple[str, Path]]:
     return out
 
 
-def readme_examples() -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in EXAMPLE_RE.finditer((ROOT / "README.md").read_text())]
+def doc_examples() -> list[tuple[str, str]]:
+    """The (kind, YAML text) of every block of docs/formats.md marked as an example."""
+    text = (ROOT / "docs/formats.md").read_text()
+    return [(m.group(1), m.group(2)) for m in EXAMPLE_RE.finditer(text)]
 
 
 TINY_MODEL = {"format": "shardc.model/v1", "name": "t", "dtype": "bfloat16",
@@ -349,12 +351,12 @@ def check_static(f: Failures, schemas: dict[str, dict]) -> None:
     f.check(len([1 for k, _ in inputs if k == "model"]) >= 10, "found the shipped models")
     for kind, path in inputs:
         expect_valid(f, vs[kind], read_doc(path), f"{path.relative_to(ROOT)} ({kind})")
-    examples = readme_examples()
+    examples = doc_examples()
     kinds = sorted({k for k, _ in examples})
     f.check(kinds == ["model", "recipe"],
-            f"README.md has examples marked `<!-- example: model|recipe -->` (found {kinds})")
+            f"docs/formats.md has examples marked `<!-- example: model|recipe -->` (found {kinds})")
     for i, (kind, text) in enumerate(examples):
-        expect_valid(f, vs[kind], yaml.safe_load(text), f"README example #{i + 1} ({kind})")
+        expect_valid(f, vs[kind], yaml.safe_load(text), f"docs/formats.md example #{i + 1} ({kind})")
     expect_valid(f, vs["model"], TINY_MODEL, "tiny model")
     expect_valid(f, vs["recipe"], TINY_RECIPE, "tiny recipe")
     for what, doc in model_negatives():
@@ -662,15 +664,15 @@ def check_cli(f: Failures, schemas: dict[str, dict], shardc: str) -> None:
             model = resolve_model(case, exp.get("model", "model.yaml"), tmp)
             compile_and_validate(f, shardc, vs, model, recipe, sample(world_size(recipe), 64),
                                  tmp / "case" / case.name, f"cases/{case.name}")
-        # The README example compiles and its outputs validate.
-        examples = dict(readme_examples())
+        # The docs/formats.md example compiles and its outputs validate.
+        examples = dict(doc_examples())
         if {"model", "recipe"} <= examples.keys():
             (tmp / "tiny.model.yaml").write_text(examples["model"])
             (tmp / "tiny.recipe.yaml").write_text(examples["recipe"])
             got = compile_and_validate(f, shardc, vs, tmp / "tiny.model.yaml",
                                        tmp / "tiny.recipe.yaml",
                                        sample(world_size(tmp / "tiny.recipe.yaml"), 64),
-                                       tmp / "readme", "README example")
+                                       tmp / "doc-example", "docs/formats.md example")
             if got:
                 check_output_mutations(f, vs, *got)
                 check_manifest_mutations(f, vs)

@@ -1,9 +1,13 @@
 """pytest set-up of the runtime tests (tests/runtime/README.md).
 
-`--shardc BIN` (or $SHARDC) names the shardc binary; without either the
+`--shardc=BIN` (or $SHARDC) names the shardc binary; without either the
 repo's build/test/shardc is used, and a missing binary fails the tests (it is
-never a skip). Tests that launch real processes carry the `distributed` marker
-(`pytest -m "not distributed"` runs the single-process ones only).
+never a skip). Write `--shardc=BIN` with `=` when pytest runs from this folder
+without a path argument: a separate `BIN` is taken for a test path, which moves
+pytest's rootdir away from pytest.ini. Tests that launch real processes carry
+the `distributed` marker (`pytest -m "not distributed"` runs the single-process
+ones only); it is registered here too, so a run from the repository root
+(`pytest tests/runtime`, rootdir without pytest.ini) knows it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at test time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers",
+                            "distributed: launches real gloo processes (8 at most)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

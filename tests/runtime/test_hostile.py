@@ -3,8 +3,8 @@
 Each folder of the hostile-input campaign that concerns the adapter
 (`adapter_checkpoint_reader`, `adapter_rankset_unbounded`, `fifo_hang`; the
 READMEs are summarized at each test) is reproduced here on the tiny Llama-like
-checkpoint of that campaign (hostile/make_tiny_ckpt.py, hostile/tiny.recipe.yaml,
-copied from it), plus the other triggers of the same kinds. Every refusal must
+checkpoint of that campaign (tests/hostile/make_tiny_ckpt.py and
+tests/hostile/tiny.recipe.yaml, shared with the campaign's folders), plus the other triggers of the same kinds. Every refusal must
 be a typed error (`PlanError` / `CheckpointError`) naming the file and the
 field or tensor, raised at once: anything that could block (FIFOs) runs in a
 child process with a deadline. The tampered OUTDIRs are also run through
@@ -30,7 +30,7 @@ import pytest
 import shardc_runtime as sr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HOSTILE = os.path.join(HERE, "hostile")
+HOSTILE = os.path.join(os.path.dirname(HERE), "hostile")  # tests/hostile
 Q = "model.layers.0.self_attn.q_proj.weight"
 EMBED = "model.embed_tokens.weight"
 
@@ -278,6 +278,13 @@ def test_manifest_refused(shardc: str, tiny: tuple[str, str], tmp_path: Any,
     (lambda d: d["params"][0].update(name="not.a.param"), "not a param of plan.json"),
     (lambda d: d["buffers"][0]["units"][0]["params"][0].update(param=99), "param: 99"),
     (lambda d: d.update(world_size=9), "world_size 9, plan.json says 4"),
+    # Fields shardc always writes are required (no defaults for forms it never writes).
+    (lambda d: d["params"][0].pop("padded_shape"), "missing `padded_shape`"),
+    (lambda d: d["params"][0].pop("numel"), "missing `numel`"),
+    (lambda d: d["params"][0].pop("alias_of"), "missing `alias_of`"),
+    (lambda d: d.pop("stage"), "missing `stage`"),
+    (lambda d: d.pop("buffers"), "missing `buffers`"),
+    (lambda d: d["buffers"][0]["units"][0].pop("mesh"), "missing `mesh`"),
 ])
 def test_rank_file_refused(shardc: str, tiny: tuple[str, str], tmp_path: Any,
                            edit: Callable[[dict[str, Any]], None], message: str) -> None:

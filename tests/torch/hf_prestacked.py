@@ -16,16 +16,13 @@ gate_up_proj [E, hidden, 2 x inter] blocked gate|up, down_proj).
 """
 from __future__ import annotations
 
-import gzip
-import importlib.util
 import json
 import math
-import os
-import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
+
+from model_files import load_dump_model, write_model_files
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
@@ -50,15 +47,6 @@ ATTRIBUTES = {
     "num_experts_per_tok": ["num_experts_per_tok"],
     "tie_word_embeddings": ["tie_word_embeddings"],
 }
-
-
-def load_dump_model() -> types.ModuleType:
-    """tools/dump_model.py as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("dump_model", REPO / "tools" / "dump_model.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def config_dict(name: str) -> dict[str, Any]:
@@ -108,25 +96,13 @@ def main(argv: list[str]) -> int:
     (name,) = argv
     inv = inventory(name)
     src = REPO / "tests" / "data" / "models" / f"{name}.params.json"
-    text = json.dumps(inv, indent=1) + "\n"
-    src.write_text(text)
     out = REPO / "plans" / f"{name.lower()}.model.yaml"
-    shardc = os.environ.get("SHARDC") or str(REPO / "build" / "test" / "shardc")
-    code = subprocess.call([shardc, "import", str(src), "-o", str(out)])
-    if code != 0:
-        return code
-    lines = out.read_text().splitlines()
-    at = next(i for i, ln in enumerate(lines) if not ln.startswith("#"))
     note = [f"# transformers' {MODELS[name][1]} built from tests/data/configs/{name}.config.json "
             "(the published", "# config.json) on the meta device, dumped by "
             "tools/dump_model.py's inventory (named_parameters() order); the",
             "# routed experts are pre-stacked [E, ...] tensors, as the checkpoint stores them. "
             f"Regenerate: .venv/bin/python tests/torch/hf_prestacked.py {name}"]
-    out.write_text("\n".join(lines[:at] + note + lines[at:]) + "\n")
-    if len(text) > 256 * 1024:  # big inventories are stored gzipped, as the others are
-        Path(f"{src}.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
-        src.unlink()
-    return 0
+    return write_model_files(inv, src, out, note)
 
 
 if __name__ == "__main__":

@@ -236,3 +236,140 @@ elif CASE == "57":
                    [("dp", 4), ("tp", 2)],
                    [("v9", [9], {0: ["tp", "dp"]}, True)])
     run(8, f)
+elif CASE == "58":
+    # _StridedShard labels that are no shard order (_maybe_convert_StridedShard_to_shard_order
+    # returns None): DTensor still reads them (placement_types.py _StridedShard._split_tensor,
+    # _utils.py _compute_local_shape_and_global_offset); a rank's rows are several runs, which
+    # shardc states as boxes. Every rank's rows come from distribute_tensor under
+    # LocalTensorMode; local_shape / global_offset (first row) from
+    # _compute_local_shape_and_global_offset; the assertions of PyTorch's test_utils.py
+    # (test_compute_local_shape_and_global_offset_uneven "SS, SS", "(Shard, SS)",
+    # "(Shard, SS, Shard)") are checked against both.
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    def parse(text):
+        if text.startswith("_StridedShard"):
+            dim, sf = text[len("_StridedShard("):-1].split(", sf=")
+            return _StridedShard(int(dim), split_factor=int(sf))
+        if text.startswith("Shard"):
+            return Shard(int(text[len("Shard("):-1]))
+        return Replicate()
+
+    def runs(rows):
+        out = []
+        for local, row in enumerate(rows):
+            if out and out[-1][0] + out[-1][2] == row:
+                out[-1][2] += 1
+            else:
+                out.append([row, local, 1])
+        return out
+
+    def write_label_case(name, readme, mesh_axes, params, formula):
+        sizes = [s for _, s in mesh_axes]
+        names = [n for n, _ in mesh_axes]
+        world = 1
+        for s in sizes: world *= s
+        mesh = DeviceMesh("cpu", torch.arange(world).view(*sizes))
+        d = os.path.join(ROOT, name)
+        os.makedirs(d, exist_ok=True)
+        model = ["format: shardc.model/v1", f"name: {name.replace('_', '-')}", "dtype: float32", "params:"]
+        recipe = ["format: shardc.recipe/v1", "mesh:"] + [f"  - {{name: {n}, size: {s}}}" for n, s in mesh_axes] + ["rules:"]
+        exp_params, per_rank = [], {str(r): {} for r in range(world)}
+        for i, (pname, shape, labels) in enumerate(params):
+            model.append(f"  - {{name: {pname}, shape: [{', '.join(map(str, shape))}]}}")
+            pl = ", ".join(f'{ax}: "{lab}"' for ax, lab in zip(names, labels) if lab != "Replicate()")
+            recipe += [f"  - match: {pname}", f"    placements: {{{pl}}}"]
+            exp_params.append({"name": pname, "dtype": "float32", "global_shape": list(shape), "mesh": "dense",
+                               "placements": labels, "uneven": "chunk",
+                               "rule": {"kind": "rule", "index": i, "match": pname}, "stage": 0,
+                               "alias_of": None, "stacked_from": None, "requires_grad": True})
+            pls = [parse(t) for t in labels]
+            sdim = next(p.dim for p in pls if isinstance(p, _StridedShard))
+            # value = the row index on the strided dim (other dims: one column each of the same)
+            view = [1] * len(shape)
+            view[sdim] = shape[sdim]
+            x = torch.arange(shape[sdim]).view(view).expand(*shape).contiguous()
+            local = distribute_tensor(x, mesh, pls, src_data_rank=None).to_local()
+            for r in range(world):
+                coord = [int(c) for c in torch.unravel_index(torch.tensor(r), sizes)]
+                n, off = _compute_local_shape_and_global_offset(tuple(shape), sizes, coord, pls)
+                t = local._local_tensors[r]
+                assert list(t.shape) == list(n), (pname, r, t.shape, n)
+                rows = t.movedim(sdim, 0).reshape(t.shape[sdim], -1)[:, 0].tolist() if t.numel() else []
+                if rows:
+                    assert off[sdim] == rows[0], (pname, r, off, rows)
+                want = formula[pname](coord)
+                assert want is None or (list(n), list(off)) == want, (pname, coord, n, off, want)
+                entry = {"local_shape": list(n), "global_offset": list(off), "padded_shape": list(n),
+                         "alias_of": None, "stage": 0}
+                boxes = []
+                for row, at, count in (runs(rows) if all(k > 0 for k in n) else []):
+                    g = list(off); g[sdim] = row
+                    lo = [0] * len(shape); lo[sdim] = at
+                    s = list(n); s[sdim] = count
+                    boxes.append({"global_offset": g, "local_offset": lo, "shape": s})
+                entry["boxes"] = boxes
+                per_rank[str(r)][pname] = entry
+        ranks = list(range(world))
+        exp = {"oracle": "pytorch-2.13-dtensor", "case": name, "model": "model.yaml", "recipe": "recipe.yaml",
+               "expect_error": None, "world_size": world,
+               "meshes": {"dense": [{"name": n, "size": s} for n, s in mesh_axes], "expert": None},
+               "ranks": ranks, "warnings": [], "tie_sync_groups": [], "params": exp_params,
+               "per_rank": {str(r): {"coords": {"dense": dict(zip(names, [int(c) for c in torch.unravel_index(torch.tensor(r), sizes)])), "expert": None},
+                                     "stage": 0, "params": per_rank[str(r)]} for r in ranks}}
+        open(os.path.join(d, "model.yaml"), "w").write("\n".join(model) + "\n")
+        open(os.path.join(d, "recipe.yaml"), "w").write("\n".join(recipe) + "\n")
+        open(os.path.join(d, "README"), "w").write(readme + "\n")
+        with open(os.path.join(d, "expected.json"), "w") as f:
+            f.write(json.dumps(exp, indent=1) + "\n")
+        print(name)
+
+    def ss_ss_39(c):  # test_utils.py "SS, SS"
+        dp, tp = c
+        if dp < 3:
+            return ([8, 2], [4 * dp, 0]) if tp == 0 else ([4, 2], [4 * dp + 2, 0])
+        return ([3, 2], [12, 0]) if tp == 0 else ([0, 2], [39, 0])
+
+    def s_ss_18(c):  # test_utils.py "(Shard, SS)"
+        dp, tp = c
+        if dp < 3:
+            return ([3, 2], [5 * dp, 0]) if tp == 0 else ([2, 2], [5 * dp + 2, 0])
+        return ([2, 2], [15, 0]) if tp == 0 else ([1, 2], [16, 0])
+
+    def s_ss_s_39(c):  # test_utils.py "(Shard, SS, Shard)"
+        m0, m1, m2 = c
+        if m0 < 3:
+            table = {(0, 0): (2, 0), (0, 1): (2, 2), (0, 2): (2, 6), (1, 0): (2, 3), (1, 1): (2, 8)}
+            if (m1, m2) == (1, 2):
+                return ([0, 2], [39, 0])
+            n, o = table[(m1, m2)]
+            return ([n, 2], [10 * m0 + o, 0])
+        table = {(0, 0): (2, 0), (0, 1): (2, 2), (0, 2): (1, 6), (1, 0): (2, 3), (1, 1): (2, 7)}
+        if (m1, m2) == (1, 2):
+            return ([0, 2], [39, 0])
+        n, o = table[(m1, m2)]
+        return ([n, 2], [30 + o, 0])
+
+    def general(c):  # no formula in the test: _compute_local_shape_and_global_offset's own answer
+        return None
+
+    def f2():
+        write_label_case(
+            "58_strided_not_an_order_dp4_tp2",
+            "_StridedShard labels that are no shard order, as DTensor reads them: [_StridedShard(0, sf=3), _StridedShard(0, sf=4)] on 39 rows and [Shard(0), _StridedShard(0, sf=2)] on 18 rows, mesh (dp 4, tp 2) (PyTorch's test_utils.py test_compute_local_shape_and_global_offset_uneven, \"SS, SS\" and \"(Shard, SS)\"): several boxes per rank; expected.json built by DTensor 2.13 (distribute_tensor under LocalTensorMode, every rank's rows).",
+            [("dp", 4), ("tp", 2)],
+            [("ss_ss_39", [39, 2], ["_StridedShard(0, sf=3)", "_StridedShard(0, sf=4)"]),
+             ("s_ss_18", [18, 2], ["Shard(0)", "_StridedShard(0, sf=2)"])],
+            {"ss_ss_39": ss_ss_39, "s_ss_18": s_ss_18})
+
+    def f3():
+        write_label_case(
+            "59_strided_not_an_order_4x2x3",
+            "[Shard(0), _StridedShard(0, sf=2), Shard(0)] on 39 rows, mesh (m0 4, m1 2, m2 3) (PyTorch's test_utils.py \"(Shard, SS, Shard)\"), and [_StridedShard(1, sf=2), Replicate(), Shard(0)] on [7, 10] (a strided dim beside a plain split of another dim): several boxes per rank, empty pieces at the sentinel; expected.json built by DTensor 2.13 (distribute_tensor under LocalTensorMode).",
+            [("m0", 4), ("m1", 2), ("m2", 3)],
+            [("s_ss_s_39", [39, 2], ["Shard(0)", "_StridedShard(0, sf=2)", "Shard(0)"]),
+             ("ss1_s0", [7, 10], ["_StridedShard(1, sf=2)", "Replicate()", "Shard(0)"])],
+            {"s_ss_s_39": s_ss_s_39, "ss1_s0": general})
+    run(8, f2)
+    dist.destroy_process_group()
+    run(24, f3)

@@ -105,3 +105,58 @@ def test_pytorch_agrees(shardc: str, tmp_path: Path, model: Path, recipe: Path) 
     mismatches += bad
     assert not mismatches, "shardc and PyTorch disagree:\n" + "\n".join(
         str(m) for m in mismatches[:30])
+
+
+ORDERED_FSDP_MODEL = """format: shardc.model/v1
+name: ordered-fsdp
+dtype: float32
+params:
+  - {name: model.layers.0.mlp.up_proj.weight, shape: [26, 4]}
+  - {name: model.layers.0.mlp.down_proj.weight, shape: [4, 13]}
+  - {name: model.layers.1.mlp.up_proj.weight, shape: [16, 4]}
+  - {name: model.norm.weight, shape: [4]}
+"""
+
+# dp_shard (FSDP) x cp x tp; the model-parallel splits of dim 0 in the order [tp, cp]
+# (DTensor labels _StridedShard(0, sf=2) on cp), FSDP2's split of the local tensor last;
+# uneven extents (26 = 2 x 13, 13 rows over cp 2) and an even one
+ORDERED_FSDP_RECIPE = """format: shardc.recipe/v1
+mesh:
+  - {name: dp_shard, size: 2}
+  - {name: cp, size: 2}
+  - {name: tp, size: 2}
+rules:
+  - match: "model.layers.*.mlp.up_proj.weight"
+    placements: {cp: Shard(0), tp: Shard(0)}
+    shard_order: {0: [tp, cp]}
+  - match: "model.layers.*.mlp.down_proj.weight"
+    placements: {cp: Shard(1), tp: Shard(1)}
+    shard_order: {1: [tp, cp]}
+  - match: "**"
+    placements: {}
+fsdp:
+  shard: dp_shard
+buffers:
+  - {kind: fsdp2_allgather, units: ["model.layers.{i}", "**"]}
+"""
+
+
+def test_shard_order_under_fsdp2(shardc: str, tmp_path: Path) -> None:
+    """Params with an explicit shard order under FSDP2, judged by fully_shard with
+    shard_placement_fn on the fake group (judge.py `_ordered_piece` + FSDP2), every rank:
+    none is left out as inexpressible, and FSDP2's labels, sizes, padding and offsets
+    agree with the rank files."""
+    model, recipe = tmp_path / "m.yaml", tmp_path / "r.yaml"
+    model.write_text(ORDERED_FSDP_MODEL)
+    recipe.write_text(ORDERED_FSDP_RECIPE)
+    out = tmp_path / "out"
+    plan = compile_plan(shardc, model, recipe, out, list(range(8)))
+    ordered = {p["name"] for p in plan["params"] if p.get("shard_order")}
+    assert len(ordered) == 3, ordered
+    verdicts = judge.judge_ranks(str(out), str(recipe), list(range(8)))
+    mismatches = [m for v in verdicts for m in v.mismatches]
+    for v in verdicts:
+        assert not (set(v.inexpressible) & ordered), v.inexpressible
+        assert v.fsdp_params >= len(ordered), (v.rank, v.fsdp_params)
+    assert not mismatches, "shardc and PyTorch disagree:\n" + "\n".join(
+        str(m) for m in mismatches[:30])

@@ -56,3 +56,23 @@ def test_changed_placement_is_caught(shardc: str, tmp_path: Path) -> None:
     hits = [m for m in verdict.mismatches if m.param == victim["name"] and m.field == "placements"]
     assert hits, verdict.mismatches
     assert "rank 2" in str(hits[0])
+
+
+def test_perturbed_strided_box_is_caught(shardc: str, tmp_path: Path) -> None:
+    """A `_StridedShard` param stated as boxes (docs/shard-order.md): one box moved by a row
+    in a rank file is named with the rank and both run lists."""
+    case = REPO / "tests" / "cases" / "58_strided_not_an_order_dp4_tp2"
+    subprocess.run([shardc, "compile", str(case / "model.yaml"), str(case / "recipe.yaml"),
+                    "-o", str(tmp_path), "--force", "--quiet"], check=True, timeout=120)
+    (verdict,) = judge.judge_ranks(str(tmp_path), str(case / "recipe.yaml"), [0])
+    assert verdict.checked_params == 2 and not verdict.mismatches, verdict.mismatches
+    path = next((tmp_path / "ranks").glob("rank-*0.json"))
+    rank_file = json.loads(path.read_text())
+    victim = next(p for p in rank_file["params"] if p["name"] == "ss_ss_39")
+    assert len(victim["boxes"]) > 1
+    victim["boxes"][1]["global_offset"][0] += 1
+    path.write_text(json.dumps(rank_file))
+    (verdict,) = judge.judge_ranks(str(tmp_path), str(case / "recipe.yaml"), [0])
+    hits = [m for m in verdict.mismatches if m.param == "ss_ss_39" and "boxes" in m.field]
+    assert hits, verdict.mismatches
+    assert "rank 0" in str(hits[0])

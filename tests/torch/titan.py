@@ -44,9 +44,7 @@ What runs differently from a GPU dry run, and why (docs/torchtitan.md):
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import importlib
-import importlib.util
 import math
 import os
 import sys
@@ -54,6 +52,8 @@ import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from model_files import load_dump_model, write_model_files
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -95,15 +95,6 @@ def install_shims() -> None:
     import torchtitan.tools.utils as titan_utils
 
     titan_utils.device_type, titan_utils.device_module = "cpu", torch.cpu
-
-
-def load_dump_model() -> types.ModuleType:
-    """tools/dump_model.py as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("dump_model", REPO / "tools" / "dump_model.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,32 +259,17 @@ def main(argv: list[str]) -> int:
     `attributes`) to tests/data/models/torchtitan-<family>-<flavor>.params.json and its
     compact model to plans/torchtitan-<family>-<flavor lower>.model.yaml (`shardc import`,
     $SHARDC or build/test/shardc)."""
-    import json
-    import subprocess
-
     family, flavor = argv
     inv = shardc_inventory(family, flavor)
     inv["attributes"] = attributes(family, flavor)
     inv["param_count"] = sum(math.prod(p["shape"]) for p in inv["params"])
     src = REPO / "tests" / "data" / "models" / f"{inv['model']}.params.json"
-    text = json.dumps(inv, indent=1) + "\n"
-    src.write_text(text)
     out = REPO / "plans" / f"torchtitan-{family}-{flavor.lower()}.model.yaml"
-    shardc = os.environ.get("SHARDC") or str(REPO / "build" / "test" / "shardc")
-    code = subprocess.call([shardc, "import", str(src), "-o", str(out)])
-    if code != 0:
-        return code
-    lines = out.read_text().splitlines()
-    at = next(i for i, ln in enumerate(lines) if not ln.startswith("#"))
     note = [f"# torchtitan 0.3.0's module (torchtitan.models.{family}, flavor {flavor!r}) on the "
             "meta device, dumped", "# by tools/dump_model.py's inventory (named_parameters() "
             "order); grouped experts listed one", "# by one; attributes from torchtitan's model "
             f"config. Regenerate: .venv/bin/python tests/torch/titan.py {family} {flavor}"]
-    out.write_text("\n".join(lines[:at] + note + lines[at:]) + "\n")
-    if len(text) > 256 * 1024:  # big inventories are stored gzipped, as the others are
-        Path(f"{src}.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
-        src.unlink()
-    return 0
+    return write_model_files(inv, src, out, note)
 
 
 if __name__ == "__main__":

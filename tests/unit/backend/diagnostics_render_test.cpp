@@ -30,7 +30,7 @@ TEST_CASE("text diagnostics quote the source line with a caret and a hint") {
         "recipe.yaml:3: warning[W-UNUSED-RULE]: rule matches nothing\n"
         " 3 | rules: []\n"
         "   | ^\n"
-        "  hint: see W-UNUSED-RULE in the Diagnostics table of README.md\n"
+        "  hint: see W-UNUSED-RULE in docs/diagnostics.md\n"
         "1 error, 1 warning\n");
 }
 
@@ -102,13 +102,13 @@ TEST_CASE("source excerpts escape control characters and malformed UTF-8 like th
         "   | " +
             std::string(29, ' ') +
             "^\n"
-            "  hint: see E-RECIPE in the Diagnostics table of README.md\n"
+            "  hint: see E-RECIPE in docs/diagnostics.md\n"
             "r.yaml:2:7: error[E-RECIPE]: m\n"
             " 2 | a\\xFF\xc3\xa9\\x09b: x\n"
             "   | " +
             std::string(11, ' ') +
             "^\n"
-            "  hint: see E-RECIPE in the Diagnostics table of README.md\n"
+            "  hint: see E-RECIPE in docs/diagnostics.md\n"
             "2 errors, 0 warnings\n");
 }
 

@@ -5,16 +5,15 @@
 // shape through the recipe, the planner and the memory report.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "core/activations.hpp"
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/planner.hpp"
 
+#include "../source_text.hpp"
+
 using namespace shardc;
+using shardc::test::slurp;
 
 namespace {
 
@@ -71,13 +70,6 @@ std::int64_t term(const std::vector<ActivationTerm>& terms, const std::string& n
   for (const ActivationTerm& t : terms)
     if (t.name == name) return t.bytes;
   return -1;
-}
-
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Tests for src/core/diag_code.hpp: the typed code table and the
-// README's diagnostics table agree row for row.
+// table of docs/diagnostics.md (generated from it by tools/update-docs,
+// checked byte for byte by CTest docs/diagnostics) agree row for row.
 #include <doctest/doctest.h>
 
 #include <cctype>
@@ -14,8 +15,8 @@
 
 namespace {
 
-std::string read_readme() {
-  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/README.md");
+std::string read_diagnostics_page() {
+  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/docs/diagnostics.md");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -27,20 +28,21 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-// The README's "exit" cell for a code: its exit class; a warning's applies
+// The page's "exit" cell for a code: its exit class; a warning's applies
 // under --strict only.
 std::string exit_text(const shardc::DiagCodeInfo& info) {
   const std::string n = std::to_string(static_cast<int>(info.exit));
   return info.severity == shardc::Severity::Error ? n : n + " with `--strict`";
 }
 
-// The cells of every "| E-XXX | exit | meaning | fix |" row of README
-// "## Diagnostics", in README order.
-std::vector<std::vector<std::string>> readme_rows() {
-  const std::string text = read_readme();
-  const auto start = text.find("\n## Diagnostics");
+// The cells of every "| E-XXX | exit | meaning | fix |" row of the
+// generated table of docs/diagnostics.md, in page order.
+std::vector<std::vector<std::string>> page_rows() {
+  const std::string text = read_diagnostics_page();
+  const auto start = text.find("\n<!-- generated from src/core/diag_code.hpp");
   REQUIRE(start != std::string::npos);
-  const auto end = text.find("\n## ", start + 1);
+  const auto end = text.find("\n<!-- end of generated table -->", start + 1);
+  REQUIRE(end != std::string::npos);
   std::istringstream section(text.substr(start, end - start));
   std::vector<std::vector<std::string>> rows;
   for (std::string line; std::getline(section, line);) {
@@ -63,8 +65,9 @@ std::vector<std::vector<std::string>> readme_rows() {
 
 }  // namespace
 
-TEST_CASE("every diagnostic code has one README row with the same exit, meaning and fix") {
-  const auto rows = readme_rows();
+TEST_CASE(
+    "every diagnostic code has one docs/diagnostics.md row with the same exit, meaning and fix") {
+  const auto rows = page_rows();
   std::map<std::string, std::vector<std::string>> by_name;
   for (const auto& cells : rows) {
     CAPTURE(cells.front());
@@ -80,14 +83,14 @@ TEST_CASE("every diagnostic code has one README row with the same exit, meaning 
     CHECK(it->second[2] == info.meaning);
     CHECK(it->second[3] == info.fix);
   }
-  // Same order as the enum, so the README reads like the header.
+  // Same order as the enum, so the page reads like the header.
   REQUIRE(rows.size() == shardc::kDiagCodes.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     CHECK(rows[i].front() == shardc::kDiagCodes[i].name);
   }
 }
 
-TEST_CASE("every code has a tests/bad case (or the test the README names instead)") {
+TEST_CASE("every code has a tests/bad case (or the test docs/diagnostics.md names instead)") {
   namespace fs = std::filesystem;
   const fs::path root(SHARDC_SOURCE_DIR);
   std::string expects;

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/frontend.hpp"
 #include "import/import.hpp"
@@ -86,4 +88,51 @@ TEST_CASE("a file that is not a plan dump is refused") {
     CHECK_FALSE(shardc::parse_hf_tp_plan(json, "p.json", sink));
     CHECK(sink.items().front().code == shardc::DiagCode::EHfTpPlan);
   }
+}
+
+TEST_CASE("entries naming params: the MoE plans' 3-D experts (Llama-4)") {
+  shardc::Model model;
+  for (const auto& [name, shape] : std::vector<std::pair<const char*, shardc::Shape>>{
+           {"model.layers.0.feed_forward.experts.gate_up_proj", {4, 8, 12}},
+           {"model.layers.0.feed_forward.experts.down_proj", {4, 6, 8}},
+           {"model.layers.0.feed_forward.router.weight", {4, 8}}}) {
+    shardc::Param param;
+    param.name = name;
+    param.shape = shape;
+    model.params.push_back(param);
+  }
+  const std::string json =
+      R"({"format": "shardc.hf-tp-plan/v1", "architecture": "Llama4ForCausalLM",
+      "tp_plan": {"model.layers.*.feed_forward.experts.gate_up_proj": "packed_rowwise",
+                  "model.layers.*.feed_forward.experts.down_proj": "colwise",
+                  "model.layers.*.feed_forward.experts": "moe_tp_experts"}})";
+  shardc::DiagnosticSink sink;
+  const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
+  REQUIRE(plan);
+  const auto recipe = shardc::hf_tp_plan_recipe(*plan, model, 2, "plan.json", sink);
+  REQUIRE(recipe);
+  CHECK_FALSE(sink.has_errors());
+  const std::string& text = *recipe;
+  // PackedRowwiseParallel.shard_param: _StridedShard(dim=-1, split_factor=2)
+  CHECK(text.find("\"model.layers.*.feed_forward.experts.gate_up_proj\"    # packed_rowwise (a "
+                  "param)\n    placements: {tp: \"_StridedShard(-1, sf=2)\"}") !=
+        std::string::npos);
+  // ColwiseParallel.shard_param: Shard(ndim - 2)
+  CHECK(text.find("\"model.layers.*.feed_forward.experts.down_proj\"    # colwise (a param)\n    "
+                  "placements: {tp: \"Shard(-2)\"}") != std::string::npos);
+  CHECK(text.find("# model.layers.*.feed_forward.experts: moe_tp_experts hooks") !=
+        std::string::npos);
+  shardc::DiagnosticSink parse_sink;
+  CHECK(shardc::parse_recipe(shardc::SourceFile{"r.yaml", text}, parse_sink));
+  CHECK_FALSE(parse_sink.has_errors());
+}
+
+TEST_CASE("fused experts the checkpoint stores per expert: the refusal says why") {
+  shardc::DiagnosticSink sink;
+  CHECK_FALSE(translate(R"({"model.layers.*.mlp.experts.down_proj": "rowwise"})", sink));
+  REQUIRE(sink.has_errors());
+  CHECK(sink.items().front().code == shardc::DiagCode::EHfTpPlan);
+  CHECK(sink.items().front().message.find("rowwise") != std::string::npos);
+  CHECK(sink.items().front().message.find("per-expert tensors") != std::string::npos);
+  CHECK(sink.items().front().hint.find("`experts` entry") != std::string::npos);
 }

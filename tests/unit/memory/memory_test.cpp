@@ -3,25 +3,18 @@
 // per-param rules, padding, and the budget check.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/planner.hpp"
 #include "support/byte_size.hpp"
 
+#include "../source_text.hpp"
+
 using namespace shardc;
+using shardc::test::replace_all;
+using shardc::test::slurp;
 
 namespace {
-
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 Plan plan_of(const std::string& model_path, const std::string& recipe_text) {
   DiagnosticSink sink;
@@ -47,12 +40,6 @@ void mixed_precision_adamw(Plan& plan) {
 
 std::int64_t kind(const MemoryReport& m, std::int64_t rank, MemoryKind k) {
   return m.ranks.at(static_cast<std::size_t>(rank)).of(k);
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
 }
 
 constexpr std::int64_t kMuonCap = 512LL * 1024 * 1024;  // default max_batch_numel, elements

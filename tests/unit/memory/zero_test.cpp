@@ -5,30 +5,17 @@
 // every E-ZERO refusal.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/planner.hpp"
 
+#include "../source_text.hpp"
+
 using namespace shardc;
+using shardc::test::replace_all;
+using shardc::test::slurp;
 
 namespace {
-
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
 
 struct Planned {
   DiagnosticSink sink;

@@ -248,12 +248,12 @@ TEST_CASE("a padded and a packed plan satisfy every invariant, and their corrupt
     CHECK(says(corrupted(plan, "fc", [](auto& c) { c[0].geom.boxes.clear(); }),
                "a packed piece without boxes"));
   }
-  SUBCASE("boxes on a param that is not packed") {
+  SUBCASE("boxes on a param that is neither packed nor strided") {
     CHECK(says(corrupted(plan, "vocab",
                          [](auto& c) {
                            c[0].geom.boxes.push_back(ShardBox{{0, 0}, {0, 0}, {1, 8}});
                          }),
-               "boxes on a param that is not packed"));
+               "boxes on a param that is neither packed nor strided"));
   }
   SUBCASE("a packed row held twice, another held by none") {
     CHECK(says(corrupted(plan, "fc",

@@ -7,32 +7,19 @@
 // vocabulary between TP 8 and TP 4 (refused with the row mapping).
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/buffers.hpp"
 #include "planner/planner.hpp"
 #include "reshard/reshard.hpp"
 
+#include "../source_text.hpp"
+
 using namespace shardc;
+using shardc::test::replace_all;
+using shardc::test::slurp;
 
 namespace {
-
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
 
 const std::string kModel = "plans/megatron-llama-3-70b.model.yaml";
 const std::string kRecipe = "plans/megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml";

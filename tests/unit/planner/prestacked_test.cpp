@@ -2,23 +2,15 @@
 // 4, issue 29 item 5; docs/experts.md), on the inputs of tests/reports and tests/bad.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "frontend/frontend.hpp"
 #include "planner/planner.hpp"
 
+#include "../source_text.hpp"
+
 using namespace shardc;
+using shardc::test::slurp;
 
 namespace {
-
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 struct Planned {
   DiagnosticSink sink;

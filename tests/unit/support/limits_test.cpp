@@ -1,6 +1,6 @@
-// Tests for src/support/limits.hpp: README "Input limits" states each
-// limit with the header's value (rendered here from the value itself, so a
-// changed constant fails until the README says the same).
+// Tests for src/support/limits.hpp: docs/limits.md states each limit with
+// the header's value (rendered here from the value itself, so a changed
+// constant fails until the page says the same).
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -14,20 +14,20 @@
 
 namespace {
 
+// The page docs/limits.md (one table of limits and its notes).
 std::string limits_table() {
-  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/README.md");
+  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/docs/limits.md");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  const auto start = text.find("\n## Input limits");
-  REQUIRE(start != std::string::npos);
-  return text.substr(start, text.find("\n## ", start + 1) - start);
+  REQUIRE(text.rfind("# Input limits\n", 0) == 0);
+  return text;
 }
 
-// The README row whose last cell names `constant`.
+// The docs/limits.md row whose last cell names `constant`.
 std::string row_of(const std::string& table, const std::string& constant) {
   const auto at = table.find("`" + constant + "`");
-  REQUIRE_MESSAGE(at != std::string::npos, constant << " is not in README \"Input limits\"");
+  REQUIRE_MESSAGE(at != std::string::npos, constant << " is not in docs/limits.md");
   const auto begin = table.rfind('\n', at) + 1;
   return table.substr(begin, table.find('\n', at) - begin);
 }
@@ -69,7 +69,7 @@ std::vector<std::string> header_constants() {
 
 }  // namespace
 
-TEST_CASE("every constant of src/support/limits.hpp has a README row") {
+TEST_CASE("every constant of src/support/limits.hpp has a docs/limits.md row") {
   const std::string table = limits_table();
   const std::vector<std::string> names = header_constants();
   CHECK(names.size() >= 20);
@@ -79,7 +79,7 @@ TEST_CASE("every constant of src/support/limits.hpp has a README row") {
   }
 }
 
-TEST_CASE("README input limits state the values of src/support/limits.hpp") {
+TEST_CASE("docs/limits.md states the values of src/support/limits.hpp") {
   namespace L = shardc::limits;
   const std::string table = limits_table();
   auto says = [&](const std::string& constant, const std::string& text) {

@@ -4,7 +4,7 @@
 a `RankFile`: every param the rank holds (`ParamInfo`: local shape, global
 offset, padded shape, alias / tied copy, stage, boxes to read from a checkpoint)
 and its buffer layouts (`MuonGroup`, `Fsdp2Unit`) read from the form shardc
-writes (README "Rank files: derived fields": params by index, rank lists as
+writes (docs/formats.md "Rank files: derived fields": params by index, rank lists as
 strings, run-length split sizes, derived fields dropped). All shapes and
 offsets are ELEMENTS unless a name says bytes; every value is a frozen
 dataclass with tuples.
@@ -151,9 +151,8 @@ class ParamInfo:
         global_shape = _shape(_get(entry, "global_shape", where), f"{where}.global_shape")
         local_shape = _shape(_get(entry, "local_shape", where), f"{where}.local_shape")
         global_offset = _shape(_get(entry, "global_offset", where), f"{where}.global_offset")
-        padded_shape = _shape(entry.get("padded_shape", list(local_shape)),
-                              f"{where}.padded_shape")
-        alias_of, tied = entry.get("alias_of"), entry.get("tied_copy_of")
+        padded_shape = _shape(_get(entry, "padded_shape", where), f"{where}.padded_shape")
+        alias_of, tied = _get(entry, "alias_of", where), entry.get("tied_copy_of")
         for key, value in (("alias_of", alias_of), ("tied_copy_of", tied)):
             if value is not None:
                 _str(value, f"{where}.{key}")
@@ -171,7 +170,7 @@ class ParamInfo:
             boxes = ()
         else:
             boxes = (Box(global_offset, local_shape, (0,) * len(local_shape)),)
-        info = cls(name, dtype, _int(entry.get("stage", 0), f"{where}.stage"), global_shape,
+        info = cls(name, dtype, _int(_get(entry, "stage", where), f"{where}.stage"), global_shape,
                    local_shape, global_offset, padded_shape, alias_of, tied, stacked_from,
                    requires_grad, packed, boxes)
         info._check(entry, where)
@@ -183,9 +182,9 @@ class ParamInfo:
             raise PlanError(f"{where}: shape ranks differ (global {list(self.global_shape)}, "
                             f"local {list(self.local_shape)}, offset {list(self.global_offset)}, "
                             f"padded {list(self.padded_shape)})")
-        if entry.get("numel", self.numel) != self.numel:
+        if _get(entry, "numel", where) != self.numel:
             raise PlanError(f"{where}: numel {entry['numel']} != prod(local_shape) {self.numel}")
-        if entry.get("bytes", self.nbytes) != self.nbytes:
+        if _get(entry, "bytes", where) != self.nbytes:
             raise PlanError(f"{where}: bytes {entry['bytes']} != numel x element size "
                             f"{self.nbytes}")
         for extent, offset, size in zip(self.local_shape, self.global_offset, self.global_shape):
@@ -359,9 +358,9 @@ def _muon_group(doc: Any, where: str, name_of: Callable[[Any, str], str], alignm
             dtype, tuple(name_of(x, bw) for x in _list(_get(b, "params", bw), bw)),
             tuple(_int(t, f"{bw}.total_numel") for t in _list(_get(b, "total_numel", bw), bw))))
     return MuonGroup(
-        _str(doc.get("key", ""), f"{where}.key"), _str(doc.get("mesh", "dense"), f"{where}.mesh"),
-        tuple(_str(a, where) for a in _list(doc.get("replicate_axes", []), where)),
-        _shape(doc.get("replicate_coord", []), f"{where}.replicate_coord"), alignment, stages,
+        _str(_get(doc, "key", where), f"{where}.key"), _str(_get(doc, "mesh", where), f"{where}.mesh"),
+        tuple(_str(a, where) for a in _list(_get(doc, "replicate_axes", where), where)),
+        _shape(_get(doc, "replicate_coord", where), f"{where}.replicate_coord"), alignment, stages,
         tuple(params), split_sizes, owner, tuple(batches))
 
 
@@ -386,7 +385,7 @@ def _fsdp2_unit(doc: Any, where: str, name_of: Callable[[Any, str], str],
             _int(_get(p, "padded_numel", pw), f"{pw}.padded_numel"), info.padded_shape,
             info.local_shape, _shape(_get(p, "unsharded_shape", pw), f"{pw}.unsharded_shape")))
     return Fsdp2Unit(_str(_get(doc, "name", where), f"{where}.name"),
-                     _str(doc.get("mesh", "dense"), f"{where}.mesh"), units, ranks, index,
+                     _str(_get(doc, "mesh", where), f"{where}.mesh"), units, ranks, index,
                      _int(_get(doc, "total", where), f"{where}.total"),
                      _int(_get(doc, "total_bytes", where), f"{where}.total_bytes"),
                      tuple(members))
@@ -517,7 +516,7 @@ class RankFile:
             if name in params:
                 raise PlanError(f"{where}: {name!r} is listed twice")
             info = ParamInfo.read(entry, where, _stacked_sources(spec, where),
-                                  bool(spec.get("requires_grad", True)))
+                                  bool(_get(spec, "requires_grad", f"plan.json {name}")))
             if info.global_shape != tuple(spec["global_shape"]) or info.dtype != spec["dtype"]:
                 raise PlanError(f"{where}: {info.dtype} {list(info.global_shape)}, plan.json says "
                                 f"{spec['dtype']} {spec['global_shape']}")
@@ -539,7 +538,7 @@ class RankFile:
         fsdp2: tuple[Fsdp2Unit, ...] = ()
         alignment = None
         flat: tuple[FlatBuffer, ...] = ()
-        for i, b in enumerate(_list(doc.get("buffers", []), f"{path}: buffers")):
+        for i, b in enumerate(_list(_get(doc, "buffers", path), f"{path}: buffers")):
             where = f"{path}: buffers[{i}]"
             kind = _get(b, "kind", where)
             if kind == "muon_allgather":
@@ -558,7 +557,7 @@ class RankFile:
                               for k, fb in enumerate(_list(_get(b, "flat", where), where)))
             else:
                 raise PlanError(f"{where}: unknown buffer kind {kind!r}")
-        return cls(path, rank, world, _int(doc.get("stage", 0), f"{path}: stage"), coords, params,
+        return cls(path, rank, world, _int(_get(doc, "stage", path), f"{path}: stage"), coords, params,
                    muon, fsdp2, alignment, doc, flat)
 
     def storage_params(self) -> list[ParamInfo]:
@@ -570,15 +569,14 @@ def _check_shard(p: ParamInfo, rank: int, world: int, spec: Mapping[str, Any],
                  path: str) -> None:
     """plan.json lists the rank file's shard: a `shards` entry with the same local
     shape and global offset whose replica set holds this rank."""
-    shards = _list(spec.get("shards", []), f"plan.json {p.name} shards")
+    shards = _list(_get(spec, "shards", f"plan.json {p.name}"), f"plan.json {p.name} shards")
     for index, shard in enumerate(shards):
-        if not isinstance(shard, dict):
+        shard_where = f"plan.json {p.name} shards[{index}]"
+        local_shape = _shape(_get(shard, "local_shape", shard_where), f"{shard_where}.local_shape")
+        offset = _shape(_get(shard, "global_offset", shard_where), f"{shard_where}.global_offset")
+        if local_shape != p.local_shape or offset != p.global_offset:
             continue
-        if tuple(shard.get("local_shape", ())) != p.local_shape or \
-                tuple(shard.get("global_offset", ())) != p.global_offset:
-            continue
-        ranks = parse_rank_set(_get(shard, "ranks", f"plan.json {p.name} shards[{index}]"),
-                               world, f"plan.json {p.name} shards[{index}].ranks")
+        ranks = parse_rank_set(_get(shard, "ranks", shard_where), world, f"{shard_where}.ranks")
         if rank in ranks:
             return
     raise PlanError(f"{path}: {p.name}: rank {rank} holds {list(p.local_shape)} at "
@@ -590,7 +588,7 @@ def _check_tie(p: ParamInfo, params: Mapping[str, ParamInfo], spec: Mapping[str,
     """A held param's tie is plan.json's: `alias_of` (same stage: shares the source's
     storage, so the same dtype and shard) or `tied_copy_of` (the source on another
     stage) names plan.json's `alias_of`, and an untied param has neither."""
-    want = spec.get("alias_of")
+    want = _get(spec, "alias_of", f"plan.json {p.name}")
     got = p.alias_of or p.tied_copy_of
     if got != want or (p.alias_of is not None and p.tied_copy_of is not None):
         raise PlanError(f"{path}: {p.name}: alias_of {p.alias_of!r} / tied_copy_of "
@@ -614,7 +612,7 @@ def _stacked_sources(spec: Mapping[str, Any], where: str) -> tuple[str, ...] | N
     """plan.json `stacked_from.sources`, checked: `count` sources, distinct, differing
     from each other in exactly one dot-separated segment, the expert index, which
     counts up by one (sources[e] is expert first + e: a swap or rename is refused)."""
-    stacked = spec.get("stacked_from")
+    stacked = _get(spec, "stacked_from", where)
     if stacked is None:
         return None
     where = f"{where} stacked_from"

@@ -1,4 +1,4 @@
-"""Rank sets and ordered rank lists in shardc's syntax (README "Rank sets").
+"""Rank sets and ordered rank lists in shardc's syntax (docs/commands.md "Rank sets").
 
 `0-7,16,3-2043:8`: comma-separated items `a`, `a-b` (inclusive) or `a-b:s`
 (a, a+s, ..., b). Parsed as progressions, never expanded into a list: a

@@ -1,0 +1,139 @@
+#include "report/html.hpp"
+
+#include <array>
+#include <cstdio>
+
+namespace shardc::report {
+
+std::string escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || c == '<' || c == '>' || c == '&') {
+      std::array<char, 8> buf{};
+      std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(u));
+      out += buf.data();
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string bytes_text(std::int64_t bytes) {
+  constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < units.size()) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.2f %s", v, units[u]);
+  return buf.data();
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string stage_colour(int stage) {
+  // Golden-angle hues, light: neighbouring stages differ, black text keeps 4.5:1 contrast.
+  const int hue = static_cast<int>((static_cast<std::int64_t>(stage) * 137 + 200) % 360);
+  return "hsl(" + std::to_string(hue) + ",70%,78%)";
+}
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;margin:0 auto;max-width:1280px;padding:0 16px 40px}
+h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccc}
+h3{font-size:15px;margin:16px 0 6px}
+table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}
+th{background:#eee}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+caption{text-align:left;font-weight:600;padding:4px 0}
+code,pre,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+pre{background:#f6f6f6;border:1px solid #ddd;padding:8px;overflow:auto;max-height:420px}
+.scroll{overflow:auto;max-width:100%}
+.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:12px;height:12px;border:1px solid #555;vertical-align:middle;margin-right:4px}
+.diag{border-left:4px solid #b00020;padding:4px 10px;margin:8px 0;background:#fff5f5}
+.diag.warning{border-color:#8a5a00;background:#fffaf0}.diag.note{border-color:#245;background:#f4f8ff}
+.meta{color:#444}svg text{font:11px system-ui,sans-serif;fill:#1a1a1a}
+.grid rect.cell{cursor:pointer}
+)";
+
+constexpr const char* kScript = R"(
+(function(){
+var d=JSON.parse(document.getElementById('report-data').textContent);
+if(!d.world)return;
+var rc=d.rank_class,input=document.getElementById('rank-input'),out=document.getElementById('rank-summary');
+function gib(b){return (b/1073741824).toFixed(2)+' GiB';}
+function coords(mesh,r){var c=[],i;for(i=mesh.length-1;i>=0;i--){c.unshift(mesh[i][0]+'='+(r%mesh[i][1]));r=Math.floor(r/mesh[i][1]);}return c.join(' ');}
+function select(r){
+ if(!(r>=0&&r<d.world))return;
+ input.value=r;
+ var k=d.classes[rc[r]],t=document.getElementById('rank-memory');
+ var text='rank '+r+' · stage '+k.stage+' · '+coords(d.dense,r)+(d.expert?' | '+coords(d.expert,r):'');
+ out.textContent=text;out.setAttribute('data-rank',r);
+ t.innerHTML='';
+ d.kinds.forEach(function(name,i){var tr=t.insertRow();tr.insertCell().textContent=name;var c=tr.insertCell();c.className='num';c.textContent=gib(k.bytes[i]);c.setAttribute('data-bytes',k.bytes[i]);c.setAttribute('data-kind',name);});
+ var tr=t.insertRow();tr.insertCell().textContent='total';var c=tr.insertCell();c.className='num';c.textContent=gib(k.total);c.setAttribute('data-bytes',k.total);c.setAttribute('data-kind','total');
+ document.querySelectorAll('.rank-detail').forEach(function(e){e.hidden=e.getAttribute('data-rank')!=String(r);});
+ var none=document.getElementById('rank-no-detail');none.hidden=!!document.querySelector('.rank-detail[data-rank="'+r+'"]');
+ document.querySelectorAll('.grid').forEach(function(g){var cols=+g.getAttribute('data-cols'),cs=+g.getAttribute('data-cell'),h=g.querySelector('.sel');h.setAttribute('x',(r%cols)*cs);h.setAttribute('y',Math.floor(r/cols)*cs);h.setAttribute('visibility','visible');});
+}
+document.querySelectorAll('.grid').forEach(function(g){g.addEventListener('click',function(e){var cols=+g.getAttribute('data-cols'),cs=+g.getAttribute('data-cell'),b=g.getBoundingClientRect(),x=Math.floor((e.clientX-b.left)/cs),y=Math.floor((e.clientY-b.top)/cs);if(x<cols)select(y*cols+x);});});
+input.addEventListener('change',function(){select(parseInt(input.value,10));});
+window.shardcSelectRank=select;
+select(d.initial_rank);
+})();
+)";
+
+}  // namespace
+
+std::string page_head(std::string_view title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<title>" +
+         escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
+}
+
+std::string page_tail() {
+  return std::string("</main>\n<script>") + kScript + "</script>\n</body>\n</html>\n";
+}
+
+}  // namespace shardc::report

@@ -1,0 +1,34 @@
+// HTML building blocks of the report pages (internal to src/report): escaping, byte and
+// shape text, the page shell (inline CSS and script), colours.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "support/shape.hpp"
+
+namespace shardc::report {
+
+/// Text as HTML element content or a double-quoted attribute value: & < > " ' escaped.
+std::string escape(std::string_view text);
+
+/// A JSON string literal safe inside a `<script type="application/json">` element: quotes,
+/// backslashes and control characters escaped as JSON does, and < > & as \u003c \u003e
+/// \u0026, so no `</script>` can end the element.
+std::string json_string(std::string_view text);
+
+/// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
+std::string bytes_text(std::int64_t bytes);
+/// "[4096, 4096]", "[]".
+std::string shape_text(const Shape& shape);
+
+/// Fill colour of pipeline stage `stage` (light: dark text stays readable on it).
+std::string stage_colour(int stage);
+
+/// `<!DOCTYPE html>` ... `<body>` with the inline style sheet and `<title>`.
+std::string page_head(std::string_view title);
+/// The inline script (rank selection), then `</body></html>`.
+std::string page_tail();
+
+}  // namespace shardc::report
