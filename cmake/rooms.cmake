@@ -69,12 +69,14 @@ shardc_room(frontend USES core
 shardc_room(import USES frontend LIBS simdjson::simdjson spdlog::spdlog)
 shardc_room(planner USES core)
 shardc_room(memory USES planner)
+shardc_room(comm USES planner)
 shardc_room(outputs USES planner LIBS simdjson::simdjson nlohmann_json::nlohmann_json)
 shardc_room(reshard USES outputs)
-shardc_room(backend USES reshard memory)
+shardc_room(backend USES reshard memory comm)
 shardc_room(verify USES backend)
 shardc_room(report USES backend)
-shardc_room(driver USES verify import report LIBS spdlog::spdlog Threads::Threads
+shardc_room(search USES memory frontend)
+shardc_room(driver USES verify import report search LIBS spdlog::spdlog Threads::Threads
             PUBLIC_HEADERS driver.hpp)
 shardc_room(cli EXECUTABLE shardc USES driver LIBS CLI11::CLI11 spdlog::spdlog
             PUBLIC_HEADERS driver.hpp)

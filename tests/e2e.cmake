@@ -248,6 +248,17 @@ add_test(NAME memory/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_memory.py
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(memory/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
+# `shardc cost` (communication per step per rank): schema, statistics vs classes, E-TRAINING.
+add_test(NAME cost/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_cost.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(cost/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
+# `shardc search` (issue 22): ranked layouts, emitted recipes validate and their `memory`
+# equals search's figure, the papers' layouts, E-SEARCH / E-HARDWARE.
+add_test(NAME search/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_search.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(search/cli PROPERTIES LABELS "e2e;search" TIMEOUT 300)
 # The runtime witness: real torch tensors (FSDP2-style padded storages) and a real
 # torch.optim.AdamW step hold exactly what `shardc memory` reports, per rank and kind.
 # Needs torch (it re-runs itself with /usr/bin/python3 when this Python lacks it); exit 77 =

@@ -41,6 +41,9 @@ shardc_runtime_test(dtensor test_dtensor.py::test_dtensors lock)
 shardc_runtime_test(fsdp test_fsdp.py lock)
 shardc_runtime_test(train test_train.py lock)
 shardc_runtime_test(hf test_hf.py lock)
+# The communication witness (issue 26 item 5): bytes really sent on gloo = `shardc cost`.
+shardc_runtime_test(comm test_comm_witness.py lock)
+set_tests_properties(runtime/comm PROPERTIES LABELS "e2e;runtime;torch")
 # Resharding by `shardc reshard`'s listing: registered once the command exists (src/reshard).
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/reshard)
   shardc_runtime_test(reshard test_distributed.py::test_reshard lock)

@@ -19,7 +19,8 @@ Benchmarks (full mode; --quick shrinks the rank-file benchmark to 64 ranks, runs
 warm-up, and marks shrunk rows' targets n/a):
   A  validate / compile --no-rank-files, DeepSeek-V3 (JSON inventory) on 16,384 ranks
      (pp 16 x dp_shard 128 x tp 8; experts pp 16 x efsdp 16 x ep 64); `memory` and
-     `validate --budget` (the per-rank memory report) on the same plan
+     `validate --budget` (the per-rank memory report) on the same plan; `memory` with the
+     training shape (A5) and `cost`, the communication per step per rank (A6)
   B  validate / compile --no-rank-files, Llama-3.1-405B on 16,384 ranks (shipped plan)
   F  rank-file size: DeepSeek-V3 on 16,384 ranks with both buffer layouts, 64 sampled
      rank files (median KB; target <= 30 KB)
@@ -519,6 +520,10 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
     b.add("A5", "memory DeepSeek-V3 JSON, 16,384 ranks, seq 4096 (activations counted)",
           [S, "-vv", "memory", str(ds_json), str(ds16k_act)], target="≈ A3, well under 1 s",
           check=secs_target(1.0))
+    # A6: communication per step per rank (src/comm, issue 26 item 5), same plan and shape.
+    b.add("A6", "cost DeepSeek-V3 JSON, 16,384 ranks, seq 4096 (communication, JSON)",
+          [S, "-vv", "cost", str(ds_json), str(ds16k_act), "--format", "json"],
+          target="≈ A5, well under 1 s", check=secs_target(1.0))
 
     # B: Llama-3.1-405B on 16,384 ranks (shipped plan).
     b.add("B1", "validate Llama-3.1-405B (shipped plan), 16,384 ranks",
@@ -528,6 +533,18 @@ def run_all(args: argparse.Namespace, tmp: Path) -> Bench:
           [S, "-vv", "compile", str(LLAMA_MODEL), str(LLAMA_RECIPE), "-o", str(out / "l16k"),
            "--no-rank-files", "--force"],
           extra=lambda r: f"plan.json {(out / 'l16k' / 'plan.json').stat().st_size / 1e6:.1f} MB")
+
+    # S: `shardc search` (issue 22): every layout enumerated and costed, the best planned
+    # exactly (docs/search.md). DeepSeek-V3 plans its 45,395 tensors per exact check.
+    b.add("S1", "search Llama-3.1-405B, 16,384 ranks, seq 8192",
+          [S, "search", str(LLAMA_MODEL), "--world", "16384", "--hardware", "h100", "--seq-len",
+           "8192", "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB"],
+          target="≤ 2 s", check=secs_target(2.0))
+    if not args.quick:
+        b.add("S2", "search DeepSeek-V3, 2,048 ranks, seq 4096",
+              [S, "search", str(PLANS / "deepseek-v3.model.yaml"), "--world", "2048", "--hardware",
+               "h800", "--seq-len", "4096", "--global-batch-tokens", str(4096 * 15360), "--budget",
+               "80GB"], target="≤ 2 s", check=secs_target(2.0))
 
     # R: reshard DeepSeek-V3 from 2,048 (shipped plan) to 16,384 ranks, per shard class.
     if args.quick:  # smoke: the in-memory form only, to 4,096 ranks

@@ -105,6 +105,17 @@ struct MemoryOptions {
   bool explain = false;
 };
 
+/// `shardc cost`: communication per step per rank (include/shardc/comm.hpp).
+struct CostOptions {
+  CommonOptions common;
+  MemoryFormat format = MemoryFormat::Table;
+  std::optional<bool> reshard_after_forward;  ///< nullopt: torchtitan's default
+  bool tp_per_linear = false;                 ///< `--tp-inputs per-linear`
+  bool loss_parallel = true;                  ///< false: `--no-loss-parallel`
+  bool explain = false;                       ///< every term of the peak rank, with formulas
+  std::optional<std::string> ranks;           ///< also list these ranks' terms
+};
+
 struct ExplainOptions {
   CommonOptions common;
   std::string fqn;
@@ -168,6 +179,33 @@ struct RecipeOptions {
   DiagFormat diag_format = DiagFormat::Text;
 };
 
+enum class SearchFormat { Text, Json };
+
+/// `shardc search` (include/shardc/search.hpp, docs/search.md).
+struct SearchOptions {
+  std::string model_path;
+  /// A recipe whose rule set (rules, experts, tied, uneven, fp8) every layout uses; empty =
+  /// the first `<model stem>-*.recipe.yaml` next to the model (plans/).
+  std::string rules_path;
+  std::int64_t world = 0;  ///< `--world`, or nodes x gpus_per_node
+  std::int64_t nodes = 0;
+  std::int64_t gpus_per_node = 0;  ///< 0 = the hardware's
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::int64_t> micro_batch;
+  std::optional<std::int64_t> global_batch_tokens;
+  std::string training_path;  ///< a recipe (or a file with a `training:` section)
+  std::string budget;         ///< byte size text; empty = the hardware's HBM
+  int top = 5;
+  int max_exact = 24;
+  SearchFormat format = SearchFormat::Text;
+  std::string hardware = "h100";  ///< preset name or file
+  std::string emit_recipe;        ///< write the best layout's recipe here
+  int pick = 1;                   ///< which ranked layout `emit_recipe` writes (1-based)
+  bool explain_pruned = false;
+  std::string fix;  ///< `--fix pp=16,tp=8`: degrees held fixed
+  DiagFormat diag_format = DiagFormat::Text;
+};
+
 /// Each returns the process exit code. `out` receives data (tables, JSON),
 /// `err` receives diagnostics. Logs go through spdlog (set up by main).
 ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& out,
@@ -180,6 +218,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
 /// JSON), the peak rank, and the budget check (exit 1 with E-BUDGET when a
 /// rank exceeds it; the report is printed either way).
 ExitCode run_memory(const MemoryOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 ExitCode run_explain(const ExplainOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err);
 ExitCode run_verify(const VerifyOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
@@ -196,6 +235,10 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
 /// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).
 ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
+/// `shardc search`: exit 0 with the ranked layouts, 1 (E-SEARCH) when no layout is valid or
+/// none fits the budget (the closest printed), 2 for unreadable input or an unknown hardware
+/// preset (E-HARDWARE).
+ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 

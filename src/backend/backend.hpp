@@ -81,6 +81,13 @@ std::string render_memory_json(const Plan& plan, const MemoryReport& m,
                                std::optional<std::int64_t> budget,
                                const std::vector<std::int64_t>& ranks);
 
+struct CommReport;
+/// `shardc cost --format json` (schemas/cost.schema.json): the assumptions, the
+/// groups (axes, size, node crossing), min / median / max over ranks per
+/// collective and per (role, collective), the peak rank, and every class of
+/// ranks with its terms (src/comm/comm.hpp). Bytes sent per rank per step.
+std::string render_cost_json(const Plan& plan, const CommReport& report);
+
 /// The reshard listing (`shardc.reshard/v1`, schemas/reshard.schema.json):
 /// both plans' labels and world sizes, `ranks_per_node`, byte totals, per-rank
 /// min/median/max of destination, moved and in-place bytes, then for every

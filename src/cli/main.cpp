@@ -197,6 +197,93 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
   });
 }
 
+void add_cost(CLI::App& app, Cli& cli, shardc::CostOptions& opt, std::string& format,
+              std::string& reshard, std::string& tp_inputs) {
+  auto* cmd = app.add_subcommand("cost", "Communication per training step per rank, by axis");
+  add_inputs(*cmd, cli);
+  cmd->add_option("--format", format, "Output: table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--reshard-after-forward", reshard,
+                  "FSDP2 reshard_after_forward: true, false, or default (torchtitan: not pp)")
+      ->check(CLI::IsMember({"true", "false", "default"}));
+  cmd->add_option("--tp-inputs", tp_inputs,
+                  "TP input-gradient reductions: fused (one per block: Megatron, torchtitan) or "
+                  "per-linear (parallelize_module on unfused q/k/v, gate/up)")
+      ->check(CLI::IsMember({"fused", "per-linear"}));
+  cmd->add_flag("--no-loss-parallel{false}", opt.loss_parallel,
+                "The lm_head's logits are all-gathered (no vocab-parallel loss)");
+  cmd->add_option("--ranks", opt.ranks, "Also list these ranks' terms, e.g. 0,17,100-103");
+  cmd->add_flag("--explain", opt.explain, "Every term's bytes, formula and source");
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  cmd->footer(
+      "Bytes each rank sends per step (ring algorithm) by group role, mesh axes and\n"
+      "collective: FSDP2 all-gather / reduce-scatter, HSDP and DP all-reduce, ZeRO,\n"
+      "TP per layer, CP, EP all-to-all, PP send/recv; min / median / max over ranks, the\n"
+      "peak rank. Needs the recipe's `training.seq_len` (docs/communication.md).\n"
+      "Example:\n  shardc cost llama.yaml recipe.yaml --format json");
+  cmd->callback([&] {
+    opt.common = cli.options();
+    opt.format = format == "json" ? shardc::MemoryFormat::Json : shardc::MemoryFormat::Table;
+    if (reshard != "default") opt.reshard_after_forward = reshard == "true";
+    opt.tp_per_linear = tp_inputs == "per-linear";
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_cost(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
+void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string& format) {
+  auto* cmd = app.add_subcommand("search", "Rank every valid layout of a model on N GPUs");
+  cmd->add_option("MODEL", opt.model_path, "Model file (shardc.model/v1 or inventory)")->required();
+  cmd->add_option("--rules", opt.rules_path,
+                  "Recipe whose rule set every layout uses (default: <model stem>-*.recipe.yaml "
+                  "next to the model)");
+  cmd->add_option("--world", opt.world, "Number of GPUs")->check(CLI::PositiveNumber);
+  cmd->add_option("--nodes", opt.nodes, "Nodes (with --gpus-per-node)")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus-per-node", opt.gpus_per_node, "GPUs per node (default: the hardware's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", opt.seq_len, "Tokens per sequence (default 4096)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--micro-batch", opt.micro_batch, "Sequences per micro-batch (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--global-batch-tokens", opt.global_batch_tokens, "Tokens per optimizer step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--training", opt.training_path,
+                  "A recipe (or a file of one `training:` section): optimizer, dtypes, shape");
+  cmd->add_option("--budget", opt.budget, "Per-rank memory budget (default: the GPU's HBM)");
+  cmd->add_option("--top", opt.top, "Layouts to rank (default 5)")->check(CLI::Range(1, 100));
+  cmd->add_option("--max-planned", opt.max_exact, "Layouts planned exactly at most (default 24)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--format", format, "Output: text (default) or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--hardware", opt.hardware,
+                  "a100, h100 (default), h800, h200, b200, mi300x, or a hardware file");
+  cmd->add_option("--emit-recipe", opt.emit_recipe, "Write the chosen layout as a recipe");
+  cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
+  cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
+  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  cmd->footer(
+      "Enumerates pp x dp_replicate x dp_shard x cp x tp (x ep for MoE) with recompute, sequence\n"
+      "parallel, schedule and ZeRO-1, estimates each step (docs/search.md) and plans the best\n"
+      "exactly (the planner and the memory model of `validate` and `memory`).\n"
+      "Example:\n  shardc search plans/llama-3.1-405b.model.yaml --world 16384 --hardware h100 \\\n"
+      "    --seq-len 8192 --global-batch-tokens 16777216 --budget 80GB");
+  cmd->callback([&] {
+    opt.diag_format = cli.options().diag_format;
+    opt.format = format == "json" ? shardc::SearchFormat::Json : shardc::SearchFormat::Text;
+    cli.run = [&] {
+      shardc::RealFileSystem fs;
+      return shardc::run_search(opt, fs, std::cout, std::cerr);
+    };
+  });
+}
+
 void add_explain(CLI::App& app, Cli& cli, shardc::ExplainOptions& opt) {
   auto* cmd = app.add_subcommand("explain", "Explain one parameter: rule, placements, shards");
   add_inputs(*cmd, cli);
@@ -370,7 +457,8 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
 
 void add_schema(CLI::App& app, Cli& cli, std::string& name) {
   auto* cmd = app.add_subcommand(
-      "schema", "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest or memory");
+      "schema",
+      "Print a JSON Schema: model, recipe, plan, rank, reshard, manifest, memory or cost");
   cmd->add_option("NAME", name, "Schema name")->required();
   cmd->footer("Example:\n  shardc schema plan > plan.schema.json");
   cmd->callback([&] { cli.run = [&] { return shardc::run_schema(name, std::cout, std::cerr); }; });
@@ -403,6 +491,8 @@ int run(int argc, char** argv) {
   shardc::ExplainOptions explain;
   shardc::MemoryOptions memory;
   std::string memory_format = "table";
+  shardc::SearchOptions search;
+  std::string search_format = "text";
   shardc::VerifyOptions verify;
   std::string schema;
   shardc::ReshardOptions reshard;
@@ -413,6 +503,12 @@ int run(int argc, char** argv) {
   add_validate(app, cli);
   add_inspect(app, cli, inspect, inspect_format);
   add_memory(app, cli, memory, memory_format);
+  shardc::CostOptions cost;
+  std::string cost_format = "table";
+  std::string cost_reshard = "default";
+  std::string cost_tp_inputs = "fused";
+  add_cost(app, cli, cost, cost_format, cost_reshard, cost_tp_inputs);
+  add_search(app, cli, search, search_format);
   add_explain(app, cli, explain);
   add_verify(app, cli, verify);
   add_reshard(app, cli, reshard, reshard_format);

@@ -58,6 +58,8 @@ enum class DiagCode {
   EReshardMissing,
   EReshardCoverage,
   EReshardInput,
+  ESearch,
+  EHardware,
   WUnusedRule,
   WExperts,
   WStrided,
@@ -236,6 +238,16 @@ inline constexpr std::array kDiagCodes = {
         "rank, packed `boxes` outside the tensor or the allocation, or not holding "
         "`local_shape`'s elements)",
         "recompile; never edit plan.json by hand"},
+    DiagCodeInfo{DiagCode::ESearch, "E-SEARCH", Severity::Error, ExitCode::Invalid,
+                 "`search`: no layout of the world size is valid, or none fits the budget",
+                 "the message names the closest layout found (its memory) and the world sizes "
+                 "one node away that have layouts; raise the budget, recompute more, or change "
+                 "the GPU count"},
+    DiagCodeInfo{DiagCode::EHardware, "E-HARDWARE", Severity::Error, ExitCode::Usage,
+                 "`search --hardware`: an unknown preset, or a hardware file with an unknown key "
+                 "or a value out of range",
+                 "presets: a100, h100, h800, h200, b200, mi300x; a file holds `key: value` "
+                 "lines (docs/search.md)"},
     DiagCodeInfo{DiagCode::WUnusedRule, "W-UNUSED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule, one pattern of a rule's `match` list (at that pattern), or an `experts` "
                  "entry matches nothing (error with `--strict`)",

@@ -536,6 +536,9 @@ def main(argv=None):
         elif task["kind"] == "train":
             import train
             FAILURES.extend(train.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "comm":
+            import comm_witness
+            FAILURES.extend(comm_witness.run(task, args.rank, args.world, fail))
         else:
             run_reshard(task, args.rank, args.world)
         if task.get("expect_mismatch"):  # a broken input: some rank must catch it

@@ -1,0 +1,171 @@
+// Hardware presets for `shardc search --hardware` (src/search/search.hpp).
+//
+// Figures are the vendors' published datasheet numbers: dense (non-sparse)
+// BF16 tensor FLOP/s, HBM size and bandwidth, the intra-node link per GPU
+// (NVLink / Infinity Fabric, the bidirectional figure halved: one
+// direction) and the node's network per GPU (one NIC per GPU in the
+// reference systems). Latencies and the GEMM efficiency are assumptions
+// (docs/search.md), the same for every preset. Every field can be
+// overridden with a hardware file.
+#include <array>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "search/search.hpp"
+
+namespace shardc {
+namespace {
+
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr double kIntraLatency = 3e-6;  ///< per ring step inside a node (assumption)
+constexpr double kInterLatency = 1e-5;  ///< per ring step across nodes (assumption)
+
+Hardware make(const char* name, double tflops, double hbm_gb, double hbm_tbs, double intra_gbs,
+              double inter_gbs, const char* source) {
+  Hardware h;
+  h.name = name;
+  h.peak_flops = tflops * kTera;
+  h.hbm_bytes = hbm_gb * kGiga;
+  h.hbm_bandwidth = hbm_tbs * kTera;
+  h.gpus_per_node = 8;
+  h.intra_bandwidth = intra_gbs * kGiga;
+  h.inter_bandwidth = inter_gbs * kGiga;
+  h.intra_latency = kIntraLatency;
+  h.inter_latency = kInterLatency;
+  h.source = source;
+  return h;
+}
+
+std::vector<Hardware> presets() {
+  return {
+      make("a100", 312, 80, 2.039, 300, 25,
+           "NVIDIA A100 datasheet (SXM 80GB: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e, NVLink "
+           "600 GB/s); DGX A100: 8x 200 Gb/s HDR InfiniBand"),
+      make("h100", 989, 80, 3.35, 450, 50,
+           "NVIDIA H100 datasheet (SXM: 989 TFLOPS BF16 dense, 3.35 TB/s HBM3, NVLink 900 GB/s); "
+           "DGX H100: 8x 400 Gb/s ConnectX-7"),
+      make("h800", 989, 80, 3.35, 200, 50,
+           "NVIDIA H800 SXM (H100 compute, NVLink 400 GB/s); 400 Gb/s InfiniBand per GPU "
+           "(DeepSeek-V3 report, arXiv 2412.19437, Sec. 3.1)"),
+      make("h200", 989, 141, 4.8, 450, 50,
+           "NVIDIA H200 datasheet (SXM: 989 TFLOPS BF16 dense, 141 GB HBM3e, 4.8 TB/s, NVLink "
+           "900 GB/s); 400 Gb/s NIC per GPU"),
+      make("b200", 2250, 180, 8.0, 900, 50,
+           "NVIDIA DGX B200 datasheet (72 PFLOPS FP8 training / 8 GPUs = 4.5 FP8, 2.25 BF16 "
+           "dense; 1,440 GB HBM3e / 8; 64 TB/s / 8; NVLink 5 1.8 TB/s); 8x 400 Gb/s ConnectX-7"),
+      make("mi300x", 1307.4, 192, 5.3, 448, 50,
+           "AMD Instinct MI300X datasheet (1,307.4 TFLOPS BF16 dense, 192 GB HBM3, 5.3 TB/s, "
+           "Infinity Fabric 896 GB/s aggregate per GPU); 400 Gb/s NIC per GPU"),
+  };
+}
+
+}  // namespace
+
+std::optional<Hardware> hardware_preset(std::string_view name) {
+  for (Hardware& h : presets()) {
+    if (h.name == name) return h;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> hardware_preset_names() {
+  std::vector<std::string> names;
+  for (const Hardware& h : presets()) names.push_back(h.name);
+  return names;
+}
+
+}  // namespace shardc
+
+namespace shardc {
+
+std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error) {
+  struct Line {
+    int number;
+    std::string key;
+    std::string value;
+  };
+  std::vector<Line> lines;
+  int number = 0;
+  std::size_t pos = 0;
+  std::optional<Hardware> hw = hardware_preset("h100");
+  auto trim = [](std::string_view s) {
+    const std::size_t b = s.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) return std::string();
+    const std::size_t e = s.find_last_not_of(" \t\r");
+    return std::string(s.substr(b, e - b + 1));
+  };
+  while (pos <= text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (const std::size_t hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
+    const std::string body = trim(line);
+    if (body.empty()) continue;
+    const std::size_t colon = body.find(':');
+    if (colon == std::string::npos) {
+      error = "line " + std::to_string(number) + ": expected `key: value`, got `" + body + "`";
+      return std::nullopt;
+    }
+    lines.push_back({number, trim(body.substr(0, colon)), trim(body.substr(colon + 1))});
+  }
+  for (const Line& l : lines) {
+    if (l.key != "preset") continue;
+    hw = hardware_preset(l.value);
+    if (!hw) {
+      error = "line " + std::to_string(l.number) + ": unknown preset `" + l.value + "`";
+      return std::nullopt;
+    }
+  }
+  for (const Line& l : lines) {
+    if (l.key == "preset") continue;
+    if (l.key == "name") {
+      hw->name = l.value;
+      continue;
+    }
+    double v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stod(l.value, &used);
+      if (used != l.value.size() || !(v > 0) || v > 1e9) throw std::invalid_argument("range");
+    } catch (const std::exception&) {
+      error = "line " + std::to_string(l.number) + ": `" + l.key +
+              "` needs a positive number below 1e9, got `" + l.value + "`";
+      return std::nullopt;
+    }
+    if (l.key == "peak_tflops") {
+      hw->peak_flops = v * kTera;
+    } else if (l.key == "hbm_gb") {
+      hw->hbm_bytes = v * kGiga;
+    } else if (l.key == "hbm_tbs") {
+      hw->hbm_bandwidth = v * kTera;
+    } else if (l.key == "gpus_per_node" && v == std::floor(v) && v <= 1024) {
+      hw->gpus_per_node = static_cast<std::int64_t>(v);
+    } else if (l.key == "intra_gbs") {
+      hw->intra_bandwidth = v * kGiga;
+    } else if (l.key == "inter_gbs") {
+      hw->inter_bandwidth = v * kGiga;
+    } else if (l.key == "intra_latency_us") {
+      hw->intra_latency = v * 1e-6;
+    } else if (l.key == "inter_latency_us") {
+      hw->inter_latency = v * 1e-6;
+    } else if (l.key == "gemm_efficiency" && v <= 1) {
+      hw->gemm_efficiency = v;
+    } else {
+      error = "line " + std::to_string(l.number) + ": unknown key or value out of range: `" +
+              l.key + ": " + l.value +
+              "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
+              "gpus_per_node, intra_gbs, inter_gbs, intra_latency_us, inter_latency_us, "
+              "gemm_efficiency)";
+      return std::nullopt;
+    }
+  }
+  hw->source += " (overridden by a hardware file)";
+  return hw;
+}
+
+}  // namespace shardc

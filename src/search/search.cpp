@@ -1,0 +1,448 @@
+// `shardc search`: enumeration, screen, memory estimate, and the exact check
+// through the front end, planner and memory model (src/search/search.hpp).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "core/activations.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
+#include "search/cost.hpp"
+#include "search/model_stats.hpp"
+#include "search/search.hpp"
+
+namespace shardc {
+
+const char* screen_reason_text(ScreenReason reason) {
+  switch (reason) {
+    case ScreenReason::HeadsTp:
+      return "E-HEADS: attention or KV heads not divisible by tp";
+    case ScreenReason::VocabTp:
+      return "E-EVEN: vocab rows not divisible by tp (the rule set's `uneven: even`)";
+    case ScreenReason::ExpertsEp:
+      return "E-EXPERTS: routed experts not divisible by ep";
+    case ScreenReason::LayersPp:
+      return "E-TRAINING: fewer layer blocks than pipeline stages x virtual stages";
+    case ScreenReason::BatchDp:
+      return "E-TRAINING: global batch not divisible by dp x micro_batch_size";
+    case ScreenReason::SeqCp:
+      return "E-TRAINING: seq_len not divisible by cp";
+    case ScreenReason::MicrobatchesPp:
+      return "E-TRAINING: interleaved schedule needs micro-batches divisible by pp";
+    case ScreenReason::Fixed:
+      return "a degree other than the one --fix holds";
+    case ScreenReason::OverBudget:
+      return "estimated memory over the budget by more than 25 % (not planned)";
+  }
+  return "";
+}
+
+std::string layout_name(const Layout& l) {
+  std::string out;
+  auto add = [&out](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (l.pp > 1) add("pp" + std::to_string(l.pp));
+  if (l.dp_replicate > 1) add("dp_replicate" + std::to_string(l.dp_replicate));
+  if (l.dp_shard > 1) add("dp_shard" + std::to_string(l.dp_shard));
+  if (l.cp > 1) add("cp" + std::to_string(l.cp));
+  if (l.tp > 1) add("tp" + std::to_string(l.tp));
+  if (l.ep > 1) add("ep" + std::to_string(l.ep));
+  if (l.ep > 1 && l.efsdp > 1) add((l.dp_shard > 1 ? "efsdp" : "edp") + std::to_string(l.efsdp));
+  if (out.empty()) add("single");
+  if (l.sequence_parallel) add("sp");
+  if (l.zero1) add("zero1");
+  add(std::string("recompute=") + recompute_name(l.recompute));
+  if (l.pp > 1) {
+    add(pipeline_schedule_name(l.schedule));
+    if (l.virtual_stages > 1) add("v" + std::to_string(l.virtual_stages));
+  }
+  return out;
+}
+
+namespace {
+
+using search::ModelStats;
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    out.push_back(d);
+    if (d != n / d) out.push_back(n / d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every layout of `world` (degrees x choices), each passed to `visit`.
+void enumerate(const ModelStats& st, std::int64_t world,
+               const std::function<void(const Layout&)>& visit) {
+  const bool moe = st.expert > 0 && st.experts > 0;
+  for (const std::int64_t pp : divisors(world)) {
+    const std::int64_t r1 = world / pp;
+    for (const std::int64_t tp : divisors(r1)) {
+      const std::int64_t r2 = r1 / tp;
+      for (const std::int64_t cp : divisors(r2)) {
+        const std::int64_t r3 = r2 / cp;
+        for (const std::int64_t dp_shard : divisors(r3)) {
+          const std::int64_t dp_replicate = r3 / dp_shard;
+          Layout base;
+          base.pp = pp;
+          base.tp = tp;
+          base.cp = cp;
+          base.dp_shard = dp_shard;
+          base.dp_replicate = dp_replicate;
+          // The expert mesh: ep within dp_shard x cp x tp (torchtitan) when FSDP
+          // shards, else within all non-pipeline ranks (Megatron's expert DP).
+          const std::int64_t expert_ranks = dp_shard > 1 ? dp_shard * cp * tp : r1;
+          std::vector<std::int64_t> eps{1};
+          if (moe) eps = divisors(expert_ranks);
+          for (const std::int64_t ep : eps) {
+            Layout l = base;
+            l.ep = ep;
+            l.efsdp = moe ? expert_ranks / ep : 1;
+            for (const Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              l.recompute = rc;
+              for (const bool sp : {false, true}) {
+                if (sp && tp == 1) continue;
+                l.sequence_parallel = sp;
+                for (const bool zero1 : {false, true}) {
+                  if (zero1 && dp_replicate == 1) continue;
+                  l.zero1 = zero1;
+                  if (pp == 1) {
+                    l.schedule = PipelineScheduleKind::OneFOneB;
+                    l.virtual_stages = 1;
+                    visit(l);
+                    continue;
+                  }
+                  for (const PipelineScheduleKind kind :
+                       {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
+                        PipelineScheduleKind::ZeroBubble}) {
+                    l.schedule = kind;
+                    l.virtual_stages = kind == PipelineScheduleKind::Interleaved ? 2 : 1;
+                    visit(l);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& req,
+                                   const Layout& l) {
+  const std::array<std::int64_t, 6> degrees = {l.pp, l.dp_replicate, l.dp_shard, l.cp, l.tp, l.ep};
+  for (std::size_t i = 0; i < degrees.size(); ++i) {
+    if (req.fixed[i] > 0 && req.fixed[i] != degrees[i]) return ScreenReason::Fixed;
+  }
+  if (st.heads > 0 && (st.heads % l.tp != 0 || (st.kv_heads > 0 && st.kv_heads % l.tp != 0)))
+    return ScreenReason::HeadsTp;
+  if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % l.tp != 0)
+    return ScreenReason::VocabTp;
+  if (st.experts > 0 && l.ep > 1 && st.experts % l.ep != 0) return ScreenReason::ExpertsEp;
+  if (l.pp * l.virtual_stages > st.layers) return ScreenReason::LayersPp;
+  const TrainingShape& shape = req.training.shape;
+  const std::int64_t batch = shape.global_batch_size.value_or(0);
+  if (batch % (l.dp() * shape.micro_batch_size) != 0) return ScreenReason::BatchDp;
+  if (shape.seq_len.value_or(0) % l.cp != 0) return ScreenReason::SeqCp;
+  const std::int64_t m = batch / (l.dp() * shape.micro_batch_size);
+  if (l.schedule == PipelineScheduleKind::Interleaved && m % l.pp != 0)
+    return ScreenReason::MicrobatchesPp;
+  return std::nullopt;
+}
+
+// Phase 1's memory estimate of the peak rank (bytes): the state of the
+// largest stage share, one FSDP unit gathered twice, and the activation
+// model's stage 0 and last stage (src/core/activations.hpp).
+double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l) {
+  const double pp = static_cast<double>(l.pp);
+  const double tp = static_cast<double>(l.tp);
+  const double shard = static_cast<double>(l.dp_shard);
+  const double eshard = l.dp_shard > 1 ? static_cast<double>(l.efsdp) : 1;
+  const double dense =
+      (st.layer_dense / tp + st.layer_vector) / pp + st.outside / tp / (l.pp > 1 ? 2 : 1);
+  const double expert = st.expert / pp / static_cast<double>(l.ep);
+  const TrainingSpec& t = req.training;
+  const double pb = static_cast<double>(st.param_bytes);
+  const double master = t.master_weights ? 4 : 0;
+  const double states = t.optimizer == Optimizer::None ? 0 : t.optimizer == Optimizer::Sgd ? 4 : 8;
+  const double state_bytes = master + states;
+  const double zero_dense = l.zero1 ? static_cast<double>(l.dp_replicate) : 1;
+  const double zero_expert = l.zero1 && l.dp_shard == 1 ? static_cast<double>(l.efsdp) : 1;
+  double bytes = dense / shard * (2 * pb + state_bytes / zero_dense) +
+                 expert / eshard * (2 * pb + state_bytes / zero_expert);
+  if (l.dp_shard > 1) {
+    const double layer =
+        st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers));
+    bytes += 3 * layer / tp * pb;  // unit + prefetched unit + reduce-scatter
+  }
+  if (!st.arch || !t.shape.seq_len) return bytes;
+  TrainingShape shape = t.shape;
+  shape.recompute = l.recompute;
+  shape.recompute_ranges.clear();
+  const ActivationLayout al{l.tp, 1, l.sequence_parallel && l.tp > 1, l.cp};
+  const std::int64_t m =
+      t.shape.global_batch_size.value_or(1) / (l.dp() * t.shape.micro_batch_size);
+  const std::int64_t e = element_size(shape.activation_dtype.value_or(DType::BFloat16));
+  double act = 0;
+  const std::int64_t per_stage = (st.layers + l.pp - 1) / l.pp;
+  // Stage 0 (most micro-batches in flight), the first stage holding only MoE layers
+  // (DeepSeek's leading dense layers are lighter) and the last stage (the logits).
+  std::int64_t first_moe = 0;
+  while (first_moe < st.layers && !st.moe_layer[static_cast<std::size_t>(first_moe)]) ++first_moe;
+  std::vector<std::int64_t> stages{0};
+  if (first_moe > 0 && first_moe < st.layers && per_stage > 0) {
+    const std::int64_t moe_stage = (first_moe + per_stage - 1) / per_stage;
+    if (moe_stage < l.pp) stages.push_back(moe_stage);
+  }
+  if (l.pp > 1) stages.push_back(l.pp - 1);
+  for (const std::int64_t stage : stages) {
+    const bool last = stage == l.pp - 1;
+    StageLayers sl;
+    const std::int64_t first = std::min(st.layers, stage * per_stage);
+    const std::int64_t end = last ? st.layers : std::min(st.layers, first + per_stage);
+    for (std::int64_t i = first; i < end; ++i) {
+      const int kind = st.moe_layer[static_cast<std::size_t>(i)] ? 1 : 0;
+      ++sl.count[kind][static_cast<int>(l.recompute)];
+    }
+    sl.embedding = stage == 0;
+    sl.logits = last;
+    const std::int64_t in_flight =
+        l.pp > 1 ? microbatches_in_flight(l.schedule, l.pp, l.virtual_stages, stage, m) : 1;
+    act = std::max(act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl,
+                                                              static_cast<int>(stage), in_flight,
+                                                              l.virtual_stages)
+                                                .bytes));
+  }
+  return bytes + act;
+}
+
+const char* optimizer_text(Optimizer o) { return optimizer_name(o); }
+
+}  // namespace
+
+std::string rule_set_text(std::string_view recipe_text) {
+  static constexpr std::array<std::string_view, 7> kKeep = {
+      "uneven", "pad_multiple", "rules", "experts", "tied", "fp8_scales", "vocab_padding"};
+  std::string out;
+  bool keep = false;
+  std::size_t pos = 0;
+  while (pos < recipe_text.size()) {
+    std::size_t end = recipe_text.find('\n', pos);
+    if (end == std::string_view::npos) end = recipe_text.size();
+    const std::string_view line = recipe_text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.front() != ' ' && line.front() != '-') {
+      const std::string_view key = line.substr(0, line.find(':'));
+      keep = std::find(kKeep.begin(), kKeep.end(), key) != kKeep.end();
+    }
+    if (keep) {
+      out += line;
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
+  const ModelStats st = search::model_stats(*req.model);
+  const bool moe = st.expert > 0 && st.experts > 0;
+  std::ostringstream out;
+  out << "# shardc search: " << layout_name(l) << " on " << req.world << " ranks\n";
+  out << "format: shardc.recipe/v1\n";
+  out << "world_size: " << req.world << "\n";
+  out << "mesh:\n";
+  auto axis = [&out](const char* name, std::int64_t size, bool keep) {
+    if (size > 1 || keep) out << "  - {name: " << name << ", size: " << size << "}\n";
+  };
+  axis("pp", l.pp, false);
+  axis("dp_replicate", l.dp_replicate, false);
+  axis("dp_shard", l.dp_shard, false);
+  axis("cp", l.cp, false);
+  axis("tp", l.tp, true);  // the rule set names tp
+  const char* expert_dp = l.dp_shard > 1 ? "efsdp" : "edp";
+  if (moe) {
+    out << "expert_mesh:\n";
+    axis("pp", l.pp, false);
+    if (l.dp_shard > 1) axis("dp_replicate", l.dp_replicate, false);
+    axis(expert_dp, l.efsdp, false);
+    axis("ep", l.ep, true);  // the rule set's experts name ep
+  }
+  out << req.rules_text;
+  if (!req.rules_text.empty() && req.rules_text.back() != '\n') out << "\n";
+  if (l.pp > 1) {
+    out << "pipeline:\n  axis: pp\n  stages: auto\n";
+    if (l.virtual_stages > 1) out << "  virtual_stages: " << l.virtual_stages << "\n";
+  }
+  if (l.dp_shard > 1) {
+    out << "fsdp:\n  shard: dp_shard\n";
+    if (l.dp_replicate > 1) out << "  replicate: dp_replicate\n";
+    if (moe && l.efsdp > 1) out << "  expert_shard: efsdp\n";
+    out << "  dim: 0\n";
+    if (moe) out << "  expert_dim: auto\n";
+  }
+  // The FSDP2 units: each layer block (its experts first), then the rest.
+  std::string layers_prefix;
+  for (const Param& p : req.model->params) {
+    const std::size_t pos = p.name.find(".layers.");
+    if (pos != std::string::npos) {
+      layers_prefix = p.name.substr(0, pos) + ".layers.{i}";
+      break;
+    }
+  }
+  const bool muon = req.training.optimizer == Optimizer::Muon;
+  if (l.dp_shard > 1 || muon) {
+    out << "buffers:\n";
+    if (muon) out << "  - {kind: muon_allgather, alignment_bytes: 512}\n";
+    if (l.dp_shard > 1) {
+      out << "  - {kind: fsdp2_allgather, units: [";
+      if (!layers_prefix.empty()) {
+        if (moe) out << "\"" << layers_prefix << ".mlp.experts\", ";
+        out << "\"" << layers_prefix << "\", ";
+      }
+      out << "\"**\"]}\n";
+    }
+  }
+  const TrainingSpec& t = req.training;
+  const TrainingShape& s = t.shape;
+  out << "training:\n";
+  out << "  optimizer: " << optimizer_text(t.optimizer) << "\n";
+  out << "  master_weights: "
+      << (t.master_weights ? std::string(dtype_name(*t.master_weights)) : "none") << "\n";
+  if (t.grad_dtype) out << "  grad_dtype: " << dtype_name(*t.grad_dtype) << "\n";
+  if (t.state_dtype) out << "  state_dtype: " << dtype_name(*t.state_dtype) << "\n";
+  if (l.zero1) out << "  zero: 1\n";
+  out << "  budget: " << req.budget << "\n";
+  out << "  seq_len: " << s.seq_len.value_or(0) << "\n";
+  out << "  micro_batch_size: " << s.micro_batch_size << "\n";
+  out << "  global_batch_size: " << s.global_batch_size.value_or(0) << "\n";
+  out << "  recompute: " << recompute_name(l.recompute) << "\n";
+  if (l.tp > 1) out << "  sequence_parallel: " << (l.sequence_parallel ? "true" : "false") << "\n";
+  if (l.cp > 1) out << "  context_parallel: cp\n";
+  if (l.pp > 1)
+    out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(l.schedule) << "}\n";
+  out << "  attention: " << attention_impl_name(s.attention) << "\n";
+  if (s.activation_dtype) out << "  activation_dtype: " << dtype_name(*s.activation_dtype) << "\n";
+  if (s.moe.capacity_factor) out << "  moe: {capacity_factor: " << *s.moe.capacity_factor << "}\n";
+  return out.str();
+}
+
+namespace {
+
+// Phase 2 for one layout: the recipe through parse_recipe, build_plan and memory_classes.
+CheckedLayout check_exactly(const SearchRequest& req, const Layout& l, const StepCost& cost,
+                            double estimate) {
+  CheckedLayout c;
+  c.layout = l;
+  c.cost = cost;
+  c.estimated_memory = estimate;
+  DiagnosticSink sink;
+  const SourceFile file{"<search layout>", layout_recipe_text(req, l)};
+  std::optional<Recipe> recipe = parse_recipe(file, sink, false);
+  std::optional<Plan> plan;
+  if (recipe) plan = build_plan(*req.model, *recipe, sink);
+  std::string why;
+  std::optional<MemoryReport> memory;
+  if (plan) {
+    memory = memory_classes(*plan, &why);
+    if (!memory) sink.error(DiagCode::EMemoryWorld, {}, why);
+  }
+  for (const Diagnostic& d : sink.items()) {
+    if (d.severity != Severity::Error) continue;
+    c.first_code = std::string(code_name(d.code));
+    c.first_message = d.message;
+    break;
+  }
+  if (!memory || sink.has_errors()) return c;
+  c.valid = true;
+  c.peak = memory->peak;
+  c.peak_rank = memory->peak_ranks.first();
+  c.peak_stage = memory->peak_stage;
+  c.activations = memory->at(c.peak_rank).activations;
+  c.fits = c.peak <= req.budget;
+  return c;
+}
+
+struct Scored {
+  Layout layout;
+  StepCost cost;
+  double estimate = 0;
+};
+
+}  // namespace
+
+std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
+  const ModelStats st = search::model_stats(*req.model);
+  std::int64_t n = 0;
+  enumerate(st, world, [&](const Layout& l) {
+    if (!screen(st, req, l)) ++n;
+  });
+  return n;
+}
+
+SearchResult run_search(const SearchRequest& req) {
+  SearchResult result;
+  const ModelStats st = search::model_stats(*req.model);
+  if (!req.training.shape.seq_len || !req.training.shape.global_batch_size) {
+    result.error = "the training shape needs seq_len and a global batch";
+    return result;
+  }
+  std::vector<Scored> scored;
+  enumerate(st, req.world, [&](const Layout& l) {
+    ++result.enumerated;
+    if (const auto reason = screen(st, req, l)) {
+      ++result.pruned[static_cast<std::size_t>(*reason)];
+      return;
+    }
+    const double estimate = estimate_memory(st, req, l);
+    if (req.budget > 0 && estimate > 1.25 * static_cast<double>(req.budget)) {
+      ++result.pruned[static_cast<std::size_t>(ScreenReason::OverBudget)];
+      // Keep the smallest over-budget estimates for the "closest" hint.
+      scored.push_back({l, search::step_cost(st, req, l), -estimate});
+      return;
+    }
+    ++result.screened;
+    scored.push_back({l, search::step_cost(st, req, l), estimate});
+  });
+  // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic).
+  std::vector<const Scored*> order;
+  const Scored* smallest = nullptr;
+  for (const Scored& s : scored) {
+    if (s.estimate >= 0) order.push_back(&s);
+    if (smallest == nullptr || std::abs(s.estimate) < std::abs(smallest->estimate)) smallest = &s;
+  }
+  std::sort(order.begin(), order.end(), [](const Scored* a, const Scored* b) {
+    if (a->cost.step != b->cost.step) return a->cost.step < b->cost.step;
+    if (a->estimate != b->estimate) return a->estimate < b->estimate;
+    return layout_name(a->layout) < layout_name(b->layout);
+  });
+  for (const Scored* s : order) {
+    if (static_cast<int>(result.ranked.size()) >= req.top) break;
+    if (static_cast<int>(result.checked.size()) >= req.max_exact) break;
+    CheckedLayout c = check_exactly(req, s->layout, s->cost, s->estimate);
+    result.checked.push_back(c);
+    if (c.valid && c.fits) result.ranked.push_back(c);
+  }
+  if (result.ranked.empty()) {
+    // The closest thing: the smallest exact peak among the checked, else the
+    // layout of the smallest estimate, checked now.
+    for (const CheckedLayout& c : result.checked) {
+      if (c.valid && (!result.smallest || c.peak < result.smallest->peak)) result.smallest = c;
+    }
+    if (!result.smallest && smallest != nullptr) {
+      CheckedLayout c =
+          check_exactly(req, smallest->layout, smallest->cost, std::abs(smallest->estimate));
+      result.checked.push_back(c);
+      if (c.valid) result.smallest = c;
+    }
+  }
+  return result;
+}
+
+}  // namespace shardc

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""`shardc search` end to end (issue 22, docs/search.md).
+
+* JSON output: the ranked layouts are valid, fit, and are ordered by step time.
+* Property: every layout search calls valid passes `validate`; each emitted recipe (--pick i)
+  validates, and `memory --format json` of it reports exactly the peak search printed.
+* The papers' layouts (--fix) are valid and fit: Llama 3 405B (16,384 H100, TP 8, CP 1,
+  PP 16, DP 128, seq 8192), its long-context CP 16 layout, DeepSeek-V3 (2,048 H800, PP 16,
+  EP 64, ZeRO-1 DP, no TP).
+* Bad input: an unknown preset is E-HARDWARE (exit 2); a budget nothing fits and a world
+  with no valid layout are E-SEARCH (exit 1) naming the closest layout.
+Usage: test_search.py --shardc BIN
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANS = ROOT / "plans"
+LLAMA = PLANS / "llama-3.1-405b.model.yaml"
+LLAMA8B = PLANS / "llama-3.1-8b.model.yaml"
+DSV3 = PLANS / "deepseek-v3.model.yaml"
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILED.append(what)
+
+
+def run(cmd):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+
+
+def search_json(shardc, model, *args):
+    r = run([shardc, "search", model, "--format", "json", *args])
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-2000:])
+        return r.returncode, None
+    return 0, json.loads(r.stdout)
+
+
+def property_checks(shardc, tmp, model, args, label, picks):
+    code, doc = search_json(shardc, model, *args)
+    check(code == 0 and doc is not None and doc["ranked"], f"{label}: search ranks layouts")
+    if not doc or not doc["ranked"]:
+        return None
+    steps = [x["step_seconds"] for x in doc["ranked"]]
+    check(steps == sorted(steps), f"{label}: ranked by step time")
+    check(all(x["valid"] and x["fits"] and x["peak_bytes"] <= doc["budget_bytes"]
+              for x in doc["ranked"]), f"{label}: every ranked layout is valid and fits")
+    for i in range(1, min(picks, len(doc["ranked"])) + 1):
+        rec = tmp / f"{label}-{i}.recipe.yaml"
+        r = run([shardc, "search", model, *args, "--emit-recipe", rec, "--pick", i])
+        check(r.returncode == 0 and rec.exists(), f"{label}: --emit-recipe --pick {i}")
+        v = run([shardc, "validate", model, rec])
+        check(v.returncode == 0, f"{label} #{i}: the emitted recipe validates (exit {v.returncode})")
+        m = run([shardc, "memory", model, rec, "--format", "json"])
+        peak = None
+        if m.returncode == 0:
+            mem = json.loads(m.stdout)
+            peak = mem.get("peak", {}).get("bytes") if isinstance(mem.get("peak"), dict) else mem.get("peak_bytes")
+        check(peak == doc["ranked"][i - 1]["peak_bytes"],
+              f"{label} #{i}: memory of the emitted recipe = search's peak ({peak} vs "
+              f"{doc['ranked'][i - 1]['peak_bytes']})")
+    return doc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardc", required=True)
+    a = ap.parse_args()
+    shardc = a.shardc
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        # Small and fast: Llama-3.1-8B on 64 H100s.
+        small = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
+                 "--global-batch-tokens", str(8192 * 256), "--budget", "80GB"]
+        property_checks(shardc, tmp, LLAMA8B, small, "llama8b-64", 5)
+        # Llama 3 405B, the paper's layout and its long-context layout.
+        l3 = ["--world", "16384", "--hardware", "h100", "--seq-len", "8192",
+              "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB"]
+        property_checks(shardc, tmp, LLAMA, l3 + ["--fix", "pp=16,tp=8,cp=1"], "llama405b-paper", 2)
+        l3long = ["--world", "16384", "--hardware", "h100", "--seq-len", "131072",
+                  "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB",
+                  "--fix", "pp=16,tp=8,cp=16"]
+        property_checks(shardc, tmp, LLAMA, l3long, "llama405b-long", 1)
+        ds = ["--world", "2048", "--hardware", "h800", "--seq-len", "4096",
+              "--global-batch-tokens", str(4096 * 15360), "--budget", "80GB",
+              "--fix", "pp=16,tp=1,ep=64,dp_shard=1"]
+        doc = property_checks(shardc, tmp, DSV3, ds, "deepseek-v3-paper", 1)
+        if doc:
+            check(any(x["zero1"] for x in doc["ranked"]), "deepseek-v3-paper: a ZeRO-1 layout ranks")
+        # Bad input.
+        r = run([shardc, "search", LLAMA8B, "--world", "64", "--hardware", "tpu-v9",
+                 "--global-batch-tokens", "1048576"])
+        check(r.returncode == 2 and "E-HARDWARE" in r.stderr, "unknown preset: E-HARDWARE, exit 2")
+        r = run([shardc, "search", LLAMA8B, *small[:-1], "1GB"])
+        check(r.returncode == 1 and "E-SEARCH" in r.stderr and "smallest memory found" in r.stderr,
+              "a budget nothing fits: E-SEARCH with the smallest memory found")
+        # One sequence per step, two per micro-batch: no data-parallel degree divides it.
+        r = run([shardc, "search", LLAMA8B, "--world", "8", "--seq-len", "8192", "--micro-batch",
+                 "2", "--global-batch-tokens", "8192", "--budget", "80GB"])
+        check(r.returncode == 1 and "E-SEARCH" in r.stderr and "one node away" in r.stderr,
+              f"no valid layout: E-SEARCH naming the worlds one node away (exit {r.returncode})")
+    print(f"test_search: {len(FAILED)} failed")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
