@@ -238,6 +238,7 @@ PlanParam plan_param(const N& n) {
   p.dtype = n.at("dtype").dtype();
   p.global_shape = n.at("global_shape").ints();
   p.mesh = n.at("mesh").str();
+  p.placements = n.at("placements").strs();
   p.stage = n.at("stage").i32();
   if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
   if (n.has("stacked_from") && !n.at("stacked_from").is_null()) {

@@ -54,6 +54,8 @@ struct PlanParam {
   DType dtype = DType::BFloat16;
   Shape global_shape;
   std::string mesh;  ///< "dense" / "expert"
+  /// `placements`: one label per axis of `mesh` (Replicate(), Shard(d), _StridedShard(d, sf=F)).
+  std::vector<std::string> placements;
   int stage = 0;
   std::optional<std::string> alias_of;
   /// `stacked_from` of a stacked expert param: its `count`, `first`, `last` and `sources`.

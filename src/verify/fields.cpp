@@ -4,6 +4,7 @@
 // disagreement is a mismatch naming the file, the field and both values.
 // Sizes are checked here before anything loops over or allocates by them.
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <optional>
 #include <set>
@@ -111,6 +112,106 @@ void check_shard(const PlanParam& p, std::size_t i, Report& report) {
   }
 }
 
+// The tensor dim a placement label splits: d for `Shard(d)` and `_StridedShard(d, sf=F)`, -1
+// for `Replicate()`, nullopt for any other text (plan.schema.json's label pattern).
+std::optional<std::int64_t> label_dim(std::string_view label) {
+  if (label == "Replicate()") return -1;
+  const bool strided = label.starts_with("_StridedShard(");
+  if (!strided && !label.starts_with("Shard(")) return std::nullopt;
+  const std::string_view rest = label.substr(strided ? 14 : 6);
+  std::int64_t dim = -1;
+  const auto parsed = std::from_chars(rest.data(), rest.data() + rest.size(), dim);
+  if (parsed.ec != std::errc() || dim < 0) return std::nullopt;
+  const std::string_view tail = rest.substr(static_cast<std::size_t>(parsed.ptr - rest.data()));
+  const bool closed = strided ? tail.starts_with(", sf=") && tail.ends_with(")") : tail == ")";
+  if (!closed) return std::nullopt;
+  return dim;
+}
+
+std::string labels_text(const std::vector<std::string>& labels) {
+  std::string out = "[";
+  for (const std::string& label : labels) out += (out.size() > 1 ? ", " : "") + label;
+  return out + "]";
+}
+
+// The stride of axis `a` of a mesh in rank numbers (row-major: the last axis varies fastest);
+// rank / stride % size is a rank's coordinate. The meshes are checked (product = world size).
+std::int64_t axis_stride(const std::vector<readback::PlanMeshAxis>& axes, std::size_t a) {
+  std::int64_t stride = 1;
+  for (std::size_t b = a + 1; b < axes.size(); ++b) stride *= axes[b].size;
+  return stride;
+}
+
+// plan.json `placements` of a param against its shards and mesh, the labels a DTensor /
+// FSDP2 runtime builds from (hostile/verify_fields_unchecked: a label changed with the
+// manifest re-signed passed). Re-derived from the shards as far as they tell:
+// * one label per axis of the param's mesh (a param moved to the other mesh has the other
+//   mesh's axis count, or coordinates the shards contradict);
+// * a Replicate() axis of size > 1 does not change what a rank holds: the rank differing
+//   from a shard's first rank only on that axis (on the same pipeline stage) is in the same
+//   shard;
+// * a dim no axis of size > 1 splits is whole in every non-empty shard.
+// The first contradiction per param is reported.
+void check_placements(const PlanFile& plan, const PlanParam& p, Report& report) {
+  const auto& axes = p.mesh == "expert" ? plan.expert : plan.dense;
+  const std::string where = "plan.json param " + p.name + " placements";
+  const std::size_t nd = p.global_shape.size();
+  if (p.placements.size() != axes.size())
+    return report.mismatch(where + ": " + num(static_cast<std::int64_t>(p.placements.size())) +
+                           " labels but mesh '" + p.mesh + "' has " +
+                           num(static_cast<std::int64_t>(axes.size())) + " axes");
+  std::vector<bool> split(nd, false);
+  std::vector<std::size_t> replicated;  // axes of size > 1 labelled Replicate()
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    const auto dim = label_dim(p.placements[a]);
+    if (!dim || *dim >= static_cast<std::int64_t>(nd))
+      return report.mismatch(where + ": '" + p.placements[a] + "' on axis '" + axes[a].name +
+                             "' is not Replicate(), Shard(d) or _StridedShard(d, sf=F) with d "
+                             "below " +
+                             num(static_cast<std::int64_t>(nd)));
+    if (axes[a].size == 1) continue;
+    if (*dim >= 0) {
+      split[static_cast<std::size_t>(*dim)] = true;
+    } else {
+      replicated.push_back(a);
+    }
+  }
+  std::optional<std::size_t> pipeline;
+  for (std::size_t a = 0; a < plan.dense.size(); ++a)
+    if (plan.pipeline_axis && plan.dense[a].name == *plan.pipeline_axis) pipeline = a;
+  const auto stage_of = [&](std::int64_t rank) -> std::int64_t {
+    if (!pipeline) return 0;
+    return rank / axis_stride(plan.dense, *pipeline) % plan.dense[*pipeline].size;
+  };
+  for (std::size_t i = 0; i < p.shards.size(); ++i) {
+    const readback::PlanShard& s = p.shards[i];
+    const std::string shard =
+        " shard " + num(static_cast<std::int64_t>(i)) + " (ranks " + s.ranks.substr(0, 40) + ")";
+    std::string error;
+    const auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
+    if (!ranks || ranks->empty()) continue;  // the shard checks report it
+    const std::int64_t first = ranks->first();
+    for (const std::size_t a : replicated) {
+      const std::int64_t stride = axis_stride(axes, a);
+      const std::int64_t at = first / stride % axes[a].size;
+      const std::int64_t other = first + ((at + 1) % axes[a].size - at) * stride;
+      if (stage_of(other) != stage_of(first) || ranks->contains(other)) continue;
+      return report.mismatch(where + ": axis '" + axes[a].name + "' is Replicate(), but" + shard +
+                             " holds rank " + num(first) + " and not rank " + num(other) +
+                             ", which differs from it only on that axis");
+    }
+    const auto held = shape_numel(s.local_shape);
+    if (!held || *held == 0 || s.local_shape.size() != nd || s.global_offset.size() != nd) continue;
+    for (std::size_t d = 0; d < nd; ++d) {
+      if (split[d] || (s.local_shape[d] == p.global_shape[d] && s.global_offset[d] == 0)) continue;
+      return report.mismatch(where + " " + labels_text(p.placements) + ": no axis splits dim " +
+                             num(static_cast<std::int64_t>(d)) + ", but" + shard + " holds " +
+                             num(s.local_shape[d]) + " of its " + num(p.global_shape[d]) +
+                             " at offset " + num(s.global_offset[d]));
+    }
+  }
+}
+
 // The decimal segment in which `a` and `b` (same segment count) differ, if exactly one.
 std::optional<std::size_t> differing_segment(const std::vector<std::string_view>& a,
                                              const std::vector<std::string_view>& b) {
@@ -188,7 +289,7 @@ void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned
   }
 }
 
-void check_params(const PlanFile& plan, Report& report, bool& ok) {
+void check_params(const PlanFile& plan, Report& report, bool& ok, bool meshes_ok) {
   std::set<std::string_view> names_of;
   for (const PlanParam& p : plan.params) names_of.insert(p.name);
   // alias_of in plan.json names another param, itself no alias, of the same dtype and shape.
@@ -224,6 +325,7 @@ void check_params(const PlanFile& plan, Report& report, bool& ok) {
     if (p.shards.empty()) report.mismatch("plan.json param " + p.name + ": no shards");
     check_stacked(p, names_of, report);
     for (std::size_t i = 0; i < p.shards.size(); ++i) check_shard(p, i, report);
+    if (meshes_ok) check_placements(plan, p, report);
   }
   if (plan.summary_num_params != static_cast<std::int64_t>(plan.params.size()))
     report.mismatch("plan.json summary.num_params " + num(plan.summary_num_params) + " but " +
@@ -316,7 +418,8 @@ std::optional<std::int64_t> shape_numel(const Shape& shape) { return checked_num
 
 bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manifest,
                        Report& report) {
-  bool ok = check_meshes(plan, report);
+  const bool meshes_ok = check_meshes(plan, report);
+  bool ok = meshes_ok;
   if (manifest.world_size != plan.world_size) {
     report.mismatch("plan.json world_size " + num(plan.world_size) +
                     " but manifest.json world_size " + num(manifest.world_size));
@@ -328,7 +431,7 @@ bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manif
                     "…) differ from manifest.json inputs (model " +
                     manifest.model_sha256.substr(0, 12) + "…, recipe " +
                     manifest.recipe_sha256.substr(0, 12) + "…)");
-  check_params(plan, report, ok);
+  check_params(plan, report, ok, meshes_ok);
   return ok;
 }
 

@@ -14,6 +14,7 @@ child process with a deadline. The tampered OUTDIRs are also run through
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -372,7 +373,8 @@ def param_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
      "alias_of 'model.embed_tokens.weight' / tied_copy_of 'model.embed_tokens.weight'"),
     ("plan.json", lambda d: param_of(d, Q).update(alias_of=EMBED),
      "q_proj.weight: alias_of None / tied_copy_of None, plan.json's alias_of is"),
-    ("plan.json", lambda d: param_of(d, Q).update(mesh="expert"), "on mesh 'expert'"),
+    ("plan.json", lambda d: param_of(d, Q).update(mesh="expert"),
+     "mesh: 'expert' is not a mesh of the plan"),
     ("ranks/rank-0.json", lambda d: param_of(d, Q)["global_offset"].__setitem__(0, 1),
      "which plan.json lists for no shard of this rank"),
     ("plan.json", lambda d: param_of(d, Q)["shards"][0].update(ranks="2-3"),
@@ -424,3 +426,83 @@ def test_stacked_sources(experts: str, tmp_path: Any, edit: Callable[[dict[str, 
     with pytest.raises(sr.PlanError, match=message):
         sr.OutDir(bad).rank(0)
     sr.OutDir(experts).rank(0)  # the untouched plan reads
+
+
+# --- the tampered-output corpus (tests/tampered/cases.json) through the adapter ---
+# The same corpus `shardc verify` runs (tests/e2e/run_tampered.py, CTest tampered/corpus):
+# every case verify refuses on the files alone, the adapter refuses too, with a typed error
+# naming the edited file. Cases verify refuses only with an argument the adapter has no
+# counterpart for say so here; the adapter then loads them and must return exactly the
+# untampered rank files (files outside the manifest are never read).
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+TAMPERED = os.path.join(REPO, "tests", "tampered", "cases.json")
+VERIFY_ONLY = {
+    "--strict": "files the manifest does not list (extra, duplicate, foreign, symbolic links): "
+                "the adapter reads only listed files, by their digests",
+    "--ranks": "a verify command-line argument",
+}
+# local_attributes (head and vocab ranges) are derived from the model's head counts and
+# vocabulary size, and requires_grad from the model, none of which the outputs carry: only
+# `verify --against MODEL RECIPE` re-derives them. The adapter loads these (asserted),
+# returning the edited fields.
+NEEDS_INPUTS = {"local-attributes-q-heads-against", "local-attributes-vocab-against",
+                "plan-requires-grad-against"}
+
+
+def _tampered_cases() -> list[dict[str, Any]]:
+    with open(TAMPERED, encoding="utf-8") as f:
+        cases: list[dict[str, Any]] = json.load(f)["cases"]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def tampered_base(shardc: str, tmp_path_factory: Any) -> tuple[str, Any]:
+    """(the OUTDIR run_tampered.py compiles, the run_tampered module)."""
+    # The corpus's own edit and re-sign code (tests/e2e/run_tampered.py, not a package).
+    spec = importlib.util.spec_from_file_location(
+        "run_tampered", os.path.join(REPO, "tests", "e2e", "run_tampered.py"))
+    assert spec is not None and spec.loader is not None
+    run_tampered = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_tampered)
+    out = str(tmp_path_factory.mktemp("tampered") / "base")
+    subprocess.run([shardc, "compile", str(run_tampered.MODEL), str(run_tampered.RECIPE), "-o",
+                    out, "--quiet"], check=True, capture_output=True, timeout=300)
+    return out, run_tampered
+
+
+def _load_all(out: str) -> list[Any]:
+    """plan.json and every rank file as the adapter returns them."""
+    d = sr.OutDir(out)
+    return [d.plan] + [d.rank(r).doc for r in range(d.world_size)]
+
+
+def test_tampered_corpus_is_covered() -> None:
+    """Every case the adapter is not asked to refuse has its reason here."""
+    for case in _tampered_cases():
+        if case["exit"] == 0 or case["name"] in NEEDS_INPUTS:
+            continue
+        flags = [a for a in case.get("args", []) if a.startswith("--")]
+        assert all(f in VERIFY_ONLY for f in flags), (case["name"], flags)
+
+
+@pytest.mark.parametrize("case", _tampered_cases(), ids=lambda c: str(c["name"]))
+def test_tampered_corpus(tampered_base: tuple[str, Any], tmp_path: Any,
+                         case: dict[str, Any]) -> None:
+    base, rt = tampered_base
+    out = tmp_path / "t"
+    shutil.copytree(base, out, symlinks=True)
+    for edit in case["edits"]:
+        rt.apply_edit(out, edit)
+    if case.get("resign", True):
+        rt.resign(out)
+    verify_only = case["exit"] == 0 or any(a in VERIFY_ONLY for a in case.get("args", []))
+    if verify_only or case["name"] in NEEDS_INPUTS:
+        got = _load_all(str(out))
+        want = _load_all(base)
+        assert (got == want) == verify_only, case["name"]
+        return
+    with pytest.raises((sr.PlanError, sr.CheckpointError)) as info:
+        _load_all(str(out))
+    edited = {os.path.basename(e["file"]) for e in case["edits"]}
+    assert any(name in str(info.value) for name in edited), (edited, str(info.value))

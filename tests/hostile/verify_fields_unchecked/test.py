@@ -5,14 +5,19 @@ and global_shape[0] agree, the sources are distinct, no planned param, and sourc
 first + k of the stack pattern. Each edit, with the manifest re-signed, is a mismatch (exit 1)
 naming the file, the field and both values.
 
-Placements, mesh and requires_grad (UNCHECKED) cannot be re-derived from the outputs alone:
-`verify --against MODEL RECIPE` plans the inputs again and refuses any plan.json that is not
-byte for byte their plan (exit 1, the first differing param or line named); plain verify
-still passes them (printed, not asserted)."""
+Placements and mesh are re-derived from the shards as far as they tell: one label per axis of
+the param's mesh, a Replicate() axis keeps a shard's ranks together, a dim no axis splits is
+whole (plain verify refuses the edits below, naming the param and axis). requires_grad
+(UNCHECKED) cannot be re-derived from the outputs alone: `verify --against MODEL RECIPE` plans
+the inputs again and refuses any plan.json that is not byte for byte their plan (exit 1, the
+first differing param or line named), as it does for the placements and mesh edits; plain
+verify still passes it (printed, not asserted)."""
 import json
 import shutil
 
-UNCHECKED = ("placements_replicate", "requires_grad_false", "mesh_expert")
+UNCHECKED = ("requires_grad_false",)
+REDERIVED = {"placements_replicate": "placements: axis 'dp_shard' is Replicate(), but shard 0",
+             "mesh_expert": "placements: 1 labels but mesh 'expert' has 2 axes"}
 
 
 def resign_copy(h, src, dst, edit_plan=None, edit_rank0=None):
@@ -70,7 +75,7 @@ def run(h):
         h.expect_exit(h.shardc("verify", d), 1, message)
         h.expect_exit(h.shardc("verify", d, "--against", case / "model.yaml", case / "recipe.yaml"), 1,
                       "plan.json is not the plan of")
-    for name in UNCHECKED:
+    for name in UNCHECKED + tuple(REDERIVED):
         def edit(p, name=name):
             e = p["model.embed_tokens.weight"]
             if name == "placements_replicate":
@@ -82,7 +87,10 @@ def run(h):
 
         d = resign_copy(h, moe, h.tmp / name, edit_plan=edit)
         r = h.shardc("verify", d)
-        print(f"  (plain verify cannot tell) {name}: verify exit {r.code}")
+        if name in REDERIVED:
+            h.expect_exit(r, 1, "plan.json param model.embed_tokens.weight " + REDERIVED[name])
+        else:
+            print(f"  (plain verify cannot tell) {name}: verify exit {r.code}")
         r = h.shardc("verify", d, "--against", case / "model.yaml", case / "recipe.yaml")
         h.expect_exit(r, 1, "plan.json is not the plan of", "first difference at")
     # The untampered outputs are exactly their inputs' plan; other inputs are not.

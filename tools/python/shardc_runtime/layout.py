@@ -504,6 +504,8 @@ class RankFile:
                 for c in coords.values()):
             raise PlanError(f"{path}: coords is not {{mesh: {{axis: coordinate}} or null}}")
         coords = {mesh: c for mesh, c in coords.items() if c is not None}
+        stage = _int(_get(doc, "stage", path), f"{path}: stage")
+        _check_coords(coords, stage, rank, plan, path)
         plan_params = {p["name"]: p for p in plan["params"]}
         entries = _list(_get(doc, "params", path), f"{path}: params")
         params: dict[str, ParamInfo] = {}
@@ -520,10 +522,14 @@ class RankFile:
             if info.global_shape != tuple(spec["global_shape"]) or info.dtype != spec["dtype"]:
                 raise PlanError(f"{where}: {info.dtype} {list(info.global_shape)}, plan.json says "
                                 f"{spec['dtype']} {spec['global_shape']}")
+            if info.stage != stage or spec.get("stage", 0) != stage:
+                raise PlanError(f"{where} ({name}): stage {info.stage}, the rank's stage {stage}, "
+                                f"plan.json stage {spec.get('stage', 0)}: all three must agree")
             params[name] = info
         for p in params.values():
             _check_tie(p, params, plan_params[p.name], path)
             _check_shard(p, rank, world, plan_params[p.name], path)
+        _check_totals(doc, params, plan, rank, path)
         meshes = {spec["mesh"] for spec in (plan_params[n] for n in params)}
         missing = sorted(m for m in meshes if m not in coords)
         if missing:
@@ -551,18 +557,217 @@ class RankFile:
                 fsdp2 = tuple(_fsdp2_unit(u, f"{where}.units[{k}]", name_of, params, world, rank)
                               for k, u in enumerate(_list(_get(b, "units", where), where)))
             elif kind in ("megatron_distopt", "deepspeed_zero"):
-                stage = _int(_get(b, "zero_stage", where), f"{where}.zero_stage", 1, 3)
-                flat += tuple(_flat_buffer(fb, f"{where}.flat[{k}]", kind, stage, name_of, world,
-                                           rank)
+                zero_stage = _int(_get(b, "zero_stage", where), f"{where}.zero_stage", 1, 3)
+                flat += tuple(_flat_buffer(fb, f"{where}.flat[{k}]", kind, zero_stage, name_of,
+                                           world, rank)
                               for k, fb in enumerate(_list(_get(b, "flat", where), where)))
             else:
                 raise PlanError(f"{where}: unknown buffer kind {kind!r}")
-        return cls(path, rank, world, _int(_get(doc, "stage", path), f"{path}: stage"), coords, params,
-                   muon, fsdp2, alignment, doc, flat)
+        return cls(path, rank, world, stage, coords, params, muon, fsdp2, alignment, doc, flat)
 
     def storage_params(self) -> list[ParamInfo]:
         """Params that own storage on this rank (aliases excluded), file order."""
         return [p for p in self.params.values() if p.alias_of is None]
+
+
+def _mesh_axes(plan: Mapping[str, Any], mesh: str, world: int) -> list[tuple[str, int]] | None:
+    """[(axis name, size)] of plan.json `meshes.<mesh>` (None when the plan has no
+    such mesh), checked as verify checks it: distinct names, sizes in
+    [1, 2^31 - 1] whose product is the world size."""
+    where = f"plan.json meshes.{mesh}"
+    axes = _get(plan.get("meshes"), mesh, "plan.json meshes")
+    if axes is None and mesh == "expert":
+        return None
+    out: list[tuple[str, int]] = []
+    product = 1
+    for i, axis in enumerate(_list(axes, where)):
+        name = _str(_get(axis, "name", f"{where}[{i}]"), f"{where}[{i}].name")
+        size = _int(_get(axis, "size", f"{where}[{i}]"), f"{where}[{i}].size", 1, MAX_WORLD_SIZE)
+        if any(name == n for n, _ in out):
+            raise PlanError(f"{where}[{i}].name: axis {name!r} twice")
+        out.append((name, size))
+        product *= size
+    if product != world:
+        raise PlanError(f"{where}: product of the axis sizes {product} but world_size {world}")
+    return out
+
+
+def _coords_of(axes: list[tuple[str, int]], rank: int) -> dict[str, int]:
+    """Coordinates of `rank` on a mesh (row-major: the last axis varies fastest)."""
+    out: dict[str, int] = {}
+    for name, size in reversed(axes):
+        out[name] = rank % size
+        rank //= size
+    return out
+
+
+def _num_stages(plan: Mapping[str, Any]) -> tuple[str | None, int]:
+    """(pipeline axis or None, number of stages) of plan.json `pipeline`, the axis one
+    of meshes.dense whose size is num_stages."""
+    pipeline = plan.get("pipeline")
+    if pipeline is None:
+        return None, 1
+    axis = _str(_get(pipeline, "axis", "plan.json pipeline"), "plan.json pipeline.axis")
+    stages = _int(_get(pipeline, "num_stages", "plan.json pipeline"),
+                  "plan.json pipeline.num_stages", 1, MAX_WORLD_SIZE)
+    dense = dict(_mesh_axes(plan, "dense", plan["world_size"]) or [])
+    if axis not in dense:
+        raise PlanError(f"plan.json pipeline.axis: {axis!r} is not an axis of meshes.dense")
+    if dense[axis] != stages:
+        raise PlanError(f"plan.json pipeline.num_stages {stages} but axis {axis!r} has size "
+                        f"{dense[axis]}")
+    return axis, stages
+
+
+_LABEL = re.compile(r"Replicate\(\)|Shard\((\d+)\)|_StridedShard\((\d+), sf=[1-9]\d*\)")
+
+
+def _check_placements(plan: Mapping[str, Any], p: Mapping[str, Any], where: str) -> None:
+    """plan.json `placements` (what DTensor / FSDP2 are built from) against the param's
+    mesh and shards, as verify re-derives them (src/driver/verify_fields.cpp
+    `check_placements`): one label per mesh axis; a Replicate() axis of size > 1 keeps
+    the rank that differs from a shard's first rank only on that axis (same pipeline
+    stage) in that shard; a dim no axis of size > 1 splits is whole in every non-empty
+    shard."""
+    world = plan["world_size"]
+    axes = _mesh_axes(plan, _str(p["mesh"], f"{where}.mesh"), world) or []
+    labels = _list(_get(p, "placements", where), f"{where}.placements")
+    global_shape = _shape(_get(p, "global_shape", where), f"{where}.global_shape")
+    if len(labels) != len(axes):
+        raise PlanError(f"{where}.placements: {len(labels)} labels but mesh {p['mesh']!r} has "
+                        f"{len(axes)} axes")
+    split = [False] * len(global_shape)
+    replicated: list[int] = []
+    for a, label in enumerate(labels):
+        match = _LABEL.fullmatch(label) if isinstance(label, str) else None
+        dim = None if match is None or match.lastindex is None else int(match[match.lastindex])
+        if match is None or (dim is not None and dim >= len(global_shape)):
+            raise PlanError(f"{where}.placements[{a}]: {label!r} is not Replicate(), Shard(d) "
+                            f"or _StridedShard(d, sf=F) with d below {len(global_shape)}")
+        if axes[a][1] == 1:
+            continue
+        if dim is None:
+            replicated.append(a)
+        else:
+            split[dim] = True
+    pipeline, _ = _num_stages(plan)
+    dense = _mesh_axes(plan, "dense", world) or []
+
+    def stride(mesh_axes: list[tuple[str, int]], a: int) -> int:
+        return numel([size for _, size in mesh_axes[a + 1:]])
+
+    def stage_of(rank: int) -> int:
+        for a, (name, size) in enumerate(dense):
+            if name == pipeline:
+                return rank // stride(dense, a) % size
+        return 0
+
+    for i, shard in enumerate(_list(_get(p, "shards", where), f"{where}.shards")):
+        swhere = f"{where}.shards[{i}]"
+        ranks = parse_rank_set(_str(_get(shard, "ranks", swhere), f"{swhere}.ranks"), world,
+                               f"{swhere}.ranks")
+        first = ranks.first
+        for a in replicated:
+            size = axes[a][1]
+            step = stride(axes, a)
+            at = first // step % size
+            other = first + ((at + 1) % size - at) * step
+            if stage_of(other) == stage_of(first) and other not in ranks:
+                raise PlanError(f"{where}.placements: axis {axes[a][0]!r} is Replicate(), but "
+                                f"shards[{i}] holds rank {first} and not rank {other}, which "
+                                "differs from it only on that axis")
+        local = _shape(_get(shard, "local_shape", swhere), f"{swhere}.local_shape")
+        offset = _shape(_get(shard, "global_offset", swhere), f"{swhere}.global_offset")
+        if numel(local) == 0 or len(local) != len(global_shape) or len(offset) != len(local):
+            continue
+        for d, whole in enumerate(global_shape):
+            if not split[d] and (local[d] != whole or offset[d] != 0):
+                raise PlanError(f"{where}.placements {labels}: no axis splits dim {d}, but "
+                                f"shards[{i}] holds {local[d]} of its {whole} at offset "
+                                f"{offset[d]}")
+
+
+def check_plan_header(plan: Mapping[str, Any], manifest: Mapping[str, Any],
+                      path: str) -> None:
+    """The fields of plan.json a runtime builds from before any rank file, checked
+    as `shardc verify` checks them (src/driver/verify_fields.cpp): the meshes (the
+    DeviceMeshes), the pipeline axis, each param's mesh and stage, summary.num_params,
+    and the inputs' digests against manifest.json's."""
+    world = plan["world_size"]
+    _mesh_axes(plan, "dense", world)
+    has_expert = _mesh_axes(plan, "expert", world) is not None
+    _, stages = _num_stages(plan)
+    params = _list(_get(plan, "params", path), f"{path} params")
+    for i, p in enumerate(params):
+        where = f"{path} params[{i}]"
+        _int(_get(p, "stage", where), f"{where}.stage", 0, stages - 1)
+        mesh = _get(p, "mesh", where)
+        if mesh not in (("dense", "expert") if has_expert else ("dense",)):
+            raise PlanError(f"{where}.mesh: {mesh!r} is not a mesh of the plan")
+        _check_placements(plan, p, f"{where} ({p.get('name')})")
+    summary = _get(plan, "summary", path)
+    count = _int(_get(summary, "num_params", f"{path} summary"), f"{path} summary.num_params")
+    if count != len(params):
+        raise PlanError(f"{path} summary.num_params {count} but {len(params)} params listed")
+    if _get(plan, "inputs", path) != _get(manifest, "inputs", "manifest.json"):
+        raise PlanError(f"{path} inputs (model and recipe sha256) differ from manifest.json's")
+
+
+def _axes_text(coords: Mapping[str, int] | None) -> str:
+    """{a: 1, b: 0} sorted by axis name (as verify prints coordinates), or null."""
+    if coords is None:
+        return "null"
+    return "{" + ", ".join(f"{name}: {value}" for name, value in sorted(coords.items())) + "}"
+
+
+def _check_coords(coords: Mapping[str, Mapping[str, int]], stage: int, rank: int,
+                  plan: Mapping[str, Any], path: str) -> None:
+    """A rank file's coords are plan.json's meshes at this rank, and its stage is
+    its coordinate on the pipeline axis (0 without pipeline)."""
+    world = plan["world_size"]
+    for mesh in ("dense", "expert"):
+        axes = _mesh_axes(plan, mesh, world)
+        want = None if axes is None else _coords_of(axes, rank)
+        got = coords.get(mesh)
+        if got != want:
+            raise PlanError(f"{path}: coords.{mesh} {_axes_text(got)} but plan.json meshes give "
+                            f"{_axes_text(want)}")
+    axis, _ = _num_stages(plan)
+    want_stage = 0 if axis is None else coords["dense"][axis]
+    if stage != want_stage:
+        raise PlanError(f"{path}: stage {stage} but plan.json gives rank {rank} stage "
+                        f"{want_stage}")
+
+
+def _check_totals(doc: Mapping[str, Any], params: Mapping[str, ParamInfo],
+                  plan: Mapping[str, Any], rank: int, path: str) -> None:
+    """`totals` are the sums of the held params that own storage (aliases share
+    it), within plan.json's summary min / max, equal to them on the ranks listed."""
+    where = f"{path}: totals"
+    totals = _get(doc, "totals", path)
+    owned = [p for p in params.values() if p.alias_of is None]
+    want = {"param_bytes": sum(p.nbytes for p in owned),
+            "padded_param_bytes": sum(numel(p.padded_shape) * dtypes.element_size(p.dtype)
+                                      for p in owned),
+            "num_params": len(owned)}
+    got = {key: _int(_get(totals, key, where), f"{where}.{key}") for key in want}
+    if got != want:
+        raise PlanError(f"{where} {got} but its params sum to {want}")
+    summary = _get(plan, "summary", "plan.json")
+    for key in ("param_bytes", "padded_param_bytes"):
+        field_name = f"per_rank_{key}"
+        stat = _get(summary, field_name, "plan.json summary")
+        swhere = f"plan.json summary.{field_name}"
+        low = _int(_get(stat, "min", swhere), f"{swhere}.min")
+        high = _int(_get(stat, "max", swhere), f"{swhere}.max")
+        at_low = parse_rank_set(_str(_get(stat, "min_ranks", swhere), f"{swhere}.min_ranks"),
+                                plan["world_size"], f"{swhere}.min_ranks")
+        at_high = parse_rank_set(_str(_get(stat, "max_ranks", swhere), f"{swhere}.max_ranks"),
+                                 plan["world_size"], f"{swhere}.max_ranks")
+        value = got[key]
+        if not low <= value <= high or (rank in at_low and value != low) or (
+                rank in at_high and value != high):
+            raise PlanError(f"{where}.{key} {value} but {swhere} gives min {low}, max {high}")
 
 
 def _check_shard(p: ParamInfo, rank: int, world: int, spec: Mapping[str, Any],
@@ -734,6 +939,7 @@ class OutDir:
             if name in self.params:
                 raise PlanError(f"plan.json params[{i}]: {name!r} is listed twice")
             self.params[name] = p
+        check_plan_header(self.plan, self.manifest, self._full("plan.json"))
 
     def _full(self, rel: str) -> str:
         return os.path.join(self.path, rel)
