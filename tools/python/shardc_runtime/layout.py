@@ -624,7 +624,7 @@ _LABEL = re.compile(r"Replicate\(\)|Shard\((\d+)\)|_StridedShard\((\d+), sf=[1-9
 
 def _check_placements(plan: Mapping[str, Any], p: Mapping[str, Any], where: str) -> None:
     """plan.json `placements` (what DTensor / FSDP2 are built from) against the param's
-    mesh and shards, as verify re-derives them (src/driver/verify_fields.cpp
+    mesh and shards, as verify re-derives them (src/verify/fields.cpp
     `check_placements`): one label per mesh axis; a Replicate() axis of size > 1 keeps
     the rank that differs from a shard's first rank only on that axis (same pipeline
     stage) in that shard; a dim no axis of size > 1 splits is whole in every non-empty
@@ -690,7 +690,7 @@ def _check_placements(plan: Mapping[str, Any], p: Mapping[str, Any], where: str)
 def check_plan_header(plan: Mapping[str, Any], manifest: Mapping[str, Any],
                       path: str) -> None:
     """The fields of plan.json a runtime builds from before any rank file, checked
-    as `shardc verify` checks them (src/driver/verify_fields.cpp): the meshes (the
+    as `shardc verify` checks them (src/verify/fields.cpp): the meshes (the
     DeviceMeshes), the pipeline axis, each param's mesh and stage, summary.num_params,
     and the inputs' digests against manifest.json's."""
     world = plan["world_size"]
