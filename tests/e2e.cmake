@@ -14,7 +14,9 @@
 #   hostile/<folder>    tests/hostile/<folder>: a hostile-input finding behaves as expected
 #   output/safety       compile: atomic, --force, no partial outputs, symlinked/unwritable OUTDIR
 #   reshard/<pair>      shardc reshard between plan variants, checked by test_reshard.py
-#   docs/layers         no include runs up the layering (tools/check-layers)
+#   docs/layers         src/README.md's room table = cmake/rooms.cmake (tools/check-layers)
+#   layers/refused-include  a room's include directory refuses the rooms it may not use
+#   tidy/names          .clang-tidy (names, parameter counts) on tools/tidy's files
 #   docs/passes         src/README.md pass table = build_plan order (tools/check-docs)
 #   docs/diagnostics    docs/diagnostics.md's code table = the one tools/update-docs
 #                       generates from diag_code.hpp
@@ -283,6 +285,17 @@ add_test(NAME docs/passes COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/to
 add_test(NAME docs/diagnostics COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/update-docs
                                        --check ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs/layers docs/passes docs/diagnostics PROPERTIES LABELS "docs" TIMEOUT 60)
+# The build refuses a wrong include (tests/layers/check_rooms.cmake): one failing and one
+# passing -fsyntax-only compile, then every room x room pair by __has_include.
+add_test(NAME layers/refused-include
+         COMMAND ${CMAKE_COMMAND} -DCXX=${CMAKE_CXX_COMPILER} -DROOMS_DIR=${SHARDC_ROOMS_DIR}
+                 -DSRC=${PROJECT_SOURCE_DIR}/src -DHERE=${PROJECT_SOURCE_DIR}/tests/layers
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layers
+                 -P ${PROJECT_SOURCE_DIR}/tests/layers/check_rooms.cmake)
+set_tests_properties(layers/refused-include PROPERTIES LABELS "docs" TIMEOUT 60)
+# The agreed names and parameter counts (.clang-tidy) on the files tools/tidy lists.
+add_test(NAME tidy/names COMMAND ${PROJECT_SOURCE_DIR}/tools/tidy ${PROJECT_BINARY_DIR})
+set_tests_properties(tidy/names PROPERTIES LABELS "tidy" TIMEOUT 300)
 
 # `shardc report` pages in headless Chromium (tests/browser/report_test.mjs, ~30 s): DOM
 # figures equal to `memory --format json` and the reshard listing, escaping of names,

@@ -1,9 +1,9 @@
 // The communication report as JSON: `shardc cost --format json`
-// (schemas/cost.schema.json, include/shardc/comm.hpp).
+// (schemas/cost.schema.json, src/comm/comm.hpp).
+#include "backend/backend.hpp"
 #include "backend/json_writer.hpp"
 #include "backend/memory_json.hpp"
-#include "shardc/backend.hpp"
-#include "shardc/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace shardc {
 

@@ -6,9 +6,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "backend/json_writer.hpp"
 #include "backend/render_util.hpp"
-#include "shardc/backend.hpp"
 #include "support/utf8.hpp"
 
 namespace shardc {

@@ -3,7 +3,7 @@
 // and vocab tensor the rank's stage holds, in model order.
 #include "backend/local_attributes_json.hpp"
 
-#include "shardc/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace shardc::backend {
 namespace {

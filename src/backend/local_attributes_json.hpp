@@ -2,8 +2,8 @@
 #pragma once
 
 #include "backend/json_writer.hpp"
-#include "shardc/local_attributes.hpp"
-#include "shardc/plan.hpp"
+#include "core/plan.hpp"
+#include "planner/local_attributes.hpp"
 
 namespace shardc::backend {
 

@@ -1,6 +1,6 @@
 // manifest.json: the commit marker of a compiled OUTDIR (written last).
+#include "backend/backend.hpp"
 #include "backend/json_writer.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc {
 namespace {

@@ -6,8 +6,8 @@
 #include <array>
 #include <cstdio>
 
+#include "backend/backend.hpp"
 #include "backend/render_util.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc {
 namespace backend {

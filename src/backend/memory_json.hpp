@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/json_writer.hpp"
-#include "shardc/memory.hpp"
+#include "memory/memory.hpp"
 
 namespace shardc::backend {
 
@@ -13,7 +13,7 @@ namespace shardc::backend {
 void write_training(json::Writer& w, const Plan& plan);
 
 /// `{"stage": 1, "spelling": …, "shard": {"mesh", "axes", "degree"},
-/// "expert_shard": {…}|null}`: plan.zero (include/shardc/plan.hpp ZeroPlan).
+/// "expert_shard": {…}|null}`: plan.zero (src/core/plan.hpp ZeroPlan).
 void write_zero(json::Writer& w, const Plan& plan);
 
 /// A rank's optimizer shards: `{"stage", "dense": {"index", "of"},

@@ -4,10 +4,10 @@
 #include <array>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "backend/json_writer.hpp"
 #include "backend/memory_json.hpp"
 #include "backend/render_util.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc {
 namespace {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <array>
 
-#include "shardc/rank_set.hpp"
+#include "support/rank_set.hpp"
 
 namespace shardc::backend {
 namespace {
@@ -133,7 +133,7 @@ void write_fsdp2(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Pl
 // One flat optimizer buffer: its DP group, buckets, the param pieces in
 // buffer order ([param, param_offset, numel, start, bucket]) and the ranges
 // this rank's shard owns ([entry, param_offset, numel, buffer_start]): the
-// fp32 main params and optimizer state it keeps (include/shardc/buffers.hpp).
+// fp32 main params and optimizer state it keeps (src/planner/buffers.hpp).
 void write_flat_buffer(Writer& w, const FileIndex& fi, const FlatRankBuffer& b) {
   w.begin_object().member("mesh", mesh_kind_name(b.mesh)).member("expert", b.expert);
   w.member("model_chunk", b.virtual_stage);

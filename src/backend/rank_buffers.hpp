@@ -7,7 +7,7 @@
 
 #include "backend/class_memo.hpp"
 #include "backend/json_writer.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc::backend {
 

@@ -7,13 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "backend/class_memo.hpp"
 #include "backend/json_writer.hpp"
 #include "backend/local_attributes_json.hpp"
 #include "backend/memory_json.hpp"
 #include "backend/rank_buffers.hpp"
 #include "backend/render_util.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc {
 namespace {
@@ -273,13 +273,6 @@ std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>&
   std::string out;
   RankRenderer(plan, buffers, 0).render(rank, memory, out);
   return out;
-}
-
-std::string rank_file_name(std::int64_t rank, std::int64_t world_size) {
-  const std::string last = std::to_string(world_size > 1 ? world_size - 1 : 0);
-  std::string digits = std::to_string(rank);
-  if (digits.size() < last.size()) digits.insert(0, last.size() - digits.size(), '0');
-  return "rank-" + digits + ".json";
 }
 
 }  // namespace shardc

@@ -1,5 +1,5 @@
 #include "backend/render_util.hpp"
-#include "shardc/shard_order.hpp"
+#include "core/shard_order.hpp"
 
 namespace shardc::backend {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "backend/json_writer.hpp"
-#include "shardc/diagnostics.hpp"
-#include "shardc/plan.hpp"
+#include "core/diagnostics.hpp"
+#include "core/plan.hpp"
 
 namespace shardc::backend {
 

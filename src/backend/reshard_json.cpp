@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "backend/json_writer.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc {
 namespace {

@@ -10,9 +10,9 @@
 #include <functional>
 #include <iostream>
 
-#include "shardc/assert.hpp"
-#include "shardc/byte_size.hpp"
 #include "shardc/driver.hpp"
+#include "support/assert.hpp"
+#include "support/byte_size.hpp"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// The communication model of one rank of one stage (include/shardc/comm.hpp:
+// The communication model of one rank of one stage (src/comm/comm.hpp:
 // every term, its formula and its source are listed there).
 #include <algorithm>
 #include <limits>
 #include <string>
 
-#include "shardc/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace shardc {
 namespace {

@@ -1,4 +1,4 @@
-// The communication adapter from a Plan (include/shardc/comm.hpp (b)): groups
+// The communication adapter from a Plan (src/comm/comm.hpp (b)): groups
 // read off the meshes, per-rank bytes per shard class (`rank_sums`), ranks of
 // equal figures as classes, per-(role, collective) statistics over ranks.
 #include <algorithm>
@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "shardc/buffers.hpp"
-#include "shardc/comm.hpp"
-#include "shardc/limits.hpp"
-#include "shardc/plan.hpp"
+#include "comm/comm.hpp"
+#include "core/plan.hpp"
+#include "planner/buffers.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "driver/text_format.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc::driver {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <iosfwd>
 
-#include "shardc/plan.hpp"
+#include "core/plan.hpp"
 
 namespace shardc::driver {
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <ostream>
 
+#include "backend/backend.hpp"
 #include "driver/session.hpp"
-#include "shardc/backend.hpp"
 
 namespace shardc::driver {
 namespace {
@@ -120,17 +120,6 @@ std::shared_ptr<FileLock> lock_output(const std::string& dir, FileSystem& fs, st
 }
 
 }  // namespace
-
-std::string path_join(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-bool is_rank_file_name(const std::string& name) {
-  if (name.size() <= 10 || !name.starts_with("rank-") || !name.ends_with(".json")) return false;
-  const std::string digits = name.substr(5, name.size() - 10);
-  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
 std::optional<OutputTarget> begin_output(const std::string& dir, bool force, FileSystem& fs,
                                          std::ostream& err) {

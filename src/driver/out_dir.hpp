@@ -22,15 +22,15 @@
 #include <set>
 #include <string>
 
+#include "outputs/output_dir.hpp"
 #include "shardc/driver.hpp"
 
 namespace shardc::driver {
 
-/// Name of the marker file shardc writes into every OUTDIR it owns.
-inline constexpr const char* kMarkerName = ".shardc-output";
-
-/// `dir/name`, without doubling a trailing slash.
-std::string path_join(const std::string& dir, const std::string& name);
+// The file names (outputs/output_dir.hpp), as the commands have always spelled them.
+using shardc::is_rank_file_name;
+using shardc::kMarkerName;
+using shardc::path_join;
 
 /// Where one compile writes, and how it commits.
 struct OutputTarget {
@@ -69,8 +69,5 @@ bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostrea
 /// not named in `keep`. Returns the number removed; prints failures.
 int remove_stale_rank_files(const std::string& ranks_dir, const std::set<std::string>& keep,
                             FileSystem& fs, std::ostream& err);
-
-/// True for "rank-<digits>.json".
-bool is_rank_file_name(const std::string& name);
 
 }  // namespace shardc::driver

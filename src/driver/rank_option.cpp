@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "driver/session.hpp"
-#include "shardc/rank_set.hpp"
+#include "support/rank_set.hpp"
 
 namespace shardc::driver {
 

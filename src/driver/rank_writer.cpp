@@ -10,10 +10,10 @@
 #include <ostream>
 #include <thread>
 
+#include "backend/backend.hpp"
 #include "driver/out_dir.hpp"
 #include "driver/session.hpp"
-#include "shardc/backend.hpp"
-#include "shardc/frontend.hpp"
+#include "frontend/frontend.hpp"
 
 namespace shardc::driver {
 namespace {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "shardc/backend.hpp"
-#include "shardc/buffers.hpp"
+#include "backend/backend.hpp"
+#include "core/plan.hpp"
+#include "memory/memory.hpp"
+#include "planner/buffers.hpp"
 #include "shardc/driver.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/plan.hpp"
 
 namespace shardc::driver {
 

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "shardc/driver.hpp"
-#include "support/huge_pages.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc {
 namespace {
@@ -83,18 +83,36 @@ std::string not_regular_text(mode_t mode) {
   return "is not a regular file";
 }
 
-// `path` opened read-only, its stat in `st`; an invalid Fd and `error` when either fails.
-Fd open_for_reading(const std::string& path, struct stat& st, std::string& error) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+// `st` as a stat call that returned `result` left it: false and `error` when the call
+// failed or (`require_regular`) `st` is not a regular file.
+bool stat_ok(int result, const struct stat& st, bool require_regular, std::string& error) {
+  if (result != 0) {
+    error = errno_text(errno);
+    return false;
+  }
+  if (require_regular && !S_ISREG(st.st_mode)) {
+    error = not_regular_text(st.st_mode);
+    return false;
+  }
+  return true;
+}
+
+// `path` opened read-only with `flags` added, its fstat in `st`; an invalid Fd and `error`
+// when either fails or (`require_regular`) the descriptor is not a regular file.
+Fd open_and_stat(const std::string& path, int flags, bool require_regular, struct stat& st,
+                 std::string& error) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags));
   if (fd.get() < 0) {
     error = errno_text(errno);
     return fd;
   }
-  if (::fstat(fd.get(), &st) != 0) {
-    error = errno_text(errno);
-    return Fd(-1);
-  }
+  if (!stat_ok(::fstat(fd.get(), &st), st, require_regular, error)) return Fd(-1);
   return fd;
+}
+
+// `path` opened read-only, its stat in `st`; an invalid Fd and `error` when either fails.
+Fd open_for_reading(const std::string& path, struct stat& st, std::string& error) {
+  return open_and_stat(path, 0, false, st, error);
 }
 
 // `path` opened read-only when it is a regular file (following symlinks), its stat in `st`;
@@ -102,28 +120,23 @@ Fd open_for_reading(const std::string& path, struct stat& st, std::string& error
 // (open(2) of a FIFO without a writer blocks) and again on the descriptor, which is opened
 // O_NONBLOCK in case the name changed in between.
 Fd open_regular(const std::string& path, struct stat& st, std::string& error) {
-  if (::stat(path.c_str(), &st) != 0) {
-    error = errno_text(errno);
-    return Fd(-1);
+  if (!stat_ok(::stat(path.c_str(), &st), st, true, error)) return Fd(-1);
+  return open_and_stat(path, O_NONBLOCK, true, st, error);
+}
+
+// The whole of an opened file (`st` its fstat): refused when a regular file is larger
+// than `max_bytes`; a regular file's text is reserved at its size (plus slack) up front.
+std::optional<std::string> read_opened(const Fd& fd, const struct stat& st, std::int64_t max_bytes,
+                                       std::string& error) {
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
+    error = "file is larger than " + std::to_string(max_bytes) + " bytes";
+    return std::nullopt;
   }
-  if (!S_ISREG(st.st_mode)) {
-    error = not_regular_text(st.st_mode);
-    return Fd(-1);
-  }
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) {
-    error = errno_text(errno);
-    return fd;
-  }
-  if (::fstat(fd.get(), &st) != 0) {
-    error = errno_text(errno);
-    return Fd(-1);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    error = not_regular_text(st.st_mode);
-    return Fd(-1);
-  }
-  return fd;
+  std::string text;
+  if (S_ISREG(st.st_mode))
+    reserve_large(text, static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
+  if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
+  return text;
 }
 
 // A temporary name next to `path`, unique within the process and across
@@ -147,17 +160,7 @@ std::optional<std::string> RealFileSystem::read(const std::string& path, std::in
     error = "is a directory";
     return std::nullopt;
   }
-  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
-    error = "file is larger than " + std::to_string(max_bytes) + " bytes";
-    return std::nullopt;
-  }
-  std::string text;
-  if (S_ISREG(st.st_mode)) {
-    text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
-    advise_huge_pages(text.data(), text.capacity());
-  }
-  if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
-  return text;
+  return read_opened(fd, st, max_bytes, error);
 }
 
 std::optional<std::string> RealFileSystem::read_regular(const std::string& path,
@@ -166,15 +169,7 @@ std::optional<std::string> RealFileSystem::read_regular(const std::string& path,
   struct stat st {};
   Fd fd = open_regular(path, st, error);
   if (fd.get() < 0) return std::nullopt;
-  if (st.st_size > max_bytes) {
-    error = "file is larger than " + std::to_string(max_bytes) + " bytes";
-    return std::nullopt;
-  }
-  std::string text;
-  text.reserve(static_cast<std::size_t>(st.st_size) + kReadSlackBytes);
-  advise_huge_pages(text.data(), text.capacity());
-  if (!read_all(fd.get(), max_bytes, text, error)) return std::nullopt;
-  return text;
+  return read_opened(fd, st, max_bytes, error);
 }
 
 std::optional<std::string> RealFileSystem::read_range(const std::string& path, std::int64_t offset,

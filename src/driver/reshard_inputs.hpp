@@ -1,5 +1,5 @@
 // The two plans of `shardc reshard` (and `shardc report --reshard`) read or planned
-// (internal to src/driver; defined in reshard.cpp).
+// (internal to src/driver; defined in reshard_command.cpp).
 #pragma once
 
 #include <cstddef>
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "driver/session.hpp"
+#include "reshard/reshard.hpp"
 #include "shardc/driver.hpp"
-#include "shardc/reshard.hpp"
 
 namespace shardc::driver {
 

@@ -7,27 +7,21 @@
 #include <ostream>
 #include <vector>
 
-#include "shardc/check_plan.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/import.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "import/import.hpp"
+#include "planner/check_plan.hpp"
+#include "planner/planner.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc::driver {
 namespace {
 
-// Reads one input; reports `code` when it cannot be read.
-std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
-                                     DiagCode code, Session& s) {
-  std::string error;
-  auto text = fs.read(path, kMaxInputBytes, error);
-  if (!text) {
-    s.sink.error(code, SourceLoc{path, 0, 0},
-                 std::string("cannot read ") + what + " file '" + path + "': " + error,
-                 std::string("check the path; inputs are limited to 256 MiB"));
-    return std::nullopt;
-  }
-  spdlog::debug("read {} {} ({} bytes)", what, path, text->size());
-  return SourceFile{path, std::move(*text)};
+// Reads one of compile's inputs; reports `code` when it cannot be read.
+std::optional<SourceFile> read_logged(FileSystem& fs, const std::string& path, const char* what,
+                                      DiagCode code, Session& s) {
+  auto file = read_input(fs, path, what, code, "check the path; inputs are limited to 256 MiB", s);
+  if (file) spdlog::debug("read {} {} ({} bytes)", what, path, file->text.size());
+  return file;
 }
 
 // Base name without directories and extensions, the model name of last resort.
@@ -41,7 +35,7 @@ std::string stem_of(const std::string& path) {
 void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
   if (is_checkpoint_path(fs, opt.model_path)) {
     if (auto im = import_checkpoint(fs, opt.model_path, s.sink)) s.model = std::move(im->model);
-  } else if (auto file = read_input(fs, opt.model_path, "model", DiagCode::EModel, s)) {
+  } else if (auto file = read_logged(fs, opt.model_path, "model", DiagCode::EModel, s)) {
     s.model = parse_model(*file, s.sink, opt.input_digests);
     if (s.model) {
       if (opt.input_digests && s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
@@ -50,7 +44,7 @@ void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
     }
     s.sources[file->path] = std::move(file->text);  // kept for source excerpts
   }
-  if (auto file = read_input(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
+  if (auto file = read_logged(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
     s.recipe = parse_recipe(*file, s.sink, opt.input_digests);
     if (s.recipe) {
       if (opt.input_digests && s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
@@ -92,18 +86,36 @@ void check_memory_budget(const CommonOptions& opt, Session& s) {
 
 }  // namespace
 
-SessionScope::~SessionScope() {
-  if (!leave_) return;
-  // Never destroyed: static storage points at it, so the Sessions in it stay
-  // reachable (not leaks) until the process exits.
-  static auto* left = new std::vector<std::unique_ptr<Session>>();
-  static std::mutex mutex;
-  const std::lock_guard<std::mutex> lock(mutex);
-  try {
-    left->push_back(std::move(session_));
-  } catch (const std::bad_alloc&) {
-    // No room to keep it: session_ is still set and is freed as usual.
+ExitCode print_or_write(const std::string& text, const std::string& output, FileSystem& fs,
+                        std::ostream& out, std::ostream& err) {
+  if (output.empty()) {
+    out << text;
+    return ExitCode::Ok;
   }
+  std::string error;
+  if (!fs.write_atomic(output, text, error)) {
+    print_error(
+        err, "cannot write '" + output + "': " + error + " (omit -o to print to standard output)");
+    return ExitCode::Usage;
+  }
+  return ExitCode::Ok;
+}
+
+std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
+                                     DiagCode code, const char* hint, Session& s) {
+  std::string error;
+  auto text = fs.read(path, kMaxInputBytes, error);
+  if (!text) {
+    s.sink.error(code, SourceLoc{path, 0, 0},
+                 std::string("cannot read ") + what + " file '" + path + "': " + error,
+                 std::string(hint));
+    return std::nullopt;
+  }
+  return SourceFile{path, std::move(*text)};
+}
+
+SessionScope::~SessionScope() {
+  if (leave_) leave_to_exit(session_);  // else (or when the list cannot grow) freed as usual
 }
 
 void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
@@ -150,10 +162,6 @@ void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream&
       opt.diag_format == DiagFormat::Text) {
     os << "shardc: error: warnings are errors under --strict\n";
   }
-}
-
-void print_error(std::ostream& err, const std::string& message) {
-  err << "shardc: error: " << message << "\n";
 }
 
 ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& s,

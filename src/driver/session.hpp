@@ -9,14 +9,16 @@
 #include <optional>
 #include <string>
 
-#include "shardc/backend.hpp"
-#include "shardc/diagnostics.hpp"
+#include "backend/backend.hpp"
+#include "core/diagnostics.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/recipe.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
 #include "shardc/driver.hpp"
-#include "shardc/limits.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/model.hpp"
-#include "shardc/plan.hpp"
-#include "shardc/recipe.hpp"
+#include "support/limits.hpp"
+#include "support/print_error.hpp"
 
 namespace shardc::driver {
 
@@ -35,10 +37,8 @@ struct Session {
 };
 
 /// Owns a command's Session: frees it when the scope ends, unless
-/// `opt.leave_to_exit`. Then the Session is moved to a list that lives until
-/// the process exits and is never freed (freeing a 45,000-param model's
-/// objects one by one was a sixth of `validate`'s time); the list stays
-/// reachable from static storage, so LeakSanitizer does not report it.
+/// `opt.leave_to_exit`. Then the Session is left to the process exit
+/// (support/large_buffer.hpp `leave_to_exit`: never freed, still reachable).
 class SessionScope {
  public:
   explicit SessionScope(const CommonOptions& opt)
@@ -59,6 +59,16 @@ class SessionScope {
 /// is set only when no error was reported.
 void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s);
 
+/// `text` to `out` when `output` is empty, else written atomically to the
+/// file `output` (exit 2 after an error line when that fails).
+ExitCode print_or_write(const std::string& text, const std::string& output, FileSystem& fs,
+                        std::ostream& out, std::ostream& err);
+
+/// Reads one input whole (at most kMaxInputBytes); nullopt after reporting
+/// `code` ("cannot read <what> file 'PATH': <why>", `hint`) when it cannot be.
+std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
+                                     DiagCode code, const char* hint, Session& s);
+
 /// The exit code the diagnostics call for: 2 when an input could not be
 /// read or parsed (E-MODEL, E-RECIPE, E-CHECKPOINT), 1 for any other error, 1 for
 /// warnings under --strict, else 0.
@@ -68,9 +78,8 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
 /// a line saying warnings failed the run under --strict.
 void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream& os);
 
-/// Prints "shardc: error: <message>" (I/O and usage problems that are not
-/// input diagnostics).
-void print_error(std::ostream& err, const std::string& message);
+/// "shardc: error: <message>" (support/print_error.hpp).
+using shardc::print_error;
 
 /// Runs `load_and_plan`, prints the diagnostics to `diag_out` and returns
 /// the exit code; Ok means `s.plan` is set and the command may proceed.

@@ -20,15 +20,6 @@ std::string human_bytes(std::int64_t bytes) {
   return buf.data();
 }
 
-std::string shape_text(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 std::string group_digits(std::int64_t v) {
   const std::string digits = std::to_string(v < 0 ? -v : v);
   std::string out;

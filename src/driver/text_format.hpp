@@ -6,15 +6,15 @@
 #include <string_view>
 #include <vector>
 
-#include "shardc/model.hpp"
-#include "shardc/recipe.hpp"
+#include "core/model.hpp"
+#include "core/recipe.hpp"
 
 namespace shardc::driver {
 
 /// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
 std::string human_bytes(std::int64_t bytes);
-/// "[4096, 4096]", "[]".
-std::string shape_text(const Shape& shape);
+/// "[4096, 4096]", "[]" (support/shape.hpp).
+using shardc::shape_text;
 /// 8030261248 -> "8,030,261,248".
 std::string group_digits(std::int64_t v);
 /// "pp=2 x tp=8".

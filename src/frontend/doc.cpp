@@ -8,7 +8,7 @@
 #include <new>
 #include <type_traits>
 
-#include "support/huge_pages.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc::fe {
 
@@ -42,9 +42,8 @@ void* Document::allocate(std::size_t bytes, std::size_t align) {
 
 void Document::reserve(std::size_t bytes) {
   if (bytes <= left_) return;
-  std::unique_ptr<std::byte[]> chunk(new (std::nothrow) std::byte[bytes]);
+  std::unique_ptr<std::byte[]> chunk = allocate_large(bytes);
   if (!chunk) return;
-  advise_huge_pages(chunk.get(), bytes);
   chunks_.push_back(std::move(chunk));
   next_ = chunks_.back().get();
   left_ = bytes;

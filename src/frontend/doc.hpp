@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "shardc/diagnostics.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/limits.hpp"
+#include "core/diagnostics.hpp"
+#include "frontend/frontend.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::fe {
 

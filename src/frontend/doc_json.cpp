@@ -26,8 +26,8 @@
 
 #include "frontend/doc.hpp"
 #include "frontend/doc_json_tree.hpp"
-#include "shardc/dtype.hpp"
-#include "support/huge_pages.hpp"
+#include "support/dtype.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc::fe {
 namespace {
@@ -191,8 +191,7 @@ class SimdBuilder {
     std::vector<Param>& out = shortcut_->params;
     // At least 36 bytes per entry: room for all without a move (pages never
     // used are never touched).
-    out.reserve(text_.size() / 36 + 1);
-    advise_huge_pages(out.data(), out.capacity() * sizeof(Param));
+    reserve_large(out, text_.size() / 36 + 1);
     for (auto entry : arr) {
       od::value item;
       if (std::move(entry).get(item) != simdjson::SUCCESS || !param_entry(item)) return false;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "frontend/doc.hpp"
-#include "support/huge_pages.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc::fe {
 
@@ -24,8 +24,7 @@ class JsonTree {
   // arena of 4 bytes per text byte holds a typical document's nodes (an
   // inventory needs 2.7) in one block (pages never used are never touched).
   JsonTree(Document& doc, std::size_t hint) : doc_(doc) {
-    pending_.reserve(std::clamp<std::size_t>(hint / 64, 256, std::size_t{1} << 20));
-    advise_huge_pages(pending_.data(), pending_.capacity() * sizeof(Node));
+    reserve_large(pending_, std::clamp<std::size_t>(hint / 64, 256, std::size_t{1} << 20));
     if (hint <= std::numeric_limits<std::size_t>::max() / 4) doc_.reserve(hint * 4);
   }
 

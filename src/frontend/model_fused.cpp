@@ -5,9 +5,9 @@
 // Normalized against the entry's shape here; E-MODEL when it does not fit.
 #include <string>
 
+#include "core/fused.hpp"
 #include "frontend/model_internal.hpp"
 #include "frontend/recipe_internal.hpp"
-#include "shardc/fused.hpp"
 
 namespace shardc::fe {
 namespace {

@@ -6,10 +6,10 @@
 #include <optional>
 #include <vector>
 
+#include "core/model.hpp"
 #include "frontend/doc.hpp"
 #include "frontend/reader.hpp"
-#include "shardc/limits.hpp"
-#include "shardc/model.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::fe {
 

@@ -9,7 +9,7 @@
 
 #include "frontend/model_internal.hpp"
 #include "support/fqn.hpp"
-#include "support/huge_pages.hpp"
+#include "support/large_buffer.hpp"
 #include "support/utf8.hpp"
 
 namespace shardc::fe {
@@ -40,10 +40,7 @@ struct Entry {
 };
 
 // Params are appended front to back: huge pages for a large model's list.
-void reserve_params(std::vector<Param>& out, std::size_t n) {
-  out.reserve(n);
-  advise_huge_pages(out.data(), out.capacity() * sizeof(Param));
-}
+void reserve_params(std::vector<Param>& out, std::size_t n) { reserve_large(out, n); }
 
 class TemplateBuilder {
  public:

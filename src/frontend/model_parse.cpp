@@ -6,8 +6,8 @@
 #include <string>
 #include <system_error>
 
+#include "frontend/frontend.hpp"
 #include "frontend/model_internal.hpp"
-#include "shardc/frontend.hpp"
 
 namespace shardc {
 namespace fe {

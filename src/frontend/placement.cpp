@@ -4,7 +4,7 @@
 #include <charconv>
 #include <string>
 
-#include "shardc/recipe.hpp"
+#include "frontend/frontend.hpp"
 
 namespace shardc {
 namespace {

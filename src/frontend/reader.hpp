@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/diagnostics.hpp"
 #include "frontend/doc.hpp"
-#include "shardc/diagnostics.hpp"
 
 namespace shardc::fe {
 

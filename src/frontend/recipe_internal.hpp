@@ -6,9 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/recipe.hpp"
 #include "frontend/doc.hpp"
+#include "frontend/frontend.hpp"
 #include "frontend/reader.hpp"
-#include "shardc/recipe.hpp"
 
 namespace shardc::fe {
 

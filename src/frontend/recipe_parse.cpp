@@ -1,8 +1,8 @@
 // parse_recipe: the recipe's top level and its meshes (contract §4).
 #include <string>
 
+#include "frontend/frontend.hpp"
 #include "frontend/recipe_internal.hpp"
-#include "shardc/frontend.hpp"
 
 namespace shardc {
 namespace fe {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "frontend/recipe_internal.hpp"
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::fe {
 namespace {

@@ -1,9 +1,9 @@
 // Recipe `training:` section: the optimizer and dtypes the per-rank memory
-// report assumes, and the memory budget (include/shardc/memory.hpp).
+// report assumes, and the memory budget (src/memory/memory.hpp).
 #include <string>
 
 #include "frontend/recipe_internal.hpp"
-#include "shardc/byte_size.hpp"
+#include "support/byte_size.hpp"
 
 namespace shardc::fe {
 namespace {

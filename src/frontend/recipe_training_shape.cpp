@@ -1,4 +1,4 @@
-// Recipe `training:` keys of the training shape (include/shardc/recipe.hpp
+// Recipe `training:` keys of the training shape (src/core/recipe.hpp
 // TrainingShape): sequence length, batch, recompute, sequence/context
 // parallelism, pipeline schedule, attention implementation, activation dtype,
 // MoE routing, offload and ranks per node. Type errors are E-RECIPE (as every
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "frontend/recipe_internal.hpp"
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::fe {
 namespace {

@@ -8,12 +8,12 @@
 #include <span>
 #include <unordered_map>
 
+#include "core/fused.hpp"
+#include "frontend/frontend.hpp"
 #include "import/import_internal.hpp"
 #include "import/module_order.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/fused.hpp"
-#include "shardc/limits.hpp"
 #include "support/fqn.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

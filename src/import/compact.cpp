@@ -4,8 +4,8 @@
 #include <charconv>
 #include <map>
 
+#include "core/fused.hpp"
 #include "import/import_internal.hpp"
-#include "shardc/fused.hpp"
 
 namespace shardc {
 namespace {
@@ -170,10 +170,8 @@ std::string shape_yaml(const Shape& shape) { return imp::shape_text(shape); }
 // {"parts": [..], "dim": d, "groups": G, "order": "...", "names": [..], "source": ".."}: the
 // layout shardc plans a fused param by (model_fused.cpp reads it back).
 std::string fused_json(const FusedLayout& f) {
-  std::string t = "{\"parts\": [";
-  for (std::size_t i = 0; i < f.parts.size(); ++i)
-    t += (i ? ", " : "") + std::to_string(f.parts[i]);
-  t += "], \"dim\": " + std::to_string(f.dim) + ", \"groups\": " + std::to_string(f.groups) +
+  std::string t = "{\"parts\": " + fused_parts_text(f, true);
+  t += ", \"dim\": " + std::to_string(f.dim) + ", \"groups\": " + std::to_string(f.groups) +
        ", \"order\": \"" + fused_order_name(f) + "\", \"names\": [";
   for (std::size_t i = 0; i < f.part_names.size(); ++i)
     t += (i ? ", " : "") + imp::json_string(f.part_names[i]);
@@ -182,17 +180,8 @@ std::string fused_json(const FusedLayout& f) {
 
 // `, fused: {parts: 2, dim: 2, interleave: 1, names: [gate, up]}` (model_fused.cpp reads it).
 std::string fused_yaml(const FusedLayout& f) {
-  bool equal = true;
-  for (std::int64_t x : f.parts) equal = equal && x == f.parts.front();
-  std::string t = ", fused: {parts: ";
-  if (equal) {
-    t += std::to_string(f.parts.size());
-  } else {
-    t += "[";
-    for (std::size_t i = 0; i < f.parts.size(); ++i)
-      t += (i ? ", " : "") + std::to_string(f.parts[i]);
-    t += "]";
-  }
+  const bool equal = fused_parts_equal(f);
+  std::string t = ", fused: {parts: " + fused_parts_text(f);
   t += ", dim: " + std::to_string(f.dim);
   if (f.groups > 1) {
     t += equal ? ", interleave: " + std::to_string(f.parts.front() / f.groups)

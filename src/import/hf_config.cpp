@@ -5,7 +5,7 @@
 #include <array>
 
 #include "import/import_internal.hpp"
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

@@ -25,8 +25,8 @@
 #include <sstream>
 #include <vector>
 
-#include "shardc/import.hpp"
-#include "shardc/pattern.hpp"
+#include "import/import.hpp"
+#include "support/pattern.hpp"
 
 namespace shardc {
 namespace {

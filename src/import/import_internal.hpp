@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "shardc/import.hpp"
+#include "import/import.hpp"
 
 namespace shardc::imp {
 
@@ -21,8 +21,8 @@ std::string printable(std::string_view text);
 /// in them cannot start a live YAML line (hostile/import_yaml_injection).
 std::string comment_text(std::string_view text);
 
-/// "[4096, 4096]"
-std::string shape_text(const Shape& shape);
+/// "[4096, 4096]" (support/shape.hpp).
+using shardc::shape_text;
 
 /// "numel x size = N bytes", exact even when the product overflows int64.
 std::string bytes_text(std::int64_t numel, std::int64_t element_size);

@@ -5,9 +5,9 @@
 
 #include <charconv>
 
+#include "core/fused.hpp"
+#include "frontend/frontend.hpp"
 #include "import/import_internal.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/fused.hpp"
 
 namespace shardc {
 namespace {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shardc/import.hpp"
+#include "import/import.hpp"
 
 namespace shardc::imp {
 

@@ -7,10 +7,10 @@
 #include <array>
 #include <unordered_set>
 
+#include "import/import.hpp"
 #include "import/import_internal.hpp"
-#include "shardc/import.hpp"
-#include "shardc/limits.hpp"
 #include "support/fqn.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

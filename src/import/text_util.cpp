@@ -49,15 +49,6 @@ std::string comment_text(std::string_view text) {
   return out;
 }
 
-std::string shape_text(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 std::string bytes_text(std::int64_t numel, std::int64_t element_size) {
   const std::string factors = std::to_string(numel) + " x " + std::to_string(element_size);
   if (element_size > 0 && numel > INT64_MAX / element_size) return factors + " bytes (>= 2^63)";

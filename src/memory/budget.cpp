@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "shardc/byte_size.hpp"
-#include "shardc/limits.hpp"
-#include "shardc/memory.hpp"
+#include "memory/memory.hpp"
+#include "support/byte_size.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

@@ -1,7 +1,7 @@
-// Per-rank training memory by kind (include/shardc/memory.hpp): per-param
+// Per-rank training memory by kind (src/memory/memory.hpp): per-param
 // byte factors, summed per shard class with `rank_sums`, plus the transient
 // all-gather peaks of the planned buffer layouts.
-#include "shardc/memory.hpp"
+#include "memory/memory.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,8 +9,8 @@
 #include <map>
 #include <tuple>
 
-#include "shardc/assert.hpp"
-#include "shardc/limits.hpp"
+#include "support/assert.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {
@@ -113,7 +113,7 @@ void fsdp_degrees(const Plan& plan, MemoryReport& m) {
   }
 }
 
-// The peak of a whole step with the training shape (include/shardc/memory.hpp):
+// The peak of a whole step with the training shape (src/memory/memory.hpp):
 // activations, the gradient side of the buffers and offload.
 void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t r,
                const MemoryReport& m, RankMemory& rm) {

@@ -18,8 +18,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "passes.hpp"
-#include "shardc/fused.hpp"
+#include "core/fused.hpp"
+#include "planner/chain_pieces.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -37,39 +38,15 @@ std::optional<std::string_view> parent_of(std::string_view fqn) {
   return mod.substr(0, dot);
 }
 
-// The rule splits of `d` (FSDP excluded).
-std::vector<DimSplit> rule_splits(const PlannedParam& p, std::size_t d) {
-  std::vector<DimSplit> out;
-  for (const DimSplit& s : p.geometry.per_dim[d])
-    if (!s.fsdp && s.ways > 1) out.push_back(s);
-  return out;
-}
-
 // Sizes of the pieces of `length` under `chain`, indexed by the row-major
 // flattening of the chain's axes in mesh order; empty when too many.
 std::vector<std::int64_t> piece_sizes(std::int64_t length, const std::vector<DimSplit>& chain,
                                       std::size_t naxes) {
-  std::vector<int> axes;
-  std::vector<std::int64_t> sizes;
-  std::int64_t total = 1;
-  for (const DimSplit& s : chain)
-    for (std::size_t i = 0; i < s.axes.size(); ++i) {
-      axes.push_back(s.axes[i]);
-      sizes.push_back(s.axis_sizes[i]);
-      total *= s.axis_sizes[i];
-      if (total > kMaxPieces) return {};
-    }
   std::vector<std::int64_t> out;
-  std::vector<std::int64_t> coords(naxes, 0);
-  for (std::int64_t k = 0; k < total; ++k) {
-    std::int64_t rem = k;
-    for (std::size_t i = axes.size(); i-- > 0;) {
-      coords[static_cast<std::size_t>(axes[i])] = rem % sizes[i];
-      rem /= sizes[i];
-    }
+  const bool bounded = for_each_piece(chain, naxes, kMaxPieces, [&](auto coords) {
     out.push_back(split_extent(length, chain, coords));
-  }
-  return out;
+  });
+  return bounded ? out : std::vector<std::int64_t>{};
 }
 
 std::string sizes_text(const std::vector<std::int64_t>& v) {

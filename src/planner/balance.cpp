@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "passes.hpp"
-#include "shard_classes.hpp"
-#include "shardc/limits.hpp"
+#include "core/shard_classes.hpp"
+#include "planner/passes.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -40,12 +40,6 @@ constexpr std::int64_t kMinElements = std::int64_t{1} << 20;
 /// for padding, and a world above the memory report's limit (2^20 ranks) has
 /// no per-rank stage check (rank_sums keeps a row per rank).
 constexpr std::int64_t kMaxClasses = std::int64_t{1} << 16;
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 // "dp_shard 32" / "efsdp x ep (16)": the axes of a dim's splits.
 std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh, bool fsdp_only) {

@@ -3,7 +3,7 @@
 // and the DP group of every flat optimizer buffer.
 #include <algorithm>
 
-#include "shardc/buffers.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc {
 

@@ -1,5 +1,5 @@
 // Geometry helpers for buffer layouts.
-#include "buffer_util.hpp"
+#include "planner/buffer_util.hpp"
 
 #include <algorithm>
 

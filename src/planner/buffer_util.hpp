@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "shardc/plan.hpp"
+#include "core/plan.hpp"
 
 namespace shardc {
 

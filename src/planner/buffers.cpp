@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "buffer_util.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffer_util.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc {
 namespace {

@@ -1,4 +1,4 @@
-// megatron_distopt and deepspeed_zero layouts (include/shardc/buffers.hpp,
+// megatron_distopt and deepspeed_zero layouts (src/planner/buffers.hpp,
 // "flat optimizer buffers", where every rule is cited): the flat param/grad
 // buffers ZeRO shards over a data-parallel group, and which param ranges each
 // DP rank's fp32 main-param / optimizer shard owns.
@@ -8,8 +8,8 @@
 #include <set>
 #include <tuple>
 
-#include "buffer_util.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffer_util.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc {
 namespace {
@@ -18,8 +18,6 @@ constexpr std::int64_t kMegatronParamAlign = 64;     // param_layout.py pad_para
 constexpr std::int64_t kMegatronBucketAlign = 128;   // param_layout.py bucket_end_divisor
 constexpr std::int64_t kHighBusbwAlign = 1LL << 16;  // pad_for_high_nccl_busbw
 constexpr std::int64_t kDeepSpeedAlignFactor = 2;    // stage_1_and_2.py nccl_start_alignment_factor
-
-std::int64_t round_up(std::int64_t v, std::int64_t m) { return m <= 1 ? v : (v + m - 1) / m * m; }
 
 bool expert_class(const PlannedParam& p) {
   return p.mesh == MeshKind::Expert || !p.stacked_from.empty();

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "buffer_util.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffer_util.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc {
 namespace {

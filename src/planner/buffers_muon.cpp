@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "buffer_util.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffer_util.hpp"
+#include "planner/buffers.hpp"
 
 namespace shardc {
 namespace {

@@ -1,6 +1,6 @@
-// check_plan: the plan's invariants (include/shardc/check_plan.hpp).
-#include "shardc/check_plan.hpp"
-#include "shardc/shard_order.hpp"
+// check_plan: the plan's invariants (src/planner/check_plan.hpp).
+#include "planner/check_plan.hpp"
+#include "core/shard_order.hpp"
 
 #include <algorithm>
 #include <string>
@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "planner/shard_classes.hpp"
-#include "shardc/assert.hpp"
+#include "core/shard_classes.hpp"
+#include "support/assert.hpp"
 
 namespace shardc {
 namespace {
@@ -27,8 +27,6 @@ std::string list_text(const std::vector<T>& s) {
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-
-std::string shape_text(const Shape& s) { return list_text(s); }
 
 // True when rows [at, at + len) lie inside one part of `parts` (the part
 // extents, concatenated in order).

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "passes.hpp"
-#include "shardc/fused.hpp"
-#include "shardc/limits.hpp"
+#include "core/fused.hpp"
+#include "planner/passes.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::passes {
 namespace {

@@ -8,9 +8,9 @@
 #include <unordered_set>
 #include <utility>
 
-#include "passes.hpp"
-#include "shardc/assert.hpp"
-#include "support/huge_pages.hpp"
+#include "planner/passes.hpp"
+#include "support/assert.hpp"
+#include "support/large_buffer.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -43,12 +43,6 @@ Captures without_expert(const Captures& caps) {
   for (const auto& c : caps)
     if (c.first != "E") out.push_back(c);
   return out;
-}
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
 }
 
 // Checks one group and reports E-EXPERTS problems; true when it can be stacked.
@@ -223,10 +217,7 @@ void add_prestacked(std::vector<PlannedParam>& out, const Param& p, Param* take,
 
 // The output is filled once, front to back: huge pages save most of its
 // page faults (a 45,000-param model's PlannedParams are 16 MB).
-void reserve_params(std::vector<PlannedParam>& out, std::size_t n) {
-  out.reserve(n);
-  advise_huge_pages(out.data(), out.capacity() * sizeof(PlannedParam));
-}
+void reserve_params(std::vector<PlannedParam>& out, std::size_t n) { reserve_large(out, n); }
 
 Param* taken(std::vector<Param>* owned, std::size_t i) {
   return owned != nullptr ? &(*owned)[i] : nullptr;

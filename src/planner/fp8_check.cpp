@@ -1,5 +1,5 @@
 // E-FP8-BLOCK: a block-quantized weight whose shard boundary cuts an FP8
-// block (include/shardc/fp8.hpp: a rank holding weight rows [a, e) must hold
+// block (src/planner/fp8.hpp: a rank holding weight rows [a, e) must hold
 // scale rows [a / b, ceil(e / b)), so every boundary must be a multiple of
 // the block b or the dim's end).
 //
@@ -23,8 +23,8 @@
 #include <set>
 #include <string>
 
-#include "passes.hpp"
-#include "shardc/fp8.hpp"
+#include "planner/fp8.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

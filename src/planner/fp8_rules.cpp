@@ -1,9 +1,9 @@
-// FP8 block arithmetic (include/shardc/fp8.hpp): scale names and shapes,
+// FP8 block arithmetic (src/planner/fp8.hpp): scale names and shapes,
 // block images of weight pieces, the scale's split for a weight split, and
 // the per-level alignment check the planner pass and E-FP8-BLOCK hints use.
 #include <algorithm>
 
-#include "shardc/fp8.hpp"
+#include "planner/fp8.hpp"
 
 namespace shardc::fp8 {
 namespace {
@@ -13,6 +13,24 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b !=
 // The real rows of an allocated piece `p` of a parent whose first `real` rows are real.
 Piece real_rows(Piece p, std::int64_t real) {
   return {p.start, std::clamp(real - p.start, std::int64_t{0}, p.size)};
+}
+
+// Whether splitting a weight dim of `length` rows (block `block`) by `weight_split`
+// keeps every real piece block-aligned with the scale piece of the same coordinate
+// (its dim of `scale_length` rows split by `scale_split`) its block image.
+// Cost O(pieces with real rows).
+bool split_aligned(std::int64_t length, std::int64_t scale_length, std::int64_t block,
+                   const DimSplit& weight_split, const DimSplit& scale_split) {
+  for (std::int64_t k = 0; k < weight_split.ways; ++k) {
+    const Piece weight_piece = split_piece(length, k, weight_split);
+    const Piece scale_piece = split_piece(scale_length, k, scale_split);
+    const Piece weight_rows = real_rows(weight_piece, length);
+    const Piece scale_rows = real_rows(scale_piece, scale_length);
+    if (!judge_piece(weight_rows, length, scale_rows, block).ok) return false;
+    if (weight_piece.start >= length && scale_piece.start >= scale_length)
+      break;  // every later piece is empty
+  }
+  return true;
 }
 
 }  // namespace
@@ -89,29 +107,6 @@ PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std:
   return v;
 }
 
-SplitCut check_split(std::int64_t w_alloc, std::int64_t w_real, std::int64_t s_alloc,
-                     std::int64_t s_real, std::int64_t b, const DimSplit& ws, const DimSplit& ss,
-                     std::int64_t* bad, std::int64_t* budget) {
-  SplitCut first;
-  for (std::int64_t k = 0; k < ws.ways; ++k) {
-    if (budget != nullptr && (*budget)-- <= 0) {
-      first.skipped = true;
-      return first;
-    }
-    const Piece wp = split_piece(w_alloc, k, ws);
-    const Piece sp = split_piece(s_alloc, k, ss);
-    const Piece wr = real_rows(wp, w_real);
-    const Piece sr = real_rows(sp, s_real);
-    const PieceVerdict v = judge_piece(wr, w_real, sr, b);
-    if (!v.ok) {
-      if (bad != nullptr) ++*bad;
-      if (first.piece < 0) first = {k, v.boundary, wr, sr, v.mismatch, false};
-    }
-    if (wp.start >= w_real && sp.start >= s_real) break;  // every later piece is empty
-  }
-  return first;
-}
-
 std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t b, const DimSplit& ws,
                                      std::int64_t max_ways, std::size_t max_listed) {
   std::vector<std::int64_t> out;
@@ -120,7 +115,7 @@ std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t b, const 
     DimSplit w = ws;
     w.ways = n;
     const DimSplit s = scale_split(w, b);
-    if (check_split(length, length, scale_len, scale_len, b, w, s).piece < 0) out.push_back(n);
+    if (split_aligned(length, scale_len, b, w, s)) out.push_back(n);
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // FP8 block scales follow their weights (`fp8_scales: follow`; the rule and
-// its sources are in include/shardc/fp8.hpp and docs/semantics.md "FP8
+// its sources are in src/planner/fp8.hpp and docs/semantics.md "FP8
 // block-quantized checkpoints").
 //
 // Block-quantized checkpoints (DeepSeek-V3, Kimi-K2, Qwen3-FP8; config.json
@@ -31,17 +31,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "passes.hpp"
-#include "shardc/fp8.hpp"
+#include "planner/fp8.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 std::string block_text(const Model& model) {
   return shape_text(

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

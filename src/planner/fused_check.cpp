@@ -13,21 +13,14 @@
 
 #include <unordered_map>
 
-#include "passes.hpp"
-#include "shardc/fused.hpp"
+#include "core/fused.hpp"
+#include "planner/chain_pieces.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {
 
 constexpr std::int64_t kMaxPieces = 4096;  // bound on the pieces looked at per param
-
-// The rule splits (FSDP excluded) of dim `d`.
-std::vector<DimSplit> rule_chain(const PlannedParam& p, int d) {
-  std::vector<DimSplit> out;
-  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(d)])
-    if (!s.fsdp && s.ways > 1) out.push_back(s);
-  return out;
-}
 
 // One piece of the fused dim: the rank holding it (other axes at 0) and its rows.
 struct FusedPiece {
@@ -40,32 +33,16 @@ struct FusedPiece {
 // the flattened chain axes.
 std::vector<FusedPiece> pieces_of(std::int64_t length, const std::vector<DimSplit>& chain,
                                   const Mesh& mesh) {
-  std::vector<int> axes;
-  std::vector<std::int64_t> sizes;
-  std::int64_t total = 1;
-  for (const DimSplit& s : chain)
-    for (std::size_t i = 0; i < s.axes.size(); ++i) {
-      axes.push_back(s.axes[i]);
-      sizes.push_back(s.axis_sizes[i]);
-      total *= s.axis_sizes[i];
-      if (total > kMaxPieces) return {};
-    }
   std::vector<std::int64_t> stride(mesh.axes.size(), 1);
   for (std::size_t a = mesh.axes.size(); a-- > 1;) stride[a - 1] = stride[a] * mesh.axes[a].size;
   std::vector<FusedPiece> out;
-  std::vector<std::int64_t> coords(mesh.axes.size(), 0);
-  for (std::int64_t k = 0; k < total; ++k) {
-    std::int64_t rem = k;
-    for (std::size_t i = axes.size(); i-- > 0;) {
-      coords[static_cast<std::size_t>(axes[i])] = rem % sizes[i];
-      rem /= sizes[i];
-    }
+  const bool bounded = for_each_piece(chain, mesh.axes.size(), kMaxPieces, [&](auto coords) {
     const DimPiece piece = apply_chain(length, chain, coords);
     std::int64_t rank = 0;
     for (std::size_t a = 0; a < coords.size(); ++a) rank += coords[a] * stride[a];
     out.push_back({rank, piece.start, piece.real});
-  }
-  return out;
+  });
+  return bounded ? out : std::vector<FusedPiece>{};
 }
 
 std::string part_list(const FusedLayout& f) {
@@ -280,9 +257,10 @@ void check_fused(std::vector<PlannedParam>& params, const Plan& plan, const Mode
       declared = packed_layout(*packed, p.global_shape, &why, &hint);
       if (!declared) continue;  // E-PACKED already
     }
-    const std::vector<DimSplit> chain = rule_chain(p, f.dim);
+    const std::vector<DimSplit> chain = rule_splits(p, static_cast<std::size_t>(f.dim));
     if (declared) {
-      const bool split = !chain.empty() || !rule_chain(p, declared->dim).empty();
+      const bool split =
+          !chain.empty() || !rule_splits(p, static_cast<std::size_t>(declared->dim)).empty();
       if (split) check_declared(p, f, *declared, *packed, rep);
       continue;
     }

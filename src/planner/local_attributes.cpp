@@ -1,16 +1,16 @@
 // The local attributes a runtime sets on a sharded module (contract §6.7,
-// include/shardc/local_attributes.hpp): the pass that finds which params
+// src/planner/local_attributes.hpp): the pass that finds which params
 // carry them (find_local_attributes) and their values at one rank
 // (local_attributes_at). Pure, no I/O.
-#include "shardc/local_attributes.hpp"
+#include "planner/local_attributes.hpp"
 
 #include <algorithm>
 #include <map>
 #include <string_view>
 
-#include "passes.hpp"
-#include "shardc/assert.hpp"
-#include "shardc/fused.hpp"
+#include "core/fused.hpp"
+#include "planner/passes.hpp"
+#include "support/assert.hpp"
 
 namespace shardc {
 namespace {

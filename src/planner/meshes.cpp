@@ -5,8 +5,8 @@
 #include <set>
 #include <string>
 
-#include "passes.hpp"
-#include "shardc/limits.hpp"
+#include "planner/passes.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::passes {
 namespace {

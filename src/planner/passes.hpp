@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "shardc/diagnostics.hpp"
-#include "shardc/model.hpp"
-#include "shardc/plan.hpp"
-#include "shardc/recipe.hpp"
+#include "core/diagnostics.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/recipe.hpp"
 
 namespace shardc::passes {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <string>
 
-#include "shardc/fused.hpp"
+#include "core/fused.hpp"
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

@@ -1,8 +1,8 @@
 // build_plan: runs the passes in order (see passes.hpp).
-#include "shardc/planner.hpp"
+#include "planner/planner.hpp"
 
-#include "passes.hpp"
-#include "shardc/check_plan.hpp"
+#include "planner/check_plan.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc {
 namespace {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

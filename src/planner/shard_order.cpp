@@ -8,151 +8,19 @@
 // labels the axes; labels that are no shard order are E-PLACEMENT.
 // `check_shard_order` (after apply_fsdp) warns W-STRIDED where DTensor's reading
 // of the labels gives other rows than the order's nested chunks (uneven
-// extents). The arithmetic of include/shardc/shard_order.hpp.
-#include "shardc/shard_order.hpp"
+// extents). The arithmetic is src/core/shard_order.hpp.
+#include "core/shard_order.hpp"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 
-#include "passes.hpp"
-#include "shard_classes.hpp"
-#include "shardc/limits.hpp"
+#include "core/shard_classes.hpp"
+#include "planner/passes.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
-namespace {
-
-// Rows [from, from + len) of the logical sequence `seq` (runs in order).
-std::vector<RowRun> take(const std::vector<RowRun>& seq, std::int64_t from, std::int64_t len) {
-  std::vector<RowRun> out;
-  for (const RowRun& run : seq) {
-    if (len <= 0) break;
-    if (from >= run.size) {
-      from -= run.size;
-      continue;
-    }
-    const std::int64_t n = std::min(run.size - from, len);
-    out.push_back({run.start + from, n});
-    len -= n;
-    from = 0;
-  }
-  return out;
-}
-
-std::int64_t total_rows(const std::vector<RowRun>& seq) {
-  std::int64_t total = 0;
-  for (const RowRun& run : seq) total += run.size;
-  return total;
-}
-
-}  // namespace
-
-std::int64_t written_split_factor(const Placement& p) {
-  const std::string_view text = p.text;
-  if (p.kind != Placement::Kind::Shard || !text.starts_with("_StridedShard")) return 1;
-  std::size_t at = text.find("sf");
-  const std::size_t long_key = text.find("split_factor");
-  if (long_key != std::string_view::npos) at = long_key;
-  at = text.find('=', at == std::string_view::npos ? 0 : at);
-  if (at == std::string_view::npos) return 1;
-  std::int64_t factor = 0;
-  for (std::size_t i = at + 1; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == ' ' || c == '\t') continue;
-    if (c < '0' || c > '9') break;
-    factor = factor * 10 + (c - '0');
-    if (factor > (std::int64_t{1} << 31)) return 1;  // the front end bounds it
-  }
-  return factor >= 1 ? factor : 1;
-}
-
-bool out_of_mesh_order(const ParamGeometry& g, std::size_t dim) {
-  int last = -1;
-  for (const DimSplit& s : g.per_dim[dim]) {
-    if (s.fsdp) continue;
-    for (int a : s.axes) {
-      if (a < last) return true;
-      last = a;
-    }
-  }
-  return false;
-}
-
-Piece nested_piece(std::int64_t length, std::span<const std::int64_t> ways,
-                   std::span<const std::int64_t> coords) {
-  SHARDC_ASSERT(ways.size() == coords.size(), "one coordinate per split");
-  Piece piece{0, length};
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    const Piece p = split_piece(piece.size, ways[i], coords[i], SplitRule::Chunk);
-    piece = {piece.start + p.start, p.size};
-  }
-  return piece;
-}
-
-std::vector<std::int64_t> strided_split_factors(std::span<const int> order,
-                                                std::span<const std::int64_t> sizes) {
-  std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    std::int64_t sf = 1;
-    for (std::size_t j = 0; j < i; ++j)
-      if (order[j] > order[i]) sf *= sizes[static_cast<std::size_t>(order[j])];
-    out.push_back(sf);
-  }
-  return out;
-}
-
-std::optional<std::vector<int>> decode_split_factors(std::span<const int> mesh_dims,
-                                                     std::span<const std::int64_t> split_factors,
-                                                     std::span<const std::int64_t> sizes) {
-  SHARDC_ASSERT(mesh_dims.size() == split_factors.size(), "one split factor per mesh dim");
-  std::vector<int> order;
-  for (std::size_t k = mesh_dims.size(); k-- > 0;) {
-    std::int64_t accumulated = 1;
-    bool placed = false;
-    for (std::size_t i = 0; i <= order.size(); ++i) {
-      if (accumulated == split_factors[k]) {
-        order.insert(order.begin() + static_cast<std::ptrdiff_t>(i), mesh_dims[k]);
-        placed = true;
-        break;
-      }
-      if (i < order.size()) accumulated *= sizes[static_cast<std::size_t>(order[i])];
-    }
-    if (!placed) return std::nullopt;
-  }
-  return order;
-}
-
-std::vector<RowRun> dtensor_rows(std::int64_t length, std::span<const MeshDimSplit> splits) {
-  std::vector<RowRun> seq{{0, length}};
-  for (const MeshDimSplit& s : splits) {
-    const std::int64_t total = total_rows(seq);
-    if (s.split_factor <= 1) {
-      const Piece p = split_piece(total, s.size, s.coord, SplitRule::Chunk);
-      seq = take(seq, p.start, p.size);
-      continue;
-    }
-    std::vector<RowRun> next;
-    for (std::int64_t j = 0; j < s.split_factor; ++j) {
-      const Piece outer = split_piece(total, s.split_factor, j, SplitRule::Chunk);
-      const Piece inner = split_piece(outer.size, s.size, s.coord, SplitRule::Chunk);
-      for (const RowRun& run : take(seq, outer.start + inner.start, inner.size))
-        next.push_back(run);
-    }
-    seq = std::move(next);
-  }
-  std::vector<RowRun> merged;
-  for (const RowRun& run : seq) {
-    if (run.size == 0) continue;
-    if (!merged.empty() && merged.back().start + merged.back().size == run.start) {
-      merged.back().size += run.size;
-    } else {
-      merged.push_back(run);
-    }
-  }
-  return merged;
-}
-
 namespace passes {
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

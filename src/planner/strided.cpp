@@ -14,9 +14,9 @@
 #include <string>
 #include <tuple>
 
-#include "passes.hpp"
-#include "shard_classes.hpp"
-#include "shardc/shard_order.hpp"
+#include "core/shard_classes.hpp"
+#include "core/shard_order.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

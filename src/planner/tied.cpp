@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {
@@ -57,12 +57,6 @@ std::string placements_text(const PlannedParam& p) {
 std::string rule_text(const PlannedParam& p, const Recipe& recipe) {
   return rule_label(recipe, p.rule.kind == RuleRef::Kind::Experts, p.rule.index) + " (" +
          p.rule.match + ")";
-}
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
 }
 
 // Every way the two ends differ ("; "-joined), or empty.

@@ -1,11 +1,11 @@
 // The training shape against the plan, and the activation model's inputs
-// (passes.hpp resolve_training; include/shardc/activations.hpp).
+// (passes.hpp resolve_training; src/core/activations.hpp).
 #include <algorithm>
 #include <set>
 #include <string>
 #include <string_view>
 
-#include "passes.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

@@ -1,5 +1,5 @@
 // Optimizer-state sharding (`training.zero`, `distributed_optimizer`,
-// `zero_optimization.stage`; include/shardc/recipe.hpp ZeroSpec): resolves
+// `zero_optimization.stage`; src/core/recipe.hpp ZeroSpec): resolves
 // the data-parallel groups the fp32 master weights and optimizer state (and
 // under ZeRO-2 the grads) are sharded over.
 //
@@ -19,8 +19,8 @@
 // stages 1 and 2 beside `fsdp` are refused (FSDP already shards all three).
 #include <string>
 
-#include "passes.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffers.hpp"
+#include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "shardc/shape.hpp"
+#include "support/shape.hpp"
 
 namespace shardc::report {
 

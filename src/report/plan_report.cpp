@@ -1,4 +1,4 @@
-// The page of one plan (include/shardc/report.hpp): summary, memory by stage and kind, the
+// The page of one plan (src/report/report.hpp): summary, memory by stage and kind, the
 // meshes as grids, the selected rank's memory, params and buffers, the largest params, the
 // diagnostics with their source lines.
 #include <algorithm>
@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "report/html.hpp"
-#include "shardc/dtype.hpp"
-#include "shardc/report.hpp"
+#include "report/report.hpp"
+#include "support/dtype.hpp"
 
 namespace shardc {
 namespace {
@@ -35,7 +35,7 @@ std::string mesh_text(const Mesh& mesh) {
 }
 
 // The bar segments of one rank's memory: the four state kinds, then the rest of the total
-// (all-gather buffers, activations: the max(...) term of the total, include/shardc/memory.hpp).
+// (all-gather buffers, activations: the max(...) term of the total, src/memory/memory.hpp).
 std::array<std::int64_t, 5> bar_segments(const RankMemory& rm) {
   std::array<std::int64_t, 5> seg{};
   std::int64_t state = 0;

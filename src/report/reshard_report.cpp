@@ -1,10 +1,10 @@
-// The page of a reshard (include/shardc/report.hpp): the planner's totals, per-rank
+// The page of a reshard (src/report/report.hpp): the planner's totals, per-rank
 // statistics and a heatmap of bytes moved between source and destination rank groups.
 #include <algorithm>
 #include <cmath>
 
 #include "report/html.hpp"
-#include "shardc/report.hpp"
+#include "report/report.hpp"
 
 namespace shardc {
 namespace {

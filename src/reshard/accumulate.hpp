@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "shardc/rank_set.hpp"
+#include "support/rank_set.hpp"
 
 namespace shardc::reshard {
 

@@ -14,7 +14,7 @@
 #include <map>
 #include <vector>
 
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 namespace shardc::reshard {
 

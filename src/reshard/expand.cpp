@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 namespace shardc::reshard {
 namespace {

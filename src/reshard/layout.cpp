@@ -2,8 +2,8 @@
 // shard-class boxes with replica rank sets.
 #include <unordered_map>
 
-#include "shardc/limits.hpp"
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::reshard {
 namespace {
@@ -70,12 +70,6 @@ LayoutParam param_head(const P& pp) {
   p.vocab_rows = pp.vocab_rows;
   p.vocab_multiple = pp.vocab_multiple;
   return p;
-}
-
-std::string shape_text(const Shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 // Whether a shard's box [offset, offset + local) lies inside the global shape (same ranks

@@ -7,16 +7,10 @@
 
 #include "reshard/accumulate.hpp"
 #include "reshard/box_index.hpp"
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 namespace shardc::reshard {
 namespace {
-
-std::string shape_text(const Shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 struct Accumulators {
   RankAccumulator dest;

@@ -2,7 +2,7 @@
 // theorem) and the source choice (same rank, same node, lowest rank).
 #include <numeric>
 
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 namespace shardc::reshard {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "search/model_stats.hpp"
-#include "shardc/search.hpp"
+#include "search/search.hpp"
 
 namespace shardc::search {
 

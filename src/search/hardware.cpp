@@ -1,4 +1,4 @@
-// Hardware presets for `shardc search --hardware` (include/shardc/search.hpp).
+// Hardware presets for `shardc search --hardware` (src/search/search.hpp).
 //
 // Figures are the vendors' published datasheet numbers: dense (non-sparse)
 // BF16 tensor FLOP/s, HBM size and bandwidth, the intra-node link per GPU
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "shardc/search.hpp"
+#include "search/search.hpp"
 
 namespace shardc {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 #include <string_view>
 
-#include "shardc/dtype.hpp"
+#include "support/dtype.hpp"
 
 namespace shardc::search {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "shardc/activations.hpp"
-#include "shardc/model.hpp"
+#include "core/activations.hpp"
+#include "core/model.hpp"
 
 namespace shardc::search {
 

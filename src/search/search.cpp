@@ -1,18 +1,18 @@
 // `shardc search`: enumeration, screen, memory estimate, and the exact check
-// through the front end, planner and memory model (include/shardc/search.hpp).
+// through the front end, planner and memory model (src/search/search.hpp).
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
 #include <sstream>
 
+#include "core/activations.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 #include "search/cost.hpp"
 #include "search/model_stats.hpp"
-#include "shardc/activations.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/search.hpp"
+#include "search/search.hpp"
 
 namespace shardc {
 
@@ -158,7 +158,7 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
 
 // Phase 1's memory estimate of the peak rank (bytes): the state of the
 // largest stage share, one FSDP unit gathered twice, and the activation
-// model's stage 0 and last stage (include/shardc/activations.hpp).
+// model's stage 0 and last stage (src/core/activations.hpp).
 double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l) {
   const double pp = static_cast<double>(l.pp);
   const double tp = static_cast<double>(l.tp);

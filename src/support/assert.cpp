@@ -1,5 +1,5 @@
-// assertion_failed: the out-of-line half of SHARDC_ASSERT (include/shardc/assert.hpp).
-#include "shardc/assert.hpp"
+// assertion_failed: the out-of-line half of SHARDC_ASSERT (src/support/assert.hpp).
+#include "support/assert.hpp"
 
 #include <string>
 

@@ -1,10 +1,10 @@
 // Byte sizes with units (`--budget 80GiB`, recipe `training.budget`).
-#include "shardc/byte_size.hpp"
+#include "support/byte_size.hpp"
 
 #include <array>
 #include <cctype>
 
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 namespace shardc {
 namespace {

@@ -1,5 +1,5 @@
 // Element types: torch names, accepted aliases, sizes (contract §3).
-#include "shardc/dtype.hpp"
+#include "support/dtype.hpp"
 
 #include <array>
 #include <cctype>

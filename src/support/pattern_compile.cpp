@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "shardc/limits.hpp"
-#include "shardc/pattern.hpp"
+#include "support/limits.hpp"
+#include "support/pattern.hpp"
 #include "support/pattern_glob.hpp"
 
 namespace shardc {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "shardc/pattern.hpp"
+#include "support/pattern.hpp"
 #include "support/pattern_glob.hpp"
 
 namespace shardc {

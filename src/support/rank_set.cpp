@@ -1,7 +1,7 @@
-// RankSet: compact rank sets (`0-7,16,3-99:8`), see include/shardc/rank_set.hpp.
-#include "shardc/rank_set.hpp"
+// RankSet: compact rank sets (`0-7,16,3-99:8`), see src/support/rank_set.hpp.
+#include "support/rank_set.hpp"
 
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "shardc/sha256.hpp"
+#include "support/sha256.hpp"
 
 namespace shardc {
 

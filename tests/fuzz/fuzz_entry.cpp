@@ -12,16 +12,16 @@
 
 #include "../unit/driver/fake_file_system.hpp"
 #include "../unit/frontend/model_compare.hpp"
+#include "backend/backend.hpp"
 #include "frontend/doc.hpp"
+#include "frontend/frontend.hpp"
 #include "frontend/model_internal.hpp"
-#include "shardc/backend.hpp"
-#include "shardc/byte_size.hpp"
+#include "import/import.hpp"
+#include "outputs/readback.hpp"
+#include "planner/planner.hpp"
 #include "shardc/driver.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/import.hpp"
-#include "shardc/limits.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/readback.hpp"
+#include "support/byte_size.hpp"
+#include "support/limits.hpp"
 
 namespace shardc::fuzz {
 namespace {

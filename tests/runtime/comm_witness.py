@@ -5,7 +5,7 @@ The Hugging Face LlamaForCausalLM of test_hf.py, laid out by the plan (TP 2 with
 runs one training step's forward + backward while a TorchDispatchMode sees every c10d and
 functional collective (FSDP2 calls c10d all_gather_into_tensor / reduce_scatter_tensor,
 DTensor's redistribute the functional all_reduce) and counts the bytes this rank SENDS
-under the ring algorithm, as include/shardc/comm.hpp defines them: all-gather (n-1) x its
+under the ring algorithm, as src/comm/comm.hpp defines them: all-gather (n-1) x its
 input, reduce-scatter and all-to-all (n-1)/n x the input, all-reduce 2 (n-1)/n x the
 tensor. Each rank prints one `COMM {json}` line: bytes by (group size, collective).
 """

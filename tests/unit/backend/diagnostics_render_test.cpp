@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardc/backend.hpp"
+#include "backend/backend.hpp"
 
 using namespace shardc;
 

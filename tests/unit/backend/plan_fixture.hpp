@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shardc/plan.hpp"
+#include "core/plan.hpp"
 
 namespace shardc::test {
 

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.hpp"
 #include "plan_fixture.hpp"
-#include "shardc/backend.hpp"
 
 using namespace shardc;
 using nlohmann::json;

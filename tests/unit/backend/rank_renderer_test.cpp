@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "../planner/fixtures.hpp"
-#include "shardc/backend.hpp"
+#include "backend/backend.hpp"
 
 using namespace shardc;
 using namespace shardc::test;

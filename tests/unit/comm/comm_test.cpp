@@ -1,4 +1,4 @@
-// Communication per step per rank (include/shardc/comm.hpp, src/comm): the ring
+// Communication per step per rank (src/comm/comm.hpp, src/comm): the ring
 // counts, per-term pins with the arithmetic written out for a dense, a GQA, an MoE
 // (EP) and an MLA (CP) model, the monotonic properties, and the Plan adapter on the
 // shipped plans (groups, node crossing, bytes from the shard classes).
@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardc/comm.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
+#include "comm/comm.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver_fixture.hpp"
-#include "shardc/frontend.hpp"
+#include "frontend/frontend.hpp"
 
 using namespace shardc;
 

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "driver/verify.hpp"
 #include "driver_fixture.hpp"
+#include "verify/engine.hpp"
 
 using namespace shardc;
 using nlohmann::json;
@@ -204,7 +204,7 @@ TEST_CASE_FIXTURE(VerifyFixture, "a plan.json shard that disagrees with the rank
 }
 
 TEST_CASE("box arithmetic agrees with element simulation on small muon stages") {
-  using namespace driver::verify;
+  using namespace verify;
   const Shape global{5, 3};
   // Two members splitting dim 0 as 3 + 2, and the same pieces in the wrong order.
   readback::MuonStageParam e;
@@ -229,7 +229,7 @@ TEST_CASE("box arithmetic agrees with element simulation on small muon stages") 
 }
 
 TEST_CASE("fsdp2 unpack drops the padding of an empty last shard") {
-  using namespace driver::verify;
+  using namespace verify;
   const Shape global{3, 2};
   readback::Fsdp2Param e;
   e.shard_dim = 0;
@@ -245,7 +245,7 @@ TEST_CASE("fsdp2 unpack drops the padding of an empty last shard") {
   const auto b = fsdp2_unpack_boxes(global, m, 3, why);
   REQUIRE(b);
   CHECK(*a == *b);
-  m[1].box.origin = {2, 0};  // two shards claim row 2
+  m[1].box.offset = {2, 0};  // two shards claim row 2
   CHECK_FALSE(fsdp2_unpack_elements(global, m, 0, why));
   CHECK_FALSE(fsdp2_unpack_boxes(global, m, 0, why));
 }

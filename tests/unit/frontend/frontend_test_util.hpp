@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "shardc/frontend.hpp"
+#include "frontend/frontend.hpp"
 
 namespace shardc::test {
 

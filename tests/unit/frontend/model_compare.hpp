@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "shardc/diagnostics.hpp"
-#include "shardc/model.hpp"
+#include "core/diagnostics.hpp"
+#include "core/model.hpp"
 
 namespace shardc::test {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "frontend/doc.hpp"
 #include "frontend/model_internal.hpp"
 #include "model_compare.hpp"
-#include "shardc/backend.hpp"
 
 namespace fs = std::filesystem;
 

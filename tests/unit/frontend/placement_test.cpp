@@ -1,7 +1,7 @@
 // Tests for src/frontend/placement.cpp (contract §4 "Placements").
 #include <doctest/doctest.h>
 
-#include "shardc/recipe.hpp"
+#include "frontend/frontend.hpp"
 
 using shardc::parse_placement;
 using shardc::Placement;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "../driver/fake_file_system.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/fused.hpp"
-#include "shardc/import.hpp"
+#include "core/fused.hpp"
+#include "frontend/frontend.hpp"
+#include "import/import.hpp"
 
 namespace {
 

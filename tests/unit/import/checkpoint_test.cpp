@@ -5,8 +5,8 @@
 #include <string>
 
 #include "../driver/fake_file_system.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/import.hpp"
+#include "frontend/frontend.hpp"
+#include "import/import.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "../driver/fake_file_system.hpp"
-#include "shardc/import.hpp"
+#include "import/import.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "shardc/frontend.hpp"
-#include "shardc/import.hpp"
+#include "frontend/frontend.hpp"
+#include "import/import.hpp"
 
 namespace {
 

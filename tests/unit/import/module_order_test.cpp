@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "shardc/import.hpp"
+#include "import/import.hpp"
 
 namespace {
 

@@ -3,10 +3,10 @@
 // per-param rules, padding, and the budget check.
 #include <doctest/doctest.h>
 
-#include "shardc/byte_size.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
+#include "support/byte_size.hpp"
 
 #include "../source_text.hpp"
 

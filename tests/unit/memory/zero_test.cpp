@@ -5,9 +5,9 @@
 // every E-ZERO refusal.
 #include <doctest/doctest.h>
 
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 
 #include "../source_text.hpp"
 

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "fixtures.hpp"
-#include "shardc/buffers.hpp"
+#include "planner/buffers.hpp"
 
 using namespace shardc;
 using namespace shardc::test;

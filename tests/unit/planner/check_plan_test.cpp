@@ -5,8 +5,8 @@
 #include <string>
 
 #include "fixtures.hpp"
-#include "shardc/assert.hpp"
-#include "shardc/check_plan.hpp"
+#include "planner/check_plan.hpp"
+#include "support/assert.hpp"
 
 using namespace shardc;
 using namespace shardc::test;

@@ -10,9 +10,9 @@
 #include <map>
 #include <sstream>
 
-#include "planner/shard_classes.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/planner.hpp"
+#include "core/shard_classes.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

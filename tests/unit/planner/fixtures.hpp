@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "shardc/model.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/recipe.hpp"
+#include "core/model.hpp"
+#include "core/recipe.hpp"
+#include "planner/planner.hpp"
 
 namespace shardc::test {
 

@@ -7,11 +7,11 @@
 // vocabulary between TP 8 and TP 4 (refused with the row mapping).
 #include <doctest/doctest.h>
 
-#include "shardc/buffers.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/reshard.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/buffers.hpp"
+#include "planner/planner.hpp"
+#include "reshard/reshard.hpp"
 
 #include "../source_text.hpp"
 

@@ -1,10 +1,10 @@
 // FP8 block scales follow their weights (src/planner/fp8_scales.cpp,
-// fp8_check.cpp, fp8_rules.cpp; include/shardc/fp8.hpp). Pins computed by
+// fp8_check.cpp, fp8_rules.cpp; src/planner/fp8.hpp). Pins computed by
 // hand: a rank holding weight rows [a, e) holds scale rows [a/B, ceil(e/B)).
 #include <doctest/doctest.h>
 
 #include "fixtures.hpp"
-#include "shardc/fp8.hpp"
+#include "planner/fp8.hpp"
 
 using namespace shardc;
 using namespace shardc::test;

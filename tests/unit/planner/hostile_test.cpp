@@ -6,7 +6,7 @@
 #include <string>
 
 #include "../frontend/frontend_test_util.hpp"
-#include "shardc/planner.hpp"
+#include "planner/planner.hpp"
 
 using shardc::test::model_from;
 using shardc::test::recipe_from;

@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "shardc/backend.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/local_attributes.hpp"
-#include "shardc/planner.hpp"
+#include "backend/backend.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/local_attributes.hpp"
+#include "planner/planner.hpp"
 
 using namespace shardc;
 

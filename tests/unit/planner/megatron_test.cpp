@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "shardc/frontend.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/planner.hpp"
 
 #include "../source_text.hpp"
 

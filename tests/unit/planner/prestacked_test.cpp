@@ -2,8 +2,8 @@
 // 4, issue 29 item 5; docs/experts.md), on the inputs of tests/reports and tests/bad.
 #include <doctest/doctest.h>
 
-#include "shardc/frontend.hpp"
-#include "shardc/planner.hpp"
+#include "frontend/frontend.hpp"
+#include "planner/planner.hpp"
 
 #include "../source_text.hpp"
 

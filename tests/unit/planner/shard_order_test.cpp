@@ -1,8 +1,8 @@
-// Explicit shard orders (src/planner/shard_order.cpp, include/shardc/shard_order.hpp,
+// Explicit shard orders (src/planner/shard_order.cpp, src/core/shard_order.hpp,
 // docs/shard-order.md): the nested-chunk arithmetic, DTensor's split factors and their
 // inverse, DTensor's reading of the labels, and a property: for random small meshes and
 // orders, every dim's pieces tile it exactly once.
-#include "shardc/shard_order.hpp"
+#include "core/shard_order.hpp"
 
 #include <doctest/doctest.h>
 

@@ -7,11 +7,11 @@
 #include <regex>
 #include <sstream>
 
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 #include "report/html.hpp"
-#include "shardc/frontend.hpp"
-#include "shardc/memory.hpp"
-#include "shardc/planner.hpp"
-#include "shardc/report.hpp"
+#include "report/report.hpp"
 
 using namespace shardc;
 

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "reshard/box_index.hpp"
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 using namespace shardc;
 using namespace shardc::reshard;

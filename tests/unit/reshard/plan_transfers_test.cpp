@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 using namespace shardc;
 using namespace shardc::reshard;

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "reshard/accumulate.hpp"
-#include "shardc/reshard.hpp"
+#include "reshard/reshard.hpp"
 
 using namespace shardc;
 using namespace shardc::reshard;

@@ -1,10 +1,10 @@
-// Tests for include/shardc/assert.hpp: SHARDC_ASSERT is on in every build
+// Tests for src/support/assert.hpp: SHARDC_ASSERT is on in every build
 // type and names the file, line, condition and message.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "shardc/assert.hpp"
+#include "support/assert.hpp"
 
 TEST_CASE("SHARDC_ASSERT passes silently and throws InternalError with file:line on failure") {
   CHECK_NOTHROW(SHARDC_ASSERT(1 + 1 == 2, "arithmetic"));

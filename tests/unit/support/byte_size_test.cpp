@@ -2,8 +2,8 @@
 // (hostile/byte_size_overflow: `18446744073709551620` read as 4 B, `...716GiB` as 100 GiB).
 #include <doctest/doctest.h>
 
-#include "shardc/byte_size.hpp"
-#include "shardc/limits.hpp"
+#include "support/byte_size.hpp"
+#include "support/limits.hpp"
 
 using shardc::parse_byte_size;
 

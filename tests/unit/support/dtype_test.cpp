@@ -1,7 +1,7 @@
 // Tests for src/support/dtype.cpp (contract §3 dtypes).
 #include <doctest/doctest.h>
 
-#include "shardc/dtype.hpp"
+#include "support/dtype.hpp"
 
 using shardc::DType;
 

@@ -1,9 +1,9 @@
 // fqn_problem (the name rule of every reader) and checked_numel (shapes from untrusted files).
 #include <doctest/doctest.h>
 
-#include "shardc/limits.hpp"
-#include "shardc/shape.hpp"
 #include "support/fqn.hpp"
+#include "support/limits.hpp"
+#include "support/shape.hpp"
 
 using shardc::fqn_problem;
 

@@ -1,4 +1,4 @@
-// Tests for include/shardc/limits.hpp: docs/limits.md states each limit with
+// Tests for src/support/limits.hpp: docs/limits.md states each limit with
 // the header's value (rendered here from the value itself, so a changed
 // constant fails until the page says the same).
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "shardc/limits.hpp"
+#include "support/limits.hpp"
 
 namespace {
 
@@ -53,9 +53,9 @@ std::uint64_t u(T v) {
   return static_cast<std::uint64_t>(v);
 }
 
-// Every `inline constexpr ... kName` of include/shardc/limits.hpp.
+// Every `inline constexpr ... kName` of src/support/limits.hpp.
 std::vector<std::string> header_constants() {
-  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/include/shardc/limits.hpp");
+  std::ifstream in(std::string(SHARDC_SOURCE_DIR) + "/src/support/limits.hpp");
   std::vector<std::string> names;
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("inline constexpr", 0) != 0) continue;
@@ -69,7 +69,7 @@ std::vector<std::string> header_constants() {
 
 }  // namespace
 
-TEST_CASE("every constant of include/shardc/limits.hpp has a docs/limits.md row") {
+TEST_CASE("every constant of src/support/limits.hpp has a docs/limits.md row") {
   const std::string table = limits_table();
   const std::vector<std::string> names = header_constants();
   CHECK(names.size() >= 20);
@@ -79,7 +79,7 @@ TEST_CASE("every constant of include/shardc/limits.hpp has a docs/limits.md row"
   }
 }
 
-TEST_CASE("docs/limits.md states the values of include/shardc/limits.hpp") {
+TEST_CASE("docs/limits.md states the values of src/support/limits.hpp") {
   namespace L = shardc::limits;
   const std::string table = limits_table();
   auto says = [&](const std::string& constant, const std::string& text) {

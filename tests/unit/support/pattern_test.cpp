@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "shardc/pattern.hpp"
+#include "support/pattern.hpp"
 
 using shardc::Captures;
 using shardc::Pattern;

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "shardc/rank_set.hpp"
+#include "support/rank_set.hpp"
 
 using namespace shardc;
 

@@ -1,5 +1,5 @@
 """Flat optimizer buffers by a plan's `megatron_distopt` / `deepspeed_zero`
-layout (include/shardc/buffers.hpp, docs/megatron.md), pure numpy.
+layout (src/planner/buffers.hpp, docs/megatron.md), pure numpy.
 
 A rank's buffer holds its rank-local tensors flattened at each piece's `start`
 (padding zero); bucket j of `numel` elements is cut into len(ranks) equal

@@ -406,7 +406,7 @@ class FlatPiece:
 @dataclass(frozen=True)
 class FlatBuffer:
     """A flat optimizer buffer of one rank (megatron_distopt / deepspeed_zero,
-    include/shardc/buffers.hpp): `ranks` is the DP group by ZeRO index, rank
+    src/planner/buffers.hpp): `ranks` is the DP group by ZeRO index, rank
     `index` owns shard `index` of every bucket; `owned` lists (piece index,
     param_offset, numel, buffer_start), ELEMENTS of `param_dtype`."""
 
@@ -624,7 +624,7 @@ _LABEL = re.compile(r"Replicate\(\)|Shard\((\d+)\)|_StridedShard\((\d+), sf=[1-9
 
 def _check_placements(plan: Mapping[str, Any], p: Mapping[str, Any], where: str) -> None:
     """plan.json `placements` (what DTensor / FSDP2 are built from) against the param's
-    mesh and shards, as verify re-derives them (src/driver/verify_fields.cpp
+    mesh and shards, as verify re-derives them (src/verify/fields.cpp
     `check_placements`): one label per mesh axis; a Replicate() axis of size > 1 keeps
     the rank that differs from a shard's first rank only on that axis (same pipeline
     stage) in that shard; a dim no axis of size > 1 splits is whole in every non-empty
@@ -690,7 +690,7 @@ def _check_placements(plan: Mapping[str, Any], p: Mapping[str, Any], where: str)
 def check_plan_header(plan: Mapping[str, Any], manifest: Mapping[str, Any],
                       path: str) -> None:
     """The fields of plan.json a runtime builds from before any rank file, checked
-    as `shardc verify` checks them (src/driver/verify_fields.cpp): the meshes (the
+    as `shardc verify` checks them (src/verify/fields.cpp): the meshes (the
     DeviceMeshes), the pipeline axis, each param's mesh and stage, summary.num_params,
     and the inputs' digests against manifest.json's."""
     world = plan["world_size"]
@@ -869,7 +869,7 @@ def _manifest_entry(doc: Any, where: str) -> ManifestEntry:
 
 def read_manifest(doc: Any, where: str) -> tuple[int, dict[str, ManifestEntry]]:
     """(world_size, {relative path: entry}) of a manifest.json, checked as
-    verify checks it (src/backend/readback.cpp `read_manifest`)."""
+    verify checks it (src/outputs/readback.cpp `read_manifest`)."""
     if not isinstance(doc, dict) or doc.get("format") != "shardc.manifest/v1":
         raise PlanError(f"{where}: not a shardc.manifest/v1 file")
     world = _int(_get(doc, "world_size", where), f"{where}: world_size", 1, MAX_WORLD_SIZE)

@@ -1,0 +1,82 @@
+// DiagnosticSink: collects diagnostics with a storage cap (contract §5.7).
+#include "core/diagnostics.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace shardc {
+
+const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Note:
+      return "note";
+  }
+  return "error";
+}
+
+void DiagnosticSink::report(Diagnostic d) {
+  // Every diagnostic has a hint (docs/diagnostics.md): a pass that has no
+  // better advice points at the table that explains the code.
+  if (d.hint.empty()) {
+    d.hint = "see " + std::string(code_name(d.code)) + " in docs/diagnostics.md";
+  }
+  if (d.severity == Severity::Error) ++errors_;
+  if (d.severity == Severity::Warning) ++warnings_;
+  if (items_.size() < limit_) {
+    items_.push_back(std::move(d));
+    return;
+  }
+  ++dropped_;
+  auto remember = [&](std::vector<DiagCode>& codes) {
+    if (std::find(codes.begin(), codes.end(), d.code) == codes.end()) codes.push_back(d.code);
+  };
+  remember(dropped_codes_);
+  if (d.severity == Severity::Error) remember(dropped_error_codes_);
+}
+
+void DiagnosticSink::error(DiagCode code, SourceLoc loc, std::string message, std::string hint) {
+  Diagnostic d;
+  d.severity = Severity::Error;
+  d.code = code;
+  d.loc = std::move(loc);
+  d.message = std::move(message);
+  d.hint = std::move(hint);
+  report(std::move(d));
+}
+
+void DiagnosticSink::warning(DiagCode code, SourceLoc loc, std::string message, std::string hint) {
+  Diagnostic d;
+  d.severity = Severity::Warning;
+  d.code = code;
+  d.loc = std::move(loc);
+  d.message = std::move(message);
+  d.hint = std::move(hint);
+  report(std::move(d));
+}
+
+bool DiagnosticSink::has_code(DiagCode code) const {
+  auto same = [&](const Diagnostic& d) { return d.code == code; };
+  if (std::any_of(items_.begin(), items_.end(), same)) return true;
+  return std::find(dropped_codes_.begin(), dropped_codes_.end(), code) != dropped_codes_.end();
+}
+
+ExitCode DiagnosticSink::error_exit() const {
+  if (errors_ == 0) return ExitCode::Ok;
+  ExitCode worst = ExitCode::Invalid;
+  auto consider = [&](DiagCode code) {
+    const ExitCode e = diag_code_info(code).exit;
+    if (static_cast<int>(e) > static_cast<int>(worst)) worst = e;
+  };
+  for (const Diagnostic& d : items_) {
+    if (d.severity == Severity::Error) consider(d.code);
+  }
+  for (DiagCode code : dropped_error_codes_) consider(code);
+  return worst;
+}
+
+}  // namespace shardc

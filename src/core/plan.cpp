@@ -1,0 +1,64 @@
+// Plan helpers: labels, mesh kinds, stage membership.
+#include <string>
+
+#include "core/plan.hpp"
+#include "support/assert.hpp"
+
+namespace shardc {
+
+const char* mesh_kind_name(MeshKind k) { return k == MeshKind::Expert ? "expert" : "dense"; }
+
+std::string ResolvedPlacement::label() const {
+  switch (kind) {
+    case Kind::Replicate:
+      return "Replicate()";
+    case Kind::Shard:
+      return "Shard(" + std::to_string(dim) + ")";
+    case Kind::StridedShard:
+      return "_StridedShard(" + std::to_string(dim) + ", sf=" + std::to_string(split_factor) + ")";
+  }
+  return "Replicate()";
+}
+
+bool stacked_expert(const PlannedParam& p) {
+  return !p.stacked_from.empty() || p.prestacked.has_value();
+}
+
+std::int64_t expert_count(const PlannedParam& p) {
+  if (p.prestacked) return p.prestacked->count;
+  return static_cast<std::int64_t>(p.stacked_from.size());
+}
+
+std::string expert_fqn(const PlannedParam& p, std::int64_t expert) {
+  SHARDC_ASSERT(expert >= 0 && expert < expert_count(p),
+                p.name + ": no expert " + std::to_string(expert));
+  if (!p.prestacked) return p.stacked_from[static_cast<std::size_t>(expert)];
+  return p.prestacked->name_before + std::to_string(expert) + p.prestacked->name_after;
+}
+
+int Plan::stage_of_rank(std::int64_t rank) const {
+  if (pipeline_axis < 0) return 0;
+  return static_cast<int>(mesh_coords(dense, rank)[static_cast<std::size_t>(pipeline_axis)]);
+}
+
+const ZeroGroup& Plan::zero_group_of(const PlannedParam& p) const {
+  const bool expert_class = p.mesh == MeshKind::Expert || stacked_expert(p);
+  return expert_class ? zero.expert : zero.dense;
+}
+
+std::int64_t Plan::zero_index(const ZeroGroup& g, std::int64_t rank) const {
+  const Mesh& mesh = g.mesh == MeshKind::Expert && expert ? *expert : dense;
+  const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
+  std::int64_t index = 0;
+  for (int a : g.axes) {
+    const auto i = static_cast<std::size_t>(a);
+    index = index * mesh.axes[i].size + c[i];
+  }
+  return index;
+}
+
+bool Plan::holds(std::int64_t rank, const PlannedParam& p) const {
+  return pipeline_axis < 0 || stage_of_rank(rank) == p.stage;
+}
+
+}  // namespace shardc

@@ -1,0 +1,100 @@
+// Small methods of the recipe value types (recipe.hpp).
+#include "core/recipe.hpp"
+
+namespace shardc {
+
+const char* split_rule_name(SplitRule r) {
+  switch (r) {
+    case SplitRule::Chunk:
+      return "chunk";
+    case SplitRule::Balanced:
+      return "balanced";
+    case SplitRule::Even:
+      return "even";
+    case SplitRule::Pad:
+      return "pad";
+  }
+  return "chunk";
+}
+
+const char* optimizer_name(Optimizer o) {
+  switch (o) {
+    case Optimizer::AdamW:
+      return "adamw";
+    case Optimizer::Adam:
+      return "adam";
+    case Optimizer::Sgd:
+      return "sgd";
+    case Optimizer::Muon:
+      return "muon";
+    case Optimizer::None:
+      return "none";
+  }
+  return "adamw";
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "none";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full";
+  }
+  return "none";
+}
+
+const char* pipeline_schedule_name(PipelineScheduleKind k) {
+  switch (k) {
+    case PipelineScheduleKind::OneFOneB:
+      return "1f1b";
+    case PipelineScheduleKind::Interleaved:
+      return "interleaved";
+    case PipelineScheduleKind::GPipe:
+      return "gpipe";
+    case PipelineScheduleKind::ZeroBubble:
+      return "zero_bubble";
+  }
+  return "1f1b";
+}
+
+const char* attention_impl_name(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::Flash:
+      return "flash";
+    case AttentionImpl::Sdpa:
+      return "sdpa";
+    case AttentionImpl::Eager:
+      return "eager";
+  }
+  return "sdpa";
+}
+
+int Mesh::find(std::string_view name) const {
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string Rule::match_text() const {
+  std::string out;
+  for (std::size_t i = 0; i < match.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += match[i].text();
+  }
+  return out;
+}
+
+std::string rule_label(const Recipe& recipe, bool experts, int index) {
+  const auto i = static_cast<std::size_t>(index);
+  const std::size_t n = experts ? recipe.experts.size() : recipe.rules.size();
+  std::string s = std::string(experts ? "experts entry " : "rule ") + std::to_string(index + 1);
+  if (index < 0 || i >= n) return s;
+  const int line = experts ? recipe.experts[i].loc.line : recipe.rules[i].loc.line;
+  if (line > 0) s += " (line " + std::to_string(line) + ")";
+  return s;
+}
+
+}  // namespace shardc

@@ -1,0 +1,40 @@
+// SourcePath: the interning table of location file paths.
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "core/diagnostics.hpp"
+
+namespace shardc {
+namespace {
+
+struct Table {
+  std::mutex mutex;
+  std::unordered_set<std::string> paths;  // nodes never move: stable pointers
+};
+
+// Never destroyed: SourceLocs in static storage may outlive any destructor
+// order, and the table stays reachable from this pointer (not a leak).
+Table& table() {
+  static auto* t = new Table();
+  return *t;
+}
+
+const std::string& empty_path() {
+  static const auto* empty = new std::string();  // never destroyed, as the table
+  return *empty;
+}
+
+}  // namespace
+
+SourcePath::SourcePath(std::string_view path) {
+  if (path.empty()) return;
+  Table& t = table();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  text_ = &*t.paths.insert(std::string(path)).first;
+}
+
+const std::string& SourcePath::str() const { return text_ != nullptr ? *text_ : empty_path(); }
+
+}  // namespace shardc

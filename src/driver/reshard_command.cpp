@@ -1,0 +1,181 @@
+// `shardc reshard PLAN_A PLAN_B`: loads two plans (OUTDIRs, plan.json files
+// or MODEL RECIPE pairs), plans the transfers per shard class, prints a
+// summary and/or writes the per-rank JSON listing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <ostream>
+#include "driver/reshard_inputs.hpp"
+
+#include "backend/backend.hpp"
+#include "driver/out_dir.hpp"
+#include "driver/rank_option.hpp"
+#include "driver/session.hpp"
+#include "driver/text_format.hpp"
+#include "outputs/readback.hpp"
+#include "reshard/reshard.hpp"
+#include "support/limits.hpp"
+#include "verify/verify.hpp"
+
+namespace shardc {
+namespace driver {
+
+/// Largest plan.json read (4 GiB, as `verify`).
+using limits::kMaxPlanBytes;
+
+std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSystem& fs,
+                                               driver::Session& rs, std::ostream& err) {
+  const bool out_dir = fs.list_dir(input).has_value();
+  const std::string path = out_dir ? driver::path_join(input, "plan.json") : input;
+  // An OUTDIR must hold a complete compile (manifest.json) with plan.json unchanged.
+  std::optional<readback::ManifestFile> manifest;
+  if (out_dir && !(manifest = verify::load_commit(input, fs, err))) return std::nullopt;
+  std::string error;
+  auto text = fs.read(path, kMaxPlanBytes, error);
+  if (!text) {
+    print_error(err, "cannot read '" + path + "': " + error);
+    return std::nullopt;
+  }
+  if (manifest) {
+    if (const std::string change = verify::digest_change(manifest->plan, *text); !change.empty()) {
+      print_error(err, "'" + input + "': " + change + "; rerun compile");
+      return std::nullopt;
+    }
+  }
+  const auto plan = readback::parse_plan_file(*text, error);
+  if (!plan) {
+    print_error(err, "'" + path + "' is not a shardc plan: " + error);
+    return std::nullopt;
+  }
+  auto layout = reshard::layout_from_plan_file(*plan, path, *text, rs.sink);
+  rs.sources[path] = std::move(*text);
+  return layout;
+}
+
+std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t at, FileSystem& fs,
+                                         driver::Session& rs, std::ostream& out, std::ostream& err,
+                                         ExitCode& code) {
+  CommonOptions common;
+  common.model_path = opt.inputs[at];
+  common.recipe_path = opt.inputs[at + 1];
+  common.diag_format = opt.diag_format;
+  driver::Session s;
+  code = driver::plan_or_report(common, fs, s, opt.diag_format == DiagFormat::Text ? err : out);
+  if (code != ExitCode::Ok) return std::nullopt;
+  rs.sources.merge(s.sources);  // for source excerpts of E-RESHARD-* at model entries
+  return reshard::layout_from_plan(*s.plan, common.model_path + " + " + common.recipe_path);
+}
+
+}  // namespace driver
+namespace {
+
+using driver::human_bytes;
+using driver::load_pair;
+using driver::load_plan_input;
+using driver::print_error;
+
+// The B ranks the JSON lists: --ranks, else all.
+std::optional<std::vector<std::int64_t>> listed_ranks(const ReshardOptions& opt, std::int64_t world,
+                                                      std::ostream& err) {
+  if (!opt.ranks) return driver::all_ranks(world);
+  return driver::parse_ranks_option(*opt.ranks, world, err,
+                                    " (plan B has " + std::to_string(world) + " ranks)");
+}
+
+std::string percent(std::int64_t part, std::int64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+std::string min_median_max(std::vector<std::int64_t> v) {
+  if (v.empty()) return "-";
+  std::sort(v.begin(), v.end());
+  return "min " + human_bytes(v.front()) + ", median " + human_bytes(v[(v.size() - 1) / 2]) +
+         ", max " + human_bytes(v.back());
+}
+
+void print_summary(const reshard::Layout& a, const reshard::Layout& b, const reshard::Result& r,
+                   const ReshardOptions& opt, double seconds, std::ostream& out) {
+  const reshard::Totals& t = r.totals;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.2f", seconds);
+  out << "reshard " << a.label << " (" << a.world_size << " ranks) -> " << b.label << " ("
+      << b.world_size << " ranks)";
+  if (opt.ranks_per_node) out << ", " << *opt.ranks_per_node << " ranks per node";
+  out << "\n";
+  out << "params: " << t.params << " transferred";
+  if (t.shared_aliases == 1) out << ", 1 tied alias shares storage";
+  if (t.shared_aliases > 1) out << ", " << t.shared_aliases << " tied aliases share storage";
+  out << "; " << t.pieces << " pieces (A shard class x B shard class), read and planned in " << time
+      << " s\n";
+  out << "destination bytes: " << human_bytes(t.dest_bytes) << " total; per rank "
+      << min_median_max(r.dest_bytes) << "\n";
+  out << "moved bytes:       " << human_bytes(t.moved_bytes) << " total; per rank "
+      << min_median_max(r.moved_bytes) << "\n";
+  out << "already in place:  " << human_bytes(t.in_place_bytes) << " ("
+      << percent(t.in_place_bytes, t.dest_bytes) << " of destination bytes)\n";
+}
+
+}  // namespace
+
+ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
+                     std::ostream& err) {
+  if (opt.inputs.size() != 2 && opt.inputs.size() != 4) {
+    print_error(err,
+                "reshard takes PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
+                "MODEL_A RECIPE_A MODEL_B RECIPE_B; got " +
+                    std::to_string(opt.inputs.size()) + " inputs");
+    return ExitCode::Usage;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  driver::Session rs;
+  std::optional<reshard::Layout> a, b;
+  if (opt.inputs.size() == 2) {
+    a = load_plan_input(opt.inputs[0], fs, rs, err);
+    if (a) b = load_plan_input(opt.inputs[1], fs, rs, err);
+  } else {
+    ExitCode code = ExitCode::Ok;
+    a = load_pair(opt, 0, fs, rs, out, err, code);
+    if (a) b = load_pair(opt, 2, fs, rs, out, err, code);
+    if (!b) return code;
+  }
+  if (!a || !b) return ExitCode::Usage;
+  CommonOptions diag;
+  diag.diag_format = opt.diag_format;
+  std::ostream& diag_out = opt.diag_format == DiagFormat::Text ? err : out;
+  if (rs.sink.has_errors()) {
+    driver::print_diagnostics(diag, rs, diag_out);
+    return ExitCode::Usage;
+  }
+  const reshard::Options ro{opt.ranks_per_node};
+  const reshard::Result result = reshard::plan_reshard(*a, *b, ro, rs.sink);
+  if (rs.sink.has_errors()) {
+    driver::print_diagnostics(diag, rs, diag_out);
+    return ExitCode::Invalid;
+  }
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  if (opt.json || opt.out_file) {
+    const auto ranks = listed_ranks(opt, b->world_size, err);
+    if (!ranks) return ExitCode::Usage;
+    const std::string text = render_reshard_json(*a, *b, result, ro, *ranks);
+    if (opt.out_file) {
+      std::string error;
+      if (!fs.write_atomic(*opt.out_file, text, error)) {
+        print_error(err, "cannot write '" + *opt.out_file + "': " + error +
+                             " (--format json prints the listing to standard output)");
+        return ExitCode::Usage;
+      }
+    }
+    if (opt.json) {
+      out << text;
+      return ExitCode::Ok;
+    }
+  }
+  print_summary(*a, *b, result, opt, dt.count(), out);
+  return ExitCode::Ok;
+}
+
+}  // namespace shardc

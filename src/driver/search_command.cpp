@@ -1,0 +1,440 @@
+// `shardc search`: reads the model, the rule set, the training shape and the
+// hardware, runs the layout search (src/search/search.hpp) and prints
+// the ranked table or JSON (schemas/search.schema.json); `--emit-recipe`
+// writes the chosen layout's recipe.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+#include "driver/session.hpp"
+#include "frontend/frontend.hpp"
+#include "search/search.hpp"
+#include "support/byte_size.hpp"
+
+namespace shardc {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string fixed(double value, int digits) {
+  std::array<char, 64> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.*f", digits, value);
+  return buf.data();
+}
+
+std::string gib(double bytes) { return fixed(bytes / kGiB, 2); }
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      std::array<char, 8> buf{};
+      std::snprintf(buf.data(), buf.size(), "\\u%04x", c);
+      out += buf.data();
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  std::array<char, 64> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.6g", v);
+  return buf.data();
+}
+
+std::optional<SourceFile> read_file(FileSystem& fs, const std::string& path, const char* what,
+                                    DiagCode code, driver::Session& s) {
+  std::string error;
+  auto text = fs.read(path, driver::kMaxInputBytes, error);
+  if (!text) {
+    s.sink.error(code, SourceLoc{path, 0, 0},
+                 std::string("cannot read ") + what + " file '" + path + "': " + error,
+                 "check the path; inputs are limited to 256 MiB");
+    return std::nullopt;
+  }
+  s.sources[path] = *text;
+  return SourceFile{path, std::move(*text)};
+}
+
+// The default rule set: the first `<stem>-*.recipe.yaml` next to the model.
+std::string default_rules_path(FileSystem& fs, const std::string& model_path) {
+  const std::size_t slash = model_path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
+  std::string base = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
+  const std::size_t dot = base.find(".model.");
+  if (dot == std::string::npos) return {};
+  const std::string stem = base.substr(0, dot) + "-";
+  auto entries = fs.list_dir(dir);
+  if (!entries) return {};
+  std::sort(entries->begin(), entries->end());
+  for (const std::string& name : *entries) {
+    if (name.starts_with(stem) && name.ends_with(".recipe.yaml")) return dir + "/" + name;
+  }
+  return {};
+}
+
+void print_terms(const CheckedLayout& c, int rank, std::ostream& out) {
+  const StepCost& k = c.cost;
+  out << "#" << rank << " " << layout_name(c.layout) << ": step " << fixed(k.step, 3)
+      << " s = compute " << fixed(k.compute, 3) << " + recompute " << fixed(k.recompute, 3)
+      << " + bubble " << fixed(k.bubble, 3) << " + exposed comm " << fixed(k.exposed_comm, 3)
+      << " + optimizer " << fixed(k.optimizer, 3) << "\n";
+  for (const CommTerm& t : k.comm) {
+    out << "    comm " << t.axis << " (" << t.collective << ", "
+        << (t.inter_node ? "inter-node" : "intra-node") << "): " << fixed(t.bytes / 1e9, 2)
+        << " GB per rank, " << fixed(t.seconds, 3) << " s, exposed " << fixed(t.exposed, 3)
+        << " s; overlap: " << t.overlap << "\n";
+  }
+  out << "    memory: peak " << gib(static_cast<double>(c.peak)) << " GiB on rank " << c.peak_rank
+      << " (stage " << c.peak_stage << "; activations " << gib(static_cast<double>(c.activations))
+      << " GiB; phase-1 estimate " << gib(c.estimated_memory) << " GiB)\n";
+}
+
+std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
+  const Layout& l = c.layout;
+  std::ostringstream o;
+  o << "{\"layout\": " << json_string(layout_name(l)) << ", \"pp\": " << l.pp
+    << ", \"dp_replicate\": " << l.dp_replicate << ", \"dp_shard\": " << l.dp_shard
+    << ", \"cp\": " << l.cp << ", \"tp\": " << l.tp << ", \"ep\": " << l.ep
+    << ", \"efsdp\": " << l.efsdp << ", \"recompute\": " << json_string(recompute_name(l.recompute))
+    << ", \"sequence_parallel\": " << (l.sequence_parallel ? "true" : "false")
+    << ", \"schedule\": " << json_string(pipeline_schedule_name(l.schedule))
+    << ", \"virtual_stages\": " << l.virtual_stages
+    << ", \"zero1\": " << (l.zero1 ? "true" : "false")
+    << ", \"valid\": " << (c.valid ? "true" : "false");
+  if (!c.valid) {
+    o << ", \"first_code\": " << json_string(c.first_code)
+      << ", \"first_message\": " << json_string(c.first_message) << "}";
+    return o.str();
+  }
+  const StepCost& k = c.cost;
+  o << ", \"peak_bytes\": " << c.peak << ", \"peak_rank\": " << c.peak_rank
+    << ", \"peak_stage\": " << c.peak_stage << ", \"activation_bytes\": " << c.activations
+    << ", \"headroom_bytes\": " << (budget - c.peak)
+    << ", \"fits\": " << (c.fits ? "true" : "false")
+    << ", \"estimated_memory_bytes\": " << json_number(c.estimated_memory)
+    << ", \"step_seconds\": " << json_number(k.step)
+    << ", \"compute_seconds\": " << json_number(k.compute)
+    << ", \"recompute_seconds\": " << json_number(k.recompute)
+    << ", \"bubble_seconds\": " << json_number(k.bubble)
+    << ", \"exposed_comm_seconds\": " << json_number(k.exposed_comm)
+    << ", \"optimizer_seconds\": " << json_number(k.optimizer)
+    << ", \"tokens_per_second_per_gpu\": " << json_number(k.tokens_per_second_per_gpu)
+    << ", \"mfu\": " << json_number(k.mfu)
+    << ", \"flops_per_token\": " << json_number(k.flops_per_token)
+    << ", \"dominant\": " << json_string(k.dominant) << ", \"comm\": [";
+  for (std::size_t i = 0; i < k.comm.size(); ++i) {
+    const CommTerm& t = k.comm[i];
+    o << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(t.axis)
+      << ", \"collective\": " << json_string(t.collective)
+      << ", \"bytes\": " << json_number(t.bytes)
+      << ", \"inter_node\": " << (t.inter_node ? "true" : "false")
+      << ", \"seconds\": " << json_number(t.seconds)
+      << ", \"exposed_seconds\": " << json_number(t.exposed)
+      << ", \"overlap\": " << json_string(t.overlap) << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+ExitCode finish(const SearchOptions& opt, driver::Session& s, std::ostream& err, ExitCode code) {
+  CommonOptions common;
+  common.diag_format = opt.diag_format;
+  driver::print_diagnostics(common, s, err);
+  return code;
+}
+
+}  // namespace
+
+ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
+                    std::ostream& err) {
+  CommonOptions common;
+  driver::SessionScope scope(common);
+  driver::Session& s = *scope;
+  const SourceLoc cli{};
+  // Hardware: a preset or a file.
+  std::optional<Hardware> hw = hardware_preset(opt.hardware);
+  if (!hw) {
+    std::string error;
+    auto text = fs.read(opt.hardware, driver::kMaxInputBytes, error);
+    if (!text) {
+      std::string names;
+      for (const std::string& n : hardware_preset_names()) names += (names.empty() ? "" : ", ") + n;
+      s.sink.error(
+          DiagCode::EHardware, cli,
+          "unknown hardware preset `" + opt.hardware + "` (and no such file: " + error + ")",
+          "presets: " + names + "; or a file of `key: value` lines (docs/search.md)");
+      return finish(opt, s, err, ExitCode::Usage);
+    }
+    hw = parse_hardware_text(*text, error);
+    if (!hw) {
+      s.sink.error(DiagCode::EHardware, SourceLoc{opt.hardware, 0, 0}, error,
+                   "keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
+                   "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency");
+      return finish(opt, s, err, ExitCode::Usage);
+    }
+  }
+  if (opt.gpus_per_node > 0) hw->gpus_per_node = opt.gpus_per_node;
+  const std::int64_t world = opt.world > 0 ? opt.world : opt.nodes * hw->gpus_per_node;
+  if (world < 1 || world > limits::kMaxWorld) {
+    driver::print_error(err, "give --world N (1 <= N <= " + std::to_string(limits::kMaxWorld) +
+                                 ") or --nodes K [--gpus-per-node G]");
+    return ExitCode::Usage;
+  }
+  // Model and rule set.
+  auto model_file = read_file(fs, opt.model_path, "model", DiagCode::EModel, s);
+  if (!model_file) return finish(opt, s, err, ExitCode::Usage);
+  std::optional<Model> model = parse_model(*model_file, s.sink, false);
+  if (!model) return finish(opt, s, err, ExitCode::Usage);
+  const std::string rules_path =
+      opt.rules_path.empty() ? default_rules_path(fs, opt.model_path) : opt.rules_path;
+  if (rules_path.empty()) {
+    driver::print_error(err,
+                        "no rule set: give --rules RECIPE (a recipe for this architecture, "
+                        "e.g. one of plans/; none named `<model stem>-*.recipe.yaml` lies "
+                        "next to the model)");
+    return ExitCode::Usage;
+  }
+  auto rules_file = read_file(fs, rules_path, "rules recipe", DiagCode::ERecipe, s);
+  if (!rules_file) return finish(opt, s, err, ExitCode::Usage);
+  std::optional<Recipe> rules = parse_recipe(*rules_file, s.sink, false);
+  if (!rules) return finish(opt, s, err, ExitCode::Usage);
+  // Training: the file's section, then the flags.
+  TrainingSpec training;
+  training.master_weights = DType::Float32;
+  if (!opt.training_path.empty()) {
+    auto tf = read_file(fs, opt.training_path, "training", DiagCode::ERecipe, s);
+    if (!tf) return finish(opt, s, err, ExitCode::Usage);
+    SourceFile wrapped = *tf;
+    if (wrapped.text.find("format:") == std::string::npos) {
+      // A bare `training:` section: a minimal recipe around it (messages name lines 3 later).
+      wrapped.text =
+          "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n" + tf->text;
+    }
+    auto parsed = parse_recipe(wrapped, s.sink, false);
+    if (!parsed) return finish(opt, s, err, ExitCode::Usage);
+    training = parsed->training;
+    if (!training.shape.recompute_ranges.empty() || training.shape.offload.optimizer ||
+        training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
+      s.sink.error(DiagCode::ETraining, training.loc,
+                   "search chooses recompute, ZeRO and the layout itself: the training file may "
+                   "not set recompute ranges, offload or zero",
+                   "leave them out; search prints the recompute mode and ZeRO-1 of each layout");
+      return finish(opt, s, err, ExitCode::Usage);
+    }
+  }
+  TrainingShape& shape = training.shape;
+  if (opt.seq_len) shape.seq_len = *opt.seq_len;
+  if (opt.micro_batch) shape.micro_batch_size = *opt.micro_batch;
+  if (!shape.seq_len) shape.seq_len = 4096;
+  if (opt.global_batch_tokens) {
+    if (*opt.global_batch_tokens % *shape.seq_len != 0) {
+      driver::print_error(err, "--global-batch-tokens must be a multiple of the sequence length");
+      return ExitCode::Usage;
+    }
+    shape.global_batch_size = *opt.global_batch_tokens / *shape.seq_len;
+  }
+  if (!shape.global_batch_size) {
+    driver::print_error(err, "give --global-batch-tokens (or `global_batch_size` in --training)");
+    return ExitCode::Usage;
+  }
+  shape.attention = opt.training_path.empty() ? AttentionImpl::Flash : shape.attention;
+  std::int64_t budget = static_cast<std::int64_t>(hw->hbm_bytes);
+  if (!opt.budget.empty()) {
+    const auto parsed = parse_byte_size(opt.budget);
+    if (!parsed || *parsed <= 0) {
+      driver::print_error(err, "--budget: not a byte size: '" + opt.budget + "' (e.g. 80GiB)");
+      return ExitCode::Usage;
+    }
+    budget = *parsed;
+  }
+  SearchRequest req;
+  req.model = &*model;
+  req.rules = &*rules;
+  req.rules_text = rule_set_text(rules_file->text);
+  req.world = world;
+  req.training = training;
+  req.budget = budget;
+  req.top = std::max(1, opt.top);
+  req.max_exact = std::max(req.top, opt.max_exact);
+  req.hardware = *hw;
+  if (!opt.fix.empty()) {
+    static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
+                                                              "cp", "tp",           "ep"};
+    std::string_view rest = opt.fix;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const std::size_t eq = item.find('=');
+      const auto axis =
+          std::find(kAxes.begin(), kAxes.end(), item.substr(0, std::min(eq, item.size())));
+      std::int64_t value = 0;
+      if (eq != std::string_view::npos) {
+        for (const char ch : item.substr(eq + 1)) {
+          if (ch < '0' || ch > '9' || value > limits::kMaxWorld) {
+            value = 0;
+            break;
+          }
+          value = value * 10 + (ch - '0');
+        }
+      }
+      if (axis == kAxes.end() || value < 1) {
+        driver::print_error(err,
+                            "--fix: expected AXIS=N[,AXIS=N...] with AXIS one of pp, "
+                            "dp_replicate, dp_shard, cp, tp, ep; got '" +
+                                std::string(item) + "'");
+        return ExitCode::Usage;
+      }
+      req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
+    }
+  }
+  const SearchResult r = run_search(req);
+  if (!r.error.empty()) {
+    driver::print_error(err, r.error);
+    return ExitCode::Usage;
+  }
+  const std::int64_t tokens = *shape.global_batch_size * *shape.seq_len;
+  if (opt.format == SearchFormat::Json) {
+    out << "{\"format\": \"shardc.search/v1\", \"model\": " << json_string(model->name)
+        << ", \"rules\": " << json_string(rules_path) << ", \"world\": " << world
+        << ", \"gpus_per_node\": " << hw->gpus_per_node << ", \"budget_bytes\": " << budget
+        << ",\n \"hardware\": {\"name\": " << json_string(hw->name)
+        << ", \"peak_flops\": " << json_number(hw->peak_flops)
+        << ", \"gemm_efficiency\": " << json_number(hw->gemm_efficiency)
+        << ", \"hbm_bytes\": " << json_number(hw->hbm_bytes)
+        << ", \"hbm_bandwidth\": " << json_number(hw->hbm_bandwidth)
+        << ", \"intra_bandwidth\": " << json_number(hw->intra_bandwidth)
+        << ", \"inter_bandwidth\": " << json_number(hw->inter_bandwidth)
+        << ", \"intra_latency\": " << json_number(hw->intra_latency)
+        << ", \"inter_latency\": " << json_number(hw->inter_latency)
+        << ", \"source\": " << json_string(hw->source)
+        << "},\n \"training\": {\"seq_len\": " << *shape.seq_len
+        << ", \"micro_batch_size\": " << shape.micro_batch_size
+        << ", \"global_batch_size\": " << *shape.global_batch_size
+        << ", \"global_batch_tokens\": " << tokens
+        << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer)) << "},\n"
+        << " \"enumerated\": " << r.enumerated << ", \"screened\": " << r.screened
+        << ", \"checked\": " << r.checked.size() << ",\n \"pruned\": {";
+    for (int i = 0; i < kScreenReasons; ++i) {
+      out << (i > 0 ? ", " : "") << json_string(screen_reason_text(static_cast<ScreenReason>(i)))
+          << ": " << r.pruned[static_cast<std::size_t>(i)];
+    }
+    out << "},\n \"ranked\": [";
+    for (std::size_t i = 0; i < r.ranked.size(); ++i)
+      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(r.ranked[i], budget);
+    out << "],\n \"checked_layouts\": [";
+    for (std::size_t i = 0; i < r.checked.size(); ++i)
+      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(r.checked[i], budget);
+    out << "]}\n";
+  } else {
+    out << "search: " << model->name << " on " << world << " ranks (" << hw->gpus_per_node
+        << " per node), rules " << rules_path << ", budget " << gib(static_cast<double>(budget))
+        << " GiB\n";
+    out << "hardware " << hw->name << ": " << fixed(hw->peak_flops / 1e12, 1)
+        << " TFLOP/s BF16 dense x GEMM efficiency " << fixed(hw->gemm_efficiency, 2) << ", HBM "
+        << fixed(hw->hbm_bytes / 1e9, 0) << " GB at " << fixed(hw->hbm_bandwidth / 1e12, 2)
+        << " TB/s, intra-node " << fixed(hw->intra_bandwidth / 1e9, 0) << " GB/s, inter-node "
+        << fixed(hw->inter_bandwidth / 1e9, 0) << " GB/s per GPU, latency "
+        << fixed(hw->intra_latency * 1e6, 1) << " / " << fixed(hw->inter_latency * 1e6, 1)
+        << " us (" << hw->source << ")\n";
+    out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
+        << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
+        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", attention "
+        << attention_impl_name(shape.attention) << "\n";
+    out << "layouts: " << r.enumerated << " enumerated, " << r.screened << " screened, "
+        << r.checked.size() << " planned exactly (in order of estimated step time)\n\n";
+    out << "rank  layout                                                  peak GiB  headroom  "
+           "step s  tok/s/GPU  MFU    dominant\n";
+    int rank = 0;
+    for (const CheckedLayout& c : r.ranked) {
+      std::string name = layout_name(c.layout);
+      if (name.size() < 56) name.resize(56, ' ');
+      std::array<char, 256> line{};
+      std::snprintf(line.data(), line.size(), "%-4d  %s  %8s  %8s  %6.2f  %9.0f  %4.1f%%  %s\n",
+                    ++rank, name.c_str(), gib(static_cast<double>(c.peak)).c_str(),
+                    gib(static_cast<double>(budget - c.peak)).c_str(), c.cost.step,
+                    c.cost.tokens_per_second_per_gpu, 100 * c.cost.mfu, c.cost.dominant.c_str());
+      out << line.data();
+    }
+    out << "\nterms:\n";
+    rank = 0;
+    for (const CheckedLayout& c : r.ranked) print_terms(c, ++rank, out);
+    int invalid = 0;
+    int over = 0;
+    for (const CheckedLayout& c : r.checked) {
+      if (!c.valid) ++invalid;
+      if (c.valid && !c.fits) ++over;
+    }
+    if (invalid + over > 0) {
+      out << "\nplanned but not ranked: " << invalid << " invalid, " << over
+          << " over the budget\n";
+      for (const CheckedLayout& c : r.checked) {
+        if (!c.valid)
+          out << "  " << layout_name(c.layout) << ": " << c.first_code << " " << c.first_message
+              << "\n";
+        else if (!c.fits)
+          out << "  " << layout_name(c.layout) << ": peak " << gib(static_cast<double>(c.peak))
+              << " GiB over the budget\n";
+      }
+    }
+    if (opt.explain_pruned) {
+      out << "\npruned before planning (by the model's sizes, the batch and the estimate):\n";
+      for (int i = 0; i < kScreenReasons; ++i) {
+        out << "  " << r.pruned[static_cast<std::size_t>(i)] << "  "
+            << screen_reason_text(static_cast<ScreenReason>(i)) << "\n";
+      }
+    }
+  }
+  if (r.ranked.empty()) {
+    std::string closest;
+    if (r.smallest) {
+      closest = "the smallest memory found is " + gib(static_cast<double>(r.smallest->peak)) +
+                " GiB per rank (" + layout_name(r.smallest->layout) + ")";
+    } else if (!r.checked.empty()) {
+      closest = "the best layout planned, " + layout_name(r.checked.front().layout) + ", is " +
+                r.checked.front().first_code + ": " + r.checked.front().first_message;
+    } else {
+      closest = "no layout passed the screen";
+    }
+    std::string near;
+    for (const std::int64_t w : {world - hw->gpus_per_node, world + hw->gpus_per_node}) {
+      if (w < 1) continue;
+      const std::int64_t n = screened_layouts(req, w);
+      if (n > 0)
+        near += (near.empty() ? "" : ", ") + std::to_string(w) + " ranks: " + std::to_string(n) +
+                " layouts";
+    }
+    s.sink.error(DiagCode::ESearch, cli,
+                 "no valid layout of " + model->name + " on " + std::to_string(world) +
+                     " ranks fits " + gib(static_cast<double>(budget)) + " GiB: " + closest,
+                 "one node away: " + (near.empty() ? std::string("none either") : near) +
+                     "; raise --budget, give a smaller --micro-batch or a larger world");
+    return finish(opt, s, err, ExitCode::Invalid);
+  }
+  if (!opt.emit_recipe.empty()) {
+    const std::size_t pick = static_cast<std::size_t>(std::max(1, opt.pick));
+    if (pick > r.ranked.size()) {
+      driver::print_error(err, "--pick " + std::to_string(pick) + ": only " +
+                                   std::to_string(r.ranked.size()) + " layouts ranked");
+      return ExitCode::Usage;
+    }
+    std::string error;
+    if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, r.ranked[pick - 1].layout),
+                         error)) {
+      driver::print_error(err, "cannot write '" + opt.emit_recipe + "': " + error);
+      return ExitCode::Usage;
+    }
+  }
+  return finish(opt, s, err, ExitCode::Ok);
+}
+
+}  // namespace shardc

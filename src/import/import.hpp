@@ -1,0 +1,200 @@
+// Import: Hugging Face checkpoints (config.json + safetensors headers) and
+// plain inventories as models, and the compact model writer (`shardc import`).
+//
+// Only safetensors *headers* are read (the 8-byte little-endian length, then
+// the JSON header: name -> {dtype, shape, data_offsets}); tensor data never
+// is, so a 671B checkpoint is planned from a few MB of headers. Every problem
+// is an E-CHECKPOINT diagnostic naming the file (and the tensor when there is
+// one), exit 2. Nothing is allocated in proportion to a size the input claims:
+// a header is read only after its length was checked against the file size
+// and the 100 MB bound.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/diagnostics.hpp"
+#include "core/model.hpp"
+#include "shardc/file_system.hpp"
+#include "support/limits.hpp"
+
+namespace shardc {
+
+/// Largest safetensors JSON header accepted (shardc/limits.hpp).
+using limits::kMaxSafetensorsHeaderBytes;
+
+/// One tensor entry of a safetensors header.
+struct SafetensorsTensor {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;             ///< elements
+  std::int64_t begin = 0;  ///< data_offsets[0], bytes from the start of the data section
+  std::int64_t end = 0;    ///< data_offsets[1] (exclusive)
+};
+
+/// A parsed header: tensors in the header's (file) order.
+struct SafetensorsHeader {
+  std::int64_t header_bytes = 0;  ///< N, the JSON length (the data starts at 8 + N)
+  std::vector<SafetensorsTensor> tensors;
+};
+
+/// Reads the header length from the first 8 bytes of `prefix` (little
+/// endian) and checks it against `file_size` and kMaxSafetensorsHeaderBytes.
+/// E-CHECKPOINT (file `path`) and nullopt when the file is shorter than 8
+/// bytes or the length is out of bounds.
+std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
+                                                      std::int64_t file_size,
+                                                      const std::string& path,
+                                                      DiagnosticSink& sink);
+
+/// Parses the JSON header `json` (the N bytes after the length) of a file of
+/// `file_size` bytes. Checks: the JSON is an object; each entry (but
+/// `__metadata__`, ignored) is an object with a known `dtype` (safetensors
+/// codes BOOL, U8, I8, I16, I32, I64, F8_E4M3, F8_E5M2, F16, BF16, F32, F64),
+/// a `shape` of non-negative int64 extents with numel < 2^62 and
+/// `data_offsets` [begin, end] with begin <= end <= the data size; end - begin
+/// equals numel x element size; no two tensors overlap; no name repeats.
+/// Every problem is an E-CHECKPOINT error with `path` and the tensor name;
+/// nullopt if any was found.
+std::optional<SafetensorsHeader> parse_safetensors_header(std::string_view json,
+                                                          std::int64_t file_size,
+                                                          const std::string& path,
+                                                          DiagnosticSink& sink);
+
+/// Reads and parses the header of one safetensors file through `fs` with two
+/// bounded reads (8 bytes, then exactly N bytes).
+std::optional<SafetensorsHeader> read_safetensors_header(FileSystem& fs, const std::string& path,
+                                                         DiagnosticSink& sink);
+
+/// One attribute value as written to the compact model: its YAML scalar
+/// text and its JSON text (equal for numbers, booleans and lists of them).
+struct RawAttribute {
+  std::string key;
+  std::string yaml;
+  std::string json;
+};
+
+/// What `config.json` contributes (Hugging Face names; `text_config` of
+/// multimodal configs is merged under the top level).
+struct CheckpointConfig {
+  std::vector<std::string> architectures;  ///< e.g. {"LlamaForCausalLM"}
+  std::string model_type;                  ///< e.g. "llama"
+  std::string name;                        ///< last segment of `_name_or_path`, or empty
+  ModelAttributes attributes;              ///< heads, experts, vocab, tie, block size
+  /// Attributes in output order (`num_attention_heads: 32`), for the compact writer.
+  std::vector<RawAttribute> raw_attributes;
+  /// `quantization_config.quant_method` ("bitsandbytes", "fp8", "gptq", ...), or empty.
+  std::string quant_method;
+  /// `text_config.tie_word_embeddings` when the config has one: transformers 5 ties
+  /// the output head by the top-level value of a composite config (modeling_utils.py
+  /// get_expanded_tied_weights_keys reads `self.config.tie_word_embeddings`; e.g.
+  /// Qwen3VLConfig's own default false), so this one only decides a note.
+  std::optional<bool> text_tie_word_embeddings;
+  /// True when the top level states `tie_word_embeddings` (else transformers' default).
+  bool tie_stated = false;
+  /// `vision_config`, `audio_config`, ... of a multimodal config: each sub-config's
+  /// attributes (config key aliases `num_heads`, `encoder_attention_heads`, `embed_dim`,
+  /// `d_model`), with `prefix` still empty (import finds it in the checkpoint's names).
+  std::vector<SubModel> subconfigs;
+};
+
+/// Parses config.json text. Accepts the attribute aliases of the
+/// transformers configs (`n_head`, `n_embd`, `n_layer`, `n_routed_experts`,
+/// `num_local_experts`); counts from `text_config` first, then the top level;
+/// `tie_word_embeddings` from the top level (as transformers ties), defaulting
+/// to true when absent (transformers' PretrainedConfig default). E-CHECKPOINT for text that is
+/// not a JSON object and for counts outside [1, 2^31) (experts [0, 2^31)).
+std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std::string& path,
+                                                DiagnosticSink& sink);
+
+/// Puts `params` in the module's registration (named_parameters()) order.
+/// For the architectures with ordering rules (see module_order_rules.cpp:
+/// Llama, Qwen2, Qwen3-MoE, Mixtral, DeepSeek-V3, Gemma-2, GPT-2; matched by
+/// `architectures` then `model_type`) that order is exact. Otherwise, and for
+/// names the rules do not know, the natural order is used: names compared
+/// segment by segment, numeric segments as numbers. Returns the number of
+/// params that were placed by the natural order (0 = exact).
+std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config);
+
+/// A model with what the compact writer needs beyond `Model`.
+struct ImportedModel {
+  Model model;  ///< params in module order, ties, attributes, name
+  /// Attributes in output order.
+  std::vector<RawAttribute> raw_attributes;
+  /// `# key: value` lines of the header (hf_repo, architecture, ...).
+  std::vector<std::pair<std::string, std::string>> comments;
+  std::string source;                        ///< file or directory name, for the header comment
+  std::optional<std::string> default_dtype;  ///< the inventory's `dtype`, if given
+};
+
+/// True when `path` names a checkpoint: a directory, or a file ending in
+/// `.safetensors`.
+bool is_checkpoint_path(FileSystem& fs, const std::string& path);
+
+/// Imports a checkpoint directory (`config.json` and `*.safetensors`, with
+/// or without `model.safetensors.index.json`) or one `.safetensors` file
+/// (its directory's config.json used when present). Params in module order
+/// (order_params; W-MODULE-ORDER when the order is not exact), ties from
+/// `tie_word_embeddings` (lm_head.weight added as an alias of the input
+/// embedding when the checkpoint does not store it). E-CHECKPOINT for
+/// unreadable or hostile files, an index naming a missing file or tensor,
+/// names repeated across files. `model.sha256` is the digest of the compact
+/// YAML `render_model_yaml` writes for it (so compiling the directory and
+/// compiling `shardc import DIR -o m.yaml` give the same plan.json).
+std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string& path,
+                                               DiagnosticSink& sink);
+
+/// Imports a model description or plain inventory (`*.params.json`) already
+/// read: parse_model, plus the inventory's raw `attributes` and header keys
+/// for the compact writer.
+std::optional<ImportedModel> import_model_file(const std::string& path, const std::string& text,
+                                               DiagnosticSink& sink);
+
+/// The compact shardc.model/v1 YAML: runs of consecutive blocks
+/// `<prefix>.<n>.<rest>` with identical per-block lists (suffix, shape,
+/// dtype) folded into nested `repeat` groups; the default dtype is the
+/// inventory's `dtype` or the most common one; `tied` pairs last. Expanding
+/// it gives back `m.model.params` exactly. Deterministic bytes.
+std::string render_model_yaml(const ImportedModel& m);
+
+/// The plain inventory JSON (`{model, dtype, tie_word_embeddings,
+/// tied_weights, attributes, params}`), one param per line.
+std::string render_model_json(const ImportedModel& m);
+
+/// A Hugging Face tensor-parallel plan (transformers' `model.tp_plan`: module FQN
+/// patterns, `*` for one segment, to a style name such as `colwise`), as written by
+/// tools/hf_tp_plan.py: `{"format": "shardc.hf-tp-plan/v1", "architecture": ...,
+/// "transformers": <version>, "tp_plan": {pattern: style}}`.
+struct HfTpPlan {
+  std::string architecture;
+  std::string transformers_version;
+  std::vector<std::pair<std::string, std::string>>
+      entries;  ///< (module pattern, style), file order
+};
+
+/// Parses the plan file `json`; E-HF-TP-PLAN (file `path`) and nullopt when it is not one.
+std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::string& path,
+                                         DiagnosticSink& sink);
+
+/// The shardc recipe (YAML text) that places `model`'s params as transformers' tensor
+/// parallelism does over one axis `tp` of `tp_size` ranks. Styles and the placement
+/// transformers gives each (transformers/distributed/tensor_parallel.py): colwise,
+/// colwise_rep, colwise_gather_output: weight Shard(-2), bias Shard(-1); rowwise,
+/// rowwise_rep, rowwise_split_input: weight Shard(-1), bias replicated;
+/// embedding_rowwise: weight Shard(0); embedding_colwise: weight Shard(1);
+/// packed_colwise / packed_rowwise: as colwise / rowwise with `packed: {parts: 2}` on
+/// the split dim (gate|up); sequence_parallel, replicated_with_grad_allreduce,
+/// all_reduce, replicate, local_params: replicated. A rule per (entry, `.weight` /
+/// `.bias`) that matches params of `model`, then `**` replicated; `tied: auto`.
+/// E-HF-TP-PLAN for any other style (MoE experts, grouped GEMM, MLA kv_a) and for an
+/// entry that matches no param (transformers' fused MoE params are not checkpoint
+/// names); nullopt then.
+std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& model,
+                                             std::int64_t tp_size, const std::string& path,
+                                             DiagnosticSink& sink);
+
+}  // namespace shardc

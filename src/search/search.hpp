@@ -1,0 +1,195 @@
+// Layout search (issue 22): every layout of a model on N ranks, ranked by an
+// estimated step time, the best checked exactly by the planner and the
+// memory model. Pure: no I/O (src/search/, the driver reads the files).
+//
+// Two phases:
+//  1. Enumerate. Every ordered factorization of the world into the dense
+//     mesh pp x dp_replicate x dp_shard x cp x tp (rank order: pp slowest,
+//     tp fastest; torchtitan's ParallelDims order) and, for a MoE model, the
+//     expert mesh pp x dp_replicate x efsdp x ep with efsdp x ep = dp_shard x
+//     cp x tp (torchtitan's second unflatten; experts not tensor parallel),
+//     times the choices: recompute (none, selective, full), sequence
+//     parallel (tp > 1), the pipeline schedule (pp > 1: 1f1b, interleaved
+//     with 2 virtual stages, zero bubble) and ZeRO-1 over dp_replicate
+//     (dp_replicate > 1). Each layout is screened by the model's own sizes
+//     (heads, KV heads and vocab over tp, experts over ep, layers over pp,
+//     the batch over dp; see `ScreenReason`) and costed (src/search/cost.cpp,
+//     docs/search.md): compute, exposed communication per axis, pipeline
+//     bubble, optimizer step. Its memory is estimated from the params'
+//     sizes and the activation model (src/core/activations.hpp).
+//  2. Check exactly. In order of estimated step time, each screened layout
+//     is written as a recipe (`layout_recipe_text`), parsed by the front
+//     end, planned by `build_plan` and measured by `memory_classes`: the
+//     same path `validate` and `memory` take, so a layout called valid is
+//     one the planner accepted and its memory is what `memory` prints for
+//     the emitted recipe. It stops after `top` valid layouts that fit, or
+//     `max_exact` checks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model.hpp"
+#include "core/recipe.hpp"
+
+namespace shardc {
+
+/// One GPU type and its interconnect. Units: FLOP/s, bytes, bytes/s, seconds.
+struct Hardware {
+  std::string name;
+  double peak_flops = 0;     ///< dense BF16 tensor-core FLOP/s (no sparsity)
+  double hbm_bytes = 0;      ///< device memory
+  double hbm_bandwidth = 0;  ///< bytes/s
+  std::int64_t gpus_per_node = 8;
+  double intra_bandwidth = 0;  ///< per GPU, one direction, inside a node (NVLink / xGMI)
+  double inter_bandwidth = 0;  ///< per GPU, one direction, across nodes (the GPU's NIC)
+  double intra_latency = 0;    ///< per ring step
+  double inter_latency = 0;    ///< per ring step
+  /// Fraction of `peak_flops` the model's matrix multiplies reach (an
+  /// assumption, stated and overridable: docs/search.md).
+  double gemm_efficiency = 0.6;
+  std::string source;  ///< where the figures come from
+};
+
+/// The presets `a100`, `h100`, `h800`, `h200`, `b200`, `mi300x` (vendor
+/// figures, cited in src/search/hardware.cpp); nullopt for another name.
+std::optional<Hardware> hardware_preset(std::string_view name);
+/// Their names, in that order.
+std::vector<std::string> hardware_preset_names();
+
+/// A hardware file: `key: value` lines (`#` comments), starting from the
+/// preset named by `preset:` (else h100): peak_tflops, hbm_gb, hbm_tbs,
+/// gpus_per_node, intra_gbs, inter_gbs (GB/s per GPU, one direction),
+/// intra_latency_us, inter_latency_us, gemm_efficiency (0 < x <= 1), name.
+/// nullopt with `error` naming the line on an unknown key or a bad value.
+std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error);
+
+/// One candidate layout: the degrees and the choices.
+struct Layout {
+  std::int64_t pp = 1;
+  std::int64_t dp_replicate = 1;
+  std::int64_t dp_shard = 1;  ///< FSDP
+  std::int64_t cp = 1;
+  std::int64_t tp = 1;
+  std::int64_t ep = 1;     ///< expert mesh, MoE only
+  std::int64_t efsdp = 1;  ///< expert FSDP, efsdp x ep = dp_shard x cp x tp
+  Recompute recompute = Recompute::None;
+  bool sequence_parallel = false;
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  std::int64_t virtual_stages = 1;
+  bool zero1 = false;  ///< optimizer state sharded over dp_replicate (ZeRO-1)
+  [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
+};
+
+/// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only).
+std::string layout_name(const Layout& layout);
+
+/// One communication term of a step, per rank.
+struct CommTerm {
+  std::string axis;         ///< "tp", "cp", "ep", "dp_shard", "dp_replicate", "pp"
+  std::string collective;   ///< "all-reduce", "all-gather + reduce-scatter", ...
+  double bytes = 0;         ///< sent per rank per step (ring counts)
+  bool inter_node = false;  ///< the group crosses nodes (from the mesh's rank order)
+  double seconds = 0;       ///< bytes / bandwidth + ring steps x latency
+  double exposed = 0;       ///< not hidden behind compute (the term's overlap rule)
+  std::string overlap;      ///< the rule, in words
+};
+
+/// The estimated step time, term by term (seconds per optimizer step).
+struct StepCost {
+  double flops_per_token = 0;  ///< model FLOPs: 6 N_active + attention (no recompute)
+  double compute = 0;          ///< model FLOPs / (peak x efficiency), per rank
+  double recompute = 0;        ///< the extra forward work recompute adds
+  double bubble = 0;           ///< pipeline fill and drain
+  double optimizer = 0;        ///< optimizer step: bytes read and written / HBM bandwidth
+  std::vector<CommTerm> comm;
+  double exposed_comm = 0;
+  double step = 0;
+  double tokens_per_second_per_gpu = 0;
+  double mfu = 0;        ///< model FLOPs per second / peak
+  std::string dominant;  ///< the largest term: "compute", "bubble", "comm tp", ...
+};
+
+/// Why phase 1 drops a layout (counted per reason, `--explain-pruned`),
+/// each named after the planner diagnostic the layout would get.
+enum class ScreenReason {
+  HeadsTp,         ///< E-HEADS: attention / KV heads not divisible by tp
+  VocabTp,         ///< E-EVEN: vocab rows not divisible by tp (recipe `uneven: even`)
+  ExpertsEp,       ///< E-EXPERTS: experts not divisible by ep
+  LayersPp,        ///< E-TRAINING: fewer layers than pipeline stages (x virtual)
+  BatchDp,         ///< E-TRAINING: global batch not divisible by dp x micro-batch
+  SeqCp,           ///< E-TRAINING: seq_len not divisible by cp (x 2 for load balance)
+  MicrobatchesPp,  ///< E-TRAINING: interleaved needs micro-batches divisible by pp
+  OverBudget,      ///< estimated memory above the budget by more than the margin
+  Fixed,           ///< a degree other than `SearchRequest::fixed` holds
+};
+const char* screen_reason_text(ScreenReason reason);
+inline constexpr int kScreenReasons = 9;
+
+/// What the search was asked.
+struct SearchRequest {
+  const Model* model = nullptr;
+  /// The rule set: the rules, experts, tied, uneven and fp8 sections of a
+  /// shipped plan for the architecture (its mesh, pipeline, fsdp, buffers
+  /// and training are replaced per layout). Its rules name `tp` and `ep`.
+  const Recipe* rules = nullptr;
+  std::string rules_text;  ///< the sections above as YAML, copied into every recipe
+  std::int64_t world = 1;
+  TrainingSpec training;  ///< optimizer, dtypes, seq_len, micro-batch, global batch
+  std::int64_t budget = 0;
+  int top = 5;
+  int max_exact = 24;
+  Hardware hardware;
+  /// Degrees held fixed (`--fix pp=16,tp=8`): 0 = free. Order pp, dp_replicate,
+  /// dp_shard, cp, tp, ep.
+  std::array<std::int64_t, 6> fixed{};
+};
+
+/// One layout checked by the planner.
+struct CheckedLayout {
+  Layout layout;
+  StepCost cost;
+  double estimated_memory = 0;  ///< phase 1's estimate (bytes)
+  bool valid = false;
+  std::string first_code;     ///< the first error's code when invalid ("E-HEADS")
+  std::string first_message;  ///< and its message
+  std::int64_t peak = 0;      ///< exact peak bytes per rank (valid only)
+  std::int64_t peak_rank = 0;
+  int peak_stage = 0;
+  std::int64_t activations = 0;  ///< activation bytes of the peak rank
+  bool fits = false;
+};
+
+struct SearchResult {
+  std::int64_t enumerated = 0;  ///< layouts x choices
+  std::int64_t screened = 0;    ///< left after phase 1
+  std::array<std::int64_t, kScreenReasons> pruned{};
+  std::vector<CheckedLayout> checked;  ///< phase 2, in the order checked
+  std::vector<CheckedLayout> ranked;   ///< valid and fitting, by step time, at most `top`
+  /// Closest when nothing is ranked: the smallest exact peak found, and
+  /// the world sizes one node (gpus_per_node) away that have screened layouts.
+  std::optional<CheckedLayout> smallest;
+  std::string error;  ///< why the search itself could not run ("" = it ran)
+};
+
+SearchResult run_search(const SearchRequest& request);
+
+/// The layout as a shardc recipe (YAML): the rule set, the meshes, pipeline,
+/// fsdp, buffers and training section. Axes of size 1 are left out, except
+/// `tp` and `ep`, which the rule set names.
+std::string layout_recipe_text(const SearchRequest& request, const Layout& layout);
+
+/// The rule set of a recipe's text: its top-level `uneven`, `pad_multiple`,
+/// `rules`, `experts`, `tied`, `fp8_scales` and `vocab_padding` sections
+/// verbatim (comment lines at column 0 dropped), for `SearchRequest::rules_text`.
+std::string rule_set_text(std::string_view recipe_text);
+
+/// Phase 1 alone for `world` (counts of screened layouts), for the
+/// "closest world" hint.
+std::int64_t screened_layouts(const SearchRequest& request, std::int64_t world);
+
+}  // namespace shardc

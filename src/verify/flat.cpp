@@ -1,0 +1,281 @@
+// `shardc verify` for megatron_distopt and deepspeed_zero buffers (the flat
+// optimizer buffers of src/planner/buffers.hpp): per DP group, every
+// member's rank file states the same buffer (pieces, buckets, padding); each
+// bucket cut into `degree` equal contiguous shards gives member k exactly the
+// ranges its file says it owns; over the group every element of every param
+// is owned exactly once, and the padding is what the shards hold beyond the
+// owned elements. Megatron's and DeepSpeed's padding rules are checked on
+// the numbers (64-element param starts, bucket ends on lcm(dp, 128[, 2^16]);
+// 2 x dp for a ZeRO-1/2 flat group; dp for a ZeRO-3 partition).
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "planner/buffers.hpp"
+#include "verify/engine.hpp"
+
+namespace shardc::verify {
+namespace {
+
+using readback::FlatBuffer;
+
+std::string where(const FlatBuffer& fb, std::int64_t rank) {
+  return std::string("flat buffer (") + fb.mesh + (fb.expert ? ", expert" : "") + ", chunk " +
+         std::to_string(fb.model_chunk) + ", " + std::string(dtype_name(fb.param_dtype)) + "/" +
+         std::string(dtype_name(fb.grad_dtype)) + ") rank " + std::to_string(rank);
+}
+
+bool same_buffer(const FlatBuffer& a, const FlatBuffer& b) {
+  return a.mesh == b.mesh && a.expert == b.expert && a.model_chunk == b.model_chunk &&
+         a.param_dtype == b.param_dtype && a.grad_dtype == b.grad_dtype && a.ranks == b.ranks;
+}
+
+const FlatBuffer* find_buffer(const RankFile& f, std::size_t b, const FlatBuffer& like) {
+  if (b >= f.buffers.size()) return nullptr;
+  for (const FlatBuffer& fb : f.buffers[b].flat)
+    if (same_buffer(fb, like)) return &fb;
+  return nullptr;
+}
+
+// Buckets tile [0, numel), entries lie in order inside their bucket, the
+// framework's padding rule holds; "" when right.
+std::string structure_error(const readback::Buffer& buf, const FlatBuffer& fb) {
+  const auto dp = static_cast<std::int64_t>(fb.ranks.size());
+  if (dp < 1 || fb.index < 0 || fb.index >= dp)
+    return "index " + std::to_string(fb.index) + " of " + std::to_string(dp);
+  std::int64_t at = 0;
+  for (std::size_t j = 0; j < fb.buckets.size(); ++j) {
+    const auto& [start, end, unpadded] = fb.buckets[j];
+    if (start != at || end < start || (end - start) % dp != 0)
+      return "bucket " + std::to_string(j) + " [" + std::to_string(start) + ", " +
+             std::to_string(end) + ") does not follow at " + std::to_string(at) +
+             " with a size divisible by " + std::to_string(dp);
+    at = end;
+  }
+  if (fb.numel != at)
+    return "numel " + std::to_string(fb.numel) + " != last bucket end " + std::to_string(at);
+  std::int64_t prev_end = 0;
+  std::vector<std::int64_t> last_end(fb.buckets.size(), -1);
+  for (std::size_t k = 0; k < fb.entries.size(); ++k) {
+    const readback::FlatEntry& e = fb.entries[k];
+    if (e.bucket < 0 || e.bucket >= static_cast<std::int64_t>(fb.buckets.size()))
+      return e.name + ": bucket " + std::to_string(e.bucket) + " out of range";
+    const auto& bk = fb.buckets[static_cast<std::size_t>(e.bucket)];
+    if (e.numel < 0 || e.start < prev_end || e.start < bk[0] || e.start + e.numel > bk[1])
+      return e.name + ": piece [" + std::to_string(e.start) + ", " +
+             std::to_string(e.start + e.numel) + ") overlaps the previous one or leaves bucket " +
+             std::to_string(e.bucket);
+    prev_end = e.start + e.numel;
+    last_end[static_cast<std::size_t>(e.bucket)] = prev_end;
+    if (buf.kind == BufferKind::MegatronDistOpt && e.start % 64 != 0)
+      return e.name + ": starts at " + std::to_string(e.start) +
+             ", not on 64 elements (Megatron's pad_param_start)";
+  }
+  for (std::size_t j = 0; j < fb.buckets.size(); ++j) {
+    const auto& [start, end, unpadded] = fb.buckets[j];
+    // Megatron closes a bucket before a shared_embedding param at that param's
+    // 64-aligned start: its numel_unpadded then counts the alignment gap.
+    const std::int64_t aligned = (last_end[j] + 63) / 64 * 64;
+    const bool megatron = buf.kind == BufferKind::MegatronDistOpt;
+    if (last_end[j] < 0 ||
+        (unpadded != last_end[j] - start && !(megatron && unpadded == aligned - start)))
+      return "bucket " + std::to_string(j) + ": numel_unpadded " + std::to_string(unpadded) +
+             " is not its last piece's end - start";
+    std::int64_t want = 0;
+    if (buf.kind == BufferKind::MegatronDistOpt) {
+      want = (last_end[j] + megatron_bucket_end_divisor(dp, buf.pad_for_high_nccl_busbw) - 1) /
+             megatron_bucket_end_divisor(dp, buf.pad_for_high_nccl_busbw) *
+             megatron_bucket_end_divisor(dp, buf.pad_for_high_nccl_busbw);
+    } else {
+      const std::int64_t align = buf.zero_stage == 3 ? dp : 2 * dp;
+      want = start + (unpadded + align - 1) / align * align;
+    }
+    if (end != want)
+      return "bucket " + std::to_string(j) + " ends at " + std::to_string(end) +
+             ", padding gives " + std::to_string(want);
+  }
+  return "";
+}
+
+struct Members {
+  std::vector<const RankFile*> files;
+  std::vector<const FlatBuffer*> buffers;
+};
+
+bool load_members(Context& cx, std::size_t b, const FlatBuffer& fb, std::int64_t rank, Members& m) {
+  for (std::size_t k = 0; k < fb.ranks.size(); ++k) {
+    const RankFile* f = cx.store.get(fb.ranks[k]);
+    if (!f) {
+      if (cx.store.fatal.empty())
+        cx.report.not_verifiable(where(fb, rank) + ": needs member rank " +
+                                 std::to_string(fb.ranks[k]) + ", whose rank file is absent");
+      return false;
+    }
+    const FlatBuffer* mb = find_buffer(*f, b, fb);
+    if (mb && mb->entries != fb.entries) {
+      std::size_t i = 0;
+      while (i < mb->entries.size() && i < fb.entries.size() && mb->entries[i] == fb.entries[i])
+        ++i;
+      const readback::FlatEntry& e = i < mb->entries.size() ? mb->entries[i] : fb.entries[i];
+      const readback::FlatEntry* o = i < fb.entries.size() ? &fb.entries[i] : nullptr;
+      cx.report.mismatch(where(fb, fb.ranks[k]) + " param " + e.name + ": piece " +
+                         std::to_string(i) + " at " + std::to_string(e.start) + " (" +
+                         std::to_string(e.numel) + " elements), rank " + std::to_string(rank) +
+                         " has " + (o ? o->name + " at " + std::to_string(o->start) : "none"));
+      return false;
+    }
+    if (!mb || mb->index != static_cast<std::int64_t>(k) || mb->buckets != fb.buckets ||
+        mb->numel != fb.numel || mb->bucket_size != fb.bucket_size) {
+      cx.report.mismatch(where(fb, fb.ranks[k]) +
+                         ": the member's buffer differs (index, buckets, numel or bucket_size)");
+      return false;
+    }
+    m.files.push_back(f);
+    m.buffers.push_back(mb);
+  }
+  return true;
+}
+
+// The param's elements the buffer must hold: its local numel (ZeRO-1/2), or
+// under ZeRO-3 the sum of the group's FSDP shards (the TP-local tensor). -1
+// when a member does not hold it.
+std::int64_t expected_numel(Context& cx, const readback::Buffer& buf, const Members& m,
+                            const std::string& name) {
+  if (buf.zero_stage != 3) {
+    const readback::RankParam* h = cx.held(*m.files[0], name);
+    return h ? numel(h->local_shape) : -1;
+  }
+  // A param FSDP leaves whole (0-d) is held whole by every member.
+  std::int64_t sum = 0;
+  std::set<Shape> offsets;
+  for (const RankFile* f : m.files) {
+    const readback::RankParam* h = cx.held(*f, name);
+    if (!h) return -1;
+    sum += numel(h->local_shape);
+    offsets.insert(h->global_offset);
+  }
+  if (offsets.size() == 1) return numel(cx.held(*m.files[0], name)->local_shape);
+  return sum;
+}
+
+void verify_group(Context& cx, const readback::Buffer& buf, const Members& m) {
+  const FlatBuffer& fb = *m.buffers[0];
+  const auto dp = static_cast<std::int64_t>(fb.ranks.size());
+  if (const std::string e = structure_error(buf, fb); !e.empty())
+    return cx.report.mismatch(where(fb, fb.ranks[0]) + ": " + e);
+  // Shard k of bucket j is [start + k x size, start + (k + 1) x size): what
+  // member k owns there is the pieces' intersection with it.
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> owned_by_param;
+  std::int64_t owned_total = 0;
+  for (std::size_t k = 0; k < m.buffers.size(); ++k) {
+    const FlatBuffer& mb = *m.buffers[k];
+    std::vector<readback::FlatOwned> want;
+    std::int64_t shard_numel = 0;
+    for (std::size_t j = 0; j < fb.buckets.size(); ++j) {
+      const auto& [start, end, unpadded] = fb.buckets[j];
+      const std::int64_t size = (end - start) / dp;
+      shard_numel += size;
+      const std::int64_t lo = start + static_cast<std::int64_t>(k) * size;
+      const std::int64_t hi = lo + size;
+      for (std::size_t i = 0; i < fb.entries.size(); ++i) {
+        const readback::FlatEntry& e = fb.entries[i];
+        if (e.bucket != static_cast<std::int64_t>(j)) continue;
+        const std::int64_t from = std::max(lo, e.start);
+        const std::int64_t to = std::min(hi, e.start + e.numel);
+        if (to > from)
+          want.push_back(
+              {static_cast<std::int64_t>(i), e.param_offset + (from - e.start), to - from, from});
+      }
+    }
+    if (mb.owned != want || mb.shard_numel != shard_numel) {
+      std::size_t i = 0;
+      while (i < mb.owned.size() && i < want.size() && mb.owned[i] == want[i]) ++i;
+      const readback::FlatOwned& o = i < mb.owned.size() ? mb.owned[i] : want[i];
+      const bool known = o.entry >= 0 && o.entry < static_cast<std::int64_t>(fb.entries.size());
+      const std::string name = known ? fb.entries[static_cast<std::size_t>(o.entry)].name : "?";
+      cx.report.mismatch(where(mb, fb.ranks[k]) + " param " + name + ": owned range " +
+                         std::to_string(i) + " (" + std::to_string(o.numel) + " elements from " +
+                         std::to_string(o.param_offset) + "), its shard of each bucket gives " +
+                         (i < want.size() ? std::to_string(want[i].numel) + " from " +
+                                                std::to_string(want[i].param_offset)
+                                          : std::string("none")) +
+                         " (shard_numel " + std::to_string(mb.shard_numel) + ", expected " +
+                         std::to_string(shard_numel) + ")");
+      return;
+    }
+    std::int64_t owned = 0;
+    for (const readback::FlatOwned& o : mb.owned) {
+      owned += o.numel;
+      owned_by_param[fb.entries[static_cast<std::size_t>(o.entry)].name].push_back(
+          {o.param_offset, o.numel});
+    }
+    if (mb.owned_numel != owned)
+      return cx.report.mismatch(where(mb, fb.ranks[k]) + ": owned_numel " +
+                                std::to_string(mb.owned_numel) + " != the sum of its ranges " +
+                                std::to_string(owned));
+    owned_total += owned;
+  }
+  // Every element of every param owned exactly once over the group.
+  std::int64_t pieces_total = 0;
+  for (const readback::FlatEntry& e : fb.entries) pieces_total += e.numel;
+  for (auto& [name, ranges] : owned_by_param) {
+    std::sort(ranges.begin(), ranges.end());
+    std::int64_t at = 0;
+    for (const auto& [off, n] : ranges) {
+      if (off != at)
+        return cx.report.mismatch(where(fb, fb.ranks[0]) + " param " + name + ": elements " +
+                                  std::to_string(std::min(off, at)) + ".." +
+                                  std::to_string(std::max(off, at)) +
+                                  (off > at ? " owned by no rank" : " owned twice"));
+      at += n;
+    }
+    const std::int64_t want = expected_numel(cx, buf, m, name);
+    if (at != want)
+      return cx.report.mismatch(where(fb, fb.ranks[0]) + " param " + name + ": the group owns " +
+                                std::to_string(at) + " elements, the param has " +
+                                std::to_string(want));
+  }
+  if (owned_total != pieces_total || fb.numel - pieces_total < 0)
+    return cx.report.mismatch(where(fb, fb.ranks[0]) + ": owned " + std::to_string(owned_total) +
+                              " of " + std::to_string(pieces_total) + " elements");
+  ++cx.report.groups;
+  cx.report.element_params += static_cast<std::int64_t>(owned_by_param.size());
+}
+
+}  // namespace
+
+void verify_flat(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample) {
+  std::set<std::tuple<std::string, bool, int, std::int64_t>> done;
+  for (const std::int64_t r : sample) {
+    const RankFile& f = *cx.store.get(r);
+    check_coverage(cx, f, b);
+    // Each held trainable param is in one buffer of its rank.
+    std::map<std::string, int> buffers_of;
+    for (const FlatBuffer& fb : f.buffers[b].flat) {
+      std::set<std::string> names;
+      for (const readback::FlatEntry& e : fb.entries) names.insert(e.name);
+      for (const std::string& n : names) ++buffers_of[n];
+    }
+    for (const auto& [name, n] : buffers_of)
+      if (n != 1)
+        cx.report.mismatch("rank " + std::to_string(r) + " param " + name + ": in " +
+                           std::to_string(n) + " flat buffers");
+    for (const FlatBuffer& fb : f.buffers[b].flat) {
+      const auto key = std::make_tuple(fb.mesh + "/" + std::string(dtype_name(fb.param_dtype)) +
+                                           "/" + std::string(dtype_name(fb.grad_dtype)),
+                                       fb.expert, fb.model_chunk, r);
+      if (done.contains(key)) continue;
+      for (std::int64_t q : fb.ranks) done.insert({std::get<0>(key), fb.expert, fb.model_chunk, q});
+      Members m;
+      if (!load_members(cx, b, fb, r, m)) {
+        if (!cx.store.fatal.empty()) return;
+        continue;
+      }
+      verify_group(cx, f.buffers[b], m);
+    }
+  }
+}
+
+}  // namespace shardc::verify

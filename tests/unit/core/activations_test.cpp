@@ -1,0 +1,315 @@
+// Activation memory (src/core/activations.hpp, src/core/activations.cpp):
+// per-layer pins with the arithmetic written out for a dense, a GQA, an MoE and
+// an MLA model; the monotonic properties; the in-flight counts of the schedules;
+// Korthikanti et al.'s published formula (the second anchor); and the training
+// shape through the recipe, the planner and the memory report.
+#include <doctest/doctest.h>
+
+#include "core/activations.hpp"
+#include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
+
+#include "../source_text.hpp"
+
+using namespace shardc;
+using shardc::test::slurp;
+
+namespace {
+
+TrainingShape shape_of(std::int64_t seq, std::int64_t micro_batch,
+                       AttentionImpl attention = AttentionImpl::Sdpa) {
+  TrainingShape s;
+  s.seq_len = seq;
+  s.micro_batch_size = micro_batch;
+  s.attention = attention;
+  return s;
+}
+
+ActivationArch llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv,
+                     std::int64_t intermediate) {
+  ActivationArch a;
+  a.hidden = hidden;
+  a.heads = heads;
+  a.kv_heads = kv;
+  a.head_dim = hidden / heads;
+  a.intermediate = intermediate;
+  a.vocab = 128256;
+  return a;
+}
+
+ActivationArch mixtral() {
+  ActivationArch a = llama(4096, 32, 8, 14336);
+  a.experts = 8;
+  a.top_k = 2;
+  a.moe_intermediate = 14336;
+  return a;
+}
+
+ActivationArch deepseek_v3() {
+  ActivationArch a = llama(7168, 128, 128, 18432);
+  a.head_dim = 128;
+  a.experts = 256;
+  a.top_k = 8;
+  a.moe_intermediate = 2048;
+  a.shared_experts = 1;
+  a.q_lora_rank = 1536;
+  a.kv_lora_rank = 512;
+  a.qk_nope_head_dim = 128;
+  a.qk_rope_head_dim = 64;
+  a.v_head_dim = 128;
+  return a;
+}
+
+std::int64_t layer(const ActivationArch& a, const TrainingShape& s, const ActivationLayout& l,
+                   LayerKind kind, Recompute mode) {
+  return layer_activation_bytes(a, s, 2, l, kind, mode);
+}
+
+std::int64_t term(const std::vector<ActivationTerm>& terms, const std::string& name) {
+  for (const ActivationTerm& t : terms)
+    if (t.name == name) return t.bytes;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("activations: dense MHA layer (Llama-2-7B sizes), seq 4096, bf16, sdpa, tp 1") {
+  // T = 4096 tokens, h = 4096, a_q = a_kv = 32, d = 128, I = 11008, e = 2.
+  // Each norm: 4 T h (fp32 copy) + 4 T (rstd) + e T h (normalized) + e T h (linear input)
+  //   = 67,108,864 + 16,384 + 33,554,432 + 33,554,432 = 134,234,112; two norms.
+  // Attention: q_embed, k_embed, v e T (a_q + 2 a_kv) d = 2 x 4096 x 96 x 128 = 100,663,296
+  //   out e T a_q d = 33,554,432; lse 4 b a_q s = 4 x 32 x 4096 = 524,288
+  //   o_proj input 33,554,432 -> 168,296,448.
+  // MLP: 4 e T I = 8 x 4096 x 11008 = 360,710,144.
+  // Layer: 2 x 134,234,112 + 168,296,448 + 360,710,144 = 797,474,816.
+  const ActivationArch a = llama(4096, 32, 32, 11008);
+  const auto terms =
+      layer_activation_terms(a, shape_of(4096, 1), 2, {}, LayerKind::Dense, Recompute::None);
+  CHECK(term(terms, "attention.qkv") == 100663296);
+  CHECK(term(terms, "attention.softmax_lse") == 524288);
+  CHECK(term(terms, "attention.o_proj_input") == 33554432);
+  CHECK(term(terms, "mlp.gate_up_act") == 360710144);
+  CHECK(term(terms, "attention.scores") == -1);  // sdpa: no s x s scores
+  CHECK(layer(a, shape_of(4096, 1), {}, LayerKind::Dense, Recompute::None) == 797474816);
+}
+
+TEST_CASE("activations: GQA layer (Llama-3.1-8B), seq 8192, tp 8 with sequence parallel") {
+  // T = 8192, T / t = 1024 (width-h tensors under SP), a_q / t = 4, a_kv / t = 1, I / t = 1792.
+  // Norm: 4 x 1024 x 4096 + 4 x 1024 + 2 x 1024 x 4096 x 2 = 33,558,528 (x 2 norms).
+  // Attention: qkv 2 x 8192 x 6 x 128 = 12,582,912; out 2 x 8192 x 4 x 128 = 8,388,608;
+  //   lse 4 x 4 x 8192 = 131,072; o_proj 8,388,608 -> 29,491,200.
+  // MLP: 8 x 8192 x 1792 = 117,440,512.
+  // Layer: 2 x 33,558,528 + 29,491,200 + 117,440,512 = 214,048,768.
+  const ActivationArch a = llama(4096, 32, 8, 14336);
+  const ActivationLayout tp8{8, 1, true, 1};
+  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::None) == 214048768);
+  // Selective drops the attention core's out and lse: 214,048,768 - 8,388,608 - 131,072.
+  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Selective) == 205529088);
+  // Full keeps the layer input, e T h / t = 2 x 1024 x 4096.
+  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Full) == 8388608);
+  // Eager: q_embed and the repeat_kv copies of K and V (3 e T a_q d / t) and the scores
+  // (4 + e) b a_q s s_kv / t.
+  const auto eager = layer_activation_terms(a, shape_of(8192, 1, AttentionImpl::Eager), 2, tp8,
+                                            LayerKind::Dense, Recompute::None);
+  CHECK(term(eager, "attention.scores") == std::int64_t{6} * 4 * 8192 * 8192);
+  CHECK(term(eager, "attention.qkv") == std::int64_t{3} * 2 * 8192 * 4 * 128);
+}
+
+TEST_CASE("activations: MoE layer (Mixtral-8x7B), seq 4096, tp 1, dropless") {
+  // T = 4096, E = 8, k = 2, R = T k = 8192 routed tokens, I_e = 14336.
+  // Norms 2 x 134,234,112; attention (a_q 32, a_kv 8): 2 x 4096 x 48 x 128 + 33,554,432 +
+  //   524,288 + 33,554,432 = 117,964,800.
+  // MoE: router 4 T E + 12 T k + 4 T = 131,072 + 98,304 + 16,384 = 245,760
+  //   dispatch indices 20 R = 163,840; dispatched e R h = 67,108,864
+  //   experts 4 e R I_e = 8 x 8192 x 14336 = 939,524,096; expert out + cast 2 e R h =
+  //   134,217,728 -> 1,141,260,288.
+  // Layer: 268,468,224 + 117,964,800 + 1,141,260,288 = 1,527,693,312.
+  const ActivationArch a = mixtral();
+  CHECK(layer(a, shape_of(4096, 1), {}, LayerKind::Moe, Recompute::None) == 1527693312);
+  // A capacity factor of 1.25 pads every expert to 1.25 x its share: R = 10,240.
+  TrainingShape capped = shape_of(4096, 1);
+  capped.moe.capacity_factor = 1.25;
+  const auto terms = layer_activation_terms(a, capped, 2, {}, LayerKind::Moe, Recompute::None);
+  CHECK(term(terms, "moe.dispatched") == std::int64_t{2} * 10240 * 4096);
+}
+
+TEST_CASE("activations: MLA + MoE layer (DeepSeek-V3), seq 4096, tp 1") {
+  // T = 4096, h = 7168, a_q = 128, r_q = 1536, r_kv = 512, d_nope = 128, d_rope = 64,
+  // d_v = 128, E = 256, k = 8, I_e = 2048, one shared expert; a norm of width w keeps
+  // (4 + e + e) T w + 4 T.
+  const ActivationArch a = deepseek_v3();
+  const TrainingShape s = shape_of(4096, 1);
+  const auto terms = layer_activation_terms(a, s, 2, {}, LayerKind::Moe, Recompute::None);
+  // q_a_layernorm: 8 x 4096 x 1536 + 4 x 4096 = 50,348,032.
+  CHECK(term(terms, "attention.q_a_layernorm.norm_input_fp32") == 4 * 4096 * 1536);
+  // kv_b e T a (d_nope + d_v) = 2 x 4096 x 128 x 256 = 268,435,456; q/k cat 2 e T a (d_nope
+  // + d_rope) = 4 x 4096 x 128 x 192 = 402,653,184.
+  CHECK(term(terms, "attention.kv_b") == 268435456);
+  CHECK(term(terms, "attention.qk_cat") == 402653184);
+  // The router's fp32 input copy 4 T h + 9 T = 117,440,512 + 36,864.
+  CHECK(term(terms, "moe.router_fp32_input") == 117477376);
+  // Shared expert: 4 e T (n_shared I_e) = 8 x 4096 x 2048 = 67,108,864.
+  CHECK(term(terms, "moe.shared_experts") == 67108864);
+  // Whole layer: 2 x 234,897,408 (h norms) + 1,008,762,880 (MLA: q_a / kv_a norms 50,348,032
+  // + 16,793,600, kv_b, q/k cat, out 134,217,728 + lse 2,097,152, o_proj 134,217,728) +
+  // 2,136,002,560 (MoE) = 3,614,560,256.
+  CHECK(layer(a, s, {}, LayerKind::Moe, Recompute::None) == 3614560256);
+}
+
+TEST_CASE("activations: more recompute never stores more (every architecture, attention)") {
+  for (const ActivationArch& a :
+       {llama(4096, 32, 32, 11008), llama(4096, 32, 8, 14336), mixtral(), deepseek_v3()}) {
+    for (AttentionImpl impl : {AttentionImpl::Flash, AttentionImpl::Sdpa, AttentionImpl::Eager}) {
+      for (const ActivationLayout& l : {ActivationLayout{}, ActivationLayout{8, 1, false, 1},
+                                        ActivationLayout{8, 1, true, 2}}) {
+        for (LayerKind kind : {LayerKind::Dense, LayerKind::Moe}) {
+          const TrainingShape s = shape_of(4096, 2, impl);
+          const std::int64_t none = layer(a, s, l, kind, Recompute::None);
+          const std::int64_t selective = layer(a, s, l, kind, Recompute::Selective);
+          const std::int64_t full = layer(a, s, l, kind, Recompute::Full);
+          CHECK(selective <= none);
+          CHECK(full <= selective);
+          CHECK(full > 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("activations: doubling seq with flash doubles the per-layer term") {
+  for (const ActivationArch& a : {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3()}) {
+    for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+      const std::int64_t one =
+          layer(a, shape_of(4096, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
+      const std::int64_t two =
+          layer(a, shape_of(8192, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
+      CHECK(two == 2 * one);
+    }
+  }
+  // Eager is quadratic: more than double.
+  const ActivationArch a = llama(4096, 32, 8, 14336);
+  CHECK(
+      layer(a, shape_of(8192, 1, AttentionImpl::Eager), {}, LayerKind::Dense, Recompute::None) >
+      2 * layer(a, shape_of(4096, 1, AttentionImpl::Eager), {}, LayerKind::Dense, Recompute::None));
+}
+
+TEST_CASE("activations: sequence parallel divides the layer by tp") {
+  for (const ActivationArch& a : {llama(4096, 32, 8, 14336), llama(8192, 64, 8, 28672)}) {
+    for (std::int64_t tp : {2, 4, 8}) {
+      for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+        const TrainingShape s = shape_of(8192, 1, AttentionImpl::Flash);
+        const std::int64_t whole = layer(a, s, {}, LayerKind::Dense, mode);
+        const std::int64_t split = layer(a, s, {tp, 1, true, 1}, LayerKind::Dense, mode);
+        CHECK(split * tp == whole);
+        // Without SP the width-h tensors stay whole: more than whole / tp.
+        CHECK(layer(a, s, {tp, 1, false, 1}, LayerKind::Dense, mode) >= split);
+      }
+    }
+  }
+}
+
+TEST_CASE("activations: micro-batches in flight per schedule") {
+  // 1F1B (Megatron forward_backward_pipelining_without_interleaving): pp - stage, at most m.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::OneFOneB, 8, 1, 0, 64) == 8);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::OneFOneB, 8, 1, 7, 64) == 1);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::OneFOneB, 8, 1, 0, 4) == 4);
+  // GPipe: every micro-batch.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::GPipe, 8, 1, 3, 64) == 64);
+  // Interleaved (pp 8, v 5): stage 0 warms up 2 x 7 + 4 x 8 = 46 chunks, + 1 = 47 chunk
+  // micro-batches of L_p / 5 layers = 9.4 micro-batches of the stage's layers =
+  // pp x (1 + (pp - 1) / (pp v)) = 8 x 1.175, Megatron's theoretical penalty.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::Interleaved, 8, 5, 0, 64) == 47);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::Interleaved, 8, 5, 7, 64) == 33);
+  // No pipeline: one micro-batch at a time.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::GPipe, 1, 1, 0, 64) == 1);
+}
+
+TEST_CASE("activations: Korthikanti et al. 2022 per-layer formula (GPT shapes of the paper)") {
+  // Table 2 of the paper, bytes per layer, 16-bit activations with dropout. GPT-3 175B:
+  // s = 2048, b = 1, h = 12288, a = 96, t = 8 (Table 3).
+  // No parallelism: 34 s b h + 5 a s^2 b = 34 x 25,165,824 + 5 x 96 x 2048^2 = 855,638,016 +
+  // 2,013,265,920 = 2,868,903,936.
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 1, false, Recompute::None) ==
+        doctest::Approx(2868903936.0));
+  // Tensor parallel: s b h (10 + 24 / t + 5 a s / (h t)) = 25,165,824 x (10 + 3 + 10) =
+  // 578,813,952.
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, false, Recompute::None) ==
+        doctest::Approx(578813952.0));
+  // Tensor + sequence parallel: s b h / t (34 + 5 a s / h) = 3,145,728 x 114 = 358,612,992.
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::None) ==
+        doctest::Approx(358612992.0));
+  // + selective recompute: 34 s b h / t = 106,954,752 (Table 2, last row).
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Selective) ==
+        doctest::Approx(106954752.0));
+  // Full recompute with SP: 2 s b h / t = 6,291,456.
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Full) ==
+        doctest::Approx(6291456.0));
+  // Megatron-Core's theoretical memory (megatron/training/theoretical_memory_usage.py,
+  // compute_activation_memory, SP + selective): s b h (18 + 4 ffn / h) / t; ffn = 4h gives 34.
+  const double megatron = 2048.0 * 12288 * (18 + 4 * 4.0) / 8;
+  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Selective) ==
+        doctest::Approx(megatron));
+  // The paper's 530B (h 20480, a 128, t 8, s 2048) and 1T (h 25600, a 160, t 8) rows:
+  // SP + selective 34 s b h / t.
+  CHECK(korthikanti_layer_bytes(2048, 1, 20480, 128, 8, true, Recompute::Selective) ==
+        doctest::Approx(34.0 * 2048 * 20480 / 8));
+  CHECK(korthikanti_layer_bytes(2048, 1, 25600, 160, 8, true, Recompute::Selective) ==
+        doctest::Approx(34.0 * 2048 * 25600 / 8));
+}
+
+TEST_CASE("activations: the shipped Llama-3.1-8B on 64 ranks, each recompute mode") {
+  // docs/memory.md's worked example: dp 8 x tp 8, seq 8192, micro-batch 1, bf16, sdpa.
+  const std::string recipe = slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml");
+  for (const char* mode : {"none", "selective", "full"}) {
+    DiagnosticSink sink;
+    auto m = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
+    auto r =
+        parse_recipe({"recipe.yaml", recipe + "training:\n  seq_len: 8192\n  recompute: " + mode +
+                                         "\n  sequence_parallel: true\n"},
+                     sink);
+    REQUIRE(m);
+    REQUIRE(r);
+    auto plan = build_plan(*m, *r, sink);
+    REQUIRE(plan);
+    const MemoryReport report = compute_memory(*plan);
+    REQUIRE(report.activations_counted);
+    REQUIRE(report.stage_activations.size() == 1);
+    const StageActivations& sa = report.stage_activations.front();
+    CHECK(plan->training_layout.degrees.tp == 8);
+    CHECK(plan->training_layout.dp == 8);
+    CHECK(sa.layers == 32);
+    // Embedding 8 T = 65,536 + cos/sin 2 e s d = 4,194,304 (not kept when every layer is
+    // recomputed); loss: final norm 33,558,528, labels 8 T = 65,536, logits e T V / t = 2 x
+    // 8192 x 16032 = 262,668,288, fp32 log-softmax 4 T V / t = 525,336,576.
+    const std::int64_t ends = 65536 + 33558528 + 65536 + 262668288 + 525336576;
+    const std::string m_text = mode;
+    if (m_text == "none") CHECK(sa.bytes == 32 * std::int64_t{214048768} + ends + 4194304);
+    if (m_text == "selective") {
+      CHECK(sa.bytes == 32 * std::int64_t{205529088} + ends + 4194304);
+    }
+    // Full: 32 layer inputs + one layer recomputed in backward.
+    if (m_text == "full") CHECK(sa.bytes == 32 * std::int64_t{8388608} + ends + 214048768);
+    CHECK(report.ranks[0].activations == sa.bytes);
+    CHECK(report.ranks[0].total > sa.bytes);
+  }
+}
+
+TEST_CASE("activations: no training shape, no change") {
+  DiagnosticSink sink;
+  auto m = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
+  auto r = parse_recipe({"recipe.yaml", slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml")}, sink);
+  REQUIRE(m);
+  REQUIRE(r);
+  auto plan = build_plan(*m, *r, sink);
+  REQUIRE(plan);
+  const MemoryReport report = compute_memory(*plan);
+  CHECK_FALSE(report.activations_counted);
+  CHECK(report.ranks[0].activations == 0);
+  CHECK(report.ranks[0].total == report.ranks[0].of(MemoryKind::Params) +
+                                     report.ranks[0].of(MemoryKind::Grads) +
+                                     report.ranks[0].of(MemoryKind::MasterWeights) +
+                                     report.ranks[0].of(MemoryKind::OptimizerState) +
+                                     std::max(report.ranks[0].of(MemoryKind::Fsdp2AllGather),
+                                              report.ranks[0].of(MemoryKind::MuonAllGather)));
+}

@@ -1,0 +1,183 @@
+// The readback parsers (simdjson fast path) against their reference reader
+// (nlohmann, JSON paths in errors): same results, same error messages.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../driver/driver_fixture.hpp"
+#include "outputs/readback.hpp"
+
+using namespace shardc;
+
+namespace {
+
+// Muon and FSDP2 buffers, an uneven split, an alias, a 1-d param, a pipeline.
+const char* const kModel = R"(format: shardc.model/v1
+name: rb
+dtype: bfloat16
+params:
+  - {name: emb.weight, shape: [10, 7]}
+  - {name: layers.0.w.weight, shape: [3, 8]}
+  - {name: layers.1.w.weight, shape: [3, 8]}
+  - {name: n.weight, shape: [4], dtype: float32}
+  - {name: head.weight, shape: [10, 7]}
+tied: [[emb.weight, head.weight]]
+)";
+
+const char* const kRecipe = R"(format: shardc.recipe/v1
+mesh:
+  - {name: pp, size: 2}
+  - {name: dp_shard, size: 2}
+  - {name: tp, size: 2}
+rules:
+  - match: ["emb.weight", "head.weight"]
+    placements: {tp: Shard(0)}
+  - match: "**"
+    placements: {}
+pipeline: {axis: pp, stages: auto}
+fsdp: {shard: dp_shard}
+buffers:
+  - {kind: muon_allgather, alignment_bytes: 64}
+  - {kind: fsdp2_allgather, units: ["**"]}
+)";
+
+// The parser's and the reference's results for `text` agree; returns
+// whether it parsed.
+template <typename T>
+bool agree(std::string_view text, std::optional<T> (*parse)(std::string_view, std::string&),
+           std::optional<T> (*reference)(std::string_view, std::string&)) {
+  std::string error;
+  std::string ref_error;
+  const std::optional<T> got = parse(text, error);
+  const std::optional<T> want = reference(text, ref_error);
+  CHECK(got.has_value() == want.has_value());
+  CHECK(error == ref_error);
+  if (got && want) CHECK(*got == *want);
+  return got.has_value();
+}
+
+// Which files parse as which kinds (each text is tried as all three).
+struct Parsed {
+  int plans = 0;
+  int ranks = 0;
+  int manifests = 0;
+};
+
+Parsed agree_all(std::string_view text) {
+  Parsed p;
+  p.plans += agree(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
+  p.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
+  p.manifests +=
+      agree(text, &readback::parse_manifest_file, &readback::parse_manifest_file_reference);
+  return p;
+}
+
+struct Compiled : test::DriverFixture {
+  Compiled() {
+    fs.files["m.yaml"] = kModel;
+    fs.files["r.yaml"] = kRecipe;
+    REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
+  }
+  const std::string& file(const std::string& rel) { return fs.files.at("out/" + rel); }
+};
+
+// `text` with the first `from` replaced by `to`.
+std::string edit(std::string text, std::string_view from, std::string_view to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Compiled, "readback parsers read compiled outputs as the reference does") {
+  const Parsed plan = agree_all(file("plan.json"));
+  CHECK(plan.plans == 1);
+  const Parsed manifest = agree_all(file("manifest.json"));
+  CHECK(manifest.manifests == 1);
+  for (int r = 0; r < 8; ++r)
+    CHECK(agree_all(file("ranks/rank-" + std::to_string(r) + ".json")).ranks == 1);
+  std::string error;
+  const auto f = readback::parse_rank_file(file("ranks/rank-0.json"), error);
+  REQUIRE(f);
+  CHECK(f->buffers.size() == 2);
+  CHECK_FALSE(f->buffers[0].groups.empty());
+  CHECK_FALSE(f->buffers[1].units.empty());
+}
+
+TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the reference does") {
+  const std::string rank = file("ranks/rank-0.json");
+  const std::string plan = file("plan.json");
+  const std::vector<std::string> texts = {
+      // duplicate keys: nlohmann keeps the last
+      edit(rank, "\"rank\":0,", "\"rank\":0,\"rank\":1,"),
+      edit(rank, "\"rank\":0,", "\"rank\":\"x\",\"rank\":0,"),
+      edit(rank, "\"tp\":0", "\"tp\":0,\"tp\":1"),
+      edit(plan, "\"world_size\":8,", "\"world_size\":8,\"world_size\":8,"),
+      // escapes and non-ASCII bytes (the reference reads these)
+      edit(rank, "\"rank\":0,", "\"r\\u0061nk\":0,"),
+      edit(rank, "emb.weight", "emb.w\\u00e9ight"),
+      edit(rank, "emb.weight", "emb.w\xc3\xa9ight"),
+      edit(rank, "emb.weight", "emb.w\\ud800ight"),
+      "\xEF\xBB\xBF" + rank,
+      // numbers
+      edit(rank, "\"rank\":0,", "\"rank\":-0,"),
+      edit(rank, "\"rank\":0,", "\"rank\":0.0,"),
+      edit(rank, "\"rank\":0,", "\"rank\":0e0,"),
+      edit(rank, "\"rank\":0,", "\"rank\":9223372036854775808,"),
+      edit(rank, "\"rank\":0,", "\"rank\":18446744073709551616,"),
+      edit(rank, "\"rank\":0,", "\"rank\":-9223372036854775809,"),
+      edit(rank, "\"rank\":0,", "\"rank\":1e400,"),
+      edit(rank, "\"stage\":0", "\"stage\":4294967296"),
+      // syntax
+      rank + " {}",
+      rank + "x",
+      edit(rank, "\"rank\":0,", "\"rank\":0,,"),
+      edit(rank, "null", "nul"),
+      rank.substr(0, rank.size() / 2),
+      edit(rank, "\"rank\":0,", "\"rank\":0,\t\r"),
+      edit(rank, "\"rank\":0,", "\"rank\":0,\x01"),
+      edit(rank, "emb.weight", "emb.\tweight"),
+      "",
+      "[]",
+      "5",
+      std::string(2000, '[') + std::string(2000, ']'),
+      // structure
+      edit(rank, "\"params\":[", "\"params\":[],\"x\":["),
+      edit(rank, "\"buffers\":[", "\"buffers\":{},\"y\":["),
+  };
+  int parsed = 0;
+  for (const std::string& t : texts) {
+    CAPTURE(t.substr(0, 120));
+    parsed += agree_all(t).ranks;
+  }
+  CHECK(parsed > 0);  // duplicate keys that leave a valid file, -0, an escaped key
+}
+
+TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
+  const std::filesystem::path dir =
+      std::filesystem::path(SHARDC_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "outputs";
+  Parsed total;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    const std::string all = bytes.str();
+    CAPTURE(entry.path().filename().string());
+    // As the fuzz entry reads it: the whole input, and the file after the selector byte.
+    for (const std::string_view text :
+         {std::string_view(all), std::string_view(all).substr(all.empty() ? 0 : 1)}) {
+      const Parsed p = agree_all(text);
+      total.plans += p.plans;
+      total.ranks += p.ranks;
+      total.manifests += p.manifests;
+    }
+    ++files;
+  }
+  CHECK(files > 100);
+  CHECK(total.plans > 10);
+  CHECK(total.ranks > 10);
+}
