@@ -10,6 +10,7 @@ SHARDC_DEB_PACKAGES=(
   clang        # libFuzzer and sanitizer builds
   libclang-rt-14-dev # clang's libFuzzer, ASan and UBSan runtimes (tools/fuzz)
   clang-format # tools/format
+  clang-tidy   # tools/tidy (.clang-tidy: names, parameter counts; CTest tidy/names)
   ccache       # compiler launcher when present
   chromium nodejs # the report pages in a real browser (tests/browser, CTest browser/report)
 )
