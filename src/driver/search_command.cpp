@@ -87,7 +87,7 @@ void print_terms(const CheckedLayout& c, int rank, std::ostream& out) {
       << " s = compute " << fixed(k.compute, 3) << " + recompute " << fixed(k.recompute, 3)
       << " + bubble " << fixed(k.bubble, 3) << " + exposed comm " << fixed(k.exposed_comm, 3)
       << " + optimizer " << fixed(k.optimizer, 3) << "\n";
-  for (const CommTerm& t : k.comm) {
+  for (const AxisCommTime& t : k.comm) {
     out << "    comm " << t.axis << " (" << t.collective << ", "
         << (t.inter_node ? "inter-node" : "intra-node") << "): " << fixed(t.bytes / 1e9, 2)
         << " GB per rank, " << fixed(t.seconds, 3) << " s, exposed " << fixed(t.exposed, 3)
@@ -132,7 +132,7 @@ std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
     << ", \"flops_per_token\": " << json_number(k.flops_per_token)
     << ", \"dominant\": " << json_string(k.dominant) << ", \"comm\": [";
   for (std::size_t i = 0; i < k.comm.size(); ++i) {
-    const CommTerm& t = k.comm[i];
+    const AxisCommTime& t = k.comm[i];
     o << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(t.axis)
       << ", \"collective\": " << json_string(t.collective)
       << ", \"bytes\": " << json_number(t.bytes)

@@ -10,9 +10,9 @@ namespace {
 
 // A ring collective of `bytes` per rank per call over `group` ranks,
 // `calls` times: time = bytes / bandwidth + calls x steps x latency.
-CommTerm ring(std::string axis, std::string collective, double bytes, double calls,
+AxisCommTime ring(std::string axis, std::string collective, double bytes, double calls,
               double steps_per_call, bool inter, const Hardware& hw) {
-  CommTerm t;
+  AxisCommTime t;
   t.axis = std::move(axis);
   t.collective = std::move(collective);
   t.bytes = bytes;
@@ -84,7 +84,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (layout.tp > 1) {
     const double calls = (2 * fwd_passes + 2) * layers_stage * m;
     const double bytes = calls * 2 * (tp - 1) / tp * tokens_mb * hidden * e;
-    CommTerm t = ring("tp", layout.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce",
+    AxisCommTime t = ring("tp", layout.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce",
                       bytes, calls, 2 * (tp - 1), group_inter_node(layout.tp, 1, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none: between the layer's matrix multiplies";
@@ -95,7 +95,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (layout.cp > 1) {
     const double calls = (fwd_passes + 1) * layers_stage * m;
     const double bytes = calls * (cp - 1) * tokens_mb * static_cast<double>(st.kv_dim) / tp * e;
-    CommTerm t = ring("cp", "all-gather K,V + reduce-scatter dK,dV", bytes, calls, cp - 1,
+    AxisCommTime t = ring("cp", "all-gather K,V + reduce-scatter dK,dV", bytes, calls, cp - 1,
                       group_inter_node(layout.cp, layout.tp, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none (all-gather based context parallelism)";
@@ -109,7 +109,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     const double tokens_rank = tokens_mb / (layout.sequence_parallel ? tp : 1);
     const double bytes =
         calls * (ep - 1) / ep * tokens_rank * static_cast<double>(st.top_k) * hidden * e;
-    CommTerm t = ring("ep", "all-to-all dispatch + combine", bytes, calls, 1,
+    AxisCommTime t = ring("ep", "all-to-all dispatch + combine", bytes, calls, 1,
                       group_inter_node(layout.ep, 1, g), hw);
     if (layout.pp > 1 && m >= 2) {
       t.exposed = std::max(0.0, t.seconds - work);
@@ -135,7 +135,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       const double es = static_cast<double>(layout.efsdp);
       bytes += 3 * m * (es - 1) / es * expert_stage * pbytes;
     }
-    CommTerm t = ring("dp_shard", "all-gather x2 + reduce-scatter", bytes, calls, s - 1,
+    AxisCommTime t = ring("dp_shard", "all-gather x2 + reduce-scatter", bytes, calls, s - 1,
                       group_inter_node(layout.dp_shard, layout.cp * layout.tp, g), hw);
     t.exposed = std::max(0.0, t.seconds - work);
     t.overlap = "prefetched: behind the compute (FSDP2 implicit prefetch)";
@@ -151,7 +151,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     if (st.expert > 0 && expert_dp > 1)
       bytes += 2 * (expert_dp - 1) / expert_dp * expert_stage * pbytes;
     const std::int64_t group = layout.dp_replicate > 1 ? layout.dp_replicate : 1;
-    CommTerm t =
+    AxisCommTime t =
         ring("dp_replicate", layout.zero1 ? "reduce-scatter + all-gather (ZeRO-1)" : "all-reduce",
              bytes, 1, 2 * (r - 1),
              group_inter_node(group, layout.dp_shard * layout.cp * layout.tp, g) ||
@@ -165,13 +165,13 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (layout.pp > 1) {
     const double v = static_cast<double>(layout.virtual_stages);
     const double bytes = 2 * m * v * tokens_mb * hidden * e / (layout.sequence_parallel ? tp : 1);
-    CommTerm t = ring("pp", "send/recv", bytes, 2 * m * v, 1,
+    AxisCommTime t = ring("pp", "send/recv", bytes, 2 * m * v, 1,
                       group_inter_node(layout.pp, req.world / layout.pp, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none (on the schedule's critical path)";
     c.comm.push_back(t);
   }
-  for (const CommTerm& t : c.comm) c.exposed_comm += t.exposed;
+  for (const AxisCommTime& t : c.comm) c.exposed_comm += t.exposed;
   // Optimizer step: read and write the local params, grads, master weights and
   // state (AdamW: 16 bytes per element with fp32 master + 2 states, plus bf16 param + grad).
   double local = dense_stage / static_cast<double>(layout.dp_shard) +
@@ -197,7 +197,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     best = c.optimizer;
     c.dominant = "optimizer";
   }
-  for (const CommTerm& t : c.comm) {
+  for (const AxisCommTime& t : c.comm) {
     if (t.exposed > best) {
       best = t.exposed;
       c.dominant = "comm " + t.axis;

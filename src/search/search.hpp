@@ -88,8 +88,9 @@ struct Layout {
 /// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only).
 std::string layout_name(const Layout& layout);
 
-/// One communication term of a step, per rank.
-struct CommTerm {
+/// One communication term of a step, per rank, with its time (not comm.hpp's CommTerm:
+/// a second class of that name in namespace shardc was an ODR violation that ASan caught).
+struct AxisCommTime {
   std::string axis;         ///< "tp", "cp", "ep", "dp_shard", "dp_replicate", "pp"
   std::string collective;   ///< "all-reduce", "all-gather + reduce-scatter", ...
   double bytes = 0;         ///< sent per rank per step (ring counts)
@@ -106,7 +107,7 @@ struct StepCost {
   double recompute = 0;        ///< the extra forward work recompute adds
   double bubble = 0;           ///< pipeline fill and drain
   double optimizer = 0;        ///< optimizer step: bytes read and written / HBM bandwidth
-  std::vector<CommTerm> comm;
+  std::vector<AxisCommTime> comm;
   double exposed_comm = 0;
   double step = 0;
   double tokens_per_second_per_gpu = 0;

@@ -12,7 +12,8 @@ execute_process(COMMAND ${CXX} ${flags} -I${ROOMS_DIR}/frontend ${HERE}/refused_
 if(rc EQUAL 0)
   message(FATAL_ERROR "frontend compiled #include \"planner/passes.hpp\": the layering is not enforced")
 endif()
-if(NOT err MATCHES "planner/passes.hpp: No such file or directory")
+# g++: "planner/passes.hpp: No such file or directory"; clang: "'planner/passes.hpp' file not found"
+if(NOT err MATCHES "planner/passes.hpp(: No such file or directory|' file not found)")
   message(FATAL_ERROR "refused_include.cpp failed for another reason:\n${err}")
 endif()
 execute_process(COMMAND ${CXX} ${flags} -I${ROOMS_DIR}/frontend ${HERE}/allowed_include.cpp
