@@ -11,7 +11,7 @@ namespace {
 // A ring collective of `bytes` per rank per call over `group` ranks,
 // `calls` times: time = bytes / bandwidth + calls x steps x latency.
 AxisCommTime ring(std::string axis, std::string collective, double bytes, double calls,
-              double steps_per_call, bool inter, const Hardware& hw) {
+                  double steps_per_call, bool inter, const Hardware& hw) {
   AxisCommTime t;
   t.axis = std::move(axis);
   t.collective = std::move(collective);
@@ -84,8 +84,9 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (layout.tp > 1) {
     const double calls = (2 * fwd_passes + 2) * layers_stage * m;
     const double bytes = calls * 2 * (tp - 1) / tp * tokens_mb * hidden * e;
-    AxisCommTime t = ring("tp", layout.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce",
-                      bytes, calls, 2 * (tp - 1), group_inter_node(layout.tp, 1, g), hw);
+    AxisCommTime t =
+        ring("tp", layout.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", bytes,
+             calls, 2 * (tp - 1), group_inter_node(layout.tp, 1, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none: between the layer's matrix multiplies";
     c.comm.push_back(t);
@@ -96,7 +97,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     const double calls = (fwd_passes + 1) * layers_stage * m;
     const double bytes = calls * (cp - 1) * tokens_mb * static_cast<double>(st.kv_dim) / tp * e;
     AxisCommTime t = ring("cp", "all-gather K,V + reduce-scatter dK,dV", bytes, calls, cp - 1,
-                      group_inter_node(layout.cp, layout.tp, g), hw);
+                          group_inter_node(layout.cp, layout.tp, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none (all-gather based context parallelism)";
     c.comm.push_back(t);
@@ -110,7 +111,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     const double bytes =
         calls * (ep - 1) / ep * tokens_rank * static_cast<double>(st.top_k) * hidden * e;
     AxisCommTime t = ring("ep", "all-to-all dispatch + combine", bytes, calls, 1,
-                      group_inter_node(layout.ep, 1, g), hw);
+                          group_inter_node(layout.ep, 1, g), hw);
     if (layout.pp > 1 && m >= 2) {
       t.exposed = std::max(0.0, t.seconds - work);
       t.overlap = "behind another micro-batch's compute (DeepSeek-V3 DualPipe, Sec. 3.2.1)";
@@ -136,7 +137,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       bytes += 3 * m * (es - 1) / es * expert_stage * pbytes;
     }
     AxisCommTime t = ring("dp_shard", "all-gather x2 + reduce-scatter", bytes, calls, s - 1,
-                      group_inter_node(layout.dp_shard, layout.cp * layout.tp, g), hw);
+                          group_inter_node(layout.dp_shard, layout.cp * layout.tp, g), hw);
     t.exposed = std::max(0.0, t.seconds - work);
     t.overlap = "prefetched: behind the compute (FSDP2 implicit prefetch)";
     c.comm.push_back(t);
@@ -166,7 +167,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     const double v = static_cast<double>(layout.virtual_stages);
     const double bytes = 2 * m * v * tokens_mb * hidden * e / (layout.sequence_parallel ? tp : 1);
     AxisCommTime t = ring("pp", "send/recv", bytes, 2 * m * v, 1,
-                      group_inter_node(layout.pp, req.world / layout.pp, g), hw);
+                          group_inter_node(layout.pp, req.world / layout.pp, g), hw);
     t.exposed = t.seconds;
     t.overlap = "none (on the schedule's critical path)";
     c.comm.push_back(t);
