@@ -1,32 +1,18 @@
 // The communication model of one rank of one stage (src/comm/comm.hpp:
 // every term, its formula and its source are listed there).
 #include <algorithm>
-#include <limits>
 #include <string>
 
 #include "comm/comm.hpp"
+#include "support/saturating.hpp"
 
 namespace shardc {
 namespace {
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-
-std::int64_t mul(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out)) return kMax;
-  return out;
-}
-std::int64_t mul(std::initializer_list<std::int64_t> xs) {
-  std::int64_t out = 1;
-  for (std::int64_t x : xs) out = mul(out, x);
-  return out;
-}
-std::int64_t plus(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) return kMax;
-  return out;
-}
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b <= 1 ? a : a / b + (a % b != 0); }
+using saturating::ceil_div;
+using saturating::mul;
+// `add` is Builder's: the saturating sum is `plus` here.
+std::int64_t plus(std::int64_t a, std::int64_t b) { return saturating::add(a, b); }
 
 std::string n(std::int64_t v) { return std::to_string(v); }
 

@@ -3,30 +3,16 @@
 #include "core/activations.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <string_view>
+
+#include "support/saturating.hpp"
 
 namespace shardc {
 namespace {
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-
-std::int64_t mul(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out)) return kMax;
-  return out;
-}
-std::int64_t mul(std::initializer_list<std::int64_t> xs) {
-  std::int64_t out = 1;
-  for (std::int64_t x : xs) out = mul(out, x);
-  return out;
-}
-std::int64_t add(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) return kMax;
-  return out;
-}
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b <= 1 ? a : (a + b - 1) / b; }
+using saturating::add;
+using saturating::ceil_div;
+using saturating::mul;
 
 bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
