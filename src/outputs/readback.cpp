@@ -352,8 +352,9 @@ struct LeanParam {
 };
 
 // One param's entry at one stage, derived from its stage input shape (the
-// rank's own shape after the earlier stages): member k's shape is the input
-// with tensor_dim set to split_sizes[k]; pad_shape their element-wise max.
+// rank's own shape after the earlier stages) by the planner's arithmetic
+// (muon_stage_sizes); member k's shape is the input with tensor_dim set to
+// split_sizes[k].
 MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& g,
                                   const std::vector<std::int64_t>& split, const Shape& input,
                                   std::int64_t align) {
@@ -368,11 +369,10 @@ MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& 
     shape[d] = size;
     p.rank_shapes.push_back(std::move(shape));
   }
-  p.pad_shape = input;
-  if (!split.empty()) p.pad_shape[d] = *std::max_element(split.begin(), split.end());
-  if (g.index >= 0 && static_cast<std::size_t>(g.index) < p.rank_shapes.size())
-    p.actual_numel = numel(p.rank_shapes[static_cast<std::size_t>(g.index)]);
-  p.padded_numel = round_up(numel(p.pad_shape), align);
+  MuonStageSizes sizes = muon_stage_sizes(input, g.tensor_dim, split, g.index, align);
+  p.pad_shape = std::move(sizes.pad_shape);
+  p.actual_numel = sizes.actual_numel;
+  p.padded_numel = sizes.padded_numel;
   return p;
 }
 
@@ -403,7 +403,7 @@ MuonStage derive_stage(const N& batch, const std::vector<const LeanParam*>& memb
         .fail("needs one entry per stage (" + std::to_string(stages.size()) + ")");
   st.total_numel = totals[s];
   st.gathered_numel = st.total_numel * static_cast<std::int64_t>(g.ranks.size());
-  const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / element_size(dtype));
+  const std::int64_t align = muon_align_elements(alignment_bytes, dtype);
   std::int64_t offset = 0;
   for (const LeanParam* lp : members) {
     MuonStageParam p = derive_stage_param(lp->held->name, g, lp->split_sizes[s],
@@ -419,14 +419,8 @@ MuonStage derive_stage(const N& batch, const std::vector<const LeanParam*>& memb
 // of the global update: start = sum of the split sizes before the rank.
 std::vector<SliceStep> slice_back(const LeanParam& lp, const std::vector<StageGeometry>& stages) {
   std::vector<SliceStep> out;
-  for (std::size_t s = stages.size(); s-- > 0;) {
-    const auto& split = lp.split_sizes[s];
-    const auto k = static_cast<std::size_t>(
-        std::clamp<std::int64_t>(stages[s].index, 0, static_cast<std::int64_t>(split.size())));
-    const std::int64_t start = std::accumulate(
-        split.begin(), split.begin() + static_cast<std::ptrdiff_t>(k), std::int64_t{0});
-    out.push_back({stages[s].tensor_dim, start, k < split.size() ? split[k] : 0});
-  }
+  for (std::size_t s = stages.size(); s-- > 0;)
+    out.push_back(muon_slice_step(stages[s].tensor_dim, lp.split_sizes[s], stages[s].index));
   return out;
 }
 

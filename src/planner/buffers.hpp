@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,31 @@ struct SliceStep {
   std::int64_t start = 0;
   std::int64_t length = 0;
 };
+
+/// The one muon stage arithmetic (contract §6.3), which the planner (from the
+/// plan's geometry) and the output reader (from a lean rank file's split sizes,
+/// src/outputs/readback.cpp) both call: a param whose stage input shape (this
+/// rank's piece with the earlier stages gathered) is `input_shape` and whose
+/// members hold `split_sizes` on `tensor_dim` (every other dim as the input)
+/// packs `padded_numel` elements at its offset; `pad_shape` is the input with
+/// tensor_dim set to the largest split, `actual_numel` the member `index`'s.
+/// Precondition: 0 <= tensor_dim < input_shape.size().
+struct MuonStageSizes {
+  Shape pad_shape;
+  std::int64_t actual_numel = 0;  ///< 0 when `index` is not a member
+  std::int64_t padded_numel = 0;  ///< numel(pad_shape) rounded up to `align_elements`
+};
+MuonStageSizes muon_stage_sizes(const Shape& input_shape, int tensor_dim,
+                                std::span<const std::int64_t> split_sizes, std::int64_t index,
+                                std::int64_t align_elements);
+
+/// A muon buffer's alignment in elements of `dtype`: alignment_bytes / element size, at least 1.
+std::int64_t muon_align_elements(std::int64_t alignment_bytes, DType dtype);
+
+/// The narrow that cuts member `index`'s piece back out of a stage's gathered
+/// tensor: start = the sum of the split sizes before it (index clamped to the members).
+SliceStep muon_slice_step(int tensor_dim, std::span<const std::int64_t> split_sizes,
+                          std::int64_t index);
 
 struct MuonRankBatch {
   DType dtype = DType::BFloat16;

@@ -4,6 +4,7 @@
 // batches, and the slice-back recipe.
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "planner/buffer_util.hpp"
@@ -183,17 +184,18 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
     MuonStageParam sp;
     sp.param = i;
     sp.tensor_dim = dim;
+    // Members differ only on `dim` (each mesh axis shards one dim), so this
+    // rank's piece is the stage input shape of every member.
     sp.split_sizes.reserve(member_coords.size());
-    for (std::size_t k = 0; k < member_coords.size(); ++k) {
-      const Shape shape = partial_shape(p.geometry, member_coords[k], undone);
-      sp.split_sizes.push_back(shape[static_cast<std::size_t>(dim)]);
-      if (k == 0) sp.pad_shape = shape;
-      for (std::size_t d = 0; d < shape.size(); ++d)
-        sp.pad_shape[d] = std::max(sp.pad_shape[d], shape[d]);
-      if (static_cast<std::int64_t>(k) == st.index) sp.actual_numel = numel(shape);
-    }
-    const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / element_size(p.dtype));
-    sp.padded_numel = (numel(sp.pad_shape) + align - 1) / align * align;
+    for (const auto& member : member_coords)
+      sp.split_sizes.push_back(
+          partial_shape(p.geometry, member, undone)[static_cast<std::size_t>(dim)]);
+    MuonStageSizes sizes =
+        muon_stage_sizes(partial_shape(p.geometry, coords, undone), dim, sp.split_sizes, st.index,
+                         muon_align_elements(alignment_bytes, p.dtype));
+    sp.pad_shape = std::move(sizes.pad_shape);
+    sp.actual_numel = sizes.actual_numel;
+    sp.padded_numel = sizes.padded_numel;
     sp.offset = st.total_numel;
     st.total_numel += sp.padded_numel;
     st.params.push_back(std::move(sp));
@@ -203,6 +205,36 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
 }
 
 }  // namespace
+
+MuonStageSizes muon_stage_sizes(const Shape& input_shape, int tensor_dim,
+                                std::span<const std::int64_t> split_sizes, std::int64_t index,
+                                std::int64_t align_elements) {
+  MuonStageSizes out;
+  const auto dim = static_cast<std::size_t>(tensor_dim);
+  out.pad_shape = input_shape;
+  if (!split_sizes.empty())
+    out.pad_shape[dim] = *std::max_element(split_sizes.begin(), split_sizes.end());
+  if (index >= 0 && static_cast<std::size_t>(index) < split_sizes.size()) {
+    Shape own = input_shape;
+    own[dim] = split_sizes[static_cast<std::size_t>(index)];
+    out.actual_numel = numel(own);
+  }
+  out.padded_numel = round_up(numel(out.pad_shape), align_elements);
+  return out;
+}
+
+std::int64_t muon_align_elements(std::int64_t alignment_bytes, DType dtype) {
+  return std::max<std::int64_t>(1, alignment_bytes / element_size(dtype));
+}
+
+SliceStep muon_slice_step(int tensor_dim, std::span<const std::int64_t> split_sizes,
+                          std::int64_t index) {
+  const auto k = static_cast<std::size_t>(
+      std::clamp<std::int64_t>(index, 0, static_cast<std::int64_t>(split_sizes.size())));
+  const std::int64_t start = std::accumulate(
+      split_sizes.begin(), split_sizes.begin() + static_cast<std::ptrdiff_t>(k), std::int64_t{0});
+  return {tensor_dim, start, k < split_sizes.size() ? split_sizes[k] : 0};
+}
 
 MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
                                   std::int64_t rank) {
@@ -221,13 +253,8 @@ MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, cons
   std::map<std::size_t, std::vector<SliceStep>> steps;
   for (const MuonRankBatch& rb : rg.batches)
     for (auto st = rb.stages.rbegin(); st != rb.stages.rend(); ++st)
-      for (const MuonStageParam& sp : st->params) {
-        std::int64_t start = 0;
-        for (std::int64_t m = 0; m < st->index; ++m)
-          start += sp.split_sizes[static_cast<std::size_t>(m)];
-        steps[sp.param].push_back(
-            {sp.tensor_dim, start, sp.split_sizes[static_cast<std::size_t>(st->index)]});
-      }
+      for (const MuonStageParam& sp : st->params)
+        steps[sp.param].push_back(muon_slice_step(sp.tensor_dim, sp.split_sizes, st->index));
   for (std::size_t i : g.params) rg.slice_back.push_back(steps[i]);
   return rg;
 }
