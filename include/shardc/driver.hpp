@@ -202,7 +202,9 @@ struct SearchOptions {
   std::string emit_recipe;        ///< write the best layout's recipe here
   int pick = 1;                   ///< which ranked layout `emit_recipe` writes (1-based)
   bool explain_pruned = false;
-  std::string fix;  ///< `--fix pp=16,tp=8`: degrees held fixed
+  std::string fix;                  ///< `--fix pp=16,tp=8`: degrees held fixed
+  bool fp8_gemm = false;            ///< `--fp8`: FP8 GEMMs in the cost model
+  std::int64_t moe_node_limit = 0;  ///< `--moe-node-limit M` (0 = unlimited)
   DiagFormat diag_format = DiagFormat::Text;
 };
 

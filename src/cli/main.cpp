@@ -266,6 +266,11 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
   cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
+  cmd->add_flag("--fp8", opt.fp8_gemm,
+                "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");
+  cmd->add_option("--moe-node-limit", opt.moe_node_limit,
+                  "Node-limited routing: each token to experts on at most M nodes")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
       ->check(CLI::IsMember({"text", "json", "github"}));
   cmd->footer(

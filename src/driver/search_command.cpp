@@ -215,9 +215,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     if (!tf) return finish(opt, s, err, ExitCode::Usage);
     SourceFile wrapped = *tf;
     if (wrapped.text.find("format:") == std::string::npos) {
-      // A bare `training:` section: a minimal recipe around it (messages name lines 3 later).
-      wrapped.text =
-          "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n" + tf->text;
+      // A bare `training:` section: the rest of a minimal recipe goes AFTER it, so
+      // every line and column a diagnostic names is the file's own.
+      if (!wrapped.text.empty() && wrapped.text.back() != '\n') wrapped.text += '\n';
+      wrapped.text += "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n";
     }
     auto parsed = parse_recipe(wrapped, s.sink, false);
     if (!parsed) return finish(opt, s, err, ExitCode::Usage);
@@ -266,6 +267,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   req.top = std::max(1, opt.top);
   req.max_exact = std::max(req.top, opt.max_exact);
   req.hardware = *hw;
+  req.fp8_gemm = opt.fp8_gemm;
+  req.moe_node_limit = opt.moe_node_limit;
   if (!opt.fix.empty()) {
     static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
                                                               "cp", "tp",           "ep"};
@@ -321,7 +324,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << ", \"micro_batch_size\": " << shape.micro_batch_size
         << ", \"global_batch_size\": " << *shape.global_batch_size
         << ", \"global_batch_tokens\": " << tokens
-        << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer)) << "},\n"
+        << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer))
+        << ", \"fp8_gemm\": " << (req.fp8_gemm ? "true" : "false")
+        << ", \"moe_node_limit\": " << req.moe_node_limit << "},\n"
         << " \"enumerated\": " << r.enumerated << ", \"screened\": " << r.screened
         << ", \"checked\": " << r.checked.size() << ",\n \"pruned\": {";
     for (int i = 0; i < kScreenReasons; ++i) {
@@ -349,7 +354,11 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
         << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
         << " tokens), optimizer " << optimizer_name(training.optimizer) << ", attention "
-        << attention_impl_name(shape.attention) << "\n";
+        << attention_impl_name(shape.attention) << (req.fp8_gemm ? ", FP8 GEMMs" : "")
+        << (req.moe_node_limit > 0
+                ? ", node-limited routing (M = " + std::to_string(req.moe_node_limit) + ")"
+                : std::string())
+        << "\n";
     out << "layouts: " << r.enumerated << " enumerated, " << r.screened << " screened, "
         << r.checked.size() << " planned exactly (in order of estimated step time)\n\n";
     out << "rank  layout                                                  peak GiB  headroom  "

@@ -1,26 +1,91 @@
 // The step-time model of `shardc search` (docs/search.md has every term and
 // its source). Seconds per optimizer step on one rank; bytes per rank.
+//
+// Communication BYTES come from src/comm/ (`stage_communication`, the model
+// `shardc cost` prints and the gloo test witnesses): search only builds its
+// inputs (the layout's degrees, its process groups read off the rank order,
+// one stage's per-rank parameter bytes from the model's sizes) and turns the
+// bytes into seconds: the link each group uses, a latency per ring step, and
+// an overlap rule per axis.
 #include "search/cost.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+
+#include "comm/comm.hpp"
 
 namespace shardc::search {
 namespace {
 
-// A ring collective of `bytes` per rank per call over `group` ranks,
-// `calls` times: time = bytes / bandwidth + calls x steps x latency.
-AxisCommTime ring(std::string axis, std::string collective, double bytes, double calls,
-                  double steps_per_call, bool inter, const Hardware& hw) {
-  AxisCommTime t;
-  t.axis = std::move(axis);
-  t.collective = std::move(collective);
-  t.bytes = bytes;
-  t.inter_node = inter;
-  const double bw = inter ? hw.inter_bandwidth : hw.intra_bandwidth;
-  const double lat = inter ? hw.inter_latency : hw.intra_latency;
-  t.seconds = (bw > 0 ? bytes / bw : 0) + calls * steps_per_call * lat;
-  return t;
+// Ring steps of one call of `c` over `group` ranks (each step pays one latency):
+// a ring all-gather or reduce-scatter takes n - 1 steps, an all-reduce 2 (n - 1)
+// (NCCL's ring); an all-to-all and a send/recv one (every peer at once).
+double ring_steps(Collective c, std::int64_t group) {
+  const double n = static_cast<double>(std::max<std::int64_t>(1, group));
+  switch (c) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+      return n - 1;
+    case Collective::AllReduce:
+      return 2 * (n - 1);
+    case Collective::AllToAll:
+    case Collective::SendRecv:
+      return 1;
+  }
+  return 1;
+}
+
+// The axis a comm/ role's group runs on, as search names the mesh axes.
+enum Axis : std::size_t { kTp, kCp, kEp, kDpShard, kDpReplicate, kPp, kAxes };
+constexpr std::array<const char*, kAxes> kAxisNames = {"tp",       "cp",           "ep",
+                                                       "dp_shard", "dp_replicate", "pp"};
+
+Axis axis_of(CommRole role) {
+  switch (role) {
+    case CommRole::Fsdp:
+    case CommRole::ExpertFsdp:
+      return kDpShard;
+    case CommRole::Replicate:
+    case CommRole::ExpertReplicate:
+    case CommRole::DataParallel:
+    case CommRole::ExpertDataParallel:
+    case CommRole::Zero:
+    case CommRole::ExpertZero:
+      return kDpReplicate;
+    case CommRole::Tp:
+      return kTp;
+    case CommRole::Cp:
+      return kCp;
+    case CommRole::Ep:
+      return kEp;
+    case CommRole::Pp:
+    case CommRole::TiedSync:
+      return kPp;
+  }
+  return kPp;
+}
+
+// A group of a mesh axis (or axes) in row-major rank order: `size` ranks,
+// `stride` apart (the product of the faster axes).
+struct AxisSpan {
+  std::int64_t size = 1;
+  std::int64_t stride = 1;
+};
+
+CommGroup group_of(std::initializer_list<AxisSpan> axes, std::int64_t gpus_per_node) {
+  CommGroup g;
+  for (const AxisSpan& a : axes) {
+    g.size *= a.size;
+    g.crosses_nodes = g.crosses_nodes || group_inter_node(a.size, a.stride, gpus_per_node);
+  }
+  return g;
+}
+
+double sum_moe_layers(const ModelStats& st) {
+  double n = 0;
+  for (const bool moe : st.moe_layer) n += moe ? 1 : 0;
+  return n;
 }
 
 }  // namespace
@@ -32,35 +97,145 @@ bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_
 }
 
 double flops_per_token(const ModelStats& st, std::int64_t seq_len) {
-  // 6 N (Kaplan et al. 2020; forward 2 N, backward 4 N) plus causal attention:
-  // PaLM (Chowdhery et al. 2022, App. B) counts 12 L H Q T for QK^T and AV
-  // forward and backward; half of it under a causal mask.
-  return 6.0 * st.active + 6.0 * static_cast<double>(st.layers) * static_cast<double>(st.heads) *
-                               st.attention_dim * static_cast<double>(seq_len);
+  return linear_flops_per_token(st) + attention_flops_per_token(st, seq_len);
 }
 
-StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout) {
+double linear_flops_per_token(const ModelStats& st) {
+  // 6 N (Kaplan et al. 2020; forward 2 N, backward 4 N).
+  return 6.0 * st.active;
+}
+
+double attention_flops_per_token(const ModelStats& st, std::int64_t seq_len) {
+  // PaLM (Chowdhery et al. 2022, App. B) counts 12 L H Q T for QK^T and AV
+  // forward and backward; half of it under a causal mask.
+  return 6.0 * static_cast<double>(st.layers) * static_cast<double>(st.heads) * st.attention_dim *
+         static_cast<double>(seq_len);
+}
+
+CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Layout& l) {
+  CommInputs in;
+  const TrainingShape& shape = req.training.shape;
+  const std::int64_t g = req.hardware.gpus_per_node;
+  const std::int64_t m = shape.global_batch_size.value_or(1) /
+                         (l.dp() * std::max<std::int64_t>(1, shape.micro_batch_size));
+  CommLayout& cl = in.layout;
+  cl.degrees = ActivationLayout{l.tp, 1, l.sequence_parallel && l.tp > 1, l.cp};
+  cl.ep = l.ep;
+  cl.pp = l.pp;
+  cl.virtual_stages = l.virtual_stages;
+  cl.microbatches = std::max<std::int64_t>(1, m);
+  cl.schedule = l.schedule;
+  // What the memory model counts: one unit gathered (and the next prefetched),
+  // so every forward and backward gathers (reshard_after_forward true).
+  cl.reshard_after_forward = true;
+  cl.zero_stage = l.zero1 ? 1 : 0;
+  cl.loss_parallel = true;
+  // The shipped rule sets split the embedding and lm_head over tp (vocab-parallel).
+  cl.vocab_parallel = l.tp > 1;
+  // The dense mesh pp x dp_replicate x dp_shard x cp x tp and the expert mesh
+  // pp x [dp_replicate] x efsdp|edp x ep, row-major (the recipe's order).
+  const AxisSpan tp{l.tp, 1};
+  const AxisSpan cp{l.cp, l.tp};
+  const AxisSpan shard{l.dp_shard, l.cp * l.tp};
+  const AxisSpan replicate{l.dp_replicate, l.dp_shard * l.cp * l.tp};
+  const AxisSpan pp{l.pp, req.world / std::max<std::int64_t>(1, l.pp)};
+  CommGroups& gr = in.groups;
+  gr.of(CommRole::Tp) = group_of({tp}, g);
+  gr.of(CommRole::Cp) = group_of({cp}, g);
+  gr.of(CommRole::Pp) = group_of({pp}, g);
+  // Gradients are summed over every axis but pp and tp (plan_communication's
+  // grad_axes): dp_replicate x dp_shard x cp.
+  gr.of(CommRole::DataParallel) = group_of({replicate, shard, cp}, g);
+  if (l.dp_shard > 1) {
+    gr.of(CommRole::Fsdp) = group_of({shard}, g);
+    gr.of(CommRole::Replicate) = group_of({replicate, cp}, g);
+  }
+  // ZeRO's dense group: the axes that shard no dense param (planner zero.cpp).
+  if (l.zero1) gr.of(CommRole::Zero) = group_of({replicate, cp}, g);
+  const bool moe = st.expert > 0 && st.experts > 0;
+  if (moe) {
+    const AxisSpan ep{l.ep, 1};
+    const AxisSpan edp{l.efsdp, l.ep};
+    const AxisSpan ereplicate{l.dp_shard > 1 ? l.dp_replicate : 1, l.efsdp * l.ep};
+    gr.of(CommRole::Ep) = group_of({ep}, g);
+    gr.of(CommRole::ExpertDataParallel) = group_of({ereplicate, edp}, g);
+    if (l.dp_shard > 1 && l.efsdp > 1) {
+      gr.of(CommRole::ExpertFsdp) = group_of({edp}, g);
+      gr.of(CommRole::ExpertReplicate) = group_of({ereplicate}, g);
+    }
+    if (l.zero1) gr.of(CommRole::ExpertZero) = group_of({edp}, g);
+  }
+  // The busiest stage: the most layers and MoE layers a stage gets, the
+  // embedding's (or lm_head's) share when there is a pipeline, sending both
+  // ways (a middle stage) when pp > 2.
+  const double ppd = static_cast<double>(l.pp);
+  const double layers_stage = std::ceil(static_cast<double>(st.layers) / ppd);
+  const double moe_stage = std::min(layers_stage, std::ceil(sum_moe_layers(st) / ppd));
+  StageCommBytes& b = in.bytes;
+  b.stage = l.pp > 2 ? 1 : 0;
+  const Recompute rc = l.recompute;
+  b.layers.count[0][static_cast<int>(rc)] = static_cast<std::int64_t>(layers_stage - moe_stage);
+  b.layers.count[1][static_cast<int>(rc)] = static_cast<std::int64_t>(moe_stage);
+  b.layers.embedding = l.pp == 1;
+  b.layers.logits = l.pp == 1;
+  const double tpd = static_cast<double>(l.tp);
+  const double outside = st.outside / tpd / (l.pp > 1 ? 2 : 1);
+  const double dense = (st.layer_dense / tpd + st.layer_vector) / ppd + outside;
+  const double expert = st.expert / ppd / static_cast<double>(l.ep);
+  const double pbytes = static_cast<double>(st.param_bytes);
+  const double gbytes = req.training.grad_dtype
+                            ? static_cast<double>(element_size(*req.training.grad_dtype))
+                            : pbytes;
+  auto whole = [](double v) { return static_cast<std::int64_t>(std::ceil(v)); };
+  if (l.dp_shard > 1) {
+    const double s = static_cast<double>(l.dp_shard);
+    b.fsdp_param_bytes = whole(dense / s * pbytes);
+    b.fsdp_grad_bytes = whole(dense / s * gbytes);
+    b.fsdp_root_param_bytes = l.pp == 1 ? whole(outside / s * pbytes) : 0;
+  } else {
+    b.replicated_grad_bytes = whole(dense * gbytes);
+    b.replicated_param_bytes = whole(dense * pbytes);
+  }
+  if (moe) {
+    if (l.dp_shard > 1 && l.efsdp > 1) {
+      const double es = static_cast<double>(l.efsdp);
+      b.expert_fsdp_param_bytes = whole(expert / es * pbytes);
+      b.expert_fsdp_grad_bytes = whole(expert / es * gbytes);
+    } else {
+      b.expert_replicated_grad_bytes = whole(expert * gbytes);
+      b.expert_replicated_param_bytes = whole(expert * pbytes);
+    }
+  }
+  return in;
+}
+
+StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout,
+                   bool describe) {
   const Hardware& hw = req.hardware;
   const TrainingShape& shape = req.training.shape;
   const double seq = static_cast<double>(shape.seq_len.value_or(1));
-  const double mb = static_cast<double>(shape.micro_batch_size);
   const double batch = static_cast<double>(shape.global_batch_size.value_or(1));
   const double world = static_cast<double>(req.world);
-  const double m = batch / (static_cast<double>(layout.dp()) * mb);  // micro-batches per step
+  const double m = std::max(
+      1.0, std::floor(batch / (static_cast<double>(layout.dp()) *
+                               static_cast<double>(shape.micro_batch_size))));  // micro-batches
   const double pp = static_cast<double>(layout.pp);
-  const double tp = static_cast<double>(layout.tp);
-  const double cp = static_cast<double>(layout.cp);
-  const double e = 2;  // bf16 activations
-  const double hidden = static_cast<double>(st.hidden);
   StepCost c;
-  c.flops_per_token = flops_per_token(st, shape.seq_len.value_or(1));
+  const double linear = linear_flops_per_token(st);
+  const double attention = attention_flops_per_token(st, shape.seq_len.value_or(1));
+  c.flops_per_token = linear + attention;
   const double tokens = batch * seq;
-  c.compute = c.flops_per_token * tokens / world / (hw.peak_flops * hw.gemm_efficiency);
+  // FP8 GEMMs (--fp8): the linear layers' matrix multiplies run at twice the
+  // BF16 peak (H100/H800 dense FP8); the attention core stays BF16 (DeepSeek-V3 Sec. 3.3).
+  const double linear_peak = hw.peak_flops * (req.fp8_gemm ? 2.0 : 1.0);
+  const double per_rank = tokens / world;
+  const double linear_s = linear * per_rank / (linear_peak * hw.gemm_efficiency);
+  const double attention_s = attention * per_rank / (hw.peak_flops * hw.gemm_efficiency);
+  c.compute = linear_s + attention_s;
   // Recompute: full repeats each layer's forward (1/3 of forward + backward);
-  // selective the attention core's forward (its share of the FLOPs / 3).
-  const double attn_share = (c.flops_per_token - 6.0 * st.active) / c.flops_per_token;
+  // selective the attention core's forward.
   if (layout.recompute == Recompute::Full) c.recompute = c.compute / 3.0;
-  if (layout.recompute == Recompute::Selective) c.recompute = c.compute * attn_share / 3.0;
+  if (layout.recompute == Recompute::Selective) c.recompute = attention_s / 3.0;
   const double work = c.compute + c.recompute;
   // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (pp - 1) / m of the work for
   // 1F1B and GPipe, / v interleaved; zero bubble (Qi et al. 2023, ZB-H1) a third of 1F1B's.
@@ -71,118 +246,111 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     if (layout.schedule == PipelineScheduleKind::ZeroBubble) bubble /= 3.0;
     c.bubble = bubble;
   }
-  const double layers_stage = std::ceil(static_cast<double>(st.layers) / pp);
-  double moe_layers = 0;
-  for (const bool moe : st.moe_layer) moe_layers += moe ? 1 : 0;
-  const double moe_stage = std::ceil(moe_layers / pp);
-  const double tokens_mb = mb * seq / cp;  // tokens of one micro-batch on one rank
-  const std::int64_t g = hw.gpus_per_node;
-  const double fwd_passes = layout.recompute == Recompute::Full ? 2 : 1;
-  // Tensor parallel: per layer two collectives forward and two backward of T h
-  // (all-reduce, or with SP all-gather + reduce-scatter: the same bytes;
-  // Korthikanti et al. 2022 Sec. 4.2.2), on the critical path: exposed.
-  if (layout.tp > 1) {
-    const double calls = (2 * fwd_passes + 2) * layers_stage * m;
-    const double bytes = calls * 2 * (tp - 1) / tp * tokens_mb * hidden * e;
-    AxisCommTime t =
-        ring("tp", layout.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", bytes,
-             calls, 2 * (tp - 1), group_inter_node(layout.tp, 1, g), hw);
-    t.exposed = t.seconds;
-    t.overlap = "none: between the layer's matrix multiplies";
-    c.comm.push_back(t);
-  }
-  // Context parallel: all-gather of K and V forward, reduce-scatter of their
-  // grads backward (Llama 3, Dubey et al. 2024, Sec. 3.3.2), exposed.
-  if (layout.cp > 1) {
-    const double calls = (fwd_passes + 1) * layers_stage * m;
-    const double bytes = calls * (cp - 1) * tokens_mb * static_cast<double>(st.kv_dim) / tp * e;
-    AxisCommTime t = ring("cp", "all-gather K,V + reduce-scatter dK,dV", bytes, calls, cp - 1,
-                          group_inter_node(layout.cp, layout.tp, g), hw);
-    t.exposed = t.seconds;
-    t.overlap = "none (all-gather based context parallelism)";
-    c.comm.push_back(t);
-  }
-  // Expert parallel: dispatch and combine all-to-all, forward and backward, of
-  // the routed copies (T k h per rank), the ep - 1 of ep that leave the rank.
-  if (layout.ep > 1 && st.top_k > 0) {
-    const double ep = static_cast<double>(layout.ep);
-    const double calls = (2 * fwd_passes + 2) * moe_stage * m;
-    const double tokens_rank = tokens_mb / (layout.sequence_parallel ? tp : 1);
-    const double bytes =
-        calls * (ep - 1) / ep * tokens_rank * static_cast<double>(st.top_k) * hidden * e;
-    AxisCommTime t = ring("ep", "all-to-all dispatch + combine", bytes, calls, 1,
-                          group_inter_node(layout.ep, 1, g), hw);
-    if (layout.pp > 1 && m >= 2) {
-      t.exposed = std::max(0.0, t.seconds - work);
-      t.overlap = "behind another micro-batch's compute (DeepSeek-V3 DualPipe, Sec. 3.2.1)";
-    } else {
-      t.exposed = t.seconds;
-      t.overlap = "none without a pipeline (one micro-batch at a time)";
+
+  // Communication: comm/'s bytes per (role, collective), timed per axis.
+  const CommInputs in = comm_inputs(st, req, layout);
+  std::array<AxisCommTime, kAxes> axes{};
+  std::array<bool, kAxes> used{};
+  if (st.arch) {
+    const std::int64_t e =
+        element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
+    const StageComm comm = stage_communication(*st.arch, shape, e, in.layout, in.groups, in.bytes);
+    const std::int64_t ep_nodes = std::max<std::int64_t>(1, layout.ep / hw.gpus_per_node);
+    for (const CommTerm& t : comm.terms) {
+      const Axis a = axis_of(t.role);
+      AxisCommTime& x = axes[a];
+      used[a] = true;
+      const double bytes = static_cast<double>(t.bytes);
+      const double calls = static_cast<double>(t.calls);
+      const bool inter = t.crosses_nodes;
+      double seconds = 0;
+      if (t.role == CommRole::Ep && inter && req.moe_node_limit > 0) {
+        // Node-limited routing (DeepSeek-V3 Sec. 2.1.2, 3.2.2): a token crosses
+        // InfiniBand once per target node, to at most M nodes, and is forwarded
+        // to its experts over NVLink; IB and NVLink transfers overlap.
+        const double k = static_cast<double>(std::max<std::int64_t>(1, st.top_k));
+        const double nodes = static_cast<double>(ep_nodes);
+        const double reach = std::min({static_cast<double>(req.moe_node_limit), nodes, k});
+        const double ib = bytes / k * reach * (nodes - 1) / nodes /
+                          ((static_cast<double>(layout.ep) - 1) / static_cast<double>(layout.ep));
+        seconds = std::max(ib / hw.inter_bandwidth, bytes / hw.intra_bandwidth) +
+                  calls * ring_steps(t.collective, t.group_size) * hw.inter_latency;
+      } else {
+        const double bw = inter ? hw.inter_bandwidth : hw.intra_bandwidth;
+        const double lat = inter ? hw.inter_latency : hw.intra_latency;
+        seconds = (bw > 0 ? bytes / bw : 0) + calls * ring_steps(t.collective, t.group_size) * lat;
+      }
+      x.bytes += bytes;
+      x.seconds += seconds;
+      x.inter_node = x.inter_node || inter;
+      if (describe) {
+        const std::string part = std::string(comm_role_name(t.role)) + " " +
+                                 collective_name(t.collective) + " x" + std::to_string(t.calls);
+        x.collective += (x.collective.empty() ? "" : ", ") + part;
+      }
     }
-    c.comm.push_back(t);
   }
-  // Bytes of one stage's params on a rank before FSDP (elements x dtype).
-  const double pbytes = static_cast<double>(st.param_bytes);
-  const double dense_stage =
-      (st.layer_dense / tp + st.layer_vector + st.outside / tp / (layout.pp > 1 ? 2 : 1)) / pp;
-  const double expert_stage = st.expert / pp / static_cast<double>(layout.ep);
-  // FSDP: all-gather forward and backward, reduce-scatter of the grads, every
-  // micro-batch (reshard_after_forward), prefetched: hidden behind compute.
-  if (layout.dp_shard > 1) {
-    const double s = static_cast<double>(layout.dp_shard);
-    const double calls = 3 * m;
-    double bytes = 3 * m * (s - 1) / s * dense_stage * pbytes;
-    if (st.expert > 0 && layout.efsdp > 1) {
-      const double es = static_cast<double>(layout.efsdp);
-      bytes += 3 * m * (es - 1) / es * expert_stage * pbytes;
+  for (std::size_t a = 0; a < kAxes; ++a) {
+    if (!used[a]) continue;
+    AxisCommTime& t = axes[a];
+    t.axis = kAxisNames[a];
+    const char* overlap = "";
+    switch (a) {
+      case kTp:
+        t.exposed = t.seconds;
+        overlap = "none: between the layer's matrix multiplies";
+        break;
+      case kCp:
+        t.exposed = t.seconds;
+        overlap = "none (all-gather based context parallelism)";
+        break;
+      case kEp:
+        if (layout.pp > 1 && m >= 2) {
+          t.exposed = std::max(0.0, t.seconds - work);
+          overlap = "behind another micro-batch's compute (DeepSeek-V3 DualPipe, Sec. 3.2.1)";
+        } else {
+          t.exposed = t.seconds;
+          overlap = "none without a pipeline (one micro-batch at a time)";
+        }
+        break;
+      case kDpShard:
+        t.exposed = std::max(0.0, t.seconds - work);
+        overlap = "prefetched: behind the compute (FSDP2 implicit prefetch)";
+        break;
+      case kDpReplicate:
+        t.exposed = std::max(0.0, t.seconds - work / m * 2.0 / 3.0);
+        overlap = "bucketed behind the last micro-batch's backward";
+        break;
+      default:
+        t.exposed = t.seconds;
+        overlap = "none (on the schedule's critical path)";
+        break;
     }
-    AxisCommTime t = ring("dp_shard", "all-gather x2 + reduce-scatter", bytes, calls, s - 1,
-                          group_inter_node(layout.dp_shard, layout.cp * layout.tp, g), hw);
-    t.exposed = std::max(0.0, t.seconds - work);
-    t.overlap = "prefetched: behind the compute (FSDP2 implicit prefetch)";
-    c.comm.push_back(t);
+    if (describe) t.overlap = overlap;
+    c.exposed_comm += t.exposed;
+    c.comm.push_back(std::move(t));
   }
-  // Data parallel replicas: one gradient all-reduce per step (ZeRO-1: reduce-scatter
-  // + all-gather, the same bytes), bucketed behind the last micro-batch's backward.
-  const double expert_dp = layout.dp_shard > 1 ? 1 : static_cast<double>(layout.efsdp);
-  if (layout.dp_replicate > 1 || (st.expert > 0 && expert_dp > 1)) {
-    const double r = static_cast<double>(layout.dp_replicate);
-    const double shard = static_cast<double>(layout.dp_shard);
-    double bytes = layout.dp_replicate > 1 ? 2 * (r - 1) / r * dense_stage / shard * pbytes : 0;
-    if (st.expert > 0 && expert_dp > 1)
-      bytes += 2 * (expert_dp - 1) / expert_dp * expert_stage * pbytes;
-    const std::int64_t group = layout.dp_replicate > 1 ? layout.dp_replicate : 1;
-    AxisCommTime t =
-        ring("dp_replicate", layout.zero1 ? "reduce-scatter + all-gather (ZeRO-1)" : "all-reduce",
-             bytes, 1, 2 * (r - 1),
-             group_inter_node(group, layout.dp_shard * layout.cp * layout.tp, g) ||
-                 group_inter_node(static_cast<std::int64_t>(expert_dp), layout.ep, g),
-             hw);
-    t.exposed = std::max(0.0, t.seconds - work / m * 2.0 / 3.0);
-    t.overlap = "bucketed behind the last micro-batch's backward";
-    c.comm.push_back(t);
-  }
-  // Pipeline: one activation send forward and one gradient back per micro-batch.
-  if (layout.pp > 1) {
-    const double v = static_cast<double>(layout.virtual_stages);
-    const double bytes = 2 * m * v * tokens_mb * hidden * e / (layout.sequence_parallel ? tp : 1);
-    AxisCommTime t = ring("pp", "send/recv", bytes, 2 * m * v, 1,
-                          group_inter_node(layout.pp, req.world / layout.pp, g), hw);
-    t.exposed = t.seconds;
-    t.overlap = "none (on the schedule's critical path)";
-    c.comm.push_back(t);
-  }
-  for (const AxisCommTime& t : c.comm) c.exposed_comm += t.exposed;
   // Optimizer step: read and write the local params, grads, master weights and
   // state (AdamW: 16 bytes per element with fp32 master + 2 states, plus bf16 param + grad).
-  double local = dense_stage / static_cast<double>(layout.dp_shard) +
-                 expert_stage / static_cast<double>(layout.dp_shard > 1 ? layout.efsdp : 1);
+  const double tpd = static_cast<double>(layout.tp);
+  const double dense_stage =
+      (st.layer_dense / tpd + st.layer_vector) / pp + st.outside / tpd / (layout.pp > 1 ? 2 : 1);
+  const double expert_stage = st.expert / pp / static_cast<double>(layout.ep);
+  const double dense_local = dense_stage / static_cast<double>(layout.dp_shard);
+  const double expert_local =
+      expert_stage / static_cast<double>(layout.dp_shard > 1 ? layout.efsdp : 1);
   const double state_bytes = req.training.optimizer == Optimizer::None  ? 0
                              : req.training.optimizer == Optimizer::Sgd ? 4
                                                                         : 8;
   const double master = req.training.master_weights ? 4 : 0;
-  const double shard_state = layout.zero1 ? static_cast<double>(layout.dp_replicate) : 1;
-  c.optimizer = local * (2 * pbytes + 2 * (master + state_bytes) / shard_state) /
+  const double pbytes = static_cast<double>(st.param_bytes);
+  // ZeRO-1 shards the state over its groups (comm_inputs: dp_replicate x cp, edp).
+  const double zero_dense = layout.zero1 ? static_cast<double>(layout.dp_replicate * layout.cp) : 1;
+  const double zero_expert =
+      layout.zero1 && layout.dp_shard == 1 ? static_cast<double>(layout.efsdp) : 1;
+  const double state = 2 * (master + state_bytes);
+  c.optimizer = (dense_local * (2 * pbytes + state / zero_dense) +
+                 expert_local * (2 * pbytes + state / zero_expert)) /
                 std::max(1.0, hw.hbm_bandwidth);
   c.step = work + c.bubble + c.exposed_comm + c.optimizer;
   c.tokens_per_second_per_gpu = tokens / world / c.step;

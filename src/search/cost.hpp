@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "comm/comm.hpp"
 #include "search/model_stats.hpp"
 #include "search/search.hpp"
 
@@ -12,11 +13,26 @@ namespace shardc::search {
 /// apart (the product of the faster axes' sizes) spans more than one node.
 bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node);
 
-/// Model FLOPs per token, forward + backward, no recompute.
+/// Model FLOPs per token, forward + backward, no recompute: the linear
+/// layers' (6 N_active) plus causal attention's.
 double flops_per_token(const ModelStats& st, std::int64_t seq_len);
+double linear_flops_per_token(const ModelStats& st);
+double attention_flops_per_token(const ModelStats& st, std::int64_t seq_len);
+
+/// What src/comm/'s `stage_communication` needs for `layout`: its degrees,
+/// its process groups (sizes, node crossing from the rank order) and the
+/// per-rank bytes of its busiest stage, estimated from the model's sizes.
+struct CommInputs {
+  CommLayout layout;
+  CommGroups groups;
+  StageCommBytes bytes;
+};
+CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Layout& layout);
 
 /// The estimated step of `layout` (request.training.shape has seq_len and
-/// global_batch_size; the caller checked the batch divides).
-StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout);
+/// global_batch_size; the caller checked the batch divides). `describe`
+/// fills the per-axis collective and overlap texts (the printed layouts).
+StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout,
+                   bool describe);
 
 }  // namespace shardc::search

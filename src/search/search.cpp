@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "core/activations.hpp"
@@ -159,7 +160,14 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
 // Phase 1's memory estimate of the peak rank (bytes): the state of the
 // largest stage share, one FSDP unit gathered twice, and the activation
 // model's stage 0 and last stage (src/core/activations.hpp).
-double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l) {
+// Activation bytes of the peak stage depend on (tp, sp, cp, pp, v, schedule,
+// recompute, micro-batches) only: layouts differing in ep, the expert mesh
+// or the dp_replicate / dp_shard split share them (computed once).
+using ActivationKey = std::array<std::int64_t, 8>;
+using ActivationMemo = std::map<ActivationKey, double>;
+
+double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l,
+                       ActivationMemo& memo) {
   const double pp = static_cast<double>(l.pp);
   const double tp = static_cast<double>(l.tp);
   const double shard = static_cast<double>(l.dp_shard);
@@ -172,7 +180,7 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const double master = t.master_weights ? 4 : 0;
   const double states = t.optimizer == Optimizer::None ? 0 : t.optimizer == Optimizer::Sgd ? 4 : 8;
   const double state_bytes = master + states;
-  const double zero_dense = l.zero1 ? static_cast<double>(l.dp_replicate) : 1;
+  const double zero_dense = l.zero1 ? static_cast<double>(l.dp_replicate * l.cp) : 1;
   const double zero_expert = l.zero1 && l.dp_shard == 1 ? static_cast<double>(l.efsdp) : 1;
   double bytes = dense / shard * (2 * pb + state_bytes / zero_dense) +
                  expert / eshard * (2 * pb + state_bytes / zero_expert);
@@ -188,6 +196,15 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const ActivationLayout al{l.tp, 1, l.sequence_parallel && l.tp > 1, l.cp};
   const std::int64_t m =
       t.shape.global_batch_size.value_or(1) / (l.dp() * t.shape.micro_batch_size);
+  const ActivationKey key = {l.tp,
+                             l.sequence_parallel ? 1 : 0,
+                             l.cp,
+                             l.pp,
+                             l.virtual_stages,
+                             static_cast<std::int64_t>(l.schedule),
+                             static_cast<std::int64_t>(l.recompute),
+                             m};
+  if (const auto hit = memo.find(key); hit != memo.end()) return bytes + hit->second;
   const std::int64_t e = element_size(shape.activation_dtype.value_or(DType::BFloat16));
   double act = 0;
   const std::int64_t per_stage = (st.layers + l.pp - 1) / l.pp;
@@ -219,6 +236,7 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                                                               l.virtual_stages)
                                                 .bytes));
   }
+  memo.emplace(key, act);
   return bytes + act;
 }
 
@@ -369,9 +387,11 @@ CheckedLayout check_exactly(const SearchRequest& req, const Layout& l, const Ste
   return c;
 }
 
+// Phase 1's figures of one layout (the full cost is recomputed, with its
+// texts, for the layouts phase 2 checks).
 struct Scored {
   Layout layout;
-  StepCost cost;
+  double step = 0;
   double estimate = 0;
 };
 
@@ -394,21 +414,22 @@ SearchResult run_search(const SearchRequest& req) {
     return result;
   }
   std::vector<Scored> scored;
+  ActivationMemo memo;
   enumerate(st, req.world, [&](const Layout& l) {
     ++result.enumerated;
     if (const auto reason = screen(st, req, l)) {
       ++result.pruned[static_cast<std::size_t>(*reason)];
       return;
     }
-    const double estimate = estimate_memory(st, req, l);
+    const double estimate = estimate_memory(st, req, l, memo);
     if (req.budget > 0 && estimate > 1.25 * static_cast<double>(req.budget)) {
       ++result.pruned[static_cast<std::size_t>(ScreenReason::OverBudget)];
-      // Keep the smallest over-budget estimates for the "closest" hint.
-      scored.push_back({l, search::step_cost(st, req, l), -estimate});
+      // Kept (not costed) for the "closest" hint: the smallest estimate.
+      scored.push_back({l, 0, -estimate});
       return;
     }
     ++result.screened;
-    scored.push_back({l, search::step_cost(st, req, l), estimate});
+    scored.push_back({l, search::step_cost(st, req, l, false).step, estimate});
   });
   // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic).
   std::vector<const Scored*> order;
@@ -418,14 +439,15 @@ SearchResult run_search(const SearchRequest& req) {
     if (smallest == nullptr || std::abs(s.estimate) < std::abs(smallest->estimate)) smallest = &s;
   }
   std::sort(order.begin(), order.end(), [](const Scored* a, const Scored* b) {
-    if (a->cost.step != b->cost.step) return a->cost.step < b->cost.step;
+    if (a->step != b->step) return a->step < b->step;
     if (a->estimate != b->estimate) return a->estimate < b->estimate;
     return layout_name(a->layout) < layout_name(b->layout);
   });
   for (const Scored* s : order) {
     if (static_cast<int>(result.ranked.size()) >= req.top) break;
     if (static_cast<int>(result.checked.size()) >= req.max_exact) break;
-    CheckedLayout c = check_exactly(req, s->layout, s->cost, s->estimate);
+    CheckedLayout c =
+        check_exactly(req, s->layout, search::step_cost(st, req, s->layout, true), s->estimate);
     result.checked.push_back(c);
     if (c.valid && c.fits) result.ranked.push_back(c);
   }
@@ -437,7 +459,8 @@ SearchResult run_search(const SearchRequest& req) {
     }
     if (!result.smallest && smallest != nullptr) {
       CheckedLayout c =
-          check_exactly(req, smallest->layout, smallest->cost, std::abs(smallest->estimate));
+          check_exactly(req, smallest->layout, search::step_cost(st, req, smallest->layout, true),
+                        std::abs(smallest->estimate));
       result.checked.push_back(c);
       if (c.valid) result.smallest = c;
     }

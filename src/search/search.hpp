@@ -148,6 +148,12 @@ struct SearchRequest {
   /// Degrees held fixed (`--fix pp=16,tp=8`): 0 = free. Order pp, dp_replicate,
   /// dp_shard, cp, tp, ep.
   std::array<std::int64_t, 6> fixed{};
+  /// `--fp8`: the linear layers' GEMMs in FP8 (twice the BF16 peak; the
+  /// attention core stays BF16), as DeepSeek-V3 trains (its report, Sec. 3.3).
+  bool fp8_gemm = false;
+  /// `--moe-node-limit M`: node-limited routing, each token sent to experts
+  /// on at most M nodes (DeepSeek-V3 Sec. 2.1.2: M = 4); 0 = unlimited.
+  std::int64_t moe_node_limit = 0;
 };
 
 /// One layout checked by the planner.

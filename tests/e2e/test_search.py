@@ -7,6 +7,7 @@
 * The papers' layouts (--fix) are valid and fit: Llama 3 405B (16,384 H100, TP 8, CP 1,
   PP 16, DP 128, seq 8192), its long-context CP 16 layout, DeepSeek-V3 (2,048 H800, PP 16,
   EP 64, ZeRO-1 DP, no TP).
+* A bare `training:` file's parse errors name the file's own lines.
 * Bad input: an unknown preset is E-HARDWARE (exit 2); a budget nothing fits and a world
   with no valid layout are E-SEARCH (exit 1) naming the closest layout.
 Usage: test_search.py --shardc BIN
@@ -102,6 +103,14 @@ def main():
         r = run([shardc, "search", LLAMA8B, *small[:-1], "1GB"])
         check(r.returncode == 1 and "E-SEARCH" in r.stderr and "smallest memory found" in r.stderr,
               "a budget nothing fits: E-SEARCH with the smallest memory found")
+        # A bare `training:` file: a parse error names the file's own line (was 3 lines low).
+        bare = tmp / "bare-training.yaml"
+        bare.write_text("training:\n  seq_len: 4096\n  optimizr: adamw\n")
+        r = run([shardc, "search", LLAMA8B, "--world", "8", "--training", bare,
+                 "--global-batch-tokens", "1048576"])
+        check(r.returncode == 2 and f"{bare}:3:3: error[E-RECIPE]" in r.stderr
+              and "optimizr: adamw" in r.stderr,
+              f"bare training file: the error names line 3 (exit {r.returncode}: {r.stderr[:120]!r})")
         # One sequence per step, two per micro-batch: no data-parallel degree divides it.
         r = run([shardc, "search", LLAMA8B, "--world", "8", "--seq-len", "8192", "--micro-batch",
                  "2", "--global-batch-tokens", "8192", "--budget", "80GB"])
