@@ -21,11 +21,7 @@ std::string render_cost_json(const Plan& plan, const CommReport& report) {
   std::string out;
   Writer w(out);
   w.begin_object();
-  w.line_break().member("format", "shardc.cost/v1");
-  w.line_break().member("model", plan.model_name).member("world_size", plan.world_size);
-  w.member("num_stages", plan.num_stages);
-  w.line_break().key("training");
-  backend::write_training(w, plan);
+  backend::write_report_head(w, plan, "shardc.cost/v1");
   const CommLayout& l = report.layout;
   w.line_break().key("assumptions").begin_object();
   w.member("reshard_after_forward", l.reshards());

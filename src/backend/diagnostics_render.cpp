@@ -148,16 +148,9 @@ std::string printable_lines(std::string_view text) {
   }
 }
 
-const char* gh_command(Severity s) {
-  switch (s) {
-    case Severity::Error:
-      return "error";
-    case Severity::Warning:
-      return "warning";
-    case Severity::Note:
-      return "notice";
-  }
-  return "error";
+// GitHub's workflow commands are severity_name's words but for a note: `::notice`.
+const char* gh_command(Severity severity) {
+  return severity == Severity::Note ? "notice" : severity_name(severity);
 }
 
 std::string gh_properties(const Diagnostic& d) {

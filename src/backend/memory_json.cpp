@@ -101,6 +101,14 @@ void write_shape(json::Writer& w, const Plan& plan) {
 
 }  // namespace
 
+void write_report_head(json::Writer& writer, const Plan& plan, const char* format) {
+  writer.line_break().member("format", format);
+  writer.line_break().member("model", plan.model_name).member("world_size", plan.world_size);
+  writer.member("num_stages", plan.num_stages);
+  writer.line_break().key("training");
+  write_training(writer, plan);
+}
+
 void write_training(json::Writer& w, const Plan& plan) {
   const TrainingSpec& t = plan.training;
   auto dtype = [&w](std::string_view key, const std::optional<DType>& d) {
@@ -209,11 +217,7 @@ std::string render_memory_json(const Plan& plan, const MemoryReport& m,
   std::string out;
   Writer w(out);
   w.begin_object();
-  w.line_break().member("format", "shardc.memory/v1");
-  w.line_break().member("model", plan.model_name).member("world_size", plan.world_size);
-  w.member("num_stages", plan.num_stages);
-  w.line_break().key("training");
-  backend::write_training(w, plan);
+  backend::write_report_head(w, plan, "shardc.memory/v1");
   w.line_break().key("layouts").begin_object();
   w.member("fsdp2_allgather", m.fsdp2_declared).member("muon_allgather", m.muon_declared);
   w.end_object();

@@ -10,7 +10,12 @@ namespace shardc::backend {
 /// `{"optimizer": "adamw", "master_weights": "float32"|null, "grad_dtype":
 /// …|null, "state_dtype": …|null}` as written in the recipe (null = default),
 /// plus `"zero"` (write_zero) when the plan shards optimizer state.
-void write_training(json::Writer& w, const Plan& plan);
+void write_training(json::Writer& writer, const Plan& plan);
+
+/// The head of a report object (`shardc memory` / `shardc cost --format json`): `"format":
+/// FORMAT`, then "model", "world_size", "num_stages" and "training" (write_training), each
+/// group on its own line; the caller has begun the object.
+void write_report_head(json::Writer& writer, const Plan& plan, const char* format);
 
 /// `{"stage": 1, "spelling": …, "shard": {"mesh", "axes", "degree"},
 /// "expert_shard": {…}|null}`: plan.zero (src/core/plan.hpp ZeroPlan).

@@ -9,6 +9,8 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "shardc/driver.hpp"
 #include "support/assert.hpp"
@@ -30,8 +32,8 @@ const CLI::Validator kNonNegativeInt(
 // A positive byte size such as 80GiB.
 const CLI::Validator kByteSize(
     [](std::string& text) -> std::string {
-      const auto v = shardc::parse_byte_size(text);
-      if (!v || *v <= 0)
+      const auto bytes = shardc::parse_byte_size(text);
+      if (!bytes || *bytes <= 0)
         return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
       return {};
     },
@@ -47,11 +49,11 @@ struct Cli {
 
   // Options as the driver takes them, once parsing is done.
   [[nodiscard]] shardc::CommonOptions options() const {
-    shardc::CommonOptions o = common;
-    o.leave_to_exit = true;  // main returns right after the command
-    if (diag_format == "json") o.diag_format = shardc::DiagFormat::Json;
-    if (diag_format == "github") o.diag_format = shardc::DiagFormat::Github;
-    return o;
+    shardc::CommonOptions options = common;
+    options.leave_to_exit = true;  // main returns right after the command
+    if (diag_format == "json") options.diag_format = shardc::DiagFormat::Json;
+    if (diag_format == "github") options.diag_format = shardc::DiagFormat::Github;
+    return options;
   }
 };
 
@@ -63,13 +65,38 @@ void add_inputs(CLI::App& cmd, Cli& cli) {
                "bug: exit 3)");
 }
 
-void add_diag_options(CLI::App& cmd, Cli& cli) {
-  cmd.add_option("--format", cli.diag_format, "Diagnostics format: text (default), json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+void add_strict(CLI::App& cmd, Cli& cli) {
   cmd.add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
 }
 
+void add_diag_options(CLI::App& cmd, Cli& cli) {
+  cmd.add_option("--format", cli.diag_format, "Diagnostics format: text (default), json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+  add_strict(cmd, cli);
+}
+
 void add_budget(CLI::App& cmd, Cli& cli);
+
+// `--diag-format`: the diagnostics format of a command whose `--format` is its output's.
+CLI::Option* add_diag_format(CLI::App& cmd, Cli& cli) {
+  return cmd.add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
+      ->check(CLI::IsMember({"text", "json", "github"}));
+}
+
+// `--format` of a command's output, one of `choices`.
+void add_output_format(CLI::App& cmd, std::string& format, const std::string& description,
+                       const std::vector<std::string>& choices) {
+  cmd.add_option("--format", format, description)->check(CLI::IsMember(choices));
+}
+
+// Runs one driver command on the real file system, writing to stdout and stderr.
+template <typename Options>
+ExitCode run_on_disk(ExitCode (*command)(const Options&, shardc::FileSystem&, std::ostream&,
+                                         std::ostream&),
+                     const Options& options) {
+  shardc::RealFileSystem fs;
+  return command(options, fs, std::cout, std::cerr);
+}
 
 void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_rank_files) {
   auto* cmd = app.add_subcommand("compile", "Write plan.json and per-rank files into OUTDIR");
@@ -98,10 +125,7 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
     opt.common = cli.options();
     opt.common.check_budget = true;
     opt.rank_files = !no_rank_files;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_compile(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_compile, opt); };
   });
 }
 
@@ -128,10 +152,9 @@ void add_validate(CLI::App& app, Cli& cli) {
       "Text diagnostics go to stderr; json/github diagnostics go to stdout.");
   cmd->callback([&] {
     cli.run = [&] {
-      shardc::RealFileSystem fs;
-      shardc::CommonOptions o = cli.options();
-      o.check_budget = true;
-      return shardc::run_validate(o, fs, std::cout, std::cerr);
+      shardc::CommonOptions options = cli.options();
+      options.check_budget = true;
+      return run_on_disk(shardc::run_validate, options);
     };
   });
 }
@@ -147,25 +170,20 @@ void add_inspect(CLI::App& app, Cli& cli, shardc::InspectOptions& opt, std::stri
       "--summary", opt.summary,
       "Totals only: param bytes per kind on the rank's stage, buffer bytes (FSDP2 gathered "
       "peak and sum); no table");
-  cmd->add_option("--format", format,
-                  "text (default: the table, text diagnostics), json (the rank file, JSON "
-                  "diagnostics), github (the table, GitHub annotations); table = text")
-      ->check(CLI::IsMember({"text", "table", "json", "github"}));
+  add_output_format(*cmd, format,
+                    "text (default: the table, text diagnostics), json (the rank file, JSON "
+                    "diagnostics), github (the table, GitHub annotations); table = text",
+                    {"text", "table", "json", "github"});
   // Old spelling of the diagnostics format, kept hidden for scripts.
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}))
-      ->group("");
-  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  add_diag_format(*cmd, cli)->group("");
+  add_strict(*cmd, cli);
   cmd->footer("Example:\n  shardc inspect llama.yaml recipe.yaml --rank 17 --match '**.q_proj.*'");
   cmd->callback([&, cmd] {
     if (cmd->count("--diag-format") == 0 && (format == "json" || format == "github"))
       cli.diag_format = format;
     opt.common = cli.options();
     opt.format = format == "json" ? shardc::InspectFormat::Json : shardc::InspectFormat::Table;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_inspect(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_inspect, opt); };
   });
 }
 
@@ -173,14 +191,12 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
   auto* cmd = app.add_subcommand("memory", "Per-rank training memory: will it fit?");
   add_inputs(*cmd, cli);
   add_budget(*cmd, cli);
-  cmd->add_option("--format", format, "Output: table (default) or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  add_output_format(*cmd, format, "Output: table (default) or json", {"table", "json"});
   cmd->add_option("--ranks", opt.ranks, "Also list these ranks' breakdowns, e.g. 0,17,100-103");
   cmd->add_flag("--explain", opt.explain,
                 "With a training shape: every activation term, its formula and its source");
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
-  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  add_diag_format(*cmd, cli);
+  add_strict(*cmd, cli);
   cmd->footer(
       "Counts per rank: params (padded FSDP shards), grads, master weights and optimizer\n"
       "state (recipe `training:`), FSDP2 / muon all-gather buffers; activations when the\n"
@@ -190,10 +206,7 @@ void add_memory(CLI::App& app, Cli& cli, shardc::MemoryOptions& opt, std::string
   cmd->callback([&] {
     opt.common = cli.options();
     opt.format = format == "json" ? shardc::MemoryFormat::Json : shardc::MemoryFormat::Table;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_memory(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_memory, opt); };
   });
 }
 
@@ -201,8 +214,7 @@ void add_cost(CLI::App& app, Cli& cli, shardc::CostOptions& opt, std::string& fo
               std::string& reshard, std::string& tp_inputs) {
   auto* cmd = app.add_subcommand("cost", "Communication per training step per rank, by axis");
   add_inputs(*cmd, cli);
-  cmd->add_option("--format", format, "Output: table (default) or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  add_output_format(*cmd, format, "Output: table (default) or json", {"table", "json"});
   cmd->add_option("--reshard-after-forward", reshard,
                   "FSDP2 reshard_after_forward: true, false, or default (torchtitan: not pp)")
       ->check(CLI::IsMember({"true", "false", "default"}));
@@ -214,9 +226,8 @@ void add_cost(CLI::App& app, Cli& cli, shardc::CostOptions& opt, std::string& fo
                 "The lm_head's logits are all-gathered (no vocab-parallel loss)");
   cmd->add_option("--ranks", opt.ranks, "Also list these ranks' terms, e.g. 0,17,100-103");
   cmd->add_flag("--explain", opt.explain, "Every term's bytes, formula and source");
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
-  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  add_diag_format(*cmd, cli);
+  add_strict(*cmd, cli);
   cmd->footer(
       "Bytes each rank sends per step (ring algorithm) by group role, mesh axes and\n"
       "collective: FSDP2 all-gather / reduce-scatter, HSDP and DP all-reduce, ZeRO,\n"
@@ -228,10 +239,7 @@ void add_cost(CLI::App& app, Cli& cli, shardc::CostOptions& opt, std::string& fo
     opt.format = format == "json" ? shardc::MemoryFormat::Json : shardc::MemoryFormat::Table;
     if (reshard != "default") opt.reshard_after_forward = reshard == "true";
     opt.tp_per_linear = tp_inputs == "per-linear";
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_cost(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_cost, opt); };
   });
 }
 
@@ -257,8 +265,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--top", opt.top, "Layouts to rank (default 5)")->check(CLI::Range(1, 100));
   cmd->add_option("--max-planned", opt.max_exact, "Layouts planned exactly at most (default 24)")
       ->check(CLI::Range(1, 10000));
-  cmd->add_option("--format", format, "Output: text (default) or json")
-      ->check(CLI::IsMember({"text", "json"}));
+  add_output_format(*cmd, format, "Output: text (default) or json", {"text", "json"});
   cmd->add_option("--hardware", opt.hardware,
                   "a100, h100 (default), h800, h200, b200, mi300x, or a hardware file");
   cmd->add_option("--emit-recipe", opt.emit_recipe, "Write the chosen layout as a recipe");
@@ -271,8 +278,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--moe-node-limit", opt.moe_node_limit,
                   "Node-limited routing: each token to experts on at most M nodes")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+  add_diag_format(*cmd, cli);
   cmd->footer(
       "Enumerates pp x dp_replicate x dp_shard x cp x tp (x ep for MoE) with recompute, sequence\n"
       "parallel, schedule and ZeRO-1, estimates each step (docs/search.md) and plans the best\n"
@@ -282,10 +288,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->callback([&] {
     opt.diag_format = cli.options().diag_format;
     opt.format = format == "json" ? shardc::SearchFormat::Json : shardc::SearchFormat::Text;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_search(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_search, opt); };
   });
 }
 
@@ -299,10 +302,7 @@ void add_explain(CLI::App& app, Cli& cli, shardc::ExplainOptions& opt) {
       "Example:\n  shardc explain llama.yaml recipe.yaml model.layers.0.self_attn.q_proj.weight");
   cmd->callback([&] {
     opt.common = cli.options();
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_explain(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_explain, opt); };
   });
 }
 
@@ -328,12 +328,7 @@ void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
       "Exit codes: 0 all layouts round-trip, 1 mismatches (listed), a file changed after\n"
       "the compile or a group not verifiable, 2 unreadable input or incomplete compile.\n"
       "Example:\n  shardc compile m.yaml r.yaml -o out/ && shardc verify out/ --ranks 0-63");
-  cmd->callback([&] {
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_verify(opt, fs, std::cout, std::cerr);
-    };
-  });
+  cmd->callback([&] { cli.run = [&] { return run_on_disk(shardc::run_verify, opt); }; });
 }
 
 void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::string& format) {
@@ -345,13 +340,12 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
       ->expected(2, 4);
   cmd->add_option("--ranks", opt.ranks, "Plan-B ranks listed in the JSON (default: all)");
   cmd->add_option("-o,--out", opt.out_file, "Write the JSON listing to this file");
-  cmd->add_option("--format", format, "Output: summary (default) or json (listing on stdout)")
-      ->check(CLI::IsMember({"summary", "json"}));
+  add_output_format(*cmd, format, "Output: summary (default) or json (listing on stdout)",
+                    {"summary", "json"});
   cmd->add_option("--ranks-per-node", opt.ranks_per_node,
                   "Ranks per node (node = rank / N): read from a replica on the same node first")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+  add_diag_format(*cmd, cli);
   cmd->footer(
       "Each plan-B rank's shard of every param is cut into boxes, each read from one\n"
       "plan-A rank: itself when it already holds the box, else the lowest holder on its\n"
@@ -363,8 +357,7 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
     opt.json = format == "json";
     cli.run = [&] {
       opt.diag_format = cli.options().diag_format;
-      shardc::RealFileSystem fs;
-      return shardc::run_reshard(opt, fs, std::cout, std::cerr);
+      return run_on_disk(shardc::run_reshard, opt);
     };
   });
 }
@@ -385,9 +378,8 @@ void add_report(CLI::App& app, Cli& cli, shardc::ReportOptions& opt) {
                   "--reshard: ranks per node (source choice, heatmap groups)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
   add_budget(*cmd, cli);
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
-  cmd->add_flag("--strict", cli.common.strict, "Treat warnings as errors (exit 1)");
+  add_diag_format(*cmd, cli);
+  add_strict(*cmd, cli);
   cmd->footer(
       "One HTML file, inline SVG and CSS and a small script, no network: memory per stage and\n"
       "kind, the meshes as grids, a rank's params and buffers, the largest params, the\n"
@@ -397,8 +389,7 @@ void add_report(CLI::App& app, Cli& cli, shardc::ReportOptions& opt) {
   cmd->callback([&] {
     cli.run = [&] {
       opt.common = cli.options();
-      shardc::RealFileSystem fs;
-      return shardc::run_report(opt, fs, std::cout, std::cerr);
+      return run_on_disk(shardc::run_report, opt);
     };
   });
 }
@@ -410,10 +401,9 @@ void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string
                   "Checkpoint directory, .safetensors file, or model file / inventory JSON")
       ->required();
   cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
-  cmd->add_option("--format", format, "yaml (compact model, default) or json (plain inventory)")
-      ->check(CLI::IsMember({"yaml", "json"}));
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+  add_output_format(*cmd, format, "yaml (compact model, default) or json (plain inventory)",
+                    {"yaml", "json"});
+  add_diag_format(*cmd, cli);
   cmd->footer(
       "Reads only the safetensors headers, never the weights. Params come out in module\n"
       "(named_parameters) order for known architectures; others get natural order and a\n"
@@ -422,10 +412,7 @@ void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string
   cmd->callback([&] {
     opt.format = format == "json" ? shardc::ImportFormat::Json : shardc::ImportFormat::Yaml;
     opt.diag_format = cli.options().diag_format;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_import(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_import, opt); };
   });
 }
 
@@ -441,8 +428,7 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
       ->required()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{2147483647}));
   cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
-  cmd->add_option("--diag-format", cli.diag_format, "Diagnostics format: text, json, github")
-      ->check(CLI::IsMember({"text", "json", "github"}));
+  add_diag_format(*cmd, cli);
   cmd->footer(
       "Each style of the plan becomes the placement transformers gives it (colwise: weight\n"
       "Shard(-2), bias Shard(-1); rowwise: weight Shard(-1); embedding_rowwise: Shard(0);\n"
@@ -453,10 +439,7 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
       "tp8.recipe.yaml");
   cmd->callback([&] {
     opt.diag_format = cli.options().diag_format;
-    cli.run = [&] {
-      shardc::RealFileSystem fs;
-      return shardc::run_recipe(opt, fs, std::cout, std::cerr);
-    };
+    cli.run = [&] { return run_on_disk(shardc::run_recipe, opt); };
   });
 }
 

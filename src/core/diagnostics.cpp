@@ -39,24 +39,27 @@ void DiagnosticSink::report(Diagnostic d) {
   if (d.severity == Severity::Error) remember(dropped_error_codes_);
 }
 
+namespace {
+
+Diagnostic diagnostic(Severity severity, DiagCode code, SourceLoc loc, std::string message,
+                      std::string hint) {
+  Diagnostic made;
+  made.severity = severity;
+  made.code = code;
+  made.loc = std::move(loc);
+  made.message = std::move(message);
+  made.hint = std::move(hint);
+  return made;
+}
+
+}  // namespace
+
 void DiagnosticSink::error(DiagCode code, SourceLoc loc, std::string message, std::string hint) {
-  Diagnostic d;
-  d.severity = Severity::Error;
-  d.code = code;
-  d.loc = std::move(loc);
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  report(std::move(d));
+  report(diagnostic(Severity::Error, code, std::move(loc), std::move(message), std::move(hint)));
 }
 
 void DiagnosticSink::warning(DiagCode code, SourceLoc loc, std::string message, std::string hint) {
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = code;
-  d.loc = std::move(loc);
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  report(std::move(d));
+  report(diagnostic(Severity::Warning, code, std::move(loc), std::move(message), std::move(hint)));
 }
 
 bool DiagnosticSink::has_code(DiagCode code) const {

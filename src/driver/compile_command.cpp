@@ -68,9 +68,8 @@ void print_summary(const Plan& plan, const RankBytes& bytes, const CompileOption
       << driver::mesh_text(plan.dense) << "), " << plan.params.size() << " params ("
       << driver::group_digits(count) << " elements), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
-  out << "per-rank param bytes: min " << driver::human_bytes(lo) << ", median "
-      << driver::human_bytes(lower_median(param_bytes)) << ", max " << driver::human_bytes(hi)
-      << "\n";
+  out << "per-rank param bytes: min " << binary_bytes_text(lo) << ", median "
+      << binary_bytes_text(lower_median(param_bytes)) << ", max " << binary_bytes_text(hi) << "\n";
   out << "wrote " << path_join(opt.out_dir, "plan.json");
   if (opt.rank_files)
     out << " and " << files << " rank files in " << path_join(opt.out_dir, "ranks");

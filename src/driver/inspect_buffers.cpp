@@ -18,7 +18,7 @@ std::string ranks_text(const std::vector<std::int64_t>& ranks) {
 }
 
 std::string size_text(std::int64_t numel, std::int64_t bytes) {
-  return group_digits(numel) + " el (" + human_bytes(bytes) + ")";
+  return group_digits(numel) + " el (" + binary_bytes_text(bytes) + ")";
 }
 
 std::string axes_text(const Mesh& mesh, const std::vector<int>& axes) {
@@ -65,13 +65,13 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
     out << "    unit '" << name << "' (" << mesh_kind_name(ru.unit->mesh) << ", "
         << ru.params.size() << " params" << (ru.unit->byte_units ? ", byte units" : "")
         << "): ranks " << ranks_text(ru.ranks) << " (index " << ru.index << "), slot "
-        << human_bytes(ru.total_bytes) << ", gathered [" << w << ", " << group_digits(ru.total)
-        << "] " << human_bytes(ru.total_bytes * w) << "\n";
+        << binary_bytes_text(ru.total_bytes) << ", gathered [" << w << ", "
+        << group_digits(ru.total) << "] " << binary_bytes_text(ru.total_bytes * w) << "\n";
   }
   std::int64_t sum = 0;
   for (const std::int64_t g : gathered) sum += g;
-  out << "    gathered peak " << human_bytes(fsdp2_gathered_peak(gathered))
-      << " (largest unit + the next one prefetched); sum over units " << human_bytes(sum)
+  out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered))
+      << " (largest unit + the next one prefetched); sum over units " << binary_bytes_text(sum)
       << " (never all live at once)\n";
   out << "    not communicated: " << layout.not_communicated->size() << " params\n";
 }

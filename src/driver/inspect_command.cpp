@@ -12,7 +12,6 @@
 namespace shardc {
 namespace {
 
-using driver::human_bytes;
 using driver::shape_text;
 
 struct Totals {
@@ -40,7 +39,7 @@ std::string placements_text(const Plan& plan, const PlannedParam& p) {
 }
 
 std::string bytes_text(std::int64_t bytes) {
-  return human_bytes(bytes) + " (" + std::to_string(bytes) + ")";
+  return binary_bytes_text(bytes) + " (" + std::to_string(bytes) + ")";
 }
 
 void print_header(const Plan& plan, std::int64_t rank, std::ostream& out) {
@@ -117,7 +116,7 @@ void print_memory(const MemoryReport& m, const Plan& plan, std::int64_t rank, st
   out << table.render();
   out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
          "muon_allgather); peak over all ranks "
-      << human_bytes(m.peak) << " on " << m.peak_ranks.to_string() << "\n";
+      << binary_bytes_text(m.peak) << " on " << m.peak_ranks.to_string() << "\n";
 }
 
 void print_table(const Plan& plan, const MemoryReport* memory, std::int64_t rank,
@@ -178,13 +177,13 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
   // This rank's entries only (buffer_bytes_at): no per-rank table, any world.
   out << "buffers on this rank:\n";
   for (const BufferBytesAt& b : buffer_bytes_at(plan, plan_buffers(plan), rank)) {
-    out << "  " << buffer_kind_name(b.kind) << ": pack " << human_bytes(b.pack);
+    out << "  " << buffer_kind_name(b.kind) << ": pack " << binary_bytes_text(b.pack);
     if (b.kind == BufferKind::MuonAllGather)
-      out << ", gathered " << human_bytes(b.gathered) << " (sum over stages)\n";
+      out << ", gathered " << binary_bytes_text(b.gathered) << " (sum over stages)\n";
     else
-      out << ", gathered peak " << human_bytes(b.gathered_peak)
-          << " (largest unit + the next one prefetched), sum over units " << human_bytes(b.gathered)
-          << "\n";
+      out << ", gathered peak " << binary_bytes_text(b.gathered_peak)
+          << " (largest unit + the next one prefetched), sum over units "
+          << binary_bytes_text(b.gathered) << "\n";
   }
 }
 

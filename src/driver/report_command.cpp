@@ -25,7 +25,7 @@ ExitCode write_page(const std::string& path, const std::string& page, FileSystem
     return ExitCode::Usage;
   }
   out << "report: wrote " << path << " ("
-      << driver::human_bytes(static_cast<std::int64_t>(page.size())) << ")\n";
+      << binary_bytes_text(static_cast<std::int64_t>(page.size())) << ")\n";
   return ExitCode::Ok;
 }
 
@@ -61,47 +61,19 @@ std::optional<std::vector<std::int64_t>> detail_ranks(const ReportOptions& opt, 
 
 ExitCode run_reshard_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
                             std::ostream& err) {
-  if (opt.inputs.size() != 2 && opt.inputs.size() != 4) {
-    print_error(err,
-                "report --reshard takes PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
-                "MODEL_A RECIPE_A MODEL_B RECIPE_B; got " +
-                    std::to_string(opt.inputs.size()) + " inputs");
-    return ExitCode::Usage;
-  }
   ReshardOptions ro;
   ro.inputs = opt.inputs;
   ro.ranks_per_node = opt.ranks_per_node;
   ro.diag_format = opt.common.diag_format;
-  driver::Session rs;
-  std::optional<reshard::Layout> a, b;
-  if (opt.inputs.size() == 2) {
-    a = driver::load_plan_input(opt.inputs[0], fs, rs, err);
-    if (a) b = driver::load_plan_input(opt.inputs[1], fs, rs, err);
-  } else {
-    ExitCode code = ExitCode::Ok;
-    a = driver::load_pair(ro, 0, fs, rs, out, err, code);
-    if (a) b = driver::load_pair(ro, 2, fs, rs, out, err, code);
-    if (!b) return code;
-  }
-  if (!a || !b) return ExitCode::Usage;
-  CommonOptions diag;
-  diag.diag_format = opt.common.diag_format;
-  std::ostream& diag_out = diag.diag_format == DiagFormat::Text ? err : out;
-  if (rs.sink.has_errors()) {
-    driver::print_diagnostics(diag, rs, diag_out);
-    return ExitCode::Usage;
-  }
-  const reshard::Options options{opt.ranks_per_node};
-  const reshard::Result result = reshard::plan_reshard(*a, *b, options, rs.sink);
-  if (rs.sink.has_errors()) {
-    driver::print_diagnostics(diag, rs, diag_out);
-    return ExitCode::Invalid;
-  }
+  driver::Session session;
+  const driver::PlannedReshard planned =
+      driver::plan_reshard_inputs(ro, "report --reshard", fs, session, out, err);
+  if (planned.code != ExitCode::Ok) return planned.code;
   ReshardReportInput in;
-  in.a = &*a;
-  in.b = &*b;
-  in.result = &result;
-  in.options = options;
+  in.a = &*planned.from;
+  in.b = &*planned.to;
+  in.result = &*planned.result;
+  in.options = reshard::Options{opt.ranks_per_node};
   return write_page(opt.out_file, render_reshard_report_html(in), fs, out, err);
 }
 

@@ -53,24 +53,78 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
   return layout;
 }
 
+namespace {
+
+// Plans MODEL RECIPE (`opt.inputs[at]`, `[at + 1]`) in memory; prints its diagnostics when it
+// fails (`code` then says how).
 std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t at, FileSystem& fs,
-                                         driver::Session& rs, std::ostream& out, std::ostream& err,
-                                         ExitCode& code) {
+                                         driver::Session& session, std::ostream& out,
+                                         std::ostream& err, ExitCode& code) {
   CommonOptions common;
   common.model_path = opt.inputs[at];
   common.recipe_path = opt.inputs[at + 1];
   common.diag_format = opt.diag_format;
-  driver::Session s;
-  code = driver::plan_or_report(common, fs, s, opt.diag_format == DiagFormat::Text ? err : out);
+  driver::Session pair_session;
+  code = driver::plan_or_report(common, fs, pair_session,
+                                opt.diag_format == DiagFormat::Text ? err : out);
   if (code != ExitCode::Ok) return std::nullopt;
-  rs.sources.merge(s.sources);  // for source excerpts of E-RESHARD-* at model entries
-  return reshard::layout_from_plan(*s.plan, common.model_path + " + " + common.recipe_path);
+  // for source excerpts of E-RESHARD-* at model entries
+  session.sources.merge(pair_session.sources);
+  return reshard::layout_from_plan(*pair_session.plan,
+                                   common.model_path + " + " + common.recipe_path);
+}
+
+}  // namespace
+
+PlannedReshard plan_reshard_inputs(const ReshardOptions& opt, const std::string& command,
+                                   FileSystem& fs, Session& session, std::ostream& out,
+                                   std::ostream& err) {
+  PlannedReshard planned;
+  if (opt.inputs.size() != 2 && opt.inputs.size() != 4) {
+    print_error(err, command +
+                         " takes PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
+                         "MODEL_A RECIPE_A MODEL_B RECIPE_B; got " +
+                         std::to_string(opt.inputs.size()) + " inputs");
+    planned.code = ExitCode::Usage;
+    return planned;
+  }
+  if (opt.inputs.size() == 2) {
+    planned.from = load_plan_input(opt.inputs[0], fs, session, err);
+    if (planned.from) planned.to = load_plan_input(opt.inputs[1], fs, session, err);
+  } else {
+    ExitCode code = ExitCode::Ok;
+    planned.from = load_pair(opt, 0, fs, session, out, err, code);
+    if (planned.from) planned.to = load_pair(opt, 2, fs, session, out, err, code);
+    if (!planned.to) {
+      planned.code = code;
+      return planned;
+    }
+  }
+  if (!planned.from || !planned.to) {
+    planned.code = ExitCode::Usage;
+    return planned;
+  }
+  CommonOptions diag;
+  diag.diag_format = opt.diag_format;
+  std::ostream& diag_out = opt.diag_format == DiagFormat::Text ? err : out;
+  if (session.sink.has_errors()) {
+    print_diagnostics(diag, session, diag_out);
+    planned.code = ExitCode::Usage;
+    return planned;
+  }
+  planned.result = reshard::plan_reshard(*planned.from, *planned.to,
+                                         reshard::Options{opt.ranks_per_node}, session.sink);
+  if (session.sink.has_errors()) {
+    print_diagnostics(diag, session, diag_out);
+    planned.result.reset();
+    planned.code = ExitCode::Invalid;
+  }
+  return planned;
 }
 
 }  // namespace driver
 namespace {
 
-using driver::human_bytes;
 using driver::load_pair;
 using driver::load_plan_input;
 using driver::print_error;
@@ -93,8 +147,8 @@ std::string percent(std::int64_t part, std::int64_t whole) {
 std::string min_median_max(std::vector<std::int64_t> v) {
   if (v.empty()) return "-";
   std::sort(v.begin(), v.end());
-  return "min " + human_bytes(v.front()) + ", median " + human_bytes(v[(v.size() - 1) / 2]) +
-         ", max " + human_bytes(v.back());
+  return "min " + binary_bytes_text(v.front()) + ", median " +
+         binary_bytes_text(v[(v.size() - 1) / 2]) + ", max " + binary_bytes_text(v.back());
 }
 
 void print_summary(const reshard::Layout& a, const reshard::Layout& b, const reshard::Result& r,
@@ -111,11 +165,11 @@ void print_summary(const reshard::Layout& a, const reshard::Layout& b, const res
   if (t.shared_aliases > 1) out << ", " << t.shared_aliases << " tied aliases share storage";
   out << "; " << t.pieces << " pieces (A shard class x B shard class), read and planned in " << time
       << " s\n";
-  out << "destination bytes: " << human_bytes(t.dest_bytes) << " total; per rank "
+  out << "destination bytes: " << binary_bytes_text(t.dest_bytes) << " total; per rank "
       << min_median_max(r.dest_bytes) << "\n";
-  out << "moved bytes:       " << human_bytes(t.moved_bytes) << " total; per rank "
+  out << "moved bytes:       " << binary_bytes_text(t.moved_bytes) << " total; per rank "
       << min_median_max(r.moved_bytes) << "\n";
-  out << "already in place:  " << human_bytes(t.in_place_bytes) << " ("
+  out << "already in place:  " << binary_bytes_text(t.in_place_bytes) << " ("
       << percent(t.in_place_bytes, t.dest_bytes) << " of destination bytes)\n";
 }
 
@@ -123,44 +177,20 @@ void print_summary(const reshard::Layout& a, const reshard::Layout& b, const res
 
 ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err) {
-  if (opt.inputs.size() != 2 && opt.inputs.size() != 4) {
-    print_error(err,
-                "reshard takes PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
-                "MODEL_A RECIPE_A MODEL_B RECIPE_B; got " +
-                    std::to_string(opt.inputs.size()) + " inputs");
-    return ExitCode::Usage;
-  }
   const auto t0 = std::chrono::steady_clock::now();
-  driver::Session rs;
-  std::optional<reshard::Layout> a, b;
-  if (opt.inputs.size() == 2) {
-    a = load_plan_input(opt.inputs[0], fs, rs, err);
-    if (a) b = load_plan_input(opt.inputs[1], fs, rs, err);
-  } else {
-    ExitCode code = ExitCode::Ok;
-    a = load_pair(opt, 0, fs, rs, out, err, code);
-    if (a) b = load_pair(opt, 2, fs, rs, out, err, code);
-    if (!b) return code;
-  }
-  if (!a || !b) return ExitCode::Usage;
-  CommonOptions diag;
-  diag.diag_format = opt.diag_format;
-  std::ostream& diag_out = opt.diag_format == DiagFormat::Text ? err : out;
-  if (rs.sink.has_errors()) {
-    driver::print_diagnostics(diag, rs, diag_out);
-    return ExitCode::Usage;
-  }
+  driver::Session session;
+  const driver::PlannedReshard planned =
+      driver::plan_reshard_inputs(opt, "reshard", fs, session, out, err);
+  if (planned.code != ExitCode::Ok) return planned.code;
+  const reshard::Layout& a = *planned.from;
+  const reshard::Layout& b = *planned.to;
+  const reshard::Result& result = *planned.result;
   const reshard::Options ro{opt.ranks_per_node};
-  const reshard::Result result = reshard::plan_reshard(*a, *b, ro, rs.sink);
-  if (rs.sink.has_errors()) {
-    driver::print_diagnostics(diag, rs, diag_out);
-    return ExitCode::Invalid;
-  }
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   if (opt.json || opt.out_file) {
-    const auto ranks = listed_ranks(opt, b->world_size, err);
+    const auto ranks = listed_ranks(opt, b.world_size, err);
     if (!ranks) return ExitCode::Usage;
-    const std::string text = render_reshard_json(*a, *b, result, ro, *ranks);
+    const std::string text = render_reshard_json(a, b, result, ro, *ranks);
     if (opt.out_file) {
       std::string error;
       if (!fs.write_atomic(*opt.out_file, text, error)) {
@@ -174,7 +204,7 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
       return ExitCode::Ok;
     }
   }
-  print_summary(*a, *b, result, opt, dt.count(), out);
+  print_summary(a, b, result, opt, dt.count(), out);
   return ExitCode::Ok;
 }
 

@@ -19,10 +19,19 @@ namespace shardc::driver {
 std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSystem& fs,
                                                Session& rs, std::ostream& err);
 
-/// Plans MODEL RECIPE (`opt.inputs[at]`, `[at + 1]`) in memory; prints its diagnostics when
-/// it fails (`code` then says how).
-std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t at, FileSystem& fs,
-                                         Session& rs, std::ostream& out, std::ostream& err,
-                                         ExitCode& code);
+/// Both plans of a reshard and the transfers between them; `code` is Ok when all three are set.
+struct PlannedReshard {
+  ExitCode code = ExitCode::Ok;
+  std::optional<reshard::Layout> from;
+  std::optional<reshard::Layout> to;
+  std::optional<reshard::Result> result;
+};
+
+/// Loads `opt.inputs` (PLAN_A PLAN_B, or MODEL_A RECIPE_A MODEL_B RECIPE_B planned in memory)
+/// and plans the transfers (`opt.ranks_per_node`). A wrong input count is a usage error naming
+/// `command`; diagnostics are printed (to `err` as text, else to `out`) and say the exit code.
+PlannedReshard plan_reshard_inputs(const ReshardOptions& opt, const std::string& command,
+                                   FileSystem& fs, Session& session, std::ostream& out,
+                                   std::ostream& err);
 
 }  // namespace shardc::driver

@@ -6,20 +6,6 @@
 
 namespace shardc::driver {
 
-std::string human_bytes(std::int64_t bytes) {
-  constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  std::size_t u = 0;
-  while (v >= 1024.0 && u + 1 < units.size()) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::array<char, 32> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.2f %s", v, units[u]);
-  return buf.data();
-}
-
 std::string group_digits(std::int64_t v) {
   const std::string digits = std::to_string(v < 0 ? -v : v);
   std::string out;

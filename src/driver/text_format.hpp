@@ -8,11 +8,10 @@
 
 #include "core/model.hpp"
 #include "core/recipe.hpp"
+#include "support/byte_size.hpp"  // binary_bytes_text: sizes in tables
 
 namespace shardc::driver {
 
-/// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
-std::string human_bytes(std::int64_t bytes);
 /// "[4096, 4096]", "[]" (support/shape.hpp).
 using shardc::shape_text;
 /// 8030261248 -> "8,030,261,248".

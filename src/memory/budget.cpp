@@ -12,26 +12,12 @@
 namespace shardc {
 namespace {
 
-// "1.50 KiB", "17.24 GiB": binary units, two decimals.
-std::string gib(std::int64_t bytes) {
-  constexpr std::array<const char*, 5> units = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes) / 1024.0;
-  std::size_t u = 0;
-  while (v >= 1024.0 && u + 1 < units.size()) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::array<char, 48> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.2f %s", v, units[u]);
-  return buf.data();
-}
-
 std::string breakdown(const RankMemory& rm) {
   std::string s;
   for (std::size_t k = 0; k < kMemoryKinds; ++k) {
     if (k > 0) s += ", ";
-    s += std::string(memory_kind_name(static_cast<MemoryKind>(k))) + " " + gib(rm.bytes[k]);
+    s += std::string(memory_kind_name(static_cast<MemoryKind>(k))) + " " +
+         binary_bytes_text(rm.bytes[k]);
   }
   return s;
 }
@@ -46,9 +32,9 @@ std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
   if (plan.zero.has_experts) {
     s += " (experts over " + std::to_string(plan.zero.expert.degree) + ")";
   }
-  s += " this rank keeps its params (" + gib(rm.of(MemoryKind::Params)) + ")";
+  s += " this rank keeps its params (" + binary_bytes_text(rm.of(MemoryKind::Params)) + ")";
   if (stage == 1) {
-    s += " and grads (" + gib(rm.of(MemoryKind::Grads)) +
+    s += " and grads (" + binary_bytes_text(rm.of(MemoryKind::Grads)) +
          ") whole: `zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params";
   } else {
     s += " whole: `fsdp` (ZeRO-3) shards them too";
@@ -123,10 +109,11 @@ std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm
   if (rm.fsdp_scaled == 0 || room <= 0) {
     const std::string buffers =
         m.activations_counted ? "the activations and all-gather buffers" : "the all-gather buffers";
-    const std::string need = fixed == 0 ? buffers + " alone need " + gib(transient)
-                                        : "the state FSDP does not shard (" + gib(fixed) +
-                                              ") and " + buffers + " (" + gib(transient) +
-                                              ") alone need " + gib(fixed + transient);
+    const std::string need = fixed == 0
+                                 ? buffers + " alone need " + binary_bytes_text(transient)
+                                 : "the state FSDP does not shard (" + binary_bytes_text(fixed) +
+                                       ") and " + buffers + " (" + binary_bytes_text(transient) +
+                                       ") alone need " + binary_bytes_text(fixed + transient);
     return "no FSDP degree brings this rank under the budget: " + need + rest;
   }
   const bool fsdp = m.fsdp_degree > 1 || m.expert_fsdp_degree > 1;
@@ -134,8 +121,8 @@ std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm
   const auto need = [factor](std::int64_t degree) {
     return static_cast<std::int64_t>(std::ceil(static_cast<double>(degree) * factor));
   };
-  std::string s = "the FSDP-sharded state of this rank (" + gib(rm.fsdp_scaled) + ") must fit in " +
-                  gib(room) + ": ";
+  std::string s = "the FSDP-sharded state of this rank (" + binary_bytes_text(rm.fsdp_scaled) +
+                  ") must fit in " + binary_bytes_text(room) + ": ";
   const std::int64_t world = plan.world_size;
   const std::int64_t dense_capacity = dp_capacity(plan, false);
   if (!fsdp) {
@@ -216,12 +203,12 @@ void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
   d.loc = loc;
   d.message = "rank " + std::to_string(worst) + " (stage " +
               std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
-              ") needs " + gib(rm.total) + ", over the budget of " + byte_size_text(budget) +
-              " by " + gib(rm.total - budget) + "; the worst ranks: " + worst_text + "; " +
-              std::to_string(over_count) + " of " + std::to_string(plan.world_size) +
-              " ranks are over: " + over_text;
+              ") needs " + binary_bytes_text(rm.total) + ", over the budget of " +
+              byte_size_text(budget) + " by " + binary_bytes_text(rm.total - budget) +
+              "; the worst ranks: " + worst_text + "; " + std::to_string(over_count) + " of " +
+              std::to_string(plan.world_size) + " ranks are over: " + over_text;
   const std::string activations = m.activations_counted
-                                      ? ", activations " + gib(rm.activations) +
+                                      ? ", activations " + binary_bytes_text(rm.activations) +
                                             " (more `training.recompute` or tp/cp shrinks them); "
                                       : " (activations not counted); ";
   d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +

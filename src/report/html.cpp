@@ -50,20 +50,6 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
-std::string bytes_text(std::int64_t bytes) {
-  constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  std::size_t u = 0;
-  while (v >= 1024.0 && u + 1 < units.size()) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::array<char, 32> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.2f %s", v, units[u]);
-  return buf.data();
-}
-
 std::string shape_text(const Shape& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

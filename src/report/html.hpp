@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "support/byte_size.hpp"  // binary_bytes_text: sizes on the page
 #include "support/shape.hpp"
 
 namespace shardc::report {
@@ -18,8 +19,6 @@ std::string escape(std::string_view text);
 /// \u0026, so no `</script>` can end the element.
 std::string json_string(std::string_view text);
 
-/// "0 B", "512 B", "1.50 KiB", "14.96 GiB" (binary units, two decimals).
-std::string bytes_text(std::int64_t bytes);
 /// "[4096, 4096]", "[]".
 std::string shape_text(const Shape& shape);
 

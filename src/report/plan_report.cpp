@@ -12,7 +12,6 @@
 namespace shardc {
 namespace {
 
-using report::bytes_text;
 using report::escape;
 using report::shape_text;
 
@@ -62,14 +61,15 @@ void write_summary(const PlanReportInput& in, std::string& h) {
   row("params", std::to_string(plan.params.size()));
   if (in.memory) {
     const MemoryReport& m = *in.memory;
-    row("peak memory", bytes_text(m.peak) + " on rank(s) " + escape(m.peak_ranks.to_string()) +
-                           " (stage " + std::to_string(plan.stage_of_rank(m.peak_ranks.first())) +
-                           ", " + escape(rank_coords_text(plan, m.peak_ranks.first())) + ")");
+    row("peak memory", binary_bytes_text(m.peak) + " on rank(s) " +
+                           escape(m.peak_ranks.to_string()) + " (stage " +
+                           std::to_string(plan.stage_of_rank(m.peak_ranks.first())) + ", " +
+                           escape(rank_coords_text(plan, m.peak_ranks.first())) + ")");
     if (in.budget) {
       row("budget",
-          bytes_text(*in.budget) + (m.peak <= *in.budget
-                                        ? ": fits, headroom " + bytes_text(*in.budget - m.peak)
-                                        : ": exceeded by " + bytes_text(m.peak - *in.budget)));
+          binary_bytes_text(*in.budget) +
+              (m.peak <= *in.budget ? ": fits, headroom " + binary_bytes_text(*in.budget - m.peak)
+                                    : ": exceeded by " + binary_bytes_text(m.peak - *in.budget)));
     }
   }
   h += "</table>\n";
@@ -159,14 +159,15 @@ void write_memory(const PlanReportInput& in, std::string& h) {
     h += "<line x1=\"" + std::to_string(left - 4) + "\" x2=\"" + std::to_string(width) +
          "\" y1=\"" + std::to_string(y) + "\" y2=\"" + std::to_string(y) +
          "\" stroke=\"#ddd\"/><text x=\"2\" y=\"" + std::to_string(y + 4) + "\">" +
-         escape(bytes_text(v)) + "</text>\n";
+         escape(binary_bytes_text(v)) + "</text>\n";
   }
   if (in.budget) {
     const double y = y_of(*in.budget);
     h += "<line x1=\"" + std::to_string(left) + "\" x2=\"" + std::to_string(width) + "\" y1=\"" +
          std::to_string(y) + "\" y2=\"" + std::to_string(y) +
          "\" stroke=\"#b00020\" stroke-dasharray=\"4 3\"/><text x=\"" + std::to_string(left + 2) +
-         "\" y=\"" + std::to_string(y - 3) + "\">budget " + bytes_text(*in.budget) + "</text>\n";
+         "\" y=\"" + std::to_string(y - 3) + "\">budget " + binary_bytes_text(*in.budget) +
+         "</text>\n";
   }
   const char* which[3] = {"min", "median", "max"};
   constexpr std::array<const char*, 3> kStatMarks = {"n", "m", "x"};
@@ -181,7 +182,7 @@ void write_memory(const PlanReportInput& in, std::string& h) {
            which[i] + "\" data-rank=\"" + std::to_string(c.ranks.first()) + "\" data-bytes=\"" +
            std::to_string(c.memory.total) + "\"><title>stage " + std::to_string(b.stage) + " " +
            which[i] + ": rank " + std::to_string(c.ranks.first()) + ", " +
-           bytes_text(c.memory.total) + "</title>";
+           binary_bytes_text(c.memory.total) + "</title>";
       for (std::size_t k = 0; k < seg.size(); ++k) {
         if (seg[k] == 0) continue;
         const double y1 = y_of(base + seg[k]), y0 = y_of(base);
@@ -205,7 +206,7 @@ void write_memory(const PlanReportInput& in, std::string& h) {
   const std::int64_t pr = m.peak_ranks.first();
   h += "<p id=\"peak\" data-bytes=\"" + std::to_string(m.peak) + "\" data-ranks=\"" +
        escape(m.peak_ranks.to_string()) + "\" data-stage=\"" + std::to_string(m.peak_stage) +
-       "\"><strong>Peak</strong>: " + bytes_text(m.peak) + " on rank(s) " +
+       "\"><strong>Peak</strong>: " + binary_bytes_text(m.peak) + " on rank(s) " +
        escape(m.peak_ranks.to_string()) + "; rank " + std::to_string(pr) + " is stage " +
        std::to_string(plan.stage_of_rank(pr)) + ", " + escape(rank_coords_text(plan, pr)) +
        ".</p>\n";
@@ -227,7 +228,7 @@ void write_memory(const PlanReportInput& in, std::string& h) {
       for (const auto& [stat, v] : vs) {
         h += "<td class=\"num\" data-stage=\"" + std::to_string(s.stage) + "\" data-kind=\"" +
              kind + "\" data-stat=\"" + stat + "\" data-bytes=\"" + std::to_string(v) + "\">" +
-             bytes_text(v) + "</td>";
+             binary_bytes_text(v) + "</td>";
       }
       h += "</tr>\n";
     };
@@ -248,9 +249,9 @@ void write_memory(const PlanReportInput& in, std::string& h) {
     for (const StageActivations& sa : m.stage_activations) {
       h += "<tr><td>" + std::to_string(sa.stage) + "</td><td class=\"num\">" +
            std::to_string(sa.layers) + "</td><td class=\"num\">" +
-           bytes_text(sa.per_microbatch_bytes) + "</td><td class=\"num\">" +
+           binary_bytes_text(sa.per_microbatch_bytes) + "</td><td class=\"num\">" +
            std::to_string(sa.in_flight) + "</td><td class=\"num\" data-bytes=\"" +
-           std::to_string(sa.bytes) + "\">" + bytes_text(sa.bytes) + "</td></tr>\n";
+           std::to_string(sa.bytes) + "\">" + binary_bytes_text(sa.bytes) + "</td></tr>\n";
     }
     h += "</tbody></table>\n";
   } else if (!m.activations_note.empty()) {
@@ -400,7 +401,8 @@ void write_rank_detail(const Plan& plan, const ReportRank& rr, std::string& h) {
        rank + "\"><table class=\"rank-params\" data-rank=\"" + rank + "\" data-count=\"" +
        std::to_string(rows.size()) + "\" data-bytes=\"" + std::to_string(total) +
        "\"><caption>Params of rank " + rank + ": " + std::to_string(rows.size()) + ", " +
-       bytes_text(total) + " (local shapes, aliases sharing storage counted once; largest first" +
+       binary_bytes_text(total) +
+       " (local shapes, aliases sharing storage counted once; largest first" +
        (rows.size() > kMaxRankRows ? ", the first " + std::to_string(kMaxRankRows) + " listed"
                                    : std::string()) +
        ")</caption>\n<thead><tr><th scope=\"col\">param</th><th scope=\"col\">dtype</th><th "
@@ -422,11 +424,11 @@ void write_rank_detail(const Plan& plan, const ReportRank& rr, std::string& h) {
          shape_text(r.param->global_shape) + "</td><td>" + shape_text(r.geom.local_shape) +
          "</td><td>" + shape_text(r.geom.global_offset) + "</td><td>" +
          shape_text(r.geom.padded_shape) + "</td><td class=\"num\" data-bytes=\"" +
-         std::to_string(r.bytes) + "\">" + bytes_text(r.bytes) + "</td></tr>\n";
+         std::to_string(r.bytes) + "\">" + binary_bytes_text(r.bytes) + "</td></tr>\n";
   }
   if (rows.size() > kMaxRankRows) {
     h += "<tr><td colspan=\"6\">… and " + std::to_string(rows.size() - kMaxRankRows) +
-         " more params</td><td class=\"num\">" + bytes_text(rest) + "</td></tr>\n";
+         " more params</td><td class=\"num\">" + binary_bytes_text(rest) + "</td></tr>\n";
   }
   h += "</tbody></table></div>\n";
   if (!rr.buffers_text.empty()) {
@@ -498,7 +500,7 @@ void write_largest(const PlanReportInput& in, std::string& h) {
     h += "<tr><td class=\"mono\">" + escape(p.name) + "</td><td>" +
          std::string(dtype_name(p.dtype)) + "</td><td>" + shape_text(p.global_shape) +
          "</td><td class=\"num\" data-bytes=\"" + std::to_string(global_bytes(order[i])) + "\">" +
-         bytes_text(global_bytes(order[i])) + "</td><td>" + mesh_kind_name(p.mesh) +
+         binary_bytes_text(global_bytes(order[i])) + "</td><td>" + mesh_kind_name(p.mesh) +
          "</td><td class=\"mono\">" + escape(placements) + "</td><td>" + std::to_string(p.stage) +
          "</td><td class=\"mono\">" + escape(p.rule.match) + "</td><td class=\"num\">" +
          std::to_string(enumerate_shards(plan, p).size()) + "</td></tr>\n";

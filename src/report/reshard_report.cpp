@@ -9,7 +9,6 @@
 namespace shardc {
 namespace {
 
-using report::bytes_text;
 using report::escape;
 
 // Ranks per heatmap group on a side of `world` ranks: nodes when they fit, else an even cut.
@@ -28,7 +27,7 @@ std::string stats_row(const char* what, std::vector<std::int64_t> v) {
   std::string h = "<tr><th scope=\"row\">" + std::string(what) + "</th>";
   for (const auto& [stat, x] : vs) {
     h += "<td class=\"num\" data-kind=\"" + std::string(what) + "\" data-stat=\"" + stat +
-         "\" data-bytes=\"" + std::to_string(x) + "\">" + bytes_text(x) + "</td>";
+         "\" data-bytes=\"" + std::to_string(x) + "\">" + binary_bytes_text(x) + "</td>";
   }
   return h + "</tr>\n";
 }
@@ -62,11 +61,12 @@ std::string render_reshard_report_html(const ReshardReportInput& in) {
           " tied aliases sharing storage; " + std::to_string(t.pieces) + " pieces",
       "params");
   h += "<tr><th scope=\"row\">destination bytes</th><td id=\"dest-bytes\" data-bytes=\"" +
-       std::to_string(t.dest_bytes) + "\">" + bytes_text(t.dest_bytes) + "</td></tr>\n";
+       std::to_string(t.dest_bytes) + "\">" + binary_bytes_text(t.dest_bytes) + "</td></tr>\n";
   h += "<tr><th scope=\"row\">moved bytes</th><td id=\"moved-bytes\" data-bytes=\"" +
-       std::to_string(t.moved_bytes) + "\">" + bytes_text(t.moved_bytes) + "</td></tr>\n";
+       std::to_string(t.moved_bytes) + "\">" + binary_bytes_text(t.moved_bytes) + "</td></tr>\n";
   h += "<tr><th scope=\"row\">already in place</th><td id=\"in-place-bytes\" data-bytes=\"" +
-       std::to_string(t.in_place_bytes) + "\">" + bytes_text(t.in_place_bytes) + "</td></tr>\n";
+       std::to_string(t.in_place_bytes) + "\">" + binary_bytes_text(t.in_place_bytes) +
+       "</td></tr>\n";
   h += "</table>\n<table id=\"reshard-stats\"><caption>Per destination rank</caption><thead><tr>"
        "<th scope=\"col\">bytes</th><th scope=\"col\" class=\"num\">min</th><th scope=\"col\" "
        "class=\"num\">median</th><th scope=\"col\" class=\"num\">max</th></tr></thead><tbody>\n" +
@@ -107,7 +107,7 @@ std::string render_reshard_report_html(const ReshardReportInput& in) {
        std::to_string(src_group) +
        " ranks. A cell is the bytes the row's ranks read from the column's ranks (in-place "
        "reads excluded); darker is more, on a linear scale up to " +
-       bytes_text(top) +
+       binary_bytes_text(top) +
        ".</p>\n<div class=\"scroll\" tabindex=\"0\" role=\"region\" "
        "aria-label=\"reshard heatmap\"><svg id=\"heatmap-svg\" role=\"img\" aria-label=\"heatmap "
        "of bytes moved from " +
@@ -131,8 +131,8 @@ std::string render_reshard_report_html(const ReshardReportInput& in) {
            heat_colour(static_cast<double>(v) / static_cast<double>(top)) + "\" data-dst=\"" +
            std::to_string(d) + "\" data-src=\"" + std::to_string(s) + "\" data-bytes=\"" +
            std::to_string(v) + "\"><title>B ranks " + group_text(d, dst_group, b.world_size) +
-           " read " + bytes_text(v) + " from A ranks " + group_text(s, src_group, a.world_size) +
-           "</title></rect>\n";
+           " read " + binary_bytes_text(v) + " from A ranks " +
+           group_text(s, src_group, a.world_size) + "</title></rect>\n";
     }
   }
   h += "</svg></div>\n</section>\n<script type=\"application/json\" id=\"report-data\">"

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cctype>
+#include <cstdio>
 
 #include "support/limits.hpp"
 
@@ -90,6 +91,20 @@ std::string byte_size_text(std::int64_t bytes) {
     factor /= kKi;
   }
   return std::to_string(bytes) + " B";
+}
+
+std::string binary_bytes_text(std::int64_t bytes) {
+  constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < kKi) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "%.2f %s", value, units[unit]);
+  return text.data();
 }
 
 }  // namespace shardc

@@ -20,4 +20,8 @@ std::optional<std::int64_t> parse_byte_size(std::string_view text);
 /// the inverse of `parse_byte_size` for messages.
 std::string byte_size_text(std::int64_t bytes);
 
+/// "512 B", "1.50 KiB", "17.24 GiB": binary units up to PiB with two decimals (rounded), for
+/// tables and reports.
+std::string binary_bytes_text(std::int64_t bytes);
+
 }  // namespace shardc

@@ -66,8 +66,6 @@ TEST_CASE("report escaping: element text, attributes and JSON inside a script el
   CHECK(report::escape("<script>a&b\"c'</script>") ==
         "&lt;script&gt;a&amp;b&quot;c&#39;&lt;/script&gt;");
   CHECK(report::json_string("</script>\"\\\n") == "\"\\u003c/script\\u003e\\\"\\\\\\u000a\"");
-  CHECK(report::bytes_text(1023) == "1023 B");
-  CHECK(report::bytes_text(3 * 1024 * 1024) == "3.00 MiB");
 }
 
 TEST_CASE("report: a param and a model named with HTML render as text, no element") {

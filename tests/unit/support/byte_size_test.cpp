@@ -28,3 +28,13 @@ TEST_CASE("byte sizes at the 2^62 limit, one above it and past 2^64 are refused,
   CHECK(parse_byte_size("00000000000000000000000000001KiB") ==
         1024);  // leading zeros never overflow
 }
+
+TEST_CASE("binary_bytes_text: bytes below 1 KiB whole, then two decimals of the largest unit") {
+  CHECK(shardc::binary_bytes_text(0) == "0 B");
+  CHECK(shardc::binary_bytes_text(1023) == "1023 B");
+  CHECK(shardc::binary_bytes_text(1024) == "1.00 KiB");
+  CHECK(shardc::binary_bytes_text(1536) == "1.50 KiB");
+  CHECK(shardc::binary_bytes_text(3 * 1024 * 1024) == "3.00 MiB");
+  CHECK(shardc::binary_bytes_text(std::int64_t{17} << 30) == "17.00 GiB");
+  CHECK(shardc::binary_bytes_text(std::int64_t{5} << 60) == "5120.00 PiB");  // no unit above PiB
+}
