@@ -290,11 +290,27 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       }
     }
   }
-  for (std::size_t a = 0; a < kAxes; ++a) {
+  // Overlap. TP, CP and PP traffic sits on the critical path. FSDP's prefetched
+  // all-gathers / reduce-scatters, EP's dispatch and combine (with a pipeline) and the
+  // data-parallel gradient reduction can hide behind compute, but they share the links:
+  // the terms that cross nodes share each GPU's NIC and the others its NVLink, so each
+  // link hides at most `work` seconds of them in all, filled in the order FSDP, EP,
+  // DP (the replicate reduction only within the last micro-batch's backward).
+  std::array<double, 2> link_window = {work, work};  // [intra, inter]
+  auto hide = [&link_window](AxisCommTime& term, double window) {
+    double& left = link_window[term.inter_node ? 1 : 0];
+    const double hidden = std::min({term.seconds, window, left});
+    left -= hidden;
+    term.exposed = term.seconds - hidden;
+  };
+  const char* link_note =
+      " (sharing the link's window: the overlapped terms on one link hide "
+      "at most the compute time in all)";
+  for (const std::size_t a : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
     if (!used[a]) continue;
     AxisCommTime& t = axes[a];
     t.axis = kAxisNames[a];
-    const char* overlap = "";
+    std::string overlap;
     switch (a) {
       case kTp:
         t.exposed = t.seconds;
@@ -306,20 +322,24 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
         break;
       case kEp:
         if (layout.pp > 1 && m >= 2) {
-          t.exposed = std::max(0.0, t.seconds - work);
-          overlap = "behind another micro-batch's compute (DeepSeek-V3 DualPipe, Sec. 3.2.1)";
+          hide(t, work);
+          overlap = std::string(
+                        "behind another micro-batch's compute (DeepSeek-V3 DualPipe, "
+                        "Sec. 3.2.1)") +
+                    link_note;
         } else {
           t.exposed = t.seconds;
           overlap = "none without a pipeline (one micro-batch at a time)";
         }
         break;
       case kDpShard:
-        t.exposed = std::max(0.0, t.seconds - work);
-        overlap = "prefetched: behind the compute (FSDP2 implicit prefetch)";
+        hide(t, work);
+        overlap =
+            std::string("prefetched: behind the compute (FSDP2 implicit prefetch)") + link_note;
         break;
       case kDpReplicate:
-        t.exposed = std::max(0.0, t.seconds - work / m * 2.0 / 3.0);
-        overlap = "bucketed behind the last micro-batch's backward";
+        hide(t, work / m * 2.0 / 3.0);
+        overlap = std::string("bucketed behind the last micro-batch's backward") + link_note;
         break;
       default:
         t.exposed = t.seconds;
@@ -328,7 +348,9 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     }
     if (describe) t.overlap = overlap;
     c.exposed_comm += t.exposed;
-    c.comm.push_back(std::move(t));
+  }
+  for (std::size_t a = 0; a < kAxes; ++a) {
+    if (used[a]) c.comm.push_back(std::move(axes[a]));
   }
   // Optimizer step: read and write the local params, grads, master weights and
   // state (AdamW: 16 bytes per element with fp32 master + 2 states, plus bf16 param + grad).

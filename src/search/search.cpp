@@ -33,6 +33,9 @@ const char* screen_reason_text(ScreenReason reason) {
       return "E-TRAINING: seq_len not divisible by cp";
     case ScreenReason::MicrobatchesPp:
       return "E-TRAINING: interleaved schedule needs micro-batches divisible by pp";
+    case ScreenReason::ExpertFsdpAxis:
+      return "E-FSDP: ep spans dp_shard x cp x tp, so FSDP leaves the experts no expert FSDP axis "
+             "(efsdp 1)";
     case ScreenReason::Fixed:
       return "a degree other than the one --fix holds";
     case ScreenReason::OverBudget:
@@ -77,6 +80,11 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return out;
 }
 
+// The largest interleaved chunk count enumerated (Megatron's virtual pipeline
+// sizes in practice: the Llama 3 and Megatron papers use up to 8; 16 for
+// 126-layer models on 8 stages).
+constexpr std::int64_t kMaxVirtualStages = 16;
+
 // Every layout of `world` (degrees x choices), each passed to `visit`.
 void enumerate(const ModelStats& st, std::int64_t world,
                const std::function<void(const Layout&)>& visit) {
@@ -119,10 +127,20 @@ void enumerate(const ModelStats& st, std::int64_t world,
                     continue;
                   }
                   for (const PipelineScheduleKind kind :
-                       {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-                        PipelineScheduleKind::ZeroBubble}) {
+                       {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble}) {
                     l.schedule = kind;
-                    l.virtual_stages = kind == PipelineScheduleKind::Interleaved ? 2 : 1;
+                    l.virtual_stages = 1;
+                    visit(l);
+                  }
+                  // Interleaved 1F1B with v = 2, 4, 8, 16 model chunks per rank
+                  // (Narayanan et al. 2021, Sec. 2.2: the bubble shrinks by v, the
+                  // point-to-point traffic grows by v); v = 2 always (a layout with
+                  // fewer layers than 2 pp is counted under LayersPp), larger v while
+                  // pp x v blocks exist.
+                  l.schedule = PipelineScheduleKind::Interleaved;
+                  for (std::int64_t v = 2; v <= kMaxVirtualStages; v *= 2) {
+                    if (v > 2 && pp * v > st.layers) break;
+                    l.virtual_stages = v;
                     visit(l);
                   }
                 }
@@ -146,6 +164,10 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
   if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % l.tp != 0)
     return ScreenReason::VocabTp;
   if (st.experts > 0 && l.ep > 1 && st.experts % l.ep != 0) return ScreenReason::ExpertsEp;
+  // The planner's fsdp pass: stacked experts under FSDP need an expert_shard axis
+  // (src/planner/fsdp.cpp), and efsdp = 1 writes none.
+  if (st.expert > 0 && st.experts > 0 && l.dp_shard > 1 && l.efsdp == 1)
+    return ScreenReason::ExpertFsdpAxis;
   if (l.pp * l.virtual_stages > st.layers) return ScreenReason::LayersPp;
   const TrainingShape& shape = req.training.shape;
   const std::int64_t batch = shape.global_batch_size.value_or(0);
@@ -431,14 +453,22 @@ SearchResult run_search(const SearchRequest& req) {
     ++result.screened;
     scored.push_back({l, search::step_cost(st, req, l, false).step, estimate});
   });
-  // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic).
+  // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic),
+  // those whose estimate is within the budget first: the estimate is within a few per
+  // cent of the exact peak (docs/search.md), so a layout estimated over the budget is
+  // checked only when the in-budget ones do not fill --top (else the fast layouts just
+  // over the budget would use up --max-planned).
   std::vector<const Scored*> order;
   const Scored* smallest = nullptr;
   for (const Scored& s : scored) {
     if (s.estimate >= 0) order.push_back(&s);
     if (smallest == nullptr || std::abs(s.estimate) < std::abs(smallest->estimate)) smallest = &s;
   }
-  std::sort(order.begin(), order.end(), [](const Scored* a, const Scored* b) {
+  const double budget = static_cast<double>(req.budget);
+  std::sort(order.begin(), order.end(), [budget](const Scored* a, const Scored* b) {
+    const bool a_over = budget > 0 && a->estimate > budget;
+    const bool b_over = budget > 0 && b->estimate > budget;
+    if (a_over != b_over) return b_over;
     if (a->step != b->step) return a->step < b->step;
     if (a->estimate != b->estimate) return a->estimate < b->estimate;
     return layout_name(a->layout) < layout_name(b->layout);

@@ -10,15 +10,18 @@
 //     cp x tp (torchtitan's second unflatten; experts not tensor parallel),
 //     times the choices: recompute (none, selective, full), sequence
 //     parallel (tp > 1), the pipeline schedule (pp > 1: 1f1b, interleaved
-//     with 2 virtual stages, zero bubble) and ZeRO-1 over dp_replicate
+//     with v = 2, 4, 8, 16 virtual stages while pp x v layer blocks exist,
+//     zero bubble) and ZeRO-1 over dp_replicate
 //     (dp_replicate > 1). Each layout is screened by the model's own sizes
 //     (heads, KV heads and vocab over tp, experts over ep, layers over pp,
-//     the batch over dp; see `ScreenReason`) and costed (src/search/cost.cpp,
-//     docs/search.md): compute, exposed communication per axis, pipeline
+//     the batch over dp, an expert FSDP axis under FSDP; see `ScreenReason`) and costed
+//     (src/search/cost.cpp, docs/search.md): compute, exposed communication per axis, pipeline
 //     bubble, optimizer step. Its memory is estimated from the params'
 //     sizes and the activation model (src/core/activations.hpp).
 //  2. Check exactly. In order of estimated step time, each screened layout
-//     is written as a recipe (`layout_recipe_text`), parsed by the front
+//     (those whose memory estimate is within the budget first, then those
+//     within the screen's margin) is written as a recipe
+//     (`layout_recipe_text`), parsed by the front
 //     end, planned by `build_plan` and measured by `memory_classes`: the
 //     same path `validate` and `memory` take, so a layout called valid is
 //     one the planner accepted and its memory is what `memory` prints for
@@ -125,11 +128,12 @@ enum class ScreenReason {
   BatchDp,         ///< E-TRAINING: global batch not divisible by dp x micro-batch
   SeqCp,           ///< E-TRAINING: seq_len not divisible by cp (x 2 for load balance)
   MicrobatchesPp,  ///< E-TRAINING: interleaved needs micro-batches divisible by pp
+  ExpertFsdpAxis,  ///< E-FSDP: FSDP with ep = dp_shard x cp x tp leaves the experts no FSDP axis
   OverBudget,      ///< estimated memory above the budget by more than the margin
   Fixed,           ///< a degree other than `SearchRequest::fixed` holds
 };
 const char* screen_reason_text(ScreenReason reason);
-inline constexpr int kScreenReasons = 9;
+inline constexpr int kScreenReasons = 10;
 
 /// What the search was asked.
 struct SearchRequest {

@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 ROOT = TESTS.parent
 SCHEMAS = ROOT / "schemas"
-NAMES = ["model", "recipe", "plan", "rank", "reshard", "manifest", "memory", "cost"]
+NAMES = ["model", "recipe", "plan", "rank", "reshard", "manifest", "memory", "cost", "search"]
 DATA_MODELS = TESTS / "data" / "models"
 EXAMPLE_RE = re.compile(r"<!--\s*example:\s*(model|recipe)\s*-->\s*\n(?:\s*\n)*```yaml\n(.*?)```",
                         re.S)

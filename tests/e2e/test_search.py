@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`shardc search` end to end (issue 22, docs/search.md).
 
-* JSON output: the ranked layouts are valid, fit, and are ordered by step time.
+* JSON output: it validates against schemas/search.schema.json; the ranked layouts are valid, fit, and are ordered by step time.
 * Property: every layout search calls valid passes `validate`; each emitted recipe (--pick i)
   validates, and `memory --format json` of it reports exactly the peak search printed.
 * The papers' layouts (--fix) are valid and fit: Llama 3 405B (16,384 H100, TP 8, CP 1,
@@ -19,12 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jsonschema import Draft202012Validator
+
 ROOT = Path(__file__).resolve().parents[2]
 PLANS = ROOT / "plans"
 LLAMA = PLANS / "llama-3.1-405b.model.yaml"
 LLAMA8B = PLANS / "llama-3.1-8b.model.yaml"
 DSV3 = PLANS / "deepseek-v3.model.yaml"
 FAILED = []
+SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "search.schema.json").read_text()))
 
 
 def check(cond, what):
@@ -42,7 +45,12 @@ def search_json(shardc, model, *args):
     if r.returncode != 0:
         print(r.stdout[-2000:], r.stderr[-2000:])
         return r.returncode, None
-    return 0, json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in SCHEMA.iter_errors(doc)][:5]
+    check(not errors, f"search {model.name} {' '.join(map(str, args))}: the JSON validates "
+          f"against schemas/search.schema.json {errors}")
+    return 0, doc
 
 
 def property_checks(shardc, tmp, model, args, label, picks):
