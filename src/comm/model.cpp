@@ -29,31 +29,47 @@ std::string factor_text(Collective c, std::int64_t group) {
   }
 }
 
+// One kind of collective of a stage: `calls` of them, each of `buffer` bytes
+// (`buffer_text`: its formula) on the group of `role`; `source` says where
+// the framework issues it.
+struct Call {
+  CommRole role;
+  Collective collective;
+  std::string name;
+  std::int64_t calls;
+  std::int64_t buffer;
+  std::string buffer_text;
+  std::string source;
+};
+
 struct Builder {
   const CommGroups& groups;
   StageComm& out;
-  // Adds `calls` collectives of buffer `buffer` on the group of `role`.
-  void add(CommRole role, Collective c, std::string name, std::int64_t calls, std::int64_t buffer,
-           const std::string& buffer_text, std::string source) {
+  // Adds `call.calls` collectives of `call.buffer` bytes on the group of `call.role`.
+  void add(Call call) {
+    const CommRole role = call.role;
+    const std::int64_t calls = call.calls;
+    const std::int64_t buffer = call.buffer;
+    const std::string& buffer_text = call.buffer_text;
     const CommGroup& g = groups.of(role);
     if (calls <= 0 || buffer <= 0) return;
-    if (c != Collective::SendRecv && g.size <= 1) return;
+    if (call.collective != Collective::SendRecv && g.size <= 1) return;
     CommTerm t;
     t.role = role;
-    t.collective = c;
-    t.name = std::move(name);
+    t.collective = call.collective;
+    t.name = std::move(call.name);
     t.calls = calls;
     t.buffer_bytes = buffer;
-    t.bytes = mul(calls, ring_bytes_sent(c, buffer, g.size));
-    t.group_size = c == Collective::SendRecv ? 2 : g.size;
+    t.bytes = mul(calls, ring_bytes_sent(call.collective, buffer, g.size));
+    t.group_size = call.collective == Collective::SendRecv ? 2 : g.size;
     t.crosses_nodes = g.crosses_nodes;
     const std::string value = n(buffer);
     const bool shown =
         buffer_text.size() >= value.size() &&
         buffer_text.compare(buffer_text.size() - value.size(), value.size(), value) == 0;
-    t.formula = n(calls) + " x " + factor_text(c, g.size) + " x B, B = " + buffer_text +
-                (shown ? "" : " = " + value);
-    t.source = std::move(source);
+    t.formula = n(calls) + " x " + factor_text(call.collective, g.size) +
+                " x B, B = " + buffer_text + (shown ? "" : " = " + value);
+    t.source = std::move(call.source);
     out.bytes = plus(out.bytes, t.bytes);
     out.terms.push_back(std::move(t));
   }
@@ -124,18 +140,19 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     const std::int64_t w = groups.of(role).size;
     if (w <= 1) return;
     const std::string shard = "shard x n = " + n(param) + " x " + n(w);
-    b.add(role, Collective::AllGather, std::string(prefix) + ".forward_all_gather", gathers_fwd,
-          mul(param, w), shard, fsdp_src);
+    b.add({role, Collective::AllGather, std::string(prefix) + ".forward_all_gather", gathers_fwd,
+           mul(param, w), shard, fsdp_src});
     if (reshard) {
-      b.add(role, Collective::AllGather, std::string(prefix) + ".backward_all_gather", m,
-            mul(param - root, w), "(shard - root unit's) x n = " + n(param - root) + " x " + n(w),
-            "FSDP2 reshard_after_forward: backward gathers again (the root unit keeps its params)");
+      b.add(
+          {role, Collective::AllGather, std::string(prefix) + ".backward_all_gather", m,
+           mul(param - root, w), "(shard - root unit's) x n = " + n(param - root) + " x " + n(w),
+           "FSDP2 reshard_after_forward: backward gathers again (the root unit keeps its params)"});
     }
-    b.add(role, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", syncs,
-          mul(grad, w), "grad shard x n = " + n(grad) + " x " + n(w), fsdp_src);
-    b.add(replicate, Collective::AllReduce, std::string(prefix) + ".hsdp_grad_all_reduce", syncs,
-          grad, "grad shard = " + n(grad),
-          "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group");
+    b.add({role, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", syncs,
+           mul(grad, w), "grad shard x n = " + n(grad) + " x " + n(w), fsdp_src});
+    b.add({replicate, Collective::AllReduce, std::string(prefix) + ".hsdp_grad_all_reduce", syncs,
+           grad, "grad shard = " + n(grad),
+           "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group"});
   };
   fsdp(CommRole::Fsdp, CommRole::Replicate, "fsdp", bytes.fsdp_param_bytes,
        bytes.fsdp_root_param_bytes, bytes.fsdp_grad_bytes);
@@ -147,28 +164,28 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                         std::int64_t param) {
     if (layout.zero_stage == 1 || layout.zero_stage == 2) {
       if (groups.of(zero).size > 1) {
-        b.add(zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", 1,
-              grad, "local grads = " + n(grad),
-              "Megatron-Core param_and_grad_buffer start_grad_sync (reduce_scatter_tensor); "
-              "DeepSpeed stage_1_and_2 partitioned gradients");
-        b.add(zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1, param,
-              "local params = " + n(param),
-              "Megatron-Core start_param_sync (all_gather of the updated shards)");
+        b.add({zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", 1,
+               grad, "local grads = " + n(grad),
+               "Megatron-Core param_and_grad_buffer start_grad_sync (reduce_scatter_tensor); "
+               "DeepSpeed stage_1_and_2 partitioned gradients"});
+        b.add({zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1, param,
+               "local params = " + n(param),
+               "Megatron-Core start_param_sync (all_gather of the updated shards)"});
         return;
       }
     }
-    b.add(dp, Collective::AllReduce, std::string(prefix) + ".grad_all_reduce", 1, grad,
-          "local grads = " + n(grad),
-          "DDP / Megatron gradient all-reduce, once per step (no_sync until the last "
-          "micro-batch)");
+    b.add({dp, Collective::AllReduce, std::string(prefix) + ".grad_all_reduce", 1, grad,
+           "local grads = " + n(grad),
+           "DDP / Megatron gradient all-reduce, once per step (no_sync until the last "
+           "micro-batch)"});
   };
   replicated(CommRole::Zero, CommRole::DataParallel, "dp", bytes.replicated_grad_bytes,
              bytes.replicated_param_bytes);
   replicated(CommRole::ExpertZero, CommRole::ExpertDataParallel, "expert_dp",
              bytes.expert_replicated_grad_bytes, bytes.expert_replicated_param_bytes);
-  b.add(CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", 1, bytes.tied_grad_bytes,
-        "tied grads = " + n(bytes.tied_grad_bytes),
-        "Megatron embedding group: tied ends on different stages all-reduce their grads");
+  b.add({CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", 1,
+         bytes.tied_grad_bytes, "tied grads = " + n(bytes.tied_grad_bytes),
+         "Megatron embedding group: tied ends on different stages all-reduce their grads"});
 
   const StageLayers& L = bytes.layers;
   const std::int64_t dense_layers = L.count[0][0] + L.count[0][1] + L.count[0][2];
@@ -196,42 +213,44 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
         "Korthikanti et al. 2022 Sec. 4.2.2: g / g-bar operators, 2 forward + 2 backward per "
         "layer; full recompute repeats the forward's";
     if (deg.sequence_parallel) {
-      b.add(CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", fwd + bwd, hidden_bytes,
-            eth, src);
-      b.add(CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", fwd + bwd,
-            hidden_bytes, eth, src);
+      b.add({CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", fwd + bwd, hidden_bytes,
+             eth, src});
+      b.add({CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", fwd + bwd,
+             hidden_bytes, eth, src});
     } else {
-      b.add(CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", fwd, hidden_bytes,
-            eth, src);
-      b.add(CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", bwd, hidden_bytes,
-            eth,
-            layout.tp_per_linear ? "torch ColwiseParallel: each linear's input gradient "
-                                   "(from_local Replicate) all-reduced on its own"
-                                 : src);
+      b.add({CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", fwd, hidden_bytes,
+             eth, src});
+      b.add({CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", bwd, hidden_bytes,
+             eth,
+             layout.tp_per_linear ? "torch ColwiseParallel: each linear's input gradient "
+                                    "(from_local Replicate) all-reduced on its own"
+                                  : src});
     }
     if (layout.vocab_parallel && L.embedding) {
-      b.add(CommRole::Tp, deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-            "tp.embedding_output", m, hidden_bytes, eth,
-            "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced");
+      b.add({CommRole::Tp,
+             deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+             "tp.embedding_output", m, hidden_bytes, eth,
+             "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced"});
     }
     if (layout.vocab_parallel && L.logits) {
-      b.add(CommRole::Tp, deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-            "tp.lm_head_input_grad", m, hidden_bytes, eth,
-            "ColwiseParallel lm_head: its input's gradient reduced in backward");
+      b.add({CommRole::Tp,
+             deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+             "tp.lm_head_input_grad", m, hidden_bytes, eth,
+             "ColwiseParallel lm_head: its input's gradient reduced in backward"});
       if (deg.sequence_parallel) {
-        b.add(CommRole::Tp, Collective::AllGather, "tp.lm_head_input", m, hidden_bytes, eth,
-              "sequence parallel: lm_head's input gathered in forward");
+        b.add({CommRole::Tp, Collective::AllGather, "tp.lm_head_input", m, hidden_bytes, eth,
+               "sequence parallel: lm_head's input gathered in forward"});
       }
       if (layout.loss_parallel) {
-        b.add(CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics", mul(m, 3),
-              mul(4, tokens), "4 T = 4 x " + n(tokens),
-              "torch loss_parallel / Megatron _VocabParallelCrossEntropy: max, sum of exp, "
-              "target logit per token (fp32)");
+        b.add({CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics", mul(m, 3),
+               mul(4, tokens), "4 T = 4 x " + n(tokens),
+               "torch loss_parallel / Megatron _VocabParallelCrossEntropy: max, sum of exp, "
+               "target logit per token (fp32)"});
       } else {
         const std::int64_t logits = mul({e, tokens, arch.vocab});
-        b.add(CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", m, logits,
-              "e T V = " + n(e) + " x " + n(tokens) + " x " + n(arch.vocab),
-              "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)");
+        b.add({CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", m, logits,
+               "e T V = " + n(e) + " x " + n(tokens) + " x " + n(arch.vocab),
+               "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)"});
       }
     }
   }
@@ -248,10 +267,10 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     const char* src =
         "torch.distributed.tensor.experimental context_parallel, rotate_method allgather: "
         "K and V gathered per layer in forward and backward, their grads returned";
-    b.add(CommRole::Cp, Collective::AllGather, "cp.kv_all_gather",
-          mul(m, mul(layers, 2) + full_layers), kv, kv_text, src);
-    b.add(CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter", mul(m, layers), kv,
-          kv_text, src);
+    b.add({CommRole::Cp, Collective::AllGather, "cp.kv_all_gather",
+           mul(m, mul(layers, 2) + full_layers), kv, kv_text, src});
+    b.add({CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter", mul(m, layers), kv,
+           kv_text, src});
   }
 
   // EP: dispatch and combine, forward and backward.
@@ -265,10 +284,10 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     }
     const std::int64_t buffer = mul({routed, arch.hidden, e});
     const std::int64_t calls = mul(m, mul(moe_layers, 4) + mul(L.count[1][2], 2));
-    b.add(CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", calls, buffer,
-          routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " + n(e),
-          "Megatron MoEAlltoAllTokenDispatcher / torchtitan ExpertParallel token dispatch and "
-          "combine: 2 forward, 2 backward per MoE layer");
+    b.add({CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", calls, buffer,
+           routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " + n(e),
+           "Megatron MoEAlltoAllTokenDispatcher / torchtitan ExpertParallel token dispatch and "
+           "combine: 2 forward, 2 backward per MoE layer"});
   }
 
   // PP: activations forward, their gradients backward, per micro-batch and chunk.
@@ -281,10 +300,10 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     const char* src =
         "Megatron p2p_communication send_forward / send_backward, torch pipelining "
         "_PipelineStage: one activation per micro-batch and model chunk";
-    b.add(CommRole::Pp, Collective::SendRecv, "pp.send_activation", mul(m, v - (last ? 1 : 0)),
-          boundary, text, src);
-    b.add(CommRole::Pp, Collective::SendRecv, "pp.send_grad", mul(m, v - (first ? 1 : 0)), boundary,
-          text, src);
+    b.add({CommRole::Pp, Collective::SendRecv, "pp.send_activation", mul(m, v - (last ? 1 : 0)),
+           boundary, text, src});
+    b.add({CommRole::Pp, Collective::SendRecv, "pp.send_grad", mul(m, v - (first ? 1 : 0)),
+           boundary, text, src});
   }
   return out;
 }

@@ -72,8 +72,18 @@ class Terms {
 
 // A width-`width` norm over `tokens` tokens (`prefix`.norm_*), its output
 // saved by the next linear when `feeds_linear`.
-void norm_terms(Terms& t, const ActivationArch& a, const Local& x, const std::string& prefix,
-                std::int64_t tokens, std::int64_t width, bool feeds_linear) {
+struct NormLayer {
+  std::string prefix;
+  std::int64_t tokens = 0;
+  std::int64_t width = 0;
+  bool feeds_linear = false;
+};
+
+void norm_terms(Terms& t, const ActivationArch& a, const Local& x, const NormLayer& norm) {
+  const std::string& prefix = norm.prefix;
+  const std::int64_t tokens = norm.tokens;
+  const std::int64_t width = norm.width;
+  const bool feeds_linear = norm.feeds_linear;
   if (a.gemma_norm) {
     // Gemma2RMSNorm: `self._norm(x.float()) * (1.0 + self.weight.float())` keeps the fp32
     // input, rstd and the fp32 normalized tensor; the output is cast back.
@@ -159,9 +169,9 @@ void mla_terms(Terms& t, const ActivationArch& a, const TrainingShape& shape, co
   const std::int64_t dqk = a.qk_nope_head_dim + a.qk_rope_head_dim;
   const std::string src = "transformers DeepseekV3Attention.forward";
   if (a.q_lora_rank > 0) {
-    norm_terms(t, a, x, "attention.q_a_layernorm", x.tokens, a.q_lora_rank, true);
+    norm_terms(t, a, x, {"attention.q_a_layernorm", x.tokens, a.q_lora_rank, true});
   }
-  norm_terms(t, a, x, "attention.kv_a_layernorm", x.tokens, a.kv_lora_rank, true);
+  norm_terms(t, a, x, {"attention.kv_a_layernorm", x.tokens, a.kv_lora_rank, true});
   t.add("attention.kv_b", mul({x.e, x.tokens, x.heads, a.qk_nope_head_dim + a.v_head_dim}),
         "e T a_q (d_nope + d_v) / t", src + ": kv_b_proj output (the value view's storage)");
   t.add("attention.qk_cat", mul({2, x.e, x.tokens, x.heads, dqk}),
@@ -327,15 +337,15 @@ std::vector<ActivationTerm> layer_activation_terms(const ActivationArch& arch,
           "torch.utils.checkpoint saves the checkpointed layer's inputs");
     return std::move(t.out());
   }
-  norm_terms(t, arch, x, "attention", x.tokens_h, arch.hidden, true);
+  norm_terms(t, arch, x, {"attention", x.tokens_h, arch.hidden, true});
   if (arch.mla()) {
     mla_terms(t, arch, shape, x, mode);
   } else {
     gqa_terms(t, arch, shape, x, mode);
   }
-  norm_terms(t, arch, x, "mlp", x.tokens_h, arch.hidden, true);
+  norm_terms(t, arch, x, {"mlp", x.tokens_h, arch.hidden, true});
   for (std::int64_t i = 0; i < arch.extra_norms; ++i)
-    norm_terms(t, arch, x, "post_norm" + std::to_string(i), x.tokens_h, arch.hidden, false);
+    norm_terms(t, arch, x, {"post_norm" + std::to_string(i), x.tokens_h, arch.hidden, false});
   if (kind == LayerKind::Moe && arch.experts > 0) {
     moe_terms(t, arch, shape, x);
   } else {
@@ -423,7 +433,7 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
   }
   if (layers.logits) {
     Terms t;
-    norm_terms(t, arch, x, "logits.final", x.tokens_h, arch.hidden, true);
+    norm_terms(t, arch, x, {"logits.final", x.tokens_h, arch.hidden, true});
     t.add("logits.output", mul({x.e, x.tokens, x.vocab}), "e T V / t",
           "lm_head output (vocab-parallel), the model's logits");
     t.add("logits.labels", mul(8, x.tokens), "8 T",

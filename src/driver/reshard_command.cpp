@@ -55,11 +55,24 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
 
 namespace {
 
+// What planning an input pair reads and writes: the command's options, files, session and
+// streams.
+struct PairContext {
+  const ReshardOptions& opt;
+  FileSystem& fs;
+  driver::Session& session;
+  std::ostream& out;
+  std::ostream& err;
+};
+
 // Plans MODEL RECIPE (`opt.inputs[at]`, `[at + 1]`) in memory; prints its diagnostics when it
 // fails (`code` then says how).
-std::optional<reshard::Layout> load_pair(const ReshardOptions& opt, std::size_t at, FileSystem& fs,
-                                         driver::Session& session, std::ostream& out,
-                                         std::ostream& err, ExitCode& code) {
+std::optional<reshard::Layout> load_pair(const PairContext& cx, std::size_t at, ExitCode& code) {
+  const ReshardOptions& opt = cx.opt;
+  FileSystem& fs = cx.fs;
+  driver::Session& session = cx.session;
+  std::ostream& out = cx.out;
+  std::ostream& err = cx.err;
   CommonOptions common;
   common.model_path = opt.inputs[at];
   common.recipe_path = opt.inputs[at + 1];
@@ -93,8 +106,9 @@ PlannedReshard plan_reshard_inputs(const ReshardOptions& opt, const std::string&
     if (planned.from) planned.to = load_plan_input(opt.inputs[1], fs, session, err);
   } else {
     ExitCode code = ExitCode::Ok;
-    planned.from = load_pair(opt, 0, fs, session, out, err, code);
-    if (planned.from) planned.to = load_pair(opt, 2, fs, session, out, err, code);
+    const PairContext cx{opt, fs, session, out, err};
+    planned.from = load_pair(cx, 0, code);
+    if (planned.from) planned.to = load_pair(cx, 2, code);
     if (!planned.to) {
       planned.code = code;
       return planned;

@@ -28,9 +28,15 @@ using namespace verify;
 // checked, not only those the outputs repeat. The first differing param (or byte) is named.
 // false (exit 2) when the inputs do not plan.
 // `replanned` keeps the plan of the inputs for the rank files' checks.
-bool same_as_inputs(const VerifyOptions& opt, const std::string& text, const PlanFile& plan,
-                    Report& report, FileSystem& fs, std::ostream& err,
-                    std::optional<Plan>& replanned) {
+struct WrittenPlan {
+  const std::string& text;  ///< plan.json's bytes
+  const PlanFile& plan;     ///< as read
+};
+
+bool same_as_inputs(const VerifyOptions& opt, const WrittenPlan& written, Report& report,
+                    FileSystem& fs, std::ostream& err, std::optional<Plan>& replanned) {
+  const std::string& text = written.text;
+  const PlanFile& plan = written.plan;
   CommonOptions common;
   common.model_path = opt.against[0];
   common.recipe_path = opt.against[1];
@@ -82,7 +88,7 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
   auto plan = readback::parse_plan_file(*text, error);
   if (!plan) print_error(err, "'" + path + "' is not a shardc plan: " + error);
   if (plan && !opt.against.empty() &&
-      !same_as_inputs(opt, *text, *plan, report, fs, err, replanned))
+      !same_as_inputs(opt, {*text, *plan}, report, fs, err, replanned))
     return std::nullopt;
   return plan;
 }

@@ -63,9 +63,19 @@ int pp_axis_of(const Plan& plan, MeshKind kind) {
 // the rank's previous unit's gathered bytes) also raises `gathered_peak` to
 // this unit plus the previous one (the prefetch overlap). Muon (`call_peak`
 // non-empty) keeps the largest single call per rank.
-void add_per_rank(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
-                  const std::vector<Sizes>& table, BufferRankBytes& out,
-                  std::vector<std::int64_t>* prev = nullptr) {
+// The ranks a buffer's table covers: its mesh, its pipeline stage and how a
+// rank's coordinates pick its class.
+struct TableRanks {
+  MeshKind kind;
+  int stage;
+  const ClassAxes& c;
+};
+
+void add_per_rank(const Plan& plan, const TableRanks& ranks, const std::vector<Sizes>& table,
+                  BufferRankBytes& out, std::vector<std::int64_t>* prev = nullptr) {
+  const MeshKind kind = ranks.kind;
+  const int stage = ranks.stage;
+  const ClassAxes& c = ranks.c;
   const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
   const int pp = pp_axis_of(plan, kind);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
@@ -182,7 +192,7 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
       const auto coords = mesh_coords(mesh, rep);
       table.push_back(muon_class_sizes(g, batches, coords, muon.alignment_bytes));
     }
-    add_per_rank(plan, g.mesh, g.stage, c, table, out);
+    add_per_rank(plan, {g.mesh, g.stage, c}, table, out);
   }
 }
 
@@ -223,7 +233,7 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
       const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, u.mesh), u.stage);
       table.push_back(fsdp2_unit_sizes(plan, u, mesh_coords(mesh, rep)));
     }
-    add_per_rank(plan, u.mesh, u.stage, c, table, out, &prev);
+    add_per_rank(plan, {u.mesh, u.stage, c}, table, out, &prev);
   }
 }
 

@@ -160,9 +160,21 @@ MuonPlan plan_muon(const Plan& plan, const BufferSpec& spec) {
 
 namespace {
 
+// The rank a stage is built for: its plan, mesh and coordinates on it, and
+// the buffer's alignment.
+struct StageRank {
+  const Plan& plan;
+  const Mesh& mesh;
+  std::span<const std::int64_t> coords;
+  std::int64_t alignment_bytes;
+};
+
 MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_no,
-                      const Plan& plan, const Mesh& mesh, std::span<const std::int64_t> coords,
-                      std::int64_t alignment_bytes) {
+                      const StageRank& rank) {
+  const Plan& plan = rank.plan;
+  const Mesh& mesh = rank.mesh;
+  const std::span<const std::int64_t> coords = rank.coords;
+  const std::int64_t alignment_bytes = rank.alignment_bytes;
   const auto [dim, index] = g.splits[stage_no];
   const PlannedParam& first = plan.params[b.params.front()];
   const DimSplit& split =
@@ -246,7 +258,7 @@ MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, cons
   for (const MuonBatch& b : g.batches) {
     MuonRankBatch rb{b.dtype, {}};
     for (std::size_t s = 0; s < g.splits.size(); ++s)
-      rb.stages.push_back(build_stage(g, b, s, plan, mesh, coords, muon.alignment_bytes));
+      rb.stages.push_back(build_stage(g, b, s, {plan, mesh, coords, muon.alignment_bytes}));
     rg.batches.push_back(std::move(rb));
   }
   // Slice-back: per param, the stages in reverse.

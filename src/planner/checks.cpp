@@ -444,11 +444,19 @@ std::optional<HeadMismatch> head_mismatch(std::int64_t rows, const std::vector<D
 // W-HEAD-INDEXED / E-HEADS (contract §5.13): a head-indexed param must be
 // split on its head dim as its projection's head rows are, so that each rank
 // holds the entries of the heads it computes (whatever split rule gives them).
-void check_head_indexed(const PlannedParam& p, const HeadIndexed& h,
-                        const std::vector<PlannedParam>& params,
-                        const std::unordered_map<std::string_view, std::size_t>& by_name,
-                        const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
-  const PlannedParam* proj = head_projection(attention_module(p.name), h.kv, params, by_name);
+// The plan's params, by name, with the plan and recipe: what a check of one
+// param against another reads.
+struct ParamLookup {
+  const std::vector<PlannedParam>& params;
+  const std::unordered_map<std::string_view, std::size_t>& by_name;
+  const Plan& plan;
+  const Recipe& recipe;
+};
+
+void check_head_indexed(const PlannedParam& p, const HeadIndexed& h, const ParamLookup& lookup,
+                        GroupedReporter& rep) {
+  const PlannedParam* proj =
+      head_projection(attention_module(p.name), h.kv, lookup.params, lookup.by_name);
   if (proj == nullptr || proj->mesh != p.mesh ||
       proj->geometry.per_dim.size() != proj->global_shape.size() || proj->global_shape.empty())
     return;
@@ -461,14 +469,14 @@ void check_head_indexed(const PlannedParam& p, const HeadIndexed& h,
   if (!proj->geometry.parts.empty() && proj->geometry.parts_dim == 0)
     rows = proj->geometry.parts[h.kv && proj->geometry.parts.size() > 1 ? 1 : 0];
   const std::int64_t heads = p.global_shape[static_cast<std::size_t>(h.dim)];
-  const Mesh& mesh = plan.mesh_of(p);
+  const Mesh& mesh = lookup.plan.mesh_of(p);
   const std::optional<HeadMismatch> bad = head_mismatch(rows, want, heads, have, mesh);
   if (!bad) return;
   const std::string what = std::string(h.kv ? "KV head" : "q head");
   const bool replicated = have.empty();
-  Diagnostic d =
-      param_diagnostic(p, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
-                       rule_loc(p, recipe), replicated ? Severity::Warning : Severity::Error);
+  Diagnostic d = param_diagnostic(p, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
+                                  rule_loc(p, lookup.recipe),
+                                  replicated ? Severity::Warning : Severity::Error);
   d.message = p.name + " is indexed by " + what + " on dim " + std::to_string(h.dim) + " (" +
               h.source + "), but it is " + chain_text(have, mesh) + " while " + proj->name +
               " holds its heads " + chain_text(want, mesh) + ": rank " + std::to_string(bad->rank) +
@@ -512,16 +520,14 @@ std::optional<QuantState> quant_state_of(std::string_view fqn) {
 // (vllm#11802: at tp 2 the int8 weight was row-split while its per-row SCB was
 // replicated, silently). A per-row state follows the weight's dim 0; a per-block state
 // of the flattened weight cannot follow any rule split.
-void check_quant_state(const PlannedParam& p, const QuantState& q,
-                       const std::vector<PlannedParam>& params,
-                       const std::unordered_map<std::string_view, std::size_t>& by_name,
-                       const Plan& plan, const Recipe& recipe, GroupedReporter& rep) {
-  const auto it = by_name.find(q.weight);
-  if (it == by_name.end()) return;
-  const PlannedParam& w = params[it->second];
+void check_quant_state(const PlannedParam& p, const QuantState& q, const ParamLookup& lookup,
+                       GroupedReporter& rep) {
+  const auto it = lookup.by_name.find(q.weight);
+  if (it == lookup.by_name.end()) return;
+  const PlannedParam& w = lookup.params[it->second];
   if (w.geometry.per_dim.size() != w.global_shape.size() || w.global_shape.empty()) return;
-  const Mesh& mesh = plan.mesh_of(p);
-  Diagnostic d = param_diagnostic(p, DiagCode::EQuantState, rule_loc(p, recipe));
+  const Mesh& mesh = lookup.plan.mesh_of(p);
+  Diagnostic d = param_diagnostic(p, DiagCode::EQuantState, rule_loc(p, lookup.recipe));
   if (q.per_row) {
     if (p.global_shape.size() != 1 || p.global_shape[0] != w.global_shape[0]) return;
     const std::vector<DimSplit> want = head_chain(w, 0);
@@ -529,12 +535,12 @@ void check_quant_state(const PlannedParam& p, const QuantState& q,
     if (same_chain(want, have) && w.mesh == p.mesh) return;
     d.message = p.name + " holds one scale per row of " + w.name + " (bitsandbytes SCB), but it " +
                 "is " + chain_text(have, mesh) + " while the weight's rows are " +
-                chain_text(want, plan.mesh_of(w)) +
+                chain_text(want, lookup.plan.mesh_of(w)) +
                 ": a rank would dequantize its rows with other rows' scales";
     d.hint = want.empty()
                  ? "replicate it as its weight's rows are"
                  : "give it its weight's rule: `Shard(0)` over " +
-                       axes_text(want.front(), plan.mesh_of(w)) + " with the same `uneven`";
+                       axes_text(want.front(), lookup.plan.mesh_of(w)) + " with the same `uneven`";
   } else {
     bool split = false;
     for (int dim = 0; dim < static_cast<int>(w.global_shape.size()); ++dim)
@@ -636,6 +642,7 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
     by_name.reserve(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) by_name.emplace(params[i].name, i);
   }
+  const ParamLookup lookup{params, by_name, plan, recipe};
   for (std::size_t i = 0; i < params.size(); ++i) {
     const PlannedParam& p = params[i];
     if (p.geometry.per_dim.size() != p.global_shape.size()) continue;  // placements failed
@@ -643,8 +650,8 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
     check_padded_size(p, recipe, even);
     check_heads(p, model, recipe, heads);
     if (indexed[i] && static_cast<std::size_t>(indexed[i]->dim) < p.global_shape.size())
-      check_head_indexed(p, *indexed[i], params, by_name, plan, recipe, head_indexed);
-    if (quant[i]) check_quant_state(p, *quant[i], params, by_name, plan, recipe, heads);
+      check_head_indexed(p, *indexed[i], lookup, head_indexed);
+    if (quant[i]) check_quant_state(p, *quant[i], lookup, heads);
     check_experts(p, plan, recipe, experts);
   }
   even.flush(sink);

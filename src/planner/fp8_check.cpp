@@ -46,6 +46,14 @@ struct Offender {
   std::int64_t parent_len = 0;  // real rows of the piece the offending split cuts
 };
 
+// A piece of a dim at one level of its split chain: its allocated extent, its
+// real rows (a prefix of them) and its global start.
+struct ParentPiece {
+  std::int64_t allocated = 0;
+  std::int64_t real = 0;
+  std::int64_t start = 0;
+};
+
 class Walk {
  public:
   Walk(const std::vector<DimSplit>& w, const std::vector<DimSplit>& s, std::int64_t b,
@@ -55,9 +63,14 @@ class Walk {
   }
 
   // Bad leaf pieces (coordinate combinations over all levels) under one
-  // piece of `level`'s parent; `w_abs` / `s_abs` are the parent's global starts.
-  std::int64_t run(std::size_t level, std::int64_t wa, std::int64_t wr, std::int64_t sa,
-                   std::int64_t sr, std::int64_t w_abs, std::int64_t s_abs) {
+  // piece of `level`'s parent, given as the weight's and the scale's piece.
+  std::int64_t run(std::size_t level, const ParentPiece& weight, const ParentPiece& scale) {
+    const std::int64_t wa = weight.allocated;
+    const std::int64_t wr = weight.real;
+    const std::int64_t w_abs = weight.start;
+    const std::int64_t sa = scale.allocated;
+    const std::int64_t sr = scale.real;
+    const std::int64_t s_abs = scale.start;
     const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(level), wa, wr, sa, sr};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     std::int64_t bad = 0;
@@ -81,8 +94,8 @@ class Walk {
               true, level, path_, v, {w_abs + wrr.start, wrr.size}, {s_abs + srr.start, srr.size},
               wr};
       } else if (level + 1 < w_.size()) {
-        bad += run(level + 1, wp.size, wrr.size, sp.size, srr.size, w_abs + wrr.start,
-                   s_abs + srr.start);
+        bad += run(level + 1, {wp.size, wrr.size, w_abs + wrr.start},
+                   {sp.size, srr.size, s_abs + srr.start});
       }
       path_.pop_back();
       if (skipped) return bad;
@@ -164,10 +177,24 @@ std::string sizes_hint(const PlannedParam& w, const DimSplit& split, const Mesh&
          "all-gathers before use)";
 }
 
-Diagnostic offender_diagnostic(const PlannedParam& w, const PlannedParam& s, std::size_t d,
-                               std::int64_t b, const Walk& walk, std::int64_t ranks,
-                               const std::vector<DimSplit>& chain, const Plan& plan,
-                               const Recipe& recipe) {
+// One dim of a block-quantized weight and its scale: the block and the
+// weight's rule splits of the dim.
+struct BlockedDim {
+  const PlannedParam& weight;
+  const PlannedParam& scale;
+  std::size_t dim;
+  std::int64_t block;
+  const std::vector<DimSplit>& chain;
+};
+
+// E-FP8-BLOCK for the first offender `walk` found; `ranks` hold such a shard.
+Diagnostic offender_diagnostic(const BlockedDim& at, const Walk& walk, std::int64_t ranks,
+                               const Plan& plan, const Recipe& recipe) {
+  const PlannedParam& w = at.weight;
+  const PlannedParam& s = at.scale;
+  const std::size_t d = at.dim;
+  const std::int64_t b = at.block;
+  const std::vector<DimSplit>& chain = at.chain;
   const Offender& o = walk.first;
   const std::int64_t rank = representative_rank(plan, w, chain, o.path);
   Diagnostic diag = param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe));
@@ -227,7 +254,7 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
       std::int64_t w_abs = 0;
       std::int64_t s_abs = 0;
       for (std::size_t i = 0; i < wl.size() && !walk.skipped; ++i) {
-        bad += walk.run(0, wl[i], wl[i], sl[i], sl[i], w_abs, s_abs);
+        bad += walk.run(0, {wl[i], wl[i], w_abs}, {sl[i], sl[i], s_abs});
         w_abs += wl[i];
         s_abs += sl[i];
       }
@@ -253,7 +280,7 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
       const int pp = w.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
       const std::int64_t stages = pp >= 0 ? plan.num_stages : 1;
       const std::int64_t ranks = bad * (plan.world_size / stages / leaves);
-      rep.add(offender_diagnostic(w, s, d, b, walk, ranks, wc, plan, recipe), full);
+      rep.add(offender_diagnostic({w, s, d, b, wc}, walk, ranks, plan, recipe), full);
     }
   }
   rep.flush(sink);

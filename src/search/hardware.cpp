@@ -22,42 +22,53 @@ constexpr double kGiga = 1e9;
 constexpr double kIntraLatency = 3e-6;  ///< per ring step inside a node (assumption)
 constexpr double kInterLatency = 1e-5;  ///< per ring step across nodes (assumption)
 
-Hardware make(const char* name, double tflops, double hbm_gb, double hbm_tbs, double intra_gbs,
-              double inter_gbs, const char* source) {
+// A preset as its datasheet states it: dense BF16 TFLOPS, HBM GB and TB/s,
+// per-GPU GB/s inside a node and across nodes, and where the figures are from.
+struct Datasheet {
+  const char* name;
+  double tflops;
+  double hbm_gb;
+  double hbm_tbs;
+  double intra_gbs;
+  double inter_gbs;
+  const char* source;
+};
+
+Hardware make(const Datasheet& sheet) {
   Hardware h;
-  h.name = name;
-  h.peak_flops = tflops * kTera;
-  h.hbm_bytes = hbm_gb * kGiga;
-  h.hbm_bandwidth = hbm_tbs * kTera;
+  h.name = sheet.name;
+  h.peak_flops = sheet.tflops * kTera;
+  h.hbm_bytes = sheet.hbm_gb * kGiga;
+  h.hbm_bandwidth = sheet.hbm_tbs * kTera;
   h.gpus_per_node = 8;
-  h.intra_bandwidth = intra_gbs * kGiga;
-  h.inter_bandwidth = inter_gbs * kGiga;
+  h.intra_bandwidth = sheet.intra_gbs * kGiga;
+  h.inter_bandwidth = sheet.inter_gbs * kGiga;
   h.intra_latency = kIntraLatency;
   h.inter_latency = kInterLatency;
-  h.source = source;
+  h.source = sheet.source;
   return h;
 }
 
 std::vector<Hardware> presets() {
   return {
-      make("a100", 312, 80, 2.039, 300, 25,
-           "NVIDIA A100 datasheet (SXM 80GB: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e, NVLink "
-           "600 GB/s); DGX A100: 8x 200 Gb/s HDR InfiniBand"),
-      make("h100", 989, 80, 3.35, 450, 50,
-           "NVIDIA H100 datasheet (SXM: 989 TFLOPS BF16 dense, 3.35 TB/s HBM3, NVLink 900 GB/s); "
-           "DGX H100: 8x 400 Gb/s ConnectX-7"),
-      make("h800", 989, 80, 3.35, 200, 50,
-           "NVIDIA H800 SXM (H100 compute, NVLink 400 GB/s); 400 Gb/s InfiniBand per GPU "
-           "(DeepSeek-V3 report, arXiv 2412.19437, Sec. 3.1)"),
-      make("h200", 989, 141, 4.8, 450, 50,
-           "NVIDIA H200 datasheet (SXM: 989 TFLOPS BF16 dense, 141 GB HBM3e, 4.8 TB/s, NVLink "
-           "900 GB/s); 400 Gb/s NIC per GPU"),
-      make("b200", 2250, 180, 8.0, 900, 50,
-           "NVIDIA DGX B200 datasheet (72 PFLOPS FP8 training / 8 GPUs = 4.5 FP8, 2.25 BF16 "
-           "dense; 1,440 GB HBM3e / 8; 64 TB/s / 8; NVLink 5 1.8 TB/s); 8x 400 Gb/s ConnectX-7"),
-      make("mi300x", 1307.4, 192, 5.3, 448, 50,
-           "AMD Instinct MI300X datasheet (1,307.4 TFLOPS BF16 dense, 192 GB HBM3, 5.3 TB/s, "
-           "Infinity Fabric 896 GB/s aggregate per GPU); 400 Gb/s NIC per GPU"),
+      make({"a100", 312, 80, 2.039, 300, 25,
+            "NVIDIA A100 datasheet (SXM 80GB: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e, NVLink "
+            "600 GB/s); DGX A100: 8x 200 Gb/s HDR InfiniBand"}),
+      make({"h100", 989, 80, 3.35, 450, 50,
+            "NVIDIA H100 datasheet (SXM: 989 TFLOPS BF16 dense, 3.35 TB/s HBM3, NVLink 900 GB/s); "
+            "DGX H100: 8x 400 Gb/s ConnectX-7"}),
+      make({"h800", 989, 80, 3.35, 200, 50,
+            "NVIDIA H800 SXM (H100 compute, NVLink 400 GB/s); 400 Gb/s InfiniBand per GPU "
+            "(DeepSeek-V3 report, arXiv 2412.19437, Sec. 3.1)"}),
+      make({"h200", 989, 141, 4.8, 450, 50,
+            "NVIDIA H200 datasheet (SXM: 989 TFLOPS BF16 dense, 141 GB HBM3e, 4.8 TB/s, NVLink "
+            "900 GB/s); 400 Gb/s NIC per GPU"}),
+      make({"b200", 2250, 180, 8.0, 900, 50,
+            "NVIDIA DGX B200 datasheet (72 PFLOPS FP8 training / 8 GPUs = 4.5 FP8, 2.25 BF16 "
+            "dense; 1,440 GB HBM3e / 8; 64 TB/s / 8; NVLink 5 1.8 TB/s); 8x 400 Gb/s ConnectX-7"}),
+      make({"mi300x", 1307.4, 192, 5.3, 448, 50,
+            "AMD Instinct MI300X datasheet (1,307.4 TFLOPS BF16 dense, 192 GB HBM3, 5.3 TB/s, "
+            "Infinity Fabric 896 GB/s aggregate per GPU); 400 Gb/s NIC per GPU"}),
   };
 }
 

@@ -139,8 +139,8 @@ void verify_fsdp2(Context& cx, std::size_t b, const std::vector<std::int64_t>& s
 void verify_flat(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
 
 /// Owners recomputed on the replicate grid (largest first, least loaded,
-/// ties lowest), is_owner, replicate_coord, and the slice-back recipe
-/// applied to the global box giving this rank's own piece.
+/// ties lowest), replicate_coord, and the slice-back recipe applied to the
+/// global box giving this rank's own piece.
 void check_owners_and_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g);
 
 /// Each held param in exactly one of (groups/units, not_communicated);
@@ -148,6 +148,14 @@ void check_owners_and_slices(Context& cx, const RankFile& f, const readback::Muo
 void check_coverage(Context& cx, const RankFile& f, std::size_t b);
 
 // ------------------------------------------------------------ simulation --
+
+/// Memo keys are raw bytes: a number as its 8 bytes, a vector as its length
+/// then its values.
+void append_key(std::string& key, std::int64_t value);
+void append_key(std::string& key, const std::vector<std::int64_t>& values);
+/// A member's piece in a memo key: its offset relative to `anchor` ([-1]
+/// when it is empty), then its shape.
+void append_piece_key(std::string& key, const Box& piece, const Shape& anchor);
 
 /// One member of a muon stage group: its current piece and its entry for
 /// the param in this stage (from its own rank file).

@@ -398,8 +398,20 @@ void check_held(const Context& cx, const RankFile& f, const readback::RankParam&
   ++t.num_params;
 }
 
+// One of a rank file's totals: its value, the file (relative to OUTDIR) and its rank.
+struct RankTotal {
+  std::int64_t value;
+  const std::string& file;
+  std::int64_t rank;
+};
+
+// `total` within plan.json's per-rank statistic `s` (summary.`name`), and equal to
+// its min / max when the rank is listed for it.
 void check_stat(const PlanFile& plan, const readback::PlanRankStat& s, const char* name,
-                std::int64_t value, const std::string& file, std::int64_t rank, Report& report) {
+                const RankTotal& total, Report& report) {
+  const std::int64_t value = total.value;
+  const std::string& file = total.file;
+  const std::int64_t rank = total.rank;
   std::string error;
   const auto lo = RankSet::parse(s.min_ranks, plan.world_size, error);
   const auto hi = RankSet::parse(s.max_ranks, plan.world_size, error);
@@ -451,10 +463,10 @@ void check_rank_fields(const Context& cx, const RankFile& f, const std::string& 
                        ", padded_param_bytes " + num(ft.padded_param_bytes) + ", num_params " +
                        num(ft.num_params) + "} but its params sum to {" + num(t.param_bytes) +
                        ", " + num(t.padded_param_bytes) + ", " + num(t.num_params) + "}");
-  check_stat(cx.plan, cx.plan.per_rank_param_bytes, "per_rank_param_bytes", ft.param_bytes, file,
-             f.rank, cx.report);
+  check_stat(cx.plan, cx.plan.per_rank_param_bytes, "per_rank_param_bytes",
+             {ft.param_bytes, file, f.rank}, cx.report);
   check_stat(cx.plan, cx.plan.per_rank_padded_param_bytes, "per_rank_padded_param_bytes",
-             ft.padded_param_bytes, file, f.rank, cx.report);
+             {ft.padded_param_bytes, file, f.rank}, cx.report);
 }
 
 }  // namespace shardc::verify

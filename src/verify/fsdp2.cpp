@@ -24,29 +24,30 @@ std::string where(const Fsdp2Unit& u, std::int64_t rank) {
          std::to_string(rank);
 }
 
-// Offsets, sizes and totals of one unit in one rank file; "" when right.
-std::string unit_error(Context& cx, const RankFile& f, const Fsdp2Unit& u) {
+// Offsets, sizes and totals of one member's unit; "" when right.
+// (The member's index is its position in ranks: load_members.)
+std::string unit_error(Context& cx, const Fsdp2Unit& u) {
   const auto w = static_cast<std::int64_t>(u.ranks.size());
-  if (u.index < 0 || u.index >= w || u.ranks[static_cast<std::size_t>(u.index)] != f.rank)
-    return "index " + std::to_string(u.index) + " is not this rank in " + shape_text(u.ranks);
   std::int64_t off = 0;
   std::int64_t bytes = 0;
+  // The reader takes each param's local and padded shape from the file's
+  // params entry; offset, padded_numel, shard_dim and the totals are stated.
   for (const Fsdp2Param& p : u.params) {
     const PlanParam* pp = cx.param(p.name);
-    const readback::RankParam* held = cx.held(f, p.name);
-    if (!pp || !held) return p.name + ": not held by this rank";
+    if (!pp) return p.name + ": not in plan.json";
     const std::int64_t esize = element_size(pp->dtype);
     const std::int64_t n = numel(p.padded_shape) * (u.byte_units ? esize : 1);
     if (p.offset != off)
       return p.name + ": offset " + std::to_string(p.offset) + ", expected " + std::to_string(off) +
              " (previous params end there)";
     if (p.padded_numel != n)
-      return p.name + ": padded_numel " + std::to_string(p.padded_numel) +
-             " != numel(padded_shape)" + (u.byte_units ? " x element size" : "");
-    if (p.local_shape != held->local_shape || p.padded_shape != held->padded_shape)
-      return p.name + ": local/padded shape differ from the rank's params entry";
+      return p.name + ": padded_numel " + std::to_string(p.padded_numel) + " != numel(" +
+             shape_text(p.padded_shape) + ")" + (u.byte_units ? " x element size" : "") + " = " +
+             std::to_string(n);
     if (p.shard_dim < 0 || static_cast<std::size_t>(p.shard_dim) >= pp->global_shape.size())
-      return p.name + ": shard_dim out of range";
+      return p.name + ": shard_dim " + std::to_string(p.shard_dim) + " outside the " +
+             std::to_string(pp->global_shape.size()) + " dims of global_shape " +
+             shape_text(pp->global_shape);
     off += p.padded_numel;
     bytes += numel(p.padded_shape) * esize;
   }
@@ -58,6 +59,24 @@ std::string unit_error(Context& cx, const RankFile& f, const Fsdp2Unit& u) {
   return "";
 }
 
+// How member k's unit `mu` (nullptr: it has none like `u`) differs from `u`,
+// the unit of rank `rank`, in what the members must share; "" when it does not.
+std::string member_difference(const Fsdp2Unit* mu, const Fsdp2Unit& u, std::size_t k,
+                              std::int64_t rank) {
+  const std::string theirs = ", rank " + std::to_string(rank) + "'s ";
+  if (!mu) return "no such unit in the member's file";
+  if (mu->ranks != u.ranks) return "ranks " + shape_text(mu->ranks) + theirs + shape_text(u.ranks);
+  if (mu->index != static_cast<std::int64_t>(k))
+    return "index " + std::to_string(mu->index) + ", its position in ranks " + shape_text(u.ranks) +
+           " is " + std::to_string(k);
+  if (mu->byte_units != u.byte_units)
+    return std::string("units ") + (mu->byte_units ? "bytes" : "elements") + theirs +
+           (u.byte_units ? "bytes" : "elements");
+  if (mu->params.size() != u.params.size())
+    return std::to_string(mu->params.size()) + " params" + theirs + std::to_string(u.params.size());
+  return "";
+}
+
 struct Members {
   std::vector<std::int64_t> ranks;
   std::vector<const RankFile*> files;
@@ -66,6 +85,12 @@ struct Members {
 
 // Loads the unit's members; false when one is absent or disagrees.
 bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t rank, Members& m) {
+  if (u.index < 0 || u.index >= static_cast<std::int64_t>(u.ranks.size()) ||
+      u.ranks[static_cast<std::size_t>(u.index)] != rank) {
+    cx.report.mismatch(where(u, rank) + ": index " + std::to_string(u.index) + " is not rank " +
+                       std::to_string(rank) + " in " + shape_text(u.ranks));
+    return false;
+  }
   m.ranks = u.ranks;
   for (std::size_t k = 0; k < u.ranks.size(); ++k) {
     const RankFile* f = cx.store.get(u.ranks[k]);
@@ -76,10 +101,8 @@ bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t r
       return false;
     }
     const Fsdp2Unit* mu = b < f->buffers.size() ? find_unit(*f, b, u) : nullptr;
-    if (!mu || mu->ranks != u.ranks || mu->index != static_cast<std::int64_t>(k) ||
-        mu->byte_units != u.byte_units || mu->params.size() != u.params.size()) {
-      cx.report.mismatch(where(u, u.ranks[k]) +
-                         ": the member's unit differs (ranks, index, units or params)");
+    if (const std::string e = member_difference(mu, u, k, rank); !e.empty()) {
+      cx.report.mismatch(where(u, u.ranks[k]) + ": " + e);
       return false;
     }
     for (std::size_t i = 0; i < u.params.size(); ++i)
@@ -92,7 +115,7 @@ bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t r
                            std::to_string(u.params[i].offset) + ")");
         return false;
       }
-    if (const std::string e = unit_error(cx, *f, *mu); !e.empty()) {
+    if (const std::string e = unit_error(cx, *mu); !e.empty()) {
       cx.report.mismatch(where(u, u.ranks[k]) + ": " + e);
       return false;
     }
@@ -102,30 +125,15 @@ bool load_members(Context& cx, std::size_t b, const Fsdp2Unit& u, std::int64_t r
   return true;
 }
 
-// Memo keys are raw bytes: each vector as its length, then its values.
-void append(std::string& k, std::int64_t x) {
-  k.append(reinterpret_cast<const char*>(&x), sizeof x);
-}
-
-void append(std::string& k, const std::vector<std::int64_t>& v) {
-  append(k, static_cast<std::int64_t>(v.size()));
-  if (!v.empty())
-    k.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t));
-}
-
 std::string memo_key(bool elements, const Shape& global, const std::vector<Fsdp2Member>& fm,
                      const Shape& anchor) {
   std::string k = elements ? "fsdp2-e|" : "fsdp2-b|";
-  append(k, global);
+  append_key(k, global);
   for (const Fsdp2Member& m : fm) {
-    Shape rel = m.box.offset;
-    for (std::size_t d = 0; d < rel.size(); ++d) rel[d] -= anchor[d];
-    if (is_empty(m.box)) rel.assign(1, -1);
-    append(k, rel);
-    append(k, m.box.shape);
-    append(k, m.entry->padded_shape);
-    append(k, m.entry->unsharded_shape);
-    append(k, m.entry->shard_dim);
+    append_piece_key(k, m.box, anchor);
+    append_key(k, m.entry->padded_shape);
+    append_key(k, m.entry->unsharded_shape);
+    append_key(k, m.entry->shard_dim);
   }
   return k;
 }
@@ -151,7 +159,7 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
     std::map<std::string, std::size_t> same;
     for (std::size_t r = 0; r < fm.size(); ++r) {
       std::string sig;
-      append(sig, fm[r].entry->unsharded_shape);
+      append_key(sig, fm[r].entry->unsharded_shape);
       if (const auto s = same.find(sig); s != same.end()) {
         rel.push_back(rel[s->second]);
         why[r] = why[s->second];
@@ -176,12 +184,11 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
 
 void verify_unit_param(Context& cx, const Members& m, std::size_t i) {
   const Fsdp2Param& p0 = m.units[0]->params[i];
-  const PlanParam* pp = cx.param(p0.name);
-  if (!pp) return cx.report.mismatch("fsdp2 param " + p0.name + ": not in plan.json");
+  const PlanParam& planned = *cx.param(p0.name);  // looked up by unit_error
   // A packed param's piece is several global boxes: FSDP2 gathers its local
   // tensor like any other, but the one-box simulation below cannot express
   // it; its entries are checked against plan.json (verify_manifest) only.
-  if (pp->packed) {
+  if (planned.packed) {
     ++cx.report.packed_skipped;
     return;
   }
@@ -190,9 +197,9 @@ void verify_unit_param(Context& cx, const Members& m, std::size_t i) {
     const readback::RankParam* held = cx.held(*m.files[k], p0.name);
     fm.push_back({Box{held->global_offset, held->local_shape}, &m.units[k]->params[i]});
   }
-  const bool elements = numel(pp->global_shape) <= cx.max_elements;
+  const bool elements = numel(planned.global_shape) <= cx.max_elements;
   std::vector<std::string> why;
-  const auto res = simulate(cx, elements, pp->global_shape, fm, why);
+  const auto res = simulate(cx, elements, planned.global_shape, fm, why);
   ++(elements ? cx.report.element_params : cx.report.box_params);
   for (std::size_t k = 0; k < fm.size(); ++k) {
     if (!res[k])
@@ -202,8 +209,8 @@ void verify_unit_param(Context& cx, const Members& m, std::size_t i) {
     // prefix of it with pad rows after.
     bool fits = res[k]->shape.size() == fm[k].entry->unsharded_shape.size();
     for (std::size_t e = 0; fits && e < res[k]->shape.size(); ++e)
-      fits = pp->uneven == "pad" ? res[k]->shape[e] <= fm[k].entry->unsharded_shape[e]
-                                 : res[k]->shape[e] == fm[k].entry->unsharded_shape[e];
+      fits = planned.uneven == "pad" ? res[k]->shape[e] <= fm[k].entry->unsharded_shape[e]
+                                     : res[k]->shape[e] == fm[k].entry->unsharded_shape[e];
     if (!fits || (!is_empty(*res[k]) && *res[k] != *res[0]))
       return cx.report.mismatch(where(*m.units[k], m.ranks[k]) + " param " + p0.name +
                                 ": rebuilds " + box_text(*res[k]) + ", member 0 rebuilds " +

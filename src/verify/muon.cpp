@@ -61,74 +61,67 @@ std::optional<Closure> closure_of(Context& cx, std::size_t b, const std::string&
   return c;
 }
 
-Shape elementwise_max(const std::vector<Shape>& shapes) {
-  Shape out = shapes.empty() ? Shape{} : shapes.front();
-  for (const Shape& s : shapes)
-    for (std::size_t d = 0; d < s.size() && d < out.size(); ++d) out[d] = std::max(out[d], s[d]);
-  return out;
-}
-
-// The layout arithmetic of one stage param; "" when consistent.
-std::string param_layout_error(const MuonStageParam& p, const MuonStage& st, std::int64_t align,
-                               std::size_t ndim) {
-  const std::size_t n = st.ranks.size();
+// The fields of one stage param that the rank file states (tensor_dim, one
+// split size per member) and the dims of the piece the rank holds, against
+// plan.json and the stage; "" when they fit. The rest of the entry (rank_shapes, pad_shape,
+// actual_numel, padded_numel, offset) the reader derives from these with the
+// planner's arithmetic (muon_stage_sizes), so checking it against that
+// arithmetic again could not fail: the simulation and the members' agreement
+// (stage_members) are what test it.
+std::string param_entry_error(const MuonStageParam& p, const MuonStage& st,
+                              const PlanParam& planned, const readback::RankParam& held) {
+  const std::size_t ndim = planned.global_shape.size();
+  if (held.local_shape.size() != ndim)
+    return "local_shape " + shape_text(held.local_shape) + " has " +
+           std::to_string(held.local_shape.size()) + " dims, plan.json's global_shape " +
+           shape_text(planned.global_shape) + " " + std::to_string(ndim);
   if (p.tensor_dim < 0 || static_cast<std::size_t>(p.tensor_dim) >= ndim)
-    return "tensor_dim out of range";
-  if (p.split_sizes.size() != n || p.rank_shapes.size() != n)
-    return "split_sizes/rank_shapes size != group size";
-  for (std::size_t k = 0; k < n; ++k)
-    if (p.rank_shapes[k].size() != ndim ||
-        p.split_sizes[k] != p.rank_shapes[k][static_cast<std::size_t>(p.tensor_dim)])
-      return "split_sizes[" + std::to_string(k) + "] != rank_shapes[" + std::to_string(k) +
-             "][tensor_dim]";
-  if (p.pad_shape != elementwise_max(p.rank_shapes))
-    return "pad_shape is not the element-wise max of rank_shapes";
-  if (p.padded_numel != round_up(numel(p.pad_shape), align))
-    return "padded_numel " + std::to_string(p.padded_numel) + " != numel(pad_shape) rounded to " +
-           std::to_string(align);
-  if (p.actual_numel != numel(p.rank_shapes[static_cast<std::size_t>(st.index)]))
-    return "actual_numel != numel(own rank_shape)";
-  if (p.padded_numel < p.actual_numel) return "padded_numel < actual_numel";
+    return "tensor_dim " + std::to_string(p.tensor_dim) + " outside the " + std::to_string(ndim) +
+           " dims of global_shape " + shape_text(planned.global_shape);
+  if (p.split_sizes.size() != st.ranks.size())
+    return "split_sizes " + shape_text(p.split_sizes) + " has " +
+           std::to_string(p.split_sizes.size()) + " sizes, the stage " +
+           std::to_string(st.ranks.size()) + " members " + shape_text(st.ranks);
   return "";
 }
 
-// Offsets, padding and totals of one stage in one rank file.
-void check_stage(Context& cx, std::int64_t rank, const std::string& key, DType dtype,
-                 std::int64_t alignment, const MuonStage& st, std::size_t s) {
+// The stated fields of one stage in one rank file: this rank's index, each
+// param's entry and dtype, the batch's total_numel (the one size of a stage
+// the file states; the offsets and gathered_numel are derived from it and
+// the entries' padded sizes).
+void check_stage(Context& cx, const RankFile& file, const readback::MuonBatch& batch, std::size_t s,
+                 const std::string& key) {
+  const std::int64_t rank = file.rank;
+  const MuonStage& st = batch.stages[s];
   const std::string at = where(key, rank) + " stage " + std::to_string(s);
   const auto n = static_cast<std::int64_t>(st.ranks.size());
   if (st.index < 0 || st.index >= n || st.ranks[static_cast<std::size_t>(st.index)] != rank)
-    return cx.report.mismatch(at + ": index " + std::to_string(st.index) + " is not this rank in " +
-                              shape_text(st.ranks));
-  const std::int64_t align = std::max<std::int64_t>(1, alignment / element_size(dtype));
-  std::int64_t end = 0;
+    return cx.report.mismatch(at + ": index " + std::to_string(st.index) + " is not rank " +
+                              std::to_string(rank) + " in " + shape_text(st.ranks));
   std::int64_t sum = 0;
   for (const MuonStageParam& p : st.params) {
     const PlanParam* pp = cx.param(p.name);
-    std::string e = !pp                  ? "not in plan.json"
-                    : pp->dtype != dtype ? "dtype differs from its batch"
-                                         : "";
-    if (e.empty()) e = param_layout_error(p, st, align, pp->global_shape.size());
-    if (e.empty() && (p.offset < end || p.offset % align != 0))
-      e = "offset " + std::to_string(p.offset) + " overlaps the previous param (ends at " +
-          std::to_string(end) + ") or is not aligned to " + std::to_string(align);
+    std::string e;
+    if (!pp)
+      e = "not in plan.json";
+    else if (pp->dtype != batch.dtype)
+      e = "dtype " + std::string(dtype_name(pp->dtype)) + " in plan.json, its batch's " +
+          std::string(dtype_name(batch.dtype));
+    else
+      e = param_entry_error(p, st, *pp, *cx.held(file, p.name));
     if (!e.empty()) return cx.report.mismatch(at + " param " + p.name + ": " + e);
-    end = p.offset + p.padded_numel;
     sum += p.padded_numel;
   }
-  if (st.total_numel != sum || end > st.total_numel || st.gathered_numel != sum * n)
+  if (st.total_numel != sum)
     cx.report.mismatch(at + ": total_numel " + std::to_string(st.total_numel) +
-                       " / gathered_numel " + std::to_string(st.gathered_numel) +
-                       " != sum of padded_numel " + std::to_string(sum) + " (x " +
-                       std::to_string(n) + ")");
+                       " but its params' padded_numel sum to " + std::to_string(sum));
 }
 
-void check_structure(Context& cx, const Closure& c, const std::string& key,
-                     std::int64_t alignment) {
-  for (const auto& [rank, m] : c)
-    for (const auto& batch : m.group->batches)
+void check_structure(Context& cx, const Closure& c, const std::string& key) {
+  for (const auto& member : c)
+    for (const auto& batch : member.second.group->batches)
       for (std::size_t s = 0; s < batch.stages.size(); ++s)
-        check_stage(cx, rank, key, batch.dtype, alignment, batch.stages[s], s);
+        check_stage(cx, *member.second.file, batch, s, key);
 }
 
 // Where a param sits in a group: batch and position in each stage's list.
@@ -156,31 +149,16 @@ const MuonStageParam* entry_at(const Member& m, const Slot& slot, std::size_t s,
   return e.name == name ? &e : nullptr;
 }
 
-// Memo keys are raw bytes: each vector as its length, then its values.
-void append(std::string& k, std::int64_t x) {
-  k.append(reinterpret_cast<const char*>(&x), sizeof x);
-}
-
-void append(std::string& k, const std::vector<std::int64_t>& v) {
-  append(k, static_cast<std::int64_t>(v.size()));
-  if (!v.empty())
-    k.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t));
-}
-
 // Memo key of one stage simulation: the geometry relative to `anchor`.
 std::string memo_key(bool elements, const Shape& global, const std::vector<MuonMember>& mm,
                      const Shape& anchor) {
   std::string k = elements ? "muon-e|" : "muon-b|";
-  append(k, global);
+  append_key(k, global);
   for (const MuonMember& m : mm) {
-    Shape rel = m.box.offset;
-    for (std::size_t d = 0; d < rel.size(); ++d) rel[d] -= anchor[d];
-    if (is_empty(m.box)) rel.assign(1, -1);
-    append(k, rel);
-    append(k, m.box.shape);
-    append(k, m.entry->split_sizes);
-    append(k, m.entry->tensor_dim);
-    append(k, m.entry->padded_numel);
+    append_piece_key(k, m.box, anchor);
+    append_key(k, m.entry->split_sizes);
+    append_key(k, m.entry->tensor_dim);
+    append_key(k, m.entry->padded_numel);
   }
   return k;
 }
@@ -212,10 +190,10 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
   std::map<std::string, std::size_t> same;  // receivers with identical views
   for (std::size_t r = 0; r < mm.size(); ++r) {
     std::string sig;
-    append(sig, mm[r].box.shape);
-    append(sig, mm[r].entry->split_sizes);
-    append(sig, mm[r].entry->tensor_dim);
-    append(sig, mm[r].entry->padded_numel);
+    append_key(sig, mm[r].box.shape);
+    append_key(sig, mm[r].entry->split_sizes);
+    append_key(sig, mm[r].entry->tensor_dim);
+    append_key(sig, mm[r].entry->padded_numel);
     if (const auto it = same.find(sig); it != same.end()) {
       out.push_back(out[it->second]);
       why[r] = why[it->second];
@@ -257,27 +235,39 @@ struct StageRun {
 bool stage_members(const StageRun& run, std::int64_t rank, std::vector<std::int64_t>& ranks,
                    std::vector<MuonMember>& mm) {
   auto& [cx, c, state, pr, s] = run;
-  const MuonStageParam* mine = entry_at(c.at(rank), pr.slot, s, pr.name);
   const std::string at = where(pr.key, rank) + " stage " + std::to_string(s) + " param " + pr.name;
-  if (!mine) return cx.report.mismatch(at + ": missing from the stage"), false;
+  const std::string place = "batch " + std::to_string(pr.slot.batch) + " position " +
+                            std::to_string(pr.slot.pos) + " of the stage";
+  const MuonStageParam* mine = entry_at(c.at(rank), pr.slot, s, pr.name);
+  if (!mine) return cx.report.mismatch(at + ": not at " + place + " in this rank's file"), false;
   ranks = c.at(rank).group->batches[pr.slot.batch].stages[s].ranks;
   for (std::size_t k = 0; k < ranks.size(); ++k) {
-    const auto it = c.find(ranks[k]);
-    const MuonStageParam* e = it == c.end() ? nullptr : entry_at(it->second, pr.slot, s, pr.name);
-    const auto& st = it == c.end() ? nullptr : &it->second.group->batches[pr.slot.batch].stages[s];
-    if (!e || st->ranks != ranks || st->index != static_cast<std::int64_t>(k))
-      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) +
-                                " does not list the same group " + shape_text(ranks)),
+    const Member& member = c.at(ranks[k]);  // the closure holds every rank a stage lists
+    const std::string who = ": member " + std::to_string(ranks[k]);
+    const MuonStageParam* e = entry_at(member, pr.slot, s, pr.name);
+    if (!e) return cx.report.mismatch(at + who + " does not list it at " + place), false;
+    const MuonStage& st = member.group->batches[pr.slot.batch].stages[s];
+    if (st.ranks != ranks || st.index != static_cast<std::int64_t>(k))
+      return cx.report.mismatch(at + who + " lists the group " + shape_text(st.ranks) +
+                                " at index " + std::to_string(st.index) + ", this rank " +
+                                shape_text(ranks) + " at index " + std::to_string(k)),
              false;
+    if (e->split_sizes != mine->split_sizes)
+      return cx.report.mismatch(at + who + " has split_sizes " + shape_text(e->split_sizes) +
+                                ", this rank " + shape_text(mine->split_sizes)),
+             false;
+    // With the same split sizes the derived sizes differ only by the
+    // members' alignment_bytes or by an earlier param of the batch.
+    if (e->offset != mine->offset || e->padded_numel != mine->padded_numel)
+      return cx.report.mismatch(at + who + " packs it at offset " + std::to_string(e->offset) +
+                                " in padded_numel " + std::to_string(e->padded_numel) +
+                                ", this rank at " + std::to_string(mine->offset) + " in " +
+                                std::to_string(mine->padded_numel)),
+             false;
+    // Member k's own rank_shapes equal this rank's once this holds for every
+    // k: both are the stage input (= the member's piece so far) with
+    // tensor_dim set to the same split sizes.
     const Box& box = state.at(ranks[k]);
-    if (e->split_sizes != mine->split_sizes || e->rank_shapes != mine->rank_shapes ||
-        e->offset != mine->offset || e->padded_numel != mine->padded_numel)
-      return cx.report.mismatch(at + ": member " + std::to_string(ranks[k]) +
-                                " has other split_sizes, or offset " + std::to_string(e->offset) +
-                                " padded_numel " + std::to_string(e->padded_numel) +
-                                " (this rank: " + std::to_string(mine->offset) + ", " +
-                                std::to_string(mine->padded_numel) + ")"),
-             false;
     if (mine->rank_shapes[k] != box.shape)
       return cx.report.mismatch(at + ": split_sizes[" + std::to_string(k) + "] gives member " +
                                 std::to_string(ranks[k]) + " the shape " +
@@ -313,21 +303,25 @@ bool run_stage(Context& cx, const Closure& c, State& state, const ParamRun& pr, 
 }
 
 void verify_param(Context& cx, const Closure& c, const std::string& key, const std::string& name) {
-  const PlanParam* pp = cx.param(name);
   const Member& first = c.begin()->second;
   const bool gathers = std::any_of(first.group->batches.begin(), first.group->batches.end(),
                                    [](const auto& b) { return !b.stages.empty(); });
   const auto slot = gathers ? slot_of(*first.group, name) : std::optional<Slot>(Slot{});
-  if (!pp || !slot)
+  if (!slot)
     return cx.report.mismatch(where(key, c.begin()->first) + " param " + name +
-                              ": in no batch or not in plan.json");
+                              ": in the group's params but in none of its batches");
+  // check_stage has looked every batch param up; a group without stages has none.
+  const PlanParam* pp = cx.param(name);
+  if (!pp)
+    return cx.report.mismatch(where(key, c.begin()->first) + " param " + name +
+                              ": not in plan.json");
   const ParamRun pr{key, name, pp->global_shape, numel(pp->global_shape) <= cx.max_elements, *slot};
   State state;
+  // Every member lists the group's params (verify_closure), and the reader
+  // lists only params its file holds.
   for (const auto& [rank, m] : c) {
-    const readback::RankParam* held = cx.held(*m.file, name);
-    if (!held)
-      return cx.report.mismatch(where(key, rank) + " param " + name + ": not held by this member");
-    state[rank] = Box{held->global_offset, held->local_shape};
+    const readback::RankParam& held = *cx.held(*m.file, name);
+    state[rank] = Box{held.global_offset, held.local_shape};
   }
   const std::size_t stages = gathers ? first.group->batches[slot->batch].stages.size() : 0;
   for (std::size_t s = 0; s < stages; ++s)
@@ -341,10 +335,10 @@ void verify_param(Context& cx, const Closure& c, const std::string& key, const s
                                 ", not the global tensor " + shape_text(pr.global));
 }
 
-void verify_closure(Context& cx, const Closure& c, const std::string& key, std::int64_t alignment) {
+void verify_closure(Context& cx, const Closure& c, const std::string& key) {
   ++cx.report.groups;
   const std::int64_t before = cx.report.num_mismatches;
-  check_structure(cx, c, key, alignment);
+  check_structure(cx, c, key);
   const MuonGroup& g = *c.begin()->second.group;
   for (const auto& [rank, m] : c)
     if (m.group->params != g.params)
@@ -368,7 +362,7 @@ void verify_muon(Context& cx, std::size_t b, const std::vector<std::int64_t>& sa
       if (!cx.store.fatal.empty()) return;
       if (!c) continue;
       for (const auto& [rank, m] : *c) done.insert({g.key, rank});
-      verify_closure(cx, *c, g.key, f.buffers[b].alignment_bytes);
+      verify_closure(cx, *c, g.key);
     }
   }
 }

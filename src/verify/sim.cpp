@@ -456,4 +456,22 @@ std::optional<Box> fsdp2_unpack_boxes(const Shape& global, const std::vector<Fsd
   return out;
 }
 
+void append_key(std::string& key, std::int64_t value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+void append_key(std::string& key, const std::vector<std::int64_t>& values) {
+  append_key(key, static_cast<std::int64_t>(values.size()));
+  if (!values.empty())
+    key.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(std::int64_t));
+}
+
+void append_piece_key(std::string& key, const Box& piece, const Shape& anchor) {
+  Shape relative = piece.offset;
+  for (std::size_t d = 0; d < relative.size(); ++d) relative[d] -= anchor[d];
+  if (is_empty(piece)) relative.assign(1, -1);
+  append_key(key, relative);
+  append_key(key, piece.shape);
+}
+
 }  // namespace shardc::verify

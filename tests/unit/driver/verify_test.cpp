@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../verify/buffer_outdir.hpp"
 #include "driver_fixture.hpp"
 #include "verify/engine.hpp"
 
@@ -10,38 +11,10 @@ using nlohmann::json;
 
 namespace {
 
-// Uneven FSDP-over-TP pieces (10 rows over tp 2 x dp_shard 2 -> 3,2 / 3,2),
-// an empty FSDP shard (3 rows over 4), a tied alias and a 1-d param.
-const char* const kBufModel = R"(format: shardc.model/v1
-name: buf
-dtype: bfloat16
-params:
-  - {name: emb.weight, shape: [10, 7]}
-  - {name: w.weight, shape: [3, 8]}
-  - {name: n.weight, shape: [4], dtype: float32}
-  - {name: head.weight, shape: [10, 7]}
-tied: [[emb.weight, head.weight]]
-)";
-
-const char* const kBufRecipe = R"(format: shardc.recipe/v1
-mesh:
-  - {name: dp_shard, size: 2}
-  - {name: tp, size: 2}
-rules:
-  - match: ["emb.weight", "head.weight"]
-    placements: {tp: Shard(0)}
-  - match: "**"
-    placements: {}
-fsdp: {shard: dp_shard}
-buffers:
-  - {kind: muon_allgather, alignment_bytes: 64}
-  - {kind: fsdp2_allgather, units: ["**"]}
-)";
-
 struct VerifyFixture : test::DriverFixture {
   VerifyFixture() {
-    fs.files["m.yaml"] = kBufModel;
-    fs.files["r.yaml"] = kBufRecipe;
+    fs.files["m.yaml"] = test::kBufferModel;
+    fs.files["r.yaml"] = test::kBufferRecipe;
     REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
   }
   ExitCode verify(std::optional<std::string> ranks = std::nullopt) {
@@ -88,8 +61,8 @@ TEST_CASE_FIXTURE(VerifyFixture, "a corrupted muon split size fails naming param
   group["params"][0]["split_sizes"][1] = json::parse("[[4, 1], [5, 1]]");
   put(1, j);
   CHECK(verify() == ExitCode::Invalid);
-  CHECK(out.str().find("stage 1 param emb.weight: member 1 has other split_sizes") !=
-        std::string::npos);
+  CHECK(out.str().find("stage 1 param emb.weight: member 1 has split_sizes [4, 5], this rank "
+                       "[5, 5]") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "a split size that disagrees with the member's shard fails") {

@@ -1,9 +1,11 @@
-// The element simulator (verify_sim.cpp walks the pieces arithmetically)
-// against the materializing one it replaced, kept here as the reference:
-// every gathered row filled with int32 values, read back element by element.
-// Random layouts, valid and broken (swapped, shifted, resized pieces; other
-// split sizes or dims; indices past 2^31 that wrap), must give the same
-// result or the same message.
+// The element simulators (verify/sim.cpp walks the pieces arithmetically)
+// against materializing references: every gathered row filled with int32
+// values, read back element by element. Muon: the simulator sim.cpp
+// replaced (its messages too). FSDP2: torch's all-gather and chunk view
+// written from first principles, sharing no code with verify (its verdict
+// and box, not its wording). Random layouts, valid and broken (swapped,
+// shifted, resized pieces; other split sizes or dims; indices past 2^31 that
+// wrap), must give the same result.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -184,119 +186,99 @@ std::optional<Box> muon_elements(const Shape& global, const std::vector<MuonMemb
   return read_box(global, shape, d, rows, counts, why);
 }
 
-// The real (logical) part of the unsharded tensor: a prefix box on every
-// dim (padded dims keep pad rows at the end): on the FSDP dim the members'
-// real rows summed, elsewhere any non-empty member's extent.
-Shape real_unsharded(const std::vector<Fsdp2Member>& m, int d) {
-  Shape real(m.front().box.shape.size(), 0);
-  for (const Fsdp2Member& k : m) {
-    if (is_empty(k.box)) continue;
-    for (std::size_t e = 0; e < real.size(); ++e)
-      real[e] = static_cast<int>(e) == d ? real[e] + k.box.shape[e] : k.box.shape[e];
-  }
-  if (numel(real) == 0) real.assign(real.size(), 0);
-  return real;
+// ---- FSDP2 from first principles (torch semantics, not verify's code) ----
+//
+// FSDP2 (torch.distributed.fsdp.fully_shard) chunks the unsharded tensor
+// along the shard dim like torch.chunk: chunk size ceil(n / W), the last
+// chunks short or empty; every rank copies its chunk into a zero buffer of
+// the one padded chunk shape, the buffers are all-gathered rank-major, and
+// each rank views the output as its W padded chunks concatenated along the
+// shard dim, narrowed to the unsharded extent. Here every slot holds its
+// element's global flat index as an int32 (as a tensor of that dtype would),
+// padding -1; the receiver rebuilds a box of the global tensor when the
+// slots it reads hold exactly every member's elements, once each, as a
+// prefix box at the origin of the unsharded tensor in row-major order.
+
+std::int64_t numel_of(const Shape& shape) {
+  std::int64_t n = 1;
+  for (const std::int64_t extent : shape) n *= extent;
+  return n;
 }
 
-bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& m, const Fsdp2Member& r, std::string& why) {
-  const int d = r.entry->shard_dim;
+std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Member>& members,
+                                 std::size_t receiver, std::string& why) {
+  const Fsdp2Member& r = members[receiver];
+  const auto d = static_cast<std::size_t>(r.entry->shard_dim);
   const Shape& pad = r.entry->padded_shape;
   const Shape& un = r.entry->unsharded_shape;
-  if (un.size() != pad.size() || without_dim(un, d) != without_dim(pad, d) ||
-      un[static_cast<std::size_t>(d)] >
-          pad[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(m.size())) {
-    why = "unsharded_shape " + shape_text(un) + " is not " + std::to_string(m.size()) +
-          " padded shards " + shape_text(pad) + " along dim " + std::to_string(d);
-    return false;
-  }
-  std::int64_t held = 0;
-  const Shape real = real_unsharded(m, d);
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const Shape& ls = m[k].box.shape;
-    held += numel(ls);
-    bool fits = m[k].entry->padded_shape == pad && ls.size() == pad.size();
-    // Off the FSDP dim a member's real extent is the tensor's (pad rows of an
-    // `uneven: pad` dim are allocated, not held).
-    for (std::size_t e = 0; fits && e < ls.size(); ++e)
-      fits = ls[e] <= pad[e] && (static_cast<int>(e) == d || ls[e] == real[e] || numel(ls) == 0);
+  const auto world = static_cast<std::int64_t>(members.size());
+  // The operations themselves: one padded chunk shape for all (the
+  // all-gather's equal inputs), each piece copied into it, the view and the
+  // narrow along the shard dim only.
+  for (const Fsdp2Member& m : members) {
+    bool fits = m.entry->padded_shape == pad && m.box.shape.size() == pad.size();
+    for (std::size_t e = 0; fits && e < pad.size(); ++e) fits = m.box.shape[e] <= pad[e];
     if (!fits) {
-      why = "member " + std::to_string(k) + " local shape " + shape_text(ls) + " does not pad to " +
-            shape_text(pad);
-      return false;
+      why = "a piece does not fit the padded chunk";
+      return std::nullopt;
     }
   }
-  bool inside_un = real.size() == un.size();
-  for (std::size_t e = 0; inside_un && e < real.size(); ++e) inside_un = real[e] <= un[e];
-  if (held != numel(real) || !inside_un) {
-    why = "members hold " + std::to_string(held) + " elements, the unsharded tensor " +
-          shape_text(un) + " has " + std::to_string(numel(real)) + " real ones (" +
-          shape_text(real) + ")";
-    return false;
+  bool viewable = un.size() == pad.size() && d < un.size() && un[d] <= world * pad[d];
+  for (std::size_t e = 0; viewable && e < un.size(); ++e) viewable = e == d || un[e] == pad[e];
+  if (!viewable) {
+    why = "the gathered chunks cannot be viewed as the unsharded shape";
+    return std::nullopt;
   }
-  return true;
-}
-
-std::optional<Box> fsdp2_elements(const Shape& global, const std::vector<Fsdp2Member>& m,
-                                  std::size_t receiver, std::string& why) {
-  const Fsdp2Member& r = m[receiver];
-  if (!fsdp2_shapes_ok(m, r, why)) return std::nullopt;
-  const Shape& pad = r.entry->padded_shape;
-  const std::int64_t width = numel(pad);
-  const Shape ps = strides_of(pad);
-  const Shape gs = strides_of(global);
-  // Pack: each member's piece in its zero-padded shard, flattened; gather.
-  Values gathered(static_cast<std::size_t>(width) * m.size(), kPad);
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    Shape g(global.size());
-    for_each_index(m[k].box.shape, [&](const Shape& idx) {
-      for (std::size_t e = 0; e < g.size(); ++e) g[e] = m[k].box.offset[e] + idx[e];
-      gathered[static_cast<std::size_t>(static_cast<std::int64_t>(k) * width + flat(ps, idx))] =
-          static_cast<std::int32_t>(flat(gs, g));
+  // Pack and gather: rank-major rows of numel(pad) int32 slots.
+  const std::int64_t width = numel_of(pad);
+  const Shape pad_strides = strides_of(pad);
+  const Shape global_strides = strides_of(global);
+  Values gathered(static_cast<std::size_t>(width * world), kPad);
+  std::int64_t held = 0;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const Box& piece = members[k].box;
+    held += numel_of(piece.shape);
+    Shape at(global.size());
+    for_each_index(piece.shape, [&](const Shape& idx) {
+      for (std::size_t e = 0; e < at.size(); ++e) at[e] = piece.offset[e] + idx[e];
+      gathered[static_cast<std::size_t>(static_cast<std::int64_t>(k) * width +
+                                        flat(pad_strides, idx))] =
+          static_cast<std::int32_t>(flat(global_strides, at));
     });
   }
-  // Unpack: rows viewed as padded shards, concatenated along d, truncated.
-  const auto d = static_cast<std::size_t>(r.entry->shard_dim);
-  const Shape& un = r.entry->unsharded_shape;
-  // Real rows are a prefix box of the unsharded tensor; the rest is padding.
-  const Shape real = real_unsharded(m, r.entry->shard_dim);
-  Box out{Shape(global.size(), 0), real};
-  bool first = true;
-  std::optional<std::string> bad;
+  // Unpack: element u of the unsharded tensor is slot u[d] % pad[d] of
+  // chunk u[d] / pad[d]; collect what each position reads.
+  std::vector<std::pair<Shape, std::int32_t>> read;
   Shape local(un.size());
   for_each_index(un, [&](const Shape& u) {
-    if (bad) return;
-    const std::int64_t k = u[d] / pad[d];
     local = u;
     local[d] = u[d] % pad[d];
-    const std::int32_t got = gathered[static_cast<std::size_t>(k * width + flat(ps, local))];
-    bool is_real = true;
-    for (std::size_t e = 0; e < u.size(); ++e) is_real = is_real && u[e] < real[e];
-    if (!is_real) {
-      if (got >= 0)
-        bad = "element " + shape_text(u) + " should be padding, got " + std::to_string(got);
-      return;
-    }
-    if (first) {
-      first = false;
-      if (got < 0) {
-        bad = "the first unsharded element is padding";
-        return;
-      }
-      out.offset = unflat(got, global);
-    }
-    Shape g = u;
-    for (std::size_t e = 0; e < g.size(); ++e) g[e] += out.offset[e];
-    if (got != flat(gs, g))
-      bad = "element " + shape_text(u) + ": expected " + std::to_string(flat(gs, g)) + ", got " +
-            (got < 0 ? "padding" : std::to_string(got));
+    const std::int32_t got =
+        gathered[static_cast<std::size_t>(u[d] / pad[d] * width + flat(pad_strides, local))];
+    if (got >= 0) read.emplace_back(u, got);
   });
-  if (bad) {
-    why = *bad;
+  Shape extent(un.size(), 0);
+  for (const auto& [u, got] : read)
+    for (std::size_t e = 0; e < u.size(); ++e) extent[e] = std::max(extent[e], u[e] + 1);
+  Box out{Shape(global.size(), 0), read.empty() ? Shape(global.size(), 0) : extent};
+  if (static_cast<std::int64_t>(read.size()) != held ||
+      (!read.empty() && numel_of(extent) != held)) {
+    why = "the elements read are not every member's, as one box";
     return std::nullopt;
   }
-  if (!is_empty(out) && !inside(out, global)) {
-    why = "unsharded piece " + box_text(out) + " leaves the global shape";
+  if (read.empty()) return out;
+  out.offset = unflat(read.front().second, global);  // u = 0 comes first (row-major)
+  if (read.front().first != Shape(un.size(), 0) || !inside(out, global)) {
+    why = "the rebuilt box does not start at the origin or leaves the global tensor";
     return std::nullopt;
+  }
+  Shape at(global.size());
+  for (const auto& [u, got] : read) {
+    for (std::size_t e = 0; e < at.size(); ++e) at[e] = out.offset[e] + u[e];
+    if (got != flat(global_strides, at)) {
+      why = "an element is not at its place";
+      return std::nullopt;
+    }
   }
   return out;
 }
@@ -426,9 +408,28 @@ TEST_CASE("muon element simulation agrees with the materializing reference") {
   CHECK(ok > 1000);
 }
 
-TEST_CASE("fsdp2 element simulation agrees with the materializing reference") {
+// The verdict and the box (FSDP2's reference states no message of verify's).
+void same_verdict(const std::optional<Box>& got, const std::optional<Box>& want) {
+  CHECK(got.has_value() == want.has_value());
+  if (got && want) CHECK(*got == *want);
+}
+
+// Member k's chunk of `unsharded` (a box of the global tensor) along d,
+// torch.chunk's: rows [k c, min((k + 1) c, n)) with c = ceil(n / W), empty
+// past the end (its offset then the end of the dim, as shard_at gives).
+Box chunk_of(const Box& unsharded, std::size_t d, std::int64_t world, std::int64_t k) {
+  const std::int64_t n = unsharded.shape[d];
+  const std::int64_t c = (n + world - 1) / world;
+  Box b = unsharded;
+  b.offset[d] = unsharded.offset[d] + std::min(k * c, n);
+  b.shape[d] = std::clamp<std::int64_t>(n - k * c, 0, c);
+  return b;
+}
+
+TEST_CASE("fsdp2 element simulation agrees with the first-principles reference") {
   Rng rng(1201);
   int ok = 0;
+  int failed = 0;
   for (int iter = 0; iter < 4000; ++iter) {
     const auto nd = static_cast<std::size_t>(pick(rng, 1, 3));
     const Shape global = random_global(rng, nd);
@@ -462,6 +463,8 @@ TEST_CASE("fsdp2 element simulation agrees with the materializing reference") {
       e.unsharded_shape = un;
     }
     if (pick(rng, 0, 5) == 0) entries.back().unsharded_shape[du] = piece.shape[du];
+    if (pick(rng, 0, 7) == 0) entries.front().padded_shape[du] += 1;
+    if (nd > 1 && pick(rng, 0, 7) == 0) entries.back().unsharded_shape[(du + 1) % nd] += 1;
     std::vector<Fsdp2Member> m;
     for (std::size_t k = 0; k < n; ++k) m.push_back({boxes[k], &entries[k]});
     for (std::size_t r = 0; r < n; ++r) {
@@ -470,10 +473,77 @@ TEST_CASE("fsdp2 element simulation agrees with the materializing reference") {
       std::string why;
       std::string want_why;
       const auto got = fsdp2_unpack_elements(global, m, r, why);
-      const auto want = ref::fsdp2_elements(global, m, r, want_why);
-      same(got, why, want, want_why);
+      const auto want = ref::fsdp2_rebuild(global, m, r, want_why);
+      same_verdict(got, want);
       ok += got.has_value();
+      failed += !got.has_value();
     }
   }
   CHECK(ok > 1000);
+  CHECK(failed > 1000);
+}
+
+// Every layout torch.chunk gives, over many shapes and world sizes: each
+// member rebuilds exactly the unsharded box, in element and in box mode, as
+// the reference does. One member's chunk moved by a row or one row short:
+// the three agree, and none rebuilds the unsharded box (a short last chunk
+// is still a box, one row smaller; a lone chunk moved is one row off).
+TEST_CASE("fsdp2 round-trips every torch.chunk layout and no moved chunk") {
+  Rng rng(20261202);
+  int moved_checked = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const auto nd = static_cast<std::size_t>(pick(rng, 1, 3));
+    Shape global(nd);
+    for (auto& e : global) e = pick(rng, 1, 9);
+    const auto d = static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(nd) - 1));
+    const std::int64_t world = pick(rng, 1, 9);
+    Box unsharded = random_piece(rng, global);
+    if (pick(rng, 0, 3) == 0) unsharded = Box{Shape(nd, 0), global};
+    const std::int64_t c = (unsharded.shape[d] + world - 1) / world;
+    Shape pad = unsharded.shape;
+    pad[d] = c;
+    readback::Fsdp2Param entry;
+    entry.shard_dim = static_cast<int>(d);
+    entry.padded_shape = pad;
+    entry.unsharded_shape = unsharded.shape;
+    std::vector<Fsdp2Member> m;
+    for (std::int64_t k = 0; k < world; ++k)
+      m.push_back({chunk_of(unsharded, d, world, k), &entry});
+    const Box expected = numel(unsharded.shape) == 0 ? Box{Shape(nd, 0), Shape(nd, 0)} : unsharded;
+    for (std::size_t r = 0; r < m.size(); ++r) {
+      CAPTURE(iter);
+      CAPTURE(r);
+      std::string why;
+      const auto elements = fsdp2_unpack_elements(global, m, r, why);
+      const auto boxes = fsdp2_unpack_boxes(global, m, r, why);
+      const auto want = ref::fsdp2_rebuild(global, m, r, why);
+      REQUIRE(want);
+      CHECK(*want == expected);
+      CHECK(elements == want);
+      CHECK(boxes == want);
+    }
+    // Move or resize one non-empty chunk by a row along d.
+    std::vector<std::size_t> held;
+    for (std::size_t k = 0; k < m.size(); ++k)
+      if (!is_empty(m[k].box)) held.push_back(k);
+    if (held.empty()) continue;
+    const std::size_t k =
+        held[static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(held.size()) - 1))];
+    if (pick(rng, 0, 1) == 0)
+      m[k].box.offset[d] += pick(rng, 0, 1) * 2 - 1;
+    else
+      m[k].box.shape[d] -= 1;
+    if (!ref::inside(m[k].box, global)) continue;  // not a piece of the tensor any more
+    for (std::size_t r = 0; r < m.size(); ++r) {
+      CAPTURE(iter);
+      CAPTURE(r);
+      std::string why;
+      const auto want = ref::fsdp2_rebuild(global, m, r, why);
+      CHECK(want != std::optional<Box>(expected));
+      CHECK(fsdp2_unpack_elements(global, m, r, why) == want);
+      CHECK(fsdp2_unpack_boxes(global, m, r, why) == want);
+    }
+    ++moved_checked;
+  }
+  CHECK(moved_checked > 1000);
 }
