@@ -70,8 +70,8 @@ constexpr std::array<std::string_view, 3> kForwardOnly = {"moe_tp_experts", "moe
                                                           "local_params"};
 
 bool forward_only(std::string_view style) {
-  for (std::string_view s : kForwardOnly)
-    if (s == style) return true;
+  for (std::string_view hook_style : kForwardOnly)
+    if (hook_style == style) return true;
   return false;
 }
 
@@ -293,9 +293,9 @@ void emit_placed(std::ostringstream& rules, const std::vector<PlacedTensor>& pla
   std::vector<Group> groups;
   for (const PlacedTensor& tensor : placed) {
     const std::string pattern = generalized(tensor.name);
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.pattern == pattern && g.first->placement == tensor.placement &&
-             g.first->comment == tensor.comment;
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& known) {
+      return known.pattern == pattern && known.first->placement == tensor.placement &&
+             known.first->comment == tensor.comment;
     });
     if (group == groups.end()) group = groups.insert(groups.end(), Group{pattern, &tensor, {}});
     group->members.push_back(&tensor);
@@ -480,9 +480,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
         ok = false;
         continue;
       }
-      const bool one_rule = std::all_of(placed.begin(), placed.end(), [&](const auto& x) {
-        return x.second == placed.front().second;
-      });
+      const bool one_rule =
+          std::all_of(placed.begin(), placed.end(), [&](const auto& named_placement) {
+            return named_placement.second == placed.front().second;
+          });
       const auto emit = [&](const std::string& match, const std::string& placement) {
         rules << "  - match: " << yaml_quoted(match) << "    # " << style << " (a param)\n";
         if (placement.empty()) {
@@ -507,9 +508,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
                        [&](const Param& param) { return inside->match(param.name); }) ||
            std::any_of(plan.sources.begin(), plan.sources.end(),
                        [&](const HfSource& source) { return inside->match(source.param); }));
-      const bool twin = std::any_of(plan.entries.begin(), plan.entries.end(), [&](const auto& e) {
-        return e.first == "model." + module_pattern && e.second == style;
-      });
+      const bool twin =
+          std::any_of(plan.entries.begin(), plan.entries.end(), [&](const auto& other) {
+            return other.first == "model." + module_pattern && other.second == style;
+          });
       if (exists || twin) {
         rules << "  # " << module_pattern << ": " << style
               << " hooks the module's forward (its params are placed by their own entries)\n";
@@ -581,9 +583,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
       rules << "    placements: {tp: " << placement << "}\n";
       if (spec->packed) rules << "    packed: {parts: 2, dim: " << shard_dim_of(placement) << "}\n";
     }
-    const auto twin = std::find_if(plan.entries.begin(), plan.entries.end(), [&](const auto& e) {
-      return e.first == "model." + module_pattern && e.second == style;
-    });
+    const auto twin =
+        std::find_if(plan.entries.begin(), plan.entries.end(), [&](const auto& other) {
+          return other.first == "model." + module_pattern && other.second == style;
+        });
     if (matched_suffixes == 0 && ok && twin != plan.entries.end()) {
       // Llama-4's tp_plan lists the base plan twice, bare and with the base model's prefix:
       // transformers applies the bare copy to nothing (no module has that name)
