@@ -106,10 +106,12 @@ inline constexpr std::array kDiagCodes = {
         "re-download the shard / fix config.json"},
     DiagCodeInfo{DiagCode::EHfTpPlan, "E-HF-TP-PLAN", Severity::Error, ExitCode::Usage,
                  "`shardc recipe --from-hf-tp-plan`: the plan file is not a tensor-parallel plan "
-                 "dump, names a style shardc cannot translate (MoE experts, grouped GEMM, MLA "
-                 "kv_a), or an entry that matches no param of the model",
-                 "dump the plan with tools/hf_tp_plan.py; write the rules for the named "
-                 "modules by hand (experts entries for MoE)"},
+                 "dump, names a style shardc cannot translate (grouped GEMM, MLA kv_a), an "
+                 "entry that matches no param of the model (fused experts without the dump's "
+                 "`sources`), or a fused param whose placement no placement of its checkpoint "
+                 "tensors states (the entry and the reason named)",
+                 "dump the plan with tools/hf_tp_plan.py CHECKPOINT; write the rules for the "
+                 "named modules by hand (experts entries for MoE)"},
     DiagCodeInfo{DiagCode::EMesh, "E-MESH", Severity::Error, ExitCode::Invalid,
                  "axis size < 1, duplicate axis name, a mesh without axes or of more than 2^31-1 "
                  "ranks, `world_size:` outside [1, 2^31-1], a mesh product differs from "

@@ -16,8 +16,16 @@
 // shardc states as DTensor reads them (docs/shard-order.md). Module-forward styles
 // with no param of their own (moe_tp_experts, moe_identity_expert, local_params)
 // add no rule. The experts of Mixtral, Qwen3-MoE and DeepSeek-V3 are stored per
-// expert in the checkpoint and fused by transformers' loader: their entries match
-// no checkpoint param and stay E-HF-TP-PLAN, naming the style and why.
+// expert in the checkpoint and fused by transformers' loader (conversion_mapping.py:
+// MergeModulelist(dim=0), then Concatenate(dim=1) of gate and up): their entries name
+// transformers' fused param, and the dump's `sources` says which checkpoint tensors
+// make it. Each of those gets the placement transformers' loader gives it when it
+// fills the fused DTensor (sharding_utils.py DtensorShardOperation.shard_tensor, the
+// per-expert path: a tensor of one expert, dims shifted by the stacked dim 0, each
+// sharded dim cut contiguously): `_StridedShard(1, sf=2)` of gate_up_proj is Shard(0)
+// of each expert's gate and of its up, rowwise `Shard(-1)` of down_proj Shard(1) of
+// each expert's down. A placement that is no per-tensor one (dim 0 of the stacked
+// experts: expert parallelism) stays E-HF-TP-PLAN, naming the entry and why.
 #include <simdjson.h>
 
 #include <algorithm>
@@ -62,8 +70,8 @@ constexpr std::array<std::string_view, 3> kForwardOnly = {"moe_tp_experts", "moe
                                                           "local_params"};
 
 bool forward_only(std::string_view style) {
-  for (std::string_view s : kForwardOnly)
-    if (s == style) return true;
+  for (std::string_view hook_style : kForwardOnly)
+    if (hook_style == style) return true;
   return false;
 }
 
@@ -104,6 +112,220 @@ std::string_view shard_dim_of(std::string_view placement) {
   return placement.substr(6, placement.size() - 7);
 }
 
+// A placement as the style gives it: "" (replicated), "Shard(d)" or
+// "_StridedShard(d, sf=k)" (split_factor 1 for Shard).
+struct PlacementLabel {
+  bool replicated = true;
+  std::int64_t dim = 0;
+  std::int64_t split_factor = 1;
+  bool strided = false;
+};
+
+std::optional<PlacementLabel> read_label(std::string_view text) {
+  PlacementLabel label;
+  if (text.empty()) return label;
+  label.replicated = false;
+  std::string_view rest;
+  if (text.starts_with("Shard(") && text.ends_with(")")) {
+    rest = text.substr(6, text.size() - 7);
+  } else if (text.starts_with("_StridedShard(") && text.ends_with(")")) {
+    label.strided = true;
+    rest = text.substr(14, text.size() - 15);
+    const std::size_t comma = rest.find(", sf=");
+    if (comma == std::string_view::npos) return std::nullopt;
+    label.split_factor = std::stoll(std::string(rest.substr(comma + 5)));
+    rest = rest.substr(0, comma);
+  } else {
+    return std::nullopt;
+  }
+  label.dim = std::stoll(std::string(rest));
+  return label;
+}
+
+std::string ops_text(const HfSource& source) {
+  std::string text;
+  for (const auto& [op, dim] : source.operations) {
+    if (!text.empty()) text += " + ";
+    text += op + (dim ? "(dim=" + std::to_string(*dim) + ")" : "()");
+  }
+  return text.empty() ? "a renaming" : text;
+}
+
+const Param* find_param(const Model& model, std::string_view name) {
+  for (const Param& param : model.params)
+    if (param.name == name) return &param;
+  return nullptr;
+}
+
+// One checkpoint tensor's rule: its placement and the comment saying where it comes from.
+struct PlacedTensor {
+  std::string name;
+  std::string placement;  ///< "" = replicated
+  std::string comment;
+  std::string packed_dim = {};  ///< a packed style's split dim (`packed: {parts: 2}`), or ""
+};
+
+// The placement transformers' loader gives each checkpoint tensor of `source` when the
+// fused param has `placement` (sharding_utils.py DtensorShardOperation.shard_tensor:
+// a renamed tensor is cut as the param; a tensor of one expert, the `tensor_idx`-th of
+// the list MergeModulelist stacks, has the param's dim d as its dim d - 1 and each
+// sharded dim cut contiguously, `_compute_contiguous_slice`, whatever the label's
+// split factor). nullopt and `reason` when no placement of the tensor states it.
+std::optional<std::vector<PlacedTensor>> place_sources(const HfSource& source,
+                                                       const std::string& placement,
+                                                       const Model& model,
+                                                       const std::string& comment,
+                                                       std::string& reason) {
+  const std::optional<PlacementLabel> label = read_label(placement);
+  const auto ndim = static_cast<std::int64_t>(source.shape.size());
+  if (!label || ndim == 0) {
+    reason = "its placement '" + placement + "' is not one shardc reads";
+    return std::nullopt;
+  }
+  std::vector<PlacedTensor> out;
+  if (source.operations.empty()) {  // a renaming: the checkpoint tensor is the param
+    for (const auto& part : source.parts)
+      for (const std::string& key : part) out.push_back({key, placement, comment});
+    return out;
+  }
+  const bool merged = source.operations.front().first == "MergeModulelist" &&
+                      source.operations.front().second.value_or(-1) == 0;
+  const bool concatenated = source.operations.size() == 2 &&
+                            source.operations.back().first == "Concatenate" &&
+                            source.operations.back().second.has_value();
+  if (!merged || source.operations.size() > 2 || (source.operations.size() == 2 && !concatenated)) {
+    reason = "transformers makes it by " + ops_text(source) +
+             ", and shardc translates only a renaming, MergeModulelist(dim=0), and "
+             "MergeModulelist(dim=0) then Concatenate";
+    return std::nullopt;
+  }
+  std::int64_t concat_dim = -1;
+  if (concatenated) {
+    concat_dim = *source.operations.back().second;
+    if (concat_dim < 0) concat_dim += ndim;
+  }
+  const auto parts = static_cast<std::int64_t>(source.parts.size());
+  if (parts == 0 || (!concatenated && parts != 1) || (concatenated && concat_dim < 1) ||
+      (concatenated && source.shape[static_cast<std::size_t>(concat_dim)] % parts != 0)) {
+    reason = "its " + std::to_string(parts) + " part(s) do not make a " + shape_text(source.shape) +
+             " tensor by " + ops_text(source);
+    return std::nullopt;
+  }
+  // every part: shape[0] tensors of shape[1:] (the concatenated dim split in `parts`)
+  Shape tensor_shape(source.shape.begin() + 1, source.shape.end());
+  if (concatenated) tensor_shape[static_cast<std::size_t>(concat_dim - 1)] /= parts;
+  for (const auto& part : source.parts) {
+    if (static_cast<std::int64_t>(part.size()) != source.shape.front()) {
+      reason = "a part has " + std::to_string(part.size()) + " checkpoint tensors, not the " +
+               std::to_string(source.shape.front()) + " of its dim 0";
+      return std::nullopt;
+    }
+    for (const std::string& key : part) {
+      const Param* param = find_param(model, key);
+      if (param == nullptr || param->shape != tensor_shape) {
+        reason = "its checkpoint tensor '" + key + "' " +
+                 (param == nullptr
+                      ? std::string("is not in the checkpoint")
+                      : "is " + shape_text(param->shape) + ", not " + shape_text(tensor_shape));
+        return std::nullopt;
+      }
+    }
+  }
+  std::string tensor_placement;
+  if (!label->replicated) {
+    const std::int64_t dim = label->dim < 0 ? label->dim + ndim : label->dim;
+    if (dim == 0) {
+      reason = "'" + placement +
+               "' splits the stacked experts (dim 0): it deals whole experts to ranks, "
+               "which is expert parallelism, no placement of one expert's tensor (write an "
+               "`experts` entry with an ep axis, docs/experts.md)";
+      return std::nullopt;
+    }
+    if (dim == concat_dim && !(label->strided && label->split_factor == parts)) {
+      reason = "'" + placement + "' cuts the dim Concatenate joins " + std::to_string(parts) +
+               " parts on as one run, while transformers' loader cuts each part on its own "
+               "(DtensorShardOperation): only _StridedShard(" +
+               std::to_string(dim) + ", sf=" + std::to_string(parts) + ") is that";
+      return std::nullopt;
+    }
+    if (dim != concat_dim && label->strided) {
+      reason = "'" + placement + "' is strided on a dim the converter does not concatenate";
+      return std::nullopt;
+    }
+    tensor_placement = "Shard(" + std::to_string(dim - 1) + ")";
+  }
+  for (std::size_t i = 0; i < source.parts.size(); ++i) {
+    const std::string which =
+        parts > 1 ? " (part " + std::to_string(i + 1) + " of " + std::to_string(parts) + ")" : "";
+    for (const std::string& key : source.parts[i])
+      out.push_back({key, tensor_placement, comment + which});
+  }
+  return out;
+}
+
+// `name` with every all-digit segment as `*` (the layer and expert indices).
+std::string generalized(std::string_view name) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin <= name.size()) {
+    const std::size_t end = std::min(name.find('.', begin), name.size());
+    const std::string_view segment = name.substr(begin, end - begin);
+    if (!out.empty()) out += '.';
+    const bool digits =
+        !segment.empty() &&
+        std::all_of(segment.begin(), segment.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    out += digits ? std::string_view("*") : segment;
+    begin = end + 1;
+  }
+  return out;
+}
+
+// The rules placing `placed`: one rule per run of names that differ only in their
+// indices and share a placement, when its pattern takes no other param of `model`;
+// else one rule per name.
+void emit_placed(std::ostringstream& rules, const std::vector<PlacedTensor>& placed,
+                 const Model& model) {
+  struct Group {
+    std::string pattern;
+    const PlacedTensor* first = nullptr;
+    std::vector<const PlacedTensor*> members;
+  };
+  std::vector<Group> groups;
+  for (const PlacedTensor& tensor : placed) {
+    const std::string pattern = generalized(tensor.name);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& known) {
+      return known.pattern == pattern && known.first->placement == tensor.placement &&
+             known.first->comment == tensor.comment;
+    });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{pattern, &tensor, {}});
+    group->members.push_back(&tensor);
+  }
+  const auto emit = [&](const std::string& match, const PlacedTensor& tensor) {
+    rules << "  - match: " << yaml_quoted(match) << "    # " << tensor.comment << "\n";
+    if (tensor.placement.empty()) {
+      rules << "    placements: {}\n";
+    } else {
+      rules << "    placements: {tp: " << yaml_quoted(tensor.placement) << "}\n";
+    }
+    if (!tensor.packed_dim.empty()) {
+      rules << "    packed: {parts: 2, dim: " << tensor.packed_dim << "}\n";
+    }
+  };
+  for (const Group& group : groups) {
+    std::string error;
+    const std::optional<Pattern> pattern = Pattern::compile(group.pattern, error);
+    std::size_t taken = 0;
+    if (pattern) {
+      for (const Param& param : model.params) taken += pattern->match(param.name) ? 1 : 0;
+    }
+    if (pattern && taken == group.members.size()) {
+      emit(group.pattern, *group.first);
+    } else {
+      for (const PlacedTensor* tensor : group.members) emit(tensor->name, *tensor);
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::string& path,
@@ -138,6 +360,51 @@ std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::strin
     plan.entries.emplace_back(std::string(field.key), std::string(style));
   }
   if (plan.entries.empty()) return fail("`tp_plan` is empty (the architecture has no plan)");
+  simdjson::dom::object sources;
+  const simdjson::error_code sources_error = root["sources"].get(sources);
+  if (sources_error == simdjson::NO_SUCH_FIELD) return plan;
+  if (sources_error != simdjson::SUCCESS) return fail("`sources` is not an object");
+  for (const auto field : sources) {
+    const std::string where = "the source of '" + std::string(field.key) + "'";
+    HfSource source;
+    source.param = field.key;
+    simdjson::dom::array shape;
+    simdjson::dom::array operations;
+    simdjson::dom::array parts;
+    if (field.value["shape"].get(shape) != simdjson::SUCCESS ||
+        field.value["operations"].get(operations) != simdjson::SUCCESS ||
+        field.value["parts"].get(parts) != simdjson::SUCCESS) {
+      return fail(where + " lacks `shape`, `operations` or `parts`");
+    }
+    for (const auto extent : shape) {
+      std::int64_t value = 0;
+      if (extent.get(value) != simdjson::SUCCESS || value < 0) {
+        return fail(where + ": `shape` is not a list of extents");
+      }
+      source.shape.push_back(value);
+    }
+    for (const auto operation : operations) {
+      std::string_view op;
+      if (operation["op"].get(op) != simdjson::SUCCESS)
+        return fail(where + ": an operation has no `op`");
+      std::int64_t dim = 0;
+      std::optional<std::int64_t> op_dim;
+      if (operation["dim"].get(dim) == simdjson::SUCCESS) op_dim = dim;
+      source.operations.emplace_back(std::string(op), op_dim);
+    }
+    for (const auto part : parts) {
+      simdjson::dom::array keys;
+      if (part.get(keys) != simdjson::SUCCESS)
+        return fail(where + ": a part is not a list of keys");
+      std::vector<std::string>& out = source.parts.emplace_back();
+      for (const auto key : keys) {
+        std::string_view text_key;
+        if (key.get(text_key) != simdjson::SUCCESS) return fail(where + ": a key is not a string");
+        out.emplace_back(text_key);
+      }
+    }
+    plan.sources.push_back(std::move(source));
+  }
   return plan;
 }
 
@@ -163,6 +430,41 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
     std::vector<const Param*> named;
     for (const Param& param : model.params)
       if (direct->match(param.name)) named.push_back(&param);
+    std::vector<const HfSource*> built;  // params transformers builds from other tensors
+    if (named.empty()) {
+      for (const HfSource& source : plan.sources)
+        if (direct->match(source.param)) built.push_back(&source);
+    }
+    if (!built.empty()) {
+      std::vector<PlacedTensor> placed;
+      for (const HfSource* source : built) {
+        Param fused;
+        fused.name = source->param;
+        fused.shape = source->shape;
+        const std::optional<std::string> placement = direct_placement(style, fused);
+        std::string reason = "style '" + style + "' has no shardc translation for a param";
+        std::optional<std::vector<PlacedTensor>> tensors;
+        if (placement) {
+          const std::string label = placement->empty() ? "replicated" : *placement;
+          tensors = place_sources(
+              *source, *placement, model,
+              style + ": " + module_pattern + " is " + label + ", made by " + ops_text(*source),
+              reason);
+        }
+        if (!tensors) {
+          sink.error(DiagCode::EHfTpPlan, loc,
+                     "'" + module_pattern + "' (" + style + ") names '" + source->param +
+                         "', which transformers builds from checkpoint tensors: " + reason,
+                     "write the rules for its checkpoint tensors by hand");
+          ok = false;
+          placed.clear();
+          break;
+        }
+        placed.insert(placed.end(), tensors->begin(), tensors->end());
+      }
+      emit_placed(rules, placed, model);
+      continue;
+    }
     if (!named.empty()) {
       std::vector<std::pair<std::string, std::string>> placed;  // param name -> placement
       for (const Param* param : named) {
@@ -178,9 +480,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
         ok = false;
         continue;
       }
-      const bool one_rule = std::all_of(placed.begin(), placed.end(), [&](const auto& x) {
-        return x.second == placed.front().second;
-      });
+      const bool one_rule =
+          std::all_of(placed.begin(), placed.end(), [&](const auto& named_placement) {
+            return named_placement.second == placed.front().second;
+          });
       const auto emit = [&](const std::string& match, const std::string& placement) {
         rules << "  - match: " << yaml_quoted(match) << "    # " << style << " (a param)\n";
         if (placement.empty()) {
@@ -200,11 +503,15 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
       const std::string prefix = module_pattern + ".**";
       const std::optional<Pattern> inside = Pattern::compile(prefix, error);
       const bool exists =
-          inside && std::any_of(model.params.begin(), model.params.end(),
-                                [&](const Param& param) { return inside->match(param.name); });
-      const bool twin = std::any_of(plan.entries.begin(), plan.entries.end(), [&](const auto& e) {
-        return e.first == "model." + module_pattern && e.second == style;
-      });
+          inside &&
+          (std::any_of(model.params.begin(), model.params.end(),
+                       [&](const Param& param) { return inside->match(param.name); }) ||
+           std::any_of(plan.sources.begin(), plan.sources.end(),
+                       [&](const HfSource& source) { return inside->match(source.param); }));
+      const bool twin =
+          std::any_of(plan.entries.begin(), plan.entries.end(), [&](const auto& other) {
+            return other.first == "model." + module_pattern && other.second == style;
+          });
       if (exists || twin) {
         rules << "  # " << module_pattern << ": " << style
               << " hooks the module's forward (its params are placed by their own entries)\n";
@@ -239,7 +546,34 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
           break;
         }
       }
-      if (!any) continue;
+      if (!any) {
+        // a module whose params the checkpoint stores under other names: a renaming
+        // takes the rule to the checkpoint's names; a param made of several tensors
+        // by a module style has no translation
+        std::vector<PlacedTensor> renamed;
+        for (const HfSource& source : plan.sources) {
+          if (!pattern->match(source.param)) continue;
+          ++matched_suffixes;
+          if (!source.operations.empty()) {
+            sink.error(DiagCode::EHfTpPlan, loc,
+                       "'" + module_pattern + "' (" + style + ") places '" + source.param +
+                           "', which transformers makes by " + ops_text(source) +
+                           ": a module style on a param made of several checkpoint "
+                           "tensors has no shardc translation",
+                       "write the rules for its checkpoint tensors by hand");
+            ok = false;
+            break;
+          }
+          for (const auto& part : source.parts)
+            for (const std::string& key : part)
+              renamed.push_back(
+                  {key, std::string(placement), style + " (transformers' " + pattern->text() + ")",
+                   spec->packed && !placement.empty() ? std::string(shard_dim_of(placement))
+                                                      : std::string()});
+        }
+        emit_placed(rules, renamed, model);
+        continue;
+      }
       ++matched_suffixes;
       rules << "  - match: " << yaml_quoted(pattern->text()) << "    # " << style << "\n";
       if (placement.empty()) {
@@ -249,9 +583,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
       rules << "    placements: {tp: " << placement << "}\n";
       if (spec->packed) rules << "    packed: {parts: 2, dim: " << shard_dim_of(placement) << "}\n";
     }
-    const auto twin = std::find_if(plan.entries.begin(), plan.entries.end(), [&](const auto& e) {
-      return e.first == "model." + module_pattern && e.second == style;
-    });
+    const auto twin =
+        std::find_if(plan.entries.begin(), plan.entries.end(), [&](const auto& other) {
+          return other.first == "model." + module_pattern && other.second == style;
+        });
     if (matched_suffixes == 0 && ok && twin != plan.entries.end()) {
       // Llama-4's tp_plan lists the base plan twice, bare and with the base model's prefix:
       // transformers applies the bare copy to nothing (no module has that name)
@@ -271,10 +606,10 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
       sink.error(DiagCode::EHfTpPlan, loc,
                  "'" + module_pattern + "' (" + style + ") matches no param of the model" +
                      ": transformers 5 fuses the checkpoint's per-expert tensors into this "
-                     "one 3-D param at load (its weight converter), and shardc plans the "
-                     "checkpoint's own tensors",
-                 "write an `experts` entry that stacks the per-expert tensors (placements "
-                 "{tp: ...} on the stacked dims) instead of this entry");
+                     "one 3-D param at load (its weight converter), and the plan file "
+                     "lists no `sources` saying which checkpoint tensors make it",
+                 "dump the plan from the checkpoint directory (`tools/hf_tp_plan.py "
+                 "CHECKPOINT`), which writes transformers' conversion of its tensors");
       ok = false;
     }
   }

@@ -21,6 +21,7 @@
 #include "core/model.hpp"
 #include "shardc/file_system.hpp"
 #include "support/limits.hpp"
+#include "support/shape.hpp"
 
 namespace shardc {
 
@@ -165,15 +166,32 @@ std::string render_model_yaml(const ImportedModel& m);
 /// tied_weights, attributes, params}`), one param per line.
 std::string render_model_json(const ImportedModel& m);
 
+/// A param of transformers' module that its loader builds from checkpoint tensors of
+/// other names (tools/hf_tp_plan.py `sources`, from transformers' own key conversion:
+/// conversion_mapping.py, core_model_loading.py `rename_source_key`): Mixtral's
+/// `model.layers.0.mlp.experts.gate_up_proj` [E, 2I, H] is `MergeModulelist(dim=0)` of
+/// `...block_sparse_moe.experts.{0..E-1}.w1.weight` and of `...w3.weight`, then
+/// `Concatenate(dim=1)`; a pure renaming (`block_sparse_moe.gate` -> `mlp.gate`) has no
+/// operation and one part of one key.
+struct HfSource {
+  std::string param;  ///< transformers' name
+  Shape shape;        ///< its shape in transformers' module
+  /// (op, dim) in the order the loader runs them; dim nullopt when the op has none
+  std::vector<std::pair<std::string, std::optional<std::int64_t>>> operations;
+  std::vector<std::vector<std::string>> parts;  ///< checkpoint keys per source pattern, load order
+};
+
 /// A Hugging Face tensor-parallel plan (transformers' `model.tp_plan`: module FQN
 /// patterns, `*` for one segment, to a style name such as `colwise`), as written by
 /// tools/hf_tp_plan.py: `{"format": "shardc.hf-tp-plan/v1", "architecture": ...,
-/// "transformers": <version>, "tp_plan": {pattern: style}}`.
+/// "transformers": <version>, "tp_plan": {pattern: style}, "sources": {...}}`
+/// (`sources` optional: only a dump of a checkpoint directory has it).
 struct HfTpPlan {
   std::string architecture;
   std::string transformers_version;
   std::vector<std::pair<std::string, std::string>>
-      entries;  ///< (module pattern, style), file order
+      entries;                    ///< (module pattern, style), file order
+  std::vector<HfSource> sources;  ///< file order
 };
 
 /// Parses the plan file `json`; E-HF-TP-PLAN (file `path`) and nullopt when it is not one.
@@ -190,9 +208,15 @@ std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::strin
 /// the split dim (gate|up); sequence_parallel, replicated_with_grad_allreduce,
 /// all_reduce, replicate, local_params: replicated. A rule per (entry, `.weight` /
 /// `.bias`) that matches params of `model`, then `**` replicated; `tied: auto`.
-/// E-HF-TP-PLAN for any other style (MoE experts, grouped GEMM, MLA kv_a) and for an
-/// entry that matches no param (transformers' fused MoE params are not checkpoint
-/// names); nullopt then.
+/// An entry naming a param transformers builds from other checkpoint tensors
+/// (`plan.sources`: the fused MoE experts) places those tensors as transformers'
+/// loader cuts them for the fused param's placement (DtensorShardOperation: each
+/// expert's tensor on its own, the stacked dim 0 dropped): `_StridedShard(c, sf=n)` of
+/// the dim `Concatenate` joins n parts on is `Shard(c - 1)` of each part, `Shard(d)` of
+/// another dim `Shard(d - 1)`. E-HF-TP-PLAN for any other style (grouped GEMM, MLA
+/// kv_a), a placement no per-tensor placement states (dim 0 of the stacked experts, a
+/// plain Shard of the concatenated dim), and an expert entry that matches nothing;
+/// nullopt then.
 std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& model,
                                              std::int64_t tp_size, const std::string& path,
                                              DiagnosticSink& sink);

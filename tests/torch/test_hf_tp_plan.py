@@ -11,10 +11,15 @@ equal the rank file's. Llama-4 (its checkpoint stores the routed experts pre-sta
 transformers' modules hold them) is judged the same way: its plan names the 3-D expert
 params themselves (`experts.gate_up_proj`: packed_rowwise, transformers'
 `_StridedShard(-1, split_factor=2)`, which shardc states as boxes; `experts.down_proj`:
-colwise) and hooks the experts module (moe_tp_experts). MoE architectures whose checkpoint
-stores each expert apart (Mixtral, Qwen3-MoE, DeepSeek-V3: transformers 5 fuses them into
-3-D params at load) are refused by `shardc recipe` with E-HF-TP-PLAN naming the style and
-why, which is tested too.
+colwise) and hooks the experts module (moe_tp_experts). The MoE architectures whose
+checkpoint stores each expert apart (Mixtral, Qwen3-MoE, DeepSeek-V3) are judged on what
+transformers loaded: its loader fuses them into 3-D params (`experts.gate_up_proj` =
+MergeModulelist(dim=0) of each expert's gate and of its up, then Concatenate(dim=1);
+`experts.down_proj` = MergeModulelist(dim=0)), the plan dump's `sources` says which
+checkpoint tensors make each, and on every tp rank transformers' local tensor of each fused
+param must equal, element for element, the rank file's boxes of those checkpoint tensors
+assembled by the same operations (DeepSeek-V3's expert width 50 is uneven over tp 4). A plan
+dumped without `sources` (from a config.json) is still refused for them, naming the reason.
 
 The rank files' local attributes (contract §6.7) are judged on the same ranks: each
 attention module's local query / KV head counts equal the rows transformers' TP left in
@@ -46,7 +51,7 @@ import transformers  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402,F401
 from transformers.distributed import DistributedConfig  # noqa: E402,F401
 
-for _arch in ("llama", "qwen2", "gemma2", "llama4"):
+for _arch in ("llama", "qwen2", "gemma2", "llama4", "mixtral", "qwen3_moe", "deepseek_v3"):
     importlib.import_module(f"transformers.models.{_arch}.modeling_{_arch}")
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -65,6 +70,22 @@ SHRUNK: dict[str, dict[str, Any]] = {
                         num_attention_heads=8, num_key_value_heads=4, head_dim=8,
                         num_hidden_layers=2, vocab_size=130, num_local_experts=4,
                         interleave_moe_layer_step=2),
+    # every layer MoE; experts stored per expert (block_sparse_moe.experts.E.w1/w2/w3)
+    "mixtral": dict(hidden_size=64, intermediate_size=48, num_attention_heads=8,
+                    num_key_value_heads=4, num_hidden_layers=2, vocab_size=130,
+                    num_local_experts=4, num_experts_per_tok=2),
+    # layer 0 a dense mlp (mlp_only_layers), layer 1 MoE (mlp.experts.E.gate_proj/up_proj/down_proj)
+    "qwen3_moe": dict(hidden_size=64, intermediate_size=96, moe_intermediate_size=48,
+                      num_attention_heads=8, num_key_value_heads=4, head_dim=8,
+                      num_hidden_layers=2, vocab_size=130, num_experts=4, num_experts_per_tok=2,
+                      mlp_only_layers=[0]),
+    # layer 0 dense (first_k_dense_replace), layer 1 routed + shared experts; MLA attention
+    # (no tp entry: replicated); expert width 50 over tp 4 = 13, 13, 13, 11
+    "deepseek_v3": dict(hidden_size=64, intermediate_size=96, moe_intermediate_size=50,
+                        num_attention_heads=8, num_key_value_heads=8, num_hidden_layers=2,
+                        vocab_size=130, n_routed_experts=4, num_experts_per_tok=2, n_group=2,
+                        topk_group=1, first_k_dense_replace=1, q_lora_rank=32,
+                        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8),
 }
 
 
@@ -81,12 +102,32 @@ HfRank = tuple[dict[str, tuple[list[int], list[int], list[str]]], dict[str, tupl
                Any, dict[str, list[Any]]]
 
 
-def hf_rank(args: tuple[str, int, int]) -> HfRank:
+def attention_heads(module: Any) -> tuple[int, int] | None:
+    """(local q heads, local KV heads) of an attention module from its TP-local
+    projections: q_proj / k_proj rows over head_dim, or MLA's q_b_proj (q_proj without a
+    q LoRA) over qk_head_dim and kv_b_proj over qk_nope_head_dim + v_head_dim."""
+    from torch.distributed.tensor import DTensor
+
+    def rows(linear: Any) -> int:
+        w = linear.weight
+        return int((w.to_local() if isinstance(w, DTensor) else w).shape[0])
+
+    if hasattr(module, "kv_b_proj"):
+        q = module.q_proj if getattr(module, "q_proj", None) is not None else module.q_b_proj
+        return (rows(q) // module.qk_head_dim,
+                rows(module.kv_b_proj) // (module.qk_nope_head_dim + module.v_head_dim))
+    if hasattr(module, "q_proj") and hasattr(module, "k_proj"):
+        return rows(module.q_proj) // module.head_dim, rows(module.k_proj) // module.head_dim
+    return None
+
+
+def hf_rank(args: tuple[str, int, int, list[str]]) -> HfRank:
     """One tp rank of transformers' native TP on the fake group: param -> (local shape,
     global offset, placements); attention module -> (local q heads, local KV heads,
-    num_key_value_groups) from its TP-local q_proj / k_proj; transformers'
-    get_kv_heads_per_rank."""
-    ckpt, rank, world = args
+    num_key_value_groups) from its TP-local projections; transformers'
+    get_kv_heads_per_rank; the local data of every `_StridedShard` param and of every
+    param named in `fused` (those its loader builds from other checkpoint tensors)."""
+    ckpt, rank, world, fused = args
     from torch.distributed.tensor import DTensor
     from transformers import AutoModelForCausalLM
     from transformers.distributed import DistributedConfig
@@ -106,17 +147,16 @@ def hf_rank(args: tuple[str, int, int]) -> HfRank:
             out[name] = (list(p.shape), [0] * p.dim(), [])
     heads = {}
     for name, module in model.named_modules():
-        if hasattr(module, "num_key_value_groups") and hasattr(module, "q_proj"):
-            rows = [(w.to_local() if isinstance(w, DTensor) else w).shape[0]
-                    for w in (module.q_proj.weight, module.k_proj.weight)]
-            heads[name] = (rows[0] // module.head_dim, rows[1] // module.head_dim,
-                           module.num_key_value_groups)
+        counts = attention_heads(module) if hasattr(module, "num_key_value_groups") else None
+        if counts is not None:
+            heads[name] = (counts[0], counts[1], module.num_key_value_groups)
     kv_per_rank = get_kv_heads_per_rank(model.tp_plan, model.config.num_key_value_heads, world)
-    # the rows transformers loaded for a _StridedShard param (several runs per rank): its
-    # local data, compared with the rank file's boxes of the checkpoint tensor
-    strided = {name: p.to_local().detach().float().tolist() for name, p in
-               model.named_parameters()
-               if isinstance(p, DTensor) and "_StridedShard" in str(p.placements)}
+    # the rows transformers loaded for a _StridedShard param (several runs per rank) and
+    # for a param it fused from per-expert tensors: its local data, compared with the rank
+    # file's boxes of the checkpoint tensors
+    strided = {name: (p.to_local() if isinstance(p, DTensor) else p).detach().float().tolist()
+               for name, p in model.named_parameters()
+               if name in fused or (isinstance(p, DTensor) and "_StridedShard" in str(p.placements))}
     return out, heads, kv_per_rank, strided
 
 
@@ -154,8 +194,14 @@ def test_transformers_tp_agrees(shardc: str, tmp_path: Path, model_type: str) ->
     codes = {d["code"] for d in json.loads((out / "plan.json").read_text())["diagnostics"]}
     allowed = {"W-VOCAB"} | ({"W-MODULE-ORDER"} if model_type == "llama4_text" else set())
     assert codes <= allowed, codes
+    # params transformers' loader builds from checkpoint tensors of other names
+    sources = json.loads(plan.read_text()).get("sources", {})
+    fused = sorted(name for name, src in sources.items() if src["operations"])
+    renamed = {name: src["parts"][0][0] for name, src in sources.items() if not src["operations"]}
+    if model_type in ("mixtral", "qwen3_moe", "deepseek_v3"):
+        assert fused, "the plan dump lists no fused experts"
     with ctx.Pool(2, maxtasksperchild=1) as pool:
-        hf = pool.map(hf_rank, [(str(ckpt), r, TP) for r in range(TP)])
+        hf = pool.map(hf_rank, [(str(ckpt), r, TP, fused) for r in range(TP)])
     plan_json = json.loads((out / "plan.json").read_text())
     labels = {p["name"]: [t for t in p["placements"] if t != "Replicate()"]
               for p in plan_json["params"]}
@@ -163,13 +209,31 @@ def test_transformers_tp_agrees(shardc: str, tmp_path: Path, model_type: str) ->
     for rank in range(TP):
         rf = json.loads(next((out / "ranks").glob(f"rank-*{rank}.json")).read_text())
         held = {p["name"]: p for p in rf["params"]}
-        params, heads, kv_per_rank, strided = hf[rank]
-        bad += box_mismatches(rank, ckpt, held, strided)
+        params, heads, kv_per_rank, data = hf[rank]
+        bad += box_mismatches(rank, ckpt, held,
+                              {n: v for n, v in data.items() if n not in sources})
+        bad += fused_mismatches(rank, ckpt, held, {n: sources[n] for n in fused},
+                                {n: data[n] for n in fused})
+        if fused and rank == TP - 1:
+            # the check bites: one expert tensor's offset moved back by one on its split dim
+            key = sources[fused[0]]["parts"][0][0]
+            offset = list(held[key]["global_offset"])
+            split = next(d for d, o in enumerate(offset) if o > 0)
+            offset[split] -= 1
+            moved = dict(held[key], global_offset=offset)
+            caught = fused_mismatches(rank, ckpt, {**held, key: moved},
+                                      {fused[0]: sources[fused[0]]}, {fused[0]: data[fused[0]]})
+            assert caught and f"rank {rank}: {fused[0]}: local element" in caught[0], caught
         aliases = {n for n, p in held.items() if p.get("alias_of")}
-        bad += attribute_mismatches(rank, rf["local_attributes"], params, heads, kv_per_rank,
-                                    aliases)
-        assert set(held) >= set(params), set(params) - set(held)
-        for name, (local, off, places) in params.items():
+        bad += attribute_mismatches(rank, rf["local_attributes"],
+                                    {renamed.get(n, n): v for n, v in params.items()}, heads,
+                                    kv_per_rank, aliases)
+        unfused = {renamed.get(n, n) for n in params if n not in fused}
+        assert set(held) >= unfused, unfused - set(held)
+        for hf_name, (local, off, places) in params.items():
+            if hf_name in fused:
+                continue
+            name = renamed.get(hf_name, hf_name)
             ours = held[name]
             if held[name].get("alias_of"):
                 continue
@@ -179,6 +243,70 @@ def test_transformers_tp_agrees(shardc: str, tmp_path: Path, model_type: str) ->
                 if a != b:
                     bad.append(f"rank {rank}: {name}: {field}: shardc {a}, transformers {b}")
     assert not bad, "\n".join(bad[:20])
+
+
+def rank_file_piece(held: dict[str, Any], name: str, full: Any) -> Any:
+    """A rank's piece of checkpoint tensor `name` as the rank file states it: its boxes
+    (several runs) or its one box (local shape at the global offset)."""
+    import torch
+
+    ours = held[name]
+    got = torch.zeros(ours["local_shape"])
+    boxes = ours.get("boxes") or [{"global_offset": ours["global_offset"],
+                                   "local_offset": [0] * len(ours["local_shape"]),
+                                   "shape": ours["local_shape"]}]
+    for b in boxes:
+        src = tuple(slice(o, o + n) for o, n in zip(b["global_offset"], b["shape"]))
+        dst = tuple(slice(o, o + n) for o, n in zip(b["local_offset"], b["shape"]))
+        got[dst] = full[src]
+    return got
+
+
+def checkpoint_tensors(ckpt: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    tensors: dict[str, Any] = {}
+    for f in sorted(ckpt.glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    return tensors
+
+
+def fused_mismatches(rank: int, ckpt: Path, held: dict[str, Any], sources: dict[str, Any],
+                     local: dict[str, list[Any]]) -> list[str]:
+    """Each param transformers fused from checkpoint tensors: the rank file's pieces of
+    those tensors, put together by the loader's own operations (MergeModulelist stacks
+    each part's tensors on a new dim, Concatenate joins the parts), must be exactly the
+    local tensor transformers loaded on this rank."""
+    import torch
+
+    tensors = checkpoint_tensors(ckpt)
+    bad = []
+    for name, src in sources.items():
+        missing = [k for part in src["parts"] for k in part if k not in held]
+        if missing:
+            bad.append(f"rank {rank}: {name}: the rank file has no {missing[:3]}")
+            continue
+        parts = [[rank_file_piece(held, k, tensors[k].float()) for k in part]
+                 for part in src["parts"]]
+        pieces: list[Any] = []
+        for op in src["operations"]:
+            if op["op"] == "MergeModulelist":
+                pieces = [torch.stack(part, dim=op["dim"]) for part in parts]
+            elif op["op"] == "Concatenate":
+                pieces = [torch.cat(pieces, dim=op["dim"])]
+            else:
+                bad.append(f"{name}: operation {op} is not one this test assembles")
+        want = torch.tensor(local[name])
+        if len(pieces) == 1 and pieces[0].shape == want.shape:
+            if not torch.equal(pieces[0], want):
+                at = [int(i) for i in (pieces[0] != want).nonzero()[0]]
+                bad.append(f"rank {rank}: {name}: local element {at}: shardc's boxes give "
+                           f"{float(pieces[0][tuple(at)])}, transformers loaded "
+                           f"{float(want[tuple(at)])}")
+        else:
+            bad.append(f"rank {rank}: {name}: local shape: shardc's boxes assembled "
+                       f"{[list(x.shape) for x in pieces]}, transformers {list(want.shape)}")
+    return bad
 
 
 def box_mismatches(rank: int, ckpt: Path, held: dict[str, Any],
@@ -245,17 +373,46 @@ def attribute_mismatches(rank: int, attributes: dict[str, Any],
     return bad
 
 
-def test_moe_plan_is_refused(shardc: str, tmp_path: Path) -> None:
+def test_mixtral_checkpoint_layout(shardc: str, tmp_path: Path) -> None:
+    """Mixtral-8x7B's own checkpoint layout (every expert apart, under block_sparse_moe) at
+    tp 8: the plan dumped from the checkpoint directory translates, each expert's w1 and w3
+    is Shard(0) and its w2 Shard(1), one rule each; a plan dumped from the config.json
+    alone (no `sources`) is refused, naming the fused param and the reason."""
     sys.path.insert(0, str(REPO / "tests" / "e2e"))
     import checkpoint_util as cu
 
     name = "Mixtral-8x7B-v0.1"
-    cu.write_checkpoint(cu.load_inventory(name), cu.load_config(name), tmp_path / "ckpt")
+    ckpt = tmp_path / "ckpt"
+    cu.write_checkpoint(cu.load_inventory(name), cu.load_config(name), ckpt)
     plan = tmp_path / "tp_plan.json"
-    res = run([sys.executable, str(REPO / "tools" / "hf_tp_plan.py"), str(tmp_path / "ckpt"),
-               "-o", str(plan)])
+    res = run([sys.executable, str(REPO / "tools" / "hf_tp_plan.py"), str(ckpt), "-o", str(plan)])
     assert res.returncode == 0, res.stderr
-    res = run([shardc, "recipe", "--from-hf-tp-plan", str(plan), str(tmp_path / "ckpt"),
-               "--tp", "8"])
+    recipe = tmp_path / "tp.recipe.yaml"
+    res = run([shardc, "recipe", "--from-hf-tp-plan", str(plan), str(ckpt), "--tp", "8",
+               "-o", str(recipe)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = recipe.read_text()
+    for leaf, placement in (("w1", "Shard(0)"), ("w3", "Shard(0)"), ("w2", "Shard(1)")):
+        rule = (f'"model.layers.*.block_sparse_moe.experts.*.{leaf}.weight"')
+        assert text.count(rule) == 1, text
+        assert f'{rule}    # ' in text and f'placements: {{tp: "{placement}"}}' in text, text
+    assert "moe_tp_experts hooks the module's forward" in text, text
+    out = tmp_path / "out"
+    res = run([shardc, "compile", str(ckpt), str(recipe), "-o", str(out), "--force", "--quiet"])
+    assert res.returncode == 0, res.stderr
+    params = {p["name"]: p for p in json.loads((out / "plan.json").read_text())["params"]}
+    experts = [n for n in params if ".experts." in n]
+    assert len(experts) == 32 * 8 * 3, len(experts)
+    for n in experts:
+        want = ["Shard(1)"] if n.endswith(".w2.weight") else ["Shard(0)"]
+        assert [t for t in params[n]["placements"] if t != "Replicate()"] == want, (n, params[n])
+    # the config alone: transformers' conversion of the checkpoint's tensors is unknown
+    bare = tmp_path / "bare_plan.json"
+    res = run([sys.executable, str(REPO / "tools" / "hf_tp_plan.py"), str(ckpt / "config.json"),
+               "-o", str(bare)])
+    assert res.returncode == 0, res.stderr
+    assert "sources" not in json.loads(bare.read_text())
+    res = run([shardc, "recipe", "--from-hf-tp-plan", str(bare), str(ckpt), "--tp", "8"])
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "E-HF-TP-PLAN" in res.stderr and "moe_tp_experts" in res.stderr, res.stderr
+    assert ("E-HF-TP-PLAN" in res.stderr and "experts.gate_up_proj" in res.stderr
+            and "sources" in res.stderr), res.stderr
