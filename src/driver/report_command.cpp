@@ -1,16 +1,21 @@
-// `shardc report`: plans MODEL RECIPE (or loads and plans a reshard, as `shardc reshard`
-// does) and writes one self-contained HTML page (src/report/report.hpp) from the same
-// plan, memory classes, buffers and reshard result the JSON outputs are rendered from.
+// `shardc report`: plans MODEL RECIPE, reads a compiled OUTDIR (src/outputs readers: the
+// memory every rank file carries, plan.json's params and summary), or loads and plans a
+// reshard, as `shardc reshard` does, and writes one self-contained HTML page
+// (src/report/report.hpp) from the same plan, memory figures, buffers and reshard result
+// the JSON outputs are rendered from.
 #include <algorithm>
 #include <ostream>
 #include <sstream>
 
 #include "driver/inspect_buffers.hpp"
+#include "driver/out_dir.hpp"
 #include "driver/rank_option.hpp"
 #include "driver/reshard_inputs.hpp"
 #include "driver/session.hpp"
 #include "driver/text_format.hpp"
+#include "outputs/readback.hpp"
 #include "report/report.hpp"
+#include "verify/verify.hpp"
 
 namespace shardc {
 namespace {
@@ -77,14 +82,281 @@ ExitCode run_reshard_report(const ReportOptions& opt, FileSystem& fs, std::ostre
   return write_page(opt.out_file, render_reshard_report_html(in), fs, out, err);
 }
 
+
+// The files of a compiled OUTDIR, read and checked (every problem an E-REPORT-INPUT naming
+// the file): the manifest, plan.json unchanged since compile and well formed, and the
+// memory of every rank file the manifest lists (each unchanged, of its rank and stage).
+struct OutdirFiles {
+  readback::ManifestFile manifest;
+  readback::PlanFile plan;
+  Plan outline;
+  std::vector<readback::RankMemoryFile> memory;  ///< as the manifest lists them
+};
+
+constexpr const char* kOutdirHint =
+    "recompile the OUTDIR with `shardc compile` (never edit its files), or give the MODEL "
+    "RECIPE it was compiled from";
+
+class OutdirReader {
+ public:
+  OutdirReader(const std::string& dir, FileSystem& fs, driver::Session& s)
+      : dir_(dir), fs_(fs), s_(s) {}
+
+  // The text of `entry`'s file when it has the size and digest the manifest records.
+  std::optional<std::string> read_entry(const readback::ManifestEntry& entry) {
+    const std::string path = driver::path_join(dir_, entry.path);
+    std::string error;
+    auto text = fs_.read(path, verify::read_limit(entry.bytes), error);
+    if (!text) return fail(path, "cannot read '" + path + "': " + error);
+    if (const std::string change = verify::digest_change(entry, *text); !change.empty())
+      return fail(path, "'" + path + "' changed since compile: " + change);
+    return text;
+  }
+
+  std::optional<OutdirFiles> read() {
+    OutdirFiles f;
+    const std::string manifest_path = driver::path_join(dir_, "manifest.json");
+    std::string error;
+    auto text = fs_.read(manifest_path, limits::kMaxManifestBytes, error);
+    if (!text) {
+      return fail(manifest_path, "'" + dir_ + "' is not a complete compile: cannot read '" +
+                                     manifest_path + "' (" + error +
+                                     "; compile writes it last, after every other file)");
+    }
+    auto manifest = readback::parse_manifest_file(*text, error);
+    if (!manifest) return fail(manifest_path, "'" + manifest_path + "' is malformed: " + error);
+    f.manifest = std::move(*manifest);
+    const std::string plan_path = driver::path_join(dir_, "plan.json");
+    auto plan_text = read_entry(f.manifest.plan);
+    if (!plan_text) return std::nullopt;
+    auto plan = readback::parse_plan_file(*plan_text, error);
+    if (!plan) return fail(plan_path, "'" + plan_path + "' is not a shardc plan: " + error);
+    f.plan = std::move(*plan);
+    if (!check_plan(f.plan, f.manifest, plan_path)) return std::nullopt;
+    f.outline = plan_outline(f.plan);
+    f.memory.reserve(f.manifest.rank_files.size());
+    for (const readback::ManifestEntry& entry : f.manifest.rank_files) {
+      const std::string path = driver::path_join(dir_, entry.path);
+      auto rank_text = read_entry(entry);
+      if (!rank_text) return std::nullopt;
+      auto memory = readback::parse_rank_memory_file(*rank_text, error);
+      if (!memory) return fail(path, "'" + path + "' is not a shardc rank file: " + error);
+      if (memory->rank != entry.rank || memory->world_size != f.plan.world_size ||
+          memory->stage != f.outline.stage_of_rank(entry.rank)) {
+        return fail(path, "'" + path + "' is rank " + std::to_string(memory->rank) + " of " +
+                              std::to_string(memory->world_size) + " on stage " +
+                              std::to_string(memory->stage) + "; the manifest and plan.json say " +
+                              "rank " + std::to_string(entry.rank) + " of " +
+                              std::to_string(f.plan.world_size) + " on stage " +
+                              std::to_string(f.outline.stage_of_rank(entry.rank)));
+      }
+      f.memory.push_back(*memory);
+    }
+    return f;
+  }
+
+  // The full rank file of `rank` (listed in the manifest).
+  std::optional<readback::RankFile> read_rank(const readback::ManifestFile& manifest,
+                                              std::int64_t rank) {
+    const auto it = std::find_if(manifest.rank_files.begin(), manifest.rank_files.end(),
+                                 [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
+    if (it == manifest.rank_files.end()) return std::nullopt;
+    const std::string path = driver::path_join(dir_, it->path);
+    auto text = read_entry(*it);
+    if (!text) return std::nullopt;
+    std::string error;
+    auto file = readback::parse_rank_file(*text, error);
+    if (!file) return fail(path, "'" + path + "' is not a shardc rank file: " + error);
+    return file;
+  }
+
+ private:
+  std::nullopt_t fail(const std::string& path, std::string message) {
+    s_.sink.error(DiagCode::EReportInput, SourceLoc{path, 0, 0}, std::move(message), kOutdirHint);
+    return std::nullopt;
+  }
+
+  // plan.json against the manifest and itself: what the page relies on.
+  bool check_plan(const readback::PlanFile& plan, const readback::ManifestFile& manifest,
+                  const std::string& path) {
+    auto product = [](const std::vector<readback::PlanMeshAxis>& axes) {
+      std::int64_t n = 1;
+      for (const readback::PlanMeshAxis& a : axes) {
+        if (n > limits::kMaxWorld / a.size) return limits::kMaxWorld + 1;
+        n *= a.size;
+      }
+      return n;
+    };
+    std::string problem;
+    if (plan.world_size != manifest.world_size) {
+      problem = "world_size " + std::to_string(plan.world_size) + ", the manifest says " +
+                std::to_string(manifest.world_size);
+    } else if (product(plan.dense) != plan.world_size ||
+               (!plan.expert.empty() && product(plan.expert) != plan.world_size)) {
+      problem = "its meshes do not hold world_size " + std::to_string(plan.world_size) + " ranks";
+    } else if (plan.pipeline_axis && !std::any_of(plan.dense.begin(), plan.dense.end(),
+                                                  [&](const readback::PlanMeshAxis& a) {
+                                                    return a.name == *plan.pipeline_axis;
+                                                  })) {
+      problem = "pipeline axis '" + *plan.pipeline_axis + "' is not a dense mesh axis";
+    } else if (plan.pipeline_axis &&
+               std::find_if(plan.dense.begin(), plan.dense.end(), [&](const auto& a) {
+                 return a.name == *plan.pipeline_axis;
+               })->size != plan.num_stages) {
+      problem = "num_stages " + std::to_string(plan.num_stages) + " is not the pipeline axis size";
+    } else if (!plan.pipeline_axis && plan.num_stages != 1) {
+      problem = "num_stages " + std::to_string(plan.num_stages) + " without a pipeline";
+    } else {
+      for (const readback::PlanParam& p : plan.params) {
+        const bool expert = p.mesh == "expert";
+        if ((p.mesh != "dense" && !expert) || (expert && plan.expert.empty()) ||
+            p.placements.size() != (expert ? plan.expert : plan.dense).size() || p.stage < 0 ||
+            p.stage >= plan.num_stages) {
+          problem = "param '" + p.name + "': mesh '" + p.mesh + "', " +
+                    std::to_string(p.placements.size()) + " placements, stage " +
+                    std::to_string(p.stage) + " do not fit the plan's meshes and stages";
+          break;
+        }
+      }
+    }
+    if (problem.empty()) return true;
+    fail(path, "'" + path + "' is inconsistent: " + problem);
+    return false;
+  }
+
+  const std::string& dir_;
+  FileSystem& fs_;
+  driver::Session& s_;
+};
+
+// The embedded ranks of an OUTDIR page: --ranks (each with a rank file), else the peak rank
+// and each stage's first rank among the ranks with files.
+std::optional<std::vector<std::int64_t>> outdir_detail_ranks(const ReportOptions& opt,
+                                                             const OutdirFiles& f,
+                                                             const MemoryReport* memory,
+                                                             std::ostream& err) {
+  auto has_file = [&f](std::int64_t rank) {
+    return std::any_of(f.manifest.rank_files.begin(), f.manifest.rank_files.end(),
+                       [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
+  };
+  if (opt.ranks) {
+    auto ranks = detail_ranks(opt, f.outline, memory, err);
+    if (!ranks) return std::nullopt;
+    for (std::int64_t r : *ranks) {
+      if (!has_file(r)) {
+        print_error(err, "--ranks '" + *opt.ranks + "': the OUTDIR holds no rank file of rank " +
+                             std::to_string(r) + " (its rank files: " +
+                             (f.manifest.ranks.empty() ? std::string("none") : f.manifest.ranks) +
+                             ")");
+        return std::nullopt;
+      }
+    }
+    return ranks;
+  }
+  if (memory) return detail_ranks(opt, f.outline, memory, err);
+  std::vector<std::int64_t> ranks;
+  std::vector<bool> seen(static_cast<std::size_t>(f.outline.num_stages), false);
+  for (const readback::RankMemoryFile& m : f.memory) {
+    if (ranks.size() >= kMaxDetailRanks) break;
+    if (seen[static_cast<std::size_t>(m.stage)]) continue;
+    seen[static_cast<std::size_t>(m.stage)] = true;
+    ranks.push_back(m.rank);
+  }
+  return ranks;
+}
+
+ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
+                           std::ostream& err) {
+  const std::string& dir = opt.inputs[0];
+  CommonOptions common = opt.common;
+  driver::SessionScope scope(common);
+  driver::Session& s = *scope;
+  std::ostream& diag_out = common.diag_format == DiagFormat::Text ? err : out;
+  OutdirReader reader(dir, fs, s);
+  const std::optional<OutdirFiles> files = reader.read();
+  if (!files) {
+    driver::print_diagnostics(common, s, diag_out);
+    return ExitCode::Usage;
+  }
+  const OutdirFiles& f = *files;
+  PlanReportInput in;
+  in.title = dir;
+  in.plan = &f.outline;
+  in.num_params = static_cast<std::int64_t>(f.plan.params.size());
+  in.largest = largest_params(f.plan);
+  in.plan_memory = f.plan.per_rank_memory ? &*f.plan.per_rank_memory : nullptr;
+  in.budget = common.budget_bytes;
+  std::optional<MemoryReport> memory;
+  const auto world = static_cast<std::size_t>(f.plan.world_size);
+  if (f.memory.size() == world) {
+    memory = memory_of_rank_files(
+        f.memory, f.plan.per_rank_memory ? f.plan.per_rank_memory->activations
+                                         : std::vector<readback::PlanStageActivations>{});
+    in.memory = &*memory;
+  } else {
+    in.notes.push_back("The OUTDIR holds " + std::to_string(f.memory.size()) + " of " +
+                       std::to_string(world) +
+                       " rank files (compiled with --ranks or --no-rank-files): the memory per "
+                       "stage and the rank selection need every rank's file; the memory over all "
+                       "ranks is plan.json's summary.");
+  }
+  if (!f.plan.per_rank_memory)
+    in.notes.push_back("plan.json has no summary.per_rank_memory.");
+  in.notes.push_back(
+      "Read from a compiled OUTDIR: its files hold no source lines of the inputs, so the "
+      "diagnostics (the warnings compile kept in plan.json) show file:line:col without an "
+      "excerpt.");
+  if (!in.budget) {
+    in.notes.push_back(
+        "The OUTDIR records no memory budget: give --budget to draw one and check it.");
+  }
+  const auto ranks = outdir_detail_ranks(opt, f, in.memory, err);
+  if (!ranks) return ExitCode::Usage;
+  for (std::int64_t r : *ranks) {
+    auto rank_file = reader.read_rank(f.manifest, r);
+    if (!rank_file) {
+      driver::print_diagnostics(common, s, diag_out);
+      return ExitCode::Usage;
+    }
+    in.ranks.push_back(report_rank(*rank_file));
+  }
+  // The page's diagnostics: plan.json's, as compile kept them.
+  DiagnosticSink page_diagnostics;
+  for (const readback::PlanDiagnostic& d : f.plan.diagnostics) {
+    const std::optional<DiagCode> code = find_diag_code(d.code);
+    const std::string path = driver::path_join(dir, "plan.json");
+    if (!code) {
+      s.sink.error(DiagCode::EReportInput, SourceLoc{path, 0, 0},
+                   "'" + path + "' lists a diagnostic of unknown code '" + d.code + "'",
+                   kOutdirHint);
+      driver::print_diagnostics(common, s, diag_out);
+      return ExitCode::Usage;
+    }
+    const SourceLoc loc{d.file, static_cast<int>(d.line), static_cast<int>(d.column)};
+    if (d.severity == "error")
+      page_diagnostics.error(*code, loc, d.message, d.hint);
+    else
+      page_diagnostics.warning(*code, loc, d.message, d.hint);
+  }
+  const SourceMap no_sources;
+  in.diagnostics = &page_diagnostics;
+  in.sources = &no_sources;
+  return write_page(opt.out_file, render_plan_report_html(in), fs, out, err);
+}
+
 }  // namespace
 
 ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
   if (opt.reshard) return run_reshard_report(opt, fs, out, err);
+  if (opt.inputs.size() == 1 && fs.list_dir(opt.inputs[0])) {
+    return run_outdir_report(opt, fs, out, err);
+  }
   if (opt.inputs.size() != 2) {
-    print_error(err, "report takes MODEL RECIPE (or --reshard PLAN_A PLAN_B); got " +
-                         std::to_string(opt.inputs.size()) + " inputs");
+    print_error(err,
+                "report takes MODEL RECIPE, a compiled OUTDIR (or --reshard PLAN_A PLAN_B); got " +
+                    (opt.inputs.size() == 1 ? "'" + opt.inputs[0] + "', not a directory"
+                                            : std::to_string(opt.inputs.size()) + " inputs"));
     return ExitCode::Usage;
   }
   CommonOptions common = opt.common;
@@ -102,6 +374,8 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
   in.sources = &s.sources;
   if (s.plan) {
     in.plan = &*s.plan;
+    in.num_params = static_cast<std::int64_t>(s.plan->params.size());
+    in.largest = largest_params(*s.plan);
     in.memory = s.memory ? &*s.memory : nullptr;
     in.budget = s.budget;
     const auto ranks = detail_ranks(opt, *s.plan, in.memory, err);
@@ -112,7 +386,7 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
       std::string text = buffers.str();
       constexpr std::string_view kHeading = "\nbuffers:\n";  // the page has its own heading
       if (text.starts_with(kHeading)) text.erase(0, kHeading.size());
-      in.ranks.push_back({r, std::move(text)});
+      in.ranks.push_back({r, rank_params(*s.plan, r), std::move(text)});
     }
   } else if (s.sink.items().empty()) {
     return code;  // nothing to show (an unreadable input: its error is printed)

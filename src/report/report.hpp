@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "core/diagnostics.hpp"
 #include "core/plan.hpp"
 #include "memory/memory.hpp"
+#include "outputs/readback.hpp"
 #include "reshard/reshard.hpp"
 
 namespace shardc {
@@ -39,25 +41,82 @@ inline constexpr std::size_t kMaxLargestParams = 25;
 /// Source and destination rank groups of the reshard heatmap, at most, per side.
 inline constexpr std::int64_t kMaxHeatmapGroups = 32;
 
+/// One row of the largest-params table.
+struct ReportParam {
+  std::string name;
+  std::string dtype;
+  Shape global_shape;
+  std::int64_t bytes = 0;  ///< global bytes
+  std::string mesh;        ///< "dense" / "expert"
+  std::string placements;  ///< one `axis: label` per mesh axis, ", "-separated
+  int stage = 0;
+  std::string rule;  ///< the rule's (or experts entry's) `match`
+  std::int64_t shard_classes = 0;
+};
+
+/// One row of a rank's params table.
+struct ReportRankParam {
+  std::string name;
+  std::string dtype;
+  Shape global_shape;
+  Shape local_shape;
+  Shape global_offset;
+  Shape padded_shape;
+  std::int64_t bytes = 0;  ///< bytes of local_shape
+  /// An alias on its source's stage: the source (shared storage, counted once); else nullopt.
+  std::optional<std::string> shares_storage_with;
+};
+
 /// One rank whose details the page embeds.
 struct ReportRank {
   std::int64_t rank = 0;
-  /// Its buffer layouts as `shardc inspect --rank` prints them (FSDP2 units, muon groups,
-  /// flat optimizer buffers); empty when the recipe plans none.
+  std::vector<ReportRankParam> params;  ///< every param the rank holds (the page sorts them)
+  /// Its buffer layouts as text (MODEL RECIPE: as `shardc inspect --rank` prints them; an
+  /// OUTDIR: a summary of its rank file's `buffers`); empty when the recipe plans none.
   std::string buffers_text;
 };
 
 struct PlanReportInput {
-  std::string title;           ///< "MODEL + RECIPE" as given
-  const Plan* plan = nullptr;  ///< null: planning failed (the page shows the diagnostics only)
-  /// The memory classes (`memory_classes`); null when they could not be formed (the
-  /// diagnostics say why).
+  std::string title;  ///< "MODEL + RECIPE" as given, or the OUTDIR
+  /// The plan's world, meshes, pipeline stages and model name (the page reads nothing else of
+  /// it: params come as rows below). null: planning failed (the page shows the diagnostics
+  /// only). For an OUTDIR, `plan_outline` of its plan.json (no params).
+  const Plan* plan = nullptr;
+  std::int64_t num_params = 0;
+  std::vector<ReportParam> largest;  ///< at most kMaxLargestParams, largest first
+  /// The memory classes (`memory_classes`, or `memory_of_rank_files` for an OUTDIR); null
+  /// when they could not be formed (the diagnostics or `notes` say why).
   const MemoryReport* memory = nullptr;
   std::optional<std::int64_t> budget;  ///< the budget that applied, bytes
   std::vector<ReportRank> ranks;       ///< at most kMaxDetailRanks, each < world size
   const DiagnosticSink* diagnostics = nullptr;
   const SourceMap* sources = nullptr;  ///< for the diagnostics' source lines
+  /// What the page's source does not hold, stated on the page (an OUTDIR: no source lines,
+  /// no budget unless --budget); empty for MODEL RECIPE.
+  std::vector<std::string> notes;
+  /// An OUTDIR's plan.json `summary.per_rank_memory` (the world's min / median / max per
+  /// kind), shown as its own table; null for MODEL RECIPE.
+  const readback::PlanMemory* plan_memory = nullptr;
 };
+
+/// The largest-params rows of a plan (by global bytes, model order on ties).
+std::vector<ReportParam> largest_params(const Plan& plan);
+/// The params table of one rank of a plan (`shard_at` at its coordinates).
+std::vector<ReportRankParam> rank_params(const Plan& plan, std::int64_t rank);
+
+/// What a compiled OUTDIR holds, as page inputs (src/report/outdir_report.cpp): the plan's
+/// world, meshes and stages from plan.json (a Plan without params: `num_stages`,
+/// `pipeline_axis`, `virtual_stages`, `model_name` and the meshes set).
+Plan plan_outline(const readback::PlanFile& plan);
+/// Memory classes of every rank's file (`files` ascending by rank, one per rank of the world):
+/// ranks of one stage with equal figures form a class, as `memory_classes` forms them, and
+/// peak, peak ranks and stage follow; `activations` (plan.json's) fill `stage_activations`.
+MemoryReport memory_of_rank_files(const std::vector<readback::RankMemoryFile>& files,
+                                  const std::vector<readback::PlanStageActivations>& activations);
+/// The largest-params rows of plan.json's params (as `largest_params` of the Plan).
+std::vector<ReportParam> largest_params(const readback::PlanFile& plan);
+/// The params table and a buffers summary of one rank file.
+ReportRank report_rank(const readback::RankFile& file);
 
 /// The page of one plan. Precondition: `diagnostics` and `sources` set; `ranks` within the world.
 std::string render_plan_report_html(const PlanReportInput& in);
