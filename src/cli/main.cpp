@@ -272,6 +272,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
+  cmd->add_option("--report", opt.report,
+                  "Also write the results as one self-contained HTML page (docs/report.md)");
   cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
   cmd->add_flag("--fp8", opt.fp8_gemm,
                 "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");

@@ -29,6 +29,7 @@
 #include "memory/memory.hpp"
 #include "outputs/readback.hpp"
 #include "reshard/reshard.hpp"
+#include "search/search.hpp"
 
 namespace shardc {
 
@@ -134,5 +135,27 @@ struct ReshardReportInput {
 /// kMaxHeatmapGroups, else ceil(world / kMaxHeatmapGroups) ranks). In-place reads count on
 /// the diagonal cell of their rank, as "in place", not as moved. Cost O(reads of every B rank).
 std::string render_reshard_report_html(const ReshardReportInput& in);
+
+/// A layout search (`shardc search ... --report page.html`): the request's figures and the
+/// result, the same structs `search --format json` is written from.
+struct SearchReportInput {
+  std::string model;  ///< the model's name
+  std::string rules;  ///< the rule set's path
+  std::int64_t world = 1;
+  std::int64_t budget = 0;  ///< bytes
+  const Hardware* hardware = nullptr;
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch_size = 1;
+  std::int64_t global_batch_size = 0;  ///< sequences
+  std::string optimizer;
+  const SearchResult* result = nullptr;
+};
+
+/// The page of a search: the ranked layouts (peak memory, headroom against the budget, step
+/// time, tokens/s/GPU, MFU, the dominant term), one stacked bar per ranked layout of its step
+/// terms (compute, recompute, bubble, each axis's exposed communication, optimizer), the
+/// layouts planned but not ranked (invalid: their first code; over the budget), and the
+/// layouts pruned before planning, counted per reason. Nothing is computed in the browser.
+std::string render_search_report_html(const SearchReportInput& in);
 
 }  // namespace shardc
