@@ -82,7 +82,6 @@ ExitCode run_reshard_report(const ReportOptions& opt, FileSystem& fs, std::ostre
   return write_page(opt.out_file, render_reshard_report_html(in), fs, out, err);
 }
 
-
 // The files of a compiled OUTDIR, read and checked (every problem an E-REPORT-INPUT naming
 // the file): the manifest, plan.json unchanged since compile and well formed, and the
 // memory of every rank file the manifest lists (each unchanged, of its rank and stage).
@@ -158,8 +157,9 @@ class OutdirReader {
   // The full rank file of `rank` (listed in the manifest).
   std::optional<readback::RankFile> read_rank(const readback::ManifestFile& manifest,
                                               std::int64_t rank) {
-    const auto it = std::find_if(manifest.rank_files.begin(), manifest.rank_files.end(),
-                                 [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
+    const auto it =
+        std::find_if(manifest.rank_files.begin(), manifest.rank_files.end(),
+                     [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
     if (it == manifest.rank_files.end()) return std::nullopt;
     const std::string path = driver::path_join(dir_, it->path);
     auto text = read_entry(*it);
@@ -289,9 +289,9 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
   std::optional<MemoryReport> memory;
   const auto world = static_cast<std::size_t>(f.plan.world_size);
   if (f.memory.size() == world) {
-    memory = memory_of_rank_files(
-        f.memory, f.plan.per_rank_memory ? f.plan.per_rank_memory->activations
-                                         : std::vector<readback::PlanStageActivations>{});
+    memory = memory_of_rank_files(f.memory, f.plan.per_rank_memory
+                                                ? f.plan.per_rank_memory->activations
+                                                : std::vector<readback::PlanStageActivations>{});
     in.memory = &*memory;
   } else {
     in.notes.push_back("The OUTDIR holds " + std::to_string(f.memory.size()) + " of " +
@@ -300,8 +300,7 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
                        "stage and the rank selection need every rank's file; the memory over all "
                        "ranks is plan.json's summary.");
   }
-  if (!f.plan.per_rank_memory)
-    in.notes.push_back("plan.json has no summary.per_rank_memory.");
+  if (!f.plan.per_rank_memory) in.notes.push_back("plan.json has no summary.per_rank_memory.");
   in.notes.push_back(
       "Read from a compiled OUTDIR: its files hold no source lines of the inputs, so the "
       "diagnostics (the warnings compile kept in plan.json) show file:line:col without an "

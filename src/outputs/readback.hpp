@@ -138,9 +138,9 @@ struct PlanFile {
   std::int64_t summary_num_params = 0;  ///< `summary.num_params`
   PlanRankStat per_rank_param_bytes;
   PlanRankStat per_rank_padded_param_bytes;
-  std::string model_name;                  ///< `inputs.model.name` ("" when absent)
-  int virtual_stages = 1;                  ///< `pipeline.virtual_stages` (1 when absent)
-  std::vector<PlanDiagnostic> diagnostics;  ///< `diagnostics` (empty when absent)
+  std::string model_name;                     ///< `inputs.model.name` ("" when absent)
+  int virtual_stages = 1;                     ///< `pipeline.virtual_stages` (1 when absent)
+  std::vector<PlanDiagnostic> diagnostics;    ///< `diagnostics` (empty when absent)
   std::optional<PlanMemory> per_rank_memory;  ///< `summary.per_rank_memory` when written
   bool operator==(const PlanFile&) const = default;
 };

@@ -50,9 +50,9 @@ std::string buffers_summary(const readback::RankFile& file) {
       text += " " + std::to_string(b.units.size()) + " FSDP2 units\n";
       for (const readback::Fsdp2Unit& u : b.units) {
         text += "  unit " + u.name + " (mesh " + u.mesh + ", index " + std::to_string(u.index) +
-                " of " + std::to_string(u.ranks.size()) + " ranks): " +
-                std::to_string(u.params.size()) + " params, " + std::to_string(u.total) +
-                (u.byte_units ? " bytes" : " elements") + " per rank, " +
+                " of " + std::to_string(u.ranks.size()) +
+                " ranks): " + std::to_string(u.params.size()) + " params, " +
+                std::to_string(u.total) + (u.byte_units ? " bytes" : " elements") + " per rank, " +
                 binary_bytes_text(u.total_bytes) + "\n";
       }
     } else if (!b.groups.empty()) {
@@ -69,8 +69,8 @@ std::string buffers_summary(const readback::RankFile& file) {
                 std::to_string(f.model_chunk) + ", " + std::string(dtype_name(f.param_dtype)) +
                 " params / " + std::string(dtype_name(f.grad_dtype)) +
                 " grads: " + std::to_string(f.numel) + " elements, shard " +
-                std::to_string(f.shard_numel) + ", owned " + std::to_string(f.owned_numel) +
-                ", " + std::to_string(f.entries.size()) + " entries\n";
+                std::to_string(f.shard_numel) + ", owned " + std::to_string(f.owned_numel) + ", " +
+                std::to_string(f.entries.size()) + " entries\n";
       }
     } else {
       text += " nothing on this rank\n";
@@ -102,8 +102,8 @@ MemoryReport memory_of_rank_files(const std::vector<readback::RankMemoryFile>& f
                                   const std::vector<readback::PlanStageActivations>& activations) {
   MemoryReport m;
   // Classes: ranks of one stage with equal figures, ordered by their lowest rank.
-  using Key = std::tuple<int, std::array<std::int64_t, 6>, std::array<std::int64_t, 4>,
-                         std::int64_t>;
+  using Key =
+      std::tuple<int, std::array<std::int64_t, 6>, std::array<std::int64_t, 4>, std::int64_t>;
   std::map<Key, std::size_t> index;
   std::vector<std::vector<std::int64_t>> members;
   for (const readback::RankMemoryFile& f : files) {

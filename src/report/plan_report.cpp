@@ -99,8 +99,7 @@ void write_plan_memory(const PlanReportInput& in, std::string& h) {
         {{"min", stat.min}, {"median", stat.median}, {"max", stat.max}}};
     for (const auto& [name, value] : vs) {
       h += "<td class=\"num\" data-kind=\"" + escape(kind) + "\" data-stat=\"" + name +
-           "\" data-bytes=\"" + std::to_string(value) + "\">" + binary_bytes_text(value) +
-           "</td>";
+           "\" data-bytes=\"" + std::to_string(value) + "\">" + binary_bytes_text(value) + "</td>";
     }
     h += "<td class=\"mono\">" + escape(stat.max_ranks) + "</td></tr>\n";
   }
@@ -412,9 +411,9 @@ void write_rank_detail(const ReportRank& rr, std::string& h) {
   std::vector<const ReportRankParam*> rows;
   rows.reserve(rr.params.size());
   for (const ReportRankParam& p : rr.params) rows.push_back(&p);
-  std::stable_sort(rows.begin(), rows.end(), [](const ReportRankParam* x, const ReportRankParam* y) {
-    return x->bytes > y->bytes;
-  });
+  std::stable_sort(
+      rows.begin(), rows.end(),
+      [](const ReportRankParam* x, const ReportRankParam* y) { return x->bytes > y->bytes; });
   std::int64_t total = 0;
   for (const ReportRankParam* r : rows) total += r->shares_storage_with ? 0 : r->bytes;
   const std::string rank = std::to_string(rr.rank);

@@ -42,8 +42,8 @@ std::vector<Term> step_terms(const StepCost& cost) {
                              {"recompute", cost.recompute, "#a0cbe8"},
                              {"bubble", cost.bubble, "#f28e2b"}};
   for (std::size_t i = 0; i < cost.comm.size(); ++i) {
-    terms.push_back({"comm " + cost.comm[i].axis, cost.comm[i].exposed,
-                     kCommColours[i % kCommColours.size()]});
+    terms.push_back(
+        {"comm " + cost.comm[i].axis, cost.comm[i].exposed, kCommColours[i % kCommColours.size()]});
   }
   terms.push_back({"optimizer", cost.optimizer, "#59a14f"});
   return terms;
@@ -59,13 +59,12 @@ void write_summary(const SearchReportInput& in, std::string& h) {
   };
   row("model", escape(in.model));
   row("rule set", "<span class=\"mono\">" + escape(in.rules) + "</span>");
-  row("world", std::to_string(in.world) + " ranks, " + std::to_string(hw.gpus_per_node) +
-                   " per node",
+  row("world",
+      std::to_string(in.world) + " ranks, " + std::to_string(hw.gpus_per_node) + " per node",
       "world");
   row("hardware", escape(hw.name) + ": " + fixed_text(hw.peak_flops / 1e12, 1) +
-                      " TFLOP/s BF16 dense × GEMM efficiency " +
-                      fixed_text(hw.gemm_efficiency, 2) + ", HBM " +
-                      fixed_text(hw.hbm_bytes / 1e9, 0) + " GB, intra-node " +
+                      " TFLOP/s BF16 dense × GEMM efficiency " + fixed_text(hw.gemm_efficiency, 2) +
+                      ", HBM " + fixed_text(hw.hbm_bytes / 1e9, 0) + " GB, intra-node " +
                       fixed_text(hw.intra_bandwidth / 1e9, 0) + " GB/s, inter-node " +
                       fixed_text(hw.inter_bandwidth / 1e9, 0) + " GB/s per GPU (" +
                       escape(hw.source) + ")");
@@ -79,8 +78,8 @@ void write_summary(const SearchReportInput& in, std::string& h) {
   h += "<tr><th scope=\"row\">layouts</th><td id=\"counts\" data-enumerated=\"" +
        std::to_string(r.enumerated) + "\" data-screened=\"" + std::to_string(r.screened) +
        "\" data-checked=\"" + std::to_string(r.checked.size()) + "\">" +
-       std::to_string(r.enumerated) + " enumerated, " + std::to_string(r.screened) +
-       " screened, " + std::to_string(r.checked.size()) +
+       std::to_string(r.enumerated) + " enumerated, " + std::to_string(r.screened) + " screened, " +
+       std::to_string(r.checked.size()) +
        " planned exactly (in order of estimated step time)</td></tr>\n</table>\n";
 }
 
@@ -110,10 +109,10 @@ void write_ranked(const SearchReportInput& in, std::string& h) {
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const CheckedLayout& c = r.ranked[i];
     const std::int64_t headroom = in.budget - c.peak;
-    const double used = in.budget > 0 ? std::clamp(static_cast<double>(c.peak) /
-                                                       static_cast<double>(in.budget),
-                                                   0.0, 1.0)
-                                      : 1.0;
+    const double used =
+        in.budget > 0
+            ? std::clamp(static_cast<double>(c.peak) / static_cast<double>(in.budget), 0.0, 1.0)
+            : 1.0;
     h += "<tr class=\"layout\" data-rank=\"" + std::to_string(i + 1) + "\" data-layout=\"" +
          escape(layout_name(c.layout)) + "\" data-peak=\"" + std::to_string(c.peak) +
          "\" data-headroom=\"" + std::to_string(headroom) + "\" data-step=\"" +
@@ -124,12 +123,11 @@ void write_ranked(const SearchReportInput& in, std::string& h) {
          binary_bytes_text(c.peak) + "</td><td><svg role=\"img\" aria-label=\"" +
          fixed_text(100 * used, 0) + "% of the budget used\" width=\"120\" height=\"12\">" +
          "<rect width=\"120\" height=\"12\" fill=\"#e6e6e6\"/><rect width=\"" +
-         fixed_text(120 * used, 1) +
-         "\" height=\"12\" fill=\"#4e79a7\"/></svg> " + binary_bytes_text(headroom) +
-         "</td><td class=\"num\">" + fixed_text(c.cost.step, 3) + "</td><td class=\"num\">" +
-         fixed_text(c.cost.tokens_per_second_per_gpu, 0) + "</td><td class=\"num\">" +
-         fixed_text(100 * c.cost.mfu, 1) + "%</td><td>" + escape(c.cost.dominant) +
-         "</td></tr>\n";
+         fixed_text(120 * used, 1) + "\" height=\"12\" fill=\"#4e79a7\"/></svg> " +
+         binary_bytes_text(headroom) + "</td><td class=\"num\">" + fixed_text(c.cost.step, 3) +
+         "</td><td class=\"num\">" + fixed_text(c.cost.tokens_per_second_per_gpu, 0) +
+         "</td><td class=\"num\">" + fixed_text(100 * c.cost.mfu, 1) + "%</td><td>" +
+         escape(c.cost.dominant) + "</td></tr>\n";
   }
   h += "</tbody></table></div>\n</section>\n";
 }
@@ -159,8 +157,8 @@ void write_terms(const SearchReportInput& in, std::string& h) {
     }
   }
   for (const auto& entry : legend) {
-    h += "<span><span class=\"sw\" style=\"background:" + std::string(entry.second) +
-         "\"></span>" + escape(entry.first) + "</span>";
+    h += "<span><span class=\"sw\" style=\"background:" + std::string(entry.second) + "\"></span>" +
+         escape(entry.first) + "</span>";
   }
   h += "</div>\n<div class=\"scroll\" tabindex=\"0\" role=\"region\" aria-label=\"step terms "
        "chart\"><svg id=\"terms-chart\" role=\"img\" aria-label=\"stacked step-time terms per "
@@ -172,17 +170,17 @@ void write_terms(const SearchReportInput& in, std::string& h) {
     h += "<g class=\"step-bar\" data-rank=\"" + std::to_string(i + 1) + "\" data-step=\"" +
          seconds_attr(c.cost.step) + "\"><title>#" + std::to_string(i + 1) + " " +
          escape(layout_name(c.layout)) + ": step " + fixed_text(c.cost.step, 3) +
-         " s</title><text x=\"2\" y=\"" + std::to_string(y + 15) + "\">#" +
-         std::to_string(i + 1) + "</text>";
+         " s</title><text x=\"2\" y=\"" + std::to_string(y + 15) + "\">#" + std::to_string(i + 1) +
+         "</text>";
     double at = 0;
     for (const Term& t : step_terms(c.cost)) {
       const double x = left + chart_w * at / top;
       const double w = chart_w * t.seconds / top;
       h += "<rect class=\"term\" data-term=\"" + escape(t.name) + "\" data-seconds=\"" +
-           seconds_attr(t.seconds) + "\" x=\"" + fixed_text(x, 2) + "\" y=\"" +
-           std::to_string(y) + "\" width=\"" + fixed_text(w, 2) + "\" height=\"" +
-           std::to_string(bar_h) + "\" fill=\"" + t.colour + "\"><title>" + escape(t.name) +
-           ": " + fixed_text(t.seconds, 3) + " s</title></rect>";
+           seconds_attr(t.seconds) + "\" x=\"" + fixed_text(x, 2) + "\" y=\"" + std::to_string(y) +
+           "\" width=\"" + fixed_text(w, 2) + "\" height=\"" + std::to_string(bar_h) +
+           "\" fill=\"" + t.colour + "\"><title>" + escape(t.name) + ": " +
+           fixed_text(t.seconds, 3) + " s</title></rect>";
       at += t.seconds;
     }
     h += "<text x=\"" + fixed_text(left + chart_w * at / top + 4, 2) + "\" y=\"" +
@@ -225,17 +223,16 @@ void write_not_ranked(const SearchReportInput& in, std::string& h) {
   for (const CheckedLayout& c : r.checked) {
     if (c.valid && c.fits) continue;
     (c.valid ? over : invalid) += 1;
-    rows += "<tr data-valid=\"" + std::string(c.valid ? "true" : "false") + "\"><td class=\"mono\">" +
-            escape(layout_name(c.layout)) + "</td><td>" +
+    rows += "<tr data-valid=\"" + std::string(c.valid ? "true" : "false") +
+            "\"><td class=\"mono\">" + escape(layout_name(c.layout)) + "</td><td>" +
             (c.valid ? "peak " + binary_bytes_text(c.peak) + ", over the budget by " +
                            binary_bytes_text(c.peak - in.budget)
                      : escape(c.first_code) + ": " + escape(c.first_message)) +
             "</td></tr>\n";
   }
-  h += "<p id=\"not-ranked-counts\" data-invalid=\"" + std::to_string(invalid) +
-       "\" data-over=\"" + std::to_string(over) + "\">" + std::to_string(invalid) +
-       " invalid (the planner's first error), " + std::to_string(over) +
-       " over the budget.</p>\n";
+  h += "<p id=\"not-ranked-counts\" data-invalid=\"" + std::to_string(invalid) + "\" data-over=\"" +
+       std::to_string(over) + "\">" + std::to_string(invalid) +
+       " invalid (the planner's first error), " + std::to_string(over) + " over the budget.</p>\n";
   if (!rows.empty()) {
     h += "<div class=\"scroll\" tabindex=\"0\" role=\"region\" aria-label=\"layouts not "
          "ranked\"><table id=\"not-ranked-table\"><caption>Layouts planned exactly but not "

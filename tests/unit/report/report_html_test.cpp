@@ -9,8 +9,8 @@
 
 #include "backend/backend.hpp"
 #include "frontend/frontend.hpp"
-#include "outputs/readback.hpp"
 #include "memory/memory.hpp"
+#include "outputs/readback.hpp"
 #include "planner/planner.hpp"
 #include "report/html.hpp"
 #include "report/report.hpp"
