@@ -159,7 +159,7 @@ class OutdirReader {
                                               std::int64_t rank) {
     const auto it =
         std::find_if(manifest.rank_files.begin(), manifest.rank_files.end(),
-                     [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
+                     [rank](const readback::ManifestEntry& entry) { return entry.rank == rank; });
     if (it == manifest.rank_files.end()) return std::nullopt;
     const std::string path = driver::path_join(dir_, it->path);
     auto text = read_entry(*it);
@@ -195,13 +195,13 @@ class OutdirReader {
                (!plan.expert.empty() && product(plan.expert) != plan.world_size)) {
       problem = "its meshes do not hold world_size " + std::to_string(plan.world_size) + " ranks";
     } else if (plan.pipeline_axis && !std::any_of(plan.dense.begin(), plan.dense.end(),
-                                                  [&](const readback::PlanMeshAxis& a) {
-                                                    return a.name == *plan.pipeline_axis;
+                                                  [&](const readback::PlanMeshAxis& axis) {
+                                                    return axis.name == *plan.pipeline_axis;
                                                   })) {
       problem = "pipeline axis '" + *plan.pipeline_axis + "' is not a dense mesh axis";
     } else if (plan.pipeline_axis &&
-               std::find_if(plan.dense.begin(), plan.dense.end(), [&](const auto& a) {
-                 return a.name == *plan.pipeline_axis;
+               std::find_if(plan.dense.begin(), plan.dense.end(), [&](const auto& axis) {
+                 return axis.name == *plan.pipeline_axis;
                })->size != plan.num_stages) {
       problem = "num_stages " + std::to_string(plan.num_stages) + " is not the pipeline axis size";
     } else if (!plan.pipeline_axis && plan.num_stages != 1) {
@@ -237,7 +237,7 @@ std::optional<std::vector<std::int64_t>> outdir_detail_ranks(const ReportOptions
                                                              std::ostream& err) {
   auto has_file = [&f](std::int64_t rank) {
     return std::any_of(f.manifest.rank_files.begin(), f.manifest.rank_files.end(),
-                       [rank](const readback::ManifestEntry& e) { return e.rank == rank; });
+                       [rank](const readback::ManifestEntry& entry) { return entry.rank == rank; });
   };
   if (opt.ranks) {
     auto ranks = detail_ranks(opt, f.outline, memory, err);

@@ -155,9 +155,10 @@ std::vector<ReportParam> largest_params(const readback::PlanFile& file) {
   std::iota(order.begin(), order.end(), std::size_t{0});
   const std::size_t shown = std::min(kMaxLargestParams, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                    [&](std::size_t x, std::size_t y) {
-                      const std::int64_t bx = global_bytes(x), by = global_bytes(y);
-                      return bx != by ? bx > by : x < y;
+                    [&](std::size_t left, std::size_t right) {
+                      const std::int64_t left_bytes = global_bytes(left);
+                      const std::int64_t right_bytes = global_bytes(right);
+                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
                     });
   std::vector<ReportParam> rows;
   rows.reserve(shown);

@@ -411,9 +411,10 @@ void write_rank_detail(const ReportRank& rr, std::string& h) {
   std::vector<const ReportRankParam*> rows;
   rows.reserve(rr.params.size());
   for (const ReportRankParam& p : rr.params) rows.push_back(&p);
-  std::stable_sort(
-      rows.begin(), rows.end(),
-      [](const ReportRankParam* x, const ReportRankParam* y) { return x->bytes > y->bytes; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const ReportRankParam* one, const ReportRankParam* other) {
+                     return one->bytes > other->bytes;
+                   });
   std::int64_t total = 0;
   for (const ReportRankParam* r : rows) total += r->shares_storage_with ? 0 : r->bytes;
   const std::string rank = std::to_string(rr.rank);
@@ -619,9 +620,10 @@ std::vector<ReportParam> largest_params(const Plan& plan) {
   };
   const std::size_t shown = std::min(kMaxLargestParams, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                    [&](std::size_t x, std::size_t y) {
-                      const std::int64_t bx = global_bytes(x), by = global_bytes(y);
-                      return bx != by ? bx > by : x < y;
+                    [&](std::size_t left, std::size_t right) {
+                      const std::int64_t left_bytes = global_bytes(left);
+                      const std::int64_t right_bytes = global_bytes(right);
+                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
                     });
   std::vector<ReportParam> rows;
   rows.reserve(shown);
