@@ -407,7 +407,9 @@ void write_meshes(const PlanReportInput& in, std::string& h) {
   h += "</section>\n";
 }
 
-void write_rank_detail(const ReportRank& rr, std::string& h) {
+// One embedded rank's params table and buffers; `hidden` until the script selects the rank
+// (without memory classes there is no rank selection: every embedded rank is shown).
+void write_rank_detail(const ReportRank& rr, bool hidden, std::string& h) {
   std::vector<const ReportRankParam*> rows;
   rows.reserve(rr.params.size());
   for (const ReportRankParam& p : rr.params) rows.push_back(&p);
@@ -418,8 +420,8 @@ void write_rank_detail(const ReportRank& rr, std::string& h) {
   std::int64_t total = 0;
   for (const ReportRankParam* r : rows) total += r->shares_storage_with ? 0 : r->bytes;
   const std::string rank = std::to_string(rr.rank);
-  h += "<div class=\"rank-detail\" data-rank=\"" + rank +
-       "\" hidden>\n<div class=\"scroll\" "
+  h += "<div class=\"rank-detail\" data-rank=\"" + rank + (hidden ? "\" hidden>" : "\">") +
+       "\n<div class=\"scroll\" "
        "tabindex=\"0\" role=\"region\" aria-label=\"params of rank " +
        rank + "\"><table class=\"rank-params\" data-rank=\"" + rank + "\" data-count=\"" +
        std::to_string(rows.size()) + "\" data-bytes=\"" + std::to_string(total) +
@@ -486,7 +488,7 @@ void write_rank_section(const PlanReportInput& in, std::string& h) {
        (listed.empty() ? std::string("none") : listed) +
        " (the peak rank and each stage's first rank unless <code>--ranks</code> says "
        "otherwise).</p>\n";
-  for (const ReportRank& rr : in.ranks) write_rank_detail(rr, h);
+  for (const ReportRank& rr : in.ranks) write_rank_detail(rr, in.memory != nullptr, h);
   h += "</section>\n";
 }
 
