@@ -340,7 +340,10 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
   const SourceMap no_sources;
   in.diagnostics = &page_diagnostics;
   in.sources = &no_sources;
-  return write_page(opt.out_file, render_plan_report_html(in), fs, out, err);
+  const ExitCode written = write_page(opt.out_file, render_plan_report_html(in), fs, out, err);
+  // plan.json's warnings fail the run under --strict, as they fail `compile --strict`.
+  return written != ExitCode::Ok ? written
+                                 : driver::diagnostics_exit_code(common, page_diagnostics);
 }
 
 }  // namespace
