@@ -19,6 +19,7 @@ Usage: test_report_pages.py --shardc BIN
 """
 import argparse
 import hashlib
+import html as html_text
 import json
 import re
 import shutil
@@ -180,7 +181,7 @@ def search_page_checks(shardc, tmp):
     model = PLANS / "llama-3.1-8b.model.yaml"
     hostile_dir = tmp / "rules<b>dir"
     hostile_dir.mkdir()
-    rules = hostile_dir / "a<script>x</script>.recipe.yaml"
+    rules = hostile_dir / "a<i>x&.recipe.yaml"
     shutil.copy(PLANS / "llama-3.1-8b-dp8-tp8.recipe.yaml", rules)
     args = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
             "--global-batch-tokens", str(8192 * 256), "--budget", "80GB", "--rules", rules]
@@ -195,7 +196,7 @@ def search_page_checks(shardc, tmp):
                       r'data-headroom="(-?\d+)" data-step="([^"]+)"', html)
     check(len(rows) == len(doc["ranked"]) > 0, f"search page: {len(rows)} ranked rows, JSON {len(doc['ranked'])}")
     for row, want in zip(rows, doc["ranked"]):
-        check(row[1] == want["layout"] and int(row[2]) == want["peak_bytes"] and int(row[3]) == want["headroom_bytes"]
+        check(html_text.unescape(row[1]) == want["layout"] and int(row[2]) == want["peak_bytes"] and int(row[3]) == want["headroom_bytes"]
               and abs(float(row[4]) - want["step_seconds"]) <= 1e-5 * want["step_seconds"],
               f"search page #{row[0]}: {row[1:]} vs {want['layout']} {want['peak_bytes']} {want['headroom_bytes']} {want['step_seconds']}")
     for i, want in enumerate(doc["ranked"], 1):
@@ -210,13 +211,14 @@ def search_page_checks(shardc, tmp):
         total = sum(float(v) for v in terms.values())
         check(same and abs(total - want["step_seconds"]) <= 1e-4 * want["step_seconds"],
               f"search page #{i}: step bar terms {terms} = JSON {expect}, summing to the step {want['step_seconds']}")
-    pruned = {m[0]: int(m[1]) for m in re.findall(r'data-reason="([^"]+)" data-count="(\d+)"', html)}
+    pruned = {html_text.unescape(m[0]): int(m[1]) for m in re.findall(r'data-reason="([^"]+)" data-count="(\d+)"', html)}
     check(pruned == doc["pruned"], f"search page: pruned counts {pruned} vs JSON {doc['pruned']}")
     counts = re.search(r'id="counts" data-enumerated="(\d+)" data-screened="(\d+)" data-checked="(\d+)"', html)
     check(counts and [int(x) for x in counts.groups()] == [doc["enumerated"], doc["screened"], doc["checked"]],
           "search page: enumerated / screened / checked as the JSON's")
     check("<b>" not in html and html.count("<script") == 2 and "rules&lt;b&gt;dir" in html
-          and "a&lt;script&gt;x&lt;/script&gt;" in html, "search page: the rule-set path with HTML is text")
+          and "a&lt;i&gt;x&amp;.recipe.yaml" in html and "<i>" not in html,
+          "search page: the rule-set path with HTML is text")
     # Nothing fits: E-SEARCH, exit 1, and the page says so.
     page = tmp / "search-none.html"
     r = run([shardc, "search", model, *args[:-3], "1GB", "--rules", rules, "--report", page])
@@ -242,9 +244,10 @@ def main():
         page = tmp / "some.html"
         r = run([shardc, "report", some, "-o", page])
         html = page.read_text(encoding="utf-8") if page.exists() else ""
-        check(r.returncode == 0 and "holds 2 of 4 rank files" in html and 'id="memory-chart"' not in html
+        world = json.loads((some / "plan.json").read_text())["world_size"]
+        check(r.returncode == 0 and f"holds 2 of {world} rank files" in html and 'id="memory-chart"' not in html
               and 'id="plan-memory"' in html and sorted(rank_tables(html)) == ["1"],
-              f"OUTDIR with rank files 1 and 3: the page says 2 of 4, world summary only, rank 1 embedded (exit {r.returncode})")
+              f"OUTDIR with rank files 1 and 3: the page says 2 of {world}, world summary only, rank 1 embedded (exit {r.returncode})")
         r = run([shardc, "report", some, "-o", page, "--ranks", "0"])
         check(r.returncode == 2 and "no rank file of rank 0" in r.stderr, "OUTDIR --ranks without its file: exit 2")
         # Escaping, through the OUTDIR.
