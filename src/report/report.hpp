@@ -1,8 +1,10 @@
-// `shardc report`: one self-contained HTML page of a plan or a reshard (src/report).
+// `shardc report`: one self-contained HTML page of a plan (MODEL RECIPE or a compiled OUTDIR),
+// a reshard or a layout search (src/report).
 //
 // The page is a pure function of what the JSON outputs are made of: the Plan, the memory
 // engine's classes (`memory_classes`, the figures of `memory --format json`), the planned
-// buffers, the diagnostics sink and the reshard planner's result. Nothing on the page is
+// buffers, the diagnostics sink, the reshard planner's result and the search result; for an
+// OUTDIR, what src/outputs reads back of plan.json and the rank files (written from those). Nothing on the page is
 // re-computed in the browser: the inline script only shows and hides what the renderer wrote
 // (and formats bytes it was given). No network, no external resource: inline CSS, inline SVG,
 // one small inline script, data as JSON in a `<script type="application/json">` element.
