@@ -4,10 +4,11 @@
 // The page is a pure function of what the JSON outputs are made of: the Plan, the memory
 // engine's classes (`memory_classes`, the figures of `memory --format json`), the planned
 // buffers, the diagnostics sink, the reshard planner's result and the search result; for an
-// OUTDIR, what src/outputs reads back of plan.json and the rank files (written from those). Nothing on the page is
-// re-computed in the browser: the inline script only shows and hides what the renderer wrote
-// (and formats bytes it was given). No network, no external resource: inline CSS, inline SVG,
-// one small inline script, data as JSON in a `<script type="application/json">` element.
+// OUTDIR, what src/outputs reads back of plan.json and the rank files (written from those). Nothing
+// on the page is re-computed in the browser: the inline script only shows and hides what the
+// renderer wrote (and formats bytes it was given). No network, no external resource: inline CSS,
+// inline SVG, one small inline script, data as JSON in a `<script type="application/json">`
+// element.
 //
 // Size is bounded for any legal world up to limits::kMaxMemoryReportWorld: per memory class
 // (not per rank) for memory, one small integer per rank (its memory class), mesh grids drawn

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`shardc report OUTDIR` and `shardc search ... --report` end to end (issue 25, docs/report.md).
 
-* OUTDIR pages: for shipped plans (pp 8 with activations; an expert mesh with a tie warning),
+* OUTDIR pages: for shipped plans (pp 8; an expert mesh; a tie warning) and a recipe with a
+  training shape (activations counted),
   `compile` then `report OUTDIR`: the memory table (every stage x kind x min / median / max),
   the peak, the largest-params table and the embedded ranks' params tables are byte-equal to
   the MODEL RECIPE page's, and equal `memory --format json`; plan.json's world summary table
@@ -102,6 +103,8 @@ def outdir_page_checks(shardc, tmp, model, recipe, label):
           f"{label}: peak {peak.groups() if peak else None} vs {mem['peak']['bytes']} on {mem['peak']['ranks']}")
     check(element(a, "table", "largest-params") == element(b, "table", "largest-params"),
           f"{label}: the largest-params table is the MODEL RECIPE page's")
+    check(element(a, "table", "activations") == element(b, "table", "activations"),
+          f"{label}: the activations table (plan.json's, when counted) is the MODEL RECIPE page's")
     ta, tb = rank_tables(a), rank_tables(b)
     check(ta and ta == tb, f"{label}: embedded ranks {sorted(tb)} and their params tables are the MODEL RECIPE page's {sorted(ta)}")
     # plan.json's world summary: each kind's min / max over all ranks.
@@ -238,6 +241,14 @@ def main():
         outdir_page_checks(shardc, tmp, PLANS / "qwen3-30b-a3b.model.yaml",
                            PLANS / "qwen3-30b-a3b-ep8-fsdp.recipe.yaml", "qwen3-30b")
         outdir_page_checks(shardc, tmp, PLANS / "gpt2.model.yaml", PLANS / "gpt2-tp4-tied.recipe.yaml", "gpt2")
+        # A training shape (activations counted: plan.json's per_rank_memory then holds the
+        # key `activations` twice, the step kind's statistics and the per-stage array): the
+        # layout search's best recipe for Llama-3.1-8B on 64 GPUs (pp 2, zero bubble).
+        llama8b = PLANS / "llama-3.1-8b.model.yaml"
+        act = tmp / "act.recipe.yaml"
+        must([shardc, "search", llama8b, "--world", "64", "--hardware", "h100", "--seq-len", "8192",
+              "--global-batch-tokens", str(8192 * 256), "--budget", "80GB", "--emit-recipe", act])
+        outdir_page_checks(shardc, tmp, llama8b, act, "llama8b-activations")
         # Some rank files only.
         some = tmp / "some-out"
         must([shardc, "compile", PLANS / "gpt2.model.yaml", PLANS / "gpt2-tp4-tied.recipe.yaml", "-o", some, "--ranks", "1,3"])
