@@ -98,8 +98,8 @@ constexpr const char* kOutdirHint =
 
 class OutdirReader {
  public:
-  OutdirReader(const std::string& dir, FileSystem& fs, driver::Session& s)
-      : dir_(dir), fs_(fs), s_(s) {}
+  OutdirReader(const std::string& dir, FileSystem& fs, driver::Session& session)
+      : dir_(dir), fs_(fs), s_(session) {}
 
   // The text of `entry`'s file when it has the size and digest the manifest records.
   std::optional<std::string> read_entry(const readback::ManifestEntry& entry) {
@@ -113,7 +113,7 @@ class OutdirReader {
   }
 
   std::optional<OutdirFiles> read() {
-    OutdirFiles f;
+    OutdirFiles files;
     const std::string manifest_path = driver::path_join(dir_, "manifest.json");
     std::string error;
     auto text = fs_.read(manifest_path, limits::kMaxManifestBytes, error);
@@ -124,34 +124,34 @@ class OutdirReader {
     }
     auto manifest = readback::parse_manifest_file(*text, error);
     if (!manifest) return fail(manifest_path, "'" + manifest_path + "' is malformed: " + error);
-    f.manifest = std::move(*manifest);
+    files.manifest = std::move(*manifest);
     const std::string plan_path = driver::path_join(dir_, "plan.json");
-    auto plan_text = read_entry(f.manifest.plan);
+    auto plan_text = read_entry(files.manifest.plan);
     if (!plan_text) return std::nullopt;
     auto plan = readback::parse_plan_file(*plan_text, error);
     if (!plan) return fail(plan_path, "'" + plan_path + "' is not a shardc plan: " + error);
-    f.plan = std::move(*plan);
-    if (!check_plan(f.plan, f.manifest, plan_path)) return std::nullopt;
-    f.outline = plan_outline(f.plan);
-    f.memory.reserve(f.manifest.rank_files.size());
-    for (const readback::ManifestEntry& entry : f.manifest.rank_files) {
+    files.plan = std::move(*plan);
+    if (!check_plan(files.plan, files.manifest, plan_path)) return std::nullopt;
+    files.outline = plan_outline(files.plan);
+    files.memory.reserve(files.manifest.rank_files.size());
+    for (const readback::ManifestEntry& entry : files.manifest.rank_files) {
       const std::string path = driver::path_join(dir_, entry.path);
       auto rank_text = read_entry(entry);
       if (!rank_text) return std::nullopt;
       auto memory = readback::parse_rank_memory_file(*rank_text, error);
       if (!memory) return fail(path, "'" + path + "' is not a shardc rank file: " + error);
-      if (memory->rank != entry.rank || memory->world_size != f.plan.world_size ||
-          memory->stage != f.outline.stage_of_rank(entry.rank)) {
+      if (memory->rank != entry.rank || memory->world_size != files.plan.world_size ||
+          memory->stage != files.outline.stage_of_rank(entry.rank)) {
         return fail(path, "'" + path + "' is rank " + std::to_string(memory->rank) + " of " +
                               std::to_string(memory->world_size) + " on stage " +
                               std::to_string(memory->stage) + "; the manifest and plan.json say " +
                               "rank " + std::to_string(entry.rank) + " of " +
-                              std::to_string(f.plan.world_size) + " on stage " +
-                              std::to_string(f.outline.stage_of_rank(entry.rank)));
+                              std::to_string(files.plan.world_size) + " on stage " +
+                              std::to_string(files.outline.stage_of_rank(entry.rank)));
       }
-      f.memory.push_back(*memory);
+      files.memory.push_back(*memory);
     }
-    return f;
+    return files;
   }
 
   // The full rank file of `rank` (listed in the manifest).
@@ -180,12 +180,12 @@ class OutdirReader {
   bool check_plan(const readback::PlanFile& plan, const readback::ManifestFile& manifest,
                   const std::string& path) {
     auto product = [](const std::vector<readback::PlanMeshAxis>& axes) {
-      std::int64_t n = 1;
-      for (const readback::PlanMeshAxis& a : axes) {
-        if (n > limits::kMaxWorld / a.size) return limits::kMaxWorld + 1;
-        n *= a.size;
+      std::int64_t ranks_product = 1;
+      for (const readback::PlanMeshAxis& axis : axes) {
+        if (ranks_product > limits::kMaxWorld / axis.size) return limits::kMaxWorld + 1;
+        ranks_product *= axis.size;
       }
-      return n;
+      return ranks_product;
     };
     std::string problem;
     if (plan.world_size != manifest.world_size) {
@@ -207,14 +207,14 @@ class OutdirReader {
     } else if (!plan.pipeline_axis && plan.num_stages != 1) {
       problem = "num_stages " + std::to_string(plan.num_stages) + " without a pipeline";
     } else {
-      for (const readback::PlanParam& p : plan.params) {
-        const bool expert = p.mesh == "expert";
-        if ((p.mesh != "dense" && !expert) || (expert && plan.expert.empty()) ||
-            p.placements.size() != (expert ? plan.expert : plan.dense).size() || p.stage < 0 ||
-            p.stage >= plan.num_stages) {
-          problem = "param '" + p.name + "': mesh '" + p.mesh + "', " +
-                    std::to_string(p.placements.size()) + " placements, stage " +
-                    std::to_string(p.stage) + " do not fit the plan's meshes and stages";
+      for (const readback::PlanParam& param : plan.params) {
+        const bool expert = param.mesh == "expert";
+        if ((param.mesh != "dense" && !expert) || (expert && plan.expert.empty()) ||
+            param.placements.size() != (expert ? plan.expert : plan.dense).size() ||
+            param.stage < 0 || param.stage >= plan.num_stages) {
+          problem = "param '" + param.name + "': mesh '" + param.mesh + "', " +
+                    std::to_string(param.placements.size()) + " placements, stage " +
+                    std::to_string(param.stage) + " do not fit the plan's meshes and stages";
           break;
         }
       }
@@ -232,35 +232,36 @@ class OutdirReader {
 // The embedded ranks of an OUTDIR page: --ranks (each with a rank file), else the peak rank
 // and each stage's first rank among the ranks with files.
 std::optional<std::vector<std::int64_t>> outdir_detail_ranks(const ReportOptions& opt,
-                                                             const OutdirFiles& f,
+                                                             const OutdirFiles& files,
                                                              const MemoryReport* memory,
                                                              std::ostream& err) {
-  auto has_file = [&f](std::int64_t rank) {
-    return std::any_of(f.manifest.rank_files.begin(), f.manifest.rank_files.end(),
+  auto has_file = [&files](std::int64_t rank) {
+    return std::any_of(files.manifest.rank_files.begin(), files.manifest.rank_files.end(),
                        [rank](const readback::ManifestEntry& entry) { return entry.rank == rank; });
   };
   if (opt.ranks) {
-    auto ranks = detail_ranks(opt, f.outline, memory, err);
+    auto ranks = detail_ranks(opt, files.outline, memory, err);
     if (!ranks) return std::nullopt;
-    for (std::int64_t r : *ranks) {
-      if (!has_file(r)) {
-        print_error(err, "--ranks '" + *opt.ranks + "': the OUTDIR holds no rank file of rank " +
-                             std::to_string(r) + " (its rank files: " +
-                             (f.manifest.ranks.empty() ? std::string("none") : f.manifest.ranks) +
-                             ")");
+    for (std::int64_t rank_index : *ranks) {
+      if (!has_file(rank_index)) {
+        print_error(
+            err, "--ranks '" + *opt.ranks + "': the OUTDIR holds no rank file of rank " +
+                     std::to_string(rank_index) + " (its rank files: " +
+                     (files.manifest.ranks.empty() ? std::string("none") : files.manifest.ranks) +
+                     ")");
         return std::nullopt;
       }
     }
     return ranks;
   }
-  if (memory) return detail_ranks(opt, f.outline, memory, err);
+  if (memory) return detail_ranks(opt, files.outline, memory, err);
   std::vector<std::int64_t> ranks;
-  std::vector<bool> seen(static_cast<std::size_t>(f.outline.num_stages), false);
-  for (const readback::RankMemoryFile& m : f.memory) {
+  std::vector<bool> seen(static_cast<std::size_t>(files.outline.num_stages), false);
+  for (const readback::RankMemoryFile& rank_memory : files.memory) {
     if (ranks.size() >= kMaxDetailRanks) break;
-    if (seen[static_cast<std::size_t>(m.stage)]) continue;
-    seen[static_cast<std::size_t>(m.stage)] = true;
-    ranks.push_back(m.rank);
+    if (seen[static_cast<std::size_t>(rank_memory.stage)]) continue;
+    seen[static_cast<std::size_t>(rank_memory.stage)] = true;
+    ranks.push_back(rank_memory.rank);
   }
   return ranks;
 }
@@ -270,37 +271,37 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
   const std::string& dir = opt.inputs[0];
   CommonOptions common = opt.common;
   driver::SessionScope scope(common);
-  driver::Session& s = *scope;
+  driver::Session& session = *scope;
   std::ostream& diag_out = common.diag_format == DiagFormat::Text ? err : out;
-  OutdirReader reader(dir, fs, s);
-  const std::optional<OutdirFiles> files = reader.read();
-  if (!files) {
-    driver::print_diagnostics(common, s, diag_out);
+  OutdirReader reader(dir, fs, session);
+  const std::optional<OutdirFiles> read_files = reader.read();
+  if (!read_files) {
+    driver::print_diagnostics(common, session, diag_out);
     return ExitCode::Usage;
   }
-  const OutdirFiles& f = *files;
+  const OutdirFiles& files = *read_files;
   PlanReportInput in;
   in.title = dir;
-  in.plan = &f.outline;
-  in.num_params = static_cast<std::int64_t>(f.plan.params.size());
-  in.largest = largest_params(f.plan);
-  in.plan_memory = f.plan.per_rank_memory ? &*f.plan.per_rank_memory : nullptr;
+  in.plan = &files.outline;
+  in.num_params = static_cast<std::int64_t>(files.plan.params.size());
+  in.largest = largest_params(files.plan);
+  in.plan_memory = files.plan.per_rank_memory ? &*files.plan.per_rank_memory : nullptr;
   in.budget = common.budget_bytes;
   std::optional<MemoryReport> memory;
-  const auto world = static_cast<std::size_t>(f.plan.world_size);
-  if (f.memory.size() == world) {
-    memory = memory_of_rank_files(f.memory, f.plan.per_rank_memory
-                                                ? f.plan.per_rank_memory->activations
-                                                : std::vector<readback::PlanStageActivations>{});
+  const auto world = static_cast<std::size_t>(files.plan.world_size);
+  if (files.memory.size() == world) {
+    memory = memory_of_rank_files(
+        files.memory, files.plan.per_rank_memory ? files.plan.per_rank_memory->activations
+                                                 : std::vector<readback::PlanStageActivations>{});
     in.memory = &*memory;
   } else {
-    in.notes.push_back("The OUTDIR holds " + std::to_string(f.memory.size()) + " of " +
+    in.notes.push_back("The OUTDIR holds " + std::to_string(files.memory.size()) + " of " +
                        std::to_string(world) +
                        " rank files (compiled with --ranks or --no-rank-files): the memory per "
                        "stage and the rank selection need every rank's file; the memory over all "
                        "ranks is plan.json's summary.");
   }
-  if (!f.plan.per_rank_memory) in.notes.push_back("plan.json has no summary.per_rank_memory.");
+  if (!files.plan.per_rank_memory) in.notes.push_back("plan.json has no summary.per_rank_memory.");
   in.notes.push_back(
       "Read from a compiled OUTDIR: its files hold no source lines of the inputs, so the "
       "diagnostics (the warnings compile kept in plan.json) show file:line:col without an "
@@ -309,33 +310,35 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
     in.notes.push_back(
         "The OUTDIR records no memory budget: give --budget to draw one and check it.");
   }
-  const auto ranks = outdir_detail_ranks(opt, f, in.memory, err);
+  const auto ranks = outdir_detail_ranks(opt, files, in.memory, err);
   if (!ranks) return ExitCode::Usage;
-  for (std::int64_t r : *ranks) {
-    auto rank_file = reader.read_rank(f.manifest, r);
+  for (std::int64_t rank_index : *ranks) {
+    auto rank_file = reader.read_rank(files.manifest, rank_index);
     if (!rank_file) {
-      driver::print_diagnostics(common, s, diag_out);
+      driver::print_diagnostics(common, session, diag_out);
       return ExitCode::Usage;
     }
     in.ranks.push_back(report_rank(*rank_file));
   }
   // The page's diagnostics: plan.json's, as compile kept them.
   DiagnosticSink page_diagnostics;
-  for (const readback::PlanDiagnostic& d : f.plan.diagnostics) {
-    const std::optional<DiagCode> code = find_diag_code(d.code);
+  for (const readback::PlanDiagnostic& diagnostic : files.plan.diagnostics) {
+    const std::optional<DiagCode> code = find_diag_code(diagnostic.code);
     const std::string path = driver::path_join(dir, "plan.json");
     if (!code) {
-      s.sink.error(DiagCode::EReportInput, SourceLoc{path, 0, 0},
-                   "'" + path + "' lists a diagnostic of unknown code '" + d.code + "'",
-                   kOutdirHint);
-      driver::print_diagnostics(common, s, diag_out);
+      session.sink.error(
+          DiagCode::EReportInput, SourceLoc{path, 0, 0},
+          "'" + path + "' lists a diagnostic of unknown code '" + diagnostic.code + "'",
+          kOutdirHint);
+      driver::print_diagnostics(common, session, diag_out);
       return ExitCode::Usage;
     }
-    const SourceLoc loc{d.file, static_cast<int>(d.line), static_cast<int>(d.column)};
-    if (d.severity == "error")
-      page_diagnostics.error(*code, loc, d.message, d.hint);
+    const SourceLoc loc{diagnostic.file, static_cast<int>(diagnostic.line),
+                        static_cast<int>(diagnostic.column)};
+    if (diagnostic.severity == "error")
+      page_diagnostics.error(*code, loc, diagnostic.message, diagnostic.hint);
     else
-      page_diagnostics.warning(*code, loc, d.message, d.hint);
+      page_diagnostics.warning(*code, loc, diagnostic.message, diagnostic.hint);
   }
   const SourceMap no_sources;
   in.diagnostics = &page_diagnostics;

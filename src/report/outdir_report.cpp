@@ -15,10 +15,10 @@ namespace {
 
 Mesh mesh_of_axes(const std::vector<readback::PlanMeshAxis>& axes) {
   Mesh mesh;
-  for (const readback::PlanMeshAxis& a : axes) {
+  for (const readback::PlanMeshAxis& read_axis : axes) {
     MeshAxis axis;
-    axis.name = a.name;
-    axis.size = a.size;
+    axis.name = read_axis.name;
+    axis.size = read_axis.size;
     mesh.axes.push_back(std::move(axis));
   }
   return mesh;
@@ -44,33 +44,36 @@ RankMemory rank_memory(const readback::RankMemoryFile& file) {
 // One line per buffer layout of a rank file, and one per unit, group or flat buffer.
 std::string buffers_summary(const readback::RankFile& file) {
   std::string text;
-  for (const readback::Buffer& b : file.buffers) {
-    text += std::string(buffer_kind_name(b.kind)) + ":";
-    if (!b.units.empty()) {
-      text += " " + std::to_string(b.units.size()) + " FSDP2 units\n";
-      for (const readback::Fsdp2Unit& u : b.units) {
-        text += "  unit " + u.name + " (mesh " + u.mesh + ", index " + std::to_string(u.index) +
-                " of " + std::to_string(u.ranks.size()) +
-                " ranks): " + std::to_string(u.params.size()) + " params, " +
-                std::to_string(u.total) + (u.byte_units ? " bytes" : " elements") + " per rank, " +
-                binary_bytes_text(u.total_bytes) + "\n";
+  for (const readback::Buffer& buffer : file.buffers) {
+    text += std::string(buffer_kind_name(buffer.kind)) + ":";
+    if (!buffer.units.empty()) {
+      text += " " + std::to_string(buffer.units.size()) + " FSDP2 units\n";
+      for (const readback::Fsdp2Unit& unit : buffer.units) {
+        text += "  unit " + unit.name + " (mesh " + unit.mesh + ", index " +
+                std::to_string(unit.index) + " of " + std::to_string(unit.ranks.size()) +
+                " ranks): " + std::to_string(unit.params.size()) + " params, " +
+                std::to_string(unit.total) + (unit.byte_units ? " bytes" : " elements") +
+                " per rank, " + binary_bytes_text(unit.total_bytes) + "\n";
       }
-    } else if (!b.groups.empty()) {
-      text += " " + std::to_string(b.groups.size()) + " muon groups\n";
-      for (const readback::MuonGroup& g : b.groups) {
-        text += "  group " + g.key + " (mesh " + g.mesh + "): " + std::to_string(g.params.size()) +
-                " params, " + std::to_string(g.batches.size()) + " batches\n";
+    } else if (!buffer.groups.empty()) {
+      text += " " + std::to_string(buffer.groups.size()) + " muon groups\n";
+      for (const readback::MuonGroup& group : buffer.groups) {
+        text += "  group " + group.key + " (mesh " + group.mesh +
+                "): " + std::to_string(group.params.size()) + " params, " +
+                std::to_string(group.batches.size()) + " batches\n";
       }
-    } else if (!b.flat.empty()) {
-      text += " ZeRO stage " + std::to_string(b.zero_stage) + ", " + std::to_string(b.flat.size()) +
-              " flat buffers\n";
-      for (const readback::FlatBuffer& f : b.flat) {
-        text += "  mesh " + f.mesh + (f.expert ? " (experts)" : "") + ", chunk " +
-                std::to_string(f.model_chunk) + ", " + std::string(dtype_name(f.param_dtype)) +
-                " params / " + std::string(dtype_name(f.grad_dtype)) +
-                " grads: " + std::to_string(f.numel) + " elements, shard " +
-                std::to_string(f.shard_numel) + ", owned " + std::to_string(f.owned_numel) + ", " +
-                std::to_string(f.entries.size()) + " entries\n";
+    } else if (!buffer.flat.empty()) {
+      text += " ZeRO stage " + std::to_string(buffer.zero_stage) + ", " +
+              std::to_string(buffer.flat.size()) + " flat buffers\n";
+      for (const readback::FlatBuffer& flat_buffer : buffer.flat) {
+        text += "  mesh " + flat_buffer.mesh + (flat_buffer.expert ? " (experts)" : "") +
+                ", chunk " + std::to_string(flat_buffer.model_chunk) + ", " +
+                std::string(dtype_name(flat_buffer.param_dtype)) + " params / " +
+                std::string(dtype_name(flat_buffer.grad_dtype)) +
+                " grads: " + std::to_string(flat_buffer.numel) + " elements, shard " +
+                std::to_string(flat_buffer.shard_numel) + ", owned " +
+                std::to_string(flat_buffer.owned_numel) + ", " +
+                std::to_string(flat_buffer.entries.size()) + " entries\n";
       }
     } else {
       text += " nothing on this rank\n";
@@ -100,51 +103,52 @@ Plan plan_outline(const readback::PlanFile& file) {
 
 MemoryReport memory_of_rank_files(const std::vector<readback::RankMemoryFile>& files,
                                   const std::vector<readback::PlanStageActivations>& activations) {
-  MemoryReport m;
+  MemoryReport memory;
   // Classes: ranks of one stage with equal figures, ordered by their lowest rank.
   using Key =
       std::tuple<int, std::array<std::int64_t, 6>, std::array<std::int64_t, 4>, std::int64_t>;
   std::map<Key, std::size_t> index;
   std::vector<std::vector<std::int64_t>> members;
-  for (const readback::RankMemoryFile& f : files) {
-    const Key key{f.stage, f.bytes, f.step_bytes, f.total};
-    auto [it, added] = index.emplace(key, m.classes.size());
+  for (const readback::RankMemoryFile& rank_file : files) {
+    const Key key{rank_file.stage, rank_file.bytes, rank_file.step_bytes, rank_file.total};
+    auto [it, added] = index.emplace(key, memory.classes.size());
     if (added) {
-      MemoryClass c;
-      c.stage = f.stage;
-      c.memory = rank_memory(f);
-      m.classes.push_back(std::move(c));
+      MemoryClass added_class;
+      added_class.stage = rank_file.stage;
+      added_class.memory = rank_memory(rank_file);
+      memory.classes.push_back(std::move(added_class));
       members.emplace_back();
     }
-    members[it->second].push_back(f.rank);
-    m.activations_counted = m.activations_counted || f.step;
+    members[it->second].push_back(rank_file.rank);
+    memory.activations_counted = memory.activations_counted || rank_file.step;
   }
   std::vector<std::int64_t> peak_ranks;
-  for (std::size_t c = 0; c < m.classes.size(); ++c) {
-    MemoryClass& mc = m.classes[c];
-    std::sort(members[c].begin(), members[c].end());
-    mc.ranks = RankSet::from_sorted(members[c]);
-    mc.count = static_cast<std::int64_t>(members[c].size());
-    m.peak = std::max(m.peak, mc.memory.total);
+  for (std::size_t class_index = 0; class_index < memory.classes.size(); ++class_index) {
+    MemoryClass& mc = memory.classes[class_index];
+    std::sort(members[class_index].begin(), members[class_index].end());
+    mc.ranks = RankSet::from_sorted(members[class_index]);
+    mc.count = static_cast<std::int64_t>(members[class_index].size());
+    memory.peak = std::max(memory.peak, mc.memory.total);
   }
-  for (const readback::RankMemoryFile& f : files) {
-    if (f.total == m.peak) peak_ranks.push_back(f.rank);
+  for (const readback::RankMemoryFile& rank_file : files) {
+    if (rank_file.total == memory.peak) peak_ranks.push_back(rank_file.rank);
   }
   std::sort(peak_ranks.begin(), peak_ranks.end());
-  m.peak_ranks = RankSet::from_sorted(peak_ranks);
-  for (const readback::RankMemoryFile& f : files) {
-    if (!peak_ranks.empty() && f.rank == peak_ranks.front()) m.peak_stage = f.stage;
+  memory.peak_ranks = RankSet::from_sorted(peak_ranks);
+  for (const readback::RankMemoryFile& rank_file : files) {
+    if (!peak_ranks.empty() && rank_file.rank == peak_ranks.front())
+      memory.peak_stage = rank_file.stage;
   }
-  for (const readback::PlanStageActivations& a : activations) {
+  for (const readback::PlanStageActivations& read_axis : activations) {
     StageActivations sa;
-    sa.stage = a.stage;
-    sa.layers = a.layers;
-    sa.in_flight = a.in_flight;
-    sa.per_microbatch_bytes = a.per_microbatch_bytes;
-    sa.bytes = a.bytes;
-    m.stage_activations.push_back(std::move(sa));
+    sa.stage = read_axis.stage;
+    sa.layers = read_axis.layers;
+    sa.in_flight = read_axis.in_flight;
+    sa.per_microbatch_bytes = read_axis.per_microbatch_bytes;
+    sa.bytes = read_axis.bytes;
+    memory.stage_activations.push_back(std::move(sa));
   }
-  return m;
+  return memory;
 }
 
 std::vector<ReportParam> largest_params(const readback::PlanFile& file) {
@@ -163,19 +167,22 @@ std::vector<ReportParam> largest_params(const readback::PlanFile& file) {
   std::vector<ReportParam> rows;
   rows.reserve(shown);
   for (std::size_t i = 0; i < shown; ++i) {
-    const readback::PlanParam& p = file.params[order[i]];
-    const std::vector<readback::PlanMeshAxis>& axes = p.mesh == "expert" ? file.expert : file.dense;
+    const readback::PlanParam& param = file.params[order[i]];
+    const std::vector<readback::PlanMeshAxis>& axes =
+        param.mesh == "expert" ? file.expert : file.dense;
     ReportParam row;
-    row.name = p.name;
-    row.dtype = dtype_name(p.dtype);
-    row.global_shape = p.global_shape;
+    row.name = param.name;
+    row.dtype = dtype_name(param.dtype);
+    row.global_shape = param.global_shape;
     row.bytes = global_bytes(order[i]);
-    row.mesh = p.mesh;
-    for (std::size_t a = 0; a < p.placements.size() && a < axes.size(); ++a)
-      row.placements += (a ? ", " : "") + axes[a].name + ": " + p.placements[a];
-    row.stage = p.stage;
-    row.rule = p.rule;
-    row.shard_classes = static_cast<std::int64_t>(p.shards.size());
+    row.mesh = param.mesh;
+    for (std::size_t read_axis = 0; read_axis < param.placements.size() && read_axis < axes.size();
+         ++read_axis)
+      row.placements +=
+          (read_axis ? ", " : "") + axes[read_axis].name + ": " + param.placements[read_axis];
+    row.stage = param.stage;
+    row.rule = param.rule;
+    row.shard_classes = static_cast<std::int64_t>(param.shards.size());
     rows.push_back(std::move(row));
   }
   return rows;
@@ -185,16 +192,16 @@ ReportRank report_rank(const readback::RankFile& file) {
   ReportRank rr;
   rr.rank = file.rank;
   rr.params.reserve(file.params.size());
-  for (const readback::RankParam& p : file.params) {
+  for (const readback::RankParam& param : file.params) {
     ReportRankParam row;
-    row.name = p.name;
-    row.dtype = dtype_name(p.dtype);
-    row.global_shape = p.global_shape;
-    row.local_shape = p.local_shape;
-    row.global_offset = p.global_offset;
-    row.padded_shape = p.padded_shape;
-    row.bytes = p.bytes;
-    if (p.alias && p.alias_of) row.shares_storage_with = *p.alias_of;
+    row.name = param.name;
+    row.dtype = dtype_name(param.dtype);
+    row.global_shape = param.global_shape;
+    row.local_shape = param.local_shape;
+    row.global_offset = param.global_offset;
+    row.padded_shape = param.padded_shape;
+    row.bytes = param.bytes;
+    if (param.alias && param.alias_of) row.shares_storage_with = *param.alias_of;
     rr.params.push_back(std::move(row));
   }
   rr.buffers_text = buffers_summary(file);
