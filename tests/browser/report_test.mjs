@@ -400,9 +400,9 @@ for (const [model, recipe, rank, what] of plans) {
     check(sel[kind] === String(v), `outdir: rank ${rank} ${kind}: page ${sel[kind]}, memory json ${v}`);
   }
   await page.evaluate(() => window.scrollTo(0, 0));
-  await screenshotCheck(page, 'outdir');
-  await lint(page, 'outdir');
-  figures.push({ name: 'outdir megatron-llama-3-70b', what: 'OUTDIR', ranks: mem.world_size, kib: Math.round(fs.statSync(html).size / 1024), loadMs: Math.round(log.loadMs), wallMs: log.wallMs, compared, axePasses: 0, ink: '' });
+  const shot = await screenshotCheck(page, 'outdir');
+  const passes = await lint(page, 'outdir');
+  figures.push({ name: 'outdir megatron-llama-3-70b', what: 'OUTDIR', ranks: mem.world_size, kib: Math.round(fs.statSync(html).size / 1024), loadMs: Math.round(log.loadMs), wallMs: log.wallMs, compared, axePasses: passes, ink: shot.ink.toFixed(2) });
   await page.close();
 }
 
