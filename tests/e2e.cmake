@@ -259,6 +259,14 @@ add_test(NAME search/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_search.py
                  --shardc $<TARGET_FILE:shardc>)
 set_tests_properties(search/cli PROPERTIES LABELS "e2e;search" TIMEOUT 300)
+# `shardc report OUTDIR` and `search --report` (issue 25): an OUTDIR's page shows the MODEL
+# RECIPE page's memory, largest-params and rank tables byte for byte and `memory --format
+# json`'s figures; bad OUTDIRs are E-REPORT-INPUT; a search page's rows, step bars and pruned
+# counts are `search --format json`'s; names with HTML are text.
+add_test(NAME page/cli
+         COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_report_pages.py
+                 --shardc $<TARGET_FILE:shardc>)
+set_tests_properties(page/cli PROPERTIES LABELS "e2e;page" TIMEOUT 600)
 # The runtime witness: real torch tensors (FSDP2-style padded storages) and a real
 # torch.optim.AdamW step hold exactly what `shardc memory` reports, per rank and kind.
 # Needs torch (it re-runs itself with /usr/bin/python3 when this Python lacks it); exit 77 =

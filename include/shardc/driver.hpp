@@ -151,9 +151,9 @@ struct ReshardOptions {
 
 /// `shardc report`: one self-contained HTML page (include/shardc/report.hpp, docs/report.md).
 struct ReportOptions {
-  /// MODEL RECIPE (`common` carries the budget, the diagnostics format and --strict), or
-  /// with `reshard` PLAN_A PLAN_B (OUTDIRs or plan.json files) or MODEL_A RECIPE_A MODEL_B
-  /// RECIPE_B, as `shardc reshard` takes them.
+  /// MODEL RECIPE (`common` carries the budget, the diagnostics format and --strict), a
+  /// compiled OUTDIR (one input, a directory), or with `reshard` PLAN_A PLAN_B (OUTDIRs or
+  /// plan.json files) or MODEL_A RECIPE_A MODEL_B RECIPE_B, as `shardc reshard` takes them.
   CommonOptions common;
   std::vector<std::string> inputs;
   bool reshard = false;
@@ -205,6 +205,9 @@ struct SearchOptions {
   std::string fix;                  ///< `--fix pp=16,tp=8`: degrees held fixed
   bool fp8_gemm = false;            ///< `--fp8`: FP8 GEMMs in the cost model
   std::int64_t moe_node_limit = 0;  ///< `--moe-node-limit M` (0 = unlimited)
+  /// `--report PAGE`: also write the results as one HTML page (docs/report.md), also when
+  /// nothing is ranked (E-SEARCH); the line saying so goes to `err`.
+  std::string report;
   DiagFormat diag_format = DiagFormat::Text;
 };
 
@@ -231,7 +234,8 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
                      std::ostream& err);
 /// `shardc report`: writes the page to `opt.out_file`. Exit 0 written, 1 the plan has
 /// errors (E-BUDGET, E-RESHARD-*: the page of a plan is still written, with them), 2 usage,
-/// unreadable input or an unwritable file.
+/// unreadable input, an OUTDIR that is not a complete unchanged compile (E-REPORT-INPUT, no
+/// page) or an unwritable file.
 ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err);
 /// `shardc import`: reads a checkpoint (or model file) and writes the
 /// compact model YAML or the plain inventory JSON (include/shardc/import.hpp).

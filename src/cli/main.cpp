@@ -272,6 +272,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
+  cmd->add_option("--report", opt.report,
+                  "Also write the results as one self-contained HTML page (docs/report.md)");
   cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
   cmd->add_flag("--fp8", opt.fp8_gemm,
                 "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");
@@ -365,10 +367,10 @@ void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::stri
 void add_report(CLI::App& app, Cli& cli, shardc::ReportOptions& opt) {
   auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page of a plan");
   cmd->add_option("INPUTS", opt.inputs,
-                  "MODEL RECIPE; with --reshard PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
-                  "MODEL_A RECIPE_A MODEL_B RECIPE_B")
+                  "MODEL RECIPE, or a compiled OUTDIR; with --reshard PLAN_A PLAN_B (OUTDIRs or "
+                  "plan.json files) or MODEL_A RECIPE_A MODEL_B RECIPE_B")
       ->required()
-      ->expected(2, 4);
+      ->expected(1, 4);
   cmd->add_option("-o,--out", opt.out_file, "The HTML file to write")->required();
   cmd->add_flag("--reshard", opt.reshard, "The page of a reshard from plan A to plan B");
   cmd->add_option("--ranks", opt.ranks,
@@ -383,9 +385,12 @@ void add_report(CLI::App& app, Cli& cli, shardc::ReportOptions& opt) {
   cmd->footer(
       "One HTML file, inline SVG and CSS and a small script, no network: memory per stage and\n"
       "kind, the meshes as grids, a rank's params and buffers, the largest params, the\n"
-      "diagnostics with their source lines; --reshard: bytes moved between rank groups\n"
-      "(docs/report.md). Exit 1 when the plan has errors (the page is still written).\n"
-      "Example:\n  shardc report llama.yaml recipe.yaml -o report.html");
+      "diagnostics with their source lines; an OUTDIR's page is read from its files (plan.json,\n"
+      "every rank file's memory); --reshard: bytes moved between rank groups (docs/report.md).\n"
+      "Exit 1 when the plan has errors (the page is still written); 2 for an OUTDIR that is\n"
+      "not a complete, unchanged compile (E-REPORT-INPUT, no page).\n"
+      "Example:\n  shardc report llama.yaml recipe.yaml -o report.html\n"
+      "  shardc report out/ -o report.html");
   cmd->callback([&] {
     cli.run = [&] {
       opt.common = cli.options();

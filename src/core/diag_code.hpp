@@ -60,6 +60,7 @@ enum class DiagCode {
   EReshardInput,
   ESearch,
   EHardware,
+  EReportInput,
   WUnusedRule,
   WExperts,
   WStrided,
@@ -250,6 +251,12 @@ inline constexpr std::array kDiagCodes = {
                  "or a value out of range",
                  "presets: a100, h100, h800, h200, b200, mi300x; a file holds `key: value` "
                  "lines (docs/search.md)"},
+    DiagCodeInfo{DiagCode::EReportInput, "E-REPORT-INPUT", Severity::Error, ExitCode::Usage,
+                 "`report OUTDIR`: the directory is not a complete compile (no readable "
+                 "manifest.json), or plan.json or a rank file is missing, changed since compile, "
+                 "truncated, malformed, or disagrees with plan.json or the manifest",
+                 "recompile the OUTDIR with `shardc compile` (never edit its files), or give the "
+                 "MODEL RECIPE it was compiled from"},
     DiagCodeInfo{DiagCode::WUnusedRule, "W-UNUSED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule, one pattern of a rule's `match` list (at that pattern), or an `experts` "
                  "entry matches nothing (error with `--strict`)",

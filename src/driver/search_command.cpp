@@ -10,6 +10,7 @@
 
 #include "driver/session.hpp"
 #include "frontend/frontend.hpp"
+#include "report/report.hpp"
 #include "search/search.hpp"
 #include "support/byte_size.hpp"
 
@@ -306,6 +307,27 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     return ExitCode::Usage;
   }
   const std::int64_t tokens = *shape.global_batch_size * *shape.seq_len;
+  if (!opt.report.empty()) {
+    SearchReportInput page;
+    page.model = model->name;
+    page.rules = rules_path;
+    page.world = world;
+    page.budget = budget;
+    page.hardware = &*hw;
+    page.seq_len = *shape.seq_len;
+    page.micro_batch_size = shape.micro_batch_size;
+    page.global_batch_size = *shape.global_batch_size;
+    page.optimizer = optimizer_name(training.optimizer);
+    page.result = &r;
+    const std::string html = render_search_report_html(page);
+    std::string error;
+    if (!fs.write_atomic(opt.report, html, error)) {
+      driver::print_error(err, "cannot write '" + opt.report + "': " + error);
+      return ExitCode::Usage;
+    }
+    err << "search: wrote " << opt.report << " ("
+        << binary_bytes_text(static_cast<std::int64_t>(html.size())) << ")\n";
+  }
   if (opt.format == SearchFormat::Json) {
     out << "{\"format\": \"shardc.search/v1\", \"model\": " << json_string(model->name)
         << ", \"rules\": " << json_string(rules_path) << ", \"world\": " << world

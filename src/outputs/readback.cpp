@@ -10,11 +10,13 @@
 
 #include <simdjson.h>
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
@@ -111,6 +113,8 @@ class RefNode : public NodeOps<RefNode> {
     return {*it, join(key)};
   }
   [[nodiscard]] bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
+  /// The last member named `key` (nlohmann keeps only the last of a repeated key).
+  [[nodiscard]] RefNode at_last(const char* key) const { return at(key); }
   [[nodiscard]] bool is_null() const { return j_.is_null(); }
   [[nodiscard]] std::size_t size() const {
     if (!j_.is_array()) fail("not an array");
@@ -176,6 +180,18 @@ class FastNode : public NodeOps<FastNode> {
     }
     if (!seen) throw Fallback{};
     return FastNode(found);
+  }
+  /// The last member named `key`, as nlohmann reads a repeated key.
+  [[nodiscard]] FastNode at_last(const char* key) const {
+    simdjson::dom::object o;
+    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
+    const std::string_view k(key);
+    std::optional<simdjson::dom::element> found;
+    for (const auto field : o) {
+      if (field.key == k) found = field.value;
+    }
+    if (!found) throw Fallback{};
+    return FastNode(*found);
   }
   [[nodiscard]] bool has(const char* key) const {
     simdjson::dom::object o;
@@ -247,6 +263,7 @@ PlanParam plan_param(const N& n) {
                                         s.at("last").str(), s.at("sources").strs()};
   }
   p.uneven = n.at("uneven").str();
+  if (n.has("rule") && !n.at("rule").is_null()) p.rule = n.at("rule").at("match").str();
   p.packed = n.has("packed") || n.has("strided_boxes");
   if (n.has("vocab_padding")) {
     p.vocab_rows = n.at("vocab_padding").at("rows").i64();
@@ -291,7 +308,44 @@ RankParam rank_param(const N& n) {
 
 template <typename N>
 PlanRankStat rank_stat(const N& n) {
-  return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str()};
+  return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str(),
+          n.has("median") ? n.at("median").i64() : 0};
+}
+
+// Byte kinds of `summary.per_rank_memory` and of a rank file's `memory`, in the writers'
+// order (src/memory/memory.hpp memory_kind_name, kStepKindNames).
+constexpr std::array<const char*, 6> kMemoryKindKeys = {
+    "params", "grads", "master_weights", "optimizer_state", "fsdp2_allgather", "muon_allgather"};
+constexpr std::array<const char*, 4> kStepKindKeys = {"activations", "fsdp2_reduce_scatter",
+                                                      "muon_grad_copy", "host"};
+
+// `summary.per_rank_memory`. With a training shape the writer puts two `activations` keys
+// in it (the step kind's statistics, then the per-stage array); both readers take the last
+// (`at_last`, as nlohmann keeps it), the array: the step kind's statistics are not read.
+template <typename N>
+PlanMemory plan_memory(const N& n) {
+  PlanMemory m;
+  m.not_counted = n.at("not_counted").str();
+  for (const char* key : kMemoryKindKeys) m.kinds.emplace_back(key, rank_stat(n.at(key)));
+  for (const char* key : kStepKindKeys) {
+    if (std::string_view(key) != "activations" && n.has(key))
+      m.kinds.emplace_back(key, rank_stat(n.at(key)));
+  }
+  m.kinds.emplace_back("total", rank_stat(n.at("total")));
+  if (n.has("activations")) {
+    m.activations = n.at_last("activations").map([](const N& a) {
+      return PlanStageActivations{a.at("stage").i32(), a.at("layers").i64(),
+                                  a.at("in_flight").i64(), a.at("per_microbatch_bytes").i64(),
+                                  a.at("bytes").i64()};
+    });
+  }
+  return m;
+}
+
+template <typename N>
+PlanDiagnostic plan_diagnostic(const N& n) {
+  return {n.at("code").str(), n.at("severity").str(), n.at("message").str(), n.at("hint").str(),
+          n.at("file").str(), n.at("line").i64(),     n.at("column").i64()};
 }
 
 // The rank file's params, for resolving the buffers' param indices.
@@ -663,6 +717,13 @@ PlanFile read_plan(const N& n) {
   f.summary_num_params = sum.at("num_params").i64();
   f.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
   f.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
+  if (n.at("inputs").at("model").has("name"))
+    f.model_name = n.at("inputs").at("model").at("name").str();
+  if (const N pp = n.at("pipeline"); !pp.is_null() && pp.has("virtual_stages"))
+    f.virtual_stages = static_cast<int>(pp.at("virtual_stages").in_range(1, INT32_MAX));
+  if (n.has("diagnostics"))
+    f.diagnostics = n.at("diagnostics").map([](const N& d) { return plan_diagnostic(d); });
+  if (sum.has("per_rank_memory")) f.per_rank_memory = plan_memory(sum.at("per_rank_memory"));
   return f;
 }
 
@@ -679,6 +740,22 @@ RankFile read_rank(const N& n) {
   const N t = n.at("totals");
   f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
               t.at("num_params").i64()};
+  return f;
+}
+
+template <typename N>
+RankMemoryFile read_rank_memory(const N& n) {
+  RankMemoryFile f;
+  f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
+  f.rank = n.at("rank").in_range(0, f.world_size - 1);
+  f.stage = static_cast<int>(n.at("stage").in_range(0, INT32_MAX));
+  const N m = n.at("memory");
+  for (std::size_t k = 0; k < kMemoryKindKeys.size(); ++k)
+    f.bytes[k] = m.at(kMemoryKindKeys[k]).in_range(0, INT64_MAX);
+  f.step = m.has("activations");
+  for (std::size_t k = 0; f.step && k < kStepKindKeys.size(); ++k)
+    f.step_bytes[k] = m.at(kStepKindKeys[k]).in_range(0, INT64_MAX);
+  f.total = m.at("total").in_range(0, INT64_MAX);
   return f;
 }
 
@@ -702,6 +779,7 @@ ManifestFile read_manifest(const N& n) {
 const auto kReadPlan = [](const auto& n) { return read_plan(n); };
 const auto kReadRank = [](const auto& n) { return read_rank(n); };
 const auto kReadManifest = [](const auto& n) { return read_manifest(n); };
+const auto kReadRankMemory = [](const auto& n) { return read_rank_memory(n); };
 
 }  // namespace
 
@@ -723,6 +801,15 @@ std::optional<RankFile> parse_rank_file(std::string_view text, std::string& erro
 
 std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::string& error) {
   return parse_with<ManifestFile>(&shared_parser(), text, error, kReadManifest);
+}
+
+std::optional<RankMemoryFile> parse_rank_memory_file(std::string_view text, std::string& error) {
+  return parse_with<RankMemoryFile>(&shared_parser(), text, error, kReadRankMemory);
+}
+
+std::optional<RankMemoryFile> parse_rank_memory_file_reference(std::string_view text,
+                                                               std::string& error) {
+  return parse_with<RankMemoryFile>(nullptr, text, error, kReadRankMemory);
 }
 
 std::optional<PlanFile> parse_plan_file_reference(std::string_view text, std::string& error) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model.hpp"
@@ -72,6 +73,7 @@ struct PlanParam {
   bool packed = false;  ///< has `packed` parts or `strided_boxes` (pieces are several boxes)
   std::int64_t vocab_rows = 0;      ///< `vocab_padding.rows` (0 = not a padded vocabulary)
   std::int64_t vocab_multiple = 0;  ///< `vocab_padding.multiple`
+  std::string rule;                 ///< `rule.match`: the rule or experts entry ("" when absent)
   bool operator==(const PlanParam&) const = default;
 };
 
@@ -81,14 +83,47 @@ struct PlanMeshAxis {
   bool operator==(const PlanMeshAxis&) const = default;
 };
 
-/// `min` / `max` of a per-rank byte statistic in plan.json `summary`, with
-/// the rank sets (text) that reach them.
+/// `min` / `median` / `max` of a per-rank byte statistic in plan.json `summary`, with
+/// the rank sets (text) that reach min and max.
 struct PlanRankStat {
   std::int64_t min = 0;
   std::int64_t max = 0;
   std::string min_ranks;
   std::string max_ranks;
+  std::int64_t median = 0;  ///< the lower median (0 when the file has none)
   bool operator==(const PlanRankStat&) const = default;
+};
+
+/// One entry of plan.json `diagnostics` (the warnings compile kept).
+struct PlanDiagnostic {
+  std::string code;  ///< "W-VOCAB"
+  std::string severity;
+  std::string message;
+  std::string hint;
+  std::string file;
+  std::int64_t line = 0;
+  std::int64_t column = 0;
+  bool operator==(const PlanDiagnostic&) const = default;
+};
+
+/// One stage of `summary.per_rank_memory.activations`.
+struct PlanStageActivations {
+  int stage = 0;
+  std::int64_t layers = 0;
+  std::int64_t in_flight = 0;
+  std::int64_t per_microbatch_bytes = 0;
+  std::int64_t bytes = 0;
+  bool operator==(const PlanStageActivations&) const = default;
+};
+
+/// plan.json `summary.per_rank_memory`: per kind (memory kinds, the step kinds when
+/// activations are counted, then "total", in the file's order) the world's min / median /
+/// max, and the activations per stage when counted.
+struct PlanMemory {
+  std::string not_counted;
+  std::vector<std::pair<std::string, PlanRankStat>> kinds;
+  std::vector<PlanStageActivations> activations;  ///< empty when not counted
+  bool operator==(const PlanMemory&) const = default;
 };
 
 struct PlanFile {
@@ -103,6 +138,10 @@ struct PlanFile {
   std::int64_t summary_num_params = 0;  ///< `summary.num_params`
   PlanRankStat per_rank_param_bytes;
   PlanRankStat per_rank_padded_param_bytes;
+  std::string model_name;                     ///< `inputs.model.name` ("" when absent)
+  int virtual_stages = 1;                     ///< `pipeline.virtual_stages` (1 when absent)
+  std::vector<PlanDiagnostic> diagnostics;    ///< `diagnostics` (empty when absent)
+  std::optional<PlanMemory> per_rank_memory;  ///< `summary.per_rank_memory` when written
   bool operator==(const PlanFile&) const = default;
 };
 
@@ -275,6 +314,21 @@ struct RankFile {
   bool operator==(const RankFile&) const = default;
 };
 
+/// What a rank file says of its memory (`memory`), read without its params and buffers
+/// (`shardc report OUTDIR` reads every rank file for it).
+struct RankMemoryFile {
+  std::int64_t rank = 0;
+  std::int64_t world_size = 0;
+  int stage = 0;
+  /// params, grads, master_weights, optimizer_state, fsdp2_allgather, muon_allgather.
+  std::array<std::int64_t, 6> bytes{};
+  bool step = false;  ///< activations counted: the four step kinds below are in the file
+  /// activations, fsdp2_reduce_scatter, muon_grad_copy, host (0 unless `step`).
+  std::array<std::int64_t, 4> step_bytes{};
+  std::int64_t total = 0;
+  bool operator==(const RankMemoryFile&) const = default;
+};
+
 /// One file listed in manifest.json.
 struct ManifestEntry {
   std::string path;        ///< relative to OUTDIR: "plan.json", "ranks/rank-03.json"
@@ -309,6 +363,9 @@ std::optional<ManifestFile> parse_manifest_file(std::string_view text, std::stri
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error);
 /// Parses one rank file; nullopt and `error` when malformed.
 std::optional<RankFile> parse_rank_file(std::string_view text, std::string& error);
+/// Parses a rank file's `rank`, `world_size`, `stage` and `memory` (every byte figure >= 0,
+/// `rank` in [0, world_size)); nullopt and `error` when malformed.
+std::optional<RankMemoryFile> parse_rank_memory_file(std::string_view text, std::string& error);
 
 /// The reference reader behind the three parsers above: nlohmann/json's DOM,
 /// walked with each value's JSON path. The parsers read a text without
@@ -321,5 +378,8 @@ std::optional<ManifestFile> parse_manifest_file_reference(std::string_view text,
 std::optional<PlanFile> parse_plan_file_reference(std::string_view text, std::string& error);
 /// See parse_manifest_file_reference.
 std::optional<RankFile> parse_rank_file_reference(std::string_view text, std::string& error);
+/// See parse_manifest_file_reference.
+std::optional<RankMemoryFile> parse_rank_memory_file_reference(std::string_view text,
+                                                               std::string& error);
 
 }  // namespace shardc::readback

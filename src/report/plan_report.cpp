@@ -58,7 +58,7 @@ void write_summary(const PlanReportInput& in, std::string& h) {
       std::to_string(plan.num_stages) +
           (plan.virtual_stages > 1 ? " (" + std::to_string(plan.virtual_stages) + " virtual each)"
                                    : ""));
-  row("params", std::to_string(plan.params.size()));
+  row("params", std::to_string(in.num_params));
   if (in.memory) {
     const MemoryReport& m = *in.memory;
     row("peak memory", binary_bytes_text(m.peak) + " on rank(s) " +
@@ -73,6 +73,37 @@ void write_summary(const PlanReportInput& in, std::string& h) {
     }
   }
   h += "</table>\n";
+}
+
+// What the page's source does not hold (an OUTDIR), said once near the top.
+void write_notes(const PlanReportInput& in, std::string& h) {
+  if (in.notes.empty()) return;
+  h += "<ul id=\"notes\" aria-label=\"what this page's source does not hold\">\n";
+  for (const std::string& note : in.notes) h += "<li>" + escape(note) + "</li>\n";
+  h += "</ul>\n";
+}
+
+// An OUTDIR's plan.json `summary.per_rank_memory`: the world's min / median / max per kind.
+void write_plan_memory(const PlanReportInput& in, std::string& h) {
+  if (!in.plan_memory) return;
+  const readback::PlanMemory& pm = *in.plan_memory;
+  h += "<table id=\"plan-memory\"><caption>Memory over all ranks, as plan.json's "
+       "<code>summary.per_rank_memory</code> says it (not counted: " +
+       escape(pm.not_counted) +
+       ")</caption>\n<thead><tr><th scope=\"col\">kind</th><th scope=\"col\" class=\"num\">min"
+       "</th><th scope=\"col\" class=\"num\">median</th><th scope=\"col\" class=\"num\">max</th>"
+       "<th scope=\"col\">max on ranks</th></tr></thead>\n<tbody>\n";
+  for (const auto& [kind, stat] : pm.kinds) {
+    h += "<tr><td>" + escape(kind) + "</td>";
+    const std::array<std::pair<const char*, std::int64_t>, 3> vs = {
+        {{"min", stat.min}, {"median", stat.median}, {"max", stat.max}}};
+    for (const auto& [name, value] : vs) {
+      h += "<td class=\"num\" data-kind=\"" + escape(kind) + "\" data-stat=\"" + name +
+           "\" data-bytes=\"" + std::to_string(value) + "\">" + binary_bytes_text(value) + "</td>";
+    }
+    h += "<td class=\"mono\">" + escape(stat.max_ranks) + "</td></tr>\n";
+  }
+  h += "</tbody></table>\n";
 }
 
 // The classes of `stage` ordered by total, and the classes at the lower median and the ends.
@@ -118,7 +149,10 @@ void write_memory(const PlanReportInput& in, std::string& h) {
   h += "<section id=\"memory\" aria-labelledby=\"memory-h\">\n<h2 id=\"memory-h\">Memory per "
        "rank</h2>\n";
   if (!in.memory) {
-    h += "<p>Memory was not computed for this plan (see the diagnostics).</p>\n</section>\n";
+    h += "<p>The memory classes were not formed for this plan (the diagnostics or the notes "
+         "say why).</p>\n";
+    write_plan_memory(in, h);
+    h += "</section>\n";
     return;
   }
   const MemoryReport& m = *in.memory;
@@ -257,6 +291,7 @@ void write_memory(const PlanReportInput& in, std::string& h) {
   } else if (!m.activations_note.empty()) {
     h += "<p>Activations: " + escape(m.activations_note) + "</p>\n";
   }
+  write_plan_memory(in, h);
   h += "</section>\n";
 }
 
@@ -372,31 +407,21 @@ void write_meshes(const PlanReportInput& in, std::string& h) {
   h += "</section>\n";
 }
 
-struct RankRow {
-  const PlannedParam* param = nullptr;
-  ShardGeom geom;
-  std::int64_t bytes = 0;
-  bool shares_storage = false;
-};
-
-void write_rank_detail(const Plan& plan, const ReportRank& rr, std::string& h) {
-  std::vector<RankRow> rows;
-  for (const PlannedParam& p : plan.params) {
-    if (!plan.holds(rr.rank, p)) continue;
-    RankRow row;
-    row.param = &p;
-    row.geom = shard_at(p.geometry, mesh_coords(plan.mesh_of(p), rr.rank));
-    row.bytes = numel_of(row.geom.local_shape) * element_size(p.dtype);
-    row.shares_storage = p.alias_of && plan.params[*p.alias_of].stage == p.stage;
-    rows.push_back(std::move(row));
-  }
+// One embedded rank's params table and buffers; `hidden` until the script selects the rank
+// (without memory classes there is no rank selection: every embedded rank is shown).
+void write_rank_detail(const ReportRank& rr, bool hidden, std::string& h) {
+  std::vector<const ReportRankParam*> rows;
+  rows.reserve(rr.params.size());
+  for (const ReportRankParam& p : rr.params) rows.push_back(&p);
   std::stable_sort(rows.begin(), rows.end(),
-                   [](const RankRow& x, const RankRow& y) { return x.bytes > y.bytes; });
+                   [](const ReportRankParam* one, const ReportRankParam* other) {
+                     return one->bytes > other->bytes;
+                   });
   std::int64_t total = 0;
-  for (const RankRow& r : rows) total += r.shares_storage ? 0 : r.bytes;
+  for (const ReportRankParam* r : rows) total += r->shares_storage_with ? 0 : r->bytes;
   const std::string rank = std::to_string(rr.rank);
-  h += "<div class=\"rank-detail\" data-rank=\"" + rank +
-       "\" hidden>\n<div class=\"scroll\" "
+  h += "<div class=\"rank-detail\" data-rank=\"" + rank + (hidden ? "\" hidden>" : "\">") +
+       "\n<div class=\"scroll\" "
        "tabindex=\"0\" role=\"region\" aria-label=\"params of rank " +
        rank + "\"><table class=\"rank-params\" data-rank=\"" + rank + "\" data-count=\"" +
        std::to_string(rows.size()) + "\" data-bytes=\"" + std::to_string(total) +
@@ -411,19 +436,18 @@ void write_rank_detail(const Plan& plan, const ReportRank& rr, std::string& h) {
        "bytes</th></tr></thead>\n<tbody>\n";
   std::int64_t rest = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const RankRow& r = rows[i];
+    const ReportRankParam& r = *rows[i];
     if (i >= kMaxRankRows) {
-      rest += r.shares_storage ? 0 : r.bytes;
+      rest += r.shares_storage_with ? 0 : r.bytes;
       continue;
     }
-    h += "<tr><td class=\"mono\">" + escape(r.param->name) +
-         (r.shares_storage ? " <em>(alias of " + escape(plan.params[*r.param->alias_of].name) +
-                                 ", shared storage)</em>"
-                           : std::string()) +
-         "</td><td>" + std::string(dtype_name(r.param->dtype)) + "</td><td>" +
-         shape_text(r.param->global_shape) + "</td><td>" + shape_text(r.geom.local_shape) +
-         "</td><td>" + shape_text(r.geom.global_offset) + "</td><td>" +
-         shape_text(r.geom.padded_shape) + "</td><td class=\"num\" data-bytes=\"" +
+    h += "<tr><td class=\"mono\">" + escape(r.name) +
+         (r.shares_storage_with
+              ? " <em>(alias of " + escape(*r.shares_storage_with) + ", shared storage)</em>"
+              : std::string()) +
+         "</td><td>" + escape(r.dtype) + "</td><td>" + shape_text(r.global_shape) + "</td><td>" +
+         shape_text(r.local_shape) + "</td><td>" + shape_text(r.global_offset) + "</td><td>" +
+         shape_text(r.padded_shape) + "</td><td class=\"num\" data-bytes=\"" +
          std::to_string(r.bytes) + "\">" + binary_bytes_text(r.bytes) + "</td></tr>\n";
   }
   if (rows.size() > kMaxRankRows) {
@@ -464,46 +488,27 @@ void write_rank_section(const PlanReportInput& in, std::string& h) {
        (listed.empty() ? std::string("none") : listed) +
        " (the peak rank and each stage's first rank unless <code>--ranks</code> says "
        "otherwise).</p>\n";
-  for (const ReportRank& rr : in.ranks) write_rank_detail(plan, rr, h);
+  for (const ReportRank& rr : in.ranks) write_rank_detail(rr, in.memory != nullptr, h);
   h += "</section>\n";
 }
 
 void write_largest(const PlanReportInput& in, std::string& h) {
-  const Plan& plan = *in.plan;
-  std::vector<std::size_t> order(plan.params.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  auto global_bytes = [&](std::size_t i) {
-    return numel_of(plan.params[i].global_shape) * element_size(plan.params[i].dtype);
-  };
-  const std::size_t shown = std::min(kMaxLargestParams, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                    [&](std::size_t x, std::size_t y) {
-                      const std::int64_t bx = global_bytes(x), by = global_bytes(y);
-                      return bx != by ? bx > by : x < y;
-                    });
   h += "<section id=\"largest\" aria-labelledby=\"largest-h\">\n<h2 id=\"largest-h\">Largest "
        "params</h2>\n<div class=\"scroll\" tabindex=\"0\" role=\"region\" aria-label=\"largest "
        "params\"><table id=\"largest-params\"><caption>The " +
-       std::to_string(shown) + " largest of " + std::to_string(plan.params.size()) +
+       std::to_string(in.largest.size()) + " largest of " + std::to_string(in.num_params) +
        " params (global bytes) and their placements</caption>\n<thead><tr><th scope=\"col\">"
        "param</th><th scope=\"col\">dtype</th><th scope=\"col\">global shape</th><th scope=\"col\""
        " class=\"num\">bytes</th><th scope=\"col\">mesh</th><th scope=\"col\">placements</th><th "
        "scope=\"col\">stage</th><th scope=\"col\">rule</th><th scope=\"col\" class=\"num\">shard "
        "classes</th></tr></thead>\n<tbody>\n";
-  for (std::size_t i = 0; i < shown; ++i) {
-    const PlannedParam& p = plan.params[order[i]];
-    const Mesh& mesh = plan.mesh_of(p);
-    std::string placements;
-    for (std::size_t a = 0; a < p.placements.size() && a < mesh.axes.size(); ++a) {
-      placements += (a ? ", " : "") + mesh.axes[a].name + ": " + p.placements[a].label();
-    }
-    h += "<tr><td class=\"mono\">" + escape(p.name) + "</td><td>" +
-         std::string(dtype_name(p.dtype)) + "</td><td>" + shape_text(p.global_shape) +
-         "</td><td class=\"num\" data-bytes=\"" + std::to_string(global_bytes(order[i])) + "\">" +
-         binary_bytes_text(global_bytes(order[i])) + "</td><td>" + mesh_kind_name(p.mesh) +
-         "</td><td class=\"mono\">" + escape(placements) + "</td><td>" + std::to_string(p.stage) +
-         "</td><td class=\"mono\">" + escape(p.rule.match) + "</td><td class=\"num\">" +
-         std::to_string(enumerate_shards(plan, p).size()) + "</td></tr>\n";
+  for (const ReportParam& p : in.largest) {
+    h += "<tr><td class=\"mono\">" + escape(p.name) + "</td><td>" + escape(p.dtype) + "</td><td>" +
+         shape_text(p.global_shape) + "</td><td class=\"num\" data-bytes=\"" +
+         std::to_string(p.bytes) + "\">" + binary_bytes_text(p.bytes) + "</td><td>" +
+         escape(p.mesh) + "</td><td class=\"mono\">" + escape(p.placements) + "</td><td>" +
+         std::to_string(p.stage) + "</td><td class=\"mono\">" + escape(p.rule) +
+         "</td><td class=\"num\">" + std::to_string(p.shard_classes) + "</td></tr>\n";
   }
   h += "</tbody></table></div>\n</section>\n";
 }
@@ -609,12 +614,67 @@ void write_data(const PlanReportInput& in, std::string& h) {
 
 }  // namespace
 
+std::vector<ReportParam> largest_params(const Plan& plan) {
+  std::vector<std::size_t> order(plan.params.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  auto global_bytes = [&](std::size_t i) {
+    return numel_of(plan.params[i].global_shape) * element_size(plan.params[i].dtype);
+  };
+  const std::size_t shown = std::min(kMaxLargestParams, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
+                    [&](std::size_t left, std::size_t right) {
+                      const std::int64_t left_bytes = global_bytes(left);
+                      const std::int64_t right_bytes = global_bytes(right);
+                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
+                    });
+  std::vector<ReportParam> rows;
+  rows.reserve(shown);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const PlannedParam& p = plan.params[order[i]];
+    const Mesh& mesh = plan.mesh_of(p);
+    ReportParam row;
+    row.name = p.name;
+    row.dtype = dtype_name(p.dtype);
+    row.global_shape = p.global_shape;
+    row.bytes = global_bytes(order[i]);
+    row.mesh = mesh_kind_name(p.mesh);
+    for (std::size_t a = 0; a < p.placements.size() && a < mesh.axes.size(); ++a)
+      row.placements += (a ? ", " : "") + mesh.axes[a].name + ": " + p.placements[a].label();
+    row.stage = p.stage;
+    row.rule = p.rule.match;
+    row.shard_classes = static_cast<std::int64_t>(enumerate_shards(plan, p).size());
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<ReportRankParam> rank_params(const Plan& plan, std::int64_t rank) {
+  std::vector<ReportRankParam> rows;
+  for (const PlannedParam& p : plan.params) {
+    if (!plan.holds(rank, p)) continue;
+    const ShardGeom geom = shard_at(p.geometry, mesh_coords(plan.mesh_of(p), rank));
+    ReportRankParam row;
+    row.name = p.name;
+    row.dtype = dtype_name(p.dtype);
+    row.global_shape = p.global_shape;
+    row.local_shape = geom.local_shape;
+    row.global_offset = geom.global_offset;
+    row.padded_shape = geom.padded_shape;
+    row.bytes = numel_of(geom.local_shape) * element_size(p.dtype);
+    if (p.alias_of && plan.params[*p.alias_of].stage == p.stage)
+      row.shares_storage_with = plan.params[*p.alias_of].name;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 std::string render_plan_report_html(const PlanReportInput& in) {
   const std::string name = in.plan ? in.plan->model_name : in.title;
   std::string h = report::page_head("shardc report: " + name);
   h += "<h1>shardc report: " + escape(name) + "</h1>\n";
   if (in.plan) {
     write_summary(in, h);
+    write_notes(in, h);
     write_memory(in, h);
     write_meshes(in, h);
     write_rank_section(in, h);

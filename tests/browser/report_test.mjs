@@ -7,8 +7,10 @@
 // error, no request other than the file itself; a screenshot at the expected size that is
 // not blank; axe-core (WCAG 2 A/AA: labels, contrast, ...) finds no violation. A model whose
 // names hold HTML must render them as text; a reshard page's heatmap must sum to the
-// `reshard --format json` listing. Prints the load time and size of each page (measured, not
-// asserted: the DeepSeek-V3 2,048-rank figure is quoted in docs/report.md).
+// `reshard --format json` listing; a compiled OUTDIR's page must show `memory --format json`'s
+// figures too, and a search page the rows, step terms and pruned counts of `search --format
+// json`. Prints the load time and size of each page (measured, not asserted: the DeepSeek-V3
+// 2,048-rank figure is quoted in docs/report.md).
 //
 // Usage: node report_test.mjs --shardc BIN [--chromium /usr/bin/chromium] [--keep DIR]
 // Exit 0 all checks pass, 1 a check failed (each failure printed), 2 usage or set-up.
@@ -342,6 +344,99 @@ for (const [model, recipe, rank, what] of plans) {
   check(log.errors.length === 0, `reshard: console: ${log.errors.join('; ')}`);
   await screenshotCheck(page, 'reshard');
   await lint(page, 'reshard');
+  await page.close();
+}
+
+// A compiled OUTDIR's page: the same memory figures as `memory --format json` (and so as the
+// MODEL RECIPE page), read from its rank files; rank selection; plan.json's world summary.
+{
+  const model = 'plans/megatron-llama-3-70b.model.yaml';
+  const recipe = 'plans/megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml';
+  const out = path.join(work, 'outdir-megatron');
+  run(['compile', model, recipe, '-o', out]);
+  const html = path.join(work, 'outdir.html');
+  run(['report', out, '-o', html]);
+  const rank = 300;
+  const mem = JSON.parse(run(['memory', model, recipe, '--format', 'json', '--ranks', `${rank}`]));
+  const { page, log } = await open(html);
+  check(log.errors.length === 0, `outdir: console: ${log.errors.join('; ')}`);
+  check(log.requests.every((u) => u === 'file://' + html), `outdir: requests beyond the file`);
+  const dom = await page.evaluate(() => {
+    const out = { world: document.getElementById('world')?.textContent, stages: {}, summary: {} };
+    document.querySelectorAll('#memory-table td[data-bytes]').forEach((td) => {
+      out.stages[`${td.dataset.stage}/${td.dataset.kind}/${td.dataset.stat}`] = td.dataset.bytes;
+    });
+    document.querySelectorAll('#plan-memory td[data-bytes]').forEach((td) => {
+      out.summary[`${td.dataset.kind}/${td.dataset.stat}`] = +td.dataset.bytes;
+    });
+    const peak = document.getElementById('peak');
+    out.peak = { bytes: peak?.dataset.bytes, ranks: peak?.dataset.ranks };
+    out.notes = [...document.querySelectorAll('#notes li')].map((li) => li.textContent);
+    return out;
+  });
+  check(dom.world === `${mem.world_size} ranks`, `outdir: world '${dom.world}' vs ${mem.world_size}`);
+  let compared = 0;
+  for (const s of mem.stages) {
+    for (const [kind, st] of Object.entries(s)) {
+      if (kind === 'stage' || kind === 'num_ranks' || typeof st !== 'object') continue;
+      for (const stat of ['min', 'median', 'max']) {
+        check(dom.stages[`${s.stage}/${kind}/${stat}`] === String(st[stat]), `outdir: stage ${s.stage} ${kind} ${stat}: page ${dom.stages[`${s.stage}/${kind}/${stat}`]}, memory json ${st[stat]}`);
+        compared++;
+      }
+    }
+  }
+  check(compared > 0 && compared === Object.keys(dom.stages).length, `outdir: ${compared} memory figures compared, the page has ${Object.keys(dom.stages).length}`);
+  check(dom.peak.bytes === String(mem.peak.bytes) && dom.peak.ranks === mem.peak.ranks, `outdir: peak ${JSON.stringify(dom.peak)} vs ${mem.peak.bytes} on ${mem.peak.ranks}`);
+  for (const kind of ['params', 'grads', 'optimizer_state', 'total']) {
+    const lo = Math.min(...mem.stages.map((s) => s[kind].min));
+    const hi = Math.max(...mem.stages.map((s) => s[kind].max));
+    check(dom.summary[`${kind}/min`] === lo && dom.summary[`${kind}/max`] === hi, `outdir: plan.json summary ${kind} ${dom.summary[`${kind}/min`]}..${dom.summary[`${kind}/max`]} vs memory json ${lo}..${hi}`);
+  }
+  check(dom.notes.some((n) => n.includes('no source lines')), `outdir: the page does not say the OUTDIR holds no source lines: ${dom.notes}`);
+  await page.fill('#rank-input', String(rank));
+  await page.dispatchEvent('#rank-input', 'change');
+  const sel = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#rank-memory td[data-kind]')].map((td) => [td.dataset.kind, td.dataset.bytes])));
+  for (const [kind, v] of Object.entries(mem.ranks[0].bytes)) {
+    check(sel[kind] === String(v), `outdir: rank ${rank} ${kind}: page ${sel[kind]}, memory json ${v}`);
+  }
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const shot = await screenshotCheck(page, 'outdir');
+  const passes = await lint(page, 'outdir');
+  figures.push({ name: 'outdir megatron-llama-3-70b', what: 'OUTDIR', ranks: mem.world_size, kib: Math.round(fs.statSync(html).size / 1024), loadMs: Math.round(log.loadMs), wallMs: log.wallMs, compared, axePasses: passes, ink: shot.ink.toFixed(2) });
+  await page.close();
+}
+
+// A search page: the ranked rows, each layout's step bar and the pruned counts are the
+// `search --format json` document's.
+{
+  const html = path.join(work, 'search.html');
+  const args = ['search', 'plans/llama-3.1-8b.model.yaml', '--world', '64', '--hardware', 'h100',
+                '--seq-len', '8192', '--global-batch-tokens', String(8192 * 256), '--budget', '80GB'];
+  const doc = JSON.parse(run([...args, '--format', 'json', '--report', html]));
+  const { page, log } = await open(html);
+  check(log.errors.length === 0, `search: console: ${log.errors.join('; ')}`);
+  const dom = await page.evaluate(() => ({
+    rows: [...document.querySelectorAll('#ranked-table tr.layout')].map((tr) => ({ layout: tr.dataset.layout, peak: +tr.dataset.peak, headroom: +tr.dataset.headroom, step: +tr.dataset.step })),
+    bars: [...document.querySelectorAll('#terms-chart g.step-bar')].map((g) => Object.fromEntries([...g.querySelectorAll('rect.term')].map((r) => [r.dataset.term, +r.dataset.seconds]))),
+    pruned: Object.fromEntries([...document.querySelectorAll('#pruned-table td[data-reason]')].map((td) => [td.dataset.reason, +td.dataset.count])),
+    budget: +document.getElementById('budget').dataset.bytes,
+  }));
+  const near = (a, b) => Math.abs(a - b) <= 1e-5 * Math.max(Math.abs(b), 1e-9);
+  check(dom.rows.length === doc.ranked.length && dom.rows.length > 0, `search: ${dom.rows.length} rows, JSON ${doc.ranked.length}`);
+  doc.ranked.forEach((want, i) => {
+    const row = dom.rows[i] ?? {};
+    check(row.layout === want.layout && row.peak === want.peak_bytes && row.headroom === want.headroom_bytes && near(row.step, want.step_seconds),
+          `search: row ${i + 1} ${JSON.stringify(row)} vs ${want.layout} ${want.peak_bytes} ${want.headroom_bytes} ${want.step_seconds}`);
+    const bar = dom.bars[i] ?? {};
+    const expect = { compute: want.compute_seconds, recompute: want.recompute_seconds, bubble: want.bubble_seconds, optimizer: want.optimizer_seconds };
+    for (const c of want.comm) expect[`comm ${c.axis}`] = c.exposed_seconds;
+    check(Object.keys(bar).length === Object.keys(expect).length && Object.entries(expect).every(([k, v]) => near(bar[k], v)),
+          `search: step bar ${i + 1} ${JSON.stringify(bar)} vs ${JSON.stringify(expect)}`);
+  });
+  check(JSON.stringify(dom.pruned) === JSON.stringify(doc.pruned), `search: pruned ${JSON.stringify(dom.pruned)} vs ${JSON.stringify(doc.pruned)}`);
+  check(dom.budget === doc.budget_bytes, `search: budget ${dom.budget} vs ${doc.budget_bytes}`);
+  await screenshotCheck(page, 'search');
+  await lint(page, 'search');
   await page.close();
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Runs bad-input folders (tests/bad/<name>/) through `shardc validate --format json`
-(or `shardc reshard ... --diag-format json` when `command` is "reshard").
+(or `shardc reshard ... --diag-format json` when `command` is "reshard", `shardc report
+OUTDIR -o PAGE --diag-format json` when it is "report": `inputs` names the OUTDIR folder, `file`
+a file in it, e.g. "out/plan.json"; a refused report writes no page).
 
     run_bad.py --shardc BIN [--sanitizer] [--timeout S] FOLDER [FOLDER ...]
 
@@ -213,7 +215,7 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
     problems: list[str] = []
     expect = json.loads((folder / "expect.json").read_text(encoding="utf-8"))
     command = expect.get("command", "validate")
-    if command not in ("validate", "compile", "reshard"):
+    if command not in ("validate", "compile", "reshard", "report"):
         return [f"unsupported command {command!r}"]
     with tempfile.TemporaryDirectory(prefix="shardc-bad-") as tmp_name:
         tmp = Path(tmp_name)
@@ -227,6 +229,13 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
                    "json"] + expect.get("args", [])
             if command == "compile":  # a refused compile writes nothing
                 cmd += ["-o", str(out_dir)]
+        elif command == "report":  # `inputs`: an OUTDIR in the folder; the page goes to tmp
+            inputs = [folder / name for name in expect["inputs"]]
+            paths.update({name: folder / name for name in expect["inputs"]})
+            if "file" in expect:
+                paths.setdefault(expect["file"], folder / expect["file"])
+            cmd = [shardc, "report"] + [str(p) for p in inputs] + [
+                "-o", str(tmp / "page.html"), "--diag-format", "json"] + expect.get("args", [])
         else:  # reshard: `inputs` are 2 plans or MODEL_A RECIPE_A MODEL_B RECIPE_B
             inputs = [folder / name for name in expect["inputs"]]
             paths.update({name: folder / name for name in expect["inputs"]})
@@ -237,6 +246,8 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
         wrote = (out_dir / "plan.json").exists() or (out_dir / "manifest.json").exists()
         if command == "compile" and code != 0 and wrote:
             problems.append(f"compile exited {code} but wrote {out_dir}")
+        if command == "report" and code != 0 and (tmp / "page.html").exists():
+            problems.append(f"report exited {code} on a bad OUTDIR but wrote a page")
     rss_mb = rss_kib / 1024
     print(f"  {folder.name}: exit {code}, {seconds:.2f} CPU s, peak RSS {rss_mb:.0f} MB")
     if code is None:

@@ -63,6 +63,7 @@ struct Parsed {
   int plans = 0;
   int ranks = 0;
   int manifests = 0;
+  int memories = 0;  ///< as a rank file's memory (parse_rank_memory_file)
 };
 
 Parsed agree_all(std::string_view text) {
@@ -71,6 +72,8 @@ Parsed agree_all(std::string_view text) {
   p.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
   p.manifests +=
       agree(text, &readback::parse_manifest_file, &readback::parse_manifest_file_reference);
+  p.memories +=
+      agree(text, &readback::parse_rank_memory_file, &readback::parse_rank_memory_file_reference);
   return p;
 }
 
@@ -97,9 +100,22 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers read compiled outputs as the refer
   CHECK(plan.plans == 1);
   const Parsed manifest = agree_all(file("manifest.json"));
   CHECK(manifest.manifests == 1);
-  for (int r = 0; r < 8; ++r)
-    CHECK(agree_all(file("ranks/rank-" + std::to_string(r) + ".json")).ranks == 1);
+  for (int r = 0; r < 8; ++r) {
+    const Parsed rank = agree_all(file("ranks/rank-" + std::to_string(r) + ".json"));
+    CHECK(rank.ranks == 1);
+    CHECK(rank.memories == 1);
+  }
   std::string error;
+  const auto p = readback::parse_plan_file(file("plan.json"), error);
+  REQUIRE(p);
+  REQUIRE(p->per_rank_memory);  // compile writes summary.per_rank_memory
+  CHECK(p->per_rank_memory->kinds.back().first == "total");
+  CHECK_FALSE(p->params.front().rule.empty());
+  const auto m = readback::parse_rank_memory_file(file("ranks/rank-0.json"), error);
+  REQUIRE(m);
+  CHECK(m->rank == 0);
+  CHECK(m->world_size == 8);
+  CHECK(m->total > 0);
   const auto f = readback::parse_rank_file(file("ranks/rank-0.json"), error);
   REQUIRE(f);
   CHECK(f->buffers.size() == 2);
