@@ -57,11 +57,16 @@ if(SHARDC_TORCH_PYTHON)
                    ${PROJECT_SOURCE_DIR}/tools/python/pyproject.toml
                    ${PROJECT_SOURCE_DIR}/tools/python/shardc_runtime
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python)
-  set_tests_properties(runtime/mypy PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
+  # One cache for both runs (torch's stubs are analysed once, minutes cold), so they
+  # take turns (RESOURCE_LOCK). The timeouts guard against a hang on a loaded machine;
+  # nothing is timed.
+  set_tests_properties(runtime/mypy PROPERTIES LABELS "runtime;lint" TIMEOUT 900
+                       RESOURCE_LOCK mypy-cache)
   # The tests' annotations (mypy's default mode: the package is checked --strict above).
   add_test(NAME runtime/mypy-tests
-           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache-tests
+           COMMAND ${SHARDC_TORCH_PYTHON} -m mypy --cache-dir ${CMAKE_BINARY_DIR}/mypy-cache
                    --config-file ${SHARDC_RUNTIME_DIR}/mypy.ini ${SHARDC_RUNTIME_DIR}
            WORKING_DIRECTORY ${SHARDC_RUNTIME_DIR})
-  set_tests_properties(runtime/mypy-tests PROPERTIES LABELS "runtime;lint" TIMEOUT 300)
+  set_tests_properties(runtime/mypy-tests PROPERTIES LABELS "runtime;lint" TIMEOUT 900
+                       RESOURCE_LOCK mypy-cache DEPENDS runtime/mypy)
 endif()
