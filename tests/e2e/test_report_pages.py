@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """`shardc report OUTDIR` and `shardc search ... --report` end to end (issue 25, docs/report.md).
 
+* Every shipped plan (plans/*.recipe.yaml with its model): `report MODEL RECIPE` exits 0,
+  the page is under 4 MB, and its memory table (every stage x kind x min / median / max) and
+  peak equal `memory --format json`.
 * OUTDIR pages: for shipped plans (pp 8; an expert mesh; a tie warning) and a recipe with a
   training shape (activations counted),
   `compile` then `report OUTDIR`: the memory table (every stage x kind x min / median / max),
@@ -71,6 +74,45 @@ def rank_tables(page):
 
 def memory_json(shardc, model, recipe):
     return json.loads(must([shardc, "memory", model, recipe, "--format", "json"]).stdout)
+
+
+def model_for_recipe(recipe):
+    """The longest plans/*.model.yaml whose stem starts the recipe's (test_schemas' rule)."""
+    stem = recipe.name[: -len(".recipe.yaml")]
+    for m in sorted(recipe.parent.glob("*.model.yaml"), key=lambda p: -len(p.name)):
+        base = m.name[: -len(".model.yaml")]
+        if stem == base or stem.startswith(base + "-"):
+            return m
+    return None
+
+
+def every_shipped_plan_checks(shardc, tmp):
+    recipes = sorted(PLANS.glob("*.recipe.yaml"))
+    check(len(recipes) >= 20, f"plans/ holds the shipped plans ({len(recipes)})")
+    for recipe in recipes:
+        label = recipe.name[: -len(".recipe.yaml")]
+        model = model_for_recipe(recipe)
+        check(model is not None, f"{label}: its model is in plans/")
+        if model is None:
+            continue
+        page = tmp / f"every-{label}.html"
+        r = run([shardc, "report", model, recipe, "-o", page])
+        ok = r.returncode == 0 and page.exists()
+        check(ok, f"{label}: report exits 0 and writes the page (exit {r.returncode}: {r.stderr[-300:]})")
+        if not ok:
+            continue
+        size = page.stat().st_size
+        check(size < 4 * 1024 * 1024, f"{label}: the page is {size / 1024:.0f} KiB (< 4 MB)")
+        html = page.read_text(encoding="utf-8")
+        mem = memory_json(shardc, model, recipe)
+        cells = stage_cells(html)
+        want = {(str(st["stage"]), kind, stat): v[stat] for st in mem["stages"]
+                for kind, v in st.items() if isinstance(v, dict) for stat in ("min", "median", "max")}
+        check(cells and cells == want,
+              f"{label}: the page's {len(cells)} memory figures = memory --format json's {len(want)}")
+        peak = re.search(r'<p id="peak" data-bytes="(\d+)"', html)
+        check(peak is not None and int(peak.group(1)) == mem["peak"]["bytes"],
+              f"{label}: peak {peak.group(1) if peak else None} = {mem['peak']['bytes']}")
 
 
 def outdir_page_checks(shardc, tmp, model, recipe, label):
@@ -236,6 +278,7 @@ def main():
     shardc = ap.parse_args().shardc
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
+        every_shipped_plan_checks(shardc, tmp)
         outdir_page_checks(shardc, tmp, PLANS / "megatron-llama-3-70b.model.yaml",
                                       PLANS / "megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml", "megatron-70b")
         outdir_page_checks(shardc, tmp, PLANS / "qwen3-30b-a3b.model.yaml",
