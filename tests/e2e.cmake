@@ -119,7 +119,7 @@ foreach(recipe IN LISTS SHARDC_PLAN_RECIPES)
   add_test(NAME verify/plan/${plan_name}
            COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/run_verify.py
                    --shardc $<TARGET_FILE:shardc> --recipe ${recipe})
-  set_tests_properties(verify/plan/${plan_name} PROPERTIES LABELS "e2e;verify;long" TIMEOUT 900)
+  set_tests_properties(verify/plan/${plan_name} PROPERTIES LABELS "e2e;verify;long;models" TIMEOUT 900)
 endforeach()
 foreach(expected IN LISTS SHARDC_CASE_EXPECTED)
   get_filename_component(case_dir ${expected} DIRECTORY)
@@ -198,6 +198,10 @@ foreach(pair IN LISTS SHARDC_RESHARD_PAIRS)
                    --shardc $<TARGET_FILE:shardc> --only ${pair})
   set_tests_properties(reshard/${pair} PROPERTIES LABELS "e2e;reshard" TIMEOUT 600)
 endforeach()
+# The pairs on real-model inventories (Mixtral, Qwen3-MoE, Llama-3.1-8B) are `models`: stage 1
+# runs them; the sanitizer stage keeps the small pairs (same reshard code, seconds not minutes).
+set_tests_properties(reshard/mixtral-ep8-to-ep4 reshard/qwen3-ep8-to-pp2 reshard/llama8b-tp8-to-pp4
+                     PROPERTIES LABELS "e2e;reshard;models")
 # The output directory commits as a whole: compile SIGKILLed at several moments leaves the
 # previous complete state or a directory verify refuses as incomplete; changed inputs;
 # tampered files caught by digest (tests/e2e/test_commit.py). Label `long` (~5 s here, ~30 s
@@ -259,7 +263,7 @@ set_tests_properties(cost/cli PROPERTIES LABELS "e2e;memory" TIMEOUT 300)
 add_test(NAME search/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_search.py
                  --shardc $<TARGET_FILE:shardc>)
-set_tests_properties(search/cli PROPERTIES LABELS "e2e;search" TIMEOUT 300)
+set_tests_properties(search/cli PROPERTIES LABELS "e2e;search;models" TIMEOUT 300)
 # `shardc report OUTDIR` and `search --report` (issue 25): an OUTDIR's page shows the MODEL
 # RECIPE page's memory, largest-params and rank tables byte for byte and `memory --format
 # json`'s figures; bad OUTDIRs are E-REPORT-INPUT; a search page's rows, step bars and pruned
@@ -267,7 +271,7 @@ set_tests_properties(search/cli PROPERTIES LABELS "e2e;search" TIMEOUT 300)
 add_test(NAME page/cli
          COMMAND ${Python3_EXECUTABLE} ${SHARDC_E2E_DIR}/test_report_pages.py
                  --shardc $<TARGET_FILE:shardc>)
-set_tests_properties(page/cli PROPERTIES LABELS "e2e;page" TIMEOUT 600)
+set_tests_properties(page/cli PROPERTIES LABELS "e2e;page;models" TIMEOUT 600)
 # The runtime witness: real torch tensors (FSDP2-style padded storages) and a real
 # torch.optim.AdamW step hold exactly what `shardc memory` reports, per rank and kind.
 # Needs torch (it re-runs itself with /usr/bin/python3 when this Python lacks it); exit 77 =
@@ -304,7 +308,7 @@ add_test(NAME layers/refused-include
 set_tests_properties(layers/refused-include PROPERTIES LABELS "docs" TIMEOUT 60)
 # The agreed names and parameter counts (.clang-tidy) on the files tools/tidy lists.
 add_test(NAME tidy/names COMMAND ${PROJECT_SOURCE_DIR}/tools/tidy ${PROJECT_BINARY_DIR})
-set_tests_properties(tidy/names PROPERTIES LABELS "tidy" TIMEOUT 300)
+set_tests_properties(tidy/names PROPERTIES LABELS "tidy;lint" TIMEOUT 300)
 
 # `shardc report` pages in headless Chromium (tests/browser/report_test.mjs, ~30 s): DOM
 # figures equal to `memory --format json` and the reshard listing, escaping of names,

@@ -5,33 +5,54 @@
 set(SHARDC_TORCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/torch)
 if(SHARDC_TORCH_PYTHON)
   # -p no:cacheprovider: no .pytest_cache in the source tree
-  # One test per shipped plan and per valid case (pytest -k on its id), so that CTest
-  # spreads them over the cores and each has its own time bound.
+  # Every shipped plan and every valid case is one pytest node (test_pytorch_agrees[<id>]);
+  # CTest runs them 5 to a test, plans and cases apart (torch/agreement/plans-1 ...,
+  # cases-1 ...): one pytest process then pays torch's import (about 5 s) for 5 nodes, and
+  # CTest still spreads the groups over the cores, each with its own time bound. -v names
+  # every node with its verdict; one node alone: pytest test_agreement.py -k 'plan/gpt2'.
   file(GLOB shardc_judge_recipes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/plans/*.recipe.yaml)
   file(GLOB shardc_judge_cases LIST_DIRECTORIES true CONFIGURE_DEPENDS
        ${CMAKE_CURRENT_SOURCE_DIR}/cases/*)
-  set(shardc_judge_ids)
+  set(shardc_judge_plans)
   foreach(recipe ${shardc_judge_recipes})
     get_filename_component(name ${recipe} NAME)
     string(REPLACE ".recipe.yaml" "" name ${name})
-    list(APPEND shardc_judge_ids plan/${name})
+    list(APPEND shardc_judge_plans plan/${name})
   endforeach()
+  set(shardc_judge_case_ids)
   foreach(case ${shardc_judge_cases})
     if(IS_DIRECTORY ${case} AND EXISTS ${case}/expected.json)
       file(READ ${case}/expected.json expected)
       if(expected MATCHES "\"expect_error\": null")
         get_filename_component(name ${case} NAME)
-        list(APPEND shardc_judge_ids case/${name})
+        list(APPEND shardc_judge_case_ids case/${name})
       endif()
     endif()
   endforeach()
-  foreach(id ${shardc_judge_ids})
-    add_test(NAME torch/agreement/${id}
-             COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
-                     "${SHARDC_TORCH_DIR}/test_agreement.py::test_pytorch_agrees[${id}]"
-             WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
-    set_tests_properties(torch/agreement/${id} PROPERTIES LABELS "e2e;torch" TIMEOUT 900
-                         ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
+  foreach(kind plans cases)
+    if(kind STREQUAL "plans")
+      set(ids ${shardc_judge_plans})
+    else()
+      set(ids ${shardc_judge_case_ids})
+    endif()
+    list(LENGTH ids count)
+    set(first 0)
+    set(group 1)
+    while(first LESS count)
+      list(SUBLIST ids ${first} 5 members)
+      set(nodes)
+      foreach(id ${members})
+        list(APPEND nodes "${SHARDC_TORCH_DIR}/test_agreement.py::test_pytorch_agrees[${id}]")
+      endforeach()
+      add_test(NAME torch/agreement/${kind}-${group}
+               COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -v -p no:cacheprovider -rfE ${nodes}
+               WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+      set_tests_properties(torch/agreement/${kind}-${group} PROPERTIES LABELS "e2e;torch"
+                           TIMEOUT 1500 COST 60
+                           ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
+      math(EXPR first "${first} + 5")
+      math(EXPR group "${group} + 1")
+    endwhile()
   endforeach()
   # shard orders under FSDP2 (fully_shard with shard_placement_fn), every rank
   add_test(NAME torch/agreement/shard-order-fsdp2

@@ -217,7 +217,7 @@ void write_memory_stats(Writer& w, const Plan& plan, const MemoryReport& m) {
   w.line_break();
   write_rank_stats(w, "total", v);
   if (m.activations_counted) {
-    w.line_break().key("activations");
+    w.line_break().key("stage_activations");
     backend::write_stage_activations(w, m.stage_activations);
   }
   w.line_break().end_object();

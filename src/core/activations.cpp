@@ -389,13 +389,13 @@ std::int64_t microbatches_in_flight(PipelineScheduleKind kind, std::int64_t stag
 
 StageActivations stage_activations(const ActivationArch& arch, const TrainingShape& shape,
                                    std::int64_t element_bytes, const ActivationLayout& layout,
-                                   const StageLayers& layers, int stage, std::int64_t in_flight,
-                                   std::int64_t virtual_stages) {
+                                   const StageLayers& layers, const StagePosition& position) {
+  const std::int64_t in_flight = position.in_flight;
   StageActivations s;
-  s.stage = stage;
+  s.stage = position.stage;
   s.layers = layers.layers();
   s.in_flight = in_flight;
-  s.virtual_stages = std::max<std::int64_t>(1, virtual_stages);
+  s.virtual_stages = std::max<std::int64_t>(1, position.virtual_stages);
   const Local x = local_sizes(arch, shape, element_bytes, layout);
   if (layers.embedding) {
     Terms t;
@@ -461,12 +461,13 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
   return s;
 }
 
-double korthikanti_layer_bytes(double seq_len, double micro_batch, double hidden, double heads,
-                               double tp, bool sequence_parallel, Recompute mode) {
-  const double sbh = seq_len * micro_batch * hidden;
-  if (mode == Recompute::Full) return 2.0 * sbh / (sequence_parallel ? tp : 1.0);
-  const double scores = mode == Recompute::Selective ? 0.0 : 5.0 * heads * seq_len / hidden;
-  if (sequence_parallel) return sbh / tp * (34.0 + scores);
+double korthikanti_layer_bytes(const KorthikantiLayer& layer, Recompute mode) {
+  const double sbh = layer.seq_len * layer.micro_batch * layer.hidden;
+  const double tp = layer.tp;
+  if (mode == Recompute::Full) return 2.0 * sbh / (layer.sequence_parallel ? tp : 1.0);
+  const double scores =
+      mode == Recompute::Selective ? 0.0 : 5.0 * layer.heads * layer.seq_len / layer.hidden;
+  if (layer.sequence_parallel) return sbh / tp * (34.0 + scores);
   return sbh * (10.0 + 24.0 / tp + scores / tp);
 }
 

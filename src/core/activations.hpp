@@ -216,10 +216,20 @@ struct StageActivations {
   std::int64_t bytes = 0;                      ///< the stage's peak activation bytes
 };
 
+/// Where a stage sits in the pipeline schedule: its index, the micro-batches (model-chunk
+/// micro-batches) alive at its peak (microbatches_in_flight) and the model chunks per rank
+/// (1 unless the schedule is interleaved).
+struct StagePosition {
+  int stage = 0;
+  std::int64_t in_flight = 1;
+  std::int64_t virtual_stages = 1;
+};
+
+/// The activation bytes of one stage holding `layers`, at `position` in the schedule, with
+/// activations of `element_bytes` bytes per element.
 StageActivations stage_activations(const ActivationArch& arch, const TrainingShape& shape,
                                    std::int64_t element_bytes, const ActivationLayout& layout,
-                                   const StageLayers& layers, int stage, std::int64_t in_flight,
-                                   std::int64_t virtual_stages);
+                                   const StageLayers& layers, const StagePosition& position);
 
 /// Korthikanti et al. 2022 activation bytes per transformer layer (GPT with
 /// dropout, 16-bit activations), Table 2: no parallelism 34 s b h + 5 a s^2
@@ -227,7 +237,14 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
 /// parallel s b h / t (34 + 5 a s / h); selective recompute drops the
 /// 5 a s^2 b / t term; full recompute 2 s b h (/ t with SP). `heads` is
 /// the paper's a.
-double korthikanti_layer_bytes(double seq_len, double micro_batch, double hidden, double heads,
-                               double tp, bool sequence_parallel, Recompute mode);
+struct KorthikantiLayer {
+  double seq_len = 0;      ///< s, tokens
+  double micro_batch = 0;  ///< b, sequences
+  double hidden = 0;       ///< h, elements
+  double heads = 0;        ///< a
+  double tp = 1;           ///< t, the tensor-parallel degree
+  bool sequence_parallel = false;
+};
+double korthikanti_layer_bytes(const KorthikantiLayer& layer, Recompute mode);
 
 }  // namespace shardc

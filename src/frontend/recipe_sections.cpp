@@ -109,6 +109,11 @@ std::optional<BufferSpec> parse_muon(const Node& n, Reader& r, BufferSpec b) {
       r.check_keys(n, {"kind", "alignment_bytes", "max_batch_numel"}, "a muon_allgather buffer");
   if (const Node* a = n.find("alignment_bytes")) {
     std::optional<std::int64_t> v = positive_int(*a, r, "`alignment_bytes`");
+    if (v && *v > limits::kMaxAlignmentBytes) {
+      r.error(*a, "`alignment_bytes` must be at most 2^40, got " + std::to_string(*v),
+              "use the collective's alignment in bytes: 16 to 512 (NCCL), 512 by default");
+      v.reset();
+    }
     ok = v.has_value() && ok;
     b.alignment_bytes = v.value_or(b.alignment_bytes);
   }

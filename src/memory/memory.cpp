@@ -97,9 +97,11 @@ void stage_activation_bytes(const Plan& plan, MemoryReport& m) {
     const std::int64_t in_flight =
         microbatches_in_flight(tl.schedule, plan.num_stages, plan.virtual_stages,
                                static_cast<std::int64_t>(stage), tl.microbatches);
-    m.stage_activations.push_back(stage_activations(
-        *tl.arch, plan.training.shape, e, tl.degrees, tl.stages[stage], static_cast<int>(stage),
-        in_flight, tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1));
+    const StagePosition position{
+        static_cast<int>(stage), in_flight,
+        tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1};
+    m.stage_activations.push_back(stage_activations(*tl.arch, plan.training.shape, e, tl.degrees,
+                                                    tl.stages[stage], position));
   }
 }
 

@@ -23,6 +23,7 @@
 #include "outputs/output_dir.hpp"
 #include "support/limits.hpp"
 #include "support/rank_set.hpp"
+#include "support/shape.hpp"
 
 namespace shardc::readback {
 namespace {
@@ -319,21 +320,19 @@ constexpr std::array<const char*, 6> kMemoryKindKeys = {
 constexpr std::array<const char*, 4> kStepKindKeys = {"activations", "fsdp2_reduce_scatter",
                                                       "muon_grad_copy", "host"};
 
-// `summary.per_rank_memory`. With a training shape the writer puts two `activations` keys
-// in it (the step kind's statistics, then the per-stage array); both readers take the last
-// (`at_last`, as nlohmann keeps it), the array: the step kind's statistics are not read.
+// `summary.per_rank_memory`: every byte kind's statistics (the step kinds when counted),
+// then the activations per stage (`stage_activations`) when counted.
 template <typename N>
 PlanMemory plan_memory(const N& n) {
   PlanMemory m;
   m.not_counted = n.at("not_counted").str();
   for (const char* key : kMemoryKindKeys) m.kinds.emplace_back(key, rank_stat(n.at(key)));
   for (const char* key : kStepKindKeys) {
-    if (std::string_view(key) != "activations" && n.has(key))
-      m.kinds.emplace_back(key, rank_stat(n.at(key)));
+    if (n.has(key)) m.kinds.emplace_back(key, rank_stat(n.at(key)));
   }
   m.kinds.emplace_back("total", rank_stat(n.at("total")));
-  if (n.has("activations")) {
-    m.activations = n.at_last("activations").map([](const N& a) {
+  if (n.has("stage_activations")) {
+    m.activations = n.at("stage_activations").map([](const N& a) {
       return PlanStageActivations{a.at("stage").i32(), a.at("layers").i64(),
                                   a.at("in_flight").i64(), a.at("per_microbatch_bytes").i64(),
                                   a.at("bytes").i64()};
@@ -372,8 +371,9 @@ std::vector<std::int64_t> rank_list(const N& n) {
   return *out;
 }
 
-// Largest split size read (2^40 elements on one dim): a sum over the at most
-// 2^24 members of a stage stays far from int64 overflow.
+// Largest split size read (2^40 elements on one dim) and most members of a stage (2^24).
+// Their sum can still pass 2^63, and a gathered shape's numel much more: muon_group checks
+// every stage's gathered shape (gathered_shapes_fit) before any arithmetic on it.
 constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
 
 // [[size, count], ...] -> the expanded list.
@@ -432,6 +432,7 @@ MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& 
 
 // The stage input shape of `lp` at stage `s`: its local shape with the
 // tensor dims of the earlier stages gathered (sum of their split sizes).
+// Precondition: gathered_shapes_fit(lp, stages).
 Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages, std::size_t s) {
   Shape shape = lp.held->local_shape;
   for (std::size_t t = 0; t < s; ++t) {
@@ -440,6 +441,24 @@ Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages,
     shape[d] = std::accumulate(lp.split_sizes[t].begin(), lp.split_sizes[t].end(), std::int64_t{0});
   }
   return shape;
+}
+
+// Whether every stage's input shape and the fully gathered shape of `lp` have fewer than
+// 2^62 elements (limits::kMaxNumel), each split-size sum computed without wrapping. Every
+// pad shape (the largest split in the gathered dim) is no larger, so the reader's numel,
+// round_up and offset arithmetic on them cannot wrap either.
+bool gathered_shapes_fit(const LeanParam& lp, const std::vector<StageGeometry>& stages) {
+  Shape shape = lp.held->local_shape;
+  for (std::size_t t = 0; t < stages.size(); ++t) {
+    const auto d = static_cast<std::size_t>(stages[t].tensor_dim);
+    if (stages[t].tensor_dim < 0 || d >= shape.size()) continue;
+    std::int64_t sum = 0;
+    for (const std::int64_t size : lp.split_sizes[t])
+      if (__builtin_add_overflow(sum, size, &sum) || sum >= limits::kMaxNumel) return false;
+    shape[d] = sum;
+    if (!checked_numel(shape)) return false;
+  }
+  return true;
 }
 
 template <typename N>
@@ -456,14 +475,17 @@ MuonStage derive_stage(const N& batch, const std::vector<const LeanParam*>& memb
     batch.at("total_numel")
         .fail("needs one entry per stage (" + std::to_string(stages.size()) + ")");
   st.total_numel = totals[s];
-  st.gathered_numel = st.total_numel * static_cast<std::int64_t>(g.ranks.size());
   const std::int64_t align = muon_align_elements(alignment_bytes, dtype);
+  if (__builtin_mul_overflow(st.total_numel, static_cast<std::int64_t>(g.ranks.size()),
+                             &st.gathered_numel))
+    batch.at("total_numel").fail("times the stage's ranks passes 2^63 elements");
   std::int64_t offset = 0;
   for (const LeanParam* lp : members) {
     MuonStageParam p = derive_stage_param(lp->held->name, g, lp->split_sizes[s],
                                           input_shape(*lp, stages, s), align);
     p.offset = offset;
-    offset += p.padded_numel;
+    if (__builtin_add_overflow(offset, p.padded_numel, &offset))
+      batch.at("params").fail("the members' padded sizes pass 2^63 elements in all");
     st.params.push_back(std::move(p));
   }
   return st;
@@ -499,6 +521,10 @@ MuonGroup muon_group(const N& n, const Held& held, std::int64_t alignment_bytes)
     if (lp.split_sizes.size() != stages.size())
       e.at("split_sizes")
           .fail("needs one run list per stage (" + std::to_string(stages.size()) + ")");
+    if (!gathered_shapes_fit(lp, stages))
+      e.at("split_sizes")
+          .fail("gathers " + h.name + " to a shape of 2^62 elements or more (local_shape " +
+                shape_text(h.local_shape) + ")");
     g.params.push_back(h.name);
     g.owners.push_back({h.name, lp.owner, lp.owner == g.replicate_coord});
     g.slice_back.push_back({h.name, slice_back(lp, stages)});
@@ -587,7 +613,8 @@ Buffer buffer(const N& n, const Held& held) {
     b.kind = BufferKind::MuonAllGather;
     b.alignment_bytes = n.at("alignment_bytes").i64();
     b.max_batch_numel = n.at("max_batch_numel").i64();
-    if (b.alignment_bytes < 1) n.at("alignment_bytes").fail("must be >= 1");
+    if (b.alignment_bytes < 1 || b.alignment_bytes > limits::kMaxAlignmentBytes)
+      n.at("alignment_bytes").fail("must be in [1, 2^40]");
     b.groups =
         n.at("groups").map([&](const N& g) { return muon_group(g, held, b.alignment_bytes); });
   } else if (kind == "fsdp2_allgather") {

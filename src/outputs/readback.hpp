@@ -106,7 +106,7 @@ struct PlanDiagnostic {
   bool operator==(const PlanDiagnostic&) const = default;
 };
 
-/// One stage of `summary.per_rank_memory.activations`.
+/// One stage of `summary.per_rank_memory.stage_activations`.
 struct PlanStageActivations {
   int stage = 0;
   std::int64_t layers = 0;

@@ -1,7 +1,9 @@
 #include "report/html.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <numeric>
 
 namespace shardc::report {
 
@@ -54,6 +56,21 @@ std::string shape_text(const Shape& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+std::vector<std::size_t> largest_first(std::size_t count, std::size_t shown,
+                                       const std::function<std::int64_t(std::size_t)>& bytes_of) {
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  const std::size_t kept = std::min(shown, count);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept), order.end(),
+                    [&](std::size_t left, std::size_t right) {
+                      const std::int64_t left_bytes = bytes_of(left);
+                      const std::int64_t right_bytes = bytes_of(right);
+                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
+                    });
+  order.resize(kept);
+  return order;
 }
 
 std::string stage_colour(int stage) {

@@ -2,9 +2,12 @@
 // shape text, the page shell (inline CSS and script), colours.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "support/byte_size.hpp"  // binary_bytes_text: sizes on the page
 #include "support/shape.hpp"
@@ -24,6 +27,12 @@ std::string shape_text(const Shape& shape);
 
 /// Fill colour of pipeline stage `stage` (light: dark text stays readable on it).
 std::string stage_colour(int stage);
+
+/// Indices 0 .. count-1 of the `shown` largest items by `bytes_of(index)` (bytes), largest
+/// first, the lower index first on ties; fewer when count < shown. The largest-params table of
+/// both pages (MODEL RECIPE and OUTDIR) orders its rows with it.
+std::vector<std::size_t> largest_first(std::size_t count, std::size_t shown,
+                                       const std::function<std::int64_t(std::size_t)>& bytes_of);
 
 /// `<!DOCTYPE html>` ... `<body>` with the inline style sheet and `<title>`.
 std::string page_head(std::string_view title);

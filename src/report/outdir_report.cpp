@@ -6,6 +6,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "report/html.hpp"
 #include "report/report.hpp"
 #include "support/byte_size.hpp"
 #include "support/dtype.hpp"
@@ -155,18 +156,11 @@ std::vector<ReportParam> largest_params(const readback::PlanFile& file) {
   auto global_bytes = [&](std::size_t i) {
     return shape_numel(file.params[i].global_shape) * element_size(file.params[i].dtype);
   };
-  std::vector<std::size_t> order(file.params.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  const std::size_t shown = std::min(kMaxLargestParams, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                    [&](std::size_t left, std::size_t right) {
-                      const std::int64_t left_bytes = global_bytes(left);
-                      const std::int64_t right_bytes = global_bytes(right);
-                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
-                    });
+  const std::vector<std::size_t> order =
+      report::largest_first(file.params.size(), kMaxLargestParams, global_bytes);
   std::vector<ReportParam> rows;
-  rows.reserve(shown);
-  for (std::size_t i = 0; i < shown; ++i) {
+  rows.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
     const readback::PlanParam& param = file.params[order[i]];
     const std::vector<readback::PlanMeshAxis>& axes =
         param.mesh == "expert" ? file.expert : file.dense;

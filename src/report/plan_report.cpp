@@ -615,21 +615,14 @@ void write_data(const PlanReportInput& in, std::string& h) {
 }  // namespace
 
 std::vector<ReportParam> largest_params(const Plan& plan) {
-  std::vector<std::size_t> order(plan.params.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
   auto global_bytes = [&](std::size_t i) {
     return numel_of(plan.params[i].global_shape) * element_size(plan.params[i].dtype);
   };
-  const std::size_t shown = std::min(kMaxLargestParams, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                    [&](std::size_t left, std::size_t right) {
-                      const std::int64_t left_bytes = global_bytes(left);
-                      const std::int64_t right_bytes = global_bytes(right);
-                      return left_bytes != right_bytes ? left_bytes > right_bytes : left < right;
-                    });
+  const std::vector<std::size_t> order =
+      report::largest_first(plan.params.size(), kMaxLargestParams, global_bytes);
   std::vector<ReportParam> rows;
-  rows.reserve(shown);
-  for (std::size_t i = 0; i < shown; ++i) {
+  rows.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
     const PlannedParam& p = plan.params[order[i]];
     const Mesh& mesh = plan.mesh_of(p);
     ReportParam row;

@@ -253,10 +253,9 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
     sl.logits = last;
     const std::int64_t in_flight =
         l.pp > 1 ? microbatches_in_flight(l.schedule, l.pp, l.virtual_stages, stage, m) : 1;
-    act = std::max(act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl,
-                                                              static_cast<int>(stage), in_flight,
-                                                              l.virtual_stages)
-                                                .bytes));
+    const StagePosition position{static_cast<int>(stage), in_flight, l.virtual_stages};
+    act = std::max(
+        act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl, position).bytes));
   }
   memo.emplace(key, act);
   return bytes + act;

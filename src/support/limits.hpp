@@ -46,6 +46,10 @@ inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 24;
 inline constexpr int kMaxFsdpDim = 64;
 /// A rule's `uneven: {pad: M}` multiple and `unit` lie in [1, kMaxPadOrUnit] rows.
 inline constexpr std::int64_t kMaxPadOrUnit = std::int64_t{1} << 20;
+/// A muon_allgather buffer's `alignment_bytes` lies in [1, kMaxAlignmentBytes] (NCCL wants
+/// 16 to 512; the bound keeps round_up(numel < 2^62, alignment) below 2^63). The recipe
+/// front end and the rank-file reader both enforce it.
+inline constexpr std::int64_t kMaxAlignmentBytes = std::int64_t{1} << 40;
 /// A rule's `packed` part count (or `parts` list length) lies in [1, kMaxParts].
 inline constexpr std::int64_t kMaxParts = 4096;
 

@@ -284,9 +284,9 @@ def main():
         outdir_page_checks(shardc, tmp, PLANS / "qwen3-30b-a3b.model.yaml",
                            PLANS / "qwen3-30b-a3b-ep8-fsdp.recipe.yaml", "qwen3-30b")
         outdir_page_checks(shardc, tmp, PLANS / "gpt2.model.yaml", PLANS / "gpt2-tp4-tied.recipe.yaml", "gpt2")
-        # A training shape (activations counted: plan.json's per_rank_memory then holds the
-        # key `activations` twice, the step kind's statistics and the per-stage array): the
-        # layout search's best recipe for Llama-3.1-8B on 64 GPUs (pp 2, zero bubble).
+        # A training shape (activations counted: plan.json's per_rank_memory holds the
+        # activations' statistics and the per-stage `stage_activations`): the layout
+        # search's best recipe for Llama-3.1-8B on 64 GPUs (pp 2, zero bubble).
         llama8b = PLANS / "llama-3.1-8b.model.yaml"
         act = tmp / "act.recipe.yaml"
         must([shardc, "search", llama8b, "--world", "64", "--hardware", "h100", "--seq-len", "8192",

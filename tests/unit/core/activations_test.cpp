@@ -230,31 +230,31 @@ TEST_CASE("activations: Korthikanti et al. 2022 per-layer formula (GPT shapes of
   // s = 2048, b = 1, h = 12288, a = 96, t = 8 (Table 3).
   // No parallelism: 34 s b h + 5 a s^2 b = 34 x 25,165,824 + 5 x 96 x 2048^2 = 855,638,016 +
   // 2,013,265,920 = 2,868,903,936.
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 1, false, Recompute::None) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 1, false}, Recompute::None) ==
         doctest::Approx(2868903936.0));
   // Tensor parallel: s b h (10 + 24 / t + 5 a s / (h t)) = 25,165,824 x (10 + 3 + 10) =
   // 578,813,952.
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, false, Recompute::None) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 8, false}, Recompute::None) ==
         doctest::Approx(578813952.0));
   // Tensor + sequence parallel: s b h / t (34 + 5 a s / h) = 3,145,728 x 114 = 358,612,992.
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::None) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 8, true}, Recompute::None) ==
         doctest::Approx(358612992.0));
   // + selective recompute: 34 s b h / t = 106,954,752 (Table 2, last row).
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Selective) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 8, true}, Recompute::Selective) ==
         doctest::Approx(106954752.0));
   // Full recompute with SP: 2 s b h / t = 6,291,456.
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Full) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 8, true}, Recompute::Full) ==
         doctest::Approx(6291456.0));
   // Megatron-Core's theoretical memory (megatron/training/theoretical_memory_usage.py,
   // compute_activation_memory, SP + selective): s b h (18 + 4 ffn / h) / t; ffn = 4h gives 34.
   const double megatron = 2048.0 * 12288 * (18 + 4 * 4.0) / 8;
-  CHECK(korthikanti_layer_bytes(2048, 1, 12288, 96, 8, true, Recompute::Selective) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 12288, 96, 8, true}, Recompute::Selective) ==
         doctest::Approx(megatron));
   // The paper's 530B (h 20480, a 128, t 8, s 2048) and 1T (h 25600, a 160, t 8) rows:
   // SP + selective 34 s b h / t.
-  CHECK(korthikanti_layer_bytes(2048, 1, 20480, 128, 8, true, Recompute::Selective) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 20480, 128, 8, true}, Recompute::Selective) ==
         doctest::Approx(34.0 * 2048 * 20480 / 8));
-  CHECK(korthikanti_layer_bytes(2048, 1, 25600, 160, 8, true, Recompute::Selective) ==
+  CHECK(korthikanti_layer_bytes({2048, 1, 25600, 160, 8, true}, Recompute::Selective) ==
         doctest::Approx(34.0 * 2048 * 25600 / 8));
 }
 

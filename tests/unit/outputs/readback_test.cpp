@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "../driver/driver_fixture.hpp"
@@ -170,6 +171,51 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the referenc
     parsed += agree_all(t).ranks;
   }
   CHECK(parsed > 0);  // duplicate keys that leave a valid file, -0, an escaped key
+}
+
+// Hostile muon sizes that pass every per-field bound but whose derived arithmetic would
+// wrap int64 (UBSan caught none of these before the reader checked them): both readers
+// refuse the file naming the field, no number wraps.
+TEST_CASE_FIXTURE(Compiled, "readback refuses muon sizes whose derived numels wrap int64") {
+  using nlohmann::json;
+  json rank = json::parse(file("ranks/rank-0.json"));
+  std::size_t emb = 0;
+  while (rank["params"][emb]["name"] != "emb.weight") ++emb;
+  const auto refused = [&](const json& tampered, const std::string& says) {
+    std::string error;
+    CHECK_FALSE(
+        agree(tampered.dump(), &readback::parse_rank_file, &readback::parse_rank_file_reference));
+    CHECK_FALSE(readback::parse_rank_file(tampered.dump(), error));
+    CHECK_MESSAGE(error.find(says) != std::string::npos, error);
+  };
+  json& muon = rank["buffers"][0];
+  REQUIRE(muon["kind"] == "muon_allgather");
+  json* entry = nullptr;
+  for (json& group : muon["groups"])
+    for (json& param : group["params"])
+      if (param["param"] == emb) entry = &param;
+  REQUIRE(entry != nullptr);
+  REQUIRE(entry->at("split_sizes").size() == 2);
+  {
+    // 2 x 2^40 rows gathered at stage 0, times a local width of 2^40: 2^81 elements.
+    json tampered = rank;
+    tampered["params"][emb]["local_shape"] = json::array({5, std::int64_t{1} << 40});
+    for (json& group : tampered["buffers"][0]["groups"])
+      for (json& param : group["params"])
+        if (param["param"] == emb)
+          param["split_sizes"][0] = json::array({json::array({std::int64_t{1} << 40, 2})});
+    refused(tampered, "emb.weight to a shape of 2^62 elements or more");
+  }
+  {
+    json tampered = rank;
+    tampered["buffers"][0]["alignment_bytes"] = std::int64_t{1} << 62;
+    refused(tampered, "must be in [1, 2^40]");
+  }
+  {
+    json tampered = rank;
+    tampered["buffers"][0]["groups"][0]["batches"][0]["total_numel"][0] = std::int64_t{1} << 62;
+    refused(tampered, "times the stage's ranks passes 2^63 elements");
+  }
 }
 
 TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {

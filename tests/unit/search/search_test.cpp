@@ -5,10 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "../source_text.hpp"
 #include "frontend/frontend.hpp"
 #include "search/cost.hpp"
 #include "search/model_stats.hpp"
@@ -18,12 +16,7 @@ using namespace shardc;
 
 namespace {
 
-std::string slurp(const std::string& rel) {
-  std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::slurp;
 
 struct Fixture {
   Model model;

@@ -101,6 +101,7 @@ TEST_CASE("docs/limits.md states the values of src/support/limits.hpp") {
   says("kMaxRankSetItems", power(u(L::kMaxRankSetItems)) + " items");
   says("kMaxByteSize", "at most " + power(u(L::kMaxByteSize)) + " bytes");
   says("kMaxPadOrUnit", "[1, " + power(u(L::kMaxPadOrUnit)) + "] rows");
+  says("kMaxAlignmentBytes", "in [1, " + power(u(L::kMaxAlignmentBytes)) + "] bytes");
   says("kMaxParts", "1 to " + std::to_string(L::kMaxParts) + " parts");
   says("kMaxPatternBytes", std::to_string(L::kMaxPatternBytes) + " bytes");
   says("kMaxPatternSegments", std::to_string(L::kMaxPatternSegments) + " `.`-separated segments");
