@@ -140,13 +140,13 @@ MemoryReport memory_of_rank_files(const std::vector<readback::RankMemoryFile>& f
     if (!peak_ranks.empty() && rank_file.rank == peak_ranks.front())
       memory.peak_stage = rank_file.stage;
   }
-  for (const readback::PlanStageActivations& read_axis : activations) {
+  for (const readback::PlanStageActivations& read : activations) {
     StageActivations sa;
-    sa.stage = read_axis.stage;
-    sa.layers = read_axis.layers;
-    sa.in_flight = read_axis.in_flight;
-    sa.per_microbatch_bytes = read_axis.per_microbatch_bytes;
-    sa.bytes = read_axis.bytes;
+    sa.stage = read.stage;
+    sa.layers = read.layers;
+    sa.in_flight = read.in_flight;
+    sa.per_microbatch_bytes = read.per_microbatch_bytes;
+    sa.bytes = read.bytes;
     memory.stage_activations.push_back(std::move(sa));
   }
   return memory;
@@ -170,10 +170,8 @@ std::vector<ReportParam> largest_params(const readback::PlanFile& file) {
     row.global_shape = param.global_shape;
     row.bytes = global_bytes(order[i]);
     row.mesh = param.mesh;
-    for (std::size_t read_axis = 0; read_axis < param.placements.size() && read_axis < axes.size();
-         ++read_axis)
-      row.placements +=
-          (read_axis ? ", " : "") + axes[read_axis].name + ": " + param.placements[read_axis];
+    for (std::size_t axis = 0; axis < param.placements.size() && axis < axes.size(); ++axis)
+      row.placements += (axis ? ", " : "") + axes[axis].name + ": " + param.placements[axis];
     row.stage = param.stage;
     row.rule = param.rule;
     row.shard_classes = static_cast<std::int64_t>(param.shards.size());
