@@ -114,8 +114,6 @@ class RefNode : public NodeOps<RefNode> {
     return {*it, join(key)};
   }
   [[nodiscard]] bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
-  /// The last member named `key` (nlohmann keeps only the last of a repeated key).
-  [[nodiscard]] RefNode at_last(const char* key) const { return at(key); }
   [[nodiscard]] bool is_null() const { return j_.is_null(); }
   [[nodiscard]] std::size_t size() const {
     if (!j_.is_array()) fail("not an array");
@@ -181,18 +179,6 @@ class FastNode : public NodeOps<FastNode> {
     }
     if (!seen) throw Fallback{};
     return FastNode(found);
-  }
-  /// The last member named `key`, as nlohmann reads a repeated key.
-  [[nodiscard]] FastNode at_last(const char* key) const {
-    simdjson::dom::object o;
-    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
-    const std::string_view k(key);
-    std::optional<simdjson::dom::element> found;
-    for (const auto field : o) {
-      if (field.key == k) found = field.value;
-    }
-    if (!found) throw Fallback{};
-    return FastNode(*found);
   }
   [[nodiscard]] bool has(const char* key) const {
     simdjson::dom::object o;
@@ -454,7 +440,7 @@ bool gathered_shapes_fit(const LeanParam& lp, const std::vector<StageGeometry>& 
     if (stages[t].tensor_dim < 0 || d >= shape.size()) continue;
     std::int64_t sum = 0;
     for (const std::int64_t size : lp.split_sizes[t])
-      if (__builtin_add_overflow(sum, size, &sum) || sum >= limits::kMaxNumel) return false;
+      if (__builtin_add_overflow(sum, size, &sum)) return false;
     shape[d] = sum;
     if (!checked_numel(shape)) return false;
   }
