@@ -544,7 +544,17 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   const std::string config_path = join(layout->dir, "config.json");
   const std::string where = has_config ? config_path : path;
   warn_unindexed(fs, *layout, sink);
+  const std::string first_tensor = m.params.front().name;
   drop_buffers(m.params, *config, where, im, sink);
+  if (m.params.empty()) {
+    // The front end refuses a model without params, so import must not write one.
+    fail(sink, where,
+         "every tensor in the checkpoint is a buffer or metadata (e.g. '" +
+             imp::printable(first_tensor) + "'): nothing is left to plan",
+         "import the checkpoint that holds the weights; the notes above say why each tensor "
+         "was left out (docs/import.md)");
+    return std::nullopt;
+  }
   warn_quantization(*config, where, sink);
   const imp::ArchRules* rules = imp::find_arch_rules(*config);
   add_base_prefix(m.params, rules);

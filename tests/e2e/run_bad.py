@@ -169,6 +169,11 @@ def hostile_checkpoint(variant: str, d: Path) -> None:
             "model.norm.weight": "model-00001-of-00001.safetensors"}}))
         _st_file(d / "model-mtp-of-00001.safetensors",
                  {"mtp.fc.weight": {"dtype": "BF16", "shape": [8, 16], "data_offsets": [0, 256]}}, 256)
+    elif variant == "only_buffers":
+        # tools/fuzz (fuzz_import, CI of 2026-12-03): a checkpoint whose only tensor is a rotary
+        # inv_freq buffer imported as a model with no params, which the front end refuses.
+        _st_file(one, {"model.rotary_emb.inv_freq": {"dtype": "F32", "shape": [32],
+                                                     "data_offsets": [0, 128]}}, 128)
     elif variant == "no_safetensors":
         pass
     else:
