@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import json
 import math
 import os
@@ -908,6 +909,20 @@ def judge_ranks(outdir: str, recipe_path: str, ranks: Sequence[int],
         return pool.map(_judge_in_child, [(outdir, recipe_path, r) for r in ranks], chunksize=1)
 
 
+@functools.lru_cache(maxsize=None)
+def _swept_box(global_shape: tuple[int, ...], mesh_shape: tuple[int, ...],
+               coordinate: tuple[int, ...], placements: tuple[str, ...]
+               ) -> tuple[list[int], list[int]]:
+    """(local shape, global offset in shardc's empty-shard convention) from DTensor's
+    `_compute_local_shape_and_global_offset`, a pure function of these four: params of one
+    layer kind repeat the same call on every layer, so each distinct call is made once (PyTorch
+    still answers every distinct one). Callers must not mutate the lists."""
+    local, off = _compute_local_shape_and_global_offset(
+        list(global_shape), list(mesh_shape), list(coordinate),
+        [parse_placement(t) for t in placements])
+    return list(local), _empty_convention(list(local), list(off), list(global_shape))
+
+
 def sweep_plan(plan: dict[str, Any], max_pairs: int = 200_000) -> tuple[int, list[Mismatch]]:
     """Every rank of every shard class of plan.json against DTensor's plain-data helper
     `_compute_local_shape_and_global_offset` (mesh shape, coordinate, the plan's
@@ -930,27 +945,17 @@ def sweep_plan(plan: dict[str, Any], max_pairs: int = 200_000) -> tuple[int, lis
         strides[k] = list(reversed(out))
     pairs = 0
     bad: list[Mismatch] = []
-    # DTensor's helper is a pure function of (global shape, mesh shape, coordinate,
-    # placements); params of one layer kind repeat the same call on every layer, so each
-    # distinct call is made once (PyTorch still answers every distinct one).
-    answers: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
     # a shard_order's labels DTensor may read with other rows (uneven): allowed only where
     # the plan warns W-STRIDED for that param (docs/shard-order.md)
     strided_warned = {d.get("param") for d in plan.get("diagnostics") or []
                       if d.get("code") == "W-STRIDED"}
     for p in params:
-        labels = [parse_placement(t) for t in p["placements"]]
         sizes, st = shapes[p["mesh"]], strides[p["mesh"]]
         for s in p["shards"]:
             for r in parse_ranks(s["ranks"]):
                 coord = [(r // st[i]) % sizes[i] for i in range(len(sizes))]
-                key = (tuple(p["global_shape"]), p["mesh"], tuple(coord), tuple(p["placements"]))
-                if key not in answers:
-                    local, off = _compute_local_shape_and_global_offset(
-                        p["global_shape"], sizes, coord, labels)
-                    answers[key] = (list(local),
-                                    _empty_convention(list(local), list(off), p["global_shape"]))
-                local, off_l = answers[key]
+                local, off_l = _swept_box(tuple(p["global_shape"]), tuple(sizes), tuple(coord),
+                                          tuple(p["placements"]))
                 pairs += 1
                 if list(local) != s["local_shape"] or off_l != s["global_offset"]:
                     if p.get("shard_order") and p["name"] in strided_warned:
