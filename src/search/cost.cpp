@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "comm/comm.hpp"
+#include "core/pipeline_chunks.hpp"
 
 namespace shardc::search {
 namespace {
@@ -89,6 +90,36 @@ double sum_moe_layers(const ModelStats& st) {
 }
 
 }  // namespace
+
+StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_t stage) {
+  StageLayers counts;
+  const std::vector<ChunkBlocks> chunks =
+      auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages);
+  const bool block = layout.recompute == Recompute::Full && layout.recompute_block > 0;
+  for (auto chunk = static_cast<std::size_t>(stage); chunk < chunks.size();
+       chunk += static_cast<std::size_t>(layout.pp)) {
+    const ChunkBlocks& blocks = chunks[chunk];
+    for (std::int64_t layer = blocks.first; layer < blocks.end; ++layer) {
+      const int kind = st.moe_layer[static_cast<std::size_t>(layer)] ? 1 : 0;
+      const Recompute mode = block && layer - blocks.first >= layout.recompute_block
+                                 ? Recompute::None
+                                 : layout.recompute;
+      ++counts.count[kind][static_cast<int>(mode)];
+    }
+  }
+  counts.embedding = stage == 0;
+  counts.logits = stage == layout.pp - 1;
+  return counts;
+}
+
+double recomputed_fraction(const ModelStats& st, const Layout& layout) {
+  if (layout.recompute != Recompute::Full || st.layers == 0) return 0;
+  if (layout.recompute_block == 0) return 1;
+  std::int64_t recomputed = 0;
+  for (const ChunkBlocks& blocks : auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages))
+    recomputed += std::min(blocks.size(), layout.recompute_block);
+  return static_cast<double>(recomputed) / static_cast<double>(st.layers);
+}
 
 bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node) {
   // Row-major rank order: the group of an axis holds ranks r, r + stride, ...,
@@ -167,15 +198,26 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
   }
   // The busiest stage: the most layers and MoE layers a stage gets, the
   // embedding's (or lm_head's) share when there is a pipeline, sending both
-  // ways (a middle stage) when pp > 2.
+  // ways (a middle stage) when pp > 2. Its layers' recompute modes are those
+  // of stage_layers (block recompute: the chunks' first blocks).
   const double ppd = static_cast<double>(l.pp);
   const double layers_stage = std::ceil(static_cast<double>(st.layers) / ppd);
   const double moe_stage = std::min(layers_stage, std::ceil(sum_moe_layers(st) / ppd));
   StageCommBytes& b = in.bytes;
   b.stage = l.pp > 2 ? 1 : 0;
-  const Recompute rc = l.recompute;
-  b.layers.count[0][static_cast<int>(rc)] = static_cast<std::int64_t>(layers_stage - moe_stage);
-  b.layers.count[1][static_cast<int>(rc)] = static_cast<std::int64_t>(moe_stage);
+  const double recomputed = recomputed_fraction(st, l);
+  auto add_layers = [&b, &l, recomputed](int kind, double count) {
+    if (l.recompute != Recompute::Full) {
+      b.layers.count[kind][static_cast<int>(l.recompute)] = static_cast<std::int64_t>(count);
+      return;
+    }
+    const auto full = static_cast<std::int64_t>(std::round(count * recomputed));
+    b.layers.count[kind][static_cast<int>(Recompute::Full)] = full;
+    b.layers.count[kind][static_cast<int>(Recompute::None)] =
+        static_cast<std::int64_t>(count) - full;
+  };
+  add_layers(0, layers_stage - moe_stage);
+  add_layers(1, moe_stage);
   b.layers.embedding = l.pp == 1;
   b.layers.logits = l.pp == 1;
   const double tpd = static_cast<double>(l.tp);
@@ -232,9 +274,10 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const double linear_s = linear * per_rank / (linear_peak * hw.gemm_efficiency);
   const double attention_s = attention * per_rank / (hw.peak_flops * hw.gemm_efficiency);
   c.compute = linear_s + attention_s;
-  // Recompute: full repeats each layer's forward (1/3 of forward + backward);
-  // selective the attention core's forward.
-  if (layout.recompute == Recompute::Full) c.recompute = c.compute / 3.0;
+  // Recompute: full repeats each layer's forward (1/3 of forward + backward),
+  // block only the recomputed layers' share; selective the attention core's forward.
+  if (layout.recompute == Recompute::Full)
+    c.recompute = c.compute / 3.0 * recomputed_fraction(st, layout);
   if (layout.recompute == Recompute::Selective) c.recompute = attention_s / 3.0;
   const double work = c.compute + c.recompute;
   // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (pp - 1) / m of the work for

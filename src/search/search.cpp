@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/activations.hpp"
+#include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/planner.hpp"
@@ -57,7 +58,11 @@ std::string layout_name(const Layout& l) {
   if (out.empty()) add("single");
   if (l.sequence_parallel) add("sp");
   if (l.zero1) add("zero1");
-  add(std::string("recompute=") + recompute_name(l.recompute));
+  if (l.recompute == Recompute::Full && l.recompute_block > 0) {
+    add("recompute=block" + std::to_string(l.recompute_block));
+  } else {
+    add(std::string("recompute=") + recompute_name(l.recompute));
+  }
   if (l.pp > 1) {
     add(pipeline_schedule_name(l.schedule));
     if (l.virtual_stages > 1) add("v" + std::to_string(l.virtual_stages));
@@ -118,7 +123,9 @@ void enumerate(const ModelStats& st, std::int64_t world,
                 if (sp && tp == 1) continue;
                 l.sequence_parallel = sp;
                 for (const bool zero1 : {false, true}) {
-                  if (zero1 && dp_replicate == 1) continue;
+                  // ZeRO-1 over dp_replicate; beside FSDP the planner refuses it (E-ZERO:
+                  // FSDP already shards the optimizer state).
+                  if (zero1 && (dp_replicate == 1 || dp_shard > 1)) continue;
                   l.zero1 = zero1;
                   if (pp == 1) {
                     l.schedule = PipelineScheduleKind::OneFOneB;
@@ -185,7 +192,7 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
 // Activation bytes of the peak stage depend on (tp, sp, cp, pp, v, schedule,
 // recompute, micro-batches) only: layouts differing in ep, the expert mesh
 // or the dp_replicate / dp_shard split share them (computed once).
-using ActivationKey = std::array<std::int64_t, 8>;
+using ActivationKey = std::array<std::int64_t, 9>;
 using ActivationMemo = std::map<ActivationKey, double>;
 
 double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l,
@@ -225,7 +232,8 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                              l.virtual_stages,
                              static_cast<std::int64_t>(l.schedule),
                              static_cast<std::int64_t>(l.recompute),
-                             m};
+                             m,
+                             l.recompute_block};
   if (const auto hit = memo.find(key); hit != memo.end()) return bytes + hit->second;
   const std::int64_t e = element_size(shape.activation_dtype.value_or(DType::BFloat16));
   double act = 0;
@@ -241,16 +249,7 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   }
   if (l.pp > 1) stages.push_back(l.pp - 1);
   for (const std::int64_t stage : stages) {
-    const bool last = stage == l.pp - 1;
-    StageLayers sl;
-    const std::int64_t first = std::min(st.layers, stage * per_stage);
-    const std::int64_t end = last ? st.layers : std::min(st.layers, first + per_stage);
-    for (std::int64_t i = first; i < end; ++i) {
-      const int kind = st.moe_layer[static_cast<std::size_t>(i)] ? 1 : 0;
-      ++sl.count[kind][static_cast<int>(l.recompute)];
-    }
-    sl.embedding = stage == 0;
-    sl.logits = last;
+    const StageLayers sl = search::stage_layers(st, l, stage);
     const std::int64_t in_flight =
         l.pp > 1 ? microbatches_in_flight(l.schedule, l.pp, l.virtual_stages, stage, m) : 1;
     const StagePosition position{static_cast<int>(stage), in_flight, l.virtual_stages};
@@ -262,6 +261,40 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
 }
 
 const char* optimizer_text(Optimizer o) { return optimizer_name(o); }
+
+// Block recompute for a layout whose `full` variant is `full_layout`: the fewest layer
+// blocks N per model chunk (recompute the first N fully, keep the rest) whose memory
+// estimate is within the budget, when keeping every layer's activations is not (else
+// nullopt: recompute none, or full when even N = chunk size - 1 is over). The estimate
+// falls as N grows, so N is found by bisection.
+std::optional<std::int64_t> fitting_block(const ModelStats& st, const SearchRequest& req,
+                                          const Layout& full_layout, ActivationMemo& memo) {
+  const double budget = static_cast<double>(req.budget);
+  const std::int64_t largest_chunk = (st.layers + full_layout.pp * full_layout.virtual_stages - 1) /
+                                     (full_layout.pp * full_layout.virtual_stages);
+  if (req.budget <= 0 || largest_chunk < 2 || !st.arch || !req.training.shape.seq_len)
+    return std::nullopt;
+  Layout probe = full_layout;
+  auto fits_with = [&](std::int64_t blocks) {
+    probe.recompute_block = blocks;
+    return estimate_memory(st, req, probe, memo) <= budget;
+  };
+  Layout none = full_layout;
+  none.recompute = Recompute::None;
+  if (estimate_memory(st, req, none, memo) <= budget) return std::nullopt;
+  if (!fits_with(largest_chunk - 1)) return std::nullopt;
+  std::int64_t low = 1;  // the answer lies in [low, high]
+  std::int64_t high = largest_chunk - 1;
+  while (low < high) {
+    const std::int64_t mid = low + (high - low) / 2;
+    if (fits_with(mid)) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return low;
+}
 
 }  // namespace
 
@@ -361,7 +394,22 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
   out << "  seq_len: " << s.seq_len.value_or(0) << "\n";
   out << "  micro_batch_size: " << s.micro_batch_size << "\n";
   out << "  global_batch_size: " << s.global_batch_size.value_or(0) << "\n";
-  out << "  recompute: " << recompute_name(l.recompute) << "\n";
+  if (l.recompute == Recompute::Full && l.recompute_block > 0) {
+    // Block recompute as per-layer ranges: the first blocks of every model chunk, cut
+    // as `stages: auto` cuts them (core/pipeline_chunks.hpp).
+    out << "  # block recompute: the first " << l.recompute_block
+        << " layer blocks of each model chunk (Megatron-Core --recompute-method block "
+           "--recompute-num-layers "
+        << l.recompute_block << ")\n";
+    out << "  recompute:\n";
+    for (const ChunkBlocks& chunk : auto_chunk_blocks(st.layers, l.pp * l.virtual_stages)) {
+      const std::int64_t end = std::min(chunk.end, chunk.first + l.recompute_block);
+      if (end > chunk.first)
+        out << "    - {layers: [" << chunk.first << ", " << end << "], mode: full}\n";
+    }
+  } else {
+    out << "  recompute: " << recompute_name(l.recompute) << "\n";
+  }
   if (l.tp > 1) out << "  sequence_parallel: " << (l.sequence_parallel ? "true" : "false") << "\n";
   if (l.cp > 1) out << "  context_parallel: cp\n";
   if (l.pp > 1)
@@ -451,6 +499,17 @@ SearchResult run_search(const SearchRequest& req) {
     }
     ++result.screened;
     scored.push_back({l, search::step_cost(st, req, l, false).step, estimate});
+    // Beside full recompute, block recompute of the fewest layers that fit (when
+    // keeping every layer's activations does not).
+    if (l.recompute != Recompute::Full) return;
+    const std::optional<std::int64_t> block = fitting_block(st, req, l, memo);
+    if (!block) return;
+    Layout partial = l;
+    partial.recompute_block = *block;
+    ++result.enumerated;
+    ++result.screened;
+    scored.push_back({partial, search::step_cost(st, req, partial, false).step,
+                      estimate_memory(st, req, partial, memo)});
   });
   // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic),
   // those whose estimate is within the budget first: the estimate is within a few per
