@@ -121,7 +121,8 @@ TEST_CASE("search cost: overlapped terms on one link hide at most the compute in
   CHECK(c.step == doctest::Approx(work + c.bubble + c.exposed_comm + c.optimizer));
 }
 
-TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layouts fit") {
+TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layouts fit" *
+          doctest::test_suite("models")) {
   Fixture f = fixture("plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml",
                       2048, "h800", 4096, 15360);
   f.request.model = &f.model;
@@ -147,7 +148,8 @@ TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layout
   for (const CheckedLayout& c : r.ranked) CHECK(c.fits);
 }
 
-TEST_CASE("search: interleaved layouts with v = 4 are enumerated while pp x v blocks exist") {
+TEST_CASE("search: interleaved layouts with v = 4 are enumerated while pp x v blocks exist" *
+          doctest::test_suite("models")) {
   Fixture f = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml", 64,
                       "h100", 8192, 256);
   f.request.model = &f.model;
@@ -206,7 +208,8 @@ TEST_CASE("pipeline chunks: stages: auto's cut is the one the planner makes") {
   }
 }
 
-TEST_CASE("search: block recompute keeps the activations of all but the first layers of a chunk") {
+TEST_CASE("search: block recompute keeps the activations of all but the first layers of a chunk" *
+          doctest::test_suite("models")) {
   // DeepSeek-V3 on 2,048 H800s at DeepSeek's degrees (pp16, ep64, ZeRO-1 data
   // parallel): keeping every layer's activations is over 80 GB, recomputing every layer
   // is not needed. The search offers the fewest recomputed blocks per model chunk that
