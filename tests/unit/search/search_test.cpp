@@ -177,8 +177,10 @@ TEST_CASE("pipeline chunks: stages: auto's cut is the one the planner makes") {
                       "h100", 8192, 256);
   f.request.model = &f.model;
   f.request.rules = &f.rules;
-  for (const auto& [pp, v] :
+  for (const std::pair<std::int64_t, std::int64_t>& degrees :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 2}, {4, 2}, {2, 4}, {4, 4}, {2, 8}}) {
+    const std::int64_t pp = degrees.first;
+    const std::int64_t v = degrees.second;
     CAPTURE(pp);
     CAPTURE(v);
     Layout l = layout_of(pp, 64 / pp / 8, 1, 8);
