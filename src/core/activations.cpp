@@ -35,6 +35,7 @@ struct Local {
   std::int64_t inter = 0;      // I / t
   std::int64_t moe_inter = 0;  // I_e / t_e
   std::int64_t vocab = 0;      // V / t (vocab-parallel)
+  bool fused = false;          // training.kernels: fused (Megatron-Core + Transformer Engine)
 };
 
 Local local_sizes(const ActivationArch& arch, const TrainingShape& shape,
@@ -52,8 +53,14 @@ Local local_sizes(const ActivationArch& arch, const TrainingShape& shape,
   local.inter = ceil_div(arch.intermediate, layout.tp);
   local.moe_inter = ceil_div(arch.moe_intermediate, layout.expert_tp);
   local.vocab = ceil_div(arch.vocab, layout.tp);
+  local.fused = shape.kernels == ActivationKernels::Fused;
   return local;
 }
+
+constexpr const char* kFusedNormSource =
+    "Megatron-Core + Transformer Engine: TELayerNormColumnParallelLinear (LayerNormLinear) "
+    "saves the norm input, rsigma (LayerNorm: mu and rsigma) and ln_out for the weight "
+    "gradient, the sequence-parallel shard with SP (all-gathered again in backward)";
 
 constexpr const char* kNormSource =
     "transformers LlamaRMSNorm.forward (to(float32), pow, rsqrt, weight * x); LayerNorm: aten "
@@ -86,6 +93,15 @@ void norm_terms(Terms& terms, const ActivationArch& arch, const Local& local,
   const std::int64_t tokens = norm.tokens;
   const std::int64_t width = norm.width;
   const bool feeds_linear = norm.feeds_linear;
+  if (local.fused) {
+    terms.add(prefix + ".norm_input", mul({local.e, tokens, width}), "e T w", kFusedNormSource);
+    terms.add(prefix + (arch.layer_norm ? ".norm_mean_rstd" : ".norm_rstd"),
+              mul(arch.layer_norm ? 8 : 4, tokens), arch.layer_norm ? "8 T" : "4 T",
+              kFusedNormSource);
+    if (feeds_linear)
+      terms.add(prefix + ".linear_input", mul({local.e, tokens, width}), "e T w", kFusedNormSource);
+    return;
+  }
   if (arch.gemma_norm) {
     // Gemma2RMSNorm: `self._norm(x.float()) * (1.0 + self.weight.float())` keeps the fp32
     // input, rstd and the fp32 normalized tensor; the output is cast back.
@@ -108,9 +124,40 @@ void norm_terms(Terms& terms, const ActivationArch& arch, const Local& local,
   }
 }
 
+constexpr const char* kFusedAttentionSource =
+    "Megatron-Core + Transformer Engine: TEDotProductAttention (flash) saves q, k, v (after "
+    "TE's fused RoPE, which keeps no copy), its output and the logsumexp; linear_proj saves its "
+    "input, the same storage as that output";
+
+// Attention under `kernels: fused` (Megatron-Core SelfAttention with TE): q, k, v as flash
+// saves them, the output once (flash and linear_proj share it), the logsumexp unless
+// selective recompute runs the core again.
+void fused_gqa_terms(Terms& terms, const ActivationArch& arch, const Local& local, Recompute mode) {
+  const std::int64_t q_bytes = mul({local.e, local.tokens, local.heads, arch.head_dim});
+  const std::int64_t kv_bytes = mul({local.e, local.tokens, local.kv_heads, arch.head_dim});
+  terms.add("attention.qkv", add(q_bytes, mul(2, kv_bytes)), "e T (a_q + 2 a_kv) d / t",
+            kFusedAttentionSource);
+  if (arch.qk_norm) {
+    terms.add("attention.qk_norm",
+              add(mul({local.e, local.tokens, local.heads + local.kv_heads, arch.head_dim}),
+                  mul({4, local.tokens, local.heads + local.kv_heads})),
+              "e T (a_q + a_kv) d / t + 4 T (a_q + a_kv) / t",
+              "Megatron-Core q_layernorm / k_layernorm (TENorm): input and rsigma");
+  }
+  terms.add("attention.out", q_bytes, "e T a_q d / t", kFusedAttentionSource);
+  if (mode == Recompute::None) {
+    terms.add("attention.softmax_lse", mul({4, local.b, local.heads, local.s}), "4 b a_q s / t",
+              kFusedAttentionSource);
+  }
+}
+
 // Attention of a dense or GQA layer (q_proj/k_proj/v_proj, RoPE, core, o_proj).
 void gqa_terms(Terms& terms, const ActivationArch& arch, const TrainingShape& shape,
                const Local& local, Recompute mode) {
+  if (local.fused) {
+    fused_gqa_terms(terms, arch, local, mode);
+    return;
+  }
   const std::int64_t head_dim = arch.head_dim;
   const std::int64_t q_bytes = mul({local.e, local.tokens, local.heads, head_dim});
   const std::int64_t kv_bytes = mul({local.e, local.tokens, local.kv_heads, head_dim});
@@ -183,6 +230,16 @@ void mla_terms(Terms& terms, const ActivationArch& arch, const TrainingShape& sh
             "e T a_q (d_nope + d_v) / t", src + ": kv_b_proj output (the value view's storage)");
   terms.add("attention.qk_cat", mul({2, local.e, local.tokens, local.heads, dqk}),
             "2 e T a_q (d_nope + d_rope) / t", src + ": torch.cat of query and key states");
+  if (local.fused) {
+    // TEDotProductAttention's output is linear_proj's input (one storage).
+    terms.add("attention.out", mul({local.e, local.tokens, local.heads, arch.v_head_dim}),
+              "e T a_q d_v / t", kFusedAttentionSource);
+    if (mode == Recompute::None) {
+      terms.add("attention.softmax_lse", mul({4, local.b, local.heads, local.s}), "4 b a_q s / t",
+                kFusedAttentionSource);
+    }
+    return;
+  }
   if (shape.attention == AttentionImpl::Eager) {
     if (mode == Recompute::None) {
       terms.add("attention.scores", mul({4 + local.e, local.b, local.heads, local.s, local.s_kv}),
@@ -198,8 +255,16 @@ void mla_terms(Terms& terms, const ActivationArch& arch, const TrainingShape& sh
             "e T a_q d_v / t", "attn_output reshape, saved by o_proj");
 }
 
+constexpr const char* kFusedSwigluSource =
+    "Megatron-Core MLP with TE: linear_fc1's output [gate | up] saved by bias_swiglu_impl "
+    "(fused, recomputes the activation in backward), the product saved by linear_fc2";
+
 void gated_mlp_terms(Terms& terms, const Local& local, const std::string& name, std::int64_t tokens,
                      std::int64_t width, const std::string& src) {
+  if (local.fused) {
+    terms.add(name, mul({3, local.e, tokens, width}), "3 e T I / t", kFusedSwigluSource);
+    return;
+  }
   terms.add(name, mul({4, local.e, tokens, width}), "4 e T I / t",
             src + ": gate_proj, up_proj outputs, act(gate), act(gate) * up");
 }
@@ -208,6 +273,12 @@ void dense_mlp_terms(Terms& terms, const ActivationArch& arch, const Local& loca
   if (arch.gated_mlp) {
     gated_mlp_terms(terms, local, "mlp.gate_up_act", local.tokens, local.inter,
                     "transformers LlamaMLP.forward");
+    return;
+  }
+  if (local.fused) {
+    terms.add("mlp.fc_gelu", mul({2, local.e, local.tokens, local.inter}), "2 e T I / t",
+              "Megatron-Core MLP with TE: linear_fc1's output saved by the fused bias-GeLU, "
+              "the GeLU output saved by linear_fc2");
     return;
   }
   terms.add("mlp.fc_gelu", mul({5, local.e, local.tokens, local.inter}), "5 e T I / t",
@@ -240,6 +311,24 @@ void moe_terms(Terms& terms, const ActivationArch& arch, const TrainingShape& sh
               "4 T h + 9 T",
               "transformers DeepseekV3TopkRouter: F.linear(hidden_states.float(), ...) "
               "keeps the fp32 input; group masks and indices");
+  }
+  if (local.fused) {
+    // Megatron-Core MoELayer with TEGroupedMLP: the permutation keeps the sorted indices
+    // (int64) and the routing probs (fp32); the grouped fc1 its input (the permuted tokens);
+    // unpermute with probs keeps the fc2 output for the probs' gradient.
+    const std::string fused_src = "Megatron-Core MoELayer (token permutation, TEGroupedMLP)";
+    terms.add("moe.dispatch_indices", mul(12, routed), "12 " + routed_text,
+              fused_src + ": sorted indices (int64) and routing probs (fp32) per routed token");
+    terms.add("moe.dispatched", mul({local.e, routed, arch.hidden}), "e " + routed_text + " h",
+              fused_src + ": the permuted tokens, linear_fc1's input");
+    gated_mlp_terms(terms, local, "moe.experts", routed, local.moe_inter, fused_src);
+    terms.add("moe.expert_out", mul({local.e, routed, arch.hidden}), "e " + routed_text + " h",
+              fused_src + ": linear_fc2's output, saved by unpermute's * probs");
+    if (arch.shared_experts > 0) {
+      gated_mlp_terms(terms, local, "moe.shared_experts", local.tokens,
+                      mul(arch.shared_experts, arch.moe_intermediate), fused_src);
+    }
+    return;
   }
   terms.add("moe.dispatch_indices", mul(20, routed), "20 " + routed_text,
             src + ": token_idx and top_k_pos (int64) per routed token, its fp32 routing weight");
@@ -450,18 +539,26 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
   if (layers.logits) {
     Terms terms;
     norm_terms(terms, arch, local, {"logits.final", local.tokens_h, arch.hidden, true});
-    terms.add("logits.output", mul({local.e, local.tokens, local.vocab}), "e T V / t",
-              "lm_head output (vocab-parallel), the model's logits");
-    terms.add("logits.labels", mul(8, local.tokens), "8 T",
-              "cross_entropy (nll_loss) keeps the int64 targets");
-    if (arch.softcap) {
-      terms.add("logits.softcap", mul({local.e, local.tokens, local.vocab}), "e T V / t",
-                "transformers Gemma2ForCausalLM final_logit_softcapping: tanh output");
+    if (local.fused) {
+      terms.add("logits.labels", mul(8, local.tokens), "8 T",
+                "vocab-parallel cross entropy keeps the int64 targets");
+      terms.add("logits.softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
+                "Megatron-Core fused vocab-parallel cross entropy: the fp32 softmax it keeps "
+                "(the bf16 logits are freed); theoretical_memory_usage.py: 4 s b V");
+    } else {
+      terms.add("logits.output", mul({local.e, local.tokens, local.vocab}), "e T V / t",
+                "lm_head output (vocab-parallel), the model's logits");
+      terms.add("logits.labels", mul(8, local.tokens), "8 T",
+                "cross_entropy (nll_loss) keeps the int64 targets");
+      if (arch.softcap) {
+        terms.add("logits.softcap", mul({local.e, local.tokens, local.vocab}), "e T V / t",
+                  "transformers Gemma2ForCausalLM final_logit_softcapping: tanh output");
+      }
+      terms.add(
+          "logits.log_softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
+          "transformers ForCausalLMLoss: logits.float(), cross_entropy's log_softmax output; "
+          "Megatron theoretical_memory_usage.py: 4 s b h (1 + V / h) for the output layer and CE");
     }
-    terms.add(
-        "logits.log_softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
-        "transformers ForCausalLMLoss: logits.float(), cross_entropy's log_softmax output; "
-        "Megatron theoretical_memory_usage.py: 4 s b h (1 + V / h) for the output layer and CE");
     merge(activations.per_microbatch, terms.out(), 1);
   }
   activations.per_microbatch_bytes = sum(activations.per_microbatch);

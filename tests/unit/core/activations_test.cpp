@@ -314,3 +314,64 @@ TEST_CASE("activations: no training shape, no change") {
                                      std::max(report.ranks[0].of(MemoryKind::Fsdp2AllGather),
                                               report.ranks[0].of(MemoryKind::MuonAllGather)));
 }
+
+TEST_CASE("activations: kernels fused (Megatron-Core + TE), Llama-3.1-405B layer, tp 8 with SP") {
+  // T = 8192 tokens, h = 16384, a_q = 128, a_kv = 8, d = 128, I = 53248, t = 8, e = 2.
+  // With SP the width-h tensors hold T / t = 1024 tokens:
+  //   each norm (LayerNormLinear): input e T/t h + rsigma 4 T/t + ln_out e T/t h
+  //     = 33,554,432 + 4,096 + 33,554,432; two norms: 134,225,920.
+  //   q, k, v (flash): e T (16 + 2 x 1) 128 = 2 x 8192 x 2304 = 37,748,736.
+  //   attention output (flash's, linear_proj's input: one storage): 2 x 8192 x 16 x 128
+  //     = 33,554,432; logsumexp 4 x 16 x 8192 = 524,288.
+  //   MLP: fc1 [gate | up] and the product: 3 e T I / t = 3 x 2 x 8192 x 6656 = 327,155,712.
+  // Total 533,209,088: Megatron-Core's theoretical_memory_usage.py (s b h (18 + 4 F / h)
+  // with selective recompute, no SwiGLU term) would say 31 sbh / t = 520,093,696; the
+  // SwiGLU's third tensor and the kept logsumexp make up the difference.
+  TrainingShape shape = shape_of(8192, 1, AttentionImpl::Flash);
+  shape.kernels = ActivationKernels::Fused;
+  const ActivationArch arch = llama(16384, 128, 8, 53248);
+  const ActivationLayout layout{8, 1, true, 1};
+  const std::vector<ActivationTerm> terms =
+      layer_activation_terms(arch, shape, 2, layout, LayerKind::Dense, Recompute::None);
+  CHECK(term(terms, "attention.norm_input") == 33554432);
+  CHECK(term(terms, "attention.norm_rstd") == 4096);
+  CHECK(term(terms, "attention.linear_input") == 33554432);
+  CHECK(term(terms, "attention.qkv") == 37748736);
+  CHECK(term(terms, "attention.out") == 33554432);
+  CHECK(term(terms, "attention.softmax_lse") == 524288);
+  CHECK(term(terms, "attention.o_proj_input") == -1);  // the output's own storage
+  CHECK(term(terms, "mlp.gate_up_act") == 327155712);
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::None) == 533209088);
+  // Eager (transformers' modules) keeps more: fp32 norm copies, four SwiGLU tensors, the
+  // attention output copied for o_proj.
+  TrainingShape eager = shape;
+  eager.kernels = ActivationKernels::Eager;
+  CHECK(layer(arch, eager, layout, LayerKind::Dense, Recompute::None) > 533209088 * 3 / 2);
+  // Selective recompute runs the core attention again: the logsumexp goes, the output
+  // stays (linear_proj's input). Full keeps the layer input only, as under eager.
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::Selective) == 533209088 - 524288);
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::Full) ==
+        layer(arch, eager, layout, LayerKind::Dense, Recompute::Full));
+}
+
+TEST_CASE("activations: kernels fused keeps less than eager, every architecture and mode") {
+  // The fused kernels keep a subset of what transformers' modules keep (or the same
+  // tensor once instead of twice), never more.
+  TrainingShape fused = shape_of(4096, 1, AttentionImpl::Flash);
+  fused.kernels = ActivationKernels::Fused;
+  TrainingShape eager = shape_of(4096, 1, AttentionImpl::Flash);
+  ActivationArch gpt2 = llama(768, 12, 12, 3072);
+  gpt2.gated_mlp = false;
+  gpt2.layer_norm = true;
+  gpt2.rope = false;
+  for (const ActivationArch& arch : {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3(), gpt2}) {
+    for (const LayerKind kind : {LayerKind::Dense, LayerKind::Moe}) {
+      for (const Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+        for (const ActivationLayout& layout :
+             {ActivationLayout{1, 1, false, 1}, ActivationLayout{4, 1, true, 2}}) {
+          CHECK(layer(arch, fused, layout, kind, mode) <= layer(arch, eager, layout, kind, mode));
+        }
+      }
+    }
+  }
+}
