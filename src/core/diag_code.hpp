@@ -265,8 +265,10 @@ inline constexpr std::array kDiagCodes = {
                  "`E % ep != 0` under `chunk`/`balanced` (lists each ep rank's expert range)",
                  "choose ep dividing E, or accept the imbalance"},
     DiagCodeInfo{DiagCode::WStrided, "W-STRIDED", Severity::Warning, ExitCode::Invalid,
-                 "the `_StridedShard` label would be read differently by the newest DTensor",
-                 "make the sharded extent divisible; the manifest is the physical truth"},
+                 "the `_StridedShard` label would be read differently by the newest DTensor "
+                 "(uneven FSDP2 x TP extents; FSDP2 over a `_StridedShard` TP split, even ones)",
+                 "make the sharded extent divisible (FSDP over a `_StridedShard` split: gather "
+                 "with FSDP2, or FSDP on another dim); the manifest is the physical truth"},
     DiagCodeInfo{DiagCode::WShadowedRule, "W-SHADOWED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule that matches parameters but never wins: earlier rules take all of them",
                  "move it above the broader rule, or delete it"},

@@ -113,13 +113,21 @@ dtype: float32
 params:
   - {name: model.layers.0.mlp.up_proj.weight, shape: [26, 4]}
   - {name: model.layers.0.mlp.down_proj.weight, shape: [4, 13]}
+  - {name: model.layers.0.mlp.packed.weight, shape: [26, 4]}
+  - {name: model.layers.0.mlp.strided3.weight, shape: [26, 4]}
   - {name: model.layers.1.mlp.up_proj.weight, shape: [16, 4]}
+  - {name: model.layers.1.mlp.cols.weight, shape: [6, 12]}
+  - {name: model.layers.1.attn.pair.weight, shape: [18, 2]}
   - {name: model.norm.weight, shape: [4]}
 """
 
 # dp_shard (FSDP) x cp x tp; the model-parallel splits of dim 0 in the order [tp, cp]
 # (DTensor labels _StridedShard(0, sf=2) on cp), FSDP2's split of the local tensor last;
-# uneven extents (26 = 2 x 13, 13 rows over cp 2) and an even one
+# uneven extents (26 = 2 x 13, 13 rows over cp 2) and an even one. Beside them, labels that
+# are no shard order (plan.json `strided_boxes`, several boxes per rank) under FSDP2:
+# transformers' packed_colwise `_StridedShard(0, sf=2)` on tp; sf=3 (26 rows = 9 + 9 + 8,
+# tp 0 holds 5 + 5 + 4 rows, FSDP2's halves of those 14 cut a run); test_utils.py's
+# "(Shard, SS)" on (cp, tp); a strided dim 1 with FSDP2 on dim 0.
 ORDERED_FSDP_RECIPE = """format: shardc.recipe/v1
 mesh:
   - {name: dp_shard, size: 2}
@@ -132,6 +140,14 @@ rules:
   - match: "model.layers.*.mlp.down_proj.weight"
     placements: {cp: Shard(1), tp: Shard(1)}
     shard_order: {1: [tp, cp]}
+  - match: "model.layers.*.mlp.packed.weight"
+    placements: {tp: "_StridedShard(0, sf=2)"}
+  - match: "model.layers.*.mlp.strided3.weight"
+    placements: {tp: "_StridedShard(0, sf=3)"}
+  - match: "model.layers.*.mlp.cols.weight"
+    placements: {tp: "_StridedShard(1, sf=2)"}
+  - match: "model.layers.*.attn.pair.weight"
+    placements: {cp: Shard(0), tp: "_StridedShard(0, sf=2)"}
   - match: "**"
     placements: {}
 fsdp:
@@ -141,11 +157,24 @@ buffers:
 """
 
 
+def warned_ranks(plan: dict[str, Any], code: str, param: str) -> set[int]:
+    """The ranks a plan's `code` warning on `param` lists ("... ranks 0,2-5")."""
+    out: set[int] = set()
+    for d in plan.get("diagnostics") or []:
+        if d.get("code") == code and d.get("param") == param:
+            out |= set(judge.parse_ranks(d["message"].rsplit("ranks ", 1)[1].split()[0]))
+    return out
+
+
 def test_shard_order_under_fsdp2(shardc: str, tmp_path: Path) -> None:
-    """Params with an explicit shard order under FSDP2, judged by fully_shard with
-    shard_placement_fn on the fake group (judge.py `_ordered_piece` + FSDP2), every rank:
-    none is left out as inexpressible, and FSDP2's labels, sizes, padding and offsets
-    agree with the rank files."""
+    """Params with an explicit shard order, and params whose `_StridedShard` labels are no
+    order (boxes), under FSDP2: judged by fully_shard with shard_placement_fn on the fake
+    group (judge.py `_ordered_piece` / `_strided_rows` + FSDP2), every rank. None is left
+    out as inexpressible; FSDP2's labels, sizes, padding and offsets agree with the rank
+    files, and a strided param's boxes are the runs of FSDP2's own chunk of DTensor's rows.
+    Where DTensor reads FSDP2's label of a strided dim with other rows than FSDP2 stores
+    (torch 2.13 labels it as if the TP shard were contiguous), shardc warns W-STRIDED on
+    exactly those ranks; a box moved by a row is caught."""
     model, recipe = tmp_path / "m.yaml", tmp_path / "r.yaml"
     model.write_text(ORDERED_FSDP_MODEL)
     recipe.write_text(ORDERED_FSDP_RECIPE)
@@ -153,10 +182,30 @@ def test_shard_order_under_fsdp2(shardc: str, tmp_path: Path) -> None:
     plan = compile_plan(shardc, model, recipe, out, list(range(8)))
     ordered = {p["name"] for p in plan["params"] if p.get("shard_order")}
     assert len(ordered) == 3, ordered
+    strided = {p["name"] for p in plan["params"] if p.get("strided_boxes")}
+    assert len(strided) == 4, strided
     verdicts = judge.judge_ranks(str(out), str(recipe), list(range(8)))
     mismatches = [m for v in verdicts for m in v.mismatches]
     for v in verdicts:
-        assert not (set(v.inexpressible) & ordered), v.inexpressible
-        assert v.fsdp_params >= len(ordered), (v.rank, v.fsdp_params)
+        assert not (set(v.inexpressible) & (ordered | strided)), v.inexpressible
+        assert v.fsdp_params >= len(ordered | strided), (v.rank, v.fsdp_params)
     assert not mismatches, "shardc and PyTorch disagree:\n" + "\n".join(
         str(m) for m in mismatches[:30])
+    for name in sorted(strided):
+        differs = {v.rank for v in verdicts if name in v.label_reading_differs}
+        assert warned_ranks(plan, "W-STRIDED", name) == differs, (name, differs)
+    assert {v.rank for v in verdicts if "model.layers.0.mlp.packed.weight"
+            in v.label_reading_differs} == set(range(8))  # even extents too
+    assert not any("model.layers.1.mlp.cols.weight" in v.label_reading_differs
+                   for v in verdicts)  # FSDP2 on another dim: Shard(0), read as stored
+    # the check bites: one box of rank 1's strided3 moved by a row
+    rank_file = out / "ranks" / "rank-1.json"
+    doc = json.loads(rank_file.read_text())
+    entry = next(p for p in doc["params"] if p["name"] == "model.layers.0.mlp.strided3.weight")
+    assert len(entry["boxes"]) >= 2, entry  # FSDP2's chunk cuts a run here
+    entry["boxes"][0]["global_offset"][0] += 1
+    rank_file.write_text(json.dumps(doc))
+    (bitten,) = judge.judge_ranks(str(out), str(recipe), [1])
+    assert any(m.param == "model.layers.0.mlp.strided3.weight" and m.rank == 1
+               and "boxes on dim 0 after FSDP2's chunk" in m.field for m in bitten.mismatches), \
+        [str(m) for m in bitten.mismatches]
