@@ -225,7 +225,7 @@ TEST_CASE("labels that are no shard order under FSDP: W-STRIDED where DTensor re
   CHECK(d.hint.find("_init_sharding_spec_tp") != std::string::npos);
 }
 
-TEST_CASE("labels that are no shard order, where DTensor has no reading: E-PLACEMENT") {
+TEST_CASE("labels that are no shard order, where DTensor has no reading: E-SHARD-ORDER") {
   Model m;
   m.params = {param("w", {18, 2}, DType::Float32)};
   Recipe r;
@@ -236,7 +236,7 @@ TEST_CASE("labels that are no shard order, where DTensor has no reading: E-PLACE
   DiagnosticSink sink;
   CHECK_FALSE(build_plan(m, r, sink).has_value());
   REQUIRE(!sink.items().empty());
-  CHECK(sink.items()[0].code == DiagCode::EPlacement);
+  CHECK(sink.items()[0].code == DiagCode::EShardOrder);
   CHECK(sink.items()[0].message.find("are no shard order") != std::string::npos);
   CHECK(sink.items()[0].message.find("balanced") != std::string::npos);
   CHECK_FALSE(sink.items()[0].hint.empty());
