@@ -170,6 +170,7 @@ class FsdpSpec:
     expert_shard: tuple[str, ...]
     dim: int
     expert_dim: int | str  # an int or "auto"
+    frozen: str = "ignore"  # `fsdp.frozen`: requires_grad false params ignored or sharded
 
     @staticmethod
     def from_recipe(recipe: dict[str, Any]) -> FsdpSpec | None:
@@ -178,7 +179,13 @@ class FsdpSpec:
             return None
         return FsdpSpec(tuple(as_list(f.get("shard"))), tuple(as_list(f.get("replicate"))),
                         tuple(as_list(f.get("expert_shard"))), int(f.get("dim", 0)),
-                        f.get("expert_dim", "auto"))
+                        f.get("expert_dim", "auto"), str(f.get("frozen", "ignore")))
+
+    def shards(self, p: dict[str, Any]) -> bool:
+        """Whether FSDP shards plan param `p`: not 0-d, and trainable unless
+        `frozen: shard` (FSDP2's default: it shards frozen params too)."""
+        return bool(p["global_shape"]) and (bool(p.get("requires_grad", True))
+                                            or self.frozen == "shard")
 
 
 # --- rank sampling ----------------------------------------------------------------------
@@ -393,7 +400,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                    if n not in shard_axes and n not in rep_axes and n != pp_axis
                    and not isinstance(lab, Replicate)]
         mp_places = [lab for n, lab in zip(names, labels) if n in mp_axes]
-        under_fsdp = fsdp is not None and p.get("requires_grad", True) and p["global_shape"]
+        under_fsdp = fsdp is not None and fsdp.shards(p)
         if p.get("shard_order") and not under_fsdp:
             # a rule's shard_order (docs/shard-order.md): built with DTensor's own order
             _judge_ordered(verdict, p, meshes[mesh_name], mp_axes, rf=held[name])
@@ -413,7 +420,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                                         stride=meta.stride())
             verdict.dtensor_params += 1
             tp_offsets[name] = tuple(mp_offset)
-            param = nn.Parameter(tensor, requires_grad=True)
+            param = nn.Parameter(tensor, requires_grad=bool(p.get("requires_grad", True)))
             parent.register_parameter(leaf, param)
             objects[name] = param
             info[name] = p
@@ -437,7 +444,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                                         stride=meta.stride())
             verdict.dtensor_params += 1
             strided_index[name] = index
-            param = nn.Parameter(tensor, requires_grad=True)
+            param = nn.Parameter(tensor, requires_grad=bool(p.get("requires_grad", True)))
             parent.register_parameter(leaf, param)
             objects[name] = param
             info[name] = p
@@ -507,10 +514,10 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                     return Shard(fsdp.dim)
 
                 # shardc (SPEC "FSDP skips params with requires_grad: false and 0-d
-                # params") = FSDP2 with those params in `ignored_params`; FSDP2's default
-                # would shard them too (see docs/pytorch.md "PyTorch is the judge").
-                ignored = {objects[n] for n in own if n in objects and (
-                    not info[n].get("requires_grad", True) or not info[n]["global_shape"])}
+                # params", the default `fsdp.frozen: ignore`) = FSDP2 with those params in
+                # `ignored_params`; `frozen: shard` is FSDP2's default, which shards frozen
+                # params too (docs/pytorch.md "PyTorch is the judge"). 0-d params: ignored.
+                ignored = {objects[n] for n in own if n in objects and not fsdp.shards(info[n])}
                 fully_shard(mod, mesh=dp_mesh, shard_placement_fn=placement_fn,
                             ignored_params=ignored or None)
                 done.add(fqn)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -291,3 +292,82 @@ def test_fp8_scales_of_ordered_and_strided_weights(shardc: str, tmp_path: Path) 
                          text=True, timeout=60)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "E-FP8-BLOCK" in res.stderr and "[0, 192) + [384, 576)" in res.stderr, res.stderr
+
+
+LORA_MODEL = """format: shardc.model/v1
+name: lora
+dtype: bfloat16
+params:
+  - {name: model.embed_tokens.weight, shape: [37, 8], requires_grad: false}
+  - {name: model.layers.0.self_attn.q_proj.weight, shape: [8, 8], requires_grad: false}
+  - {name: model.layers.0.self_attn.q_proj.lora_A.weight, shape: [2, 8]}
+  - {name: model.layers.0.self_attn.q_proj.lora_B.weight, shape: [8, 2]}
+  - {name: model.layers.0.mlp.up_proj.weight, shape: [13, 8], requires_grad: false}
+  - {name: model.layers.0.mlp.up_proj.lora_A.weight, shape: [2, 8]}
+  - {name: model.layers.0.mlp.up_proj.lora_B.weight, shape: [13, 2]}
+  - {name: model.layers.0.input_layernorm.weight, shape: [8], requires_grad: false}
+  - {name: model.norm.weight, shape: [8], requires_grad: false}
+"""
+
+# A LoRA-style run sharding its frozen base weights: FSDP2's default (`fully_shard` shards
+# requires_grad false params too), stated by `fsdp.frozen: shard`; tp on the base weights
+# (up_proj 13 rows: uneven TP, then FSDP2 over the TP-local rows)
+LORA_RECIPE = """format: shardc.recipe/v1
+mesh:
+  - {name: dp_shard, size: 3}
+  - {name: tp, size: 2}
+rules:
+  - match: "model.layers.*.*.*_proj.weight"
+    placements: {tp: Shard(0)}
+  - match: "**"
+    placements: {}
+fsdp:
+  shard: dp_shard
+  frozen: shard
+buffers:
+  - {kind: fsdp2_allgather, units: ["model.layers.{i}", "**"]}
+"""
+
+
+def test_frozen_params_sharded_like_fsdp2(shardc: str, tmp_path: Path) -> None:
+    """`fsdp.frozen: shard` follows FSDP2's default: every rank of a LoRA-style model on the
+    fake group, `fully_shard` with no `ignored_params`, FSDP2's labels, sizes, padding,
+    offsets and unit all-gather inputs (frozen members included) equal the rank files'.
+    The frozen params carry no gradient or optimizer state in `shardc memory`; without the
+    key (`ignore`, the default) they stay out of FSDP, replicated over dp_shard."""
+    model, recipe = tmp_path / "m.yaml", tmp_path / "r.yaml"
+    model.write_text(LORA_MODEL)
+    recipe.write_text(LORA_RECIPE)
+    out = tmp_path / "out"
+    plan = compile_plan(shardc, model, recipe, out, list(range(6)))
+    frozen = {p["name"] for p in plan["params"] if not p["requires_grad"]}
+    assert len(frozen) == 5
+    for p in plan["params"]:  # every param FSDP-sharded, frozen or not
+        assert p["placements"][0] != "Replicate()", (p["name"], p["placements"])
+    verdicts = judge.judge_ranks(str(out), str(recipe), list(range(6)))
+    mismatches = [str(m) for v in verdicts for m in v.mismatches]
+    for v in verdicts:
+        assert not v.inexpressible, v.inexpressible
+        assert v.fsdp_params == len(plan["params"]), (v.rank, v.fsdp_params)
+        assert v.checked_units == 2, (v.rank, v.checked_units)
+    assert not mismatches, "\n".join(mismatches[:20])
+    # frozen params are all-gathered, but have no gradient or optimizer state
+    memory = json.loads(subprocess.run(
+        [shardc, "memory", str(model), str(recipe), "--format", "json"], capture_output=True,
+        text=True, timeout=60, check=True).stdout)
+    first = memory["peak"]["first"]
+    peak = first["bytes"]
+
+    def held_numel(trainable: bool) -> int:  # bf16 elements rank `first` holds, per plan.json
+        return sum(math.prod(s["local_shape"]) for p in plan["params"]
+                   if p["requires_grad"] == trainable for s in p["shards"]
+                   if first["rank"] in judge.parse_ranks(s["ranks"]))
+    # grads and AdamW's two moments of the trainable (LoRA) shards only
+    assert peak["grads"] == 2 * held_numel(True), (peak, held_numel(True))
+    assert peak["optimizer_state"] == 2 * peak["grads"], peak
+    assert peak["params"] == 2 * (held_numel(True) + held_numel(False)), peak
+    # the default leaves them out of FSDP: Replicate() on dp_shard
+    recipe.write_text(LORA_RECIPE.replace("  frozen: shard\n", ""))
+    default = compile_plan(shardc, model, recipe, tmp_path / "default", None)
+    for p in default["params"]:
+        assert (p["placements"][0] == "Replicate()") == (p["name"] in frozen), p
