@@ -441,8 +441,9 @@ bool ep_entries_text(const HfTpPlan& plan, const Model& model, HfParallelSizes s
       ok = false;
       continue;
     }
-    const bool prestacked = std::any_of(model.params.begin(), model.params.end(),
-                                        [&](const Param& p) { return pattern->match(p.name); });
+    const bool prestacked =
+        std::any_of(model.params.begin(), model.params.end(),
+                    [&](const Param& param) { return pattern->match(param.name); });
     if (prestacked) {
       out << "  - match: " << yaml_quoted(pattern_text)
           << "    # grouped_gemm: the checkpoint stores it stacked [E, ...]\n"

@@ -361,17 +361,17 @@ TEST_CASE("--ep: refused when transformers would refuse or shardc cannot state i
     std::int64_t ep;
     const char* says;
   };
-  for (const Refusal& r : std::vector<Refusal>{
+  for (const Refusal& refusal : std::vector<Refusal>{
            {kMixtralEpPlan, 4, "without FSDP ep equals tp"},
            {"{}", 2, "the plan file has no `ep_plan`"},
            {R"({"model.layers.*.mlp.experts": "ep_router"})", 2, "ep style 'ep_router'"},
            {R"({"model.layers.*.mlp.experts.up_proj": "grouped_gemm"})", 2,
             "matches no param of the model"}}) {
-    CAPTURE(r.ep_plan);
+    CAPTURE(refusal.ep_plan);
     shardc::DiagnosticSink sink;
-    CHECK_FALSE(translate_mixtral_ep(r.ep_plan, r.ep, sink));
+    CHECK_FALSE(translate_mixtral_ep(refusal.ep_plan, refusal.ep, sink));
     REQUIRE(sink.has_errors());
     CHECK(sink.items().front().code == shardc::DiagCode::EHfTpPlan);
-    CHECK(sink.items().front().message.find(r.says) != std::string::npos);
+    CHECK(sink.items().front().message.find(refusal.says) != std::string::npos);
   }
 }
