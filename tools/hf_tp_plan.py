@@ -8,8 +8,10 @@ Usage:
 CHECKPOINT_OR_CONFIG is a checkpoint directory (its config.json is read) or a config.json.
 The model is built with `AutoModelForCausalLM.from_config` on the meta device (no weights,
 no hub) and its `tp_plan` (the class's `_tp_plan` plus the config's `base_model_tp_plan`
-with the base-model prefix, as transformers applies them) is written as
-`{"format": "shardc.hf-tp-plan/v1", "architecture", "transformers", "tp_plan"}`.
+with the base-model prefix, as transformers applies them) and `ep_plan` (the same of
+`base_model_ep_plan`: `grouped_gemm`, `ep_dispatch_experts`; empty when the architecture has
+none) are written as `{"format": "shardc.hf-tp-plan/v1", "architecture", "transformers",
+"tp_plan", "ep_plan"}`.
 
 Given a checkpoint directory, the dump also has `sources`: every param of transformers'
 module that its loader does not read under its own name, with the checkpoint tensors it
@@ -90,7 +92,8 @@ def tp_plan_of(config: dict[str, Any], checkpoint: Path | None = None) -> dict[s
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(conf)
     out = {"format": "shardc.hf-tp-plan/v1", "architecture": type(model).__name__,
-           "transformers": transformers.__version__, "tp_plan": dict(model.tp_plan or {})}
+           "transformers": transformers.__version__, "tp_plan": dict(model.tp_plan or {}),
+           "ep_plan": dict(getattr(model, "ep_plan", None) or {})}
     if checkpoint is not None:
         out["sources"] = conversion_sources(model, checkpoint_keys(checkpoint))
     return out

@@ -175,7 +175,10 @@ struct RecipeOptions {
   std::string hf_tp_plan_path;  ///< tools/hf_tp_plan.py output (transformers' model.tp_plan)
   std::string model_path;       ///< checkpoint directory, .safetensors file, or model file
   std::int64_t tp_size = 0;     ///< ranks on the `tp` axis (>= 1)
-  std::string output;           ///< file to write (atomically); empty = `out`
+  /// ranks on the `ep` axis of the expert mesh (1: no expert parallelism; else the plan
+  /// dump's `ep_plan` is translated, and transformers needs ep_size == tp_size without FSDP)
+  std::int64_t ep_size = 1;
+  std::string output;  ///< file to write (atomically); empty = `out`
   DiagFormat diag_format = DiagFormat::Text;
 };
 

@@ -432,13 +432,19 @@ void add_recipe(CLI::App& app, Cli& cli, shardc::RecipeOptions& opt) {
   cmd->add_option("--tp", opt.tp_size, "Ranks on the tp axis")
       ->required()
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{2147483647}));
+  cmd->add_option("--ep", opt.ep_size,
+                  "Ranks on the ep axis: translate the dump's ep_plan (grouped_gemm) into experts "
+                  "entries (transformers needs --ep = --tp without FSDP)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{2147483647}));
   cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
   add_diag_format(*cmd, cli);
   cmd->footer(
       "Each style of the plan becomes the placement transformers gives it (colwise: weight\n"
       "Shard(-2), bias Shard(-1); rowwise: weight Shard(-1); embedding_rowwise: Shard(0);\n"
       "packed_*: the same with packed parts); params the plan does not name are replicated.\n"
-      "MoE expert styles are refused (E-HF-TP-PLAN): write an experts entry.\n"
+      "MoE plans: docs/hf-moe-tp-plans.md; with --ep the ep_plan's grouped_gemm params\n"
+      "become experts entries (Shard(0) of the stacked experts on ep), overriding the\n"
+      "tp_plan's entries for those modules as transformers does.\n"
       "Example:\n  tools/hf_tp_plan.py ~/ckpt/Llama-3.1-8B -o tp_plan.json\n"
       "  shardc recipe --from-hf-tp-plan tp_plan.json ~/ckpt/Llama-3.1-8B --tp 8 -o "
       "tp8.recipe.yaml");

@@ -34,6 +34,7 @@ enum class DiagCode {
   EMesh,
   EAxis,
   EPlacement,
+  EShardOrder,
   EPartial,
   EShardDim,
   EUncovered,
@@ -124,6 +125,15 @@ inline constexpr std::array kDiagCodes = {
                  "use an axis of that mesh (`ep` lives on `expert_mesh`)"},
     DiagCodeInfo{DiagCode::EPlacement, "E-PLACEMENT", Severity::Error, ExitCode::Invalid,
                  "unparseable placement", "`Shard(d)`, `Replicate()`, `shard(d)`, `replicate`"},
+    DiagCodeInfo{DiagCode::EShardOrder, "E-SHARD-ORDER", Severity::Error, ExitCode::Invalid,
+                 "a rule's `shard_order` (or its `_StridedShard` labels) states no order shardc "
+                 "can plan: an axis listed twice, left out or not sharding that dim, a dim "
+                 "listed twice, the order stated twice (labels and `shard_order`), FSDP's axes "
+                 "anywhere but last on `fsdp.dim` in `fsdp.shard`'s order; `_StridedShard` "
+                 "labels that are no order on a split DTensor has no reading for (the reason "
+                 "named)",
+                 "list every axis that shards the dim once, outermost split first, FSDP's axes "
+                 "last or not at all (docs/shard-order.md)"},
     DiagCodeInfo{DiagCode::EPartial, "E-PARTIAL", Severity::Error, ExitCode::Invalid,
                  "`Partial` on a parameter", "parameters are never partial: use `Replicate()`"},
     DiagCodeInfo{DiagCode::EShardDim, "E-SHARD-DIM", Severity::Error, ExitCode::Invalid,
@@ -265,8 +275,10 @@ inline constexpr std::array kDiagCodes = {
                  "`E % ep != 0` under `chunk`/`balanced` (lists each ep rank's expert range)",
                  "choose ep dividing E, or accept the imbalance"},
     DiagCodeInfo{DiagCode::WStrided, "W-STRIDED", Severity::Warning, ExitCode::Invalid,
-                 "the `_StridedShard` label would be read differently by the newest DTensor",
-                 "make the sharded extent divisible; the manifest is the physical truth"},
+                 "the `_StridedShard` label would be read differently by the newest DTensor "
+                 "(uneven FSDP2 x TP extents; FSDP2 over a `_StridedShard` TP split, even ones)",
+                 "make the sharded extent divisible (FSDP over a `_StridedShard` split: gather "
+                 "with FSDP2, or FSDP on another dim); the manifest is the physical truth"},
     DiagCodeInfo{DiagCode::WShadowedRule, "W-SHADOWED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule that matches parameters but never wins: earlier rules take all of them",
                  "move it above the broader rule, or delete it"},

@@ -182,6 +182,12 @@ struct PipelineSpec {
 
 enum class ExpertDim { Zero, One, Auto };
 
+/// `fsdp.frozen`: what FSDP does with `requires_grad: false` params. `Ignore`
+/// (the default, SPEC): they stay out of FSDP, as FSDP2 with them in
+/// `ignored_params`; `Shard`: FSDP2's own default, `fully_shard` shards and
+/// all-gathers them like any param (a LoRA-style run's frozen base weights).
+enum class FrozenParams { Ignore, Shard };
+
 struct FsdpSpec {
   std::vector<std::string> shard;         ///< dense axes, flattened row-major
   std::optional<std::string> replicate;   ///< HSDP replicate axis
@@ -191,6 +197,7 @@ struct FsdpSpec {
   std::vector<SourceLoc> expert_shard_locs;  ///< where each `expert_shard` axis is written
   int dim = 0;
   ExpertDim expert_dim = ExpertDim::Auto;
+  FrozenParams frozen = FrozenParams::Ignore;
   SourceLoc loc;
 };
 

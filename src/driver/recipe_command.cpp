@@ -42,7 +42,8 @@ ExitCode run_recipe(const RecipeOptions& opt, FileSystem& fs, std::ostream& out,
   } else if (std::optional<HfTpPlan> plan =
                  parse_hf_tp_plan(*plan_text, opt.hf_tp_plan_path, s.sink)) {
     if (std::optional<Model> model = load_model(opt, fs, s)) {
-      recipe = hf_tp_plan_recipe(*plan, *model, opt.tp_size, opt.hf_tp_plan_path, s.sink);
+      recipe =
+          hf_tp_plan_recipe(*plan, *model, {opt.tp_size, opt.ep_size}, opt.hf_tp_plan_path, s.sink);
     }
   }
   driver::print_diagnostics(common, s, opt.diag_format == DiagFormat::Text ? err : out);

@@ -62,6 +62,17 @@ std::optional<ExpertDim> parse_expert_dim(const Node& n, Reader& r) {
   return std::nullopt;
 }
 
+std::optional<FrozenParams> parse_frozen(const Node& n, Reader& r) {
+  if (n.is_scalar() && !n.quoted) {
+    if (n.text() == "ignore") return FrozenParams::Ignore;
+    if (n.text() == "shard") return FrozenParams::Shard;
+  }
+  r.error(n, "`frozen` must be ignore or shard, got " + describe(n),
+          "ignore (default): requires_grad false params stay out of FSDP (FSDP2's "
+          "ignored_params); shard: FSDP2's default, they are sharded like the others");
+  return std::nullopt;
+}
+
 std::optional<int> parse_fsdp_dim(const Node& n, Reader& r) {
   std::optional<std::int64_t> v = r.get_int(n, "`dim`");
   if (!v) return std::nullopt;
@@ -91,6 +102,9 @@ void parse_fsdp_fields(const Node& n, Reader& r, FsdpSpec& f) {
   if (const Node* dim = n.find("dim")) f.dim = parse_fsdp_dim(*dim, r).value_or(0);
   if (const Node* ed = n.find("expert_dim")) {
     f.expert_dim = parse_expert_dim(*ed, r).value_or(ExpertDim::Auto);
+  }
+  if (const Node* frozen = n.find("frozen")) {
+    f.frozen = parse_frozen(*frozen, r).value_or(FrozenParams::Ignore);
   }
 }
 
@@ -261,7 +275,7 @@ std::optional<PipelineSpec> parse_pipeline(const Node& n, Reader& r) {
 
 std::optional<FsdpSpec> parse_fsdp(const Node& n, Reader& r) {
   if (!r.expect_map(n, "`fsdp`")) return std::nullopt;
-  r.check_keys(n, {"shard", "replicate", "expert_shard", "dim", "expert_dim"}, "`fsdp`");
+  r.check_keys(n, {"shard", "replicate", "expert_shard", "dim", "expert_dim", "frozen"}, "`fsdp`");
   FsdpSpec f;
   f.loc = r.loc(n);
   parse_fsdp_fields(n, r, f);

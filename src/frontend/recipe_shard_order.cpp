@@ -100,7 +100,7 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
     const SourceLoc& loc = i < e.locs.size() ? e.locs[i] : e.loc;
     for (std::size_t j = 0; j < i; ++j) {
       if (e.axes[j] != name) continue;
-      r.error(DiagCode::EPlacement, loc,
+      r.error(DiagCode::EShardOrder, loc,
               "`shard_order` of " + dim_text + " lists axis `" + name + "` twice",
               "an axis splits a dim once: list each axis once, outermost split first");
       return std::nullopt;
@@ -118,7 +118,7 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
       continue;
     }
     if (!fsdp_listed.empty()) {
-      r.error(DiagCode::EFsdp, loc,
+      r.error(DiagCode::EShardOrder, loc,
               "`shard_order` of " + dim_text + " puts axis '" + name + "' after FSDP's axis '" +
                   fsdp_listed.front() + "': that contradicts FSDP's own order",
               "FSDP2 shards the local tensor the other axes leave: its axes split last; move "
@@ -130,7 +130,7 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
                                  [&](const AxisPlacement& x) { return x.axis == name; });
     if (ap == rule.placements.end() || ap->placement.kind != Placement::Kind::Shard ||
         ap->placement.dim != e.dim) {
-      r.error(DiagCode::EPlacement, loc,
+      r.error(DiagCode::EShardOrder, loc,
               "`shard_order` of " + dim_text + " names axis '" + name + "', which does not shard " +
                   dim_text + " in this rule (" +
                   (ap == rule.placements.end() ? std::string("no placement: Replicate()")
@@ -142,7 +142,7 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
       continue;
     }
     if (ap->placement.text.starts_with("_StridedShard")) {
-      r.error(DiagCode::EPlacement, ap->loc,
+      r.error(DiagCode::EShardOrder, ap->loc,
               "axis '" + name + "' is placed `" + ap->placement.text +
                   "` and ordered by "
                   "`shard_order`: the order is stated twice",
@@ -158,14 +158,14 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
     if (fsdp_listed != fsdp) {
       std::string want;
       for (const std::string& f : fsdp) want += (want.empty() ? "" : ", ") + f;
-      r.error(DiagCode::EFsdp, e.loc,
+      r.error(DiagCode::EShardOrder, e.loc,
               "`shard_order` of " + dim_text +
                   " lists FSDP's axes out of FSDP's own order: FSDP splits over [" + want +
                   "] flattened, as one split, last",
               "list all of fsdp.shard's axes in its order at the end, or leave them out");
       ok = false;
     } else if (out.fsdp && e.dim != out.fsdp->dim) {
-      r.error(DiagCode::EFsdp,
+      r.error(DiagCode::EShardOrder,
               e.locs[static_cast<std::size_t>(
                   std::find(e.axes.begin(), e.axes.end(), fsdp.front()) - e.axes.begin())],
               "`shard_order` of " + dim_text + " ends with FSDP's axis '" + fsdp.front() +
@@ -180,7 +180,7 @@ std::optional<std::vector<int>> check_entry(const Entry& e, const Rule& rule, co
     if (!ok) break;
     if (ap.placement.kind != Placement::Kind::Shard || ap.placement.dim != e.dim) continue;
     if (std::find(e.axes.begin(), e.axes.end(), ap.axis) != e.axes.end()) continue;
-    r.error(DiagCode::EPlacement, e.loc,
+    r.error(DiagCode::EShardOrder, e.loc,
             "`shard_order` of " + dim_text + " leaves out axis '" + ap.axis +
                 "', which also shards " + dim_text,
             "list every axis that shards " + dim_text + " once (" + sharding(rule, e.dim) +
@@ -204,7 +204,7 @@ void apply_shard_orders(const Node& rules, Reader& r, Recipe& out) {
     std::vector<std::int64_t> dims;
     for (const Entry& e : *entries) {
       if (std::find(dims.begin(), dims.end(), e.dim) != dims.end()) {
-        r.error(DiagCode::EPlacement, e.loc,
+        r.error(DiagCode::EShardOrder, e.loc,
                 "`shard_order` lists dim " + std::to_string(e.dim) + " twice",
                 "give each tensor dim one order");
         continue;

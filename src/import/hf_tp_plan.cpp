@@ -326,6 +326,174 @@ void emit_placed(std::ostringstream& rules, const std::vector<PlacedTensor>& pla
   }
 }
 
+// The ep_plan key that takes a tp_plan key (transformers' mixin.py: a tp rule whose name
+// is an ep rule's or lies below it is dropped), or null.
+const std::string* ep_override(const HfTpPlan& plan, const std::string& tp_key) {
+  for (const auto& [ep_key, ep_style] : plan.ep_entries)
+    if (tp_key == ep_key || (tp_key.size() > ep_key.size() && tp_key.starts_with(ep_key) &&
+                             tp_key[ep_key.size()] == '.'))
+      return &ep_key;
+  return nullptr;
+}
+
+bool all_digits(std::string_view segment) {
+  return !segment.empty() && std::all_of(segment.begin(), segment.end(),
+                                         [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+std::vector<std::string> segments_of(std::string_view name) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (begin <= name.size()) {
+    const std::size_t end = std::min(name.find('.', begin), name.size());
+    out.emplace_back(name.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// An `experts` entry stacking one source pattern's per-expert checkpoint tensors `keys`
+// (expert 0 first, as MergeModulelist stacks them): the segment that counts 0, 1, ... is
+// `{E}`, every other all-digit segment a capture `{L}`, `{L2}`, ...; the stacked param is
+// the pattern without its `{E}` segment and a trailing `weight`. nullopt and `reason` when the keys
+// do not count their experts in one segment.
+std::optional<std::pair<std::string, std::string>> per_expert_entry(
+    const std::vector<std::string>& keys, std::string& reason) {
+  const std::vector<std::string> first = segments_of(keys.front());
+  std::optional<std::size_t> expert_at;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    bool counts = all_digits(first[i]);
+    for (std::size_t e = 0; counts && e < keys.size(); ++e) {
+      const std::vector<std::string> seg = segments_of(keys[e]);
+      counts = seg.size() == first.size() && seg[i] == std::to_string(e);
+    }
+    if (counts) expert_at = i;
+  }
+  if (!expert_at || keys.size() < 2) {
+    reason = "its checkpoint tensors ('" + keys.front() +
+             "', ...) do not count the experts 0, 1, ... in one name segment";
+    return std::nullopt;
+  }
+  std::string match;
+  std::string stack;
+  int captures = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    std::string seg = first[i];
+    if (i == *expert_at) {
+      seg = "{E}";
+    } else if (all_digits(seg)) {
+      seg = ++captures == 1 ? "{L}" : "{L" + std::to_string(captures) + "}";
+    }
+    match += (match.empty() ? "" : ".") + seg;
+    // the stacked param is named like the module's (`experts.w1`, as transformers'
+    // `experts.gate_up_proj`): a trailing `weight` segment goes
+    const bool leaf = i + 1 == first.size() && seg == "weight";
+    if (i != *expert_at && !leaf) stack += (stack.empty() ? "" : ".") + seg;
+  }
+  return std::pair{match, stack};
+}
+
+// The `experts` entries of the ep_plan (`hf_tp_plan_recipe`), written to `out`; false
+// after reporting.
+bool ep_entries_text(const HfTpPlan& plan, const Model& model, HfParallelSizes sizes,
+                     const SourceLoc& loc, DiagnosticSink& sink, std::ostringstream& out) {
+  if (sizes.ep != sizes.tp) {
+    sink.error(DiagCode::EHfTpPlan, loc,
+               "--ep " + std::to_string(sizes.ep) + " with --tp " + std::to_string(sizes.tp) +
+                   ": transformers 5.24 lays experts out on (pp, dp_replicate, efsdp, ep) with "
+                   "efsdp = fsdp x tp / ep and needs ep a multiple of tp dividing fsdp x tp, so "
+                   "without FSDP ep equals tp",
+               "use --ep " + std::to_string(sizes.tp) +
+                   " (expert parallelism with FSDP is not translated: write the recipe's "
+                   "expert_mesh and fsdp.expert_shard by hand, docs/experts.md)");
+    return false;
+  }
+  if (plan.ep_entries.empty()) {
+    sink.error(
+        DiagCode::EHfTpPlan, loc,
+        "--ep " + std::to_string(sizes.ep) + ": the plan file has no `ep_plan` (" +
+            (plan.architecture.empty() ? std::string("the architecture") : plan.architecture) +
+            " has no base_model_ep_plan, or the dump predates it)",
+        "dump the plan again with tools/hf_tp_plan.py; without an ep_plan transformers "
+        "refuses ep_size > 1 too");
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> seen;  // (match, stack) already written
+  bool ok = true;
+  for (const auto& [pattern_text, style] : plan.ep_entries) {
+    if (style == "ep_dispatch_experts") {
+      out << "  # " << pattern_text
+          << ": ep_dispatch_experts hooks the module's forward (tokens to their experts)\n";
+      continue;
+    }
+    if (style != "grouped_gemm") {
+      sink.error(DiagCode::EHfTpPlan, loc,
+                 "'" + pattern_text + "': ep style '" + style + "' has no shardc translation",
+                 "grouped_gemm (Shard(0) of the stacked experts on ep) and ep_dispatch_experts "
+                 "are translated; write an `experts` entry by hand (docs/experts.md)");
+      ok = false;
+      continue;
+    }
+    std::string error;
+    const std::optional<Pattern> pattern = Pattern::compile(pattern_text, error);
+    if (!pattern) {
+      sink.error(DiagCode::EHfTpPlan, loc, "'" + pattern_text + "' is not a pattern: " + error);
+      ok = false;
+      continue;
+    }
+    const bool prestacked =
+        std::any_of(model.params.begin(), model.params.end(),
+                    [&](const Param& param) { return pattern->match(param.name); });
+    if (prestacked) {
+      out << "  - match: " << yaml_quoted(pattern_text)
+          << "    # grouped_gemm: the checkpoint stores it stacked [E, ...]\n"
+             "    stacked_dim: 0\n    placements: {ep: Shard(0)}\n";
+      continue;
+    }
+    bool any = false;
+    for (const HfSource& source : plan.sources) {
+      if (!pattern->match(source.param)) continue;
+      any = true;
+      std::string reason;
+      const bool merged = !source.operations.empty() &&
+                          source.operations.front().first == "MergeModulelist" &&
+                          source.operations.front().second.value_or(-1) == 0;
+      if (!merged) {
+        reason = "transformers makes it by " + ops_text(source) +
+                 ", not by stacking per-expert tensors (MergeModulelist(dim=0))";
+      }
+      for (const auto& part : source.parts) {
+        if (!reason.empty()) break;
+        const auto entry = per_expert_entry(part, reason);
+        if (!entry) break;
+        if (std::find(seen.begin(), seen.end(), *entry) != seen.end()) continue;
+        seen.push_back(*entry);
+        out << "  - match: " << yaml_quoted(entry->first) << "    # grouped_gemm: " << pattern_text
+            << " is " << ops_text(source) << " of these\n    stack: " << yaml_quoted(entry->second)
+            << "\n    placements: {ep: Shard(0)}\n";
+      }
+      if (!reason.empty()) {
+        sink.error(DiagCode::EHfTpPlan, loc,
+                   "'" + pattern_text + "' (grouped_gemm) names '" + source.param +
+                       "', which transformers builds from checkpoint tensors: " + reason,
+                   "write the `experts` entry by hand (docs/experts.md)");
+        ok = false;
+        break;
+      }
+    }
+    if (!any && ok) {
+      sink.error(DiagCode::EHfTpPlan, loc,
+                 "'" + pattern_text +
+                     "' (grouped_gemm) matches no param of the model, and the plan file lists "
+                     "no `sources` that make one",
+                 "dump the plan from the checkpoint directory (`tools/hf_tp_plan.py "
+                 "CHECKPOINT`), which writes transformers' conversion of its tensors");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::string& path,
@@ -360,6 +528,18 @@ std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::strin
     plan.entries.emplace_back(std::string(field.key), std::string(style));
   }
   if (plan.entries.empty()) return fail("`tp_plan` is empty (the architecture has no plan)");
+  simdjson::dom::object ep_entries;
+  const simdjson::error_code ep_error = root["ep_plan"].get(ep_entries);
+  if (ep_error != simdjson::NO_SUCH_FIELD && ep_error != simdjson::SUCCESS)
+    return fail("`ep_plan` is not an object of pattern -> style");
+  if (ep_error == simdjson::SUCCESS) {
+    for (const auto field : ep_entries) {
+      std::string_view style;
+      if (field.value.get(style) != simdjson::SUCCESS)
+        return fail("the ep style of '" + std::string(field.key) + "' is not a string");
+      plan.ep_entries.emplace_back(std::string(field.key), std::string(style));
+    }
+  }
   simdjson::dom::object sources;
   const simdjson::error_code sources_error = root["sources"].get(sources);
   if (sources_error == simdjson::NO_SUCH_FIELD) return plan;
@@ -409,15 +589,25 @@ std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::strin
 }
 
 std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& model,
-                                             std::int64_t tp_size, const std::string& path,
+                                             HfParallelSizes sizes, const std::string& path,
                                              DiagnosticSink& sink) {
   const SourceLoc loc{path, 0, 0};
   std::ostringstream rules;
+  std::ostringstream expert_entries;
   bool ok = true;
+  if (sizes.ep > 1 && !ep_entries_text(plan, model, sizes, loc, sink, expert_entries))
+    return std::nullopt;
   for (const auto& entry : plan.entries) {
     // named references, not a structured binding: the lambdas below capture them
     const std::string& module_pattern = entry.first;
     const std::string& style = entry.second;
+    if (sizes.ep > 1) {
+      if (const std::string* over = ep_override(plan, module_pattern)) {
+        rules << "  # " << module_pattern << ": " << style << " (tp_plan) dropped: the ep_plan's '"
+              << *over << "' takes the module (EP rules take precedence)\n";
+        continue;
+      }
+    }
     // An entry naming params itself (the MoE plans' 3-D expert params)
     std::string error;
     const std::optional<Pattern> direct = Pattern::compile(module_pattern, error);
@@ -621,7 +811,15 @@ std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& 
                                             : " (transformers " + plan.transformers_version + ")")
       << " as a shardc recipe\n# (shardc recipe --from-hf-tp-plan). Each rule names the style it "
          "comes from.\nformat: shardc.recipe/v1\nmesh:\n  - {name: tp, size: "
-      << tp_size << "}\nrules:\n"
+      << sizes.tp << "}\n";
+  if (sizes.ep > 1) {
+    out << "# transformers' expert mesh (pp, dp_replicate, efsdp, ep) with efsdp = fsdp x tp / ep "
+           "= 1:\n# the same ranks, ep coordinate = tp coordinate\nexpert_mesh:\n  - {name: ep, "
+           "size: "
+        << sizes.ep << "}\nexperts:\n"
+        << expert_entries.str();
+  }
+  out << "rules:\n"
       << rules.str()
       << "  - match: \"**\"    # everything the plan does not name: replicated\n"
          "    placements: {}\ntied: auto\n";

@@ -190,8 +190,19 @@ struct HfTpPlan {
   std::string architecture;
   std::string transformers_version;
   std::vector<std::pair<std::string, std::string>>
-      entries;                    ///< (module pattern, style), file order
+      entries;  ///< (module pattern, style), file order
+  /// transformers' `model.ep_plan` (expert parallelism: `grouped_gemm` on the experts'
+  /// params, `ep_dispatch_experts` on the experts module), file order; empty when the
+  /// dump has none (an architecture without `base_model_ep_plan`, or an older dump)
+  std::vector<std::pair<std::string, std::string>> ep_entries;
   std::vector<HfSource> sources;  ///< file order
+};
+
+/// The parallel sizes a recipe is written for: `tp` ranks on the dense mesh's `tp` axis,
+/// `ep` on the expert mesh's `ep` axis (1: no expert parallelism).
+struct HfParallelSizes {
+  std::int64_t tp = 1;
+  std::int64_t ep = 1;
 };
 
 /// Parses the plan file `json`; E-HF-TP-PLAN (file `path`) and nullopt when it is not one.
@@ -217,8 +228,21 @@ std::optional<HfTpPlan> parse_hf_tp_plan(std::string_view json, const std::strin
 /// kv_a), a placement no per-tensor placement states (dim 0 of the stacked experts, a
 /// plain Shard of the concatenated dim), and an expert entry that matches nothing;
 /// nullopt then.
+///
+/// With `sizes.ep` > 1 the plan's `ep_plan` is translated too, as transformers 5.24
+/// applies it (transformers/distributed/expert_parallel.py, mixin.py
+/// `_resolve_parallel_plans`): an expert mesh `[ep]` over the same ranks (transformers'
+/// `(pp, dp_replicate, efsdp, ep)` with efsdp = fsdp x tp / ep = 1 without FSDP, so ep must
+/// equal tp), `grouped_gemm` (MoEParamShard(Shard(0))) of a param as an `experts` entry
+/// `placements: {ep: Shard(0)}` — `stacked_dim: 0` on the param itself when the checkpoint
+/// stores it pre-stacked, else one entry per source pattern of its `sources` (the
+/// per-expert checkpoint tensors, the expert index `{E}`, the other indices `{L}`) — and
+/// `ep_dispatch_experts` as a comment (it hooks the module's forward). The tp_plan's
+/// entries on an ep_plan module or below it are dropped (transformers: "EP rules take
+/// precedence"), each named in a comment. E-HF-TP-PLAN for ep != tp, a dump without
+/// `ep_plan`, another ep style, and a grouped_gemm entry that matches nothing.
 std::optional<std::string> hf_tp_plan_recipe(const HfTpPlan& plan, const Model& model,
-                                             std::int64_t tp_size, const std::string& path,
+                                             HfParallelSizes sizes, const std::string& path,
                                              DiagnosticSink& sink);
 
 }  // namespace shardc

@@ -191,8 +191,10 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
   }
   GroupedReporter rep;
   for (PlannedParam& p : params) {
-    if (!p.requires_grad || p.global_shape.empty() ||
-        p.geometry.per_dim.size() != p.global_shape.size())
+    // requires_grad false: out of FSDP (FSDP2's ignored_params) unless `fsdp.frozen: shard`
+    // (FSDP2's default); 0-d params always stay out
+    const bool frozen_out = !p.requires_grad && spec.frozen == FrozenParams::Ignore;
+    if (frozen_out || p.global_shape.empty() || p.geometry.per_dim.size() != p.global_shape.size())
       continue;
     const auto& f = p.mesh == MeshKind::Expert ? expert : dense;
     if (!f) continue;

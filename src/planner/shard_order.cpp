@@ -5,7 +5,7 @@
 // resolve_placements, before FSDP adds its split) reads the order back from the
 // split factors as DTensorSpec does (`_maybe_convert_StridedShard_to_shard_order`,
 // torch 2.13 _dtensor_spec.py), puts the dim's splits in that execution order and
-// labels the axes; labels that are no shard order are E-PLACEMENT.
+// labels the axes; labels that are no shard order it cannot state are E-SHARD-ORDER.
 // `check_shard_order` (after apply_fsdp) warns W-STRIDED where DTensor's reading
 // of the labels gives other rows than the order's nested chunks (uneven
 // extents). The arithmetic is src/core/shard_order.hpp.
@@ -219,7 +219,7 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
         if (at == nullptr && factors[i] > 1) at = ap;
         labels += (labels.empty() ? "" : ", ") + ap->axis + ": " + ap->placement.text;
       }
-      Diagnostic diag = param_diagnostic(p, DiagCode::EPlacement, at != nullptr ? at->loc : p.loc);
+      Diagnostic diag = param_diagnostic(p, DiagCode::EShardOrder, at != nullptr ? at->loc : p.loc);
       diag.message = "the labels of dim " + std::to_string(d) + " of " + p.name + " (" + labels +
                      ") are no shard order, and shardc cannot state their several boxes per "
                      "rank here: " +

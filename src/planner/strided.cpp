@@ -9,6 +9,16 @@
 // Checked when every other split of the FSDP dim uses `chunk` and the FSDP
 // axes come before them in mesh order (the FSDP2 + TP layout); other
 // layouts are not checked (documented in docs/diagnostics.md).
+//
+// A strided dim under FSDP (labels that are no shard order, docs/shard-order.md):
+// FSDP2 (torch 2.13 `_fsdp_param.py` `_init_sharding_spec_tp`) chunks the
+// concatenation of DTensor's rows of the rule labels (the physical layout,
+// `strided_dim` in core/geometry.cpp) but labels its own split
+// `_StridedShard(d, sf=F)`, F the shards of d, as if those rows were one
+// contiguous piece. DTensor reads that label first (FSDP2's mesh puts the FSDP
+// axes first), then the rule labels, and gets other rows even where every
+// extent divides: `full_tensor()` of the sharded param reorders rows
+// (measured on torch 2.13.0, gloo). Warned on the ranks where the two differ.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -135,6 +145,117 @@ bool within_budget(std::int64_t length, std::int64_t w, const std::vector<std::i
   return !__builtin_mul_overflow(work, per, &work) && work <= kMaxWork;
 }
 
+// --- a strided dim under FSDP ---
+
+// Runs with adjacent ones merged (the same rows, however they were cut).
+std::vector<RowRun> merged(const std::vector<RowRun>& runs) {
+  std::vector<RowRun> out;
+  for (const RowRun& r : runs) {
+    if (r.size == 0) continue;
+    if (!out.empty() && out.back().start + out.back().size == r.start) {
+      out.back().size += r.size;
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+// The rows [from, from + len) of the concatenation of `runs` (local order).
+std::vector<RowRun> take_runs(const std::vector<RowRun>& runs, std::int64_t from,
+                              std::int64_t len) {
+  std::vector<RowRun> out;
+  for (const RowRun& r : runs) {
+    if (len <= 0) break;
+    if (from >= r.size) {
+      from -= r.size;
+      continue;
+    }
+    const std::int64_t n = std::min(r.size - from, len);
+    out.push_back({r.start + from, n});
+    len -= n;
+    from = 0;
+  }
+  return out;
+}
+
+// (extent, FSDP ways, rule ways, rule split factors) -> mismatching (f, ks...) combos.
+using StridedKey =
+    std::tuple<std::int64_t, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
+
+// Where FSDP2's physical rows of a strided dim (FSDP coord f of the concatenated rows the
+// rule labels give) and DTensor's reading of FSDP2's labels differ. `label` is FSDP2's
+// split factor on its own axis (the shards of the dim).
+const std::vector<std::vector<std::int64_t>>& strided_mismatches(
+    std::map<StridedKey, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
+    std::int64_t w, const std::vector<std::int64_t>& ways,
+    const std::vector<std::int64_t>& factors) {
+  auto [it, fresh] = cache.try_emplace(StridedKey{length, w, ways, factors});
+  if (!fresh) return it->second;
+  std::int64_t label = 1;
+  std::int64_t combos = 1;
+  for (std::int64_t x : ways) {
+    label *= x;
+    combos *= x;
+  }
+  std::vector<std::int64_t> ks(ways.size(), 0);
+  std::vector<MeshDimSplit> rule(ways.size());
+  std::vector<MeshDimSplit> read(ways.size() + 1);
+  for (std::int64_t f = 0; f < w; ++f) {
+    for (std::int64_t c = 0; c < combos; ++c) {
+      std::int64_t rem = c;
+      for (std::size_t i = ways.size(); i-- > 0;) {
+        ks[i] = rem % ways[i];
+        rem /= ways[i];
+      }
+      for (std::size_t i = 0; i < ways.size(); ++i) {
+        rule[i] = {ways[i], ks[i], factors[i]};
+        read[i + 1] = rule[i];
+      }
+      read[0] = {w, f, label};
+      const std::vector<RowRun> rows = shardc::dtensor_rows(length, rule);
+      std::int64_t total = 0;
+      for (const RowRun& r : rows) total += r.size;
+      const Piece cut = split_piece(total, w, f, SplitRule::Chunk);
+      if (merged(take_runs(rows, cut.start, cut.size)) !=
+          merged(shardc::dtensor_rows(length, read))) {
+        std::vector<std::int64_t> combo{f};
+        combo.insert(combo.end(), ks.begin(), ks.end());
+        it->second.push_back(std::move(combo));
+      }
+    }
+  }
+  return it->second;
+}
+
+// Work of `strided_mismatches`: (f, ks) combos times the runs each reading walks.
+bool strided_within_budget(std::int64_t length, std::int64_t w,
+                           const std::vector<std::int64_t>& ways,
+                           const std::vector<std::int64_t>& factors) {
+  std::int64_t work = w;
+  std::int64_t runs = w;
+  for (std::size_t i = 0; i < ways.size(); ++i) {
+    if (__builtin_mul_overflow(work, ways[i], &work) || work > kMaxWork) return false;
+    if (__builtin_mul_overflow(runs, factors[i] * ways[i], &runs) || runs > kMaxWork) return false;
+  }
+  const std::int64_t per = std::min(runs, length) + 1;
+  return !__builtin_mul_overflow(work, per, &work) && work <= kMaxWork;
+}
+
+// True when FSDP shards a dim whose rule labels are read as boxes (no shard order), each
+// rule split one axis torch.chunk'ed (order_shards refuses the rest).
+bool strided_checkable(const PlannedParam& p) {
+  const int d = p.geometry.fsdp_dim;
+  if (d < 0 || !p.geometry.parts.empty()) return false;
+  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+  if (chain.size() < 2 || !strided_chain(chain)) return false;
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i)
+    if ((chain[i].rule != SplitRule::Chunk && chain[i].rule != SplitRule::Even) ||
+        chain[i].unit > 1 || chain[i].axes.size() != 1)
+      return false;
+  return true;
+}
+
 // True when the param's FSDP dim has the checked layout.
 bool checkable(const PlannedParam& p) {
   const int d = p.geometry.fsdp_dim;
@@ -155,7 +276,7 @@ bool checkable(const PlannedParam& p) {
 }
 
 void warn(const PlannedParam& p, const Plan& plan,
-          const std::vector<std::vector<std::int64_t>>& bad, const std::string& key,
+          const std::vector<std::vector<std::int64_t>>& bad, const std::string& key, bool strided,
           GroupedReporter& rep) {
   const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
   const ClassSpace cs = class_space(plan, p);
@@ -177,11 +298,25 @@ void warn(const PlannedParam& p, const Plan& plan,
                           : ranks.unite(class_ranks(cs, coords, p.stage));
   }
   Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Warning);
+  const std::string shards = std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
+                             (bad.size() > kMaxClasses ? " and more" : "");
+  if (strided) {
+    d.message = p.name + ": DTensor reads FSDP2's _StridedShard label of dim " +
+                std::to_string(p.geometry.fsdp_dim) +
+                " (over the rule's _StridedShard split) with other rows than FSDP2 stores on " +
+                shards;
+    d.hint =
+        "FSDP2 (torch 2.13 _init_sharding_spec_tp) labels its split of a _StridedShard shard "
+        "as if that shard were contiguous; the plan describes what FSDP2 stores and "
+        "all-gathers: gather with FSDP2, not the sharded param's full_tensor() or a DCP "
+        "save, or set fsdp.dim to another dim";
+    rep.add(std::move(d), key);
+    return;
+  }
   d.message = p.name +
               ": newest DTensor reads the _StridedShard label with different rows than "
               "the physical FSDP2 layout on " +
-              std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
-              (bad.size() > kMaxClasses ? " and more" : "");
+              shards;
   d.hint = "the plan describes the physical layout; extent " +
            std::to_string(p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)]) +
            " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
@@ -196,14 +331,21 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
   std::map<Key, std::vector<std::vector<std::int64_t>>> cache;
   // Params with the same extent and split factors have the same mismatch:
   // one warning each, "(and N more like it)", as for the other codes.
+  std::map<StridedKey, std::vector<std::vector<std::int64_t>>> strided_cache;
   GroupedReporter rep;
   for (const PlannedParam& p : params) {
-    if (!checkable(p)) continue;
+    const bool strided = strided_checkable(p);
+    if (!strided && !checkable(p)) continue;
     const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
     std::vector<std::int64_t> ways;
-    for (std::size_t i = 0; i + 1 < chain.size(); ++i) ways.push_back(chain[i].ways);
+    std::vector<std::int64_t> factors;
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+      ways.push_back(chain[i].ways);
+      factors.push_back(chain[i].split_factor);
+    }
     const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
-    if (!within_budget(length, chain.back().ways, ways)) {
+    if (strided ? !strided_within_budget(length, chain.back().ways, ways, factors)
+                : !within_budget(length, chain.back().ways, ways)) {
       Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Note);
       d.message = p.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
@@ -212,11 +354,15 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
       rep.add(std::move(d), "unchecked");
       continue;
     }
-    const auto& bad = mismatches(cache, length, chain.back().ways, ways);
+    const auto& bad =
+        strided ? strided_mismatches(strided_cache, length, chain.back().ways, ways, factors)
+                : mismatches(cache, length, chain.back().ways, ways);
     if (bad.empty()) continue;
-    std::string key = std::to_string(length) + ":" + std::to_string(chain.back().ways);
-    for (std::int64_t w : ways) key += "x" + std::to_string(w);
-    warn(p, plan, bad, key, rep);
+    std::string key = std::string(strided ? "sf:" : "") + std::to_string(length) + ":" +
+                      std::to_string(chain.back().ways);
+    for (std::size_t i = 0; i < ways.size(); ++i)
+      key += "x" + std::to_string(ways[i]) + (strided ? "/" + std::to_string(factors[i]) : "");
+    warn(p, plan, bad, key, strided, rep);
   }
   rep.flush(sink);
 }

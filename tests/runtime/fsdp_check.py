@@ -20,9 +20,9 @@ import torch
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 from torch import nn
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from shardc_runtime import OutDir
+from shardc_runtime.torch.dtensor import compute_local_shape_and_global_offset
 from shardc_runtime.torch import (apply_fully_shard, device_meshes, fsdp2_mismatches, placement,
                                   torch_dtype)
 

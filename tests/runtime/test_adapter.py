@@ -327,3 +327,39 @@ def test_head_counts(shardc: str, tmp_path: Any) -> None:
         json.dump(cfg, f)
     with pytest.raises(RuntimeError, match="E-HEADS"):
         harness.compile_plan(shardc, str(tmp_path / "ck"), recipe, str(tmp_path / "out1"))
+
+
+def test_muon_layout_distrusted(compiled: dict[str, tuple[str, str]], tmp_path: Any) -> None:
+    """The muon slots are the rank file's layout as the reader derives it once
+    (`MuonBatch.slots`, docs/formats.md "Rank files: derived fields"); a rank file whose
+    total_numel or own split size disagrees with that derivation is refused when read,
+    naming the group and both values, and a piece of another shape is refused at packing."""
+    outdir, _ = compiled["hsdp_tp"]
+    me = sr.OutDir(outdir).rank(0)
+    group = me.muon[0]
+    batch = group.batches[0]
+    first = batch.params[0]
+    assert batch.slots[0][first].offset == 0
+    assert sum(s.padded_numel for s in batch.slots[0].values()) == batch.total_numel[0]
+    wrong = np.zeros([n + 1 for n in batch.slots[0][first].input_shape], dtype=np.uint8)
+    with pytest.raises(sr.PlanError, match=f"muon {first} stage 0: piece"):
+        muon.pack_stage(group, batch, 0, {**{n: wrong for n in batch.params}})
+    for edit, says in (("total_numel", "total_numel .* != derived"),
+                       ("split_sizes", "piece extent .* != split_sizes")):
+        edited = str(tmp_path / edit)
+        shutil.copytree(outdir, edited)
+        out = sr.OutDir(edited)
+        rel = out.rank_path(0)
+        doc = json.load(open(os.path.join(edited, rel)))
+        g = next(b for b in doc["buffers"] if b["kind"] == "muon_allgather")["groups"][0]
+        if edit == "total_numel":
+            g["batches"][0]["total_numel"][0] += 1
+        else:  # this rank's own extent at stage 0, one more
+            runs = g["params"][0]["split_sizes"][0]
+            runs[:] = [[runs[0][0] + 1, 1]] + ([[runs[0][0], runs[0][1] - 1]]
+                                               if runs[0][1] > 1 else []) + runs[1:]
+        with open(os.path.join(edited, rel), "w") as f:
+            json.dump(doc, f)
+        resign(edited, rel)
+        with pytest.raises(sr.PlanError, match=says):
+            sr.OutDir(edited).rank(0)

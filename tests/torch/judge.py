@@ -170,6 +170,7 @@ class FsdpSpec:
     expert_shard: tuple[str, ...]
     dim: int
     expert_dim: int | str  # an int or "auto"
+    frozen: str = "ignore"  # `fsdp.frozen`: requires_grad false params ignored or sharded
 
     @staticmethod
     def from_recipe(recipe: dict[str, Any]) -> FsdpSpec | None:
@@ -178,7 +179,13 @@ class FsdpSpec:
             return None
         return FsdpSpec(tuple(as_list(f.get("shard"))), tuple(as_list(f.get("replicate"))),
                         tuple(as_list(f.get("expert_shard"))), int(f.get("dim", 0)),
-                        f.get("expert_dim", "auto"))
+                        f.get("expert_dim", "auto"), str(f.get("frozen", "ignore")))
+
+    def shards(self, p: dict[str, Any]) -> bool:
+        """Whether FSDP shards plan param `p`: not 0-d, and trainable unless
+        `frozen: shard` (FSDP2's default: it shards frozen params too)."""
+        return bool(p["global_shape"]) and (bool(p.get("requires_grad", True))
+                                            or self.frozen == "shard")
 
 
 # --- rank sampling ----------------------------------------------------------------------
@@ -365,6 +372,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
     objects: dict[str, nn.Parameter] = {}
     info: dict[str, dict[str, Any]] = {}  # name -> plan param
     tp_offsets: dict[str, tuple[int, ...]] = {}
+    strided_index: dict[str, list[list[int]]] = {}  # strided_boxes under FSDP2: `_strided_rows`
     for p in plan["params"]:
         name = p["name"]
         if name not in held:
@@ -392,7 +400,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                    if n not in shard_axes and n not in rep_axes and n != pp_axis
                    and not isinstance(lab, Replicate)]
         mp_places = [lab for n, lab in zip(names, labels) if n in mp_axes]
-        under_fsdp = fsdp is not None and p.get("requires_grad", True) and p["global_shape"]
+        under_fsdp = fsdp is not None and fsdp.shards(p)
         if p.get("shard_order") and not under_fsdp:
             # a rule's shard_order (docs/shard-order.md): built with DTensor's own order
             _judge_ordered(verdict, p, meshes[mesh_name], mp_axes, rf=held[name])
@@ -412,15 +420,34 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                                         stride=meta.stride())
             verdict.dtensor_params += 1
             tp_offsets[name] = tuple(mp_offset)
-            param = nn.Parameter(tensor, requires_grad=True)
+            param = nn.Parameter(tensor, requires_grad=bool(p.get("requires_grad", True)))
             parent.register_parameter(leaf, param)
             objects[name] = param
             info[name] = p
             continue
-        if p.get("strided_boxes") and not (fsdp is not None and p.get("requires_grad", True)
-                                           and p["global_shape"]):
+        if p.get("strided_boxes") and not under_fsdp:
             # _StridedShard labels that are no shard order: several boxes per rank
             _judge_strided(verdict, p, meshes[mesh_name], mp_axes, rf=held[name])
+            continue
+        if p.get("strided_boxes") and mp_axes:
+            # under FSDP2: DTensor's rows of the model-parallel labels (`_strided_rows`), handed
+            # to fully_shard as that DTensor (`from_local` of their count); FSDP2 then chunks the
+            # concatenated local tensor, and the rank file's boxes must be the rows of its chunk
+            built_rows = _strided_rows(verdict, p, meshes[mesh_name], mp_axes)
+            if built_rows is None:
+                continue
+            mp_local, index = built_rows
+            submesh = sub_mesh(meshes[mesh_name], mp_axes)
+            local_meta = torch.empty(mp_local, dtype=DTYPES[p["dtype"]], device="meta")
+            tensor = DTensor.from_local(local_meta, submesh, mp_places, run_check=False,
+                                        shape=torch.Size(p["global_shape"]),
+                                        stride=meta.stride())
+            verdict.dtensor_params += 1
+            strided_index[name] = index
+            param = nn.Parameter(tensor, requires_grad=bool(p.get("requires_grad", True)))
+            parent.register_parameter(leaf, param)
+            objects[name] = param
+            info[name] = p
             continue
         if any(isinstance(lab, _StridedShard) for lab in mp_places):
             verdict.inexpressible[name] = "_StridedShard on a model-parallel axis" + (
@@ -487,10 +514,10 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                     return Shard(fsdp.dim)
 
                 # shardc (SPEC "FSDP skips params with requires_grad: false and 0-d
-                # params") = FSDP2 with those params in `ignored_params`; FSDP2's default
-                # would shard them too (see docs/pytorch.md "PyTorch is the judge").
-                ignored = {objects[n] for n in own if n in objects and (
-                    not info[n].get("requires_grad", True) or not info[n]["global_shape"])}
+                # params", the default `fsdp.frozen: ignore`) = FSDP2 with those params in
+                # `ignored_params`; `frozen: shard` is FSDP2's default, which shards frozen
+                # params too (docs/pytorch.md "PyTorch is the judge"). 0-d params: ignored.
+                ignored = {objects[n] for n in own if n in objects and not fsdp.shards(info[n])}
                 fully_shard(mod, mesh=dp_mesh, shard_placement_fn=placement_fn,
                             ignored_params=ignored or None)
                 done.add(fqn)
@@ -519,9 +546,14 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
             got = _unflatten_names(got, names)
             local = list(fp.sharded_size)
             padded = list(fp.padded_sharded_param_size)
-            offset = _physical_offset(fp, p, tp_offsets.get(canonical))
-            reading = _reading(fp, p)
-            if reading is not None and reading != (local, offset):
+            if canonical in strided_index:
+                offset, differs = _judge_strided_chunk(verdict, p, fp, strided_index[canonical],
+                                                       rf)
+            else:
+                offset = _physical_offset(fp, p, tp_offsets.get(canonical))
+                reading = _reading(fp, p)
+                differs = reading is not None and reading != (local, offset)
+            if differs:
                 verdict.label_reading_differs.append(name)
         else:
             obj = objects.get(canonical)
@@ -653,60 +685,126 @@ def _ordered_piece(verdict: RankVerdict, p: dict[str, Any], mesh: DeviceMesh,
 
 def _judge_strided(verdict: RankVerdict, p: dict[str, Any], mesh: DeviceMesh,
                    mp_axes: Sequence[str], rf: dict[str, Any]) -> None:
-    """A param whose `_StridedShard` labels are no shard order (plan.json `strided_boxes`):
-    `_maybe_convert_StridedShard_to_shard_order` must return None for them (else shardc
-    should have stated an order); `distribute_tensor(..., src_data_rank=None)` on the fake
-    group (each rank splits locally, `_StridedShard._split_tensor`, no collective) of data
-    holding each row's index on the strided dim gives this rank's rows, which must be the
-    rank file's boxes in local order (global rows, local rows, extents); local shape and
-    offset (the first row) must be `compute_local_shape_and_global_offset`'s. The other
-    dims' plain Shards come from the helper alone (the data is 1 wide there)."""
-    name, rank = p["name"], verdict.rank
+    """A param whose `_StridedShard` labels are no shard order (plan.json `strided_boxes`),
+    without FSDP: `_maybe_convert_StridedShard_to_shard_order` must return None for them
+    (else shardc should have stated an order); `distribute_tensor(..., src_data_rank=None)`
+    on the fake group (each rank splits locally, `_StridedShard._split_tensor`, no
+    collective) of data holding each row's index on the strided dim gives this rank's rows
+    (`_strided_rows`), which must be the rank file's boxes in local order (global rows,
+    local rows, extents); local shape and offset (the first row) must be
+    `compute_local_shape_and_global_offset`'s. The other dims' plain Shards come from the
+    helper alone (the data is 1 wide there)."""
     verdict.checked_params += 1
     verdict.dtensor_params += 1
-    shape = [int(x) for x in p["global_shape"]]
-    dim = int(p["strided_boxes"]["dim"])
-    names = list(mesh.mesh_dim_names or ())
-    submesh = sub_mesh(mesh, mp_axes)
-    labels = [parse_placement(t) for n, t in zip(names, p["placements"]) if n in mp_axes]
-    if DTensorSpec._maybe_convert_StridedShard_to_shard_order(tuple(labels), submesh) is not None:
-        verdict.mismatches.append(Mismatch(rank, name, "labels stated as boxes but DTensor "
-                                           "reads them as a shard order", "None", "an order"))
-    local, off = compute_local_shape_and_global_offset(shape, submesh, labels)
-    local, offset = list(local), _empty_convention(list(local), list(off), shape)
+    built = _strided_rows(verdict, p, mesh, mp_axes)
+    if built is None:
+        return
+    local, index = built
+    offset = _compare_boxes(verdict, p, index, rf, "")
     for field, ours, theirs in (("local_shape", rf["local_shape"], local),
                                 ("global_offset", rf["global_offset"], offset),
                                 ("padded_shape", rf["padded_shape"], local)):
         if list(ours) != list(theirs):
-            verdict.mismatches.append(Mismatch(rank, name, field, list(ours), list(theirs)))
-    x = torch.arange(shape[dim], dtype=torch.int64).reshape(
-        [shape[dim] if d == dim else 1 for d in range(len(shape))])
-    on_dim = [lab if getattr(lab, "dim", None) == dim else Replicate() for lab in labels]
-    piece = distribute_tensor(x, submesh, on_dim, src_data_rank=None).to_local()
-    rows = piece.flatten().tolist()
-    if len(rows) != local[dim]:
-        verdict.mismatches.append(Mismatch(rank, name, f"DTensor's rows on dim {dim} vs "
-                                           "compute_local_shape_and_global_offset",
-                                           local[dim], len(rows)))
+            verdict.mismatches.append(Mismatch(verdict.rank, p["name"], field, list(ours),
+                                               list(theirs)))
+
+
+def _compare_boxes(verdict: RankVerdict, p: dict[str, Any], index: list[list[int]],
+                   rf: dict[str, Any], after: str) -> list[int]:
+    """The rank file's boxes of a strided param against the global index of every local
+    element per dim (`index`): on the strided dim one box per run of consecutive rows, in
+    local order; on the other dims each box spans the piece. Returns the piece's offset
+    (its first element per dim; an empty piece at the global extent)."""
+    name, rank = p["name"], verdict.rank
+    shape = [int(x) for x in p["global_shape"]]
+    dim = int(p["strided_boxes"]["dim"])
+    local = [len(ix) for ix in index]
+    offset = _empty_convention(local, [ix[0] if ix else shape[d] for d, ix in enumerate(index)],
+                               shape)
     want: list[list[int]] = []  # [global row, local row, extent] per run
-    for at, row in enumerate(rows):
+    for at, row in enumerate(index[dim]):
         if want and want[-1][0] + want[-1][2] == row:
             want[-1][2] += 1
         else:
             want.append([row, at, 1])
     if 0 in local:
         want = []
+    boxes = rf.get("boxes") or []
     got = [[int(b["global_offset"][dim]), int(b["local_offset"][dim]), int(b["shape"][dim])]
-           for b in rf.get("boxes") or []]
+           for b in boxes]
     if got != want:
-        verdict.mismatches.append(Mismatch(rank, name, f"boxes on dim {dim} "
+        verdict.mismatches.append(Mismatch(rank, name, f"boxes on dim {dim}{after} "
                                            "(global row, local row, rows)", got, want))
-    for b in rf.get("boxes") or []:
+    for b in boxes:
         other = [(b["global_offset"][d], b["shape"][d], b["local_offset"][d])
                  for d in range(len(shape)) if d != dim]
         if other != [(offset[d], local[d], 0) for d in range(len(shape)) if d != dim]:
-            verdict.mismatches.append(Mismatch(rank, name, "a box off the strided dim",
+            verdict.mismatches.append(Mismatch(rank, name, f"a box off the strided dim{after}",
                                                [offset, local], b))
+    return offset
+
+
+def _strided_rows(verdict: RankVerdict, p: dict[str, Any], mesh: DeviceMesh,
+                  mp_axes: Sequence[str]) -> tuple[list[int], list[list[int]]] | None:
+    """The model-parallel piece of a param whose `_StridedShard` labels are no shard order
+    (plan.json `strided_boxes`), as DTensor holds it before FSDP2 shards it: its local shape
+    and, per dim, the global index of each local element (the strided dim's rows from
+    `distribute_tensor(..., src_data_rank=None)` of row-index data, as `_judge_strided`
+    reads them; the other dims from `compute_local_shape_and_global_offset`). None
+    (reported) when DTensor reads the labels as an order or the two helpers disagree."""
+    name, rank = p["name"], verdict.rank
+    shape = [int(x) for x in p["global_shape"]]
+    dim = int(p["strided_boxes"]["dim"])
+    submesh = sub_mesh(mesh, mp_axes)
+    names = list(mesh.mesh_dim_names or ())
+    labels = [parse_placement(t) for n, t in zip(names, p["placements"]) if n in mp_axes]
+    if DTensorSpec._maybe_convert_StridedShard_to_shard_order(tuple(labels), submesh) is not None:
+        verdict.mismatches.append(Mismatch(rank, name, "labels stated as boxes but DTensor "
+                                           "reads them as a shard order", "None", "an order"))
+        return None
+    local, off = compute_local_shape_and_global_offset(shape, submesh, labels)
+    x = torch.arange(shape[dim], dtype=torch.int64).reshape(
+        [shape[dim] if d == dim else 1 for d in range(len(shape))])
+    on_dim = [lab if getattr(lab, "dim", None) == dim else Replicate() for lab in labels]
+    rows = distribute_tensor(x, submesh, on_dim, src_data_rank=None).to_local().flatten().tolist()
+    if len(rows) != local[dim]:
+        verdict.mismatches.append(Mismatch(rank, name, f"DTensor's rows on dim {dim} vs "
+                                           "compute_local_shape_and_global_offset",
+                                           local[dim], len(rows)))
+        return None
+    index = [rows if d == dim else list(range(int(off[d]), int(off[d]) + int(local[d])))
+             for d in range(len(shape))]
+    return [int(n) for n in local], index
+
+
+def _judge_strided_chunk(verdict: RankVerdict, p: dict[str, Any], fp: Any,
+                         index: list[list[int]], rf: dict[str, Any]) -> tuple[list[int], bool]:
+    """FSDP2's chunk of a strided param's model-parallel piece (`_strided_rows`): the
+    global indices of the elements FSDP2 keeps on this rank are the model-parallel piece's
+    cut by FSDP2's own `_chunk_with_empty` on its shard dim (FSDP2 chunks the concatenated
+    local rows, as it chunks any local tensor); the rank file's boxes must be their runs
+    (`_compare_boxes`). Returns the piece's offset for the caller's field comparison, and
+    whether DTensor's reading of FSDP2's own labels (`distribute_tensor(...,
+    src_data_rank=None)` of row-index data on FSDP2's mesh with FSDP2's placements) gives
+    this rank other rows of the strided dim than FSDP2 keeps."""
+    fsdp_dim = int(fp.fsdp_placement.dim)
+    kept = [list(ix) for ix in index]
+    chunks = _chunk_with_empty(torch.tensor(kept[fsdp_dim], dtype=torch.int64),
+                               fp.mesh_info.shard_mesh_size, 0)
+    kept[fsdp_dim] = chunks[fp.mesh_info.shard_mesh_rank].tolist()
+    local = [len(ix) for ix in kept]
+    if local != list(fp.sharded_size) and 0 not in local:
+        verdict.mismatches.append(Mismatch(verdict.rank, p["name"], "FSDP2's chunk of "
+                                           "DTensor's rows vs FSDP2's sharded size",
+                                           list(fp.sharded_size), local))
+    dim = int(p["strided_boxes"]["dim"])
+    length = int(p["global_shape"][dim])
+    x = torch.arange(length, dtype=torch.int64).reshape(
+        [length if d == dim else 1 for d in range(len(index))])
+    on_dim = [q if getattr(q, "dim", None) == dim else Replicate() for q in fp._spmd_placements]
+    read = distribute_tensor(x, fp._spmd_mesh, on_dim, src_data_rank=None).to_local()
+    return (_compare_boxes(verdict, p, kept, rf, " after FSDP2's chunk"),
+            read.flatten().tolist() != kept[dim])
 
 
 def _entry_of(order: tuple[ShardOrderEntry, ...], mesh_dim: int) -> ShardOrderEntry | None:

@@ -21,6 +21,16 @@ param must equal, element for element, the rank file's boxes of those checkpoint
 assembled by the same operations (DeepSeek-V3's expert width 50 is uneven over tp 4). A plan
 dumped without `sources` (from a config.json) is still refused for them, naming the reason.
 
+Expert parallelism: for the architectures with a `base_model_ep_plan` (Mixtral, Qwen3-MoE,
+DeepSeek-V3 with experts stored apart; gpt-oss with them pre-stacked) the same dump's
+`ep_plan` is translated too (`shardc recipe ... --tp 4 --ep 4`: grouped_gemm = an `experts`
+entry Shard(0) on ep, the tp rules on those modules dropped as transformers drops them), and
+each rank process also loads the checkpoint with transformers' own EP
+(`DistributedConfig(tp_size=4, ep_size=4)`): every param's layout, every expert tensor's data
+(fused ones against the rank file's stacked per-expert params joined by the loader's
+operations) and each MoE layer's local expert count and first expert (`local_attributes`)
+must agree; Llama-4, which has no ep_plan, is refused.
+
 The rank files' local attributes (contract §6.7) are judged on the same ranks: each
 attention module's local query / KV head counts equal the rows transformers' TP left in
 its q_proj / k_proj (over its head_dim) and transformers' own `get_kv_heads_per_rank`
@@ -51,7 +61,8 @@ import transformers  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402,F401
 from transformers.distributed import DistributedConfig  # noqa: E402,F401
 
-for _arch in ("llama", "qwen2", "gemma2", "llama4", "mixtral", "qwen3_moe", "deepseek_v3"):
+for _arch in ("llama", "qwen2", "gemma2", "llama4", "mixtral", "qwen3_moe", "deepseek_v3",
+              "gpt_oss"):
     importlib.import_module(f"transformers.models.{_arch}.modeling_{_arch}")
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -86,7 +97,16 @@ SHRUNK: dict[str, dict[str, Any]] = {
                         vocab_size=130, n_routed_experts=4, num_experts_per_tok=2, n_group=2,
                         topk_group=1, first_k_dense_replace=1, q_lora_rank=32,
                         kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8),
+    # experts pre-stacked in the checkpoint as in the module ([E, hidden, 2 x inter] gate|up
+    # interleaved, biases); its tp_plan splits only the embedding and the head
+    "gpt_oss": dict(hidden_size=64, intermediate_size=48, num_attention_heads=8,
+                    num_key_value_heads=4, head_dim=8, num_hidden_layers=2, vocab_size=130,
+                    num_local_experts=4, num_experts_per_tok=2,
+                    layer_types=["sliding_attention", "full_attention"]),
 }
+# The architectures with a base_model_ep_plan (transformers 5.24; Llama-4 has none): their
+# plan dump's ep_plan is also translated (`--ep`) and judged against transformers' own EP
+EP_ARCHS = ("mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss")
 
 
 def save_tiny(model_type: str, out: Path) -> None:
@@ -121,21 +141,10 @@ def attention_heads(module: Any) -> tuple[int, int] | None:
     return None
 
 
-def hf_rank(args: tuple[str, int, int, list[str]]) -> HfRank:
-    """One tp rank of transformers' native TP on the fake group: param -> (local shape,
-    global offset, placements); attention module -> (local q heads, local KV heads,
-    num_key_value_groups) from its TP-local projections; transformers'
-    get_kv_heads_per_rank; the local data of every `_StridedShard` param and of every
-    param named in `fused` (those its loader builds from other checkpoint tensors)."""
-    ckpt, rank, world, fused = args
+def param_layouts(model: Any) -> dict[str, tuple[list[int], list[int], list[str]]]:
+    """Each param of a loaded model: (local shape, global offset, placements)."""
     from torch.distributed.tensor import DTensor
-    from transformers import AutoModelForCausalLM
-    from transformers.distributed import DistributedConfig
-    from transformers.distributed.tensor_parallel import get_kv_heads_per_rank
 
-    judge.fake_world(rank, world)
-    model = AutoModelForCausalLM.from_pretrained(
-        ckpt, distributed_config=DistributedConfig(tp_size=world))
     out = {}
     for name, p in model.named_parameters():
         if isinstance(p, DTensor):
@@ -145,6 +154,50 @@ def hf_rank(args: tuple[str, int, int, list[str]]) -> HfRank:
                          [judge._label(q) for q in p.placements])
         else:
             out[name] = (list(p.shape), [0] * p.dim(), [])
+    return out
+
+
+EpRank = tuple[dict[str, tuple[list[int], list[int], list[str]]], dict[str, list[Any]],
+               dict[str, int]]
+
+
+def hf_ep_rank(ckpt: str, world: int) -> EpRank:
+    """The same rank under transformers' expert parallelism (`DistributedConfig(tp_size=N,
+    ep_size=N)`: the ep_plan's grouped_gemm shards the stacked experts Shard(0) on the ep
+    mesh, its tp rules on those modules dropped): every param's layout, the local data of
+    every expert param (fused by the loader or pre-stacked), and each experts module's
+    `num_experts` (MoEParamShard sets the local count)."""
+    from torch.distributed.tensor import DTensor
+    from transformers import AutoModelForCausalLM
+    from transformers.distributed import DistributedConfig
+
+    model = AutoModelForCausalLM.from_pretrained(
+        ckpt, distributed_config=DistributedConfig(tp_size=world, ep_size=world))
+    data = {name: (p.to_local() if isinstance(p, DTensor) else p).detach().float().tolist()
+            for name, p in model.named_parameters() if ".experts." in name}
+    counts = {name: int(m.num_experts) for name, m in model.named_modules()
+              if getattr(m, "_is_expert_parallel", False)}
+    return param_layouts(model), data, counts
+
+
+def hf_rank(args: tuple[str, int, int, list[str], bool]) -> tuple[HfRank, EpRank | None]:
+    """One tp rank of transformers' native TP on the fake group: param -> (local shape,
+    global offset, placements); attention module -> (local q heads, local KV heads,
+    num_key_value_groups) from its TP-local projections; transformers'
+    get_kv_heads_per_rank; the local data of every `_StridedShard` param and of every
+    param named in `fused` (those its loader builds from other checkpoint tensors). With
+    `ep`, the same process (one fork, one transformers import) also loads the checkpoint
+    under transformers' expert parallelism (`hf_ep_rank`)."""
+    ckpt, rank, world, fused, ep = args
+    from torch.distributed.tensor import DTensor
+    from transformers import AutoModelForCausalLM
+    from transformers.distributed import DistributedConfig
+    from transformers.distributed.tensor_parallel import get_kv_heads_per_rank
+
+    judge.fake_world(rank, world)
+    model = AutoModelForCausalLM.from_pretrained(
+        ckpt, distributed_config=DistributedConfig(tp_size=world))
+    out = param_layouts(model)
     heads = {}
     for name, module in model.named_modules():
         counts = attention_heads(module) if hasattr(module, "num_key_value_groups") else None
@@ -157,7 +210,7 @@ def hf_rank(args: tuple[str, int, int, list[str]]) -> HfRank:
     strided = {name: (p.to_local() if isinstance(p, DTensor) else p).detach().float().tolist()
                for name, p in model.named_parameters()
                if name in fused or (isinstance(p, DTensor) and "_StridedShard" in str(p.placements))}
-    return out, heads, kv_per_rank, strided
+    return (out, heads, kv_per_rank, strided), (hf_ep_rank(ckpt, world) if ep else None)
 
 
 def dump_tp_plan(ckpt: str, out: str) -> int:
@@ -200,8 +253,25 @@ def test_transformers_tp_agrees(shardc: str, tmp_path: Path, model_type: str) ->
     renamed = {name: src["parts"][0][0] for name, src in sources.items() if not src["operations"]}
     if model_type in ("mixtral", "qwen3_moe", "deepseek_v3"):
         assert fused, "the plan dump lists no fused experts"
+    ep = model_type in EP_ARCHS
+    if model_type == "llama4_text":  # no base_model_ep_plan: `--ep` refused, as transformers
+        res = run([shardc, "recipe", "--from-hf-tp-plan", str(plan), str(ckpt), "--tp", str(TP),
+                   "--ep", str(TP)])
+        assert res.returncode == 2 and "has no `ep_plan`" in res.stderr, res.stderr
+    if ep:  # the ep_plan too (`--ep`): compiled beside the tp-only recipe
+        ep_recipe = tmp_path / "ep.recipe.yaml"
+        res = run([shardc, "recipe", "--from-hf-tp-plan", str(plan), str(ckpt), "--tp", str(TP),
+                   "--ep", str(TP), "-o", str(ep_recipe)])
+        assert res.returncode == 0, res.stderr
+        res = run([shardc, "compile", str(ckpt), str(ep_recipe), "-o", str(tmp_path / "ep_out"),
+                   "--force", "--quiet"])
+        assert res.returncode == 0, res.stderr
     with ctx.Pool(2, maxtasksperchild=1) as pool:
-        hf = pool.map(hf_rank, [(str(ckpt), r, TP, fused) for r in range(TP)])
+        both = pool.map(hf_rank, [(str(ckpt), r, TP, fused, ep) for r in range(TP)])
+    hf = [tp_side for tp_side, _ in both]
+    if ep:
+        assert_ep_agrees(ckpt, tmp_path / "ep_out", json.loads(plan.read_text()),
+                         [ep_side for _, ep_side in both])
     plan_json = json.loads((out / "plan.json").read_text())
     labels = {p["name"]: [t for t in p["placements"] if t != "Replicate()"]
               for p in plan_json["params"]}
@@ -242,6 +312,95 @@ def test_transformers_tp_agrees(shardc: str, tmp_path: Path, model_type: str) ->
                                 ("placements", labels[name], places)):
                 if a != b:
                     bad.append(f"rank {rank}: {name}: {field}: shardc {a}, transformers {b}")
+    assert not bad, "\n".join(bad[:20])
+
+
+def assert_ep_agrees(ckpt: Path, out: Path, dump: dict[str, Any], hf: list[Any]) -> None:
+    """`shardc recipe --ep` against transformers' own expert parallelism, every rank: each
+    param transformers holds under its own name (the dense ones by the tp rules, a
+    pre-stacked expert param by its `experts` entry) has the rank file's local shape,
+    offset and placements; each expert param transformers' loader fuses from per-expert
+    checkpoint tensors equals, element for element, the rank file's stacked params of those
+    tensors (plan.json `stacked_from`) joined by the loader's operations; its data equals the
+    rank file's box of the checkpoint for a pre-stacked one; and each experts module's
+    local `num_experts` (transformers' MoEParamShard) and its first expert equal the rank
+    file's `local_attributes.experts` of that layer. One expert moved in a rank file is
+    caught."""
+    import torch
+
+    plan = json.loads((out / "plan.json").read_text())
+    by_sources = {tuple(p["stacked_from"]["sources"]): p["name"] for p in plan["params"]
+                  if p.get("stacked_from")}
+    labels = {p["name"]: [t for t in p["placements"] if t != "Replicate()"]
+              for p in plan["params"]}
+    sources = dump.get("sources", {})
+    fused = {n: src for n, src in sources.items() if src["operations"]}
+    renamed = {n: src["parts"][0][0] for n, src in sources.items() if not src["operations"]}
+    tensors = checkpoint_tensors(ckpt)
+    bad: list[str] = []
+
+    def fused_piece(held: dict[str, Any], src: dict[str, Any]) -> Any:
+        parts = []
+        for keys in src["parts"]:
+            stacked = by_sources.get(tuple(keys))
+            if stacked is None:
+                return f"no stacked param of {keys[:2]}..."
+            full = torch.stack([tensors[k].float() for k in keys], dim=0)
+            parts.append(rank_file_piece(held, stacked, full))
+        ops = [op for op in src["operations"] if op["op"] == "Concatenate"]
+        return torch.cat(parts, dim=ops[0]["dim"]) if ops else parts[0]
+
+    for rank, (layouts, data, counts) in enumerate(hf):
+        rf = json.loads(next((out / "ranks").glob(f"rank-*{rank}.json")).read_text())
+        held = {p["name"]: p for p in rf["params"]}
+        for hf_name, (local, off, places) in layouts.items():
+            if hf_name in fused:
+                got = fused_piece(held, fused[hf_name])
+                want = torch.tensor(data[hf_name])
+                if isinstance(got, str) or got.shape != want.shape or not torch.equal(got, want):
+                    bad.append(f"rank {rank}: {hf_name}: the rank file's stacked experts "
+                               f"{got if isinstance(got, str) else list(got.shape)} are not the "
+                               f"experts transformers loaded {list(want.shape)}")
+                if rank == len(hf) - 1 and not isinstance(got, str):  # the check bites
+                    first = by_sources[tuple(fused[hf_name]["parts"][0])]
+                    moved = dict(held[first], global_offset=[held[first]["global_offset"][0] - 1]
+                                 + held[first]["global_offset"][1:])
+                    assert not torch.equal(fused_piece({**held, first: moved}, fused[hf_name]),
+                                           want), hf_name
+                continue
+            name = renamed.get(hf_name, hf_name)
+            ours = held.get(name)
+            if ours is None:
+                bad.append(f"rank {rank}: {name}: not in the rank file")
+                continue
+            if ours.get("alias_of"):
+                continue
+            for field, a, b in (("local_shape", ours["local_shape"], local),
+                                ("global_offset", ours["global_offset"], off),
+                                ("placements", labels[name], places)):
+                if a != b:
+                    bad.append(f"rank {rank}: {name}: {field}: shardc {a}, transformers {b}")
+            if hf_name in data:  # a pre-stacked expert param: its rows
+                got = rank_file_piece(held, name, tensors[name].float())
+                if not torch.equal(got, torch.tensor(data[hf_name])):
+                    bad.append(f"rank {rank}: {name}: the rank file's box is not the experts "
+                               "transformers loaded")
+        # local attributes: per layer, the local expert count and the first expert
+        ours_experts = {}
+        for module, e in rf["local_attributes"]["experts"].items():
+            layer = int(module.split("layers.")[1].split(".")[0])
+            ours_experts[layer] = (e["local_experts"], e["expert_range"][0])
+        theirs = {}
+        for module, count in counts.items():
+            layer = int(module.split("layers.")[1].split(".")[0])
+            first = next(off[0] for n, (_, off, _) in layouts.items()
+                         if n.startswith(module + "."))
+            theirs[layer] = (count, first)
+        if ours_experts != theirs:
+            bad.append(f"rank {rank}: (local experts, first expert) per MoE layer: shardc "
+                       f"{ours_experts}, transformers {theirs}")
+    print(f"EP judged: {len(hf)} ranks, {len(fused)} fused expert params, "
+          f"{sum(len(d) for _, d, _ in hf)} expert tensors' data, layers {sorted(theirs)}")
     assert not bad, "\n".join(bad[:20])
 
 

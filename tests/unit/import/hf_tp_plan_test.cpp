@@ -31,7 +31,7 @@ std::optional<std::string> translate(const std::string& tp_plan, shardc::Diagnos
                            tp_plan + "}";
   const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
   if (!plan) return std::nullopt;
-  return shardc::hf_tp_plan_recipe(*plan, tiny_model(), 4, "plan.json", sink);
+  return shardc::hf_tp_plan_recipe(*plan, tiny_model(), {4}, "plan.json", sink);
 }
 
 }  // namespace
@@ -109,7 +109,7 @@ TEST_CASE("entries naming params: the MoE plans' 3-D experts (Llama-4)") {
   shardc::DiagnosticSink sink;
   const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
   REQUIRE(plan);
-  const auto recipe = shardc::hf_tp_plan_recipe(*plan, model, 2, "plan.json", sink);
+  const auto recipe = shardc::hf_tp_plan_recipe(*plan, model, {2}, "plan.json", sink);
   REQUIRE(recipe);
   CHECK_FALSE(sink.has_errors());
   const std::string& text = *recipe;
@@ -195,7 +195,7 @@ std::optional<std::string> translate_mixtral(const std::string& tp_plan,
       tp_plan + R"(, "sources": )" + sources + "}";
   const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
   if (!plan) return std::nullopt;
-  return shardc::hf_tp_plan_recipe(*plan, mixtral_checkpoint(), 2, "plan.json", sink);
+  return shardc::hf_tp_plan_recipe(*plan, mixtral_checkpoint(), {2}, "plan.json", sink);
 }
 
 }  // namespace
@@ -284,7 +284,7 @@ TEST_CASE("fused experts: Shard of the stacked dim 0 is expert parallelism, refu
   shardc::DiagnosticSink sink;
   const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
   REQUIRE(plan);
-  CHECK_FALSE(shardc::hf_tp_plan_recipe(*plan, model, 2, "plan.json", sink));
+  CHECK_FALSE(shardc::hf_tp_plan_recipe(*plan, model, {2}, "plan.json", sink));
   REQUIRE(sink.has_errors());
   CHECK(sink.items().front().message.find("model.layers.*.mlp.experts.bias") != std::string::npos);
   CHECK(sink.items().front().message.find("expert parallelism") != std::string::npos);
@@ -303,5 +303,75 @@ TEST_CASE("a `sources` that is not transformers' conversion dump is refused") {
     CHECK_FALSE(shardc::parse_hf_tp_plan(json, "p.json", sink));
     REQUIRE(sink.has_errors());
     CHECK(sink.items().front().code == shardc::DiagCode::EHfTpPlan);
+  }
+}
+
+namespace {
+
+std::optional<std::string> translate_mixtral_ep(const std::string& ep_plan, std::int64_t ep,
+                                                shardc::DiagnosticSink& sink) {
+  const std::string json =
+      R"({"format": "shardc.hf-tp-plan/v1", "architecture": "MixtralForCausalLM",
+      "tp_plan": {"model.layers.*.self_attn.q_proj": "colwise",
+      "model.layers.*.mlp.experts.gate_up_proj": "packed_colwise",
+      "model.layers.*.mlp.experts": "moe_tp_experts"}, "ep_plan": )" +
+      ep_plan + R"(, "sources": )" + mixtral_sources() + "}";
+  const auto plan = shardc::parse_hf_tp_plan(json, "plan.json", sink);
+  if (!plan) return std::nullopt;
+  return shardc::hf_tp_plan_recipe(*plan, mixtral_checkpoint(), {2, ep}, "plan.json", sink);
+}
+
+constexpr const char* kMixtralEpPlan =
+    R"({"model.layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
+      "model.layers.*.mlp.experts.down_proj": "grouped_gemm",
+      "model.layers.*.mlp.experts": "ep_dispatch_experts"})";
+
+}  // namespace
+
+TEST_CASE("--ep: the ep_plan's grouped_gemm as experts entries, its modules taken from tp_plan") {
+  shardc::DiagnosticSink sink;
+  const auto recipe = translate_mixtral_ep(kMixtralEpPlan, 2, sink);
+  REQUIRE(recipe);
+  CHECK_FALSE(sink.has_errors());
+  const std::string& text = *recipe;
+  CHECK(text.find("expert_mesh:\n  - {name: ep, size: 2}\nexperts:\n") != std::string::npos);
+  // per-expert checkpoint tensors: one entry per source pattern, {E} the expert segment
+  CHECK(text.find("  - match: \"model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight\"    # "
+                  "grouped_gemm: model.layers.*.mlp.experts.gate_up_proj is "
+                  "MergeModulelist(dim=0) + Concatenate(dim=1) of these\n    stack: "
+                  "\"model.layers.{L}.block_sparse_moe.experts.w1\"\n    placements: {ep: "
+                  "Shard(0)}") != std::string::npos);
+  CHECK(text.find("experts.{E}.w3.weight") != std::string::npos);
+  CHECK(text.find("experts.{E}.w2.weight") != std::string::npos);
+  CHECK(text.find("# model.layers.*.mlp.experts: ep_dispatch_experts hooks") != std::string::npos);
+  // transformers: "EP rules take precedence" (the module and everything below it)
+  CHECK(text.find("# model.layers.*.mlp.experts.gate_up_proj: packed_colwise (tp_plan) dropped") !=
+        std::string::npos);
+  CHECK(text.find("# model.layers.*.mlp.experts: moe_tp_experts (tp_plan) dropped") !=
+        std::string::npos);
+  CHECK(text.find("self_attn.q_proj: colwise") != std::string::npos);  // kept (no such param here)
+  shardc::DiagnosticSink parse_sink;
+  CHECK(shardc::parse_recipe(shardc::SourceFile{"r.yaml", text}, parse_sink));
+  CHECK_FALSE(parse_sink.has_errors());
+}
+
+TEST_CASE("--ep: refused when transformers would refuse or shardc cannot state it") {
+  struct Refusal {
+    std::string ep_plan;
+    std::int64_t ep;
+    const char* says;
+  };
+  for (const Refusal& refusal : std::vector<Refusal>{
+           {kMixtralEpPlan, 4, "without FSDP ep equals tp"},
+           {"{}", 2, "the plan file has no `ep_plan`"},
+           {R"({"model.layers.*.mlp.experts": "ep_router"})", 2, "ep style 'ep_router'"},
+           {R"({"model.layers.*.mlp.experts.up_proj": "grouped_gemm"})", 2,
+            "matches no param of the model"}}) {
+    CAPTURE(refusal.ep_plan);
+    shardc::DiagnosticSink sink;
+    CHECK_FALSE(translate_mixtral_ep(refusal.ep_plan, refusal.ep, sink));
+    REQUIRE(sink.has_errors());
+    CHECK(sink.items().front().code == shardc::DiagCode::EHfTpPlan);
+    CHECK(sink.items().front().message.find(refusal.says) != std::string::npos);
   }
 }

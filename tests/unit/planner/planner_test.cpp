@@ -235,3 +235,35 @@ TEST_CASE("a tie across pipeline stages lists its gradient-sync rank groups") {
   auto bytes = rank_bytes(*plan);
   CHECK(bytes.param_bytes[4] == 2 * 16 * 2 + 8 * 4 * 2);  // layers 2-3 + lm_head piece
 }
+
+TEST_CASE("fsdp.frozen: requires_grad false params out of FSDP by default, sharded with `shard`") {
+  Model m;
+  m.params = {param("base", {5, 2}), param("lora", {4, 2})};
+  m.params[0].requires_grad = false;
+  Recipe r;
+  r.mesh = mesh({{"dp_shard", 2}});
+  r.rules = {rule("**", {})};
+  r.fsdp = FsdpSpec{};
+  r.fsdp->shard = {"dp_shard"};
+  for (const FrozenParams frozen : {FrozenParams::Ignore, FrozenParams::Shard}) {
+    CAPTURE(static_cast<int>(frozen));
+    r.fsdp->frozen = frozen;
+    DiagnosticSink sink;
+    const auto plan = build_plan(m, r, sink);
+    REQUIRE(plan);
+    const PlannedParam& base = plan->params[0];
+    CHECK(plan->params[1].geometry.fsdp_dim == 0);  // trainable: always
+    if (frozen == FrozenParams::Ignore) {
+      CHECK(base.geometry.fsdp_dim == -1);  // FSDP2 with it in ignored_params
+      CHECK(base.placements[0].label() == "Replicate()");
+    } else {
+      // FSDP2's default: chunked like any param, 3 + 2 rows, padded to 3
+      CHECK(base.geometry.fsdp_dim == 0);
+      CHECK(base.placements[0].label() == "Shard(0)");
+      const ShardGeom g = shard_at(base.geometry, mesh_coords(plan->dense, 1));
+      CHECK(g.local_shape == Shape{2, 2});
+      CHECK(g.padded_shape == Shape{3, 2});
+      CHECK(g.global_offset == Shape{3, 0});
+    }
+  }
+}

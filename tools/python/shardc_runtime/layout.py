@@ -29,7 +29,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import dtypes
@@ -244,12 +244,27 @@ class MuonStage:
 
 
 @dataclass(frozen=True)
+class MuonSlot:
+    """Where one param of a muon batch sits in a stage's per-rank slot: `offset` and
+    `padded_numel` in elements of the batch dtype, and this rank's `input_shape` (its piece
+    entering the stage)."""
+
+    offset: int
+    padded_numel: int
+    input_shape: Shape
+
+
+@dataclass(frozen=True)
 class MuonBatch:
-    """One muon batch: dtype, params (names, packing order), total_numel per stage."""
+    """One muon batch: dtype, params (names, packing order), total_numel per stage, and
+    per stage the slot of each param (`MuonSlot`, the layout the reader derives once from
+    the rank file's split sizes and local shapes, docs/formats.md "Rank files: derived
+    fields", and checks against `total_numel`)."""
 
     dtype: str
     params: tuple[str, ...]
     total_numel: tuple[int, ...]
+    slots: tuple[Mapping[str, MuonSlot], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -362,6 +377,48 @@ def _muon_group(doc: Any, where: str, name_of: Callable[[Any, str], str], alignm
         tuple(_str(a, where) for a in _list(_get(doc, "replicate_axes", where), where)),
         _shape(_get(doc, "replicate_coord", where), f"{where}.replicate_coord"), alignment, stages,
         tuple(params), split_sizes, owner, tuple(batches))
+
+
+def _muon_slots(group: MuonGroup, batch: MuonBatch, params: Mapping[str, ParamInfo],
+                where: str) -> MuonBatch:
+    """`batch` with the slot layout of every stage, derived as docs/formats.md's table says
+    (the rank file writes split sizes and totals only): a param's input shape at stage s is
+    its local_shape with every earlier stage's tensor_dim set to the sum of that stage's
+    split sizes; pad_shape sets tensor_dim to max(split_sizes[s]); padded_numel is
+    numel(pad_shape) rounded up to alignment_bytes / element size (at least 1); offsets run
+    over the batch's params in order. Distrusts the file: the total must be its
+    `total_numel[s]`, and this rank's piece its own split size."""
+    if len(batch.total_numel) != len(group.stages):
+        raise PlanError(f"{where}: {len(batch.total_numel)} total_numel for "
+                        f"{len(group.stages)} stages")
+    align = max(1, group.alignment_bytes // dtypes.element_size(batch.dtype))
+    slots: list[Mapping[str, MuonSlot]] = []
+    for s, stage in enumerate(group.stages):
+        offset, layout = 0, {}
+        for name in batch.params:
+            if name not in group.split_sizes:
+                raise PlanError(f"{where}: {name} is in a batch but not in the group")
+            sizes = group.split_sizes[name]
+            shape = list(params[name].local_shape)
+            if max(st.tensor_dim for st in group.stages[:s + 1]) >= len(shape):
+                raise PlanError(f"{where}: {name}: a stage's tensor_dim is out of its "
+                                f"{len(shape)} dims")
+            for earlier in range(s):
+                shape[group.stages[earlier].tensor_dim] = sum(sizes[earlier])
+            if shape[stage.tensor_dim] != sizes[s][stage.index]:
+                raise PlanError(f"{where}: {name} stage {s}: piece extent "
+                                f"{shape[stage.tensor_dim]} != split_sizes[{stage.index}] "
+                                f"{sizes[s][stage.index]}")
+            pad = list(shape)
+            pad[stage.tensor_dim] = max(sizes[s])
+            padded = -(-numel(pad) // align) * align
+            layout[name] = MuonSlot(offset, padded, tuple(shape))
+            offset += padded
+        if offset != batch.total_numel[s]:
+            raise PlanError(f"{where}: stage {s}: total_numel {batch.total_numel[s]} != "
+                            f"derived {offset}")
+        slots.append(layout)
+    return MuonBatch(batch.dtype, batch.params, batch.total_numel, tuple(slots))
 
 
 def _fsdp2_unit(doc: Any, where: str, name_of: Callable[[Any, str], str],
@@ -550,9 +607,14 @@ class RankFile:
             if kind == "muon_allgather":
                 alignment = _int(_get(b, "alignment_bytes", where), f"{where}.alignment_bytes",
                                  1, 1 << 20)
-                muon = tuple(_muon_group(g, f"{where}.groups[{k}]", name_of, alignment, world,
-                                         rank)
-                             for k, g in enumerate(_list(_get(b, "groups", where), where)))
+                groups = [_muon_group(g, f"{where}.groups[{k}]", name_of, alignment, world,
+                                      rank)
+                          for k, g in enumerate(_list(_get(b, "groups", where), where))]
+                muon = tuple(
+                    replace(g, batches=tuple(
+                        _muon_slots(g, batch, params, f"{where}.groups[{k}].batches[{j}]")
+                        for j, batch in enumerate(g.batches)))
+                    for k, g in enumerate(groups))
             elif kind == "fsdp2_allgather":
                 fsdp2 = tuple(_fsdp2_unit(u, f"{where}.units[{k}]", name_of, params, world, rank)
                               for k, u in enumerate(_list(_get(b, "units", where), where)))

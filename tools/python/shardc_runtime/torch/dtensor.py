@@ -33,7 +33,11 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
-from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+# torch 2.13's private DTensor helpers, imported here only (the adapter's other modules
+# import them from this one; they change between releases, torch is pinned)
+from torch.distributed.tensor._utils import (
+    compute_local_shape_and_global_offset as compute_local_shape_and_global_offset,
+)
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from ..errors import PlanError

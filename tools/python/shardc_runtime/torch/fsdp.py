@@ -35,10 +35,10 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, Shard
-from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from ..errors import PlanError
 from ..layout import RankFile, numel
+from .dtensor import compute_local_shape_and_global_offset
 
 
 def _unit_module(name: str, members: list[str], shared: bool) -> str:
