@@ -52,9 +52,9 @@ std::string location_prefix(const SourceLoc& loc) {
   return prefix + ": ";
 }
 
-std::string headline(const Diagnostic& d) {
-  return location_prefix(d.loc) + severity_name(d.severity) + "[" + std::string(code_name(d.code)) +
-         "]: " + printable(d.message);
+std::string headline(const Diagnostic& diag) {
+  return location_prefix(diag.loc) + severity_name(diag.severity) + "[" +
+         std::string(code_name(diag.code)) + "]: " + printable(diag.message);
 }
 
 bool continuation_byte(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
@@ -153,12 +153,12 @@ const char* gh_command(Severity severity) {
   return severity == Severity::Note ? "notice" : severity_name(severity);
 }
 
-std::string gh_properties(const Diagnostic& d) {
+std::string gh_properties(const Diagnostic& diag) {
   std::vector<std::string> props;
-  if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file.str(), true));
-  if (d.loc.line > 0) props.push_back("line=" + std::to_string(d.loc.line));
-  if (d.loc.column > 0) props.push_back("col=" + std::to_string(d.loc.column));
-  props.push_back("title=" + gh_escape(code_name(d.code), true));
+  if (!diag.loc.file.empty()) props.push_back("file=" + gh_escape(diag.loc.file.str(), true));
+  if (diag.loc.line > 0) props.push_back("line=" + std::to_string(diag.loc.line));
+  if (diag.loc.column > 0) props.push_back("col=" + std::to_string(diag.loc.column));
+  props.push_back("title=" + gh_escape(code_name(diag.code), true));
   std::string joined;
   for (std::size_t i = 0; i < props.size(); ++i) joined += (i > 0 ? "," : "") + props[i];
   return joined;
@@ -169,15 +169,15 @@ std::string gh_properties(const Diagnostic& d) {
 std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap& sources) {
   std::unordered_map<std::string, LineIndex> indexes;
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
-    out += headline(d) + "\n";
-    const auto src = sources.find(d.loc.file);
-    if (src != sources.end() && d.loc.line > 0) {
-      auto it = indexes.try_emplace(d.loc.file, src->second).first;
-      const std::string_view line = it->second.line(d.loc.line);
-      if (!line.empty()) out += excerpt(line, d.loc.line, d.loc.column);
+  for (const Diagnostic& diag : sink.items()) {
+    out += headline(diag) + "\n";
+    const auto src = sources.find(diag.loc.file);
+    if (src != sources.end() && diag.loc.line > 0) {
+      auto it = indexes.try_emplace(diag.loc.file, src->second).first;
+      const std::string_view line = it->second.line(diag.loc.line);
+      if (!line.empty()) out += excerpt(line, diag.loc.line, diag.loc.column);
     }
-    if (!d.hint.empty()) out += "  hint: " + printable(d.hint) + "\n";
+    if (!diag.hint.empty()) out += "  hint: " + printable(diag.hint) + "\n";
   }
   if (!sink.items().empty() || sink.dropped() > 0) out += count_line(sink);
   return out;
@@ -187,9 +187,9 @@ std::string render_diagnostics_json(const DiagnosticSink& sink) {
   std::string out;
   json::Writer writer(out);
   writer.begin_array();
-  for (const Diagnostic& d : sink.items()) {
+  for (const Diagnostic& diag : sink.items()) {
     writer.line_break();
-    backend::write_diagnostic(writer, d);
+    backend::write_diagnostic(writer, diag);
   }
   if (!sink.items().empty()) writer.line_break();
   writer.end_array();
@@ -199,12 +199,12 @@ std::string render_diagnostics_json(const DiagnosticSink& sink) {
 
 std::string render_diagnostics_github(const DiagnosticSink& sink) {
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
+  for (const Diagnostic& diag : sink.items()) {
     // Text from inputs (names, config strings) stays data: control characters as \xNN,
     // line breaks kept (gh_escape writes them as %0A, so they start no workflow command).
-    std::string message = printable_lines(d.message);
-    if (!d.hint.empty()) message += "\nhint: " + printable_lines(d.hint);
-    out += "::" + std::string(gh_command(d.severity)) + " " + gh_properties(d) +
+    std::string message = printable_lines(diag.message);
+    if (!diag.hint.empty()) message += "\nhint: " + printable_lines(diag.hint);
+    out += "::" + std::string(gh_command(diag.severity)) + " " + gh_properties(diag) +
            "::" + gh_escape(message, false) + "\n";
   }
   if (sink.dropped() > 0) {

@@ -144,9 +144,9 @@ void write_tie_sync(Writer& writer, const Plan& plan) {
 
 void write_diagnostics(Writer& writer, const Plan& plan) {
   writer.line_break().key("diagnostics").begin_array();
-  for (const auto& d : plan.diagnostics) {
+  for (const auto& diag : plan.diagnostics) {
     writer.line_break();
-    backend::write_diagnostic(writer, d);
+    backend::write_diagnostic(writer, diag);
   }
   if (!plan.diagnostics.empty()) writer.line_break();
   writer.end_array();

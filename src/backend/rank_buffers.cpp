@@ -150,8 +150,8 @@ void write_flat_buffer(Writer& writer, const FileIndex& fi, const FlatRankBuffer
   writer.member("numel", buffer.numel).member("shard_numel", buffer.shard_numel);
   writer.member("owned_numel", buffer.owned_numel);
   writer.line_break().key("buckets").begin_array();
-  for (const FlatBucket& k : buffer.buckets) {
-    const std::array<std::int64_t, 3> row{k.start, k.end, k.numel_unpadded};
+  for (const FlatBucket& bucket : buffer.buckets) {
+    const std::array<std::int64_t, 3> row{bucket.start, bucket.end, bucket.numel_unpadded};
     writer.ints(row);
   }
   writer.end_array();

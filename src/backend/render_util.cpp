@@ -3,15 +3,17 @@
 
 namespace shardc::backend {
 
-void write_diagnostic(json::Writer& writer, const Diagnostic& d) {
+void write_diagnostic(json::Writer& writer, const Diagnostic& diag) {
   writer.begin_object();
-  writer.member("code", code_name(d.code)).member("severity", severity_name(d.severity));
-  writer.member("message", d.message).member("hint", d.hint);
-  writer.member("file", d.loc.file).member("line", d.loc.line).member("column", d.loc.column);
-  writer.member("param", d.param).member("rule", d.rule);
-  if (!d.ranges.empty()) {
+  writer.member("code", code_name(diag.code)).member("severity", severity_name(diag.severity));
+  writer.member("message", diag.message).member("hint", diag.hint);
+  writer.member("file", diag.loc.file)
+      .member("line", diag.loc.line)
+      .member("column", diag.loc.column);
+  writer.member("param", diag.param).member("rule", diag.rule);
+  if (!diag.ranges.empty()) {
     writer.key("expert_ranges").begin_array();
-    for (const auto& [start, stop] : d.ranges) {
+    for (const auto& [start, stop] : diag.ranges) {
       writer.begin_array().value(start).value(stop).end_array();
     }
     writer.end_array();

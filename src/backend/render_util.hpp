@@ -13,7 +13,7 @@ namespace shardc::backend {
 
 /// One diagnostic as a JSON object: code, severity, message, hint, file,
 /// line, column, param, rule, and `expert_ranges` when it carries ranges.
-void write_diagnostic(json::Writer& writer, const Diagnostic& d);
+void write_diagnostic(json::Writer& writer, const Diagnostic& diag);
 
 /// Writes `{"name":..., "size":...}` for every axis of `mesh`.
 void write_mesh_axes(json::Writer& writer, const Mesh& mesh);

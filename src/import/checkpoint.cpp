@@ -38,13 +38,13 @@ std::string parent_dir(const std::string& path) {
 
 void fail(DiagnosticSink& sink, const std::string& file, std::string message, std::string hint,
           const std::string& tensor = {}) {
-  Diagnostic d;
-  d.code = DiagCode::ECheckpoint;
-  d.loc = SourceLoc{file, 0, 0};
-  d.param = tensor;
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  sink.report(std::move(d));
+  Diagnostic diag;
+  diag.code = DiagCode::ECheckpoint;
+  diag.loc = SourceLoc{file, 0, 0};
+  diag.param = tensor;
+  diag.message = std::move(message);
+  diag.hint = std::move(hint);
+  sink.report(std::move(diag));
 }
 
 // The checkpoint's files and, with an index, which tensors each must hold.
@@ -243,17 +243,17 @@ void warn_unindexed(FileSystem& fs, const Layout& layout, DiagnosticSink& sink) 
       what = "it is left out (its header is not readable: " +
              (local.items().empty() ? std::string("?") : local.items().front().message) + ")";
     }
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = DiagCode::WCheckpoint;
-    d.loc = SourceLoc{path, 0, 0};
-    d.message = "'" + imp::printable(name) + "' is a safetensors file that " +
-                std::string(kIndexName) + " does not name: " + what +
-                ", as transformers' loader reads only the indexed files";
-    d.hint =
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{path, 0, 0};
+    diag.message = "'" + imp::printable(name) + "' is a safetensors file that " +
+                   std::string(kIndexName) + " does not name: " + what +
+                   ", as transformers' loader reads only the indexed files";
+    diag.hint =
         "if the file belongs to the model (an MTP head, a newer shard), regenerate the "
         "index; else remove the stale file";
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
 }
 
@@ -353,27 +353,27 @@ void drop_buffers(std::vector<Param>& params, const CheckpointConfig& config,
       ++kept;
       continue;
     }
-    auto it =
-        std::find_if(kinds.begin(), kinds.end(), [&](const Kind& k) { return k.reason == why; });
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const Kind& kind) { return kind.reason == why; });
     if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{why, 0, param.name});
     ++it->count;
     ++total;
   }
   params.resize(kept);
-  for (const Kind& k : kinds) {
-    Diagnostic d;
-    d.severity = Severity::Note;
-    d.code = DiagCode::WCheckpoint;
-    d.loc = SourceLoc{where, 0, 0};
-    d.param = k.first;
-    d.message = "left out " + std::to_string(k.count) + " " + std::string(k.reason) + ", e.g. '" +
-                imp::printable(k.first) +
-                "': module buffers and metadata are not trainable params (no grads or optimizer "
-                "state)";
-    d.hint =
+  for (const Kind& kind : kinds) {
+    Diagnostic diag;
+    diag.severity = Severity::Note;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{where, 0, 0};
+    diag.param = kind.first;
+    diag.message = "left out " + std::to_string(kind.count) + " " + std::string(kind.reason) +
+                   ", e.g. '" + imp::printable(kind.first) +
+                   "': module buffers and metadata are not trainable params (no grads or optimizer "
+                   "state)";
+    diag.hint =
         "nothing to do: the module computes or ignores them; docs/import.md lists what "
         "import leaves out";
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
   if (total > 0)
     im.comments.emplace_back("left out (buffers, not params)",
@@ -432,18 +432,18 @@ void warn_quantization(const CheckpointConfig& config, const std::string& where,
                        DiagnosticSink& sink) {
   const std::string& method = config.quant_method;
   if (method.empty() || method == "fp8" || method == "bitsandbytes") return;
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WCheckpoint;
-  d.loc = SourceLoc{where, 0, 0};
-  d.message = "quantization_config.quant_method '" + imp::printable(method) +
-              "': shardc does not know this method's state tensors (per-group scales, zero "
-              "points, packed integer weights), so they are planned as ordinary tensors (the "
-              "integer ones frozen) and no check ties a state's split to its weight's";
-  d.hint =
+  Diagnostic diag;
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WCheckpoint;
+  diag.loc = SourceLoc{where, 0, 0};
+  diag.message = "quantization_config.quant_method '" + imp::printable(method) +
+                 "': shardc does not know this method's state tensors (per-group scales, zero "
+                 "points, packed integer weights), so they are planned as ordinary tensors (the "
+                 "integer ones frozen) and no check ties a state's split to its weight's";
+  diag.hint =
       "replicate the quantized layers over tp, or plan the dequantized checkpoint; "
       "docs/import.md lists the quantization states shardc follows";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
 }
 
 // A config that says untied for a causal LM whose checkpoint has no output head:
@@ -470,23 +470,23 @@ void add_untied_head(Model& model, const CheckpointConfig& config, const std::st
           ? " (text_config says tie_word_embeddings: true, but transformers ties by the "
             "top-level value: modeling_utils.py get_expanded_tied_weights_keys)"
           : "";
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WCheckpoint;
-  d.loc = SourceLoc{where, 0, 0};
-  d.param = head.name;
-  d.message = "config.json says tie_word_embeddings: " +
-              std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
-              ", but the checkpoint has no " + head.name +
-              ": transformers builds an untied output head and initializes it (a missing key), "
-              "so " +
-              head.name + " " + imp::shape_text(head.shape) +
-              " is planned as its own trainable param";
-  d.hint =
+  Diagnostic diag;
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WCheckpoint;
+  diag.loc = SourceLoc{where, 0, 0};
+  diag.param = head.name;
+  diag.message = "config.json says tie_word_embeddings: " +
+                 std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
+                 ", but the checkpoint has no " + head.name +
+                 ": transformers builds an untied output head and initializes it (a missing key), "
+                 "so " +
+                 head.name + " " + imp::shape_text(head.shape) +
+                 " is planned as its own trainable param";
+  diag.hint =
       "if the model is tied, set the top-level `tie_word_embeddings: true` in config.json "
       "(then " +
       head.name + " is an alias of " + embed->name + "); else provide the head";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   model.params.push_back(std::move(head));
 }
 

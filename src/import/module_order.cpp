@@ -64,8 +64,8 @@ constexpr std::int64_t kNumberBase = std::int64_t{1} << 40;  // numbers after na
 std::optional<std::int64_t> number(std::string_view seg) {
   if (seg.empty() || seg.size() > 12) return std::nullopt;
   std::int64_t value = 0;
-  const auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), value);
-  if (ec != std::errc() || p != seg.data() + seg.size()) return std::nullopt;
+  const auto [end, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), value);
+  if (ec != std::errc() || end != seg.data() + seg.size()) return std::nullopt;
   return value;
 }
 
@@ -143,8 +143,8 @@ const ArchRules* find_arch_rules(const CheckpointConfig& config) {
   const auto& rules = all_rules();
   auto find = [&](std::string_view what) -> const ArchRules* {
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      for (std::string_view k : texts[i].keys) {
-        if (!k.empty() && k == what) return &rules[i];
+      for (std::string_view key : texts[i].keys) {
+        if (!key.empty() && key == what) return &rules[i];
       }
     }
     return nullptr;

@@ -56,15 +56,15 @@ class HeaderChecker {
   void error(const std::string& tensor, std::string message, std::string hint) {
     ++errors_;
     if (errors_ > kMaxErrorsPerFile) return;
-    Diagnostic d;
-    d.code = DiagCode::ECheckpoint;
-    d.loc = SourceLoc{path_, 0, 0};
+    Diagnostic diag;
+    diag.code = DiagCode::ECheckpoint;
+    diag.loc = SourceLoc{path_, 0, 0};
     // Names are data from the file: escaped (control characters, bad UTF-8 as \xNN) wherever
     // they are shown.
-    d.param = imp::printable(tensor);
-    d.message = tensor.empty() ? std::move(message) : "tensor '" + d.param + "': " + message;
-    d.hint = std::move(hint);
-    sink_.report(std::move(d));
+    diag.param = imp::printable(tensor);
+    diag.message = tensor.empty() ? std::move(message) : "tensor '" + diag.param + "': " + message;
+    diag.hint = std::move(hint);
+    sink_.report(std::move(diag));
   }
 
   [[nodiscard]] int errors() const { return errors_; }

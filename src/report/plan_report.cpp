@@ -270,10 +270,10 @@ void write_memory(const PlanReportInput& in, std::string& html) {
               "</td>";
       const std::array<std::pair<const char*, std::int64_t>, 3> vs = {
           {{"min", st.min}, {"median", st.median}, {"max", st.max}}};
-      for (const auto& [stat, v] : vs) {
+      for (const auto& [stat, value] : vs) {
         html += "<td class=\"num\" data-stage=\"" + std::to_string(per_stage.stage) +
                 "\" data-kind=\"" + kind + "\" data-stat=\"" + stat + "\" data-bytes=\"" +
-                std::to_string(v) + "\">" + binary_bytes_text(v) + "</td>";
+                std::to_string(value) + "\">" + binary_bytes_text(value) + "</td>";
       }
       html += "</tr>\n";
     };
@@ -569,18 +569,18 @@ void write_diagnostics(const PlanReportInput& in, std::string& html) {
       (sink.dropped() ? " (" + std::to_string(sink.dropped()) + " not stored, over the limit)"
                       : std::string()) +
       ".</p>\n";
-  for (const Diagnostic& d : sink.items()) {
-    const std::string where = d.loc.file.empty()
+  for (const Diagnostic& diag : sink.items()) {
+    const std::string where = diag.loc.file.empty()
                                   ? std::string("(no file)")
-                                  : d.loc.file.str() + ":" + std::to_string(d.loc.line) + ":" +
-                                        std::to_string(d.loc.column);
-    const std::string sev = severity_name(d.severity);
-    html += "<div class=\"diag " + sev + "\" data-code=\"" + std::string(code_name(d.code)) +
+                                  : diag.loc.file.str() + ":" + std::to_string(diag.loc.line) +
+                                        ":" + std::to_string(diag.loc.column);
+    const std::string sev = severity_name(diag.severity);
+    html += "<div class=\"diag " + sev + "\" data-code=\"" + std::string(code_name(diag.code)) +
             "\"><div><span class=\"mono loc\">" + escape(where) + "</span>: <strong>" + sev + "[" +
-            std::string(code_name(d.code)) + "]</strong>: " + escape(d.message) + "</div>";
-    const std::string ex = excerpt(*in.sources, d.loc);
+            std::string(code_name(diag.code)) + "]</strong>: " + escape(diag.message) + "</div>";
+    const std::string ex = excerpt(*in.sources, diag.loc);
     if (!ex.empty()) html += "<pre tabindex=\"0\">" + escape(ex) + "</pre>";
-    if (!d.hint.empty()) html += "<div>hint: " + escape(d.hint) + "</div>";
+    if (!diag.hint.empty()) html += "<div>hint: " + escape(diag.hint) + "</div>";
     html += "</div>\n";
   }
   html += "</section>\n";

@@ -42,7 +42,8 @@ std::int64_t mesh_product(const std::vector<readback::PlanMeshAxis>& axes) {
 
 std::string coords_text(const readback::RankCoords& coords) {
   std::string out = "{";
-  for (const auto& [name, v] : coords) out += (out.size() > 1 ? ", " : "") + name + ": " + num(v);
+  for (const auto& [name, coord] : coords)
+    out += (out.size() > 1 ? ", " : "") + name + ": " + num(coord);
   return out + "}";
 }
 
@@ -364,8 +365,8 @@ void check_header(const PlanFile& plan, const RankFile& rank_file, const std::st
                     coords_text(expected_coords(plan.expert, rank_file.rank)));
   }
   std::int64_t stage = 0;
-  for (const auto& [name, v] : dense)
-    if (plan.pipeline_axis && name == *plan.pipeline_axis) stage = v;
+  for (const auto& [name, coord] : dense)
+    if (plan.pipeline_axis && name == *plan.pipeline_axis) stage = coord;
   if (rank_file.stage != stage)
     report.mismatch(file + " stage " + num(rank_file.stage) + " but plan.json gives rank " +
                     num(rank_file.rank) + " stage " + num(stage));

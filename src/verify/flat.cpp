@@ -259,13 +259,13 @@ void verify_group(Context& cx, const readback::Buffer& buf, const Members& membe
   for (auto& [name, ranges] : owned_by_param) {
     std::sort(ranges.begin(), ranges.end());
     std::int64_t at = 0;
-    for (const auto& [off, n] : ranges) {
-      if (off != at)
+    for (const auto& [offset, length] : ranges) {
+      if (offset != at)
         return cx.report.mismatch(where(fb, fb.ranks[0]) + " param " + name + ": elements " +
-                                  std::to_string(std::min(off, at)) + ".." +
-                                  std::to_string(std::max(off, at)) +
-                                  (off > at ? " owned by no rank" : " owned twice"));
-      at += n;
+                                  std::to_string(std::min(offset, at)) + ".." +
+                                  std::to_string(std::max(offset, at)) +
+                                  (offset > at ? " owned by no rank" : " owned twice"));
+      at += length;
     }
     const std::int64_t want = expected_numel(cx, buf, members, name);
     if (at != want)
@@ -291,10 +291,10 @@ void verify_flat(Context& cx, std::size_t buffer_index, const std::vector<std::i
       for (const readback::FlatEntry& entry : fb.entries) names.insert(entry.name);
       for (const std::string& name : names) ++buffers_of[name];
     }
-    for (const auto& [name, n] : buffers_of)
-      if (n != 1)
+    for (const auto& [name, count] : buffers_of)
+      if (count != 1)
         cx.report.mismatch("rank " + std::to_string(rank) + " param " + name + ": in " +
-                           std::to_string(n) + " flat buffers");
+                           std::to_string(count) + " flat buffers");
     for (const FlatBuffer& fb : rank_file.buffers[buffer_index].flat) {
       const auto key = std::make_tuple(fb.mesh + "/" + std::string(dtype_name(fb.param_dtype)) +
                                            "/" + std::string(dtype_name(fb.grad_dtype)),

@@ -278,7 +278,7 @@ bool stage_members(const StageRun& run, std::int64_t rank, std::vector<std::int6
 bool run_stage(Context& cx, const Closure& closure, State& state, const ParamRun& pr,
                std::size_t stage) {
   State next;
-  for (const auto& [rank, m] : closure) {
+  for (const auto& [rank, member] : closure) {
     if (next.contains(rank)) continue;
     std::vector<std::int64_t> ranks;
     std::vector<MuonMember> mm;
@@ -316,8 +316,8 @@ void verify_param(Context& cx, const Closure& closure, const std::string& key,
   State state;
   // Every member lists the group's params (verify_closure), and the reader
   // lists only params its file holds.
-  for (const auto& [rank, m] : closure) {
-    const readback::RankParam& held = *cx.held(*m.file, name);
+  for (const auto& [rank, member] : closure) {
+    const readback::RankParam& held = *cx.held(*member.file, name);
     state[rank] = Box{held.global_offset, held.local_shape};
   }
   const std::size_t stages = gathers ? first.group->batches[slot->batch].stages.size() : 0;
@@ -337,8 +337,8 @@ void verify_closure(Context& cx, const Closure& closure, const std::string& key)
   const std::int64_t before = cx.report.num_mismatches;
   check_structure(cx, closure, key);
   const MuonGroup& group = *closure.begin()->second.group;
-  for (const auto& [rank, m] : closure)
-    if (m.group->params != group.params)
+  for (const auto& [rank, member] : closure)
+    if (member.group->params != group.params)
       cx.report.mismatch(where(key, rank) + ": params differ from member " +
                          std::to_string(closure.begin()->first) + "'s");
   if (cx.report.num_mismatches != before) return;
@@ -358,7 +358,7 @@ void verify_muon(Context& cx, std::size_t buffer_index, const std::vector<std::i
       const auto closure = closure_of(cx, buffer_index, group.key, sampled);
       if (!cx.store.fatal.empty()) return;
       if (!closure) continue;
-      for (const auto& [rank, m] : *closure) done.insert({group.key, rank});
+      for (const auto& [rank, member] : *closure) done.insert({group.key, rank});
       verify_closure(cx, *closure, group.key);
     }
   }

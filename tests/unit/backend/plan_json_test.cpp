@@ -12,7 +12,7 @@ namespace {
 
 std::vector<std::string> keys_of(const nlohmann::ordered_json& j) {
   std::vector<std::string> out;
-  for (const auto& [k, v] : j.items()) out.push_back(k);
+  for (const auto& [key, value] : j.items()) out.push_back(key);
   return out;
 }
 

@@ -14,7 +14,7 @@ namespace {
 Plan plan_of(const Model& model, const Recipe& recipe) {
   DiagnosticSink sink;
   auto plan = build_plan(model, recipe, sink);
-  for (const Diagnostic& d : sink.items()) MESSAGE(d.message);
+  for (const Diagnostic& diag : sink.items()) MESSAGE(diag.message);
   REQUIRE(plan);
   return *plan;
 }

@@ -35,10 +35,10 @@ void check_same(const Node& fast, const Node& ref) {
 
 std::string render(const DiagnosticSink& sink) {
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
-    out += d.loc.file.str() + ":" + std::to_string(d.loc.line) + ":" +
-           std::to_string(d.loc.column) + ": " + std::string(code_name(d.code)) + ": " + d.message +
-           " [" + d.hint + "]\n";
+  for (const Diagnostic& diag : sink.items()) {
+    out += diag.loc.file.str() + ":" + std::to_string(diag.loc.line) + ":" +
+           std::to_string(diag.loc.column) + ": " + std::string(code_name(diag.code)) + ": " +
+           diag.message + " [" + diag.hint + "]\n";
   }
   return out;
 }

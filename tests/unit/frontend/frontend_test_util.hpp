@@ -16,17 +16,17 @@ struct ParseResult {
 
   /// The first stored diagnostic with `code`, or nullptr.
   [[nodiscard]] const Diagnostic* find(const std::string& code) const {
-    for (const Diagnostic& d : sink.items()) {
-      if (code_name(d.code) == code) return &d;
+    for (const Diagnostic& diag : sink.items()) {
+      if (code_name(diag.code) == code) return &diag;
     }
     return nullptr;
   }
   [[nodiscard]] std::string all_messages() const {
     std::string out;
-    for (const Diagnostic& d : sink.items()) {
-      out += d.loc.file.str() + ":" + std::to_string(d.loc.line) + ":" +
-             std::to_string(d.loc.column) + ": " + std::string(code_name(d.code)) + ": " +
-             d.message + " [" + d.hint + "]\n";
+    for (const Diagnostic& diag : sink.items()) {
+      out += diag.loc.file.str() + ":" + std::to_string(diag.loc.line) + ":" +
+             std::to_string(diag.loc.column) + ": " + std::string(code_name(diag.code)) + ": " +
+             diag.message + " [" + diag.hint + "]\n";
     }
     return out;
   }

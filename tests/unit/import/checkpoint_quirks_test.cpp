@@ -22,8 +22,8 @@ std::string st_file(const std::string& json) {
 }
 
 bool has(const shardc::DiagnosticSink& sink, shardc::DiagCode code, const std::string& text) {
-  for (const shardc::Diagnostic& d : sink.items())
-    if (d.code == code && d.message.find(text) != std::string::npos) return true;
+  for (const shardc::Diagnostic& diag : sink.items())
+    if (diag.code == code && diag.message.find(text) != std::string::npos) return true;
   return false;
 }
 

@@ -259,8 +259,9 @@ std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Mem
     if (got >= 0) read.emplace_back(element, got);
   });
   Shape extent(un.size(), 0);
-  for (const auto& [u, got] : read)
-    for (std::size_t e = 0; e < u.size(); ++e) extent[e] = std::max(extent[e], u[e] + 1);
+  for (const auto& [element, got] : read)
+    for (std::size_t e = 0; e < element.size(); ++e)
+      extent[e] = std::max(extent[e], element[e] + 1);
   Box out{Shape(global.size(), 0), read.empty() ? Shape(global.size(), 0) : extent};
   if (static_cast<std::int64_t>(read.size()) != held ||
       (!read.empty() && numel_of(extent) != held)) {
@@ -268,14 +269,14 @@ std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Mem
     return std::nullopt;
   }
   if (read.empty()) return out;
-  out.offset = unflat(read.front().second, global);  // u = 0 comes first (row-major)
+  out.offset = unflat(read.front().second, global);  // element 0 comes first (row-major)
   if (read.front().first != Shape(un.size(), 0) || !inside(out, global)) {
     why = "the rebuilt box does not start at the origin or leaves the global tensor";
     return std::nullopt;
   }
   Shape at(global.size());
-  for (const auto& [u, got] : read) {
-    for (std::size_t e = 0; e < at.size(); ++e) at[e] = out.offset[e] + u[e];
+  for (const auto& [element, got] : read) {
+    for (std::size_t e = 0; e < at.size(); ++e) at[e] = out.offset[e] + element[e];
     if (got != flat(global_strides, at)) {
       why = "an element is not at its place";
       return std::nullopt;
