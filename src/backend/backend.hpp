@@ -77,7 +77,7 @@ class RankRenderer {
 /// assumptions, which layouts were planned, per stage min / median / max of
 /// every kind and the total, the peak rank (coords, breakdown), `budget_bytes`
 /// and `fits` (null without a budget), and the breakdown of each of `ranks`.
-std::string render_memory_json(const Plan& plan, const MemoryReport& m,
+std::string render_memory_json(const Plan& plan, const MemoryReport& memory,
                                std::optional<std::int64_t> budget,
                                const std::vector<std::int64_t>& ranks);
 
@@ -94,8 +94,8 @@ std::string render_cost_json(const Plan& plan, const CommReport& report);
 /// rank of `ranks` (ascending, < B's world size) each B param it holds with
 /// its reads (source rank, global box, offsets in the destination's and the
 /// source's local tensors, bytes). Cost O(listed reads) after the index.
-std::string render_reshard_json(const reshard::Layout& a, const reshard::Layout& b,
-                                const reshard::Result& r, const reshard::Options& opt,
+std::string render_reshard_json(const reshard::Layout& from, const reshard::Layout& to,
+                                const reshard::Result& result, const reshard::Options& opt,
                                 const std::vector<std::int64_t>& ranks);
 /// One output file as written: its path relative to OUTDIR, size and
 /// sha256 (hex), computed from the bytes in memory (never re-read).

@@ -27,14 +27,14 @@ class LineIndex {
     }
   }
   // 1-based line, without its line terminator; empty when out of range.
-  [[nodiscard]] std::string_view line(int n) const {
-    if (n < 1 || static_cast<std::size_t>(n) > starts_.size()) return {};
-    const std::size_t begin = starts_[static_cast<std::size_t>(n) - 1];
+  [[nodiscard]] std::string_view line(int line_no) const {
+    if (line_no < 1 || static_cast<std::size_t>(line_no) > starts_.size()) return {};
+    const std::size_t begin = starts_[static_cast<std::size_t>(line_no) - 1];
     std::size_t end = text_.find('\n', begin);
     if (end == std::string_view::npos) end = text_.size();
-    std::string_view l = text_.substr(begin, end - begin);
-    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-    return l;
+    std::string_view line_text = text_.substr(begin, end - begin);
+    if (!line_text.empty() && line_text.back() == '\r') line_text.remove_suffix(1);
+    return line_text;
   }
 
  private:
@@ -44,25 +44,25 @@ class LineIndex {
 
 std::string location_prefix(const SourceLoc& loc) {
   if (loc.file.empty()) return "shardc: ";
-  std::string s = printable(loc.file.str());
+  std::string prefix = printable(loc.file.str());
   if (loc.line > 0) {
-    s += ':' + std::to_string(loc.line);
-    if (loc.column > 0) s += ':' + std::to_string(loc.column);
+    prefix += ':' + std::to_string(loc.line);
+    if (loc.column > 0) prefix += ':' + std::to_string(loc.column);
   }
-  return s + ": ";
+  return prefix + ": ";
 }
 
-std::string headline(const Diagnostic& d) {
-  return location_prefix(d.loc) + severity_name(d.severity) + "[" + std::string(code_name(d.code)) +
-         "]: " + printable(d.message);
+std::string headline(const Diagnostic& diag) {
+  return location_prefix(diag.loc) + severity_name(diag.severity) + "[" +
+         std::string(code_name(diag.code)) + "]: " + printable(diag.message);
 }
 
-bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+bool continuation_byte(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
 
 // Terminal columns of valid UTF-8 text: one per code point.
 std::size_t columns(std::string_view text) {
   return static_cast<std::size_t>(
-      std::count_if(text.begin(), text.end(), [](char c) { return !continuation_byte(c); }));
+      std::count_if(text.begin(), text.end(), [](char byte) { return !continuation_byte(byte); }));
 }
 
 // The source line and a caret under the column, with a `NN | ` gutter.
@@ -95,24 +95,24 @@ std::string excerpt(std::string_view line, int line_no, int column) {
          "^\n";
 }
 
-std::string plural(std::size_t n, std::string_view word) {
-  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
+std::string plural(std::size_t count, std::string_view word) {
+  return std::to_string(count) + " " + std::string(word) + (count == 1 ? "" : "s");
 }
 
 std::string count_line(const DiagnosticSink& sink) {
-  std::string s =
+  std::string line =
       plural(sink.error_count(), "error") + ", " + plural(sink.warning_count(), "warning");
-  if (sink.dropped() > 0) s += " (and " + std::to_string(sink.dropped()) + " more not shown)";
-  return s + "\n";
+  if (sink.dropped() > 0) line += " (and " + std::to_string(sink.dropped()) + " more not shown)";
+  return line + "\n";
 }
 
 // GitHub workflow command escaping: data escapes %, CR, LF; property values
 // also escape ':' and ','.
-std::string gh_escape(std::string_view s, bool property) {
+std::string gh_escape(std::string_view text, bool property) {
   std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
+  out.reserve(text.size());
+  for (const char character : text) {
+    switch (character) {
       case '%':
         out += "%25";
         break;
@@ -129,7 +129,7 @@ std::string gh_escape(std::string_view s, bool property) {
         out += property ? "%2C" : ",";
         break;
       default:
-        out += c;
+        out += character;
     }
   }
   return out;
@@ -153,15 +153,15 @@ const char* gh_command(Severity severity) {
   return severity == Severity::Note ? "notice" : severity_name(severity);
 }
 
-std::string gh_properties(const Diagnostic& d) {
+std::string gh_properties(const Diagnostic& diag) {
   std::vector<std::string> props;
-  if (!d.loc.file.empty()) props.push_back("file=" + gh_escape(d.loc.file.str(), true));
-  if (d.loc.line > 0) props.push_back("line=" + std::to_string(d.loc.line));
-  if (d.loc.column > 0) props.push_back("col=" + std::to_string(d.loc.column));
-  props.push_back("title=" + gh_escape(code_name(d.code), true));
-  std::string s;
-  for (std::size_t i = 0; i < props.size(); ++i) s += (i > 0 ? "," : "") + props[i];
-  return s;
+  if (!diag.loc.file.empty()) props.push_back("file=" + gh_escape(diag.loc.file.str(), true));
+  if (diag.loc.line > 0) props.push_back("line=" + std::to_string(diag.loc.line));
+  if (diag.loc.column > 0) props.push_back("col=" + std::to_string(diag.loc.column));
+  props.push_back("title=" + gh_escape(code_name(diag.code), true));
+  std::string joined;
+  for (std::size_t i = 0; i < props.size(); ++i) joined += (i > 0 ? "," : "") + props[i];
+  return joined;
 }
 
 }  // namespace
@@ -169,15 +169,15 @@ std::string gh_properties(const Diagnostic& d) {
 std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap& sources) {
   std::unordered_map<std::string, LineIndex> indexes;
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
-    out += headline(d) + "\n";
-    const auto src = sources.find(d.loc.file);
-    if (src != sources.end() && d.loc.line > 0) {
-      auto it = indexes.try_emplace(d.loc.file, src->second).first;
-      const std::string_view line = it->second.line(d.loc.line);
-      if (!line.empty()) out += excerpt(line, d.loc.line, d.loc.column);
+  for (const Diagnostic& diag : sink.items()) {
+    out += headline(diag) + "\n";
+    const auto src = sources.find(diag.loc.file);
+    if (src != sources.end() && diag.loc.line > 0) {
+      auto it = indexes.try_emplace(diag.loc.file, src->second).first;
+      const std::string_view line = it->second.line(diag.loc.line);
+      if (!line.empty()) out += excerpt(line, diag.loc.line, diag.loc.column);
     }
-    if (!d.hint.empty()) out += "  hint: " + printable(d.hint) + "\n";
+    if (!diag.hint.empty()) out += "  hint: " + printable(diag.hint) + "\n";
   }
   if (!sink.items().empty() || sink.dropped() > 0) out += count_line(sink);
   return out;
@@ -185,26 +185,26 @@ std::string render_diagnostics_text(const DiagnosticSink& sink, const SourceMap&
 
 std::string render_diagnostics_json(const DiagnosticSink& sink) {
   std::string out;
-  json::Writer w(out);
-  w.begin_array();
-  for (const Diagnostic& d : sink.items()) {
-    w.line_break();
-    backend::write_diagnostic(w, d);
+  json::Writer writer(out);
+  writer.begin_array();
+  for (const Diagnostic& diag : sink.items()) {
+    writer.line_break();
+    backend::write_diagnostic(writer, diag);
   }
-  if (!sink.items().empty()) w.line_break();
-  w.end_array();
+  if (!sink.items().empty()) writer.line_break();
+  writer.end_array();
   out += '\n';
   return out;
 }
 
 std::string render_diagnostics_github(const DiagnosticSink& sink) {
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
+  for (const Diagnostic& diag : sink.items()) {
     // Text from inputs (names, config strings) stays data: control characters as \xNN,
     // line breaks kept (gh_escape writes them as %0A, so they start no workflow command).
-    std::string message = printable_lines(d.message);
-    if (!d.hint.empty()) message += "\nhint: " + printable_lines(d.hint);
-    out += "::" + std::string(gh_command(d.severity)) + " " + gh_properties(d) +
+    std::string message = printable_lines(diag.message);
+    if (!diag.hint.empty()) message += "\nhint: " + printable_lines(diag.hint);
+    out += "::" + std::string(gh_command(diag.severity)) + " " + gh_properties(diag) +
            "::" + gh_escape(message, false) + "\n";
   }
   if (sink.dropped() > 0) {

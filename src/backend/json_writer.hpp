@@ -13,11 +13,11 @@
 
 namespace shardc::json {
 
-/// Appends `s` as a quoted JSON string. Control characters are escaped;
+/// Appends `text` as a quoted JSON string. Control characters are escaped;
 /// invalid UTF-8 bytes become U+FFFD so the output always parses.
-void append_string(std::string& out, std::string_view s);
+void append_string(std::string& out, std::string_view text);
 /// Appends a decimal integer.
-void append_int(std::string& out, std::int64_t v);
+void append_int(std::string& out, std::int64_t value);
 
 class Writer {
  public:
@@ -28,17 +28,17 @@ class Writer {
   Writer& begin_array();
   Writer& end_array();
   /// Writes the key of the next member (inside an object).
-  Writer& key(std::string_view k);
+  Writer& key(std::string_view name);
 
-  Writer& value(std::string_view s);
-  Writer& value(const char* s) { return value(std::string_view(s)); }
-  Writer& value(const std::string& s) { return value(std::string_view(s)); }
-  Writer& value(std::int64_t v);
-  Writer& value(int v) { return value(static_cast<std::int64_t>(v)); }
-  Writer& value(bool b);
+  Writer& value(std::string_view text);
+  Writer& value(const char* text) { return value(std::string_view(text)); }
+  Writer& value(const std::string& text) { return value(std::string_view(text)); }
+  Writer& value(std::int64_t number);
+  Writer& value(int number) { return value(static_cast<std::int64_t>(number)); }
+  Writer& value(bool flag);
   Writer& null();
   /// An array of integers, e.g. a shape.
-  Writer& ints(std::span<const std::int64_t> v);
+  Writer& ints(std::span<const std::int64_t> values);
   /// Splices pre-rendered JSON text as the next value.
   Writer& raw(std::string_view json_text);
   /// Splices pre-rendered members (`"k":v`, comma-separated, as a Writer
@@ -50,20 +50,24 @@ class Writer {
   /// its comma.
   Writer& line_break();
 
-  /// Shorthands for `key(k).value(v)`.
+  /// Shorthands for `key(name).value(item)`.
   template <typename T>
-  Writer& member(std::string_view k, const T& v) {
-    key(k);
-    return value(v);
+  Writer& member(std::string_view name, const T& item) {
+    key(name);
+    return value(item);
   }
-  Writer& member_null(std::string_view k) { return key(k).null(); }
-  Writer& member_ints(std::string_view k, std::span<const std::int64_t> v) {
-    return key(k).ints(v);
+  Writer& member_null(std::string_view name) { return key(name).null(); }
+  Writer& member_ints(std::string_view name, std::span<const std::int64_t> values) {
+    return key(name).ints(values);
   }
 
  private:
   void separate();
   void flush_newline();
+  /// Opens a container: `{` or `[` after the separator the element needs.
+  Writer& open(char bracket);
+  /// Closes the innermost container with `}` or `]` (after a pending line break).
+  Writer& close(char bracket);
 
   std::string& out_;
   std::vector<bool> first_;  // per open container: no element written yet

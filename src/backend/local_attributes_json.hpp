@@ -12,6 +12,6 @@ namespace shardc::backend {
 /// local_experts, expert_range} | null}, "vocab": {param: {vocab_size,
 /// token_range, padding_rows}}}` for the modules `values` holds (ranges
 /// [start, end)). `values` is local_attributes_at of the rank.
-void write_local_attributes(json::Writer& w, const Plan& plan, const LocalAttributes& values);
+void write_local_attributes(json::Writer& writer, const Plan& plan, const LocalAttributes& values);
 
 }  // namespace shardc::backend

@@ -14,89 +14,94 @@ namespace backend {
 
 namespace {
 
-void write_group(json::Writer& w, const Plan& plan, const ZeroGroup& g) {
-  const Mesh& mesh = g.mesh == MeshKind::Expert && plan.expert ? *plan.expert : plan.dense;
-  w.begin_object().member("mesh", mesh_kind_name(g.mesh)).key("axes").begin_array();
-  for (int a : g.axes) w.value(mesh.axes[static_cast<std::size_t>(a)].name);
-  w.end_array().member("degree", g.degree).end_object();
+void write_group(json::Writer& writer, const Plan& plan, const ZeroGroup& group) {
+  const Mesh& mesh = group.mesh == MeshKind::Expert && plan.expert ? *plan.expert : plan.dense;
+  writer.begin_object().member("mesh", mesh_kind_name(group.mesh)).key("axes").begin_array();
+  for (int axis : group.axes) writer.value(mesh.axes[static_cast<std::size_t>(axis)].name);
+  writer.end_array().member("degree", group.degree).end_object();
 }
 
 }  // namespace
 
-void write_zero(json::Writer& w, const Plan& plan) {
-  w.begin_object()
+void write_zero(json::Writer& writer, const Plan& plan) {
+  writer.begin_object()
       .member("stage", static_cast<std::int64_t>(plan.zero.stage))
       .member("spelling", plan.training.zero.spelling)
       .key("shard");
-  write_group(w, plan, plan.zero.dense);
-  w.key("expert_shard");
+  write_group(writer, plan, plan.zero.dense);
+  writer.key("expert_shard");
   if (plan.zero.has_experts) {
-    write_group(w, plan, plan.zero.expert);
+    write_group(writer, plan, plan.zero.expert);
   } else {
-    w.null();
+    writer.null();
   }
-  w.end_object();
+  writer.end_object();
 }
 
-void write_rank_zero(json::Writer& w, const Plan& plan, std::int64_t rank) {
-  auto shard = [&](const ZeroGroup& g) {
-    w.begin_object().member("index", plan.zero_index(g, rank)).member("of", g.degree).end_object();
+void write_rank_zero(json::Writer& writer, const Plan& plan, std::int64_t rank) {
+  auto shard = [&](const ZeroGroup& group) {
+    writer.begin_object()
+        .member("index", plan.zero_index(group, rank))
+        .member("of", group.degree)
+        .end_object();
   };
-  w.begin_object().member("stage", static_cast<std::int64_t>(plan.zero.stage)).key("dense");
+  writer.begin_object().member("stage", static_cast<std::int64_t>(plan.zero.stage)).key("dense");
   shard(plan.zero.dense);
-  w.key("expert");
+  writer.key("expert");
   if (plan.zero.has_experts) {
     shard(plan.zero.expert);
   } else {
-    w.null();
+    writer.null();
   }
-  w.end_object();
+  writer.end_object();
 }
 
 namespace {
 
 // The training shape as resolved (recipe `training:` keys and the layout degrees).
-void write_shape(json::Writer& w, const Plan& plan) {
-  const TrainingShape& t = plan.training.shape;
+void write_shape(json::Writer& writer, const Plan& plan) {
+  const TrainingShape& shape = plan.training.shape;
   const TrainingLayout& tl = plan.training_layout;
-  w.begin_object().member("seq_len", t.seq_len.value_or(0));
-  w.member("micro_batch_size", t.micro_batch_size).member("microbatches", tl.microbatches);
-  w.member("microbatches_from", tl.microbatches_from);
-  w.member("recompute", recompute_name(t.recompute)).key("recompute_ranges").begin_array();
-  for (const RecomputeRange& r : t.recompute_ranges) {
-    w.begin_object().member("first_layer", r.first_layer).member("end_layer", r.end_layer);
-    w.member("mode", recompute_name(r.mode)).end_object();
+  writer.begin_object().member("seq_len", shape.seq_len.value_or(0));
+  writer.member("micro_batch_size", shape.micro_batch_size).member("microbatches", tl.microbatches);
+  writer.member("microbatches_from", tl.microbatches_from);
+  writer.member("recompute", recompute_name(shape.recompute)).key("recompute_ranges").begin_array();
+  for (const RecomputeRange& range : shape.recompute_ranges) {
+    writer.begin_object()
+        .member("first_layer", range.first_layer)
+        .member("end_layer", range.end_layer);
+    writer.member("mode", recompute_name(range.mode)).end_object();
   }
-  w.end_array();
-  w.member("sequence_parallel", tl.degrees.sequence_parallel);
-  if (t.context_parallel) {
-    w.member("context_parallel", *t.context_parallel);
+  writer.end_array();
+  writer.member("sequence_parallel", tl.degrees.sequence_parallel);
+  if (shape.context_parallel) {
+    writer.member("context_parallel", *shape.context_parallel);
   } else {
-    w.member_null("context_parallel");
+    writer.member_null("context_parallel");
   }
-  w.member("tp", tl.degrees.tp).member("expert_tp", tl.degrees.expert_tp);
-  w.member("cp", tl.degrees.cp).member("dp", tl.dp);
-  w.member("pipeline_schedule", pipeline_schedule_name(tl.schedule));
-  w.member("attention", attention_impl_name(t.attention));
-  w.member("activation_dtype", dtype_name(tl.activation_dtype));
-  w.key("moe").begin_object();
-  if (t.moe.capacity_factor) {
+  writer.member("tp", tl.degrees.tp).member("expert_tp", tl.degrees.expert_tp);
+  writer.member("cp", tl.degrees.cp).member("dp", tl.dp);
+  writer.member("pipeline_schedule", pipeline_schedule_name(tl.schedule));
+  writer.member("attention", attention_impl_name(shape.attention));
+  writer.member("activation_dtype", dtype_name(tl.activation_dtype));
+  writer.key("moe").begin_object();
+  if (shape.moe.capacity_factor) {
     std::array<char, 32> text{};
-    std::snprintf(text.data(), text.size(), "%.17g", *t.moe.capacity_factor);
-    w.key("capacity_factor").raw(text.data());
+    std::snprintf(text.data(), text.size(), "%.17g", *shape.moe.capacity_factor);
+    writer.key("capacity_factor").raw(text.data());
   } else {
-    w.member_null("capacity_factor");
+    writer.member_null("capacity_factor");
   }
-  w.end_object();
-  w.key("offload").begin_object().member("optimizer", t.offload.optimizer);
-  w.member("params", t.offload.params).member("grads", t.offload.grads).end_object();
-  if (t.ranks_per_node) {
-    w.member("ranks_per_node", *t.ranks_per_node);
+  writer.end_object();
+  writer.key("offload").begin_object().member("optimizer", shape.offload.optimizer);
+  writer.member("params", shape.offload.params).member("grads", shape.offload.grads).end_object();
+  if (shape.ranks_per_node) {
+    writer.member("ranks_per_node", *shape.ranks_per_node);
   } else {
-    w.member_null("ranks_per_node");
+    writer.member_null("ranks_per_node");
   }
-  if (!tl.arch) w.member("activations_not_counted", tl.arch_missing);
-  w.end_object();
+  if (!tl.arch) writer.member("activations_not_counted", tl.arch_missing);
+  writer.end_object();
 }
 
 }  // namespace
@@ -109,69 +114,69 @@ void write_report_head(json::Writer& writer, const Plan& plan, const char* forma
   write_training(writer, plan);
 }
 
-void write_training(json::Writer& w, const Plan& plan) {
-  const TrainingSpec& t = plan.training;
-  auto dtype = [&w](std::string_view key, const std::optional<DType>& d) {
+void write_training(json::Writer& writer, const Plan& plan) {
+  const TrainingSpec& training = plan.training;
+  auto dtype = [&writer](std::string_view key, const std::optional<DType>& d) {
     if (d) {
-      w.member(key, dtype_name(*d));
+      writer.member(key, dtype_name(*d));
     } else {
-      w.member_null(key);
+      writer.member_null(key);
     }
   };
-  w.begin_object().member("optimizer", optimizer_name(t.optimizer));
-  dtype("master_weights", t.master_weights);
-  dtype("grad_dtype", t.grad_dtype);
-  dtype("state_dtype", t.state_dtype);
+  writer.begin_object().member("optimizer", optimizer_name(training.optimizer));
+  dtype("master_weights", training.master_weights);
+  dtype("grad_dtype", training.grad_dtype);
+  dtype("state_dtype", training.state_dtype);
   if (plan.zero.stage > 0) {
-    w.key("zero");
-    write_zero(w, plan);
+    writer.key("zero");
+    write_zero(writer, plan);
   }
   if (plan.training_layout.active) {
-    w.key("shape");
-    write_shape(w, plan);
+    writer.key("shape");
+    write_shape(writer, plan);
   }
-  w.end_object();
+  writer.end_object();
 }
 
 bool activations_counted(const Plan& plan) {
   return plan.training_layout.active && plan.training_layout.arch.has_value();
 }
 
-void write_rank_memory(json::Writer& w, const RankMemory& rm, bool step) {
-  w.begin_object();
+void write_rank_memory(json::Writer& writer, const RankMemory& rm, bool step) {
+  writer.begin_object();
   for (std::size_t k = 0; k < kMemoryKinds; ++k)
-    w.member(memory_kind_name(static_cast<MemoryKind>(k)), rm.bytes[k]);
+    writer.member(memory_kind_name(static_cast<MemoryKind>(k)), rm.bytes[k]);
   if (step) {
-    w.member("activations", rm.activations)
+    writer.member("activations", rm.activations)
         .member("fsdp2_reduce_scatter", rm.fsdp2_reduce_scatter)
         .member("muon_grad_copy", rm.muon_grad_copy)
         .member("host", rm.host);
   }
-  w.member("total", rm.total);
-  w.end_object();
+  writer.member("total", rm.total);
+  writer.end_object();
 }
 
-void write_stage_activations(json::Writer& w, const std::vector<StageActivations>& stages) {
-  auto terms = [&w](const std::vector<ActivationTerm>& ts) {
-    w.begin_array();
-    for (const ActivationTerm& t : ts) {
-      w.line_break().begin_object().member("name", t.name).member("bytes", t.bytes);
-      w.member("formula", t.formula).member("source", t.source).end_object();
+void write_stage_activations(json::Writer& writer, const std::vector<StageActivations>& stages) {
+  auto terms = [&writer](const std::vector<ActivationTerm>& ts) {
+    writer.begin_array();
+    for (const ActivationTerm& term : ts) {
+      writer.line_break().begin_object().member("name", term.name).member("bytes", term.bytes);
+      writer.member("formula", term.formula).member("source", term.source).end_object();
     }
-    w.end_array();
+    writer.end_array();
   };
-  w.begin_array();
-  for (const StageActivations& s : stages) {
-    w.line_break().begin_object().member("stage", s.stage).member("layers", s.layers);
-    w.member("in_flight", s.in_flight).member("virtual_stages", s.virtual_stages);
-    w.member("per_microbatch_bytes", s.per_microbatch_bytes).member("bytes", s.bytes);
-    w.key("terms");
-    terms(s.per_microbatch);
-    w.key("once");
-    terms(s.once);
-    w.end_object();
+  writer.begin_array();
+  for (const StageActivations& stage : stages) {
+    writer.line_break().begin_object().member("stage", stage.stage).member("layers", stage.layers);
+    writer.member("in_flight", stage.in_flight).member("virtual_stages", stage.virtual_stages);
+    writer.member("per_microbatch_bytes", stage.per_microbatch_bytes).member("bytes", stage.bytes);
+    writer.key("terms");
+    terms(stage.per_microbatch);
+    writer.key("once");
+    terms(stage.once);
+    writer.end_object();
   }
-  w.line_break().end_array();
+  writer.line_break().end_array();
 }
 
 }  // namespace backend
@@ -180,92 +185,96 @@ namespace {
 
 using json::Writer;
 
-void write_stats(Writer& w, std::string_view key, const KindStats& s) {
-  w.key(key).begin_object();
-  w.member("min", s.min).member("median", s.median).member("max", s.max);
-  w.end_object();
+void write_stats(Writer& writer, std::string_view key, const KindStats& stats) {
+  writer.key(key).begin_object();
+  writer.member("min", stats.min).member("median", stats.median).member("max", stats.max);
+  writer.end_object();
 }
 
-void write_coords(Writer& w, const Mesh& mesh, std::int64_t rank) {
-  const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
-  w.begin_object();
-  for (std::size_t i = 0; i < mesh.axes.size(); ++i) w.member(mesh.axes[i].name, c[i]);
-  w.end_object();
+void write_coords(Writer& writer, const Mesh& mesh, std::int64_t rank) {
+  const std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
+  writer.begin_object();
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) writer.member(mesh.axes[i].name, coords[i]);
+  writer.end_object();
 }
 
-void write_rank(Writer& w, const Plan& plan, const MemoryReport& m, std::int64_t rank) {
-  w.begin_object().member("rank", rank).member("stage", plan.stage_of_rank(rank));
-  w.key("coords").begin_object().key("dense");
-  write_coords(w, plan.dense, rank);
-  w.key("expert");
+void write_rank(Writer& writer, const Plan& plan, const MemoryReport& memory, std::int64_t rank) {
+  writer.begin_object().member("rank", rank).member("stage", plan.stage_of_rank(rank));
+  writer.key("coords").begin_object().key("dense");
+  write_coords(writer, plan.dense, rank);
+  writer.key("expert");
   if (plan.expert) {
-    write_coords(w, *plan.expert, rank);
+    write_coords(writer, *plan.expert, rank);
   } else {
-    w.null();
+    writer.null();
   }
-  w.end_object();
-  w.key("bytes");
-  backend::write_rank_memory(w, m.at(rank), m.activations_counted);
-  w.end_object();
+  writer.end_object();
+  writer.key("bytes");
+  backend::write_rank_memory(writer, memory.at(rank), memory.activations_counted);
+  writer.end_object();
 }
 
 }  // namespace
 
-std::string render_memory_json(const Plan& plan, const MemoryReport& m,
+std::string render_memory_json(const Plan& plan, const MemoryReport& memory,
                                std::optional<std::int64_t> budget,
                                const std::vector<std::int64_t>& ranks) {
   std::string out;
-  Writer w(out);
-  w.begin_object();
-  backend::write_report_head(w, plan, "shardc.memory/v1");
-  w.line_break().key("layouts").begin_object();
-  w.member("fsdp2_allgather", m.fsdp2_declared).member("muon_allgather", m.muon_declared);
-  w.end_object();
-  w.line_break().member("not_counted",
-                        m.activations_counted ? backend::kNotCountedStep : backend::kNotCounted);
-  w.line_break().key("budget_bytes");
+  Writer writer(out);
+  writer.begin_object();
+  backend::write_report_head(writer, plan, "shardc.memory/v1");
+  writer.line_break().key("layouts").begin_object();
+  writer.member("fsdp2_allgather", memory.fsdp2_declared)
+      .member("muon_allgather", memory.muon_declared);
+  writer.end_object();
+  writer.line_break().member(
+      "not_counted", memory.activations_counted ? backend::kNotCountedStep : backend::kNotCounted);
+  writer.line_break().key("budget_bytes");
   if (budget) {
-    w.value(*budget);
+    writer.value(*budget);
   } else {
-    w.null();
+    writer.null();
   }
-  w.key("fits");
+  writer.key("fits");
   if (budget) {
-    w.value(m.peak <= *budget);
+    writer.value(memory.peak <= *budget);
   } else {
-    w.null();
+    writer.null();
   }
-  w.line_break().key("stages").begin_array();
-  for (const StageMemory& s : stage_memory(plan, m)) {
-    w.line_break().begin_object().member("stage", s.stage).member("num_ranks", s.num_ranks);
+  writer.line_break().key("stages").begin_array();
+  for (const StageMemory& stage : stage_memory(plan, memory)) {
+    writer.line_break()
+        .begin_object()
+        .member("stage", stage.stage)
+        .member("num_ranks", stage.num_ranks);
     for (std::size_t k = 0; k < kMemoryKinds; ++k)
-      write_stats(w, memory_kind_name(static_cast<MemoryKind>(k)), s.kinds[k]);
-    if (m.activations_counted) {
+      write_stats(writer, memory_kind_name(static_cast<MemoryKind>(k)), stage.kinds[k]);
+    if (memory.activations_counted) {
       for (std::size_t k = 0; k < kStepKindNames.size(); ++k)
-        write_stats(w, kStepKindNames[k], s.step[k]);
+        write_stats(writer, kStepKindNames[k], stage.step[k]);
     }
-    write_stats(w, "total", s.total);
-    w.end_object();
+    write_stats(writer, "total", stage.total);
+    writer.end_object();
   }
-  w.line_break().end_array();
-  w.line_break().key("peak").begin_object();
-  w.member("bytes", m.peak).member("ranks", m.peak_ranks.to_string());
-  if (m.activations_counted) w.member("stage", m.peak_stage);
-  w.key("first");
-  write_rank(w, plan, m, m.peak_ranks.first());
-  w.end_object();
-  if (m.activations_counted) {
-    w.line_break().key("activations");
-    backend::write_stage_activations(w, m.stage_activations);
+  writer.line_break().end_array();
+  writer.line_break().key("peak").begin_object();
+  writer.member("bytes", memory.peak).member("ranks", memory.peak_ranks.to_string());
+  if (memory.activations_counted) writer.member("stage", memory.peak_stage);
+  writer.key("first");
+  write_rank(writer, plan, memory, memory.peak_ranks.first());
+  writer.end_object();
+  if (memory.activations_counted) {
+    writer.line_break().key("activations");
+    backend::write_stage_activations(writer, memory.stage_activations);
   }
-  w.line_break().key("ranks").begin_array();
-  for (std::int64_t r : ranks) {
-    w.line_break();
-    write_rank(w, plan, m, r);
+  writer.line_break().key("ranks").begin_array();
+  for (std::int64_t rank : ranks) {
+    writer.line_break();
+    write_rank(writer, plan, memory, rank);
   }
-  if (!ranks.empty()) w.line_break();
-  w.end_array();
-  w.line_break().end_object();
+  if (!ranks.empty()) writer.line_break();
+  writer.end_array();
+  writer.line_break().end_object();
   out += '\n';
   return out;
 }

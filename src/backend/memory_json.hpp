@@ -19,17 +19,17 @@ void write_report_head(json::Writer& writer, const Plan& plan, const char* forma
 
 /// `{"stage": 1, "spelling": …, "shard": {"mesh", "axes", "degree"},
 /// "expert_shard": {…}|null}`: plan.zero (src/core/plan.hpp ZeroPlan).
-void write_zero(json::Writer& w, const Plan& plan);
+void write_zero(json::Writer& writer, const Plan& plan);
 
 /// A rank's optimizer shards: `{"stage", "dense": {"index", "of"},
 /// "expert": {…}|null}` (which 1/degree of its group's master weights and
 /// optimizer state the rank owns).
-void write_rank_zero(json::Writer& w, const Plan& plan, std::int64_t rank);
+void write_rank_zero(json::Writer& writer, const Plan& plan, std::int64_t rank);
 
 /// `{"params": …, "grads": …, …, "total": …}` in bytes; with `step` (a
 /// training shape: activations counted) also "activations",
 /// "fsdp2_reduce_scatter", "muon_grad_copy", "host" before "total".
-void write_rank_memory(json::Writer& w, const RankMemory& rm, bool step = false);
+void write_rank_memory(json::Writer& writer, const RankMemory& rm, bool step = false);
 
 /// What no figure counts.
 inline constexpr const char* kNotCounted =
@@ -45,6 +45,6 @@ bool activations_counted(const Plan& plan);
 
 /// `[{"stage", "layers", "in_flight", "virtual_stages", "per_microbatch_bytes",
 /// "bytes", "terms": [{"name", "bytes", "formula", "source"}], "once": […]}]`.
-void write_stage_activations(json::Writer& w, const std::vector<StageActivations>& stages);
+void write_stage_activations(json::Writer& writer, const std::vector<StageActivations>& stages);
 
 }  // namespace shardc::backend

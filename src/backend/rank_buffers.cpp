@@ -19,168 +19,172 @@ const Mesh& mesh_for(const Plan& plan, MeshKind k) {
   return k == MeshKind::Expert ? *plan.expert : plan.dense;
 }
 
-void write_axis_names(Writer& w, const Mesh& mesh, const std::vector<int>& axes) {
-  w.begin_array();
-  for (int a : axes) w.value(mesh.axes.at(static_cast<std::size_t>(a)).name);
-  w.end_array();
+void write_axis_names(Writer& writer, const Mesh& mesh, const std::vector<int>& axes) {
+  writer.begin_array();
+  for (int axis : axes) writer.value(mesh.axes.at(static_cast<std::size_t>(axis)).name);
+  writer.end_array();
 }
 
 // `params` as indices into this rank file's `params` array.
-void write_indices(Writer& w, const FileIndex& fi, const std::vector<std::size_t>& params) {
-  w.begin_array();
-  for (std::size_t i : params) w.value(fi.at(i));
-  w.end_array();
+void write_indices(Writer& writer, const FileIndex& fi, const std::vector<std::size_t>& params) {
+  writer.begin_array();
+  for (std::size_t i : params) writer.value(fi.at(i));
+  writer.end_array();
 }
 
 // split_sizes run-length encoded: [[size, count], ...] in member order, so
 // its length does not grow with the group size (chunk: at most 3 runs).
-void write_runs(Writer& w, const std::vector<std::int64_t>& v) {
-  w.begin_array();
-  for (std::size_t i = 0; i < v.size();) {
+void write_runs(Writer& writer, const std::vector<std::int64_t>& sizes) {
+  writer.begin_array();
+  for (std::size_t i = 0; i < sizes.size();) {
     std::size_t j = i;
-    while (j < v.size() && v[j] == v[i]) ++j;
-    const std::array<std::int64_t, 2> run{v[i], static_cast<std::int64_t>(j - i)};
-    w.ints(run);
+    while (j < sizes.size() && sizes[j] == sizes[i]) ++j;
+    const std::array<std::int64_t, 2> run{sizes[i], static_cast<std::int64_t>(j - i)};
+    writer.ints(run);
     i = j;
   }
-  w.end_array();
+  writer.end_array();
 }
 
 // Per param (group order): owner and, per stage, the members' split sizes.
 // `slots[i]`: the batch holding g.params[i] and its position there (every
 // stage of the batch lists its params in batch order).
-void write_group_params(Writer& w, const FileIndex& fi, const MuonRankGroup& rg,
+void write_group_params(Writer& writer, const FileIndex& fi, const MuonRankGroup& rg,
                         const std::vector<MuonSlot>& slots) {
-  const MuonGroup& g = *rg.group;
-  w.key("params").begin_array();
-  for (std::size_t i = 0; i < g.params.size(); ++i) {
-    w.line_break().begin_object().member("param", fi.at(g.params[i]));
-    w.member_ints("owner", g.owners[i]).key("split_sizes").begin_array();
+  const MuonGroup& group = *rg.group;
+  writer.key("params").begin_array();
+  for (std::size_t i = 0; i < group.params.size(); ++i) {
+    writer.line_break().begin_object().member("param", fi.at(group.params[i]));
+    writer.member_ints("owner", group.owners[i]).key("split_sizes").begin_array();
     for (const MuonStage& st : rg.batches[slots[i].batch].stages)
-      write_runs(w, st.params[slots[i].pos].split_sizes);
-    w.end_array().end_object();
+      write_runs(writer, st.params[slots[i].pos].split_sizes);
+    writer.end_array().end_object();
   }
-  w.end_array();
+  writer.end_array();
 }
 
 // The members of a group that depend on the rank's shard class only.
-void write_group_body(Writer& w, const FileIndex& fi, const MuonRankGroup& rg,
+void write_group_body(Writer& writer, const FileIndex& fi, const MuonRankGroup& rg,
                       const std::vector<MuonSlot>& slots) {
-  const MuonGroup& g = *rg.group;
-  write_group_params(w, fi, rg, slots);
-  w.line_break().key("batches").begin_array();
+  const MuonGroup& group = *rg.group;
+  write_group_params(writer, fi, rg, slots);
+  writer.line_break().key("batches").begin_array();
   for (std::size_t b = 0; b < rg.batches.size(); ++b) {
-    w.line_break().begin_object().member("dtype", dtype_name(rg.batches[b].dtype));
-    w.key("params");
-    write_indices(w, fi, g.batches[b].params);
-    w.key("total_numel").begin_array();
-    for (const MuonStage& st : rg.batches[b].stages) w.value(st.total_numel);
-    w.end_array().end_object();
+    writer.line_break().begin_object().member("dtype", dtype_name(rg.batches[b].dtype));
+    writer.key("params");
+    write_indices(writer, fi, group.batches[b].params);
+    writer.key("total_numel").begin_array();
+    for (const MuonStage& st : rg.batches[b].stages) writer.value(st.total_numel);
+    writer.end_array().end_object();
   }
-  w.end_array();
+  writer.end_array();
 }
 
 // Members rendered on their own: the text after the object's '{'.
 template <typename F>
 std::string render_members(F&& write) {
   std::string text;
-  Writer w(text);
-  w.begin_object();
-  write(w);
+  Writer writer(text);
+  writer.begin_object();
+  write(writer);
   return text.substr(1);
 }
 
-void write_fsdp2_param(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Param& fp) {
-  const PlannedParam& p = plan.params[fp.param];
-  w.begin_object();
-  w.member("param", fi.at(fp.param)).member("shard_dim", p.geometry.fsdp_dim);
-  w.member("offset", fp.offset).member("padded_numel", fp.padded_numel);
-  w.member_ints("unsharded_shape", fp.unsharded_shape);
-  w.end_object();
+void write_fsdp2_param(Writer& writer, const Plan& plan, const FileIndex& fi,
+                       const Fsdp2Param& fp) {
+  const PlannedParam& param = plan.params[fp.param];
+  writer.begin_object();
+  writer.member("param", fi.at(fp.param)).member("shard_dim", param.geometry.fsdp_dim);
+  writer.member("offset", fp.offset).member("padded_numel", fp.padded_numel);
+  writer.member_ints("unsharded_shape", fp.unsharded_shape);
+  writer.end_object();
 }
 
-void write_fsdp2_unit(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2RankUnit& ru) {
-  const Fsdp2Unit& u = *ru.unit;
+void write_fsdp2_unit(Writer& writer, const Plan& plan, const FileIndex& fi,
+                      const Fsdp2RankUnit& ru) {
+  const Fsdp2Unit& unit = *ru.unit;
   const auto ways = static_cast<std::int64_t>(ru.ranks.size());
-  w.begin_object();
-  w.member("name", u.name).member("mesh", mesh_kind_name(u.mesh));
-  w.member("units", u.byte_units ? "bytes" : "elements");
-  w.member("ranks", rank_list_text(ru.ranks)).member("index", ru.index);
-  w.member("total", ru.total).member("total_bytes", ru.total_bytes);
+  writer.begin_object();
+  writer.member("name", unit.name).member("mesh", mesh_kind_name(unit.mesh));
+  writer.member("units", unit.byte_units ? "bytes" : "elements");
+  writer.member("ranks", rank_list_text(ru.ranks)).member("index", ru.index);
+  writer.member("total", ru.total).member("total_bytes", ru.total_bytes);
   const std::vector<std::int64_t> output{ways, ru.total};
-  w.member_ints("output_shape", output);
-  w.key("params").begin_array();
+  writer.member_ints("output_shape", output);
+  writer.key("params").begin_array();
   for (const Fsdp2Param& fp : ru.params) {
-    w.line_break();
-    write_fsdp2_param(w, plan, fi, fp);
+    writer.line_break();
+    write_fsdp2_param(writer, plan, fi, fp);
   }
-  w.end_array().end_object();
+  writer.end_array().end_object();
 }
 
-void write_fsdp2(Writer& w, const Plan& plan, const FileIndex& fi, const Fsdp2Plan& fsdp2,
+void write_fsdp2(Writer& writer, const Plan& plan, const FileIndex& fi, const Fsdp2Plan& fsdp2,
                  std::int64_t rank) {
   const Fsdp2RankLayout layout = fsdp2_for_rank(fsdp2, plan, rank);
-  w.key("units").begin_array();
+  writer.key("units").begin_array();
   for (const Fsdp2RankUnit& ru : layout.units) {
-    w.line_break();
-    write_fsdp2_unit(w, plan, fi, ru);
+    writer.line_break();
+    write_fsdp2_unit(writer, plan, fi, ru);
   }
-  w.end_array();
-  w.line_break().key("not_communicated");
-  write_indices(w, fi, *layout.not_communicated);
+  writer.end_array();
+  writer.line_break().key("not_communicated");
+  write_indices(writer, fi, *layout.not_communicated);
 }
 
 // One flat optimizer buffer: its DP group, buckets, the param pieces in
 // buffer order ([param, param_offset, numel, start, bucket]) and the ranges
 // this rank's shard owns ([entry, param_offset, numel, buffer_start]): the
 // fp32 main params and optimizer state it keeps (src/planner/buffers.hpp).
-void write_flat_buffer(Writer& w, const FileIndex& fi, const FlatRankBuffer& b) {
-  w.begin_object().member("mesh", mesh_kind_name(b.mesh)).member("expert", b.expert);
-  w.member("model_chunk", b.virtual_stage);
-  w.member("param_dtype", dtype_name(b.param_dtype)).member("grad_dtype", dtype_name(b.grad_dtype));
-  w.member("ranks", rank_list_text(b.ranks)).member("index", b.index);
-  if (b.bucket_size < 0) {
-    w.member_null("bucket_size");
+void write_flat_buffer(Writer& writer, const FileIndex& fi, const FlatRankBuffer& buffer) {
+  writer.begin_object().member("mesh", mesh_kind_name(buffer.mesh)).member("expert", buffer.expert);
+  writer.member("model_chunk", buffer.virtual_stage);
+  writer.member("param_dtype", dtype_name(buffer.param_dtype))
+      .member("grad_dtype", dtype_name(buffer.grad_dtype));
+  writer.member("ranks", rank_list_text(buffer.ranks)).member("index", buffer.index);
+  if (buffer.bucket_size < 0) {
+    writer.member_null("bucket_size");
   } else {
-    w.member("bucket_size", b.bucket_size);
+    writer.member("bucket_size", buffer.bucket_size);
   }
-  w.member("numel", b.numel).member("shard_numel", b.shard_numel);
-  w.member("owned_numel", b.owned_numel);
-  w.line_break().key("buckets").begin_array();
-  for (const FlatBucket& k : b.buckets) {
-    const std::array<std::int64_t, 3> v{k.start, k.end, k.numel_unpadded};
-    w.ints(v);
+  writer.member("numel", buffer.numel).member("shard_numel", buffer.shard_numel);
+  writer.member("owned_numel", buffer.owned_numel);
+  writer.line_break().key("buckets").begin_array();
+  for (const FlatBucket& bucket : buffer.buckets) {
+    const std::array<std::int64_t, 3> row{bucket.start, bucket.end, bucket.numel_unpadded};
+    writer.ints(row);
   }
-  w.end_array();
-  w.line_break().key("params").begin_array();
-  for (const FlatEntry& e : b.entries) {
-    const std::array<std::int64_t, 5> v{fi.at(e.param), e.param_offset, e.numel, e.start, e.bucket};
-    w.line_break().ints(v);
+  writer.end_array();
+  writer.line_break().key("params").begin_array();
+  for (const FlatEntry& entry : buffer.entries) {
+    const std::array<std::int64_t, 5> row{fi.at(entry.param), entry.param_offset, entry.numel,
+                                          entry.start, entry.bucket};
+    writer.line_break().ints(row);
   }
-  w.end_array();
-  w.line_break().key("owned").begin_array();
-  for (const FlatOwned& o : b.owned) {
-    const std::array<std::int64_t, 4> v{static_cast<std::int64_t>(o.entry), o.param_offset, o.numel,
-                                        o.buffer_start};
-    w.line_break().ints(v);
+  writer.end_array();
+  writer.line_break().key("owned").begin_array();
+  for (const FlatOwned& owned : buffer.owned) {
+    const std::array<std::int64_t, 4> row{static_cast<std::int64_t>(owned.entry),
+                                          owned.param_offset, owned.numel, owned.buffer_start};
+    writer.line_break().ints(row);
   }
-  w.end_array().end_object();
+  writer.end_array().end_object();
 }
 
-void write_flat(Writer& w, const Plan& plan, const FileIndex& fi, const BufferSpec& spec,
+void write_flat(Writer& writer, const Plan& plan, const FileIndex& fi, const BufferSpec& spec,
                 std::int64_t rank) {
   const FlatRankLayout layout = flat_for_rank(plan, spec, rank);
-  w.member("zero_stage", plan.zero.stage);
+  writer.member("zero_stage", plan.zero.stage);
   if (spec.kind == BufferKind::MegatronDistOpt)
-    w.member("pad_for_high_nccl_busbw", spec.pad_for_high_nccl_busbw);
-  w.key("flat").begin_array();
-  for (const FlatRankBuffer& b : layout.buffers) {
-    w.line_break();
-    write_flat_buffer(w, fi, b);
+    writer.member("pad_for_high_nccl_busbw", spec.pad_for_high_nccl_busbw);
+  writer.key("flat").begin_array();
+  for (const FlatRankBuffer& buffer : layout.buffers) {
+    writer.line_break();
+    write_flat_buffer(writer, fi, buffer);
   }
-  w.end_array();
-  w.line_break().key("not_communicated");
-  write_indices(w, fi, layout.not_communicated);
+  writer.end_array();
+  writer.line_break().key("not_communicated");
+  write_indices(writer, fi, layout.not_communicated);
 }
 
 }  // namespace
@@ -195,105 +199,107 @@ RankBuffersWriter::RankBuffersWriter(const Plan& plan, const std::vector<Planned
     // A param is in at most one group of a layout.
     std::vector<std::size_t> pos_of(plan.params.size(), 0);
     std::vector<std::size_t> batch_of(plan.params.size(), 0);
-    for (const MuonGroup& g : buffers[b].muon->groups) {
-      const Mesh& mesh = mesh_for(plan, g.mesh);
+    for (const MuonGroup& group : buffers[b].muon->groups) {
+      const Mesh& mesh = mesh_for(plan, group.mesh);
       GroupText gt;
-      gt.head = render_members([&](Writer& w) {
-        w.member("key", g.key).member("mesh", mesh_kind_name(g.mesh));
-        w.key("replicate_axes");
-        write_axis_names(w, mesh, g.replicate_axes);
+      gt.head = render_members([&](Writer& writer) {
+        writer.member("key", group.key).member("mesh", mesh_kind_name(group.mesh));
+        writer.key("replicate_axes");
+        write_axis_names(writer, mesh, group.replicate_axes);
       });
-      if (!g.batches.empty()) {
-        const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
-        for (const auto& [d, index] : g.splits) {
+      if (!group.batches.empty()) {
+        const ParamGeometry& geom = plan.params[group.batches.front().params.front()].geometry;
+        for (const auto& [d, index] : group.splits) {
           const DimSplit& split =
               geom.per_dim[static_cast<std::size_t>(d)][static_cast<std::size_t>(index)];
           const int dim = d;  // clang 14 captures no structured bindings
-          gt.stage_heads.push_back(render_members([&](Writer& w) {
-            w.key("axes");
-            write_axis_names(w, mesh, split.axes);
-            w.member("tensor_dim", dim);
+          gt.stage_heads.push_back(render_members([&](Writer& writer) {
+            writer.key("axes");
+            write_axis_names(writer, mesh, split.axes);
+            writer.member("tensor_dim", dim);
           }));
         }
       }
-      for (std::size_t bi = 0; bi < g.batches.size(); ++bi)
-        for (std::size_t k = 0; k < g.batches[bi].params.size(); ++k) {
-          batch_of[g.batches[bi].params[k]] = bi;
-          pos_of[g.batches[bi].params[k]] = k;
+      for (std::size_t bi = 0; bi < group.batches.size(); ++bi)
+        for (std::size_t k = 0; k < group.batches[bi].params.size(); ++k) {
+          batch_of[group.batches[bi].params[k]] = bi;
+          pos_of[group.batches[bi].params[k]] = k;
         }
-      for (std::size_t i : g.params) gt.slots.push_back({batch_of[i], pos_of[i]});
-      gt.split_axes = muon_split_axes(g, plan);
+      for (std::size_t i : group.params) gt.slots.push_back({batch_of[i], pos_of[i]});
+      gt.split_axes = muon_split_axes(group, plan);
       std::int64_t classes = 1;
-      for (int a : gt.split_axes) classes *= mesh.axes[static_cast<std::size_t>(a)].size;
+      for (int axis : gt.split_axes) classes *= mesh.axes[static_cast<std::size_t>(axis)].size;
       gt.memo = memo_budget_bytes > 0 && 2 * classes <= stage_ranks;
       groups_[b].push_back(std::move(gt));
     }
   }
 }
 
-void RankBuffersWriter::write_muon_group(Writer& w, std::size_t b, std::size_t gi,
+void RankBuffersWriter::write_muon_group(Writer& writer, std::size_t buffer_index, std::size_t gi,
                                          std::int64_t rank, const FileIndex& fi) const {
-  const MuonPlan& muon = *buffers_[b].muon;
-  const MuonGroup& g = muon.groups[gi];
-  const GroupText& gt = groups_[b][gi];
-  const std::vector<std::int64_t> coords = mesh_coords(mesh_for(plan_, g.mesh), rank);
-  w.begin_object().raw_members(gt.head);
+  const MuonPlan& muon = *buffers_[buffer_index].muon;
+  const MuonGroup& group = muon.groups[gi];
+  const GroupText& gt = groups_[buffer_index][gi];
+  const std::vector<std::int64_t> coords = mesh_coords(mesh_for(plan_, group.mesh), rank);
+  writer.begin_object().raw_members(gt.head);
   std::vector<std::int64_t> replicate_coord;
-  replicate_coord.reserve(g.replicate_axes.size());
-  for (int a : g.replicate_axes) replicate_coord.push_back(coords[static_cast<std::size_t>(a)]);
-  w.member_ints("replicate_coord", replicate_coord);
-  w.line_break().key("stages").begin_array();
-  const std::vector<MuonStageRanks> stages = muon_stage_ranks(g, plan_, rank);
+  replicate_coord.reserve(group.replicate_axes.size());
+  for (int axis : group.replicate_axes)
+    replicate_coord.push_back(coords[static_cast<std::size_t>(axis)]);
+  writer.member_ints("replicate_coord", replicate_coord);
+  writer.line_break().key("stages").begin_array();
+  const std::vector<MuonStageRanks> stages = muon_stage_ranks(group, plan_, rank);
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    w.begin_object().raw_members(gt.stage_heads[s]);
-    w.member("ranks", rank_list_text(stages[s].ranks)).member("index", stages[s].index);
-    w.end_object();
+    writer.begin_object().raw_members(gt.stage_heads[s]);
+    writer.member("ranks", rank_list_text(stages[s].ranks)).member("index", stages[s].index);
+    writer.end_object();
   }
-  w.end_array();
-  w.line_break();
+  writer.end_array();
+  writer.line_break();
   if (!gt.memo) {
-    write_group_body(w, fi, muon_group_for_rank(muon, g, plan_, rank), gt.slots);
+    write_group_body(writer, fi, muon_group_for_rank(muon, group, plan_, rank), gt.slots);
   } else {
-    ClassMemo<Body>::Key key{static_cast<std::int64_t>(b), static_cast<std::int64_t>(gi)};
-    for (int a : gt.split_axes) key.push_back(coords[static_cast<std::size_t>(a)]);
+    ClassMemo<Body>::Key key{static_cast<std::int64_t>(buffer_index),
+                             static_cast<std::int64_t>(gi)};
+    for (int axis : gt.split_axes) key.push_back(coords[static_cast<std::size_t>(axis)]);
     const auto body = memo_.get(key, [&] {
-      const MuonRankGroup rg = muon_group_for_rank(muon, g, plan_, rank);
+      const MuonRankGroup rg = muon_group_for_rank(muon, group, plan_, rank);
       return Body{render_members([&](Writer& bw) { write_group_body(bw, fi, rg, gt.slots); })};
     });
-    w.raw_members(body->text);
+    writer.raw_members(body->text);
   }
-  w.end_object();
+  writer.end_object();
 }
 
-void RankBuffersWriter::write_muon(Writer& w, std::size_t b, const MuonPlan& muon,
+void RankBuffersWriter::write_muon(Writer& writer, std::size_t buffer_index, const MuonPlan& muon,
                                    std::int64_t rank, const FileIndex& fi) const {
   const int stage = plan_.stage_of_rank(rank);
-  w.member("alignment_bytes", muon.alignment_bytes);
-  w.member("max_batch_numel", muon.max_batch_numel);
-  w.key("groups").begin_array();
+  writer.member("alignment_bytes", muon.alignment_bytes);
+  writer.member("max_batch_numel", muon.max_batch_numel);
+  writer.key("groups").begin_array();
   for (std::size_t gi = 0; gi < muon.groups.size(); ++gi) {
     if (muon.groups[gi].stage != stage) continue;
-    w.line_break();
-    write_muon_group(w, b, gi, rank, fi);
+    writer.line_break();
+    write_muon_group(writer, buffer_index, gi, rank, fi);
   }
-  w.end_array();
-  w.line_break().key("not_communicated");
-  write_indices(w, fi, muon.not_communicated[static_cast<std::size_t>(stage)]);
+  writer.end_array();
+  writer.line_break().key("not_communicated");
+  write_indices(writer, fi, muon.not_communicated[static_cast<std::size_t>(stage)]);
 }
 
-void RankBuffersWriter::write(Writer& w, std::int64_t rank, const FileIndex& fi) const {
-  w.begin_array();
+void RankBuffersWriter::write(Writer& writer, std::int64_t rank, const FileIndex& fi) const {
+  writer.begin_array();
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
     const PlannedBuffer& pb = buffers_[b];
-    w.line_break().begin_object().member("kind", buffer_kind_name(pb.spec.kind));
-    if (pb.muon) write_muon(w, b, *pb.muon, rank, fi);
-    if (pb.fsdp2) write_fsdp2(w, plan_, fi, *pb.fsdp2, rank);
+    writer.line_break().begin_object().member("kind", buffer_kind_name(pb.spec.kind));
+    if (pb.muon) write_muon(writer, b, *pb.muon, rank, fi);
+    if (pb.fsdp2) write_fsdp2(writer, plan_, fi, *pb.fsdp2, rank);
     if (pb.spec.kind == BufferKind::MegatronDistOpt || pb.spec.kind == BufferKind::DeepSpeedZero)
-      write_flat(w, plan_, fi, pb.spec, rank);
-    w.end_object();
+      write_flat(writer, plan_, fi, pb.spec, rank);
+    writer.end_object();
   }
-  if (!buffers_.empty()) w.line_break();
-  w.end_array();
+  if (!buffers_.empty()) writer.line_break();
+  writer.end_array();
 }
 
 }  // namespace shardc::backend

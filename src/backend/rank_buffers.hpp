@@ -42,7 +42,7 @@ class RankBuffersWriter {
                     std::size_t memo_budget_bytes);
 
   /// Writes the `buffers` array of `rank`'s file; `fi` is its file index.
-  void write(json::Writer& w, std::int64_t rank, const FileIndex& fi) const;
+  void write(json::Writer& writer, std::int64_t rank, const FileIndex& fi) const;
 
  private:
   // Rank-independent text of one muon group.
@@ -57,10 +57,10 @@ class RankBuffersWriter {
     std::string text;  // the "params" and "batches" members
   };
 
-  void write_muon(json::Writer& w, std::size_t b, const MuonPlan& muon, std::int64_t rank,
-                  const FileIndex& fi) const;
-  void write_muon_group(json::Writer& w, std::size_t b, std::size_t gi, std::int64_t rank,
-                        const FileIndex& fi) const;
+  void write_muon(json::Writer& writer, std::size_t buffer_index, const MuonPlan& muon,
+                  std::int64_t rank, const FileIndex& fi) const;
+  void write_muon_group(json::Writer& writer, std::size_t buffer_index, std::size_t gi,
+                        std::int64_t rank, const FileIndex& fi) const;
 
   const Plan& plan_;
   const std::vector<PlannedBuffer>& buffers_;

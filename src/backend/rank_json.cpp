@@ -29,8 +29,8 @@ struct RankCoords {
   std::vector<std::int64_t> expert;
   int stage = 0;
   /// Same as Plan::holds, without recomputing the rank's coordinates.
-  [[nodiscard]] bool holds(const Plan& plan, const PlannedParam& p) const {
-    return plan.pipeline_axis < 0 || p.stage == stage;
+  [[nodiscard]] bool holds(const Plan& plan, const PlannedParam& param) const {
+    return plan.pipeline_axis < 0 || param.stage == stage;
   }
 };
 
@@ -49,91 +49,97 @@ struct ParamsText {
   std::string attributes;
 };
 
-std::string attributes_text(const Plan& plan, const RankCoords& c) {
+std::string attributes_text(const Plan& plan, const RankCoords& rank_coords) {
   std::string text;
-  Writer w(text);
-  backend::write_local_attributes(w, plan, local_attributes_at(plan, c.dense, c.expert, c.stage));
+  Writer writer(text);
+  backend::write_local_attributes(
+      writer, plan,
+      local_attributes_at(plan, rank_coords.dense, rank_coords.expert, rank_coords.stage));
   return text;
 }
 
-void write_coords(Writer& w, const Mesh& mesh, const std::vector<std::int64_t>& coords) {
-  w.begin_object();
-  for (std::size_t i = 0; i < mesh.axes.size(); ++i) w.member(mesh.axes[i].name, coords[i]);
-  w.end_object();
+void write_coords(Writer& writer, const Mesh& mesh, const std::vector<std::int64_t>& coords) {
+  writer.begin_object();
+  for (std::size_t i = 0; i < mesh.axes.size(); ++i) writer.member(mesh.axes[i].name, coords[i]);
+  writer.end_object();
 }
 
-void write_header(Writer& w, const Plan& plan, std::int64_t rank, const RankCoords& c) {
-  w.line_break().member("format", "shardc.rank/v1");
-  w.line_break().member("rank", rank).member("world_size", plan.world_size);
-  w.member("stage", c.stage);
-  w.line_break().key("coords").begin_object();
-  w.key("dense");
-  write_coords(w, plan.dense, c.dense);
-  w.key("expert");
+void write_header(Writer& writer, const Plan& plan, std::int64_t rank,
+                  const RankCoords& rank_coords) {
+  writer.line_break().member("format", "shardc.rank/v1");
+  writer.line_break().member("rank", rank).member("world_size", plan.world_size);
+  writer.member("stage", rank_coords.stage);
+  writer.line_break().key("coords").begin_object();
+  writer.key("dense");
+  write_coords(writer, plan.dense, rank_coords.dense);
+  writer.key("expert");
   if (plan.expert) {
-    write_coords(w, *plan.expert, c.expert);
+    write_coords(writer, *plan.expert, rank_coords.expert);
   } else {
-    w.null();
+    writer.null();
   }
-  w.end_object();
+  writer.end_object();
 }
 
 // The tie source of `p` as this rank sees it: an alias when the rank holds
 // the source too (same storage), a tied copy when the source sits on
 // another pipeline stage.
-void write_alias(Writer& w, const Plan& plan, const RankCoords& c, const PlannedParam& p,
-                 bool& counted) {
+void write_alias(Writer& writer, const Plan& plan, const RankCoords& rank_coords,
+                 const PlannedParam& param, bool& counted) {
   counted = true;
-  w.key("alias_of");
-  if (!p.alias_of) {
-    w.null();
+  writer.key("alias_of");
+  if (!param.alias_of) {
+    writer.null();
     return;
   }
-  const PlannedParam& src = plan.params.at(*p.alias_of);
-  if (c.holds(plan, src)) {
-    w.value(src.name);
+  const PlannedParam& src = plan.params.at(*param.alias_of);
+  if (rank_coords.holds(plan, src)) {
+    writer.value(src.name);
     counted = false;
     return;
   }
-  w.null().member("tied_copy_of", src.name);
+  writer.null().member("tied_copy_of", src.name);
 }
 
 // `head`: the members "name", "dtype", "stage", "global_shape", pre-rendered.
-void write_param(Writer& w, const Plan& plan, const PlannedParam& p, const std::string& head,
-                 const RankCoords& c, Totals& totals) {
-  const auto& coords = p.mesh == MeshKind::Expert ? c.expert : c.dense;
-  const ShardGeom g = shard_at(p.geometry, coords);
-  const std::int64_t n = numel(g.local_shape);
-  const std::int64_t bytes = bytes_of(n, p.dtype);
-  w.begin_object().raw_members(head);
-  w.member_ints("local_shape", g.local_shape).member_ints("global_offset", g.global_offset);
-  w.member_ints("padded_shape", g.padded_shape);
-  backend::write_boxes(w, p, g);
-  w.member("numel", n).member("bytes", bytes);
+void write_param(Writer& writer, const Plan& plan, const PlannedParam& param,
+                 const std::string& head, const RankCoords& rank_coords, Totals& totals) {
+  const auto& coords = param.mesh == MeshKind::Expert ? rank_coords.expert : rank_coords.dense;
+  const ShardGeom geom = shard_at(param.geometry, coords);
+  const std::int64_t local_numel = numel(geom.local_shape);
+  const std::int64_t bytes = bytes_of(local_numel, param.dtype);
+  writer.begin_object().raw_members(head);
+  writer.member_ints("local_shape", geom.local_shape)
+      .member_ints("global_offset", geom.global_offset);
+  writer.member_ints("padded_shape", geom.padded_shape);
+  backend::write_boxes(writer, param, geom);
+  writer.member("numel", local_numel).member("bytes", bytes);
   bool counted = true;
-  write_alias(w, plan, c, p, counted);
-  w.end_object();
+  write_alias(writer, plan, rank_coords, param, counted);
+  writer.end_object();
   if (!counted) return;
   totals.param_bytes += bytes;
-  totals.padded_param_bytes += bytes_of(numel(g.padded_shape), p.dtype);
+  totals.padded_param_bytes += bytes_of(numel(geom.padded_shape), param.dtype);
   ++totals.num_params;
 }
 
-void write_totals(Writer& w, const Totals& t) {
-  w.line_break().key("totals").begin_object();
-  w.member("param_bytes", t.param_bytes).member("padded_param_bytes", t.padded_param_bytes);
-  w.member("num_params", t.num_params);
-  w.end_object();
+void write_totals(Writer& writer, const Totals& totals) {
+  writer.line_break().key("totals").begin_object();
+  writer.member("param_bytes", totals.param_bytes)
+      .member("padded_param_bytes", totals.padded_param_bytes);
+  writer.member("num_params", totals.num_params);
+  writer.end_object();
 }
 
 // Mesh axes any param of `stage` is split over (dense and expert mesh).
 void split_axes_of_stage(const Plan& plan, int stage, std::vector<int>& dense,
                          std::vector<int>& expert) {
-  for (const PlannedParam& p : plan.params) {
-    if (plan.pipeline_axis >= 0 && p.stage != stage) continue;
-    auto& axes = p.mesh == MeshKind::Expert ? expert : dense;
-    for (const auto& chain : p.geometry.per_dim)
-      for (const DimSplit& s : chain) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+  for (const PlannedParam& param : plan.params) {
+    if (plan.pipeline_axis >= 0 && param.stage != stage) continue;
+    auto& axes = param.mesh == MeshKind::Expert ? expert : dense;
+    for (const auto& chain : param.geometry.per_dim)
+      for (const DimSplit& split : chain)
+        axes.insert(axes.end(), split.axes.begin(), split.axes.end());
   }
   for (auto* axes : {&dense, &expert}) {
     std::sort(axes->begin(), axes->end());
@@ -152,15 +158,18 @@ struct RankRenderer::Impl {
     bool memo = false;             // ranks share classes
   };
 
-  Impl(const Plan& p, const std::vector<PlannedBuffer>& b, std::size_t budget)
-      : plan(p), buffers(p, b, budget / 2), memo(budget / 2) {
+  Impl(const Plan& rendered_plan, const std::vector<PlannedBuffer>& planned_buffers,
+       std::size_t budget)
+      : plan(rendered_plan), buffers(rendered_plan, planned_buffers, budget / 2), memo(budget / 2) {
     heads.reserve(plan.params.size());
-    for (const PlannedParam& q : plan.params) {
+    for (const PlannedParam& param : plan.params) {
       std::string text;
-      Writer w(text);
-      w.begin_object();
-      w.member("name", q.name).member("dtype", dtype_name(q.dtype)).member("stage", q.stage);
-      w.member_ints("global_shape", q.global_shape);
+      Writer writer(text);
+      writer.begin_object();
+      writer.member("name", param.name)
+          .member("dtype", dtype_name(param.dtype))
+          .member("stage", param.stage);
+      writer.member_ints("global_shape", param.global_shape);
       heads.push_back(text.substr(1));
     }
     const int num_stages = plan.pipeline_axis >= 0 ? std::max(plan.num_stages, 1) : 1;
@@ -174,24 +183,26 @@ struct RankRenderer::Impl {
       st.index = backend::FileIndex(std::move(index));
       split_axes_of_stage(plan, s, st.dense_axes, st.expert_axes);
       std::int64_t classes = 1;
-      for (int a : st.dense_axes) classes *= plan.dense.axes[static_cast<std::size_t>(a)].size;
-      for (int a : st.expert_axes) classes *= plan.expert->axes[static_cast<std::size_t>(a)].size;
+      for (int axis : st.dense_axes)
+        classes *= plan.dense.axes[static_cast<std::size_t>(axis)].size;
+      for (int axis : st.expert_axes)
+        classes *= plan.expert->axes[static_cast<std::size_t>(axis)].size;
       st.memo = budget > 0 && 2 * classes <= stage_ranks;
       stages.push_back(std::move(st));
     }
   }
 
-  void write_params(Writer& w, const RankCoords& c, Totals& totals) const {
+  void write_params(Writer& writer, const RankCoords& rank_coords, Totals& totals) const {
     std::int64_t held = 0;
-    w.begin_array();
+    writer.begin_array();
     for (std::size_t i = 0; i < plan.params.size(); ++i) {
-      if (!c.holds(plan, plan.params[i])) continue;
-      w.line_break();
-      write_param(w, plan, plan.params[i], heads[i], c, totals);
+      if (!rank_coords.holds(plan, plan.params[i])) continue;
+      writer.line_break();
+      write_param(writer, plan, plan.params[i], heads[i], rank_coords, totals);
       ++held;
     }
-    if (held > 0) w.line_break();
-    w.end_array();
+    if (held > 0) writer.line_break();
+    writer.end_array();
   }
 
   const Plan& plan;
@@ -213,59 +224,60 @@ RankRenderer::~RankRenderer() = default;
 void RankRenderer::render(std::int64_t rank, const RankMemory& memory, std::string& out) const {
   const Impl& im = *impl_;
   const Plan& plan = im.plan;
-  RankCoords c;
-  c.dense = mesh_coords(plan.dense, rank);
-  if (plan.expert) c.expert = mesh_coords(*plan.expert, rank);
-  c.stage = plan.stage_of_rank(rank);
+  RankCoords rank_coords;
+  rank_coords.dense = mesh_coords(plan.dense, rank);
+  if (plan.expert) rank_coords.expert = mesh_coords(*plan.expert, rank);
+  rank_coords.stage = plan.stage_of_rank(rank);
   const Impl::Stage& st =
-      im.stages[plan.pipeline_axis >= 0 ? static_cast<std::size_t>(c.stage) : 0];
+      im.stages[plan.pipeline_axis >= 0 ? static_cast<std::size_t>(rank_coords.stage) : 0];
   out.clear();
   out.reserve(1024 + plan.params.size() * 256);
-  Writer w(out);
-  w.begin_object();
-  write_header(w, plan, rank, c);
+  Writer writer(out);
+  writer.begin_object();
+  write_header(writer, plan, rank, rank_coords);
   Totals totals;
-  w.line_break().key("params");
+  writer.line_break().key("params");
   std::shared_ptr<const ParamsText> memoized;
   if (!st.memo) {
-    im.write_params(w, c, totals);
+    im.write_params(writer, rank_coords, totals);
   } else {
-    backend::ClassMemo<ParamsText>::Key key{c.stage};
-    for (int a : st.dense_axes) key.push_back(c.dense[static_cast<std::size_t>(a)]);
-    for (int a : st.expert_axes) key.push_back(c.expert[static_cast<std::size_t>(a)]);
+    backend::ClassMemo<ParamsText>::Key key{rank_coords.stage};
+    for (int axis : st.dense_axes) key.push_back(rank_coords.dense[static_cast<std::size_t>(axis)]);
+    for (int axis : st.expert_axes)
+      key.push_back(rank_coords.expert[static_cast<std::size_t>(axis)]);
     memoized = im.memo.get(key, [&] {
       ParamsText pt;
       Writer pw(pt.text);
-      im.write_params(pw, c, pt.totals);
-      pt.attributes = attributes_text(plan, c);
+      im.write_params(pw, rank_coords, pt.totals);
+      pt.attributes = attributes_text(plan, rank_coords);
       return pt;
     });
-    w.raw(memoized->text);
+    writer.raw(memoized->text);
     totals = memoized->totals;
   }
-  w.line_break().key("buffers");
-  im.buffers.write(w, rank, st.index);
-  write_totals(w, totals);
-  w.line_break().key("memory");
-  backend::write_rank_memory(w, memory, backend::activations_counted(plan));
-  w.line_break().key("local_attributes");
-  w.raw(memoized ? memoized->attributes : attributes_text(plan, c));
+  writer.line_break().key("buffers");
+  im.buffers.write(writer, rank, st.index);
+  write_totals(writer, totals);
+  writer.line_break().key("memory");
+  backend::write_rank_memory(writer, memory, backend::activations_counted(plan));
+  writer.line_break().key("local_attributes");
+  writer.raw(memoized ? memoized->attributes : attributes_text(plan, rank_coords));
   if (plan.virtual_stages > 1) {
-    w.line_break().key("model_chunks");
-    backend::write_model_chunks(w, plan, c.stage);
+    writer.line_break().key("model_chunks");
+    backend::write_model_chunks(writer, plan, rank_coords.stage);
   }
   if (plan.zero.stage > 0) {
-    w.line_break().key("optimizer_shard");
-    backend::write_rank_zero(w, plan, rank);
+    writer.line_break().key("optimizer_shard");
+    backend::write_rank_zero(writer, plan, rank);
   }
-  w.line_break().end_object();
+  writer.line_break().end_object();
   out += '\n';
 }
 
 std::string render_rank_json(const Plan& plan, std::int64_t rank) {
   std::vector<PlannedBuffer> buffers = plan_buffers(plan);
-  const MemoryReport m = compute_memory(plan, buffer_rank_bytes(plan, buffers));
-  return render_rank_json(plan, buffers, rank, m.ranks.at(static_cast<std::size_t>(rank)));
+  const MemoryReport memory = compute_memory(plan, buffer_rank_bytes(plan, buffers));
+  return render_rank_json(plan, buffers, rank, memory.ranks.at(static_cast<std::size_t>(rank)));
 }
 
 std::string render_rank_json(const Plan& plan, const std::vector<PlannedBuffer>& buffers,

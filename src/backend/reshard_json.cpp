@@ -13,89 +13,93 @@ namespace {
 using json::Writer;
 using namespace reshard;
 
-void write_stats(Writer& w, std::string_view key, std::vector<std::int64_t> v) {
-  std::sort(v.begin(), v.end());
-  w.key(key).begin_object();
-  if (v.empty()) {
-    w.member("min", 0).member("median", 0).member("max", 0);
+void write_stats(Writer& writer, std::string_view key, std::vector<std::int64_t> per_rank) {
+  std::sort(per_rank.begin(), per_rank.end());
+  writer.key(key).begin_object();
+  if (per_rank.empty()) {
+    writer.member("min", 0).member("median", 0).member("max", 0);
   } else {
-    w.member("min", v.front()).member("median", v[(v.size() - 1) / 2]).member("max", v.back());
+    writer.member("min", per_rank.front())
+        .member("median", per_rank[(per_rank.size() - 1) / 2])
+        .member("max", per_rank.back());
   }
-  w.end_object();
+  writer.end_object();
 }
 
-void write_header(Writer& w, const Layout& a, const Layout& b, const Result& r,
+void write_header(Writer& writer, const Layout& from, const Layout& to, const Result& result,
                   const Options& opt) {
-  w.line_break().member("format", "shardc.reshard/v1");
-  w.line_break().key("generator").begin_object();
-  w.member("name", "shardc").member("version", SHARDC_VERSION).end_object();
-  w.line_break().key("from").begin_object();
-  w.member("plan", a.label).member("world_size", a.world_size).end_object();
-  w.line_break().key("to").begin_object();
-  w.member("plan", b.label).member("world_size", b.world_size).end_object();
-  w.line_break().key("ranks_per_node");
+  writer.line_break().member("format", "shardc.reshard/v1");
+  writer.line_break().key("generator").begin_object();
+  writer.member("name", "shardc").member("version", SHARDC_VERSION).end_object();
+  writer.line_break().key("from").begin_object();
+  writer.member("plan", from.label).member("world_size", from.world_size).end_object();
+  writer.line_break().key("to").begin_object();
+  writer.member("plan", to.label).member("world_size", to.world_size).end_object();
+  writer.line_break().key("ranks_per_node");
   if (opt.ranks_per_node) {
-    w.value(*opt.ranks_per_node);
+    writer.value(*opt.ranks_per_node);
   } else {
-    w.null();
+    writer.null();
   }
-  const Totals& t = r.totals;
-  w.line_break().key("totals").begin_object();
-  w.member("dest_bytes", t.dest_bytes).member("moved_bytes", t.moved_bytes);
-  w.member("in_place_bytes", t.in_place_bytes).member("params", t.params);
-  w.member("shared_aliases", t.shared_aliases).member("pieces", t.pieces).end_object();
-  w.line_break().key("per_rank").begin_object();
-  write_stats(w, "dest_bytes", r.dest_bytes);
-  write_stats(w, "moved_bytes", r.moved_bytes);
-  write_stats(w, "in_place_bytes", r.in_place_bytes);
-  w.end_object();
+  const Totals& totals = result.totals;
+  writer.line_break().key("totals").begin_object();
+  writer.member("dest_bytes", totals.dest_bytes).member("moved_bytes", totals.moved_bytes);
+  writer.member("in_place_bytes", totals.in_place_bytes).member("params", totals.params);
+  writer.member("shared_aliases", totals.shared_aliases)
+      .member("pieces", totals.pieces)
+      .end_object();
+  writer.line_break().key("per_rank").begin_object();
+  write_stats(writer, "dest_bytes", result.dest_bytes);
+  write_stats(writer, "moved_bytes", result.moved_bytes);
+  write_stats(writer, "in_place_bytes", result.in_place_bytes);
+  writer.end_object();
 }
 
-void write_param(Writer& w, const Layout& b, const RankParamReads& rp) {
-  const LayoutParam& p = b.params[rp.b_param];
-  const Box& box = p.classes[rp.dst_class].box;
-  w.line_break().begin_object();
-  w.member("name", p.name).member("dtype", dtype_name(p.dtype));
-  w.member_ints("global_shape", p.global_shape);
-  w.member_ints("local_shape", box.shape).member_ints("global_offset", box.offset);
-  w.key("shares_storage_with");
+void write_param(Writer& writer, const Layout& to, const RankParamReads& rp) {
+  const LayoutParam& param = to.params[rp.b_param];
+  const Box& box = param.classes[rp.dst_class].box;
+  writer.line_break().begin_object();
+  writer.member("name", param.name).member("dtype", dtype_name(param.dtype));
+  writer.member_ints("global_shape", param.global_shape);
+  writer.member_ints("local_shape", box.shape).member_ints("global_offset", box.offset);
+  writer.key("shares_storage_with");
   if (rp.shares_storage) {
-    w.value(*p.alias_of);
+    writer.value(*param.alias_of);
   } else {
-    w.null();
+    writer.null();
   }
-  w.key("reads").begin_array();
+  writer.key("reads").begin_array();
   for (const Read& rd : rp.reads) {
-    w.begin_object().member("src", rd.src);
-    w.member_ints("global_offset", rd.box.offset).member_ints("shape", rd.box.shape);
-    w.member_ints("dst_offset", rd.dst_offset).member_ints("src_offset", rd.src_offset);
-    w.member("bytes", rd.bytes).end_object();
+    writer.begin_object().member("src", rd.src);
+    writer.member_ints("global_offset", rd.box.offset).member_ints("shape", rd.box.shape);
+    writer.member_ints("dst_offset", rd.dst_offset).member_ints("src_offset", rd.src_offset);
+    writer.member("bytes", rd.bytes).end_object();
   }
-  w.end_array().end_object();
+  writer.end_array().end_object();
 }
 
 }  // namespace
 
-std::string render_reshard_json(const Layout& a, const Layout& b, const Result& r,
+std::string render_reshard_json(const Layout& from, const Layout& to, const Result& result,
                                 const Options& opt, const std::vector<std::int64_t>& ranks) {
   std::string out;
-  Writer w(out);
-  w.begin_object();
-  write_header(w, a, b, r, opt);
-  w.line_break().key("ranks").begin_array();
-  for_each_rank_reads(a, b, r, ranks, opt,
+  Writer writer(out);
+  writer.begin_object();
+  write_header(writer, from, to, result, opt);
+  writer.line_break().key("ranks").begin_array();
+  for_each_rank_reads(from, to, result, ranks, opt,
                       [&](std::int64_t rank, const std::vector<RankParamReads>& list) {
-                        const auto u = static_cast<std::size_t>(rank);
-                        w.line_break().begin_object().member("rank", rank);
-                        w.member("dest_bytes", r.dest_bytes[u]);
-                        w.member("moved_bytes", r.moved_bytes[u]);
-                        w.member("in_place_bytes", r.in_place_bytes[u]);
-                        w.key("params").begin_array();
-                        for (const auto& rp : list) write_param(w, b, rp);
-                        w.end_array().end_object();
+                        const auto rank_index = static_cast<std::size_t>(rank);
+                        writer.line_break().begin_object().member("rank", rank);
+                        writer.member("dest_bytes", result.dest_bytes[rank_index]);
+                        writer.member("moved_bytes", result.moved_bytes[rank_index]);
+                        writer.member("in_place_bytes", result.in_place_bytes[rank_index]);
+                        writer.key("params").begin_array();
+                        for (const auto& rp : list) write_param(writer, to, rp);
+                        writer.end_array().end_object();
                       });
-  w.line_break().end_array();
-  w.line_break().end_object();
+  writer.line_break().end_array();
+  writer.line_break().end_object();
   out += "\n";
   return out;
 }

@@ -28,77 +28,82 @@ std::string gib(std::int64_t bytes) {
   return buf.data();
 }
 
-void print_header(const Plan& plan, const CommReport& r, std::ostream& out) {
-  const TrainingShape& t = plan.training.shape;
-  const CommLayout& l = r.layout;
+void print_header(const Plan& plan, const CommReport& report, std::ostream& out) {
+  const TrainingShape& shape = plan.training.shape;
+  const CommLayout& layout = report.layout;
   out << "communication per step per rank: " << printable(plan.model_name) << " on "
       << plan.world_size << " ranks (" << driver::mesh_text(plan.dense) << "), " << plan.num_stages
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
-  out << "training shape: seq_len " << t.seq_len.value_or(0) << ", micro_batch_size "
-      << t.micro_batch_size << ", " << l.microbatches << " micro-batches per step, tp "
-      << l.degrees.tp << (l.degrees.sequence_parallel ? " (sequence parallel)" : "") << ", cp "
-      << l.degrees.cp << ", ep " << l.ep << ", pp " << l.pp
-      << (l.virtual_stages > 1 ? " x " + std::to_string(l.virtual_stages) + " virtual" : "")
-      << ", recompute " << recompute_name(t.recompute)
-      << (t.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << "\n";
-  out << "assumptions: reshard_after_forward " << (l.reshards() ? "true" : "false")
-      << (l.reshard_after_forward ? "" : " (torchtitan default: not pp)") << ", tp inputs "
-      << (l.tp_per_linear ? "per linear" : "fused") << ", loss_parallel "
-      << (l.loss_parallel ? "true" : "false") << ", vocab-parallel embedding/lm_head "
-      << (l.vocab_parallel ? "yes" : "no") << "\n";
+  out << "training shape: seq_len " << shape.seq_len.value_or(0) << ", micro_batch_size "
+      << shape.micro_batch_size << ", " << layout.microbatches << " micro-batches per step, tp "
+      << layout.degrees.tp << (layout.degrees.sequence_parallel ? " (sequence parallel)" : "")
+      << ", cp " << layout.degrees.cp << ", ep " << layout.ep << ", pp " << layout.pp
+      << (layout.virtual_stages > 1 ? " x " + std::to_string(layout.virtual_stages) + " virtual"
+                                    : "")
+      << ", recompute " << recompute_name(shape.recompute)
+      << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << "\n";
+  out << "assumptions: reshard_after_forward " << (layout.reshards() ? "true" : "false")
+      << (layout.reshard_after_forward ? "" : " (torchtitan default: not pp)") << ", tp inputs "
+      << (layout.tp_per_linear ? "per linear" : "fused") << ", loss_parallel "
+      << (layout.loss_parallel ? "true" : "false") << ", vocab-parallel embedding/lm_head "
+      << (layout.vocab_parallel ? "yes" : "no") << "\n";
   out << "bytes moved = bytes each rank SENDS per step (ring: all-gather, reduce-scatter, "
          "all-to-all (n-1)/n B; all-reduce 2(n-1)/n B; send/recv B)\n";
-  if (r.ranks_per_node > 0) {
-    out << "nodes: " << r.ranks_per_node << " ranks per node (node = rank / " << r.ranks_per_node
-        << ")\n";
+  if (report.ranks_per_node > 0) {
+    out << "nodes: " << report.ranks_per_node << " ranks per node (node = rank / "
+        << report.ranks_per_node << ")\n";
   } else {
     out << "nodes: training.ranks_per_node not given: every group is taken as one node\n";
   }
 }
 
-void print_table(const CommReport& r, std::ostream& out) {
+void print_table(const CommReport& report, std::ostream& out) {
   driver::TextTable table(
       {"role", "axes", "group", "crosses nodes", "collective", "min MiB", "median MiB", "max MiB"},
       {false, false, true, false, false, true, true, true});
-  for (const CommStats& s : r.stats) {
-    table.add_row({comm_role_name(s.role), s.axes.empty() ? "-" : s.axes,
-                   std::to_string(s.group_size), s.crosses_nodes ? "yes" : "no",
-                   collective_name(s.collective), mib(s.min), mib(s.median), mib(s.max)});
+  for (const CommStats& role_stats : report.stats) {
+    table.add_row({comm_role_name(role_stats.role), role_stats.axes.empty() ? "-" : role_stats.axes,
+                   std::to_string(role_stats.group_size), role_stats.crosses_nodes ? "yes" : "no",
+                   collective_name(role_stats.collective), mib(role_stats.min),
+                   mib(role_stats.median), mib(role_stats.max)});
   }
   for (std::size_t c = 0; c < kCollectives; ++c) {
-    const ByteStats& s = r.per_collective[c];
-    if (s.max == 0) continue;
-    table.add_row({"all", "", "", "", collective_name(static_cast<Collective>(c)), mib(s.min),
-                   mib(s.median), mib(s.max)});
+    const ByteStats& collective_stats = report.per_collective[c];
+    if (collective_stats.max == 0) continue;
+    table.add_row({"all", "", "", "", collective_name(static_cast<Collective>(c)),
+                   mib(collective_stats.min), mib(collective_stats.median),
+                   mib(collective_stats.max)});
   }
-  table.add_row({"total", "", "", "", "", mib(r.total.min), mib(r.total.median), mib(r.total.max)});
+  table.add_row({"total", "", "", "", "", mib(report.total.min), mib(report.total.median),
+                 mib(report.total.max)});
   out << table.render();
 }
 
-void print_terms(const StageComm& c, bool explain, std::ostream& out) {
-  for (const CommTerm& t : c.terms) {
-    out << "  " << t.name << " (" << comm_role_name(t.role) << ", " << collective_name(t.collective)
-        << ", group " << t.group_size << (t.crosses_nodes ? ", crosses nodes" : "")
-        << "): " << mib(t.bytes) << " MiB";
-    if (explain) out << " = " << t.bytes << " bytes = " << t.formula << " (" << t.source << ")";
+void print_terms(const StageComm& comm, bool explain, std::ostream& out) {
+  for (const CommTerm& term : comm.terms) {
+    out << "  " << term.name << " (" << comm_role_name(term.role) << ", "
+        << collective_name(term.collective) << ", group " << term.group_size
+        << (term.crosses_nodes ? ", crosses nodes" : "") << "): " << mib(term.bytes) << " MiB";
+    if (explain)
+      out << " = " << term.bytes << " bytes = " << term.formula << " (" << term.source << ")";
     out << "\n";
   }
 }
 
-const CommClass& class_of(const CommReport& r, std::int64_t rank) {
-  for (const CommClass& c : r.classes)
-    if (c.ranks.contains(rank)) return c;
-  return r.classes.front();
+const CommClass& class_of(const CommReport& report, std::int64_t rank) {
+  for (const CommClass& comm_class : report.classes)
+    if (comm_class.ranks.contains(rank)) return comm_class;
+  return report.classes.front();
 }
 
 }  // namespace
 
 ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std::ostream& err) {
   driver::SessionScope scope(opt.common);
-  driver::Session& s = *scope;
-  const ExitCode code = driver::plan_or_report(opt.common, fs, s, err);
-  if (!s.plan || code == ExitCode::Usage) return code;
-  const Plan& plan = *s.plan;
+  driver::Session& session = *scope;
+  const ExitCode code = driver::plan_or_report(opt.common, fs, session, err);
+  if (!session.plan || code == ExitCode::Usage) return code;
+  const Plan& plan = *session.plan;
   std::vector<std::int64_t> ranks;
   if (opt.ranks) {
     const auto parsed = driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
@@ -113,12 +118,12 @@ ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std
   const CommReport report = plan_communication(plan, options);
   if (!report.counted) {
     // The command cannot answer without the training shape: an input error, exit 2.
-    s.sink = DiagnosticSink{};
-    s.sink.error(DiagCode::ETraining, plan.training.loc,
-                 "`shardc cost` cannot count communication: " + report.note,
-                 "give the recipe a `training:` section with `seq_len` (and the model its "
-                 "config.json sizes); docs/communication.md");
-    driver::print_diagnostics(opt.common, s, err);
+    session.sink = DiagnosticSink{};
+    session.sink.error(DiagCode::ETraining, plan.training.loc,
+                       "`shardc cost` cannot count communication: " + report.note,
+                       "give the recipe a `training:` section with `seq_len` (and the model its "
+                       "config.json sizes); docs/communication.md");
+    driver::print_diagnostics(opt.common, session, err);
     return ExitCode::Usage;
   }
   if (opt.format == MemoryFormat::Json) {
@@ -135,10 +140,11 @@ ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std
       << plan.stage_of_rank(first) << ", " << rank_coords_text(plan, first) << "\n";
   print_terms(class_of(report, first).comm, opt.explain, out);
   for (std::int64_t rank : ranks) {
-    const CommClass& c = class_of(report, rank);
-    out << "rank " << rank << " (stage " << c.comm.stage << ", " << rank_coords_text(plan, rank)
-        << "): " << gib(c.comm.bytes) << " GiB (" << c.comm.bytes << " bytes)\n";
-    print_terms(c.comm, opt.explain, out);
+    const CommClass& comm_class = class_of(report, rank);
+    out << "rank " << rank << " (stage " << comm_class.comm.stage << ", "
+        << rank_coords_text(plan, rank) << "): " << gib(comm_class.comm.bytes) << " GiB ("
+        << comm_class.comm.bytes << " bytes)\n";
+    print_terms(comm_class.comm, opt.explain, out);
   }
   out << "not counted: the optimizer's gradient-norm all-reduce, MoE token-count exchanges, "
          "the loss's data-parallel mean, NCCL protocol overhead\n";

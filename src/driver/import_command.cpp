@@ -9,16 +9,17 @@
 namespace shardc {
 namespace {
 
-std::optional<ImportedModel> load(const ImportOptions& opt, FileSystem& fs, driver::Session& s) {
-  if (is_checkpoint_path(fs, opt.path)) return import_checkpoint(fs, opt.path, s.sink);
+std::optional<ImportedModel> load(const ImportOptions& opt, FileSystem& fs,
+                                  driver::Session& session) {
+  if (is_checkpoint_path(fs, opt.path)) return import_checkpoint(fs, opt.path, session.sink);
   std::optional<SourceFile> file =
       driver::read_input(fs, opt.path, "model", DiagCode::EModel,
                          "give a checkpoint directory, a .safetensors file or a model file "
                          "(inputs are limited to 256 MiB)",
-                         s);
+                         session);
   if (!file) return std::nullopt;
-  std::optional<ImportedModel> im = import_model_file(file->path, file->text, s.sink);
-  s.sources[file->path] = std::move(file->text);
+  std::optional<ImportedModel> im = import_model_file(file->path, file->text, session.sink);
+  session.sources[file->path] = std::move(file->text);
   return im;
 }
 
@@ -26,12 +27,12 @@ std::optional<ImportedModel> load(const ImportOptions& opt, FileSystem& fs, driv
 
 ExitCode run_import(const ImportOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
-  driver::Session s;
+  driver::Session session;
   CommonOptions common;
   common.diag_format = opt.diag_format;
-  const std::optional<ImportedModel> im = load(opt, fs, s);
-  driver::print_diagnostics(common, s, opt.diag_format == DiagFormat::Text ? err : out);
-  if (!im || s.sink.has_errors()) return driver::diagnostics_exit_code(common, s.sink);
+  const std::optional<ImportedModel> im = load(opt, fs, session);
+  driver::print_diagnostics(common, session, opt.diag_format == DiagFormat::Text ? err : out);
+  if (!im || session.sink.has_errors()) return driver::diagnostics_exit_code(common, session.sink);
   const std::string text =
       opt.format == ImportFormat::Json ? render_model_json(*im) : render_model_yaml(*im);
   return driver::print_or_write(text, opt.output, fs, out, err);

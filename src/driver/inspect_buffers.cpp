@@ -13,7 +13,7 @@ namespace {
 std::string ranks_text(const std::vector<std::int64_t>& ranks) {
   if (std::is_sorted(ranks.begin(), ranks.end())) return RankSet::from_sorted(ranks).to_string();
   std::vector<std::string> parts;
-  for (std::int64_t r : ranks) parts.push_back(std::to_string(r));
+  for (std::int64_t rank : ranks) parts.push_back(std::to_string(rank));
   return join(parts, ",");
 }
 
@@ -23,7 +23,7 @@ std::string size_text(std::int64_t numel, std::int64_t bytes) {
 
 std::string axes_text(const Mesh& mesh, const std::vector<int>& axes) {
   std::vector<std::string> names;
-  for (int a : axes) names.push_back(mesh.axes.at(static_cast<std::size_t>(a)).name);
+  for (int axis : axes) names.push_back(mesh.axes.at(static_cast<std::size_t>(axis)).name);
   return join(names, "+");
 }
 
@@ -32,11 +32,12 @@ void print_muon(const Plan& plan, const MuonPlan& muon, std::int64_t rank, std::
   const MuonRankLayout layout = muon_for_rank(muon, plan, rank);
   out << (layout.groups.empty() ? " no groups\n" : "\n");
   for (const MuonRankGroup& rg : layout.groups) {
-    const MuonGroup& g = *rg.group;
-    const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const auto owned = std::count(g.owners.begin(), g.owners.end(), rg.replicate_coord);
-    out << "    group '" << g.key << "': " << g.params.size() << " params, owner of " << owned
-        << ", " << g.batches.size() << (g.batches.size() == 1 ? " batch\n" : " batches\n");
+    const MuonGroup& group = *rg.group;
+    const Mesh& mesh = group.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    const auto owned = std::count(group.owners.begin(), group.owners.end(), rg.replicate_coord);
+    out << "    group '" << group.key << "': " << group.params.size() << " params, owner of "
+        << owned << ", " << group.batches.size()
+        << (group.batches.size() == 1 ? " batch\n" : " batches\n");
     for (std::size_t b = 0; b < rg.batches.size(); ++b) {
       const MuonRankBatch& rb = rg.batches[b];
       const std::int64_t esize = element_size(rb.dtype);
@@ -59,17 +60,17 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
   out << "  fsdp2_allgather:" << (layout.units.empty() ? " no units\n" : "\n");
   std::vector<std::int64_t> gathered;
   for (const Fsdp2RankUnit& ru : layout.units) {
-    const auto w = static_cast<std::int64_t>(ru.ranks.size());
-    gathered.push_back(ru.total_bytes * w);
+    const auto ways = static_cast<std::int64_t>(ru.ranks.size());
+    gathered.push_back(ru.total_bytes * ways);
     const std::string name = fsdp2_unit_label(ru.unit->name);
     out << "    unit '" << name << "' (" << mesh_kind_name(ru.unit->mesh) << ", "
         << ru.params.size() << " params" << (ru.unit->byte_units ? ", byte units" : "")
         << "): ranks " << ranks_text(ru.ranks) << " (index " << ru.index << "), slot "
-        << binary_bytes_text(ru.total_bytes) << ", gathered [" << w << ", "
-        << group_digits(ru.total) << "] " << binary_bytes_text(ru.total_bytes * w) << "\n";
+        << binary_bytes_text(ru.total_bytes) << ", gathered [" << ways << ", "
+        << group_digits(ru.total) << "] " << binary_bytes_text(ru.total_bytes * ways) << "\n";
   }
   std::int64_t sum = 0;
-  for (const std::int64_t g : gathered) sum += g;
+  for (const std::int64_t bytes : gathered) sum += bytes;
   out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered))
       << " (largest unit + the next one prefetched); sum over units " << binary_bytes_text(sum)
       << " (never all live at once)\n";
@@ -81,16 +82,18 @@ void print_flat(const Plan& plan, const BufferSpec& spec, std::int64_t rank, std
   const FlatRankLayout layout = flat_for_rank(plan, spec, rank);
   out << "  " << buffer_kind_name(spec.kind) << " (ZeRO-" << plan.zero.stage
       << "):" << (layout.buffers.empty() ? " no buffers\n" : "\n");
-  for (const FlatRankBuffer& b : layout.buffers) {
-    const std::int64_t esize = element_size(b.param_dtype);
-    out << "    " << (b.expert ? "expert" : "dense") << " chunk " << b.virtual_stage << " "
-        << dtype_name(b.param_dtype) << "/" << dtype_name(b.grad_dtype) << ": ranks "
-        << ranks_text(b.ranks) << " (index " << b.index << "), " << b.entries.size() << " pieces, "
-        << b.buckets.size() << (b.buckets.size() == 1 ? " bucket" : " buckets")
-        << (b.bucket_size < 0 ? " (no bucketing)" : " of >= " + group_digits(b.bucket_size))
-        << ", buffer " << size_text(b.numel, b.numel * esize) << "; shard "
-        << size_text(b.shard_numel, b.shard_numel * esize) << ", owns "
-        << group_digits(b.owned_numel) << " el in " << b.owned.size() << " ranges\n";
+  for (const FlatRankBuffer& buffer : layout.buffers) {
+    const std::int64_t esize = element_size(buffer.param_dtype);
+    out << "    " << (buffer.expert ? "expert" : "dense") << " chunk " << buffer.virtual_stage
+        << " " << dtype_name(buffer.param_dtype) << "/" << dtype_name(buffer.grad_dtype)
+        << ": ranks " << ranks_text(buffer.ranks) << " (index " << buffer.index << "), "
+        << buffer.entries.size() << " pieces, " << buffer.buckets.size()
+        << (buffer.buckets.size() == 1 ? " bucket" : " buckets")
+        << (buffer.bucket_size < 0 ? " (no bucketing)"
+                                   : " of >= " + group_digits(buffer.bucket_size))
+        << ", buffer " << size_text(buffer.numel, buffer.numel * esize) << "; shard "
+        << size_text(buffer.shard_numel, buffer.shard_numel * esize) << ", owns "
+        << group_digits(buffer.owned_numel) << " el in " << buffer.owned.size() << " ranges\n";
   }
   out << "    not communicated: " << layout.not_communicated.size() << " params\n";
 }
@@ -100,11 +103,12 @@ void print_flat(const Plan& plan, const BufferSpec& spec, std::int64_t rank, std
 void print_rank_buffers(const Plan& plan, std::int64_t rank, std::ostream& out) {
   if (plan.buffers.empty()) return;
   out << "\nbuffers:\n";
-  for (const PlannedBuffer& b : plan_buffers(plan)) {
-    if (b.muon) print_muon(plan, *b.muon, rank, out);
-    if (b.fsdp2) print_fsdp2(plan, *b.fsdp2, rank, out);
-    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero)
-      print_flat(plan, b.spec, rank, out);
+  for (const PlannedBuffer& buffer : plan_buffers(plan)) {
+    if (buffer.muon) print_muon(plan, *buffer.muon, rank, out);
+    if (buffer.fsdp2) print_fsdp2(plan, *buffer.fsdp2, rank, out);
+    if (buffer.spec.kind == BufferKind::MegatronDistOpt ||
+        buffer.spec.kind == BufferKind::DeepSpeedZero)
+      print_flat(plan, buffer.spec, rank, out);
   }
 }
 

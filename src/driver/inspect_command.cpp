@@ -28,12 +28,12 @@ std::string coords_text(const Mesh& mesh, const std::vector<std::int64_t>& coord
   return "{" + driver::join(parts, ", ") + "}";
 }
 
-std::string placements_text(const Plan& plan, const PlannedParam& p) {
-  const Mesh& mesh = plan.mesh_of(p);
+std::string placements_text(const Plan& plan, const PlannedParam& param) {
+  const Mesh& mesh = plan.mesh_of(param);
   std::vector<std::string> parts;
-  for (std::size_t i = 0; i < p.placements.size() && i < mesh.axes.size(); ++i) {
-    if (p.placements[i].kind == ResolvedPlacement::Kind::Replicate) continue;
-    parts.push_back(mesh.axes[i].name + ":" + p.placements[i].label());
+  for (std::size_t i = 0; i < param.placements.size() && i < mesh.axes.size(); ++i) {
+    if (param.placements[i].kind == ResolvedPlacement::Kind::Replicate) continue;
+    parts.push_back(mesh.axes[i].name + ":" + param.placements[i].label());
   }
   return parts.empty() ? "replicated" : driver::join(parts, " ");
 }
@@ -49,14 +49,14 @@ void print_header(const Plan& plan, std::int64_t rank, std::ostream& out) {
   out << "\n\n";
 }
 
-// The experts of stacked `p` whose source FQN matches `match` and that
-// `rows` [start, start + n) of dim 0 hold, as "expert 17" / "3 experts".
-std::string matched_experts(const PlannedParam& p, const Pattern& match, std::int64_t start,
-                            std::int64_t n) {
+// The experts of stacked `param` whose source FQN matches `match` and that
+// rows [start, start + rows) of dim 0 hold, as "expert 17" / "3 experts".
+std::string matched_experts(const PlannedParam& param, const Pattern& match, std::int64_t start,
+                            std::int64_t rows) {
   std::int64_t count = 0;
   std::int64_t first = -1;
-  for (std::int64_t e = start; e < start + n && e < expert_count(p); ++e) {
-    if (!match.match(expert_fqn(p, e))) continue;
+  for (std::int64_t e = start; e < start + rows && e < expert_count(param); ++e) {
+    if (!match.match(expert_fqn(param, e))) continue;
     if (first < 0) first = e;
     ++count;
   }
@@ -66,47 +66,49 @@ std::string matched_experts(const PlannedParam& p, const Pattern& match, std::in
   return std::to_string(count) + " matched experts";
 }
 
-// Adds p's row; counts it unless it is an alias of a param on this rank.
+// Adds the row of `param`; counts it unless it is an alias of a param on this rank.
 // With `match`, a stacked param is listed when its name or one of its held
 // source experts' FQNs matches (the row then says which).
-void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& p,
+void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& param,
              const std::optional<Pattern>& match, driver::TextTable& table, Totals& totals) {
-  const auto coords = mesh_coords(plan.mesh_of(p), rank);
-  const ShardGeom g = shard_at(p.geometry, coords);
-  std::string name = p.name;
-  if (match && !match->match(p.name)) {
-    if (!stacked_expert(p) || g.local_shape.empty()) return;
-    const std::int64_t n = g.local_shape[0];
-    const std::string which = n == 0 ? "" : matched_experts(p, *match, g.global_offset[0], n);
+  const auto coords = mesh_coords(plan.mesh_of(param), rank);
+  const ShardGeom geom = shard_at(param.geometry, coords);
+  std::string name = param.name;
+  if (match && !match->match(param.name)) {
+    if (!stacked_expert(param) || geom.local_shape.empty()) return;
+    const std::int64_t rows = geom.local_shape[0];
+    const std::string which =
+        rows == 0 ? "" : matched_experts(param, *match, geom.global_offset[0], rows);
     if (which.empty()) return;
     name += " (" + which + ")";
   }
-  const std::int64_t bytes = numel(g.local_shape) * element_size(p.dtype);
+  const std::int64_t bytes = numel(geom.local_shape) * element_size(param.dtype);
   std::string bytes_col = bytes_text(bytes);
-  const bool alias = p.alias_of && plan.holds(rank, plan.params.at(*p.alias_of));
-  if (alias) bytes_col = "alias of " + plan.params.at(*p.alias_of).name;
+  const bool alias = param.alias_of && plan.holds(rank, plan.params.at(*param.alias_of));
+  if (alias) bytes_col = "alias of " + plan.params.at(*param.alias_of).name;
   // Padded pieces show "real/allocated"; packed pieces list their boxes.
-  std::string local = shape_text(g.local_shape);
-  if (p.uneven == SplitRule::Pad && g.padded_shape != g.local_shape)
-    local += " pad " + shape_text(g.padded_shape);
-  std::string offset = shape_text(g.global_offset);
-  if (!g.boxes.empty()) {
+  std::string local = shape_text(geom.local_shape);
+  if (param.uneven == SplitRule::Pad && geom.padded_shape != geom.local_shape)
+    local += " pad " + shape_text(geom.padded_shape);
+  std::string offset = shape_text(geom.global_offset);
+  if (!geom.boxes.empty()) {
     offset.clear();
-    for (const ShardBox& b : g.boxes)
-      offset +=
-          (offset.empty() ? "" : " + ") + shape_text(b.shape) + "@" + shape_text(b.global_offset);
+    for (const ShardBox& box : geom.boxes)
+      offset += (offset.empty() ? "" : " + ") + shape_text(box.shape) + "@" +
+                shape_text(box.global_offset);
   }
-  table.add_row(
-      {name, shape_text(p.global_shape), placements_text(plan, p), local, offset, bytes_col});
+  table.add_row({name, shape_text(param.global_shape), placements_text(plan, param), local, offset,
+                 bytes_col});
   if (alias) return;
   ++totals.params;
   totals.bytes += bytes;
-  totals.padded += numel(g.padded_shape) * element_size(p.dtype);
+  totals.padded += numel(geom.padded_shape) * element_size(param.dtype);
 }
 
 // The rank's training memory by kind (src/memory/memory.hpp).
-void print_memory(const MemoryReport& m, const Plan& plan, std::int64_t rank, std::ostream& out) {
-  const RankMemory& rm = m.at(rank);
+void print_memory(const MemoryReport& memory, const Plan& plan, std::int64_t rank,
+                  std::ostream& out) {
+  const RankMemory& rm = memory.at(rank);
   out << "\nmemory (optimizer " << optimizer_name(plan.training.optimizer)
       << "; activations not counted):\n";
   driver::TextTable table({"kind", "bytes"}, {false, true});
@@ -116,7 +118,7 @@ void print_memory(const MemoryReport& m, const Plan& plan, std::int64_t rank, st
   out << table.render();
   out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
          "muon_allgather); peak over all ranks "
-      << binary_bytes_text(m.peak) << " on " << m.peak_ranks.to_string() << "\n";
+      << binary_bytes_text(memory.peak) << " on " << memory.peak_ranks.to_string() << "\n";
 }
 
 void print_table(const Plan& plan, const MemoryReport* memory, std::int64_t rank,
@@ -124,8 +126,8 @@ void print_table(const Plan& plan, const MemoryReport* memory, std::int64_t rank
   driver::TextTable table({"FQN", "global shape", "placements", "local shape", "offset", "bytes"},
                           {false, false, false, false, false, true});
   Totals totals;
-  for (const auto& p : plan.params) {
-    if (plan.holds(rank, p)) add_row(plan, rank, p, match, table, totals);
+  for (const auto& param : plan.params) {
+    if (plan.holds(rank, param)) add_row(plan, rank, param, match, table, totals);
   }
   print_header(plan, rank, out);
   out << table.render() << "\n";
@@ -147,24 +149,24 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
   Totals experts;
   std::int64_t aliases = 0;
   std::int64_t held_experts = 0;
-  for (const auto& p : plan.params) {
-    if (!plan.holds(rank, p)) continue;
-    if (p.alias_of && plan.holds(rank, plan.params.at(*p.alias_of))) {
+  for (const auto& param : plan.params) {
+    if (!plan.holds(rank, param)) continue;
+    if (param.alias_of && plan.holds(rank, plan.params.at(*param.alias_of))) {
       ++aliases;
       continue;
     }
-    const ShardGeom g = shard_at(p.geometry, mesh_coords(plan.mesh_of(p), rank));
-    Totals& t = stacked_expert(p) ? experts : dense;
-    if (stacked_expert(p) && !g.local_shape.empty()) held_experts += g.local_shape[0];
-    ++t.params;
-    t.bytes += numel(g.local_shape) * element_size(p.dtype);
-    t.padded += numel(g.padded_shape) * element_size(p.dtype);
+    const ShardGeom geom = shard_at(param.geometry, mesh_coords(plan.mesh_of(param), rank));
+    Totals& totals = stacked_expert(param) ? experts : dense;
+    if (stacked_expert(param) && !geom.local_shape.empty()) held_experts += geom.local_shape[0];
+    ++totals.params;
+    totals.bytes += numel(geom.local_shape) * element_size(param.dtype);
+    totals.padded += numel(geom.padded_shape) * element_size(param.dtype);
   }
   print_header(plan, rank, out);
   out << "param bytes of stage " << plan.stage_of_rank(rank) << " on this rank:\n";
-  auto line = [&](const char* kind, const Totals& t, const std::string& extra) {
-    out << "  " << kind << t.params << " params, " << bytes_text(t.bytes) << ", padded "
-        << bytes_text(t.padded) << extra << "\n";
+  auto line = [&](const char* kind, const Totals& totals, const std::string& extra) {
+    out << "  " << kind << totals.params << " params, " << bytes_text(totals.bytes) << ", padded "
+        << bytes_text(totals.padded) << extra << "\n";
   };
   line("dense    ", dense, "");
   line("experts  ", experts,
@@ -176,14 +178,14 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
   if (plan.buffers.empty()) return;
   // This rank's entries only (buffer_bytes_at): no per-rank table, any world.
   out << "buffers on this rank:\n";
-  for (const BufferBytesAt& b : buffer_bytes_at(plan, plan_buffers(plan), rank)) {
-    out << "  " << buffer_kind_name(b.kind) << ": pack " << binary_bytes_text(b.pack);
-    if (b.kind == BufferKind::MuonAllGather)
-      out << ", gathered " << binary_bytes_text(b.gathered) << " (sum over stages)\n";
+  for (const BufferBytesAt& buffer : buffer_bytes_at(plan, plan_buffers(plan), rank)) {
+    out << "  " << buffer_kind_name(buffer.kind) << ": pack " << binary_bytes_text(buffer.pack);
+    if (buffer.kind == BufferKind::MuonAllGather)
+      out << ", gathered " << binary_bytes_text(buffer.gathered) << " (sum over stages)\n";
     else
-      out << ", gathered peak " << binary_bytes_text(b.gathered_peak)
+      out << ", gathered peak " << binary_bytes_text(buffer.gathered_peak)
           << " (largest unit + the next one prefetched), sum over units "
-          << binary_bytes_text(b.gathered) << "\n";
+          << binary_bytes_text(buffer.gathered) << "\n";
   }
 }
 
@@ -192,12 +194,12 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
 ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& out,
                      std::ostream& err) {
   driver::SessionScope scope(opt.common);
-  driver::Session& s = *scope;
+  driver::Session& session = *scope;
   CommonOptions common = opt.common;
   common.memory_report = !opt.match.has_value();  // the table view and the rank file show memory
-  const ExitCode code = driver::plan_or_report(common, fs, s, err);
+  const ExitCode code = driver::plan_or_report(common, fs, session, err);
   if (code != ExitCode::Ok) return code;
-  const Plan& plan = *s.plan;
+  const Plan& plan = *session.plan;
   if (opt.rank < 0 || opt.rank >= plan.world_size) {
     driver::print_error(err, "--rank " + std::to_string(opt.rank) +
                                  " is out of range (world size " + std::to_string(plan.world_size) +
@@ -211,7 +213,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
       return ExitCode::Usage;
     }
     // The session's memory classes (any world): this rank's entry.
-    out << render_rank_json(plan, plan_buffers(plan), opt.rank, s.memory->at(opt.rank));
+    out << render_rank_json(plan, plan_buffers(plan), opt.rank, session.memory->at(opt.rank));
     return ExitCode::Ok;
   }
   std::optional<Pattern> match;
@@ -231,7 +233,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
     print_summary(plan, opt.rank, out);
     return ExitCode::Ok;
   }
-  print_table(plan, s.memory ? &*s.memory : nullptr, opt.rank, match, out);
+  print_table(plan, session.memory ? &*session.memory : nullptr, opt.rank, match, out);
   return ExitCode::Ok;
 }
 

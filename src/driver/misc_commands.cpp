@@ -10,16 +10,16 @@ const char* version() { return SHARDC_VERSION; }
 
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err) {
   std::vector<std::string> names;
-  for (const auto& s : driver::embedded_schemas()) {
-    if (s.name == name) {
-      out << s.text;
-      if (!s.text.empty() && s.text.back() != '\n') out << "\n";
+  for (const auto& schema : driver::embedded_schemas()) {
+    if (schema.name == name) {
+      out << schema.text;
+      if (!schema.text.empty() && schema.text.back() != '\n') out << "\n";
       return ExitCode::Ok;
     }
-    names.emplace_back(s.name);
+    names.emplace_back(schema.name);
   }
   std::string valid;
-  for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+  for (const auto& known : names) valid += (valid.empty() ? "" : ", ") + known;
   driver::print_error(err, "unknown schema '" + name + "'; valid names: " +
                                (valid.empty() ? "(none embedded in this build)" : valid));
   return ExitCode::Usage;

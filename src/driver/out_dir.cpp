@@ -87,11 +87,12 @@ std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSyst
 
 // `<parent>/.<name>.shardc-lock`, beside OUTDIR: it survives the swap that replaces OUTDIR.
 std::string lock_path(const std::string& dir) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  const std::filesystem::path p(d);
-  const std::filesystem::path parent = p.parent_path().empty() ? "." : p.parent_path();
-  return (parent / ("." + p.filename().string() + ".shardc-lock")).string();
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const std::filesystem::path dir_path(trimmed);
+  const std::filesystem::path parent =
+      dir_path.parent_path().empty() ? "." : dir_path.parent_path();
+  return (parent / ("." + dir_path.filename().string() + ".shardc-lock")).string();
 }
 
 // The exclusive lock of one compile into `dir`; nullptr after printing why.
@@ -128,14 +129,14 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
   if (!lock) return std::nullopt;
   const auto in_place = choose_in_place(dir, force, fs, err);
   if (!in_place) return std::nullopt;
-  OutputTarget t{dir, dir, *in_place, std::move(lock)};
+  OutputTarget target{dir, dir, *in_place, std::move(lock)};
   std::string error;
-  if (!t.in_place) {
+  if (!target.in_place) {
     if (auto tmp = fs.make_temp_sibling(dir, error)) {
-      t.write_dir = *tmp;
+      target.write_dir = *tmp;
     } else {
       spdlog::debug("{}; writing in place", error);
-      t.in_place = true;
+      target.in_place = true;
       if (!fs.make_dirs(dir, error)) {
         print_error(err, "cannot create output directory '" + dir + "': " + error);
         return std::nullopt;
@@ -143,38 +144,38 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
     }
   }
   // Siblings of killed compiles go in both modes (make_temp_sibling removed them for a swap).
-  if (t.in_place) fs.remove_dead_temp_siblings(dir);
-  if (t.in_place && !uncommit(dir, fs, err)) return std::nullopt;
-  if (!fs.write_atomic(path_join(t.write_dir, kMarkerName), kMarkerText, error)) {
+  if (target.in_place) fs.remove_dead_temp_siblings(dir);
+  if (target.in_place && !uncommit(dir, fs, err)) return std::nullopt;
+  if (!fs.write_atomic(path_join(target.write_dir, kMarkerName), kMarkerText, error)) {
     print_error(err, "cannot write to output directory '" + dir + "': " + error);
-    abandon_output(t, fs);
+    abandon_output(target, fs);
     return std::nullopt;
   }
-  spdlog::debug("writing {} ({})", t.write_dir, t.in_place ? "in place" : "swap");
-  return t;
+  spdlog::debug("writing {} ({})", target.write_dir, target.in_place ? "in place" : "swap");
+  return target;
 }
 
-bool commit_output(const OutputTarget& t, const std::string& manifest, FileSystem& fs,
+bool commit_output(const OutputTarget& target, const std::string& manifest, FileSystem& fs,
                    std::ostream& err) {
   std::string error;
-  const std::string path = path_join(t.write_dir, kManifestName);
-  bool ok = fs.sync_dir(t.write_dir, error) && fs.write_atomic(path, manifest, error) &&
-            fs.sync_dir(t.write_dir, error);
-  if (ok && !t.in_place) ok = fs.replace_dir(t.write_dir, t.out_dir, error);
+  const std::string path = path_join(target.write_dir, kManifestName);
+  bool ok = fs.sync_dir(target.write_dir, error) && fs.write_atomic(path, manifest, error) &&
+            fs.sync_dir(target.write_dir, error);
+  if (ok && !target.in_place) ok = fs.replace_dir(target.write_dir, target.out_dir, error);
   if (!ok) {
-    print_error(err, "cannot commit '" + t.out_dir + "': " + error);
-    abandon_output(t, fs);
+    print_error(err, "cannot commit '" + target.out_dir + "': " + error);
+    abandon_output(target, fs);
     return false;
   }
-  if (!t.in_place && !fs.remove_tree(t.write_dir, error))  // now the previous OUTDIR
+  if (!target.in_place && !fs.remove_tree(target.write_dir, error))  // now the previous OUTDIR
     spdlog::warn("{}", error);
   return true;
 }
 
-void abandon_output(const OutputTarget& t, FileSystem& fs) {
-  if (t.in_place) return;
+void abandon_output(const OutputTarget& target, FileSystem& fs) {
+  if (target.in_place) return;
   std::string error;
-  if (!fs.remove_tree(t.write_dir, error)) spdlog::warn("{}", error);
+  if (!fs.remove_tree(target.write_dir, error)) spdlog::warn("{}", error);
 }
 
 bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostream& err) {

@@ -56,11 +56,11 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
 /// Makes every written file durable, writes `manifest` as manifest.json,
 /// and (swap) replaces OUTDIR with the write directory and removes the
 /// previous one. Prints and returns false on failure.
-bool commit_output(const OutputTarget& t, const std::string& manifest, FileSystem& fs,
+bool commit_output(const OutputTarget& target, const std::string& manifest, FileSystem& fs,
                    std::ostream& err);
 
 /// After a failure: removes the temporary sibling (swap); nothing in place.
-void abandon_output(const OutputTarget& t, FileSystem& fs);
+void abandon_output(const OutputTarget& target, FileSystem& fs);
 
 /// Creates `dir/ranks` (refusing a symlink). Prints and returns false on failure.
 bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostream& err);

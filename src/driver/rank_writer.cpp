@@ -60,8 +60,9 @@ void worker(const RankWriteJob& job, const RankRenderer& renderer, FileSystem& f
 }
 
 std::size_t worker_count(int jobs, std::size_t files) {
-  std::size_t n = jobs > 0 ? static_cast<std::size_t>(jobs) : std::thread::hardware_concurrency();
-  return std::clamp<std::size_t>(n, 1, std::max<std::size_t>(files, 1));
+  std::size_t workers =
+      jobs > 0 ? static_cast<std::size_t>(jobs) : std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(workers, 1, std::max<std::size_t>(files, 1));
 }
 
 void show_progress(std::ostream& err, std::size_t done, std::size_t total) {
@@ -72,15 +73,15 @@ void show_progress(std::ostream& err, std::size_t done, std::size_t total) {
 
 bool write_rank_files(const RankWriteJob& job, FileSystem& fs, std::ostream& err) {
   const std::size_t total = job.ranks.size();
-  const std::size_t n = worker_count(job.jobs, total);
-  spdlog::debug("writing {} rank files with {} workers", total, n);
+  const std::size_t workers = worker_count(job.jobs, total);
+  spdlog::debug("writing {} rank files with {} workers", total, workers);
   if (job.digests != nullptr) job.digests->assign(total, FileDigest{});
   Shared shared;
   const RankRenderer renderer(*job.plan, *job.buffers);
-  std::latch finished(static_cast<std::ptrdiff_t>(n));
+  std::latch finished(static_cast<std::ptrdiff_t>(workers));
   std::vector<std::jthread> threads;
-  threads.reserve(n);
-  for (std::size_t t = 0; t < n; ++t) {
+  threads.reserve(workers);
+  for (std::size_t t = 0; t < workers; ++t) {
     threads.emplace_back([&] {
       worker(job, renderer, fs, shared);
       finished.count_down();

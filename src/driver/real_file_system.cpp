@@ -45,14 +45,14 @@ std::string strip_trailing_slashes(std::string path) {
 bool read_all(int fd, std::int64_t max_bytes, std::string& text, std::string& error) {
   char buf[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+    const ssize_t count = ::read(fd, buf, sizeof buf);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) {
       error = errno_text(errno);
       return false;
     }
-    if (n == 0) return true;
-    text.append(buf, static_cast<std::size_t>(n));
+    if (count == 0) return true;
+    text.append(buf, static_cast<std::size_t>(count));
     if (static_cast<std::int64_t>(text.size()) > max_bytes) {
       error = "file is larger than " + std::to_string(max_bytes) + " bytes";
       return false;
@@ -62,13 +62,13 @@ bool read_all(int fd, std::int64_t max_bytes, std::string& text, std::string& er
 
 bool write_all(int fd, std::string_view bytes, std::string& error) {
   while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+    const ssize_t count = ::write(fd, bytes.data(), bytes.size());
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) {
       error = errno_text(errno);
       return false;
     }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
+    bytes.remove_prefix(static_cast<std::size_t>(count));
   }
   return true;
 }
@@ -143,10 +143,10 @@ std::optional<std::string> read_opened(const Fd& fd, const struct stat& st, std:
 // processes (pid), hidden (leading dot).
 std::string temp_name_for(const std::string& path) {
   static std::atomic<std::uint64_t> counter{0};
-  const fs::path p(path);
-  const std::string name = "." + p.filename().string() + ".tmp." + std::to_string(::getpid()) +
-                           "." + std::to_string(counter.fetch_add(1));
-  return (p.parent_path() / name).string();
+  const fs::path file_path(path);
+  const std::string name = "." + file_path.filename().string() + ".tmp." +
+                           std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  return (file_path.parent_path() / name).string();
 }
 
 }  // namespace
@@ -183,15 +183,16 @@ std::optional<std::string> RealFileSystem::read_range(const std::string& path, s
   std::string bytes(static_cast<std::size_t>(want), '\0');
   std::int64_t got = 0;
   while (got < want) {
-    const ssize_t n = ::pread(fd.get(), bytes.data() + got, static_cast<std::size_t>(want - got),
-                              static_cast<off_t>(offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+    const ssize_t count =
+        ::pread(fd.get(), bytes.data() + got, static_cast<std::size_t>(want - got),
+                static_cast<off_t>(offset + got));
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) {
       error = errno_text(errno);
       return std::nullopt;
     }
-    if (n == 0) break;
-    got += n;
+    if (count == 0) break;
+    got += count;
   }
   bytes.resize(static_cast<std::size_t>(got));
   return bytes;

@@ -47,8 +47,8 @@ bool fsync_dir(const std::string& dir, bool whole_fs, std::string& error) {
 }
 
 fs::path parent_of(const std::string& path) {
-  fs::path p(strip_trailing_slashes(path));
-  fs::path parent = p.parent_path();
+  fs::path trimmed(strip_trailing_slashes(path));
+  fs::path parent = trimmed.parent_path();
   return parent.empty() ? fs::path(".") : parent;
 }
 
@@ -98,21 +98,21 @@ class FlockLock final : public FileLock {
 
 std::string holder_text(int fd) {
   char buf[32] = {};
-  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  const ssize_t count = ::pread(fd, buf, sizeof buf - 1, 0);
   long pid = 0;
-  if (n > 0) std::from_chars(buf, buf + n, pid);
+  if (count > 0) std::from_chars(buf, buf + count, pid);
   return pid > 0 ? "held by pid " + std::to_string(pid) : "held by another process";
 }
 
 }  // namespace
 
 std::unique_ptr<FileLock> RealFileSystem::try_lock(const std::string& path, std::string& error) {
-  const std::string p = strip_trailing_slashes(path);
+  const std::string trimmed = strip_trailing_slashes(path);
   struct stat st {};
-  if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    const int fd = open_dir(p);
+  if (::stat(trimmed.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const int fd = open_dir(trimmed);
     if (fd < 0) {
-      error = "cannot open " + p + ": " + errno_text(errno);
+      error = "cannot open " + trimmed + ": " + errno_text(errno);
       return nullptr;
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -123,9 +123,9 @@ std::unique_ptr<FileLock> RealFileSystem::try_lock(const std::string& path, std:
     return std::make_unique<FlockLock>(fd, "");
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const int fd = ::open(trimmed.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-      error = "cannot create " + p + ": " + errno_text(errno);
+      error = "cannot create " + trimmed + ": " + errno_text(errno);
       return nullptr;
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -137,17 +137,17 @@ std::unique_ptr<FileLock> RealFileSystem::try_lock(const std::string& path, std:
     // only if `p` still names the file we locked.
     struct stat mine {};
     struct stat now {};
-    if (::fstat(fd, &mine) == 0 && ::stat(p.c_str(), &now) == 0 && mine.st_dev == now.st_dev &&
-        mine.st_ino == now.st_ino) {
+    if (::fstat(fd, &mine) == 0 && ::stat(trimmed.c_str(), &now) == 0 &&
+        mine.st_dev == now.st_dev && mine.st_ino == now.st_ino) {
       const std::string pid = std::to_string(::getpid()) + "\n";
       if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
         // The pid is only for messages: the lock holds without it.
       }
-      return std::make_unique<FlockLock>(fd, p);
+      return std::make_unique<FlockLock>(fd, trimmed);
     }
     ::close(fd);
   }
-  error = "cannot lock " + p + ": it keeps being replaced";
+  error = "cannot lock " + trimmed + ": it keeps being replaced";
   return nullptr;
 }
 

@@ -53,12 +53,14 @@ std::optional<std::vector<std::int64_t>> detail_ranks(const ReportOptions& opt, 
   if (!memory) return std::vector<std::int64_t>{0};
   std::vector<std::int64_t> ranks{memory->peak_ranks.first()};
   std::vector<std::int64_t> first(static_cast<std::size_t>(plan.num_stages), -1);
-  for (const MemoryClass& c : memory->classes) {
-    std::int64_t& f = first[static_cast<std::size_t>(c.stage)];
-    if (f < 0 || c.ranks.first() < f) f = c.ranks.first();
+  for (const MemoryClass& memory_class : memory->classes) {
+    std::int64_t& stage_first = first[static_cast<std::size_t>(memory_class.stage)];
+    if (stage_first < 0 || memory_class.ranks.first() < stage_first)
+      stage_first = memory_class.ranks.first();
   }
-  for (std::int64_t f : first) {
-    if (f >= 0 && std::find(ranks.begin(), ranks.end(), f) == ranks.end()) ranks.push_back(f);
+  for (std::int64_t stage_first : first) {
+    if (stage_first >= 0 && std::find(ranks.begin(), ranks.end(), stage_first) == ranks.end())
+      ranks.push_back(stage_first);
   }
   if (ranks.size() > kMaxDetailRanks) ranks.resize(kMaxDetailRanks);
   return ranks;
@@ -370,30 +372,30 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
   common.check_budget = true;
   common.memory_report = true;
   driver::SessionScope scope(common);
-  driver::Session& s = *scope;
-  const ExitCode code =
-      driver::plan_or_report(common, fs, s, common.diag_format == DiagFormat::Text ? err : out);
+  driver::Session& session = *scope;
+  const ExitCode code = driver::plan_or_report(common, fs, session,
+                                               common.diag_format == DiagFormat::Text ? err : out);
   PlanReportInput in;
   in.title = common.model_path + " + " + common.recipe_path;
-  in.diagnostics = &s.sink;
-  in.sources = &s.sources;
-  if (s.plan) {
-    in.plan = &*s.plan;
-    in.num_params = static_cast<std::int64_t>(s.plan->params.size());
-    in.largest = largest_params(*s.plan);
-    in.memory = s.memory ? &*s.memory : nullptr;
-    in.budget = s.budget;
-    const auto ranks = detail_ranks(opt, *s.plan, in.memory, err);
+  in.diagnostics = &session.sink;
+  in.sources = &session.sources;
+  if (session.plan) {
+    in.plan = &*session.plan;
+    in.num_params = static_cast<std::int64_t>(session.plan->params.size());
+    in.largest = largest_params(*session.plan);
+    in.memory = session.memory ? &*session.memory : nullptr;
+    in.budget = session.budget;
+    const auto ranks = detail_ranks(opt, *session.plan, in.memory, err);
     if (!ranks) return ExitCode::Usage;
-    for (std::int64_t r : *ranks) {
+    for (std::int64_t rank : *ranks) {
       std::ostringstream buffers;
-      driver::print_rank_buffers(*s.plan, r, buffers);
+      driver::print_rank_buffers(*session.plan, rank, buffers);
       std::string text = buffers.str();
       constexpr std::string_view kHeading = "\nbuffers:\n";  // the page has its own heading
       if (text.starts_with(kHeading)) text.erase(0, kHeading.size());
-      in.ranks.push_back({r, rank_params(*s.plan, r), std::move(text)});
+      in.ranks.push_back({rank, rank_params(*session.plan, rank), std::move(text)});
     }
-  } else if (s.sink.items().empty()) {
+  } else if (session.sink.items().empty()) {
     return code;  // nothing to show (an unreadable input: its error is printed)
   }
   const ExitCode written = write_page(opt.out_file, render_plan_report_html(in), fs, out, err);

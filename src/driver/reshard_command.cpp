@@ -158,33 +158,36 @@ std::string percent(std::int64_t part, std::int64_t whole) {
   return buf;
 }
 
-std::string min_median_max(std::vector<std::int64_t> v) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  return "min " + binary_bytes_text(v.front()) + ", median " +
-         binary_bytes_text(v[(v.size() - 1) / 2]) + ", max " + binary_bytes_text(v.back());
+std::string min_median_max(std::vector<std::int64_t> per_rank) {
+  if (per_rank.empty()) return "-";
+  std::sort(per_rank.begin(), per_rank.end());
+  return "min " + binary_bytes_text(per_rank.front()) + ", median " +
+         binary_bytes_text(per_rank[(per_rank.size() - 1) / 2]) + ", max " +
+         binary_bytes_text(per_rank.back());
 }
 
-void print_summary(const reshard::Layout& a, const reshard::Layout& b, const reshard::Result& r,
-                   const ReshardOptions& opt, double seconds, std::ostream& out) {
-  const reshard::Totals& t = r.totals;
+void print_summary(const reshard::Layout& from, const reshard::Layout& to,
+                   const reshard::Result& result, const ReshardOptions& opt, double seconds,
+                   std::ostream& out) {
+  const reshard::Totals& totals = result.totals;
   char time[32];
   std::snprintf(time, sizeof time, "%.2f", seconds);
-  out << "reshard " << a.label << " (" << a.world_size << " ranks) -> " << b.label << " ("
-      << b.world_size << " ranks)";
+  out << "reshard " << from.label << " (" << from.world_size << " ranks) -> " << to.label << " ("
+      << to.world_size << " ranks)";
   if (opt.ranks_per_node) out << ", " << *opt.ranks_per_node << " ranks per node";
   out << "\n";
-  out << "params: " << t.params << " transferred";
-  if (t.shared_aliases == 1) out << ", 1 tied alias shares storage";
-  if (t.shared_aliases > 1) out << ", " << t.shared_aliases << " tied aliases share storage";
-  out << "; " << t.pieces << " pieces (A shard class x B shard class), read and planned in " << time
-      << " s\n";
-  out << "destination bytes: " << binary_bytes_text(t.dest_bytes) << " total; per rank "
-      << min_median_max(r.dest_bytes) << "\n";
-  out << "moved bytes:       " << binary_bytes_text(t.moved_bytes) << " total; per rank "
-      << min_median_max(r.moved_bytes) << "\n";
-  out << "already in place:  " << binary_bytes_text(t.in_place_bytes) << " ("
-      << percent(t.in_place_bytes, t.dest_bytes) << " of destination bytes)\n";
+  out << "params: " << totals.params << " transferred";
+  if (totals.shared_aliases == 1) out << ", 1 tied alias shares storage";
+  if (totals.shared_aliases > 1)
+    out << ", " << totals.shared_aliases << " tied aliases share storage";
+  out << "; " << totals.pieces << " pieces (A shard class x B shard class), read and planned in "
+      << time << " s\n";
+  out << "destination bytes: " << binary_bytes_text(totals.dest_bytes) << " total; per rank "
+      << min_median_max(result.dest_bytes) << "\n";
+  out << "moved bytes:       " << binary_bytes_text(totals.moved_bytes) << " total; per rank "
+      << min_median_max(result.moved_bytes) << "\n";
+  out << "already in place:  " << binary_bytes_text(totals.in_place_bytes) << " ("
+      << percent(totals.in_place_bytes, totals.dest_bytes) << " of destination bytes)\n";
 }
 
 }  // namespace
@@ -196,15 +199,15 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
   const driver::PlannedReshard planned =
       driver::plan_reshard_inputs(opt, "reshard", fs, session, out, err);
   if (planned.code != ExitCode::Ok) return planned.code;
-  const reshard::Layout& a = *planned.from;
-  const reshard::Layout& b = *planned.to;
+  const reshard::Layout& from = *planned.from;
+  const reshard::Layout& to = *planned.to;
   const reshard::Result& result = *planned.result;
   const reshard::Options ro{opt.ranks_per_node};
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   if (opt.json || opt.out_file) {
-    const auto ranks = listed_ranks(opt, b.world_size, err);
+    const auto ranks = listed_ranks(opt, to.world_size, err);
     if (!ranks) return ExitCode::Usage;
-    const std::string text = render_reshard_json(a, b, result, ro, *ranks);
+    const std::string text = render_reshard_json(from, to, result, ro, *ranks);
     if (opt.out_file) {
       std::string error;
       if (!fs.write_atomic(*opt.out_file, text, error)) {
@@ -218,7 +221,7 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
       return ExitCode::Ok;
     }
   }
-  print_summary(a, b, result, opt, dt.count(), out);
+  print_summary(from, to, result, opt, dt.count(), out);
   return ExitCode::Ok;
 }
 

@@ -30,13 +30,13 @@ std::string gib(double bytes) { return fixed(bytes / kGiB, 2); }
 std::string json_string(std::string_view text) {
   std::string out = "\"";
   for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
+    const auto byte = static_cast<unsigned char>(ch);
     if (ch == '"' || ch == '\\') {
       out += '\\';
       out += ch;
-    } else if (c < 0x20) {
+    } else if (byte < 0x20) {
       std::array<char, 8> buf{};
-      std::snprintf(buf.data(), buf.size(), "\\u%04x", c);
+      std::snprintf(buf.data(), buf.size(), "\\u%04x", byte);
       out += buf.data();
     } else {
       out += ch;
@@ -45,24 +45,18 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
-std::string json_number(double v) {
+std::string json_number(double value) {
   std::array<char, 64> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.6g", v);
+  std::snprintf(buf.data(), buf.size(), "%.6g", value);
   return buf.data();
 }
 
 std::optional<SourceFile> read_file(FileSystem& fs, const std::string& path, const char* what,
-                                    DiagCode code, driver::Session& s) {
-  std::string error;
-  auto text = fs.read(path, driver::kMaxInputBytes, error);
-  if (!text) {
-    s.sink.error(code, SourceLoc{path, 0, 0},
-                 std::string("cannot read ") + what + " file '" + path + "': " + error,
-                 "check the path; inputs are limited to 256 MiB");
-    return std::nullopt;
-  }
-  s.sources[path] = *text;
-  return SourceFile{path, std::move(*text)};
+                                    DiagCode code, driver::Session& session) {
+  std::optional<SourceFile> file = driver::read_input(
+      fs, path, what, code, "check the path; inputs are limited to 256 MiB", session);
+  if (file) session.sources[path] = file->text;
+  return file;
 }
 
 // The default rule set: the first `<stem>-*.recipe.yaml` next to the model.
@@ -82,75 +76,79 @@ std::string default_rules_path(FileSystem& fs, const std::string& model_path) {
   return {};
 }
 
-void print_terms(const CheckedLayout& c, int rank, std::ostream& out) {
-  const StepCost& k = c.cost;
-  out << "#" << rank << " " << layout_name(c.layout) << ": step " << fixed(k.step, 3)
-      << " s = compute " << fixed(k.compute, 3) << " + recompute " << fixed(k.recompute, 3)
-      << " + bubble " << fixed(k.bubble, 3) << " + exposed comm " << fixed(k.exposed_comm, 3)
-      << " + optimizer " << fixed(k.optimizer, 3) << "\n";
-  for (const AxisCommTime& t : k.comm) {
-    out << "    comm " << t.axis << " (" << t.collective << ", "
-        << (t.inter_node ? "inter-node" : "intra-node") << "): " << fixed(t.bytes / 1e9, 2)
-        << " GB per rank, " << fixed(t.seconds, 3) << " s, exposed " << fixed(t.exposed, 3)
-        << " s; overlap: " << t.overlap << "\n";
+void print_terms(const CheckedLayout& checked, int rank, std::ostream& out) {
+  const StepCost& cost = checked.cost;
+  out << "#" << rank << " " << layout_name(checked.layout) << ": step " << fixed(cost.step, 3)
+      << " s = compute " << fixed(cost.compute, 3) << " + recompute " << fixed(cost.recompute, 3)
+      << " + bubble " << fixed(cost.bubble, 3) << " + exposed comm " << fixed(cost.exposed_comm, 3)
+      << " + optimizer " << fixed(cost.optimizer, 3) << "\n";
+  for (const AxisCommTime& term : cost.comm) {
+    out << "    comm " << term.axis << " (" << term.collective << ", "
+        << (term.inter_node ? "inter-node" : "intra-node") << "): " << fixed(term.bytes / 1e9, 2)
+        << " GB per rank, " << fixed(term.seconds, 3) << " s, exposed " << fixed(term.exposed, 3)
+        << " s; overlap: " << term.overlap << "\n";
   }
-  out << "    memory: peak " << gib(static_cast<double>(c.peak)) << " GiB on rank " << c.peak_rank
-      << " (stage " << c.peak_stage << "; activations " << gib(static_cast<double>(c.activations))
-      << " GiB; phase-1 estimate " << gib(c.estimated_memory) << " GiB)\n";
+  out << "    memory: peak " << gib(static_cast<double>(checked.peak)) << " GiB on rank "
+      << checked.peak_rank << " (stage " << checked.peak_stage << "; activations "
+      << gib(static_cast<double>(checked.activations)) << " GiB; phase-1 estimate "
+      << gib(checked.estimated_memory) << " GiB)\n";
 }
 
-std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
-  const Layout& l = c.layout;
-  std::ostringstream o;
-  o << "{\"layout\": " << json_string(layout_name(l)) << ", \"pp\": " << l.pp
-    << ", \"dp_replicate\": " << l.dp_replicate << ", \"dp_shard\": " << l.dp_shard
-    << ", \"cp\": " << l.cp << ", \"tp\": " << l.tp << ", \"ep\": " << l.ep
-    << ", \"efsdp\": " << l.efsdp << ", \"recompute\": " << json_string(recompute_name(l.recompute))
-    << ", \"recompute_block\": " << l.recompute_block
-    << ", \"sequence_parallel\": " << (l.sequence_parallel ? "true" : "false")
-    << ", \"schedule\": " << json_string(pipeline_schedule_name(l.schedule))
-    << ", \"virtual_stages\": " << l.virtual_stages
-    << ", \"zero1\": " << (l.zero1 ? "true" : "false")
-    << ", \"valid\": " << (c.valid ? "true" : "false");
-  if (!c.valid) {
-    o << ", \"first_code\": " << json_string(c.first_code)
-      << ", \"first_message\": " << json_string(c.first_message) << "}";
-    return o.str();
+std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
+  const Layout& layout = checked.layout;
+  std::ostringstream json;
+  json << "{\"layout\": " << json_string(layout_name(layout)) << ", \"pp\": " << layout.pp
+       << ", \"dp_replicate\": " << layout.dp_replicate << ", \"dp_shard\": " << layout.dp_shard
+       << ", \"cp\": " << layout.cp << ", \"tp\": " << layout.tp << ", \"ep\": " << layout.ep
+       << ", \"efsdp\": " << layout.efsdp
+       << ", \"recompute\": " << json_string(recompute_name(layout.recompute))
+    << ", \"recompute_block\": " << layout.recompute_block
+       << ", \"sequence_parallel\": " << (layout.sequence_parallel ? "true" : "false")
+       << ", \"schedule\": " << json_string(pipeline_schedule_name(layout.schedule))
+       << ", \"virtual_stages\": " << layout.virtual_stages
+       << ", \"zero1\": " << (layout.zero1 ? "true" : "false")
+       << ", \"valid\": " << (checked.valid ? "true" : "false");
+  if (!checked.valid) {
+    json << ", \"first_code\": " << json_string(checked.first_code)
+         << ", \"first_message\": " << json_string(checked.first_message) << "}";
+    return json.str();
   }
-  const StepCost& k = c.cost;
-  o << ", \"peak_bytes\": " << c.peak << ", \"peak_rank\": " << c.peak_rank
-    << ", \"peak_stage\": " << c.peak_stage << ", \"activation_bytes\": " << c.activations
-    << ", \"headroom_bytes\": " << (budget - c.peak)
-    << ", \"fits\": " << (c.fits ? "true" : "false")
-    << ", \"estimated_memory_bytes\": " << json_number(c.estimated_memory)
-    << ", \"step_seconds\": " << json_number(k.step)
-    << ", \"compute_seconds\": " << json_number(k.compute)
-    << ", \"recompute_seconds\": " << json_number(k.recompute)
-    << ", \"bubble_seconds\": " << json_number(k.bubble)
-    << ", \"exposed_comm_seconds\": " << json_number(k.exposed_comm)
-    << ", \"optimizer_seconds\": " << json_number(k.optimizer)
-    << ", \"tokens_per_second_per_gpu\": " << json_number(k.tokens_per_second_per_gpu)
-    << ", \"mfu\": " << json_number(k.mfu)
-    << ", \"flops_per_token\": " << json_number(k.flops_per_token)
-    << ", \"dominant\": " << json_string(k.dominant) << ", \"comm\": [";
-  for (std::size_t i = 0; i < k.comm.size(); ++i) {
-    const AxisCommTime& t = k.comm[i];
-    o << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(t.axis)
-      << ", \"collective\": " << json_string(t.collective)
-      << ", \"bytes\": " << json_number(t.bytes)
-      << ", \"inter_node\": " << (t.inter_node ? "true" : "false")
-      << ", \"seconds\": " << json_number(t.seconds)
-      << ", \"exposed_seconds\": " << json_number(t.exposed)
-      << ", \"overlap\": " << json_string(t.overlap) << "}";
+  const StepCost& cost = checked.cost;
+  json << ", \"peak_bytes\": " << checked.peak << ", \"peak_rank\": " << checked.peak_rank
+       << ", \"peak_stage\": " << checked.peak_stage
+       << ", \"activation_bytes\": " << checked.activations
+       << ", \"headroom_bytes\": " << (budget - checked.peak)
+       << ", \"fits\": " << (checked.fits ? "true" : "false")
+       << ", \"estimated_memory_bytes\": " << json_number(checked.estimated_memory)
+       << ", \"step_seconds\": " << json_number(cost.step)
+       << ", \"compute_seconds\": " << json_number(cost.compute)
+       << ", \"recompute_seconds\": " << json_number(cost.recompute)
+       << ", \"bubble_seconds\": " << json_number(cost.bubble)
+       << ", \"exposed_comm_seconds\": " << json_number(cost.exposed_comm)
+       << ", \"optimizer_seconds\": " << json_number(cost.optimizer)
+       << ", \"tokens_per_second_per_gpu\": " << json_number(cost.tokens_per_second_per_gpu)
+       << ", \"mfu\": " << json_number(cost.mfu)
+       << ", \"flops_per_token\": " << json_number(cost.flops_per_token)
+       << ", \"dominant\": " << json_string(cost.dominant) << ", \"comm\": [";
+  for (std::size_t i = 0; i < cost.comm.size(); ++i) {
+    const AxisCommTime& term = cost.comm[i];
+    json << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(term.axis)
+         << ", \"collective\": " << json_string(term.collective)
+         << ", \"bytes\": " << json_number(term.bytes)
+         << ", \"inter_node\": " << (term.inter_node ? "true" : "false")
+         << ", \"seconds\": " << json_number(term.seconds)
+         << ", \"exposed_seconds\": " << json_number(term.exposed)
+         << ", \"overlap\": " << json_string(term.overlap) << "}";
   }
-  o << "]}";
-  return o.str();
+  json << "]}";
+  return json.str();
 }
 
-ExitCode finish(const SearchOptions& opt, driver::Session& s, std::ostream& err, ExitCode code) {
+ExitCode finish(const SearchOptions& opt, driver::Session& session, std::ostream& err,
+                ExitCode code) {
   CommonOptions common;
   common.diag_format = opt.diag_format;
-  driver::print_diagnostics(common, s, err);
+  driver::print_diagnostics(common, session, err);
   return code;
 }
 
@@ -160,7 +158,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                     std::ostream& err) {
   CommonOptions common;
   driver::SessionScope scope(common);
-  driver::Session& s = *scope;
+  driver::Session& session = *scope;
   const SourceLoc cli{};
   // Hardware: a preset or a file.
   std::optional<Hardware> hw = hardware_preset(opt.hardware);
@@ -169,19 +167,21 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     auto text = fs.read(opt.hardware, driver::kMaxInputBytes, error);
     if (!text) {
       std::string names;
-      for (const std::string& n : hardware_preset_names()) names += (names.empty() ? "" : ", ") + n;
-      s.sink.error(
+      for (const std::string& preset : hardware_preset_names())
+        names += (names.empty() ? "" : ", ") + preset;
+      session.sink.error(
           DiagCode::EHardware, cli,
           "unknown hardware preset `" + opt.hardware + "` (and no such file: " + error + ")",
           "presets: " + names + "; or a file of `key: value` lines (docs/search.md)");
-      return finish(opt, s, err, ExitCode::Usage);
+      return finish(opt, session, err, ExitCode::Usage);
     }
     hw = parse_hardware_text(*text, error);
     if (!hw) {
-      s.sink.error(DiagCode::EHardware, SourceLoc{opt.hardware, 0, 0}, error,
-                   "keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
-                   "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency");
-      return finish(opt, s, err, ExitCode::Usage);
+      session.sink.error(
+          DiagCode::EHardware, SourceLoc{opt.hardware, 0, 0}, error,
+          "keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
+          "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency");
+      return finish(opt, session, err, ExitCode::Usage);
     }
   }
   if (opt.gpus_per_node > 0) hw->gpus_per_node = opt.gpus_per_node;
@@ -192,10 +192,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     return ExitCode::Usage;
   }
   // Model and rule set.
-  auto model_file = read_file(fs, opt.model_path, "model", DiagCode::EModel, s);
-  if (!model_file) return finish(opt, s, err, ExitCode::Usage);
-  std::optional<Model> model = parse_model(*model_file, s.sink, false);
-  if (!model) return finish(opt, s, err, ExitCode::Usage);
+  auto model_file = read_file(fs, opt.model_path, "model", DiagCode::EModel, session);
+  if (!model_file) return finish(opt, session, err, ExitCode::Usage);
+  std::optional<Model> model = parse_model(*model_file, session.sink, false);
+  if (!model) return finish(opt, session, err, ExitCode::Usage);
   const std::string rules_path =
       opt.rules_path.empty() ? default_rules_path(fs, opt.model_path) : opt.rules_path;
   if (rules_path.empty()) {
@@ -205,16 +205,16 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                         "next to the model)");
     return ExitCode::Usage;
   }
-  auto rules_file = read_file(fs, rules_path, "rules recipe", DiagCode::ERecipe, s);
-  if (!rules_file) return finish(opt, s, err, ExitCode::Usage);
-  std::optional<Recipe> rules = parse_recipe(*rules_file, s.sink, false);
-  if (!rules) return finish(opt, s, err, ExitCode::Usage);
+  auto rules_file = read_file(fs, rules_path, "rules recipe", DiagCode::ERecipe, session);
+  if (!rules_file) return finish(opt, session, err, ExitCode::Usage);
+  std::optional<Recipe> rules = parse_recipe(*rules_file, session.sink, false);
+  if (!rules) return finish(opt, session, err, ExitCode::Usage);
   // Training: the file's section, then the flags.
   TrainingSpec training;
   training.master_weights = DType::Float32;
   if (!opt.training_path.empty()) {
-    auto tf = read_file(fs, opt.training_path, "training", DiagCode::ERecipe, s);
-    if (!tf) return finish(opt, s, err, ExitCode::Usage);
+    auto tf = read_file(fs, opt.training_path, "training", DiagCode::ERecipe, session);
+    if (!tf) return finish(opt, session, err, ExitCode::Usage);
     SourceFile wrapped = *tf;
     if (wrapped.text.find("format:") == std::string::npos) {
       // A bare `training:` section: the rest of a minimal recipe goes AFTER it, so
@@ -222,16 +222,17 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       if (!wrapped.text.empty() && wrapped.text.back() != '\n') wrapped.text += '\n';
       wrapped.text += "format: shardc.recipe/v1\nmesh: [{name: dp, size: 1}]\nrules: []\n";
     }
-    auto parsed = parse_recipe(wrapped, s.sink, false);
-    if (!parsed) return finish(opt, s, err, ExitCode::Usage);
+    auto parsed = parse_recipe(wrapped, session.sink, false);
+    if (!parsed) return finish(opt, session, err, ExitCode::Usage);
     training = parsed->training;
     if (!training.shape.recompute_ranges.empty() || training.shape.offload.optimizer ||
         training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
-      s.sink.error(DiagCode::ETraining, training.loc,
-                   "search chooses recompute, ZeRO and the layout itself: the training file may "
-                   "not set recompute ranges, offload or zero",
-                   "leave them out; search prints the recompute mode and ZeRO-1 of each layout");
-      return finish(opt, s, err, ExitCode::Usage);
+      session.sink.error(
+          DiagCode::ETraining, training.loc,
+          "search chooses recompute, ZeRO and the layout itself: the training file may "
+          "not set recompute ranges, offload or zero",
+          "leave them out; search prints the recompute mode and ZeRO-1 of each layout");
+      return finish(opt, session, err, ExitCode::Usage);
     }
   }
   TrainingShape& shape = training.shape;
@@ -302,9 +303,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
     }
   }
-  const SearchResult r = run_search(req);
-  if (!r.error.empty()) {
-    driver::print_error(err, r.error);
+  const SearchResult result = run_search(req);
+  if (!result.error.empty()) {
+    driver::print_error(err, result.error);
     return ExitCode::Usage;
   }
   const std::int64_t tokens = *shape.global_batch_size * *shape.seq_len;
@@ -319,7 +320,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     page.micro_batch_size = shape.micro_batch_size;
     page.global_batch_size = *shape.global_batch_size;
     page.optimizer = optimizer_name(training.optimizer);
-    page.result = &r;
+    page.result = &result;
     const std::string html = render_search_report_html(page);
     std::string error;
     if (!fs.write_atomic(opt.report, html, error)) {
@@ -350,18 +351,18 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer))
         << ", \"fp8_gemm\": " << (req.fp8_gemm ? "true" : "false")
         << ", \"moe_node_limit\": " << req.moe_node_limit << "},\n"
-        << " \"enumerated\": " << r.enumerated << ", \"screened\": " << r.screened
-        << ", \"checked\": " << r.checked.size() << ",\n \"pruned\": {";
+        << " \"enumerated\": " << result.enumerated << ", \"screened\": " << result.screened
+        << ", \"checked\": " << result.checked.size() << ",\n \"pruned\": {";
     for (int i = 0; i < kScreenReasons; ++i) {
       out << (i > 0 ? ", " : "") << json_string(screen_reason_text(static_cast<ScreenReason>(i)))
-          << ": " << r.pruned[static_cast<std::size_t>(i)];
+          << ": " << result.pruned[static_cast<std::size_t>(i)];
     }
     out << "},\n \"ranked\": [";
-    for (std::size_t i = 0; i < r.ranked.size(); ++i)
-      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(r.ranked[i], budget);
+    for (std::size_t i = 0; i < result.ranked.size(); ++i)
+      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(result.ranked[i], budget);
     out << "],\n \"checked_layouts\": [";
-    for (std::size_t i = 0; i < r.checked.size(); ++i)
-      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(r.checked[i], budget);
+    for (std::size_t i = 0; i < result.checked.size(); ++i)
+      out << (i > 0 ? ",\n  " : "\n  ") << layout_json(result.checked[i], budget);
     out << "]}\n";
   } else {
     out << "search: " << model->name << " on " << world << " ranks (" << hw->gpus_per_node
@@ -382,91 +383,92 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                 ? ", node-limited routing (M = " + std::to_string(req.moe_node_limit) + ")"
                 : std::string())
         << "\n";
-    out << "layouts: " << r.enumerated << " enumerated, " << r.screened << " screened, "
-        << r.checked.size() << " planned exactly (in order of estimated step time)\n\n";
+    out << "layouts: " << result.enumerated << " enumerated, " << result.screened << " screened, "
+        << result.checked.size() << " planned exactly (in order of estimated step time)\n\n";
     out << "rank  layout                                                  peak GiB  headroom  "
            "step s  tok/s/GPU  MFU    dominant\n";
     int rank = 0;
-    for (const CheckedLayout& c : r.ranked) {
-      std::string name = layout_name(c.layout);
+    for (const CheckedLayout& checked : result.ranked) {
+      std::string name = layout_name(checked.layout);
       if (name.size() < 56) name.resize(56, ' ');
       std::array<char, 256> line{};
       std::snprintf(line.data(), line.size(), "%-4d  %s  %8s  %8s  %6.2f  %9.0f  %4.1f%%  %s\n",
-                    ++rank, name.c_str(), gib(static_cast<double>(c.peak)).c_str(),
-                    gib(static_cast<double>(budget - c.peak)).c_str(), c.cost.step,
-                    c.cost.tokens_per_second_per_gpu, 100 * c.cost.mfu, c.cost.dominant.c_str());
+                    ++rank, name.c_str(), gib(static_cast<double>(checked.peak)).c_str(),
+                    gib(static_cast<double>(budget - checked.peak)).c_str(), checked.cost.step,
+                    checked.cost.tokens_per_second_per_gpu, 100 * checked.cost.mfu,
+                    checked.cost.dominant.c_str());
       out << line.data();
     }
     out << "\nterms:\n";
     rank = 0;
-    for (const CheckedLayout& c : r.ranked) print_terms(c, ++rank, out);
+    for (const CheckedLayout& checked : result.ranked) print_terms(checked, ++rank, out);
     int invalid = 0;
     int over = 0;
-    for (const CheckedLayout& c : r.checked) {
-      if (!c.valid) ++invalid;
-      if (c.valid && !c.fits) ++over;
+    for (const CheckedLayout& checked : result.checked) {
+      if (!checked.valid) ++invalid;
+      if (checked.valid && !checked.fits) ++over;
     }
     if (invalid + over > 0) {
       out << "\nplanned but not ranked: " << invalid << " invalid, " << over
           << " over the budget\n";
-      for (const CheckedLayout& c : r.checked) {
-        if (!c.valid)
-          out << "  " << layout_name(c.layout) << ": " << c.first_code << " " << c.first_message
-              << "\n";
-        else if (!c.fits)
-          out << "  " << layout_name(c.layout) << ": peak " << gib(static_cast<double>(c.peak))
-              << " GiB over the budget\n";
+      for (const CheckedLayout& checked : result.checked) {
+        if (!checked.valid)
+          out << "  " << layout_name(checked.layout) << ": " << checked.first_code << " "
+              << checked.first_message << "\n";
+        else if (!checked.fits)
+          out << "  " << layout_name(checked.layout) << ": peak "
+              << gib(static_cast<double>(checked.peak)) << " GiB over the budget\n";
       }
     }
     if (opt.explain_pruned) {
       out << "\npruned before planning (by the model's sizes, the batch and the estimate):\n";
       for (int i = 0; i < kScreenReasons; ++i) {
-        out << "  " << r.pruned[static_cast<std::size_t>(i)] << "  "
+        out << "  " << result.pruned[static_cast<std::size_t>(i)] << "  "
             << screen_reason_text(static_cast<ScreenReason>(i)) << "\n";
       }
     }
   }
-  if (r.ranked.empty()) {
+  if (result.ranked.empty()) {
     std::string closest;
-    if (r.smallest) {
-      closest = "the smallest memory found is " + gib(static_cast<double>(r.smallest->peak)) +
-                " GiB per rank (" + layout_name(r.smallest->layout) + ")";
-    } else if (!r.checked.empty()) {
-      closest = "the best layout planned, " + layout_name(r.checked.front().layout) + ", is " +
-                r.checked.front().first_code + ": " + r.checked.front().first_message;
+    if (result.smallest) {
+      closest = "the smallest memory found is " + gib(static_cast<double>(result.smallest->peak)) +
+                " GiB per rank (" + layout_name(result.smallest->layout) + ")";
+    } else if (!result.checked.empty()) {
+      closest = "the best layout planned, " + layout_name(result.checked.front().layout) + ", is " +
+                result.checked.front().first_code + ": " + result.checked.front().first_message;
     } else {
       closest = "no layout passed the screen";
     }
     std::string near;
-    for (const std::int64_t w : {world - hw->gpus_per_node, world + hw->gpus_per_node}) {
-      if (w < 1) continue;
-      const std::int64_t n = screened_layouts(req, w);
-      if (n > 0)
-        near += (near.empty() ? "" : ", ") + std::to_string(w) + " ranks: " + std::to_string(n) +
-                " layouts";
+    for (const std::int64_t neighbour : {world - hw->gpus_per_node, world + hw->gpus_per_node}) {
+      if (neighbour < 1) continue;
+      const std::int64_t count = screened_layouts(req, neighbour);
+      if (count > 0)
+        near += (near.empty() ? "" : ", ") + std::to_string(neighbour) +
+                " ranks: " + std::to_string(count) + " layouts";
     }
-    s.sink.error(DiagCode::ESearch, cli,
-                 "no valid layout of " + model->name + " on " + std::to_string(world) +
-                     " ranks fits " + gib(static_cast<double>(budget)) + " GiB: " + closest,
-                 "one node away: " + (near.empty() ? std::string("none either") : near) +
-                     "; raise --budget, give a smaller --micro-batch or a larger world");
-    return finish(opt, s, err, ExitCode::Invalid);
+    session.sink.error(DiagCode::ESearch, cli,
+                       "no valid layout of " + model->name + " on " + std::to_string(world) +
+                           " ranks fits " + gib(static_cast<double>(budget)) + " GiB: " + closest,
+                       "one node away: " + (near.empty() ? std::string("none either") : near) +
+                           "; raise --budget, give a smaller --micro-batch or a larger world");
+    return finish(opt, session, err, ExitCode::Invalid);
   }
   if (!opt.emit_recipe.empty()) {
     const std::size_t pick = static_cast<std::size_t>(std::max(1, opt.pick));
-    if (pick > r.ranked.size()) {
+    if (pick > result.ranked.size()) {
       driver::print_error(err, "--pick " + std::to_string(pick) + ": only " +
-                                   std::to_string(r.ranked.size()) + " layouts ranked");
+                                   std::to_string(result.ranked.size()) + " layouts ranked");
       return ExitCode::Usage;
     }
     std::string error;
-    if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, r.ranked[pick - 1].layout),
+    if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, result.ranked[pick - 1].layout),
                          error)) {
       driver::print_error(err, "cannot write '" + opt.emit_recipe + "': " + error);
       return ExitCode::Usage;
     }
   }
-  return finish(opt, s, err, ExitCode::Ok);
+  return finish(opt, session, err, ExitCode::Ok);
 }
 
 }  // namespace shardc

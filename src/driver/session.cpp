@@ -18,8 +18,9 @@ namespace {
 
 // Reads one of compile's inputs; reports `code` when it cannot be read.
 std::optional<SourceFile> read_logged(FileSystem& fs, const std::string& path, const char* what,
-                                      DiagCode code, Session& s) {
-  auto file = read_input(fs, path, what, code, "check the path; inputs are limited to 256 MiB", s);
+                                      DiagCode code, Session& session) {
+  auto file =
+      read_input(fs, path, what, code, "check the path; inputs are limited to 256 MiB", session);
   if (file) spdlog::debug("read {} {} ({} bytes)", what, path, file->text.size());
   return file;
 }
@@ -32,56 +33,62 @@ std::string stem_of(const std::string& path) {
   return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
 }
 
-void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& s) {
+void parse_inputs(const CommonOptions& opt, FileSystem& fs, Session& session) {
   if (is_checkpoint_path(fs, opt.model_path)) {
-    if (auto im = import_checkpoint(fs, opt.model_path, s.sink)) s.model = std::move(im->model);
-  } else if (auto file = read_logged(fs, opt.model_path, "model", DiagCode::EModel, s)) {
-    s.model = parse_model(*file, s.sink, opt.input_digests);
-    if (s.model) {
-      if (opt.input_digests && s.model->sha256.empty()) s.model->sha256 = sha256_hex(file->text);
-      if (s.model->source_path.empty()) s.model->source_path = file->path;
-      if (s.model->name.empty()) s.model->name = stem_of(file->path);
+    if (auto im = import_checkpoint(fs, opt.model_path, session.sink))
+      session.model = std::move(im->model);
+  } else if (auto file = read_logged(fs, opt.model_path, "model", DiagCode::EModel, session)) {
+    session.model = parse_model(*file, session.sink, opt.input_digests);
+    if (session.model) {
+      if (opt.input_digests && session.model->sha256.empty())
+        session.model->sha256 = sha256_hex(file->text);
+      if (session.model->source_path.empty()) session.model->source_path = file->path;
+      if (session.model->name.empty()) session.model->name = stem_of(file->path);
     }
-    s.sources[file->path] = std::move(file->text);  // kept for source excerpts
+    session.sources[file->path] = std::move(file->text);  // kept for source excerpts
   }
-  if (auto file = read_logged(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, s)) {
-    s.recipe = parse_recipe(*file, s.sink, opt.input_digests);
-    if (s.recipe) {
-      if (opt.input_digests && s.recipe->sha256.empty()) s.recipe->sha256 = sha256_hex(file->text);
-      if (s.recipe->source_path.empty()) s.recipe->source_path = file->path;
+  if (auto file = read_logged(fs, opt.recipe_path, "recipe", DiagCode::ERecipe, session)) {
+    session.recipe = parse_recipe(*file, session.sink, opt.input_digests);
+    if (session.recipe) {
+      if (opt.input_digests && session.recipe->sha256.empty())
+        session.recipe->sha256 = sha256_hex(file->text);
+      if (session.recipe->source_path.empty()) session.recipe->source_path = file->path;
     }
-    s.sources[file->path] = std::move(file->text);
+    session.sources[file->path] = std::move(file->text);
   }
 }
 
 // The budget check of validate / memory: --budget, else the recipe's.
-void check_memory_budget(const CommonOptions& opt, Session& s) {
-  const TrainingSpec& t = s.plan->training;
+void check_memory_budget(const CommonOptions& opt, Session& session) {
+  const TrainingSpec& training = session.plan->training;
   // Only validate and memory check a budget; compile and inspect check the world's size.
-  if (opt.check_budget) s.budget = opt.budget_bytes ? opt.budget_bytes : t.budget_bytes;
-  if (!s.budget && !opt.memory_report) return;
-  const SourceLoc loc = opt.budget_bytes ? SourceLoc{} : t.budget_loc;
+  if (opt.check_budget)
+    session.budget = opt.budget_bytes ? opt.budget_bytes : training.budget_bytes;
+  if (!session.budget && !opt.memory_report) return;
+  const SourceLoc loc = opt.budget_bytes ? SourceLoc{} : training.budget_loc;
   if (opt.per_rank_memory) {
     // compile / verify --against write (or re-render) a row per rank: refused above the limit,
     // computed by the command itself.
-    if (!check_memory_world(*s.plan, loc,
-                            "the per-rank memory table of plan.json and the rank files", s.sink))
+    if (!check_memory_world(*session.plan, loc,
+                            "the per-rank memory table of plan.json and the rank files",
+                            session.sink))
       return;
     // compile reports an exceeded budget as validate does (issue 29 item 6).
-    if (s.budget) {
-      s.memory = compute_memory(*s.plan);
-      check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
+    if (session.budget) {
+      session.memory = compute_memory(*session.plan);
+      check_budget(*session.plan, *session.memory, *session.budget, loc, session.sink);
     }
     return;
   }
   // validate's budget, memory, inspect: classes of ranks, any legal world.
   std::string why;
-  s.memory = memory_classes(*s.plan, &why);
-  if (!s.memory) {
-    refuse_memory_classes(*s.plan, loc, why, s.sink);
+  session.memory = memory_classes(*session.plan, &why);
+  if (!session.memory) {
+    refuse_memory_classes(*session.plan, loc, why, session.sink);
     return;
   }
-  if (s.budget) check_budget(*s.plan, *s.memory, *s.budget, loc, s.sink);
+  if (session.budget)
+    check_budget(*session.plan, *session.memory, *session.budget, loc, session.sink);
 }
 
 }  // namespace
@@ -102,13 +109,13 @@ ExitCode print_or_write(const std::string& text, const std::string& output, File
 }
 
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
-                                     DiagCode code, const char* hint, Session& s) {
+                                     DiagCode code, const char* hint, Session& session) {
   std::string error;
   auto text = fs.read(path, kMaxInputBytes, error);
   if (!text) {
-    s.sink.error(code, SourceLoc{path, 0, 0},
-                 std::string("cannot read ") + what + " file '" + path + "': " + error,
-                 std::string(hint));
+    session.sink.error(code, SourceLoc{path, 0, 0},
+                       std::string("cannot read ") + what + " file '" + path + "': " + error,
+                       std::string(hint));
     return std::nullopt;
   }
   return SourceFile{path, std::move(*text)};
@@ -118,24 +125,26 @@ SessionScope::~SessionScope() {
   if (leave_) leave_to_exit(session_);  // else (or when the list cannot grow) freed as usual
 }
 
-void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s) {
-  parse_inputs(opt, fs, s);
-  if (!s.model || !s.recipe || s.sink.has_errors()) return;
-  spdlog::debug("parsed {} params, {} rules", s.model->params.size(), s.recipe->rules.size());
+void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& session) {
+  parse_inputs(opt, fs, session);
+  if (!session.model || !session.recipe || session.sink.has_errors()) return;
+  spdlog::debug("parsed {} params, {} rules", session.model->params.size(),
+                session.recipe->rules.size());
   // The plan takes the params (moved, not copied); nothing reads them from
   // s.model afterwards.
-  s.plan = build_plan(std::move(*s.model), *s.recipe, s.sink);
-  if (!s.plan) return;
-  if (s.sink.has_errors()) {
-    s.plan.reset();
+  session.plan = build_plan(std::move(*session.model), *session.recipe, session.sink);
+  if (!session.plan) return;
+  if (session.sink.has_errors()) {
+    session.plan.reset();
     return;
   }
-  if (opt.check_invariants && !invariants_checked_always()) assert_plan_invariants(*s.plan);
-  if (s.plan->model_name.empty()) s.plan->model_name = s.model->name;
-  if (s.plan->model_sha256.empty()) s.plan->model_sha256 = s.model->sha256;
-  if (s.plan->recipe_sha256.empty()) s.plan->recipe_sha256 = s.recipe->sha256;
-  spdlog::debug("planned {} params on {} ranks", s.plan->params.size(), s.plan->world_size);
-  if (opt.check_budget || opt.memory_report) check_memory_budget(opt, s);
+  if (opt.check_invariants && !invariants_checked_always()) assert_plan_invariants(*session.plan);
+  if (session.plan->model_name.empty()) session.plan->model_name = session.model->name;
+  if (session.plan->model_sha256.empty()) session.plan->model_sha256 = session.model->sha256;
+  if (session.plan->recipe_sha256.empty()) session.plan->recipe_sha256 = session.recipe->sha256;
+  spdlog::debug("planned {} params on {} ranks", session.plan->params.size(),
+                session.plan->world_size);
+  if (opt.check_budget || opt.memory_report) check_memory_budget(opt, session);
 }
 
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink) {
@@ -144,12 +153,12 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
   return ExitCode::Ok;
 }
 
-void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream& os) {
-  const DiagnosticSink& sink = s.sink;
+void print_diagnostics(const CommonOptions& opt, const Session& session, std::ostream& os) {
+  const DiagnosticSink& sink = session.sink;
   if (sink.items().empty() && sink.dropped() == 0) return;
   switch (opt.diag_format) {
     case DiagFormat::Text:
-      os << render_diagnostics_text(sink, s.sources);
+      os << render_diagnostics_text(sink, session.sources);
       break;
     case DiagFormat::Json:
       os << render_diagnostics_json(sink);
@@ -164,12 +173,12 @@ void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream&
   }
 }
 
-ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& s,
+ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& session,
                         std::ostream& diag_out) {
-  load_and_plan(opt, fs, s);
-  print_diagnostics(opt, s, diag_out);
-  const ExitCode code = diagnostics_exit_code(opt, s.sink);
-  if (code == ExitCode::Ok && !s.plan) {
+  load_and_plan(opt, fs, session);
+  print_diagnostics(opt, session, diag_out);
+  const ExitCode code = diagnostics_exit_code(opt, session.sink);
+  if (code == ExitCode::Ok && !session.plan) {
     print_error(diag_out, "internal error: no plan and no diagnostic (please report)");
     return ExitCode::Usage;
   }

@@ -55,9 +55,9 @@ class SessionScope {
 };
 
 /// Reads, parses and plans. A MODEL that is a directory or a .safetensors
-/// file is imported as a checkpoint (import_checkpoint). Every problem goes to `s.sink`; `s.plan`
-/// is set only when no error was reported.
-void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& s);
+/// file is imported as a checkpoint (import_checkpoint). Every problem goes to `session.sink`;
+/// `session.plan` is set only when no error was reported.
+void load_and_plan(const CommonOptions& opt, FileSystem& fs, Session& session);
 
 /// `text` to `out` when `output` is empty, else written atomically to the
 /// file `output` (exit 2 after an error line when that fails).
@@ -67,7 +67,7 @@ ExitCode print_or_write(const std::string& text, const std::string& output, File
 /// Reads one input whole (at most kMaxInputBytes); nullopt after reporting
 /// `code` ("cannot read <what> file 'PATH': <why>", `hint`) when it cannot be.
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
-                                     DiagCode code, const char* hint, Session& s);
+                                     DiagCode code, const char* hint, Session& session);
 
 /// The exit code the diagnostics call for: 2 when an input could not be
 /// read or parsed (E-MODEL, E-RECIPE, E-CHECKPOINT), 1 for any other error, 1 for
@@ -76,14 +76,14 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
 
 /// Renders the sink in `opt.diag_format` to `os` (nothing when empty), plus
 /// a line saying warnings failed the run under --strict.
-void print_diagnostics(const CommonOptions& opt, const Session& s, std::ostream& os);
+void print_diagnostics(const CommonOptions& opt, const Session& session, std::ostream& os);
 
 /// "shardc: error: <message>" (support/print_error.hpp).
 using shardc::print_error;
 
 /// Runs `load_and_plan`, prints the diagnostics to `diag_out` and returns
-/// the exit code; Ok means `s.plan` is set and the command may proceed.
-ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& s,
+/// the exit code; Ok means `session.plan` is set and the command may proceed.
+ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& session,
                         std::ostream& diag_out);
 
 }  // namespace shardc::driver

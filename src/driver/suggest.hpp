@@ -9,7 +9,7 @@
 namespace shardc::driver {
 
 /// Levenshtein distance, giving up (returning > limit) once it exceeds `limit`.
-std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
+std::size_t edit_distance(std::string_view source, std::string_view target, std::size_t limit);
 
 /// Up to `max` names close to `query`: names containing it (or contained in
 /// it) first, then the smallest edit distances, ties in input order.

@@ -6,14 +6,14 @@
 
 namespace shardc::driver {
 
-std::string group_digits(std::int64_t v) {
-  const std::string digits = std::to_string(v < 0 ? -v : v);
+std::string group_digits(std::int64_t value) {
+  const std::string digits = std::to_string(value < 0 ? -value : value);
   std::string out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
     out += digits[i];
   }
-  return v < 0 ? "-" + out : out;
+  return value < 0 ? "-" + out : out;
 }
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
@@ -27,7 +27,7 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string mesh_text(const Mesh& mesh) {
   std::vector<std::string> parts;
-  for (const auto& a : mesh.axes) parts.push_back(a.name + "=" + std::to_string(a.size));
+  for (const auto& axis : mesh.axes) parts.push_back(axis.name + "=" + std::to_string(axis.size));
   return join(parts, " x ");
 }
 

@@ -15,7 +15,7 @@ namespace shardc::driver {
 /// "[4096, 4096]", "[]" (support/shape.hpp).
 using shardc::shape_text;
 /// 8030261248 -> "8,030,261,248".
-std::string group_digits(std::int64_t v);
+std::string group_digits(std::int64_t value);
 /// "pp=2 x tp=8".
 std::string mesh_text(const Mesh& mesh);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);

@@ -43,13 +43,15 @@ bool same_as_inputs(const VerifyOptions& opt, const WrittenPlan& written, Report
   common.memory_report = true;  // as compile: plan.json carries per-rank memory
   common.per_rank_memory = true;
   driver::SessionScope scope(common);
-  driver::Session& s = *scope;
-  if (driver::plan_or_report(common, fs, s, err) != ExitCode::Ok || !s.plan) return false;
-  const Plan& p = *s.plan;
-  const std::vector<BufferRankBytes> buffer_bytes = buffer_rank_bytes(p, plan_buffers(p));
-  const MemoryReport memory = compute_memory(p, buffer_bytes);
-  const std::string want = render_plan_json(p, rank_bytes(p), buffer_bytes, &memory);
-  replanned = std::move(s.plan);
+  driver::Session& session = *scope;
+  if (driver::plan_or_report(common, fs, session, err) != ExitCode::Ok || !session.plan)
+    return false;
+  const Plan& planned = *session.plan;
+  const std::vector<BufferRankBytes> buffer_bytes =
+      buffer_rank_bytes(planned, plan_buffers(planned));
+  const MemoryReport memory = compute_memory(planned, buffer_bytes);
+  const std::string want = render_plan_json(planned, rank_bytes(planned), buffer_bytes, &memory);
+  replanned = std::move(session.plan);
   if (want == text) return true;
   std::string error;
   const auto theirs = readback::parse_plan_file(want, error);
@@ -101,12 +103,13 @@ void check_local_attributes(const VerifyOptions& opt, const Plan& replanned,
                             const readback::ManifestFile& manifest,
                             const std::vector<std::int64_t>& sample, Report& report,
                             FileSystem& fs) {
-  for (const auto& e : manifest.rank_files) {
-    if (!std::binary_search(sample.begin(), sample.end(), e.rank)) continue;
+  for (const auto& entry : manifest.rank_files) {
+    if (!std::binary_search(sample.begin(), sample.end(), entry.rank)) continue;
     std::string error;
-    const auto text = fs.read_regular(path_join(opt.out_dir, e.path), read_limit(e.bytes), error);
+    const auto text =
+        fs.read_regular(path_join(opt.out_dir, entry.path), read_limit(entry.bytes), error);
     if (!text) continue;  // unreadable: already a mismatch of the sample
-    const std::string want = render_local_attributes_json(replanned, e.rank);
+    const std::string want = render_local_attributes_json(replanned, entry.rank);
     const std::string marker = "\"local_attributes\":";
     const std::size_t at = text->find(marker);
     const std::string got =
@@ -117,13 +120,13 @@ void check_local_attributes(const VerifyOptions& opt, const Plan& replanned,
       std::size_t i = 0;
       while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
       const std::size_t from = i < 40 ? 0 : i - 40;
-      const auto excerpt = [&](const std::string& t) {
-        return printable(t.substr(std::min(from, t.size()), 100));
+      const auto excerpt = [&](const std::string& section) {
+        return printable(section.substr(std::min(from, section.size()), 100));
       };
       where = "from byte " + std::to_string(from) + " of the section the file has '" +
               excerpt(got) + "', the plan '" + excerpt(want) + "'";
     }
-    report.mismatch(e.path + " (rank " + std::to_string(e.rank) +
+    report.mismatch(entry.path + " (rank " + std::to_string(entry.rank) +
                     "): local_attributes are not those of " + opt.against[0] + " " +
                     opt.against[1] + ": " + where);
   }
@@ -135,7 +138,7 @@ std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
                                                       std::ostream& err) {
   if (opt.ranks) return driver::parse_ranks_option(*opt.ranks, manifest.world_size, err);
   std::vector<std::int64_t> out;
-  for (const auto& e : manifest.rank_files) out.push_back(e.rank);
+  for (const auto& entry : manifest.rank_files) out.push_back(entry.rank);
   if (out.empty())
     print_error(err, "no rank files in '" + path_join(opt.out_dir, "ranks") +
                          "' (manifest.json lists none: compiled with --no-rank-files)");
@@ -144,7 +147,7 @@ std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
 }
 
 void print_list(const std::vector<std::string>& items, std::int64_t total, std::ostream& out) {
-  for (const auto& m : items) out << "  " << m << "\n";
+  for (const auto& item : items) out << "  " << item << "\n";
   if (total > static_cast<std::int64_t>(items.size()))
     out << "  ... and " << total - static_cast<std::int64_t>(items.size()) << " more\n";
 }
@@ -166,7 +169,7 @@ void print_summary(const Report& rep, std::size_t sampled, std::size_t loaded, d
   if (rep.num_warnings > 0) {
     out << rep.num_warnings << (rep.num_warnings == 1 ? " warning" : " warnings")
         << " (not part of the compile):\n";
-    for (const auto& w : rep.warnings) out << "  warning: " << w << "\n";
+    for (const auto& warning : rep.warnings) out << "  warning: " << warning << "\n";
     if (rep.num_warnings > static_cast<std::int64_t>(rep.warnings.size()))
       out << "  ... and " << rep.num_warnings - static_cast<std::int64_t>(rep.warnings.size())
           << " more\n";

@@ -57,11 +57,11 @@ std::span<const Node> Document::store(std::span<const Node> nodes) {
   return {out, nodes.size()};
 }
 
-std::string_view Document::save(std::string_view s) {
-  if (s.empty()) return {};
-  auto* out = static_cast<char*>(allocate(s.size(), 1));
-  std::memcpy(out, s.data(), s.size());
-  return {out, s.size()};
+std::string_view Document::save(std::string_view text) {
+  if (text.empty()) return {};
+  auto* out = static_cast<char*>(allocate(text.size(), 1));
+  std::memcpy(out, text.data(), text.size());
+  return {out, text.size()};
 }
 
 std::pair<int, int> line_col(std::string_view text, std::size_t offset) {

@@ -47,13 +47,13 @@ struct Node {
                ? std::span<const Node>(static_cast<const Node*>(data_), size_)
                : std::span<const Node>();
   }
-  void set_key(std::string_view k) {
-    key_ = k.data();
-    key_size_ = static_cast<std::uint32_t>(k.size());
+  void set_key(std::string_view key) {
+    key_ = key.data();
+    key_size_ = static_cast<std::uint32_t>(key.size());
   }
-  void set_text(std::string_view t) {
-    data_ = t.data();
-    size_ = static_cast<std::uint32_t>(t.size());
+  void set_text(std::string_view text) {
+    data_ = text.data();
+    size_ = static_cast<std::uint32_t>(text.size());
   }
   void set_items(std::span<const Node> items) {
     data_ = items.data();
@@ -83,8 +83,8 @@ class Document {
 
   /// Copies `nodes` into one contiguous arena block.
   std::span<const Node> store(std::span<const Node> nodes);
-  /// Copies `s` into the string arena.
-  std::string_view save(std::string_view s);
+  /// Copies `text` into the string arena.
+  std::string_view save(std::string_view text);
   /// Sets `bytes` of arena aside in one block (huge pages where the kernel
   /// allows) before a large document is built; past it, blocks come from
   /// 64 KiB chunks again. Ignored when the memory is not available.

@@ -36,12 +36,12 @@ namespace od = simdjson::ondemand;
 
 constexpr std::string_view kBom = "\xEF\xBB\xBF";
 
-std::string_view trim_right(std::string_view s) {
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
-    s.remove_suffix(1);
+std::string_view trim_right(std::string_view text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
+                           text.back() == '\r')) {
+    text.remove_suffix(1);
   }
-  return s;
+  return text;
 }
 
 class SimdBuilder {
@@ -78,33 +78,35 @@ class SimdBuilder {
   }
 
  private:
-  std::size_t offset(const char* p) const { return skip_ + static_cast<std::size_t>(p - buffer_); }
+  std::size_t offset(const char* position) const {
+    return skip_ + static_cast<std::size_t>(position - buffer_);
+  }
 
   // One value; `depth`: containers around it; `at`: its offset if not its token's.
-  bool value(od::value v, int depth, std::size_t at = std::string_view::npos) {
+  bool value(od::value element, int depth, std::size_t at = std::string_view::npos) {
     if (++nodes_ > limits_.max_nodes) return false;
     od::json_type type{};
-    if (v.type().get(type) != simdjson::SUCCESS) return false;
-    std::string_view raw = v.raw_json_token();
+    if (element.type().get(type) != simdjson::SUCCESS) return false;
+    std::string_view raw = element.raw_json_token();
     if (at == std::string_view::npos) at = offset(raw.data());
     switch (type) {
       case od::json_type::object:
-        return object(v, depth, at);
+        return object(element, depth, at);
       case od::json_type::array:
-        return array(v, depth, at);
+        return array(element, depth, at);
       case od::json_type::string:
-        return string(v, raw, at);
+        return string(element, raw, at);
       case od::json_type::number:
-        return number(v, raw, at);
+        return number(element, raw, at);
       case od::json_type::boolean: {
-        bool b = false;
-        if (v.get_bool().get(b) != simdjson::SUCCESS) return false;
-        tree_.add(json_node(Node::Kind::Scalar, b ? "true" : "false", false, cursor_.at(at)));
+        bool flag = false;
+        if (element.get_bool().get(flag) != simdjson::SUCCESS) return false;
+        tree_.add(json_node(Node::Kind::Scalar, flag ? "true" : "false", false, cursor_.at(at)));
         return true;
       }
       case od::json_type::null: {
         bool is_null = false;
-        if (v.is_null().get(is_null) != simdjson::SUCCESS || !is_null) return false;
+        if (element.is_null().get(is_null) != simdjson::SUCCESS || !is_null) return false;
         tree_.add(json_node(Node::Kind::Null, {}, false, cursor_.at(at)));
         return true;
       }
@@ -121,9 +123,9 @@ class SimdBuilder {
     return true;
   }
 
-  bool object(od::value v, int depth, std::size_t at) {
+  bool object(od::value element, int depth, std::size_t at) {
     od::object obj;
-    if (v.get_object().get(obj) != simdjson::SUCCESS || !open(Node::Kind::Map, depth, at)) {
+    if (element.get_object().get(obj) != simdjson::SUCCESS || !open(Node::Kind::Map, depth, at)) {
       return false;
     }
     for (auto entry : obj) {
@@ -145,9 +147,9 @@ class SimdBuilder {
     return true;
   }
 
-  bool array(od::value v, int depth, std::size_t at) {
+  bool array(od::value element, int depth, std::size_t at) {
     od::array arr;
-    if (v.get_array().get(arr) != simdjson::SUCCESS || !open(Node::Kind::Seq, depth, at)) {
+    if (element.get_array().get(arr) != simdjson::SUCCESS || !open(Node::Kind::Seq, depth, at)) {
       return false;
     }
     for (auto entry : arr) {
@@ -162,11 +164,11 @@ class SimdBuilder {
     // raw(): the first byte after the opening quote. Stage 1 found the
     // closing quote, so the scan stops inside the string.
     const char* first = field.key().raw();
-    const char* p = first;
-    while (*p != '"' && *p != '\\') ++p;
+    const char* scan = first;
+    while (*scan != '"' && *scan != '\\') ++scan;
     auto [line, col] = cursor_.at(offset(first) - 1);
-    if (*p == '"') {
-      key_ = text_.substr(offset(first), static_cast<std::size_t>(p - first));
+    if (*scan == '"') {
+      key_ = text_.substr(offset(first), static_cast<std::size_t>(scan - first));
       tree_.key(key_, line, col);
       return true;
     }
@@ -181,13 +183,13 @@ class SimdBuilder {
   // anything not canonical (doc.hpp) or a broken limit (the caller then builds
   // the whole tree without the shortcut). The nodes the tree would hold are
   // counted alike. The tree gets an empty list at the array's position.
-  bool params_list(od::value v, int depth) {
+  bool params_list(od::value element, int depth) {
     // The entries (depth + 1) and their shapes (depth + 2) must open.
     if (++nodes_ > limits_.max_nodes || depth + 2 >= limits_.max_depth) return false;
-    std::size_t at = offset(v.raw_json_token().data());
+    std::size_t at = offset(element.raw_json_token().data());
     std::pair<int, int> pos = cursor_.at(at);
     od::array arr;
-    if (v.get_array().get(arr) != simdjson::SUCCESS) return false;
+    if (element.get_array().get(arr) != simdjson::SUCCESS) return false;
     std::vector<Param>& out = shortcut_->params;
     // At least 36 bytes per entry: room for all without a move (pages never
     // used are never touched).
@@ -206,13 +208,13 @@ class SimdBuilder {
   }
 
   // A quoted string without a backslash, consumed; its text is `body`.
-  static bool plain_string(od::value v, std::string_view& body) {
-    std::string_view raw = v.raw_json_token();
+  static bool plain_string(od::value element, std::string_view& body) {
+    std::string_view raw = element.raw_json_token();
     if (raw.empty() || raw.front() != '"') return false;
     body = raw.substr(1, raw.rfind('"') - 1);
     od::raw_json_string consumed;
     return body.find('\\') == std::string_view::npos &&
-           v.get_raw_json_string().get(consumed) == simdjson::SUCCESS;
+           element.get_raw_json_string().get(consumed) == simdjson::SUCCESS;
   }
 
   // A name check_name_text passes without a word and without a template
@@ -220,10 +222,12 @@ class SimdBuilder {
   static bool canonical_name(std::string_view name) {
     if (name.empty() || name.front() == '.' || name.back() == '.') return false;
     char prev = 0;
-    for (char c : name) {
-      auto u = static_cast<unsigned char>(c);
-      if (u <= 0x20 || u >= 0x7F || c == '{' || c == '}' || (c == '.' && prev == '.')) return false;
-      prev = c;
+    for (char character : name) {
+      auto code = static_cast<unsigned char>(character);
+      if (code <= 0x20 || code >= 0x7F || character == '{' || character == '}' ||
+          (character == '.' && prev == '.'))
+        return false;
+      prev = character;
     }
     return true;
   }
@@ -231,33 +235,33 @@ class SimdBuilder {
   // At most kMaxDims unsigned decimal extents (no sign, no leading zero,
   // < 2^63) whose product (zeros counted as 1) stays below kMaxNumel, as
   // parse_shape.
-  bool canonical_shape(od::value v, Shape& shape) {
+  bool canonical_shape(od::value element, Shape& shape) {
     constexpr std::size_t kMaxDims = 8;
     if (++nodes_ > limits_.max_nodes) return false;
     od::array arr;
-    if (v.get_array().get(arr) != simdjson::SUCCESS) return false;
+    if (element.get_array().get(arr) != simdjson::SUCCESS) return false;
     std::int64_t product = 1;
     std::array<std::int64_t, kMaxDims> extents{};
     std::size_t dims = 0;
     for (auto entry : arr) {
-      od::value x;
-      if (std::move(entry).get(x) != simdjson::SUCCESS || ++nodes_ > limits_.max_nodes ||
+      od::value item;
+      if (std::move(entry).get(item) != simdjson::SUCCESS || ++nodes_ > limits_.max_nodes ||
           dims == kMaxDims) {
         return false;
       }
-      std::string_view digits = trim_right(x.raw_json_token());
+      std::string_view digits = trim_right(item.raw_json_token());
       // 19 digits fit 64 unsigned bits.
       if (digits.empty() || digits.size() > 19 || (digits.front() == '0' && digits.size() > 1)) {
         return false;
       }
       std::uint64_t value = 0;
-      for (char c : digits) {
-        if (c < '0' || c > '9') return false;
-        value = value * 10 + static_cast<std::uint64_t>(c - '0');
+      for (char digit : digits) {
+        if (digit < '0' || digit > '9') return false;
+        value = value * 10 + static_cast<std::uint64_t>(digit - '0');
       }
       std::uint64_t consumed = 0;
       if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
-          x.get_uint64().get(consumed) != simdjson::SUCCESS || consumed != value) {
+          item.get_uint64().get(consumed) != simdjson::SUCCESS || consumed != value) {
         return false;
       }
       auto extent = static_cast<std::int64_t>(value);
@@ -277,7 +281,7 @@ class SimdBuilder {
     std::pair<int, int> pos = cursor_.at(at);
     od::object obj;
     if (item.get_object().get(obj) != simdjson::SUCCESS) return false;
-    Param p;
+    Param param;
     bool has_name = false;
     bool has_shape = false;
     bool has_dtype = false;
@@ -288,31 +292,31 @@ class SimdBuilder {
       const char* end = first;
       while (*end != '"' && *end != '\\') ++end;
       if (*end != '"') return false;
-      std::string_view k(first, static_cast<std::size_t>(end - first));
+      std::string_view field_name(first, static_cast<std::size_t>(end - first));
       std::string_view text;
-      if (k == "name" && !has_name) {
+      if (field_name == "name" && !has_name) {
         has_name = true;
         if (++nodes_ > limits_.max_nodes || !plain_string(field.value(), text) ||
             !canonical_name(text)) {
           return false;
         }
-        p.name = std::string(text);
-      } else if (k == "shape" && !has_shape) {
+        param.name = std::string(text);
+      } else if (field_name == "shape" && !has_shape) {
         has_shape = true;
-        if (!canonical_shape(field.value(), p.shape)) return false;
-      } else if (k == "dtype" && !has_dtype) {
+        if (!canonical_shape(field.value(), param.shape)) return false;
+      } else if (field_name == "dtype" && !has_dtype) {
         has_dtype = true;
         if (++nodes_ > limits_.max_nodes || !plain_string(field.value(), text)) return false;
-        std::optional<DType> t = parse_dtype(text);
-        if (!t) return false;
-        p.dtype = *t;
+        std::optional<DType> dtype = parse_dtype(text);
+        if (!dtype) return false;
+        param.dtype = *dtype;
       } else {
         return false;
       }
     }
     if (!has_name || !has_shape || !has_dtype) return false;
-    p.loc = SourceLoc{shortcut_->file, pos.first, pos.second};
-    shortcut_->params.push_back(std::move(p));
+    param.loc = SourceLoc{shortcut_->file, pos.first, pos.second};
+    shortcut_->params.push_back(std::move(param));
     return true;
   }
 
@@ -322,16 +326,16 @@ class SimdBuilder {
   // counting brackets only (`["x": 1}` would pass).
   // A string without a backslash is consumed as a raw string (the same
   // checks, no unescaped copy in the parser's buffer) and viewed in place.
-  bool string(od::value v, std::string_view raw, std::size_t at) {
+  bool string(od::value element, std::string_view raw, std::size_t at) {
     std::string_view body = raw.substr(1, raw.rfind('"') - 1);
     std::string_view text;
     if (body.find('\\') == std::string_view::npos) {
       od::raw_json_string consumed;
-      if (v.get_raw_json_string().get(consumed) != simdjson::SUCCESS) return false;
+      if (element.get_raw_json_string().get(consumed) != simdjson::SUCCESS) return false;
       text = text_.substr(at + 1, body.size());
     } else {
       std::string_view unescaped;
-      if (v.get_string().get(unescaped) != simdjson::SUCCESS) return false;
+      if (element.get_string().get(unescaped) != simdjson::SUCCESS) return false;
       text = doc_.save(unescaped);
     }
     tree_.add(json_node(Node::Kind::Scalar, text, true, cursor_.at(at)));
@@ -340,9 +344,9 @@ class SimdBuilder {
 
   // get_double checks the grammar and finiteness (integers past 64 bits are
   // accepted as nlohmann accepts them, as floats); the text stays as written.
-  bool number(od::value v, std::string_view raw, std::size_t at) {
+  bool number(od::value element, std::string_view raw, std::size_t at) {
     double unused = 0;
-    if (v.get_double().get(unused) != simdjson::SUCCESS) return false;
+    if (element.get_double().get(unused) != simdjson::SUCCESS) return false;
     std::string_view written = text_.substr(at, trim_right(raw).size());
     if (written == "-0") written = "0";
     tree_.add(json_node(Node::Kind::Scalar, written, false, cursor_.at(at)));

@@ -22,8 +22,9 @@ namespace {
 
 using Sax = nlohmann::json_sax<nlohmann::json>;
 
-bool is_separator(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':';
+bool is_separator(char character) {
+  return character == ' ' || character == '\t' || character == '\n' || character == '\r' ||
+         character == ',' || character == ':';
 }
 
 class TrackingIterator {
@@ -34,7 +35,7 @@ class TrackingIterator {
   using pointer = const char*;
   using reference = const char&;
 
-  TrackingIterator(const char* p, const char** track) : p_(p), track_(track) {}
+  TrackingIterator(const char* position, const char** track) : p_(position), track_(track) {}
   reference operator*() const { return *p_; }
   TrackingIterator& operator++() {
     ++p_;
@@ -46,8 +47,8 @@ class TrackingIterator {
     ++*this;
     return old;
   }
-  bool operator==(const TrackingIterator& o) const { return p_ == o.p_; }
-  bool operator!=(const TrackingIterator& o) const { return p_ != o.p_; }
+  bool operator==(const TrackingIterator& other) const { return p_ == other.p_; }
+  bool operator!=(const TrackingIterator& other) const { return p_ != other.p_; }
 
  private:
   const char* p_;
@@ -65,17 +66,19 @@ class Builder : public Sax {
         limits_(limits) {}
 
   bool null() override { return add(Node::Kind::Null, {}, false); }
-  bool boolean(bool v) override { return add(Node::Kind::Scalar, v ? "true" : "false", false); }
-  bool number_integer(number_integer_t v) override {
-    return add(Node::Kind::Scalar, doc_.save(std::to_string(v)), false);
+  bool boolean(bool flag) override {
+    return add(Node::Kind::Scalar, flag ? "true" : "false", false);
   }
-  bool number_unsigned(number_unsigned_t v) override {
-    return add(Node::Kind::Scalar, doc_.save(std::to_string(v)), false);
+  bool number_integer(number_integer_t number) override {
+    return add(Node::Kind::Scalar, doc_.save(std::to_string(number)), false);
   }
-  bool number_float(number_float_t, const string_t& s) override {
-    return add(Node::Kind::Scalar, doc_.save(s), false);
+  bool number_unsigned(number_unsigned_t number) override {
+    return add(Node::Kind::Scalar, doc_.save(std::to_string(number)), false);
   }
-  bool string(string_t& s) override { return add(Node::Kind::Scalar, doc_.save(s), true); }
+  bool number_float(number_float_t, const string_t& text) override {
+    return add(Node::Kind::Scalar, doc_.save(text), false);
+  }
+  bool string(string_t& text) override { return add(Node::Kind::Scalar, doc_.save(text), true); }
   bool binary(binary_t&) override { return add(Node::Kind::Null, {}, false); }
   bool start_object(std::size_t) override { return open(Node::Kind::Map); }
   bool start_array(std::size_t) override { return open(Node::Kind::Seq); }

@@ -64,9 +64,9 @@ class Converter {
   }
 
  private:
-  static void set_mark(Node& out, const YAML::Mark& m) {
-    out.line = std::max(m.line, 0) + 1;
-    out.col = std::max(m.column, 0) + 1;
+  static void set_mark(Node& out, const YAML::Mark& mark) {
+    out.line = std::max(mark.line, 0) + 1;
+    out.col = std::max(mark.column, 0) + 1;
   }
 
   void convert_seq(const YAML::Node& in, Node& out, int depth) {
@@ -105,7 +105,8 @@ void hint_flat_model(const Document& doc, const SourceFile& file, DiagnosticSink
   const Node* params = doc.root.find("params");
   if (params == nullptr || !params->is_seq()) return;
   std::size_t flat = 0;
-  for (const Node& p : params->items()) flat += p.is_map() && p.find("repeat") == nullptr;
+  for (const Node& entry : params->items())
+    flat += entry.is_map() && entry.find("repeat") == nullptr;
   if (flat <= kFlatYamlParams) return;
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(file.text.size()) / 1e6);
@@ -116,8 +117,8 @@ void hint_flat_model(const Document& doc, const SourceFile& file, DiagnosticSink
                "form from a checkpoint), or pass the model as a JSON inventory");
 }
 
-SourceLoc mark_loc(const std::string& file, const YAML::Mark& m) {
-  return SourceLoc{file, std::max(m.line, 0) + 1, std::max(m.column, 0) + 1};
+SourceLoc mark_loc(const std::string& file, const YAML::Mark& mark) {
+  return SourceLoc{file, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1};
 }
 
 }  // namespace

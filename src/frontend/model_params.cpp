@@ -40,21 +40,22 @@ struct Entry {
 };
 
 // Params are appended front to back: huge pages for a large model's list.
-void reserve_params(std::vector<Param>& out, std::size_t n) { reserve_large(out, n); }
+void reserve_params(std::vector<Param>& out, std::size_t count) { reserve_large(out, count); }
 
 class TemplateBuilder {
  public:
-  TemplateBuilder(Reader& r, DType default_dtype) : r_(r), default_dtype_(default_dtype) {}
+  TemplateBuilder(Reader& reader, DType default_dtype)
+      : reader_(reader), default_dtype_(default_dtype) {}
 
   std::vector<Entry> build_list(const Node& list, int depth) {
     std::vector<Entry> out;
-    if (!r_.expect_seq(list, "`params`")) return out;
+    if (!reader_.expect_seq(list, "`params`")) return out;
     out.reserve(list.items().size());
     for (const Node& item : list.items()) {
-      if (!r_.expect_map(item, "a `params` entry")) continue;
-      std::optional<Entry> e =
+      if (!reader_.expect_map(item, "a `params` entry")) continue;
+      std::optional<Entry> entry =
           item.find("repeat") != nullptr ? build_group(item, depth) : build_param(item);
-      if (e) out.push_back(std::move(*e));
+      if (entry) out.push_back(std::move(*entry));
     }
     return out;
   }
@@ -62,108 +63,102 @@ class TemplateBuilder {
   // A list without repeat groups: its params, built in place. false when any
   // error was reported.
   bool build_flat(const Node& list, std::vector<Param>& out) {
-    std::size_t errors_before = r_.errors();
+    std::size_t errors_before = reader_.errors();
     reserve_params(out, out.size() + list.items().size());
     for (const Node& item : list.items()) {
-      if (!r_.expect_map(item, "a `params` entry")) continue;
-      std::optional<Entry> e = build_param(item);
-      if (e && r_.errors() == errors_before) out.push_back(std::move(e->param));
+      if (!reader_.expect_map(item, "a `params` entry")) continue;
+      std::optional<Entry> entry = build_param(item);
+      if (entry && reader_.errors() == errors_before) out.push_back(std::move(entry->param));
     }
-    return r_.errors() == errors_before;
+    return reader_.errors() == errors_before;
   }
 
  private:
   std::optional<Entry> build_group(const Node& item, int depth) {
-    r_.check_keys(item, {"repeat", "params"}, "a repeat group");
+    reader_.check_keys(item, {"repeat", "params"}, "a repeat group");
     if (depth >= kMaxRepeatDepth) {
-      r_.error(item, "repeat groups nest deeper than " + std::to_string(kMaxRepeatDepth),
-               "flatten the groups: one `repeat` may name several variables");
+      reader_.error(item, "repeat groups nest deeper than " + std::to_string(kMaxRepeatDepth),
+                    "flatten the groups: one `repeat` may name several variables");
       return std::nullopt;
     }
-    Entry e;
-    e.group = true;
-    e.param.loc = r_.loc(item);
-    if (!parse_vars(*item.find("repeat"), e.vars)) return std::nullopt;
+    Entry entry;
+    entry.group = true;
+    entry.param.loc = reader_.loc(item);
+    if (!parse_vars(*item.find("repeat"), entry.vars)) return std::nullopt;
     const Node* children = item.find("params");
     if (children == nullptr) {
-      r_.error(item, "repeat group has no `params` list", "add `params: [...]` to the group");
+      reader_.error(item, "repeat group has no `params` list", "add `params: [...]` to the group");
       return std::nullopt;
     }
     std::size_t outer = scope_.size();
-    for (RepeatVar& v : e.vars) scope_.push_back(&v);
-    e.children = build_list(*children, depth + 1);
+    for (RepeatVar& var : entry.vars) scope_.push_back(&var);
+    entry.children = build_list(*children, depth + 1);
     scope_.resize(outer);
-    for (const RepeatVar& v : e.vars) {
-      if (!v.used) {
-        r_.error(v.loc, "repeat variable `" + v.name + "` is not used in any name",
-                 "write `{" + v.name + "}` in the names, or remove the variable");
+    for (const RepeatVar& var : entry.vars) {
+      if (!var.used) {
+        reader_.error(var.loc, "repeat variable `" + var.name + "` is not used in any name",
+                      "write `{" + var.name + "}` in the names, or remove the variable");
       }
     }
-    return e;
+    return entry;
   }
 
   bool parse_vars(const Node& repeat, std::vector<RepeatVar>& vars) {
-    if (!r_.expect_map(repeat, "`repeat`")) return false;
+    if (!reader_.expect_map(repeat, "`repeat`")) return false;
     if (repeat.items().empty()) {
-      r_.error(repeat, "`repeat` names no variable", "e.g. `repeat: {i: [0, 32]}`");
+      reader_.error(repeat, "`repeat` names no variable", "e.g. `repeat: {i: [0, 32]}`");
       return false;
     }
     bool ok = true;
     vars.clear();
-    for (const Node& v : repeat.items()) ok = parse_var(v, vars) && ok;
+    for (const Node& var_node : repeat.items()) ok = parse_var(var_node, vars) && ok;
     return ok;
   }
 
-  bool parse_var(const Node& v, std::vector<RepeatVar>& vars) {
-    RepeatVar var{std::string(v.key()), 0, 0, r_.key_loc(v), false};
-    if (!valid_var_name(var.name)) {
-      r_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier",
-               "variable names are letters, digits and `_`, not starting with a digit");
+  bool parse_var(const Node& node, std::vector<RepeatVar>& vars) {
+    RepeatVar var{std::string(node.key()), 0, 0, reader_.key_loc(node), false};
+    if (!is_identifier(var.name)) {
+      reader_.error(var.loc, "repeat variable `" + var.name + "` is not an identifier",
+                    "variable names are letters, digits and `_`, not starting with a digit");
       return false;
     }
     for (const RepeatVar& sibling : vars) {
       if (sibling.name == var.name) {
-        r_.error(var.loc, "repeat variable `" + var.name + "` is listed twice",
-                 "give each variable of a group a different name");
+        reader_.error(var.loc, "repeat variable `" + var.name + "` is listed twice",
+                      "give each variable of a group a different name");
         return false;
       }
     }
     for (const RepeatVar* outer : scope_) {
       if (outer->name == var.name) {
-        r_.error(var.loc,
-                 "repeat variable `" + var.name +
-                     "` is already bound by an "
-                     "enclosing repeat",
-                 "use a different name");
+        reader_.error(var.loc,
+                      "repeat variable `" + var.name +
+                          "` is already bound by an "
+                          "enclosing repeat",
+                      "use a different name");
         return false;
       }
     }
-    if (!v.is_seq() || v.items().size() != 2) {
-      r_.error(v, "the range of `" + var.name + "` must be [start, stop], got " + describe(v),
-               "ranges are half-open: [0, 32] gives 0..31");
+    if (!node.is_seq() || node.items().size() != 2) {
+      reader_.error(node,
+                    "the range of `" + var.name + "` must be [start, stop], got " + describe(node),
+                    "ranges are half-open: [0, 32] gives 0..31");
       return false;
     }
-    std::optional<std::int64_t> start = r_.get_int(v.items()[0], "a repeat start");
-    std::optional<std::int64_t> stop = r_.get_int(v.items()[1], "a repeat stop");
+    std::optional<std::int64_t> start = reader_.get_int(node.items()[0], "a repeat start");
+    std::optional<std::int64_t> stop = reader_.get_int(node.items()[1], "a repeat stop");
     if (!start || !stop) return false;
     if (*stop <= *start) {
-      r_.error(v,
-               "the range [" + std::to_string(*start) + ", " + std::to_string(*stop) + ") of `" +
-                   var.name + "` is " + (*stop == *start ? "empty" : "inverted"),
-               "ranges are half-open [start, stop) with start < stop");
+      reader_.error(node,
+                    "the range [" + std::to_string(*start) + ", " + std::to_string(*stop) +
+                        ") of `" + var.name + "` is " + (*stop == *start ? "empty" : "inverted"),
+                    "ranges are half-open [start, stop) with start < stop");
       return false;
     }
     var.start = *start;
     var.stop = *stop;
     vars.push_back(std::move(var));
     return true;
-  }
-
-  static bool valid_var_name(std::string_view s) {
-    if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
-    return std::all_of(s.begin(), s.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    });
   }
 
   // Index of a param entry key in {name, shape, dtype, requires_grad, fused,
@@ -189,70 +184,72 @@ class TemplateBuilder {
       if (ok) slot[static_cast<std::size_t>(k)] = &item.items()[i];
     }
     if (!ok) {
-      ok = r_.check_keys(item, {"name", "shape", "dtype", "requires_grad", "fused", "head_indexed"},
-                         "a param entry");
+      ok = reader_.check_keys(item,
+                              {"name", "shape", "dtype", "requires_grad", "fused", "head_indexed"},
+                              "a param entry");
       slot = {item.find("name"),          item.find("shape"), item.find("dtype"),
               item.find("requires_grad"), item.find("fused"), item.find("head_indexed")};
     }
-    Entry e;
-    e.param.loc = r_.loc(item);
-    e.param.dtype = default_dtype_;
+    Entry entry;
+    entry.param.loc = reader_.loc(item);
+    entry.param.dtype = default_dtype_;
     const Node* name = slot[0];
     const Node* shape = slot[1];
     if (name == nullptr || shape == nullptr) {
-      r_.error(item,
-               std::string("param entry has no `") + (name == nullptr ? "name" : "shape") + "`",
-               "a param entry is {name: FQN, shape: [...]} (optional dtype, requires_grad); a "
-               "group is {repeat: {...}, params: [...]}");
+      reader_.error(
+          item, std::string("param entry has no `") + (name == nullptr ? "name" : "shape") + "`",
+          "a param entry is {name: FQN, shape: [...]} (optional dtype, requires_grad); a "
+          "group is {repeat: {...}, params: [...]}");
       return std::nullopt;
     }
     if (name->is_scalar() && !has_brace(name->text())) {
       // No variable to substitute: check the text, skip template compilation.
       if (check_name_text(*name, name->text())) {
-        e.param.name = std::string(name->text());
+        entry.param.name = std::string(name->text());
       } else {
         ok = false;
       }
     } else {
-      ok = compile_name(*name, e.pieces) && ok;
+      ok = compile_name(*name, entry.pieces) && ok;
     }
-    std::optional<Shape> s = parse_shape(*shape, r_);
-    ok = s.has_value() && ok;
-    if (s) e.param.shape = std::move(*s);
+    std::optional<Shape> parsed_shape = parse_shape(*shape, reader_);
+    ok = parsed_shape.has_value() && ok;
+    if (parsed_shape) entry.param.shape = std::move(*parsed_shape);
     if (const Node* dtype = slot[2]) {
-      std::optional<DType> t = parse_dtype_node(*dtype, r_);
-      ok = t.has_value() && ok;
-      if (t) e.param.dtype = *t;
+      std::optional<DType> parsed_dtype = parse_dtype_node(*dtype, reader_);
+      ok = parsed_dtype.has_value() && ok;
+      if (parsed_dtype) entry.param.dtype = *parsed_dtype;
     }
     if (const Node* rg = slot[3]) {
-      std::optional<bool> b = r_.get_bool(*rg, "`requires_grad`");
-      ok = b.has_value() && ok;
-      if (b) e.param.requires_grad = *b;
+      std::optional<bool> requires_grad = reader_.get_bool(*rg, "`requires_grad`");
+      ok = requires_grad.has_value() && ok;
+      if (requires_grad) entry.param.requires_grad = *requires_grad;
     }
-    if (const Node* fused = slot[4]; fused != nullptr && s) {
-      e.param.fused = parse_fused(*fused, e.param.shape, r_);
-      ok = e.param.fused.has_value() && ok;
+    if (const Node* fused = slot[4]; fused != nullptr && parsed_shape) {
+      entry.param.fused = parse_fused(*fused, entry.param.shape, reader_);
+      ok = entry.param.fused.has_value() && ok;
     }
-    if (const Node* head = slot[5]; head != nullptr && s) {
-      e.param.head_indexed = parse_head_indexed(*head, e.param.shape, r_);
-      ok = e.param.head_indexed.has_value() && ok;
+    if (const Node* head = slot[5]; head != nullptr && parsed_shape) {
+      entry.param.head_indexed = parse_head_indexed(*head, entry.param.shape, reader_);
+      ok = entry.param.head_indexed.has_value() && ok;
     }
     if (!ok) return std::nullopt;
-    return e;
+    return entry;
   }
 
   static bool has_brace(std::string_view text) {
-    return std::any_of(text.begin(), text.end(), [](char c) { return c == '{' || c == '}'; });
+    return std::any_of(text.begin(), text.end(),
+                       [](char character) { return character == '{' || character == '}'; });
   }
 
   // Printable ASCII, no empty segment: the common case, in one pass.
   static bool plain_ascii_name(std::string_view name) {
     if (name.empty() || name.front() == '.' || name.back() == '.') return false;
     char prev = 0;
-    for (char c : name) {
-      auto u = static_cast<unsigned char>(c);
-      if (u <= 0x20 || u >= 0x7F || (c == '.' && prev == '.')) return false;
-      prev = c;
+    for (char character : name) {
+      auto code = static_cast<unsigned char>(character);
+      if (code <= 0x20 || code >= 0x7F || (character == '.' && prev == '.')) return false;
+      prev = character;
     }
     return true;
   }
@@ -262,22 +259,22 @@ class TemplateBuilder {
     // The rule every reader shares (checkpoint names too); braces are repeat variables here.
     const std::string_view why = fqn_problem(name, true);
     if (why.empty()) return true;
-    r_.error(at,
-             "parameter name " + (is_valid_utf8(name) ? describe(at) + " " : "") + std::string(why),
-             "names are dot-separated FQNs such as `model.layers.0.mlp.up_proj.weight`");
+    reader_.error(
+        at, "parameter name " + (is_valid_utf8(name) ? describe(at) + " " : "") + std::string(why),
+        "names are dot-separated FQNs such as `model.layers.0.mlp.up_proj.weight`");
     return false;
   }
 
   bool compile_name(const Node& at, std::vector<NamePiece>& pieces) {
-    std::optional<std::string> text = r_.get_string(at, "`name`");
+    std::optional<std::string> text = reader_.get_string(at, "`name`");
     if (!text || !check_name_text(at, *text)) return false;
     std::size_t i = 0;
     std::string literal;
     while (i < text->size()) {
-      char c = (*text)[i];
-      if (c == '}') return name_error(at, "has a `}` without `{`");
-      if (c != '{') {
-        literal.push_back(c);
+      char character = (*text)[i];
+      if (character == '}') return name_error(at, "has a `}` without `{`");
+      if (character != '{') {
+        literal.push_back(character);
         ++i;
         continue;
       }
@@ -286,8 +283,9 @@ class TemplateBuilder {
       std::string var = text->substr(i + 1, close - i - 1);
       int slot = bind(var);
       if (slot < 0) {
-        r_.error(at, "`{" + var + "}` in " + describe(at) + " is not bound by an enclosing repeat",
-                 bound_hint(var));
+        reader_.error(at,
+                      "`{" + var + "}` in " + describe(at) + " is not bound by an enclosing repeat",
+                      bound_hint(var));
         return false;
       }
       pieces.push_back(NamePiece{std::move(literal), -1});
@@ -300,8 +298,8 @@ class TemplateBuilder {
   }
 
   bool name_error(const Node& at, const std::string& why) {
-    r_.error(at, "parameter name " + describe(at) + " " + why,
-             "`{var}` substitutes a repeat variable; braces are not allowed otherwise");
+    reader_.error(at, "parameter name " + describe(at) + " " + why,
+                  "`{var}` substitutes a repeat variable; braces are not allowed otherwise");
     return false;
   }
 
@@ -318,34 +316,35 @@ class TemplateBuilder {
   std::string bound_hint(const std::string& var) const {
     if (scope_.empty()) return "wrap the entry in `repeat: {" + var + ": [0, N]}`";
     std::string names;
-    for (const RepeatVar* v : scope_) names += (names.empty() ? "" : ", ") + v->name;
+    for (const RepeatVar* bound : scope_) names += (names.empty() ? "" : ", ") + bound->name;
     return "variables bound here: " + names;
   }
 
-  Reader& r_;
+  Reader& reader_;
   DType default_dtype_;
   std::vector<RepeatVar*> scope_;
 };
 
 // Saturating count of expanded params; reports the deepest group past the cap.
-std::size_t count(const std::vector<Entry>& entries, Reader& r, bool& reported) {
+std::size_t count(const std::vector<Entry>& entries, Reader& reader, bool& reported) {
   std::size_t total = 0;
-  for (const Entry& e : entries) {
-    std::size_t n = 1;
-    if (e.group) {
-      n = count(e.children, r, reported);
-      for (const RepeatVar& v : e.vars) {
-        auto range = static_cast<std::uint64_t>(v.stop) - static_cast<std::uint64_t>(v.start);
-        n = range > kMaxExpandedParams ? kMaxExpandedParams + 1 : n * range;
-        n = std::min(n, kMaxExpandedParams + 1);
+  for (const Entry& entry : entries) {
+    std::size_t expanded = 1;
+    if (entry.group) {
+      expanded = count(entry.children, reader, reported);
+      for (const RepeatVar& var : entry.vars) {
+        auto range = static_cast<std::uint64_t>(var.stop) - static_cast<std::uint64_t>(var.start);
+        expanded = range > kMaxExpandedParams ? kMaxExpandedParams + 1 : expanded * range;
+        expanded = std::min(expanded, kMaxExpandedParams + 1);
       }
-      if (n > kMaxExpandedParams && !reported) {
-        r.error(e.param.loc, "this repeat group expands to more than 10,000,000 parameters",
-                "the model may have at most 10,000,000 parameters after expansion");
+      if (expanded > kMaxExpandedParams && !reported) {
+        reader.error(entry.param.loc,
+                     "this repeat group expands to more than 10,000,000 parameters",
+                     "the model may have at most 10,000,000 parameters after expansion");
         reported = true;
       }
     }
-    total = std::min(total + n, kMaxExpandedParams + 1);
+    total = std::min(total + expanded, kMaxExpandedParams + 1);
   }
   return total;
 }
@@ -353,13 +352,13 @@ std::size_t count(const std::vector<Entry>& entries, Reader& r, bool& reported) 
 std::string expand_name(const std::vector<NamePiece>& pieces,
                         const std::vector<std::int64_t>& env) {
   std::string out;
-  for (const NamePiece& p : pieces) {
-    if (p.slot < 0) {
-      out += p.literal;
+  for (const NamePiece& piece : pieces) {
+    if (piece.slot < 0) {
+      out += piece.literal;
       continue;
     }
     char buf[24];
-    auto res = std::to_chars(buf, buf + sizeof buf, env[static_cast<std::size_t>(p.slot)]);
+    auto res = std::to_chars(buf, buf + sizeof buf, env[static_cast<std::size_t>(piece.slot)]);
     out.append(buf, res.ptr);
   }
   return out;
@@ -377,30 +376,31 @@ bool advance(std::vector<std::int64_t>& env, std::size_t base, const std::vector
 // their names, shapes and locations move into the params.
 void expand(std::vector<Entry>& entries, std::vector<std::int64_t>& env, std::vector<Param>& out,
             bool last_use) {
-  for (Entry& e : entries) {
-    if (!e.group) {
+  for (Entry& entry : entries) {
+    if (!entry.group) {
       if (last_use) {
-        out.push_back(std::move(e.param));
+        out.push_back(std::move(entry.param));
       } else {
-        out.push_back(e.param);
+        out.push_back(entry.param);
       }
-      if (!e.pieces.empty()) out.back().name = expand_name(e.pieces, env);
+      if (!entry.pieces.empty()) out.back().name = expand_name(entry.pieces, env);
       continue;
     }
     std::size_t base = env.size();
-    for (const RepeatVar& v : e.vars) env.push_back(v.start);
+    for (const RepeatVar& var : entry.vars) env.push_back(var.start);
     do {
-      expand(e.children, env, out, false);
-    } while (advance(env, base, e.vars));
+      expand(entry.children, env, out, false);
+    } while (advance(env, base, entry.vars));
     env.resize(base);
   }
 }
 
 }  // namespace
 
-bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vector<Param>& out) {
-  std::size_t errors_before = r.errors();
-  TemplateBuilder builder(r, default_dtype);
+bool parse_params(const Node& params, Reader& reader, DType default_dtype,
+                  std::vector<Param>& out) {
+  std::size_t errors_before = reader.errors();
+  TemplateBuilder builder(reader, default_dtype);
   if (params.is_seq() && std::none_of(params.items().begin(), params.items().end(),
                                       [](const Node& item) { return item.find("repeat"); })) {
     // A plain inventory: at most one param per node, far below the cap.
@@ -410,13 +410,13 @@ bool parse_params(const Node& params, Reader& r, DType default_dtype, std::vecto
     return false;
   }
   std::vector<Entry> entries = builder.build_list(params, 0);
-  if (r.errors() != errors_before) return false;
+  if (reader.errors() != errors_before) return false;
   bool reported = false;
-  std::size_t total = count(entries, r, reported);
+  std::size_t total = count(entries, reader, reported);
   if (total > kMaxExpandedParams) {
     if (!reported) {
-      r.error(params, "the model expands to more than 10,000,000 parameters",
-              "the model may have at most 10,000,000 parameters after expansion");
+      reader.error(params, "the model expands to more than 10,000,000 parameters",
+                   "the model may have at most 10,000,000 parameters after expansion");
     }
     return false;
   }

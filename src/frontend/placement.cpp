@@ -9,11 +9,11 @@
 namespace shardc {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
+std::string_view trim(std::string_view text) {
+  auto space = [](char character) { return character == ' ' || character == '\t'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  return text;
 }
 
 // Splits `Name(args)` into name and trimmed args; `Name` alone has no args.
@@ -82,19 +82,19 @@ std::optional<std::int64_t> strided_factor(std::string_view args) {
 }  // namespace
 
 std::optional<Placement> parse_placement(std::string_view text) {
-  std::string_view t = trim(text);
+  std::string_view trimmed = trim(text);
   std::string_view name;
   std::string_view args;
   bool parens = false;
-  if (t.empty() || !split_call(t, name, args, parens)) return std::nullopt;
-  Placement p;
-  p.text = std::string(t);
+  if (trimmed.empty() || !split_call(trimmed, name, args, parens)) return std::nullopt;
+  Placement placement;
+  placement.text = std::string(trimmed);
   if (name == "Shard" || name == "shard") {
     std::optional<int> dim = parens ? parse_dim(args) : std::nullopt;
     if (!dim) return std::nullopt;
-    p.kind = Placement::Kind::Shard;
-    p.dim = *dim;
-    return p;
+    placement.kind = Placement::Kind::Shard;
+    placement.dim = *dim;
+    return placement;
   }
   if (name == "_StridedShard") {
     // DTensor's label of a shard order (docs/shard-order.md): `_StridedShard(d, sf=F)`,
@@ -104,21 +104,21 @@ std::optional<Placement> parse_placement(std::string_view text) {
         comma == std::string_view::npos ? std::nullopt : parse_dim(trim(args.substr(0, comma)));
     std::optional<std::int64_t> factor = strided_factor(trim(args.substr(comma + 1)));
     if (!dim || !factor) return std::nullopt;
-    p.kind = Placement::Kind::Shard;
-    p.dim = *dim;
-    return p;
+    placement.kind = Placement::Kind::Shard;
+    placement.dim = *dim;
+    return placement;
   }
   if (name == "Replicate" || name == "replicate") {
     if (!args.empty()) return std::nullopt;
-    p.kind = Placement::Kind::Replicate;
-    return p;
+    placement.kind = Placement::Kind::Replicate;
+    return placement;
   }
   if (name == "Partial" || name == "partial") {
     std::optional<std::string> op = parse_reduce_op(args);
     if (!op) return std::nullopt;
-    p.kind = Placement::Kind::Partial;
-    p.reduce_op = *op;
-    return p;
+    placement.kind = Placement::Kind::Partial;
+    placement.reduce_op = *op;
+    return placement;
   }
   return std::nullopt;
 }

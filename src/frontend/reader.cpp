@@ -1,6 +1,7 @@
 // Typed access to Node values with diagnostics.
 #include "frontend/reader.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -17,8 +18,8 @@ std::string join(std::initializer_list<std::string_view> items) {
   return out;
 }
 
-std::string describe(const Node& n) {
-  switch (n.kind) {
+std::string describe(const Node& node) {
+  switch (node.kind) {
     case Node::Kind::Null:
       return "null";
     case Node::Kind::Seq:
@@ -28,9 +29,17 @@ std::string describe(const Node& n) {
     case Node::Kind::Scalar:
       break;
   }
-  std::string text(n.text().substr(0, 40));
-  if (n.text().size() > 40) text += "...";
-  return (n.quoted ? "the string \"" : "`") + text + (n.quoted ? "\"" : "`");
+  std::string text(node.text().substr(0, 40));
+  if (node.text().size() > 40) text += "...";
+  return (node.quoted ? "the string \"" : "`") + text + (node.quoted ? "\"" : "`");
+}
+
+bool is_identifier(std::string_view text) {
+  if (text.empty() || (text[0] >= '0' && text[0] <= '9')) return false;
+  return std::all_of(text.begin(), text.end(), [](char character) {
+    return (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') ||
+           (character >= '0' && character <= '9') || character == '_';
+  });
 }
 
 std::optional<std::int64_t> parse_int(std::string_view text) {
@@ -56,16 +65,16 @@ void Reader::error(DiagCode code, const SourceLoc& at, std::string message, std:
   sink_.error(code, at, printable(message), printable(hint));
 }
 
-bool Reader::expect_map(const Node& n, std::string_view what) {
-  if (n.is_map()) return true;
-  error(n, std::string(what) + " must be a mapping, got " + describe(n),
+bool Reader::expect_map(const Node& node, std::string_view what) {
+  if (node.is_map()) return true;
+  error(node, std::string(what) + " must be a mapping, got " + describe(node),
         "write `key: value` pairs (block style) or `{key: value, ...}` (flow style) here");
   return false;
 }
 
-bool Reader::expect_seq(const Node& n, std::string_view what) {
-  if (n.is_seq()) return true;
-  error(n, std::string(what) + " must be a list, got " + describe(n),
+bool Reader::expect_seq(const Node& node, std::string_view what) {
+  if (node.is_seq()) return true;
+  error(node, std::string(what) + " must be a list, got " + describe(node),
         "write `- item` lines (block style) or `[item, ...]` (flow style) here");
   return false;
 }
@@ -102,7 +111,7 @@ bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view>
   bool ok = true;
   for (const Node& entry : map.items()) {
     bool known = false;
-    for (std::string_view v : valid) known = known || entry.key() == v;
+    for (std::string_view key : valid) known = known || entry.key() == key;
     if (known) continue;
     error(key_loc(entry), "unknown key `" + std::string(entry.key()) + "` in " + std::string(what),
           "valid keys: " + join(valid));
@@ -111,58 +120,83 @@ bool Reader::check_keys(const Node& map, std::initializer_list<std::string_view>
   return check_duplicates(map, what) && ok;
 }
 
-std::optional<std::string> Reader::get_string(const Node& n, std::string_view what) {
-  if (n.is_scalar()) return std::string(n.text());
-  error(n, std::string(what) + " must be a string, got " + describe(n),
+std::optional<std::string> Reader::get_string(const Node& node, std::string_view what) {
+  if (node.is_scalar()) return std::string(node.text());
+  error(node, std::string(what) + " must be a string, got " + describe(node),
         "write a plain or quoted string here");
   return std::nullopt;
 }
 
-std::optional<std::int64_t> Reader::get_int(const Node& n, std::string_view what) {
-  if (n.is_scalar() && !n.quoted) {
-    if (std::optional<std::int64_t> v = parse_int(n.text())) return v;
+std::optional<std::int64_t> Reader::get_int(const Node& node, std::string_view what) {
+  if (node.is_scalar() && !node.quoted) {
+    if (std::optional<std::int64_t> value = parse_int(node.text())) return value;
   }
-  bool digits = n.is_scalar() && !n.text().empty() &&
-                n.text().find_first_not_of("+-0123456789") == std::string_view::npos;
-  std::string why = digits && !n.quoted ? " (out of the 64-bit range)" : "";
-  error(n, std::string(what) + " must be an integer, got " + describe(n) + why,
+  bool digits = node.is_scalar() && !node.text().empty() &&
+                node.text().find_first_not_of("+-0123456789") == std::string_view::npos;
+  std::string why = digits && !node.quoted ? " (out of the 64-bit range)" : "";
+  error(node, std::string(what) + " must be an integer, got " + describe(node) + why,
         "write an unquoted decimal integer (64-bit signed)");
   return std::nullopt;
 }
 
-std::optional<bool> Reader::get_bool(const Node& n, std::string_view what) {
-  if (n.is_scalar() && !n.quoted) {
-    for (std::string_view t : {"true", "True", "TRUE"}) {
-      if (n.text() == t) return true;
+std::optional<bool> Reader::get_bool(const Node& node, std::string_view what) {
+  if (node.is_scalar() && !node.quoted) {
+    for (std::string_view spelling : {"true", "True", "TRUE"}) {
+      if (node.text() == spelling) return true;
     }
-    for (std::string_view f : {"false", "False", "FALSE"}) {
-      if (n.text() == f) return false;
+    for (std::string_view spelling : {"false", "False", "FALSE"}) {
+      if (node.text() == spelling) return false;
     }
   }
-  error(n, std::string(what) + " must be true or false, got " + describe(n),
+  error(node, std::string(what) + " must be true or false, got " + describe(node),
         "write true or false (unquoted)");
   return std::nullopt;
 }
 
-std::optional<std::vector<std::string>> Reader::get_string_list(const Node& n,
+std::optional<std::vector<std::string>> Reader::get_string_list(const Node& node,
                                                                 std::string_view what) {
-  if (n.is_scalar()) return std::vector<std::string>{std::string(n.text())};
-  if (!n.is_seq() || n.items().empty()) {
-    error(
-        n,
-        std::string(what) + " must be a string or a non-empty list of strings, got " + describe(n),
-        "write one string, or a list such as `[a, b]`");
+  if (node.is_scalar()) return std::vector<std::string>{std::string(node.text())};
+  if (!node.is_seq() || node.items().empty()) {
+    error(node,
+          std::string(what) + " must be a string or a non-empty list of strings, got " +
+              describe(node),
+          "write one string, or a list such as `[a, b]`");
     return std::nullopt;
   }
   std::vector<std::string> out;
   bool ok = true;
-  for (const Node& item : n.items()) {
-    std::optional<std::string> s = get_string(item, what);
-    ok = ok && s.has_value();
-    if (s) out.push_back(std::move(*s));
+  for (const Node& item : node.items()) {
+    std::optional<std::string> text = get_string(item, what);
+    ok = ok && text.has_value();
+    if (text) out.push_back(std::move(*text));
   }
   if (!ok) return std::nullopt;
   return out;
+}
+
+void check_format(const Node& root, std::string_view expected, std::string_view what,
+                  std::string_view hint, Reader& reader) {
+  const Node* format = root.find("format");
+  if (format == nullptr) return;
+  std::optional<std::string> text = reader.get_string(*format, "`format`");
+  if (text && *text != expected) {
+    reader.error(*format, "unsupported " + std::string(what) + " format " + describe(*format),
+                 std::string(hint));
+  }
+}
+
+std::optional<std::pair<std::string, std::string>> parse_tied_pair(const Node& pair,
+                                                                   std::string_view hint,
+                                                                   Reader& reader) {
+  if (!pair.is_seq() || pair.items().size() != 2) {
+    reader.error(pair, "a `tied` entry must be [source, alias], got " + describe(pair),
+                 std::string(hint));
+    return std::nullopt;
+  }
+  std::optional<std::string> source = reader.get_string(pair.items()[0], "a tied name");
+  std::optional<std::string> alias = reader.get_string(pair.items()[1], "a tied name");
+  if (!source || !alias) return std::nullopt;
+  return std::make_pair(std::move(*source), std::move(*alias));
 }
 
 }  // namespace shardc::fe

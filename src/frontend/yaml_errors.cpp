@@ -31,32 +31,35 @@ struct LineShape {
   bool entry = false;
 };
 
-LineShape shape_of(std::string_view s) {
-  LineShape l;
-  std::size_t i = s.find_first_not_of(' ');
-  if (i == std::string_view::npos || s[i] == '#' || s[i] == '\r') return l;
-  l.blank = false;
-  l.indent = static_cast<int>(i);
-  while (i + 1 < s.size() && s[i] == '-' && s[i + 1] == ' ') {
-    l.entry = true;
-    i = s.find_first_not_of(' ', i + 1);
-    if (i == std::string_view::npos) return l;
+LineShape shape_of(std::string_view line) {
+  LineShape shape;
+  std::size_t i = line.find_first_not_of(' ');
+  if (i == std::string_view::npos || line[i] == '#' || line[i] == '\r') return shape;
+  shape.blank = false;
+  shape.indent = static_cast<int>(i);
+  while (i + 1 < line.size() && line[i] == '-' && line[i + 1] == ' ') {
+    shape.entry = true;
+    i = line.find_first_not_of(' ', i + 1);
+    if (i == std::string_view::npos) return shape;
   }
-  l.key_col = static_cast<int>(i);
-  const std::size_t colon = s.find(':', i);
-  if (colon == std::string_view::npos || s[i] == '{' || s[i] == '[' || s[i] == '"') return l;
-  if (colon + 1 < s.size() && s[colon + 1] != ' ' && s[colon + 1] != '\r') return l;
-  l.key = std::string(s.substr(i, colon - i));
-  return l;
+  shape.key_col = static_cast<int>(i);
+  const std::size_t colon = line.find(':', i);
+  if (colon == std::string_view::npos || line[i] == '{' || line[i] == '[' || line[i] == '"')
+    return shape;
+  if (colon + 1 < line.size() && line[colon + 1] != ' ' && line[colon + 1] != '\r') return shape;
+  shape.key = std::string(line.substr(i, colon - i));
+  return shape;
 }
 
-std::string spaces(int n) { return std::to_string(n) + (n == 1 ? " space" : " spaces"); }
+std::string spaces(int count) {
+  return std::to_string(count) + (count == 1 ? " space" : " spaces");
+}
 
 std::optional<YamlErrorHelp> tab_in_indent(const std::vector<std::string_view>& lines, int last) {
   for (int n = 0; n <= last && n < static_cast<int>(lines.size()); ++n) {
-    const std::string_view s = lines[static_cast<std::size_t>(n)];
-    const std::size_t i = s.find_first_not_of(" -");
-    if (i == std::string_view::npos || s[i] != '\t') continue;
+    const std::string_view line = lines[static_cast<std::size_t>(n)];
+    const std::size_t i = line.find_first_not_of(" -");
+    if (i == std::string_view::npos || line[i] != '\t') continue;
     return YamlErrorHelp{n + 1, static_cast<int>(i) + 1,
                          "malformed YAML: a tab in the indentation of line " +
                              std::to_string(n + 1) + " (YAML forbids tabs for indentation)",
@@ -68,13 +71,13 @@ std::optional<YamlErrorHelp> tab_in_indent(const std::vector<std::string_view>& 
 // The parent of the block that contains line `prev`: the nearest line above
 // with a smaller key column (a `- ` entry counts as the entry itself).
 std::string parent_of(const std::vector<LineShape>& shapes, int prev) {
-  const LineShape& p = shapes[static_cast<std::size_t>(prev)];
-  if (p.entry) return "the entry at line " + std::to_string(prev + 1);
+  const LineShape& prev_shape = shapes[static_cast<std::size_t>(prev)];
+  if (prev_shape.entry) return "the entry at line " + std::to_string(prev + 1);
   for (int n = prev - 1; n >= 0; --n) {
-    const LineShape& l = shapes[static_cast<std::size_t>(n)];
-    if (l.blank || l.key_col >= p.key_col) continue;
-    if (l.entry) return "the entry at line " + std::to_string(n + 1);
-    if (!l.key.empty()) return "`" + l.key + "` (line " + std::to_string(n + 1) + ")";
+    const LineShape& shape = shapes[static_cast<std::size_t>(n)];
+    if (shape.blank || shape.key_col >= prev_shape.key_col) continue;
+    if (shape.entry) return "the entry at line " + std::to_string(n + 1);
+    if (!shape.key.empty()) return "`" + shape.key + "` (line " + std::to_string(n + 1) + ")";
     return "line " + std::to_string(n + 1);
   }
   return "the top level";
@@ -107,9 +110,9 @@ std::optional<YamlErrorHelp> dedent_slip(const std::vector<std::string_view>& li
 }
 
 bool generic(std::string_view what) {
-  for (std::string_view g : {"end of map not found", "end of sequence not found",
-                             "illegal block entry", "illegal map value", "bad indentation"})
-    if (what.find(g) != std::string_view::npos) return true;
+  for (std::string_view message : {"end of map not found", "end of sequence not found",
+                                   "illegal block entry", "illegal map value", "bad indentation"})
+    if (what.find(message) != std::string_view::npos) return true;
   return false;
 }
 

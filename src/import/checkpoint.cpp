@@ -38,13 +38,13 @@ std::string parent_dir(const std::string& path) {
 
 void fail(DiagnosticSink& sink, const std::string& file, std::string message, std::string hint,
           const std::string& tensor = {}) {
-  Diagnostic d;
-  d.code = DiagCode::ECheckpoint;
-  d.loc = SourceLoc{file, 0, 0};
-  d.param = tensor;
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  sink.report(std::move(d));
+  Diagnostic diag;
+  diag.code = DiagCode::ECheckpoint;
+  diag.loc = SourceLoc{file, 0, 0};
+  diag.param = tensor;
+  diag.message = std::move(message);
+  diag.hint = std::move(hint);
+  sink.report(std::move(diag));
 }
 
 // The checkpoint's files and, with an index, which tensors each must hold.
@@ -59,19 +59,19 @@ struct Layout {
   std::vector<std::string> unindexed;
 };
 
-bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
-  const std::string path = join(l.dir, std::string(kIndexName));
+bool read_index(FileSystem& fs, Layout& layout, DiagnosticSink& sink) {
+  const std::string path = join(layout.dir, std::string(kIndexName));
   std::string error;
   const std::optional<std::string> text = fs.read_regular(path, kMaxJsonBytes, error);
   if (!text) {
     fail(sink, path, "cannot read the index: " + error, "check the file");
     return false;
   }
-  l.index_parser = std::make_unique<simdjson::dom::parser>();
+  layout.index_parser = std::make_unique<simdjson::dom::parser>();
   const simdjson::padded_string padded(*text);
   simdjson::dom::element root;
   simdjson::dom::object map;
-  if (l.index_parser->parse(padded).get(root) != simdjson::SUCCESS ||
+  if (layout.index_parser->parse(padded).get(root) != simdjson::SUCCESS ||
       root["weight_map"].get_object().get(map) != simdjson::SUCCESS) {
     fail(sink, path, "the index is not a JSON object with a `weight_map` object",
          "model.safetensors.index.json maps tensor names to file names");
@@ -79,7 +79,7 @@ bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
   }
   std::vector<std::string> files;
   std::vector<std::string_view> file_of;
-  l.weight_map.reserve(map.size());
+  layout.weight_map.reserve(map.size());
   for (simdjson::dom::key_value_pair kv : map) {
     std::string_view file;
     if (kv.value.get_string().get(file) != simdjson::SUCCESS || file.empty() ||
@@ -95,7 +95,7 @@ bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
            imp::printable(kv.key));
       return false;
     }
-    if (!l.weight_map.emplace(kv.key, 0).second) {
+    if (!layout.weight_map.emplace(kv.key, 0).second) {
       // simdjson keeps both members; which file holds the tensor would depend on the reader.
       fail(sink, path, "`weight_map` lists tensor '" + std::string(kv.key) + "' twice",
            "each tensor appears once in the index; regenerate it", std::string(kv.key));
@@ -109,35 +109,35 @@ bool read_index(FileSystem& fs, Layout& l, DiagnosticSink& sink) {
   std::size_t i = 0;
   for (simdjson::dom::key_value_pair kv : map) {
     const auto pos = std::lower_bound(files.begin(), files.end(), file_of[i++]);
-    l.weight_map[kv.key] = static_cast<std::uint32_t>(pos - files.begin());
+    layout.weight_map[kv.key] = static_cast<std::uint32_t>(pos - files.begin());
   }
-  l.files = std::move(files);
-  l.indexed = true;
+  layout.files = std::move(files);
+  layout.indexed = true;
   return true;
 }
 
 std::optional<Layout> find_layout(FileSystem& fs, const std::string& path,
                                   const std::optional<std::vector<std::string>>& listing,
                                   DiagnosticSink& sink) {
-  Layout l;
+  Layout layout;
   if (!listing) {
-    l.dir = parent_dir(path);
-    l.files = {base_name(path)};
-    return l;
+    layout.dir = parent_dir(path);
+    layout.files = {base_name(path)};
+    return layout;
   }
-  l.dir = path;
-  while (l.dir.size() > 1 && l.dir.back() == '/') l.dir.pop_back();
+  layout.dir = path;
+  while (layout.dir.size() > 1 && layout.dir.back() == '/') layout.dir.pop_back();
   if (std::find(listing->begin(), listing->end(), kIndexName) != listing->end()) {
-    if (!read_index(fs, l, sink)) return std::nullopt;
-    for (const std::string& f : l.files) {
-      if (std::find(listing->begin(), listing->end(), f) == listing->end()) {
+    if (!read_index(fs, layout, sink)) return std::nullopt;
+    for (const std::string& listed_file : layout.files) {
+      if (std::find(listing->begin(), listing->end(), listed_file) == listing->end()) {
         std::string example;
-        const auto f_index = static_cast<std::uint32_t>(&f - l.files.data());
-        for (const auto& [tensor, file] : l.weight_map) {
+        const auto f_index = static_cast<std::uint32_t>(&listed_file - layout.files.data());
+        for (const auto& [tensor, file] : layout.weight_map) {
           if (file == f_index && (example.empty() || tensor < example)) example = tensor;
         }
-        fail(sink, join(l.dir, std::string(kIndexName)),
-             "the index names '" + f + "' (e.g. for tensor '" + example +
+        fail(sink, join(layout.dir, std::string(kIndexName)),
+             "the index names '" + listed_file + "' (e.g. for tensor '" + example +
                  "'), but the directory has no such file",
              "download the missing shard, or regenerate the index", example);
       }
@@ -145,21 +145,21 @@ std::optional<Layout> find_layout(FileSystem& fs, const std::string& path,
     if (sink.has_errors()) return std::nullopt;
     for (const std::string& name : *listing) {
       if (name.ends_with(".safetensors") &&
-          !std::binary_search(l.files.begin(), l.files.end(), name))
-        l.unindexed.push_back(name);
+          !std::binary_search(layout.files.begin(), layout.files.end(), name))
+        layout.unindexed.push_back(name);
     }
-    std::sort(l.unindexed.begin(), l.unindexed.end());
-    return l;
+    std::sort(layout.unindexed.begin(), layout.unindexed.end());
+    return layout;
   }
   for (const std::string& name : *listing) {
-    if (name.ends_with(".safetensors")) l.files.push_back(name);
+    if (name.ends_with(".safetensors")) layout.files.push_back(name);
   }
-  if (l.files.empty()) {
+  if (layout.files.empty()) {
     fail(sink, path, "the directory has no *.safetensors files",
          "a checkpoint directory holds config.json and model*.safetensors");
     return std::nullopt;
   }
-  return l;
+  return layout;
 }
 
 std::optional<CheckpointConfig> read_config(FileSystem& fs, const std::string& dir,
@@ -180,38 +180,39 @@ std::optional<CheckpointConfig> read_config(FileSystem& fs, const std::string& d
 }
 
 // Reads every header; params in file order, names unique across files.
-bool collect_params(FileSystem& fs, const Layout& l, std::vector<Param>& params,
+bool collect_params(FileSystem& fs, const Layout& layout, std::vector<Param>& params,
                     DiagnosticSink& sink) {
   simdjson::dom::parser parser;
   std::unordered_map<std::string, std::string> owner;  // tensor -> file path (no index)
   std::size_t matched = 0;
-  for (std::size_t f = 0; f < l.files.size(); ++f) {
-    const std::string path = join(l.dir, l.files[f]);
-    std::optional<SafetensorsHeader> h = imp::read_header_with(parser, fs, path, sink);
-    if (!h) continue;
-    for (SafetensorsTensor& t : h->tensors) {
-      if (l.indexed) {
+  for (std::size_t f = 0; f < layout.files.size(); ++f) {
+    const std::string path = join(layout.dir, layout.files[f]);
+    std::optional<SafetensorsHeader> header = imp::read_header_with(parser, fs, path, sink);
+    if (!header) continue;
+    for (SafetensorsTensor& tensor : header->tensors) {
+      if (layout.indexed) {
         // With an index each name belongs to exactly one file: no cross-file duplicates.
-        const auto it = l.weight_map.find(t.name);
-        if (it == l.weight_map.end() || it->second != f) {
-          spdlog::debug("{}: '{}' is not in the index for this file; skipped", path, t.name);
+        const auto it = layout.weight_map.find(tensor.name);
+        if (it == layout.weight_map.end() || it->second != f) {
+          spdlog::debug("{}: '{}' is not in the index for this file; skipped", path, tensor.name);
           continue;
         }
         ++matched;
-      } else if (const auto [it, fresh] = owner.emplace(t.name, path); !fresh) {
-        fail(sink, path, "tensor '" + t.name + "' is also stored in '" + it->second + "'",
-             "a name may appear in one file only: remove the stale shard", t.name);
+      } else if (const auto [it, fresh] = owner.emplace(tensor.name, path); !fresh) {
+        fail(sink, path, "tensor '" + tensor.name + "' is also stored in '" + it->second + "'",
+             "a name may appear in one file only: remove the stale shard", tensor.name);
         continue;
       }
-      params.push_back(Param{std::move(t.name), std::move(t.shape), t.dtype, true, {path, 0, 0}});
+      params.push_back(
+          Param{std::move(tensor.name), std::move(tensor.shape), tensor.dtype, true, {path, 0, 0}});
     }
   }
-  if (l.indexed && !sink.has_errors() && matched != l.weight_map.size()) {
+  if (layout.indexed && !sink.has_errors() && matched != layout.weight_map.size()) {
     std::unordered_map<std::string_view, bool> have;
-    for (const Param& p : params) have.emplace(p.name, true);
-    for (const auto& [tensor, file] : l.weight_map) {
+    for (const Param& param : params) have.emplace(param.name, true);
+    for (const auto& [tensor, file] : layout.weight_map) {
       if (!have.contains(tensor)) {
-        fail(sink, join(l.dir, l.files[file]),
+        fail(sink, join(layout.dir, layout.files[file]),
              "the index lists tensor '" + std::string(tensor) +
                  "' in this file, but its header does not have it",
              "the shard is stale or the index is wrong: re-download both", std::string(tensor));
@@ -225,39 +226,40 @@ bool collect_params(FileSystem& fs, const Layout& l, std::vector<Param>& params,
 // loader reads only the files of `weight_map` (modeling_utils.py
 // _get_resolved_checkpoint_files), so its tensors are not part of the model; the user
 // should know what is left out (huggingface_hub#4725: an MTP shard skipped silently).
-void warn_unindexed(FileSystem& fs, const Layout& l, DiagnosticSink& sink) {
+void warn_unindexed(FileSystem& fs, const Layout& layout, DiagnosticSink& sink) {
   simdjson::dom::parser parser;
-  for (const std::string& name : l.unindexed) {
-    const std::string path = join(l.dir, name);
+  for (const std::string& name : layout.unindexed) {
+    const std::string path = join(layout.dir, name);
     DiagnosticSink local;
-    const std::optional<SafetensorsHeader> h = imp::read_header_with(parser, fs, path, local);
+    const std::optional<SafetensorsHeader> header = imp::read_header_with(parser, fs, path, local);
     std::string what;
-    if (h) {
-      what = "its " + std::to_string(h->tensors.size()) + " tensor" +
-             (h->tensors.size() == 1 ? "" : "s");
-      if (!h->tensors.empty()) what += " (e.g. '" + imp::printable(h->tensors.front().name) + "')";
+    if (header) {
+      what = "its " + std::to_string(header->tensors.size()) + " tensor" +
+             (header->tensors.size() == 1 ? "" : "s");
+      if (!header->tensors.empty())
+        what += " (e.g. '" + imp::printable(header->tensors.front().name) + "')";
       what += " are left out of the model";
     } else {
       what = "it is left out (its header is not readable: " +
              (local.items().empty() ? std::string("?") : local.items().front().message) + ")";
     }
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = DiagCode::WCheckpoint;
-    d.loc = SourceLoc{path, 0, 0};
-    d.message = "'" + imp::printable(name) + "' is a safetensors file that " +
-                std::string(kIndexName) + " does not name: " + what +
-                ", as transformers' loader reads only the indexed files";
-    d.hint =
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{path, 0, 0};
+    diag.message = "'" + imp::printable(name) + "' is a safetensors file that " +
+                   std::string(kIndexName) + " does not name: " + what +
+                   ", as transformers' loader reads only the indexed files";
+    diag.hint =
         "if the file belongs to the model (an MTP head, a newer shard), regenerate the "
         "index; else remove the stale file";
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
 }
 
 // torch: only floating point (and complex) tensors can require gradients.
-bool floating_point(DType t) {
-  switch (t) {
+bool floating_point(DType dtype) {
+  switch (dtype) {
     case DType::Float64:
     case DType::Float32:
     case DType::BFloat16:
@@ -272,13 +274,14 @@ bool floating_point(DType t) {
 
 // Checkpoint tensors that are module buffers or quantization metadata, not
 // parameters: transformers 5 drops them on load, so they are left out of the
-// model (a W-CHECKPOINT note names them). Empty when `p` is a parameter.
-std::string_view left_out_reason(const Param& p, const CheckpointConfig& config) {
-  const auto dot = p.name.rfind('.');
-  const std::string_view leaf = dot == std::string::npos ? std::string_view(p.name)
-                                                         : std::string_view(p.name).substr(dot + 1);
+// model (a W-CHECKPOINT note names them). Empty when `param` is a parameter.
+std::string_view left_out_reason(const Param& param, const CheckpointConfig& config) {
+  const auto dot = param.name.rfind('.');
+  const std::string_view leaf = dot == std::string::npos
+                                    ? std::string_view(param.name)
+                                    : std::string_view(param.name).substr(dot + 1);
   const std::string_view parent =
-      dot == std::string::npos ? std::string_view{} : std::string_view(p.name).substr(0, dot);
+      dot == std::string::npos ? std::string_view{} : std::string_view(param.name).substr(0, dot);
   const std::string_view module =
       parent.substr(parent.rfind('.') == std::string_view::npos ? 0 : parent.rfind('.') + 1);
   // modeling_rope_utils.py: register_buffer("inv_freq", ..., persistent=False); old
@@ -290,11 +293,11 @@ std::string_view left_out_reason(const Param& p, const CheckpointConfig& config)
            "_adjust_missing_and_unexpected_keys)";
   // Gemma's scaled embedding: nn.Buffer(torch.tensor(embed_scale), persistent=False)
   // (models/gemma2/modeling_gemma2.py Gemma2TextScaledWordEmbedding), a 0-d constant.
-  if (leaf == "embed_scale" && p.shape.empty())
+  if (leaf == "embed_scale" && param.shape.empty())
     return "embed_scale buffers (Gemma's scaled embedding constant, persistent=False: "
            "modeling_gemma2.py)";
   // Same function: `position_ids` used to be a persistent buffer, now persistent=False.
-  if (leaf == "position_ids" && !floating_point(p.dtype))
+  if (leaf == "position_ids" && !floating_point(param.dtype))
     return "int64 position_ids buffers (persistent=False in transformers 5; ignored on load by "
            "modeling_utils.py _adjust_missing_and_unexpected_keys)";
   // GPT-2 / GPT-J / GPT-NeoX causal masks: `_keys_to_ignore_on_load_unexpected =
@@ -302,7 +305,7 @@ std::string_view left_out_reason(const Param& p, const CheckpointConfig& config)
   // r"attn.masked_bias"] (modeling_gptj.py), attention.* (modeling_gpt_neox.py). A real
   // bias is 1-D; the mask is [1, 1, n, n] and masked_bias a scalar.
   if ((module == "attn" || module == "attention" || module == "crossattention") &&
-      ((leaf == "bias" && p.shape.size() == 4) || leaf == "masked_bias"))
+      ((leaf == "bias" && param.shape.size() == 4) || leaf == "masked_bias"))
     return "causal-mask buffers attn.bias / attn.masked_bias (GPT-2, GPT-J, GPT-NeoX: "
            "_keys_to_ignore_on_load_unexpected in their modeling files)";
   // bitsandbytes 8-bit: serialized_names {"weight": ["weight", "SCB", "weight_format"]}
@@ -341,35 +344,36 @@ void drop_buffers(std::vector<Param>& params, const CheckpointConfig& config,
   std::size_t kept = 0;
   std::size_t total = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    Param& p = params[i];
-    const std::string_view why = left_out_reason(p, config);
+    Param& param = params[i];
+    const std::string_view why = left_out_reason(param, config);
     if (why.empty()) {
-      if (!floating_point(p.dtype) || bnb_state(p.name, config)) p.requires_grad = false;
-      if (kept != i) params[kept] = std::move(p);
+      if (!floating_point(param.dtype) || bnb_state(param.name, config))
+        param.requires_grad = false;
+      if (kept != i) params[kept] = std::move(param);
       ++kept;
       continue;
     }
-    auto it =
-        std::find_if(kinds.begin(), kinds.end(), [&](const Kind& k) { return k.reason == why; });
-    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{why, 0, p.name});
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const Kind& kind) { return kind.reason == why; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{why, 0, param.name});
     ++it->count;
     ++total;
   }
   params.resize(kept);
-  for (const Kind& k : kinds) {
-    Diagnostic d;
-    d.severity = Severity::Note;
-    d.code = DiagCode::WCheckpoint;
-    d.loc = SourceLoc{where, 0, 0};
-    d.param = k.first;
-    d.message = "left out " + std::to_string(k.count) + " " + std::string(k.reason) + ", e.g. '" +
-                imp::printable(k.first) +
-                "': module buffers and metadata are not trainable params (no grads or optimizer "
-                "state)";
-    d.hint =
+  for (const Kind& kind : kinds) {
+    Diagnostic diag;
+    diag.severity = Severity::Note;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{where, 0, 0};
+    diag.param = kind.first;
+    diag.message = "left out " + std::to_string(kind.count) + " " + std::string(kind.reason) +
+                   ", e.g. '" + imp::printable(kind.first) +
+                   "': module buffers and metadata are not trainable params (no grads or optimizer "
+                   "state)";
+    diag.hint =
         "nothing to do: the module computes or ignores them; docs/import.md lists what "
         "import leaves out";
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
   if (total > 0)
     im.comments.emplace_back("left out (buffers, not params)",
@@ -380,14 +384,14 @@ void drop_buffers(std::vector<Param>& params, const CheckpointConfig& config,
 void add_base_prefix(std::vector<Param>& params, const imp::ArchRules* rules) {
   if (rules == nullptr || rules->base_prefix.empty()) return;
   const std::string prefix = rules->base_prefix + ".";
-  for (const Param& p : params) {
-    if (p.name.starts_with(prefix)) return;
+  for (const Param& param : params) {
+    if (param.name.starts_with(prefix)) return;
   }
   const auto root = rules->children.find("");
-  for (Param& p : params) {
-    const std::string first = p.name.substr(0, p.name.find('.'));
+  for (Param& param : params) {
+    const std::string first = param.name.substr(0, param.name.find('.'));
     if (root != rules->children.end() && root->second.contains(first)) continue;
-    p.name = prefix + p.name;
+    param.name = prefix + param.name;
   }
 }
 
@@ -398,14 +402,14 @@ constexpr std::string_view kEmbeddings[] = {"model.embed_tokens.weight", "transf
 constexpr std::string_view kOutput = "lm_head.weight";
 
 // tie_word_embeddings: lm_head.weight is the embedding's alias (added when not stored).
-void add_ties(Model& m) {
-  if (!m.attributes.tie_word_embeddings.value_or(false)) return;
+void add_ties(Model& model) {
+  if (!model.attributes.tie_word_embeddings.value_or(false)) return;
   const Param* embed = nullptr;
   const Param* head = nullptr;
-  for (const Param& p : m.params) {
-    if (p.name == kOutput) head = &p;
-    for (std::string_view e : kEmbeddings) {
-      if (p.name == e && embed == nullptr) embed = &p;
+  for (const Param& param : model.params) {
+    if (param.name == kOutput) head = &param;
+    for (std::string_view embedding : kEmbeddings) {
+      if (param.name == embedding && embed == nullptr) embed = &param;
     }
   }
   if (embed == nullptr) return;
@@ -413,11 +417,11 @@ void add_ties(Model& m) {
   if (head == nullptr) {
     Param alias = *embed;
     alias.name = std::string(kOutput);
-    m.params.push_back(std::move(alias));
+    model.params.push_back(std::move(alias));
   } else if (head->shape != embed->shape || head->dtype != embed->dtype) {
     return;  // stored separately with another shape: not a tie the planner can honour
   }
-  m.tied.push_back(TiePair{source, std::string(kOutput), {}});
+  model.tied.push_back(TiePair{source, std::string(kOutput), {}});
 }
 
 // W-CHECKPOINT for quantization methods whose state tensors shardc does not know.
@@ -426,20 +430,20 @@ void add_ties(Model& m) {
 // E-QUANT-STATE when a state does not follow its weight's split).
 void warn_quantization(const CheckpointConfig& config, const std::string& where,
                        DiagnosticSink& sink) {
-  const std::string& q = config.quant_method;
-  if (q.empty() || q == "fp8" || q == "bitsandbytes") return;
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WCheckpoint;
-  d.loc = SourceLoc{where, 0, 0};
-  d.message = "quantization_config.quant_method '" + imp::printable(q) +
-              "': shardc does not know this method's state tensors (per-group scales, zero "
-              "points, packed integer weights), so they are planned as ordinary tensors (the "
-              "integer ones frozen) and no check ties a state's split to its weight's";
-  d.hint =
+  const std::string& method = config.quant_method;
+  if (method.empty() || method == "fp8" || method == "bitsandbytes") return;
+  Diagnostic diag;
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WCheckpoint;
+  diag.loc = SourceLoc{where, 0, 0};
+  diag.message = "quantization_config.quant_method '" + imp::printable(method) +
+                 "': shardc does not know this method's state tensors (per-group scales, zero "
+                 "points, packed integer weights), so they are planned as ordinary tensors (the "
+                 "integer ones frozen) and no check ties a state's split to its weight's";
+  diag.hint =
       "replicate the quantized layers over tp, or plan the dequantized checkpoint; "
       "docs/import.md lists the quantization states shardc follows";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
 }
 
 // A config that says untied for a causal LM whose checkpoint has no output head:
@@ -447,15 +451,15 @@ void warn_quantization(const CheckpointConfig& config, const std::string& where,
 // so the module has one more trainable param than the checkpoint; it is planned with
 // the embedding's shape and dtype, and said (Qwen3-VL-Embedding#89: top-level false,
 // text_config true; transformers 5 ties by the top-level value).
-void add_untied_head(Model& m, const CheckpointConfig& config, const std::string& arch,
+void add_untied_head(Model& model, const CheckpointConfig& config, const std::string& arch,
                      const std::string& where, DiagnosticSink& sink) {
-  if (m.attributes.tie_word_embeddings.value_or(false)) return;
+  if (model.attributes.tie_word_embeddings.value_or(false)) return;
   if (!arch.ends_with("ForCausalLM") && !arch.ends_with("ForConditionalGeneration")) return;
   const Param* embed = nullptr;
-  for (const Param& p : m.params) {
-    if (p.name == kOutput) return;
-    for (std::string_view e : kEmbeddings)
-      if (p.name == e && embed == nullptr) embed = &p;
+  for (const Param& param : model.params) {
+    if (param.name == kOutput) return;
+    for (std::string_view embedding : kEmbeddings)
+      if (param.name == embedding && embed == nullptr) embed = &param;
   }
   if (embed == nullptr) return;
   Param head = *embed;
@@ -466,24 +470,24 @@ void add_untied_head(Model& m, const CheckpointConfig& config, const std::string
           ? " (text_config says tie_word_embeddings: true, but transformers ties by the "
             "top-level value: modeling_utils.py get_expanded_tied_weights_keys)"
           : "";
-  Diagnostic d;
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WCheckpoint;
-  d.loc = SourceLoc{where, 0, 0};
-  d.param = head.name;
-  d.message = "config.json says tie_word_embeddings: " +
-              std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
-              ", but the checkpoint has no " + head.name +
-              ": transformers builds an untied output head and initializes it (a missing key), "
-              "so " +
-              head.name + " " + imp::shape_text(head.shape) +
-              " is planned as its own trainable param";
-  d.hint =
+  Diagnostic diag;
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WCheckpoint;
+  diag.loc = SourceLoc{where, 0, 0};
+  diag.param = head.name;
+  diag.message = "config.json says tie_word_embeddings: " +
+                 std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
+                 ", but the checkpoint has no " + head.name +
+                 ": transformers builds an untied output head and initializes it (a missing key), "
+                 "so " +
+                 head.name + " " + imp::shape_text(head.shape) +
+                 " is planned as its own trainable param";
+  diag.hint =
       "if the model is tied, set the top-level `tie_word_embeddings: true` in config.json "
       "(then " +
       head.name + " is an alias of " + embed->name + "); else provide the head";
-  sink.report(std::move(d));
-  m.params.push_back(std::move(head));
+  sink.report(std::move(diag));
+  model.params.push_back(std::move(head));
 }
 
 // Sub-models of a multimodal config: each `vision_config` / `audio_config` applies to
@@ -507,12 +511,13 @@ std::vector<SubModel> find_submodels(const std::vector<Param>& params,
                                    : std::span<const std::string_view>(kAudio);
     for (std::string_view prefix : candidates) {
       const std::string dotted = std::string(prefix) + ".";
-      const bool used = std::any_of(params.begin(), params.end(),
-                                    [&](const Param& p) { return p.name.starts_with(dotted); });
+      const bool used = std::any_of(params.begin(), params.end(), [&](const Param& param) {
+        return param.name.starts_with(dotted);
+      });
       if (!used) continue;
-      SubModel s = sub;
-      s.prefix = std::string(prefix);
-      out.push_back(std::move(s));
+      SubModel located = sub;
+      located.prefix = std::string(prefix);
+      out.push_back(std::move(located));
     }
   }
   return out;
@@ -533,20 +538,20 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   const std::optional<CheckpointConfig> config = read_config(fs, layout->dir, sink, has_config);
   if (!config) return std::nullopt;
   ImportedModel im;
-  Model& m = im.model;
-  if (!collect_params(fs, *layout, m.params, sink)) return std::nullopt;
-  if (m.params.empty()) {
+  Model& model = im.model;
+  if (!collect_params(fs, *layout, model.params, sink)) return std::nullopt;
+  if (model.params.empty()) {
     fail(sink, path, "the checkpoint holds no tensors", "check the files");
     return std::nullopt;
   }
-  m.attributes = config->attributes;
+  model.attributes = config->attributes;
   im.raw_attributes = config->raw_attributes;
   const std::string config_path = join(layout->dir, "config.json");
   const std::string where = has_config ? config_path : path;
   warn_unindexed(fs, *layout, sink);
-  const std::string first_tensor = m.params.front().name;
-  drop_buffers(m.params, *config, where, im, sink);
-  if (m.params.empty()) {
+  const std::string first_tensor = model.params.front().name;
+  drop_buffers(model.params, *config, where, im, sink);
+  if (model.params.empty()) {
     // The front end refuses a model without params, so import must not write one.
     fail(sink, where,
          "every tensor in the checkpoint is a buffer or metadata (e.g. '" +
@@ -557,16 +562,16 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   }
   warn_quantization(*config, where, sink);
   const imp::ArchRules* rules = imp::find_arch_rules(*config);
-  add_base_prefix(m.params, rules);
-  add_ties(m);
+  add_base_prefix(model.params, rules);
+  add_ties(model);
   const std::string arch_name =
       config->architectures.empty() ? config->model_type : config->architectures.front();
-  add_untied_head(m, *config, arch_name, where, sink);
-  m.submodels = find_submodels(m.params, *config);
-  const std::size_t natural = order_params(m.params, *config);
+  add_untied_head(model, *config, arch_name, where, sink);
+  model.submodels = find_submodels(model.params, *config);
+  const std::size_t natural = order_params(model.params, *config);
   if (natural > 0) {
     const std::string arch = arch_name;
-    m.module_order = "natural";
+    model.module_order = "natural";
     sink.warning(DiagCode::WModuleOrder, SourceLoc{where, 0, 0},
                  rules == nullptr
                      ? "no module-order rules for architecture '" + imp::printable(arch) +
@@ -582,22 +587,23 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   // Fused layouts the architecture decides and the name alone does not (gpt-oss's
   // interleaved gate|up, GPT-NeoX's per-head query_key_value) are written as `fused:`;
   // head-indexed params (gpt-oss sinks, Cohere per-head norms) as `head_indexed:`.
-  for (Param& p : m.params) {
-    const ModelAttributes& attrs = m.attributes_of(p.name);
-    auto by_arch = known_fused(p.name, p.shape, attrs, arch_name);
-    if (by_arch && by_arch != known_fused(p.name, p.shape, attrs, "")) p.fused = by_arch;
-    p.head_indexed = known_head_indexed(p.name, p.shape, attrs, arch_name);
+  for (Param& param : model.params) {
+    const ModelAttributes& attrs = model.attributes_of(param.name);
+    auto by_arch = known_fused(param.name, param.shape, attrs, arch_name);
+    if (by_arch && by_arch != known_fused(param.name, param.shape, attrs, ""))
+      param.fused = by_arch;
+    param.head_indexed = known_head_indexed(param.name, param.shape, attrs, arch_name);
   }
-  m.name = !config->name.empty() ? config->name : base_name(listing ? layout->dir : path);
-  if (!listing && m.name.ends_with(".safetensors")) m.name.resize(m.name.size() - 12);
-  m.source_path = path;
+  model.name = !config->name.empty() ? config->name : base_name(listing ? layout->dir : path);
+  if (!listing && model.name.ends_with(".safetensors")) model.name.resize(model.name.size() - 12);
+  model.source_path = path;
   im.source = base_name(path);
   if (!config->architectures.empty())
     im.comments.emplace_back("architecture", config->architectures.front());
-  for (auto& comment : imp::prestacked_expert_comments(m))
+  for (auto& comment : imp::prestacked_expert_comments(model))
     im.comments.push_back(std::move(comment));
-  m.sha256 = sha256_hex(render_model_yaml(im));
-  spdlog::debug("imported {} params from {} files of {}", m.params.size(), layout->files.size(),
+  model.sha256 = sha256_hex(render_model_yaml(im));
+  spdlog::debug("imported {} params from {} files of {}", model.params.size(), layout->files.size(),
                 path);
   return im;
 }

@@ -52,63 +52,63 @@ class ConfigReader {
 
   // The value of `key`: text_config first, then the top level.
   std::optional<simdjson::dom::element> find(std::string_view key) {
-    simdjson::dom::element v;
-    if (has_text_ && text_[key].get(v) == simdjson::SUCCESS && !v.is_null()) return v;
-    if (root_[key].get(v) == simdjson::SUCCESS && !v.is_null()) return v;
+    simdjson::dom::element value;
+    if (has_text_ && text_[key].get(value) == simdjson::SUCCESS && !value.is_null()) return value;
+    if (root_[key].get(value) == simdjson::SUCCESS && !value.is_null()) return value;
     return std::nullopt;
   }
 
   // An integer count in [min, 2^31); E-CHECKPOINT when present but not one.
   std::optional<std::int64_t> count(std::string_view key, std::int64_t min) {
-    const std::optional<simdjson::dom::element> v = find(key);
-    if (!v) return std::nullopt;
-    std::int64_t n = 0;
-    if (v->get_int64().get(n) != simdjson::SUCCESS || n < min || n > kMaxCount) {
-      error("`" + std::string(key) + "` is " + imp::printable(simdjson::to_string(*v)) +
+    const std::optional<simdjson::dom::element> value = find(key);
+    if (!value) return std::nullopt;
+    std::int64_t parsed = 0;
+    if (value->get_int64().get(parsed) != simdjson::SUCCESS || parsed < min || parsed > kMaxCount) {
+      error("`" + std::string(key) + "` is " + imp::printable(simdjson::to_string(*value)) +
                 ", not an integer in [" + std::to_string(min) + ", 2^31)",
             "fix config.json: counts are positive integers");
       return std::nullopt;
     }
-    return n;
+    return parsed;
   }
 
   std::optional<bool> flag(std::string_view key) {
-    simdjson::dom::element v;
-    if (root_[key].get(v) != simdjson::SUCCESS || v.is_null()) return std::nullopt;
-    bool b = false;
-    if (v.get_bool().get(b) != simdjson::SUCCESS) {
+    simdjson::dom::element value;
+    if (root_[key].get(value) != simdjson::SUCCESS || value.is_null()) return std::nullopt;
+    bool parsed = false;
+    if (value.get_bool().get(parsed) != simdjson::SUCCESS) {
       error("`" + std::string(key) + "` is not true or false", "fix config.json");
       return std::nullopt;
     }
-    return b;
+    return parsed;
   }
 
   std::vector<std::string> strings(std::string_view key) {
     std::vector<std::string> out;
     simdjson::dom::array arr;
     if (root_[key].get_array().get(arr) != simdjson::SUCCESS) return out;
-    for (simdjson::dom::element e : arr) {
-      std::string_view s;
-      if (e.get_string().get(s) == simdjson::SUCCESS) out.emplace_back(s);
+    for (simdjson::dom::element item : arr) {
+      std::string_view text;
+      if (item.get_string().get(text) == simdjson::SUCCESS) out.emplace_back(text);
     }
     return out;
   }
 
   // `text_config.tie_word_embeddings`, if the config has a text_config stating it.
   std::optional<bool> text_flag(std::string_view key) {
-    simdjson::dom::element v;
-    bool b = false;
-    if (!has_text_ || text_[key].get(v) != simdjson::SUCCESS ||
-        v.get_bool().get(b) != simdjson::SUCCESS)
+    simdjson::dom::element value;
+    bool parsed = false;
+    if (!has_text_ || text_[key].get(value) != simdjson::SUCCESS ||
+        value.get_bool().get(parsed) != simdjson::SUCCESS)
       return std::nullopt;
-    return b;
+    return parsed;
   }
 
   std::string quant_method() {
-    std::string_view s;
-    if (root_["quantization_config"]["quant_method"].get_string().get(s) != simdjson::SUCCESS)
+    std::string_view method;
+    if (root_["quantization_config"]["quant_method"].get_string().get(method) != simdjson::SUCCESS)
       return {};
-    return std::string(s);
+    return std::string(method);
   }
 
   // The sub-configs (vision_config, audio_config, ...): their head counts and sizes.
@@ -117,34 +117,37 @@ class ConfigReader {
     for (std::string_view key : {"vision_config", "audio_config", "speech_config"}) {
       simdjson::dom::object sub;
       if (root_[key].get_object().get(sub) != simdjson::SUCCESS) continue;
-      SubModel m;
-      m.config = std::string(key);
+      SubModel sub_model;
+      sub_model.config = std::string(key);
       const auto count =
           [&](std::initializer_list<std::string_view> names) -> std::optional<std::int64_t> {
-        for (std::string_view n : names) {
-          std::int64_t v = 0;
-          if (sub[n].get_int64().get(v) == simdjson::SUCCESS && v >= 1 && v <= kMaxCount) return v;
+        for (std::string_view name : names) {
+          std::int64_t value = 0;
+          if (sub[name].get_int64().get(value) == simdjson::SUCCESS && value >= 1 &&
+              value <= kMaxCount)
+            return value;
         }
         return std::nullopt;
       };
       // transformers' vision / audio configs: Qwen2.5-VL `num_heads` / `hidden_size`,
       // Qwen2-VL `embed_dim`, Llama-4 / SigLIP / CLIP `num_attention_heads`, Whisper-style
       // audio towers `encoder_attention_heads` / `d_model`.
-      m.attributes.num_attention_heads =
+      sub_model.attributes.num_attention_heads =
           count({"num_attention_heads", "num_heads", "encoder_attention_heads"});
-      m.attributes.num_key_value_heads = count({"num_key_value_heads"});
-      m.attributes.head_dim = count({"head_dim"});
-      m.attributes.hidden_size = count({"hidden_size", "embed_dim", "d_model"});
-      m.attributes.vocab_size = count({"vocab_size"});
-      if (m.attributes.num_attention_heads || m.attributes.hidden_size) out.push_back(std::move(m));
+      sub_model.attributes.num_key_value_heads = count({"num_key_value_heads"});
+      sub_model.attributes.head_dim = count({"head_dim"});
+      sub_model.attributes.hidden_size = count({"hidden_size", "embed_dim", "d_model"});
+      sub_model.attributes.vocab_size = count({"vocab_size"});
+      if (sub_model.attributes.num_attention_heads || sub_model.attributes.hidden_size)
+        out.push_back(std::move(sub_model));
     }
     return out;
   }
 
   std::string string(std::string_view key) {
-    std::string_view s;
-    if (root_[key].get_string().get(s) != simdjson::SUCCESS) return {};
-    return std::string(s);
+    std::string_view text;
+    if (root_[key].get_string().get(text) != simdjson::SUCCESS) return {};
+    return std::string(text);
   }
 
   std::vector<std::int64_t> block_size() {
@@ -155,13 +158,13 @@ class ConfigReader {
     }
     std::vector<std::int64_t> out;
     bool ok = true;
-    for (simdjson::dom::element e : arr) {
-      std::int64_t n = 0;
-      if (e.get_int64().get(n) != simdjson::SUCCESS || n < 1 || n > kMaxCount) {
+    for (simdjson::dom::element item : arr) {
+      std::int64_t extent = 0;
+      if (item.get_int64().get(extent) != simdjson::SUCCESS || extent < 1 || extent > kMaxCount) {
         ok = false;
         break;
       }
-      out.push_back(n);
+      out.push_back(extent);
     }
     if (!ok || out.size() != 2) {
       error("`quantization_config.weight_block_size` is not [rows, cols] of positive integers",
@@ -194,41 +197,42 @@ std::string last_segment(std::string path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-void read_attributes(ConfigReader& r, CheckpointConfig& c) {
-  ModelAttributes& a = c.attributes;
+void read_attributes(ConfigReader& reader, CheckpointConfig& config) {
+  ModelAttributes& attributes = config.attributes;
   for (const AttrSpec& spec : kAttrs) {
     const std::int64_t min = spec.key == "num_experts" || spec.key == "n_shared_experts" ||
                                      spec.key == "first_k_dense_replace"
                                  ? 0
                                  : 1;
-    std::optional<std::int64_t> v = r.count(spec.key, min);
+    std::optional<std::int64_t> value = reader.count(spec.key, min);
     for (std::string_view alias : spec.aliases) {
-      if (!v && !alias.empty()) v = r.count(alias, min);
+      if (!value && !alias.empty()) value = reader.count(alias, min);
     }
-    if (!v) continue;
-    c.raw_attributes.push_back({std::string(spec.key), std::to_string(*v), std::to_string(*v)});
-    if (spec.key == "num_attention_heads") a.num_attention_heads = v;
-    if (spec.key == "num_key_value_heads") a.num_key_value_heads = v;
-    if (spec.key == "head_dim") a.head_dim = v;
-    if (spec.key == "hidden_size") a.hidden_size = v;
-    if (spec.key == "vocab_size") a.vocab_size = v;
-    if (spec.key == "num_experts") a.num_experts = v;
+    if (!value) continue;
+    config.raw_attributes.push_back(
+        {std::string(spec.key), std::to_string(*value), std::to_string(*value)});
+    if (spec.key == "num_attention_heads") attributes.num_attention_heads = value;
+    if (spec.key == "num_key_value_heads") attributes.num_key_value_heads = value;
+    if (spec.key == "head_dim") attributes.head_dim = value;
+    if (spec.key == "hidden_size") attributes.hidden_size = value;
+    if (spec.key == "vocab_size") attributes.vocab_size = value;
+    if (spec.key == "num_experts") attributes.num_experts = value;
   }
-  a.weight_block_size = r.block_size();
-  if (!a.weight_block_size.empty()) {
-    const std::string text = "[" + std::to_string(a.weight_block_size[0]) + ", " +
-                             std::to_string(a.weight_block_size[1]) + "]";
-    c.raw_attributes.push_back({"weight_block_size", text, text});
+  attributes.weight_block_size = reader.block_size();
+  if (!attributes.weight_block_size.empty()) {
+    const std::string text = "[" + std::to_string(attributes.weight_block_size[0]) + ", " +
+                             std::to_string(attributes.weight_block_size[1]) + "]";
+    config.raw_attributes.push_back({"weight_block_size", text, text});
   }
   // transformers' PretrainedConfig defaults tie_word_embeddings to true. A composite
   // config's own value ties the output head (modeling_utils.py
   // get_expanded_tied_weights_keys reads the top-level config), not text_config's.
-  const std::optional<bool> stated = r.flag("tie_word_embeddings");
-  c.tie_stated = stated.has_value();
-  c.text_tie_word_embeddings = r.text_flag("tie_word_embeddings");
-  a.tie_word_embeddings = stated.value_or(true);
-  const std::string tie = *a.tie_word_embeddings ? "true" : "false";
-  c.raw_attributes.push_back({"tie_word_embeddings", tie, tie});
+  const std::optional<bool> stated = reader.flag("tie_word_embeddings");
+  config.tie_stated = stated.has_value();
+  config.text_tie_word_embeddings = reader.text_flag("tie_word_embeddings");
+  attributes.tie_word_embeddings = stated.value_or(true);
+  const std::string tie = *attributes.tie_word_embeddings ? "true" : "false";
+  config.raw_attributes.push_back({"tie_word_embeddings", tie, tie});
 }
 
 }  // namespace
@@ -250,32 +254,34 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
                "config.json is the model's Hugging Face configuration");
     return std::nullopt;
   }
-  ConfigReader r(obj, path, sink);
-  CheckpointConfig c;
-  c.architectures = r.strings("architectures");
-  c.model_type = r.string("model_type");
-  c.name = last_segment(r.string("_name_or_path"));
-  read_attributes(r, c);
-  c.quant_method = r.quant_method();
-  c.subconfigs = r.subconfigs();
-  if (r.errors() > 0) return std::nullopt;
+  ConfigReader reader(obj, path, sink);
+  CheckpointConfig config;
+  config.architectures = reader.strings("architectures");
+  config.model_type = reader.string("model_type");
+  config.name = last_segment(reader.string("_name_or_path"));
+  read_attributes(reader, config);
+  config.quant_method = reader.quant_method();
+  config.subconfigs = reader.subconfigs();
+  if (reader.errors() > 0) return std::nullopt;
   // Grouped-query attention shares each KV head among num_attention_heads / num_key_value_heads
   // query heads (transformers' attention modules): more KV heads than heads, or a count that
   // does not divide, is no model and would make the E-HEADS check meaningless.
-  const ModelAttributes& a = c.attributes;
-  if (a.num_attention_heads && a.num_key_value_heads &&
-      (*a.num_key_value_heads > *a.num_attention_heads ||
-       *a.num_attention_heads % *a.num_key_value_heads != 0)) {
+  const ModelAttributes& attributes = config.attributes;
+  if (attributes.num_attention_heads && attributes.num_key_value_heads &&
+      (*attributes.num_key_value_heads > *attributes.num_attention_heads ||
+       *attributes.num_attention_heads % *attributes.num_key_value_heads != 0)) {
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
-               "config.json: num_key_value_heads " + std::to_string(*a.num_key_value_heads) +
-                   (*a.num_key_value_heads > *a.num_attention_heads ? " is more than"
-                                                                    : " does not divide") +
-                   " num_attention_heads " + std::to_string(*a.num_attention_heads),
+               "config.json: num_key_value_heads " +
+                   std::to_string(*attributes.num_key_value_heads) +
+                   (*attributes.num_key_value_heads > *attributes.num_attention_heads
+                        ? " is more than"
+                        : " does not divide") +
+                   " num_attention_heads " + std::to_string(*attributes.num_attention_heads),
                "each KV head serves num_attention_heads / num_key_value_heads query heads: fix "
                "config.json");
     return std::nullopt;
   }
-  return c;
+  return config;
 }
 
 }  // namespace shardc

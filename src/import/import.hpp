@@ -159,12 +159,12 @@ std::optional<ImportedModel> import_model_file(const std::string& path, const st
 /// `<prefix>.<n>.<rest>` with identical per-block lists (suffix, shape,
 /// dtype) folded into nested `repeat` groups; the default dtype is the
 /// inventory's `dtype` or the most common one; `tied` pairs last. Expanding
-/// it gives back `m.model.params` exactly. Deterministic bytes.
-std::string render_model_yaml(const ImportedModel& m);
+/// it gives back `imported.model.params` exactly. Deterministic bytes.
+std::string render_model_yaml(const ImportedModel& imported);
 
 /// The plain inventory JSON (`{model, dtype, tie_word_embeddings,
 /// tied_weights, attributes, params}`), one param per line.
-std::string render_model_json(const ImportedModel& m);
+std::string render_model_json(const ImportedModel& imported);
 
 /// A param of transformers' module that its loader builds from checkpoint tensors of
 /// other names (tools/hf_tp_plan.py `sources`, from transformers' own key conversion:

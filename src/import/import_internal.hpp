@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "import/import.hpp"
 
@@ -44,10 +46,15 @@ std::optional<SafetensorsHeader> parse_header_with(simdjson::dom::parser& parser
 std::optional<SafetensorsHeader> read_header_with(simdjson::dom::parser& parser, FileSystem& fs,
                                                   const std::string& path, DiagnosticSink& sink);
 
-/// The `experts` entries a recipe needs for `m`'s pre-stacked expert tensors
+/// The typed integer attributes `attributes` holds, as (config.json name, value) in output
+/// order: num_attention_heads, num_key_value_heads, head_dim, hidden_size, vocab_size,
+/// num_experts (a sub-model's `attributes:`, a YAML model's attribute lines).
+std::vector<std::pair<std::string, std::int64_t>> int_attributes(const ModelAttributes& attributes);
+
+/// The `experts` entries a recipe needs for `model`'s pre-stacked expert tensors
 /// (a segment `experts` followed by the tensor's own name, dim 0 equal to the
 /// model's num_experts: gpt-oss, Llama-4, transformers 5's fused MoE), as
 /// header comments `experts: ...` (docs/experts.md); none without num_experts.
-std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& m);
+std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& model);
 
 }  // namespace shardc::imp

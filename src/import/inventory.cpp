@@ -16,35 +16,35 @@ namespace {
 constexpr std::string_view kCommentKeys[] = {"hf_repo", "architecture", "param_count",
                                              "num_tensors", "active_param_count"};
 
-std::optional<RawAttribute> raw_value(std::string_view key, simdjson::dom::element v);
+std::optional<RawAttribute> raw_value(std::string_view key, simdjson::dom::element element);
 
-std::optional<std::string> scalar_json(simdjson::dom::element v, bool yaml) {
-  switch (v.type()) {
+std::optional<std::string> scalar_json(simdjson::dom::element element, bool yaml) {
+  switch (element.type()) {
     case simdjson::dom::element_type::INT64:
-      return std::to_string(v.get_int64().value_unsafe());
+      return std::to_string(element.get_int64().value_unsafe());
     case simdjson::dom::element_type::UINT64:
-      return std::to_string(v.get_uint64().value_unsafe());
+      return std::to_string(element.get_uint64().value_unsafe());
     case simdjson::dom::element_type::DOUBLE: {
       char buf[64];
-      const double d = v.get_double().value_unsafe();
-      const auto res = std::to_chars(buf, buf + sizeof buf, d);
+      const double number = element.get_double().value_unsafe();
+      const auto res = std::to_chars(buf, buf + sizeof buf, number);
       std::string text(buf, res.ptr);
       if (text.find_first_of(".en") == std::string::npos) text += ".0";
       return text;
     }
     case simdjson::dom::element_type::BOOL:
-      return v.get_bool().value_unsafe() ? "true" : "false";
+      return element.get_bool().value_unsafe() ? "true" : "false";
     case simdjson::dom::element_type::NULL_VALUE:
       return "null";
     case simdjson::dom::element_type::STRING: {
-      const std::string_view s = v.get_string().value_unsafe();
-      return yaml ? imp::yaml_string(s) : imp::json_string(s);
+      const std::string_view text = element.get_string().value_unsafe();
+      return yaml ? imp::yaml_string(text) : imp::json_string(text);
     }
     case simdjson::dom::element_type::ARRAY: {
       std::string out = "[";
       bool first = true;
-      for (simdjson::dom::element e : v.get_array().value_unsafe()) {
-        const std::optional<std::string> item = scalar_json(e, yaml);
+      for (simdjson::dom::element entry : element.get_array().value_unsafe()) {
+        const std::optional<std::string> item = scalar_json(entry, yaml);
         if (!item) return std::nullopt;
         out += (first ? "" : ", ") + *item;
         first = false;
@@ -56,17 +56,17 @@ std::optional<std::string> scalar_json(simdjson::dom::element v, bool yaml) {
   }
 }
 
-std::optional<RawAttribute> raw_value(std::string_view key, simdjson::dom::element v) {
-  const std::optional<std::string> yaml = scalar_json(v, true);
-  const std::optional<std::string> json = scalar_json(v, false);
+std::optional<RawAttribute> raw_value(std::string_view key, simdjson::dom::element element) {
+  const std::optional<std::string> yaml = scalar_json(element, true);
+  const std::optional<std::string> json = scalar_json(element, false);
   if (!yaml || !json) return std::nullopt;
   return RawAttribute{std::string(key), *yaml, *json};
 }
 
-std::string plain_text(simdjson::dom::element v) {
-  std::string_view s;
-  if (v.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-  return scalar_json(v, false).value_or("");
+std::string plain_text(simdjson::dom::element element) {
+  std::string_view text;
+  if (element.get_string().get(text) == simdjson::SUCCESS) return std::string(text);
+  return scalar_json(element, false).value_or("");
 }
 
 // Raw attributes, header comments and the dtype of a JSON inventory.
@@ -76,8 +76,8 @@ void json_extras(const std::string& text, ImportedModel& im) {
   simdjson::dom::object root;
   if (parser.parse(padded).get_object().get(root) != simdjson::SUCCESS) return;
   for (std::string_view key : kCommentKeys) {
-    simdjson::dom::element v;
-    if (root[key].get(v) == simdjson::SUCCESS) im.comments.emplace_back(key, plain_text(v));
+    simdjson::dom::element value;
+    if (root[key].get(value) == simdjson::SUCCESS) im.comments.emplace_back(key, plain_text(value));
   }
   simdjson::dom::object attrs;
   if (root["attributes"].get_object().get(attrs) == simdjson::SUCCESS) {
@@ -87,12 +87,13 @@ void json_extras(const std::string& text, ImportedModel& im) {
   }
   simdjson::dom::element tie;
   bool has_tie_attr = false;
-  for (const RawAttribute& a : im.raw_attributes) has_tie_attr |= a.key == "tie_word_embeddings";
+  for (const RawAttribute& attribute : im.raw_attributes)
+    has_tie_attr |= attribute.key == "tie_word_embeddings";
   bool tie_value = false;
   if (!has_tie_attr && root["tie_word_embeddings"].get(tie) == simdjson::SUCCESS &&
       tie.get_bool().get(tie_value) == simdjson::SUCCESS) {
-    const std::string t = tie_value ? "true" : "false";
-    im.raw_attributes.push_back({"tie_word_embeddings", t, t});
+    const std::string flag = tie_value ? "true" : "false";
+    im.raw_attributes.push_back({"tie_word_embeddings", flag, flag});
   }
   std::string_view dtype;
   if (root["dtype"].get_string().get(dtype) == simdjson::SUCCESS)
@@ -100,24 +101,17 @@ void json_extras(const std::string& text, ImportedModel& im) {
 }
 
 // Attributes of a YAML model, from the parsed values.
-void typed_extras(const ModelAttributes& a, ImportedModel& im) {
-  auto add = [&](const char* key, const std::optional<std::int64_t>& v) {
-    if (v) im.raw_attributes.push_back({key, std::to_string(*v), std::to_string(*v)});
-  };
-  add("num_attention_heads", a.num_attention_heads);
-  add("num_key_value_heads", a.num_key_value_heads);
-  add("head_dim", a.head_dim);
-  add("hidden_size", a.hidden_size);
-  add("vocab_size", a.vocab_size);
-  add("num_experts", a.num_experts);
-  if (a.weight_block_size.size() == 2) {
-    const std::string t = "[" + std::to_string(a.weight_block_size[0]) + ", " +
-                          std::to_string(a.weight_block_size[1]) + "]";
-    im.raw_attributes.push_back({"weight_block_size", t, t});
+void typed_extras(const ModelAttributes& attributes, ImportedModel& im) {
+  for (const auto& [key, value] : imp::int_attributes(attributes))
+    im.raw_attributes.push_back({key, std::to_string(value), std::to_string(value)});
+  if (attributes.weight_block_size.size() == 2) {
+    const std::string text = "[" + std::to_string(attributes.weight_block_size[0]) + ", " +
+                             std::to_string(attributes.weight_block_size[1]) + "]";
+    im.raw_attributes.push_back({"weight_block_size", text, text});
   }
-  if (a.tie_word_embeddings) {
-    const std::string t = *a.tie_word_embeddings ? "true" : "false";
-    im.raw_attributes.push_back({"tie_word_embeddings", t, t});
+  if (attributes.tie_word_embeddings) {
+    const std::string text = *attributes.tie_word_embeddings ? "true" : "false";
+    im.raw_attributes.push_back({"tie_word_embeddings", text, text});
   }
 }
 
@@ -144,10 +138,11 @@ std::optional<ImportedModel> import_model_file(const std::string& path, const st
     for (const auto& [key, value] : im.comments)
       if (key == "architecture") arch = value;
     const ModelAttributes& attrs = im.model.attributes;
-    for (Param& p : im.model.params) {
-      if (p.fused || arch.empty()) continue;
-      auto by_arch = known_fused(p.name, p.shape, attrs, arch);
-      if (by_arch && by_arch != known_fused(p.name, p.shape, attrs, "")) p.fused = by_arch;
+    for (Param& param : im.model.params) {
+      if (param.fused || arch.empty()) continue;
+      auto by_arch = known_fused(param.name, param.shape, attrs, arch);
+      if (by_arch && by_arch != known_fused(param.name, param.shape, attrs, ""))
+        param.fused = by_arch;
     }
   } else {
     typed_extras(im.model.attributes, im);

@@ -41,7 +41,7 @@ ArchRules parse_rules(const ArchRuleText& text) {
 const std::vector<ArchRules>& all_rules() {
   static const std::vector<ArchRules> rules = [] {
     std::vector<ArchRules> out;
-    for (const ArchRuleText& t : arch_rule_texts()) out.push_back(parse_rules(t));
+    for (const ArchRuleText& text : arch_rule_texts()) out.push_back(parse_rules(text));
     return out;
   }();
   return rules;
@@ -52,10 +52,10 @@ const std::vector<ArchRules>& all_rules() {
 struct Rank {
   std::int64_t major = 0;
   std::string_view minor;
-  friend bool operator<(const Rank& a, const Rank& b) {
-    return a.major != b.major ? a.major < b.major : a.minor < b.minor;
+  friend bool operator<(const Rank& lhs, const Rank& rhs) {
+    return lhs.major != rhs.major ? lhs.major < rhs.major : lhs.minor < rhs.minor;
   }
-  friend bool operator==(const Rank& a, const Rank& b) = default;
+  friend bool operator==(const Rank& lhs, const Rank& rhs) = default;
 };
 
 constexpr std::int64_t kUnknown = std::numeric_limits<std::int64_t>::max();
@@ -63,10 +63,10 @@ constexpr std::int64_t kNumberBase = std::int64_t{1} << 40;  // numbers after na
 
 std::optional<std::int64_t> number(std::string_view seg) {
   if (seg.empty() || seg.size() > 12) return std::nullopt;
-  std::int64_t v = 0;
-  const auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), v);
-  if (ec != std::errc() || p != seg.data() + seg.size()) return std::nullopt;
-  return v;
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), value);
+  if (ec != std::errc() || end != seg.data() + seg.size()) return std::nullopt;
+  return value;
 }
 
 // Sort key of one name; `exact` cleared when some segment had no rule.
@@ -79,27 +79,27 @@ std::vector<Rank> key_of(std::string_view name, const ArchRules* rules, bool& ex
     const std::string_view seg =
         name.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
     const bool last = dot == std::string_view::npos;
-    const std::optional<std::int64_t> n = number(seg);
-    if (n) {
-      key.push_back({kNumberBase + *n, {}});
+    const std::optional<std::int64_t> index = number(seg);
+    if (index) {
+      key.push_back({kNumberBase + *index, {}});
     } else {
-      Rank r{kUnknown, seg};
+      Rank rank{kUnknown, seg};
       if (rules != nullptr) {
         const auto it = rules->children.find(parent);
         if (it != rules->children.end()) {
-          if (const auto c = it->second.find(std::string(seg)); c != it->second.end()) {
-            r = {c->second, {}};
+          if (const auto child = it->second.find(std::string(seg)); child != it->second.end()) {
+            rank = {child->second, {}};
           }
         } else if (last) {
           const auto* leaf = std::find(kLeafOrder.begin(), kLeafOrder.end(), seg);
-          if (leaf != kLeafOrder.end()) r = {leaf - kLeafOrder.begin(), {}};
+          if (leaf != kLeafOrder.end()) rank = {leaf - kLeafOrder.begin(), {}};
         }
       }
-      if (r.major == kUnknown) exact = false;
-      key.push_back(r);
+      if (rank.major == kUnknown) exact = false;
+      key.push_back(rank);
     }
     if (pos > 0) parent += '.';
-    parent += n ? std::string_view("#") : seg;
+    parent += index ? std::string_view("#") : seg;
     if (last) break;
     pos = dot + 1;
   }
@@ -119,15 +119,15 @@ std::string_view template_of(std::string_view name, std::string& buf,
     const std::string_view seg =
         name.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
     if (pos > 0) buf += '.';
-    if (const auto n = number(seg)) {
+    if (const auto index = number(seg)) {
       buf += '#';
-      numbers.push_back(*n);
+      numbers.push_back(*index);
     } else {
       // A literal '#' is doubled, so a segment that is "#" in the template is always a
       // number: the names "0" and "#" must not share a template (and its numbers).
-      for (const char c : seg) {
-        buf += c;
-        if (c == '#') buf += '#';
+      for (const char character : seg) {
+        buf += character;
+        if (character == '#') buf += '#';
       }
     }
     if (dot == std::string_view::npos) break;
@@ -143,14 +143,14 @@ const ArchRules* find_arch_rules(const CheckpointConfig& config) {
   const auto& rules = all_rules();
   auto find = [&](std::string_view what) -> const ArchRules* {
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      for (std::string_view k : texts[i].keys) {
-        if (!k.empty() && k == what) return &rules[i];
+      for (std::string_view key : texts[i].keys) {
+        if (!key.empty() && key == what) return &rules[i];
       }
     }
     return nullptr;
   };
-  for (const std::string& a : config.architectures) {
-    if (const ArchRules* r = find(a)) return r;
+  for (const std::string& architecture : config.architectures) {
+    if (const ArchRules* found = find(architecture)) return found;
   }
   return config.model_type.empty() ? nullptr : find(config.model_type);
 }
@@ -177,24 +177,24 @@ std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& con
     const std::string_view tmpl = imp::template_of(params[i].name, buf, numbers);
     auto it = templates.find(buf);
     if (it == templates.end()) {
-      Template t;
-      t.exact = rules != nullptr;
-      t.key = imp::key_of(params[i].name, rules, t.exact);
-      it = templates.emplace(std::string(tmpl), std::move(t)).first;
+      Template fresh;
+      fresh.exact = rules != nullptr;
+      fresh.key = imp::key_of(params[i].name, rules, fresh.exact);
+      it = templates.emplace(std::string(tmpl), std::move(fresh)).first;
     }
     Item item{it->second.key, i};
     std::size_t k = 0;
-    for (imp::Rank& r : item.key) {
-      if (r.major >= imp::kNumberBase && r.major != imp::kUnknown)
-        r.major = imp::kNumberBase + numbers.at(k++);
+    for (imp::Rank& rank : item.key) {
+      if (rank.major >= imp::kNumberBase && rank.major != imp::kUnknown)
+        rank.major = imp::kNumberBase + numbers.at(k++);
     }
     // Unknown segments keep their text: point it into this param's own name.
     if (!it->second.exact) item.key = imp::key_of(params[i].name, rules, it->second.exact);
     if (!it->second.exact) ++natural;
     items.push_back(std::move(item));
   }
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return a.key != b.key ? a.key < b.key : a.index < b.index;
+  std::sort(items.begin(), items.end(), [](const Item& left, const Item& right) {
+    return left.key != right.key ? left.key < right.key : left.index < right.index;
   });
   std::vector<Param> out;
   out.reserve(params.size());

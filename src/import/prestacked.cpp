@@ -14,10 +14,10 @@
 namespace shardc::imp {
 namespace {
 
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
+bool all_digits(std::string_view text) {
+  if (text.empty()) return false;
+  for (char character : text)
+    if (character < '0' || character > '9') return false;
   return true;
 }
 
@@ -42,17 +42,17 @@ std::string stacked_pattern(std::string_view name) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& m) {
+std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& model) {
   std::vector<std::pair<std::string, std::string>> out;
-  const auto& experts = m.attributes.num_experts;
+  const auto& experts = model.attributes.num_experts;
   if (!experts || *experts < 1) return out;
   std::vector<std::string> patterns;
-  for (const Param& p : m.params) {
-    if (p.shape.size() < 2 || p.shape[0] != *experts) continue;
-    const std::string pattern = stacked_pattern(p.name);
+  for (const Param& param : model.params) {
+    if (param.shape.size() < 2 || param.shape[0] != *experts) continue;
+    const std::string pattern = stacked_pattern(param.name);
     if (pattern.empty()) continue;
     bool seen = false;
-    for (const std::string& q : patterns) seen = seen || q == pattern;
+    for (const std::string& known : patterns) seen = seen || known == pattern;
     if (!seen) patterns.push_back(pattern);
     if (patterns.size() == 8) break;  // a header line each; real models have one or two
   }

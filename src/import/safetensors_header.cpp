@@ -42,8 +42,8 @@ constexpr std::array<StDType, 12> kDTypes{{
 }};
 
 std::optional<DType> st_dtype(std::string_view code) {
-  for (const StDType& d : kDTypes) {
-    if (d.code == code) return d.type;
+  for (const StDType& entry : kDTypes) {
+    if (entry.code == code) return entry.type;
   }
   return std::nullopt;
 }
@@ -56,38 +56,39 @@ class HeaderChecker {
   void error(const std::string& tensor, std::string message, std::string hint) {
     ++errors_;
     if (errors_ > kMaxErrorsPerFile) return;
-    Diagnostic d;
-    d.code = DiagCode::ECheckpoint;
-    d.loc = SourceLoc{path_, 0, 0};
+    Diagnostic diag;
+    diag.code = DiagCode::ECheckpoint;
+    diag.loc = SourceLoc{path_, 0, 0};
     // Names are data from the file: escaped (control characters, bad UTF-8 as \xNN) wherever
     // they are shown.
-    d.param = imp::printable(tensor);
-    d.message = tensor.empty() ? std::move(message) : "tensor '" + d.param + "': " + message;
-    d.hint = std::move(hint);
-    sink_.report(std::move(d));
+    diag.param = imp::printable(tensor);
+    diag.message = tensor.empty() ? std::move(message) : "tensor '" + diag.param + "': " + message;
+    diag.hint = std::move(hint);
+    sink_.report(std::move(diag));
   }
 
   [[nodiscard]] int errors() const { return errors_; }
 
   // Reads one header entry into `t`; false (and errors reported) when malformed.
-  bool entry(std::string_view name, simdjson::dom::element value, SafetensorsTensor& t) {
-    t.name = std::string(name);
+  bool entry(std::string_view name, simdjson::dom::element value, SafetensorsTensor& tensor) {
+    tensor.name = std::string(name);
     simdjson::dom::object obj;
     if (value.get_object().get(obj) != simdjson::SUCCESS) {
-      error(t.name, "entry is not an object", "each entry is {dtype, shape, data_offsets}");
+      error(tensor.name, "entry is not an object", "each entry is {dtype, shape, data_offsets}");
       return false;
     }
-    return dtype_of(obj, t) && shape_of(obj, t) && offsets_of(obj, t) && size_matches(t);
+    return dtype_of(obj, tensor) && shape_of(obj, tensor) && offsets_of(obj, tensor) &&
+           size_matches(tensor);
   }
 
   void check_overlaps(std::vector<SafetensorsTensor>& tensors) {
     std::vector<const SafetensorsTensor*> order;
     order.reserve(tensors.size());
-    for (const auto& t : tensors) {
-      if (t.end > t.begin) order.push_back(&t);
+    for (const auto& tensor : tensors) {
+      if (tensor.end > tensor.begin) order.push_back(&tensor);
     }
-    std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
-      return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+    std::sort(order.begin(), order.end(), [](const auto* left, const auto* right) {
+      return left->begin != right->begin ? left->begin < right->begin : left->end < right->end;
     });
     for (std::size_t i = 1; i < order.size(); ++i) {
       if (order[i]->begin < order[i - 1]->end) {
@@ -102,77 +103,79 @@ class HeaderChecker {
   }
 
  private:
-  bool dtype_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+  bool dtype_of(simdjson::dom::object& obj, SafetensorsTensor& tensor) {
     std::string_view code;
     if (obj["dtype"].get_string().get(code) != simdjson::SUCCESS) {
-      error(t.name, "missing or non-string `dtype`", "each entry needs a dtype such as \"BF16\"");
+      error(tensor.name, "missing or non-string `dtype`",
+            "each entry needs a dtype such as \"BF16\"");
       return false;
     }
     const std::optional<DType> type = st_dtype(code);
     if (!type) {
-      error(t.name, "unknown dtype '" + imp::printable(code) + "'",
+      error(tensor.name, "unknown dtype '" + imp::printable(code) + "'",
             "supported: BOOL, U8, I8, I16, I32, I64, F8_E4M3, F8_E5M2, F16, BF16, F32, F64");
       return false;
     }
-    t.dtype = *type;
+    tensor.dtype = *type;
     return true;
   }
 
-  bool shape_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+  bool shape_of(simdjson::dom::object& obj, SafetensorsTensor& tensor) {
     simdjson::dom::array dims;
     if (obj["shape"].get_array().get(dims) != simdjson::SUCCESS) {
-      error(t.name, "missing or non-list `shape`", "each entry needs shape: [d0, d1, ...]");
+      error(tensor.name, "missing or non-list `shape`", "each entry needs shape: [d0, d1, ...]");
       return false;
     }
     std::int64_t numel = 1;
     for (simdjson::dom::element d : dims) {
       std::int64_t extent = 0;
       if (d.get_int64().get(extent) != simdjson::SUCCESS || extent < 0) {
-        error(t.name,
+        error(tensor.name,
               "shape extent " + imp::printable(simdjson::to_string(d)) +
                   " is not a non-negative 64-bit integer",
               "extents are element counts");
         return false;
       }
-      if (t.shape.size() >= kMaxRank) {
-        error(t.name, "shape has more than 64 dimensions", "the file is corrupt");
+      if (tensor.shape.size() >= kMaxRank) {
+        error(tensor.name, "shape has more than 64 dimensions", "the file is corrupt");
         return false;
       }
       const std::int64_t factor = std::max<std::int64_t>(extent, 1);
       if (numel > (kMaxNumel - 1) / factor) {
-        error(t.name, "shape has 2^62 or more elements", "the file is corrupt");
+        error(tensor.name, "shape has 2^62 or more elements", "the file is corrupt");
         return false;
       }
       numel *= factor;
-      t.shape.push_back(extent);
+      tensor.shape.push_back(extent);
     }
     return true;
   }
 
-  bool offsets_of(simdjson::dom::object& obj, SafetensorsTensor& t) {
+  bool offsets_of(simdjson::dom::object& obj, SafetensorsTensor& tensor) {
     simdjson::dom::array offs;
-    std::array<std::int64_t, 2> v{};
-    std::size_t n = 0;
+    std::array<std::int64_t, 2> offsets{};
+    std::size_t count = 0;
     bool ok = obj["data_offsets"].get_array().get(offs) == simdjson::SUCCESS;
     if (ok) {
-      for (simdjson::dom::element e : offs) {
-        if (n >= 2 || e.get_int64().get(v.at(n)) != simdjson::SUCCESS || v.at(n) < 0) {
+      for (simdjson::dom::element item : offs) {
+        if (count >= 2 || item.get_int64().get(offsets.at(count)) != simdjson::SUCCESS ||
+            offsets.at(count) < 0) {
           ok = false;
           break;
         }
-        ++n;
+        ++count;
       }
     }
-    if (!ok || n != 2) {
-      error(t.name, "`data_offsets` is not [begin, end] with non-negative integers",
+    if (!ok || count != 2) {
+      error(tensor.name, "`data_offsets` is not [begin, end] with non-negative integers",
             "data_offsets are byte offsets into the data section");
       return false;
     }
-    t.begin = v[0];
-    t.end = v[1];
-    if (t.begin > t.end || t.end > data_size_) {
-      error(t.name,
-            "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+    tensor.begin = offsets[0];
+    tensor.end = offsets[1];
+    if (tensor.begin > tensor.end || tensor.end > data_size_) {
+      error(tensor.name,
+            "data_offsets [" + std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) +
                 ") are outside the data section of " + std::to_string(data_size_) + " bytes",
             "the file is truncated or its header is corrupt");
       return false;
@@ -180,15 +183,16 @@ class HeaderChecker {
     return true;
   }
 
-  bool size_matches(const SafetensorsTensor& t) {
-    const std::int64_t n = numel(t.shape);
-    const std::int64_t esize = element_size(t.dtype);
-    const bool fits = n <= (t.end - t.begin) / esize;
-    if (!fits || n * esize != t.end - t.begin) {
-      error(t.name,
-            "data_offsets span " + std::to_string(t.end - t.begin) + " bytes, but shape " +
-                imp::shape_text(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
-                imp::bytes_text(n, esize),
+  bool size_matches(const SafetensorsTensor& tensor) {
+    const std::int64_t elements = numel(tensor.shape);
+    const std::int64_t esize = element_size(tensor.dtype);
+    const bool fits = elements <= (tensor.end - tensor.begin) / esize;
+    if (!fits || elements * esize != tensor.end - tensor.begin) {
+      error(tensor.name,
+            "data_offsets span " + std::to_string(tensor.end - tensor.begin) +
+                " bytes, but shape " + imp::shape_text(tensor.shape) + " of " +
+                std::string(dtype_name(tensor.dtype)) + " needs " +
+                imp::bytes_text(elements, esize),
             "data_offsets must cover exactly numel x dtype size bytes");
       return false;
     }
@@ -202,11 +206,11 @@ class HeaderChecker {
 };
 
 std::int64_t read_le64(std::string_view bytes) {
-  std::uint64_t v = 0;
+  std::uint64_t value = 0;
   for (int i = 7; i >= 0; --i) {
-    v = (v << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+    value = (value << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
   }
-  return v > static_cast<std::uint64_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(v);
+  return value > static_cast<std::uint64_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(value);
 }
 
 }  // namespace
@@ -233,18 +237,18 @@ std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
                "fetch the data: `git lfs pull` in the checkpoint's clone (or download the file)");
     return std::nullopt;
   }
-  const std::int64_t n = read_le64(prefix);
-  if (n < 0 || n > kMaxSafetensorsHeaderBytes || n > file_size - 8) {
+  const std::int64_t length = read_le64(prefix);
+  if (length < 0 || length > kMaxSafetensorsHeaderBytes || length > file_size - 8) {
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
-               "header length " + (n < 0 ? std::string(">= 2^63") : std::to_string(n)) +
+               "header length " + (length < 0 ? std::string(">= 2^63") : std::to_string(length)) +
                    " exceeds " +
-                   (n >= 0 && n <= kMaxSafetensorsHeaderBytes
+                   (length >= 0 && length <= kMaxSafetensorsHeaderBytes
                         ? "the file (" + std::to_string(file_size) + " bytes)"
                         : std::string("the 100 MB header limit")),
                hint + "; the file may be truncated or corrupt");
     return std::nullopt;
   }
-  return n;
+  return length;
 }
 
 std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& parser,
@@ -252,8 +256,8 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
                                                         std::int64_t file_size,
                                                         const std::string& path,
                                                         DiagnosticSink& sink) {
-  const auto n = static_cast<std::int64_t>(json.size());
-  HeaderChecker check(path, file_size - 8 - n, sink);
+  const auto length = static_cast<std::int64_t>(json.size());
+  HeaderChecker check(path, file_size - 8 - length, sink);
   simdjson::dom::element root;
   const simdjson::padded_string padded(json);
   if (const auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS) {
@@ -267,7 +271,7 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
     return std::nullopt;
   }
   SafetensorsHeader header;
-  header.header_bytes = n;
+  header.header_bytes = length;
   std::unordered_set<std::string_view> seen;
   for (simdjson::dom::key_value_pair field : obj) {
     if (field.key == "__metadata__") continue;
@@ -283,8 +287,8 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
                   "tensor names are dot-separated FQNs such as model.layers.0.mlp.up_proj.weight");
       continue;
     }
-    SafetensorsTensor t;
-    if (check.entry(field.key, field.value, t)) header.tensors.push_back(std::move(t));
+    SafetensorsTensor tensor;
+    if (check.entry(field.key, field.value, tensor)) header.tensors.push_back(std::move(tensor));
   }
   if (check.errors() == 0) check.check_overlaps(header.tensors);
   if (check.errors() > kMaxErrorsPerFile) {
@@ -316,12 +320,13 @@ std::optional<SafetensorsHeader> imp::read_header_with(simdjson::dom::parser& pa
                "check the path and permissions");
     return std::nullopt;
   }
-  const std::optional<std::int64_t> n = safetensors_header_length(*prefix, file_size, path, sink);
-  if (!n) return std::nullopt;
-  const std::optional<std::string> json = fs.read_range(path, 8, *n, file_size, error);
-  if (!json || static_cast<std::int64_t>(json->size()) != *n) {
+  const std::optional<std::int64_t> length =
+      safetensors_header_length(*prefix, file_size, path, sink);
+  if (!length) return std::nullopt;
+  const std::optional<std::string> json = fs.read_range(path, 8, *length, file_size, error);
+  if (!json || static_cast<std::int64_t>(json->size()) != *length) {
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
-               "cannot read the " + std::to_string(*n) + "-byte header of '" + path +
+               "cannot read the " + std::to_string(*length) + "-byte header of '" + path +
                    "': " + (json ? std::string("file shrank while reading") : error),
                "check the file");
     return std::nullopt;

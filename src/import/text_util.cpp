@@ -9,14 +9,14 @@ namespace shardc::imp {
 
 std::string printable(std::string_view text) {
   std::string out;
-  for (const char c : text.substr(0, 200)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f) {
+  for (const char character : text.substr(0, 200)) {
+    const auto byte = static_cast<unsigned char>(character);
+    if (byte < 0x20 || byte >= 0x7f) {
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      std::snprintf(buf, sizeof buf, "\\x%02x", byte);
       out += buf;
     } else {
-      out.push_back(c);
+      out.push_back(character);
     }
   }
   if (text.size() > 200) out += "...";
@@ -27,16 +27,16 @@ std::string comment_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto u = static_cast<unsigned char>(text[i]);
+    const auto byte = static_cast<unsigned char>(text[i]);
     char buf[8];
-    if (u < 0x20 || u == 0x7f) {
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+    if (byte < 0x20 || byte == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", byte);
       out += buf;
-    } else if (u == 0xc2 && i + 1 < text.size() &&
+    } else if (byte == 0xc2 && i + 1 < text.size() &&
                static_cast<unsigned char>(text[i + 1]) == 0x85) {
       out += "\\u0085";
       ++i;
-    } else if (u == 0xe2 && i + 2 < text.size() &&
+    } else if (byte == 0xe2 && i + 2 < text.size() &&
                static_cast<unsigned char>(text[i + 1]) == 0x80 &&
                (static_cast<unsigned char>(text[i + 2]) == 0xa8 ||
                 static_cast<unsigned char>(text[i + 2]) == 0xa9)) {
@@ -57,37 +57,39 @@ std::string bytes_text(std::int64_t numel, std::int64_t element_size) {
 
 namespace {
 
-bool plain_word(std::string_view s) {
-  if (s.empty()) return false;
-  const auto first = static_cast<unsigned char>(s[0]);
-  if (!(std::isalpha(first) || s[0] == '_')) return false;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (!(std::isalnum(u) || c == '_' || c == '.' || c == '-')) return false;
+bool plain_word(std::string_view text) {
+  if (text.empty()) return false;
+  const auto first = static_cast<unsigned char>(text[0]);
+  if (!(std::isalpha(first) || text[0] == '_')) return false;
+  for (const char character : text) {
+    const auto byte = static_cast<unsigned char>(character);
+    if (!(std::isalnum(byte) || character == '_' || character == '.' || character == '-'))
+      return false;
   }
-  std::string lower(s);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string lower(text);
+  for (char& character : lower)
+    character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
   static constexpr std::string_view kWords[] = {"true", "false", "null", "yes", "no",
                                                 "on",   "off",   "y",    "n",   "~"};
-  for (std::string_view w : kWords) {
-    if (lower == w) return false;
+  for (std::string_view word : kWords) {
+    if (lower == word) return false;
   }
   return true;
 }
 
-void append_u(std::string& out, unsigned v) {
+void append_u(std::string& out, unsigned code_unit) {
   char buf[16];
-  std::snprintf(buf, sizeof buf, "\\u%04x", v & 0xffffU);
+  std::snprintf(buf, sizeof buf, "\\u%04x", code_unit & 0xffffU);
   out += buf;
 }
 
-// Decodes one UTF-8 sequence at s[i]; returns the code point (or the byte for invalid input).
-unsigned decode(std::string_view s, std::size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
+// Decodes one UTF-8 sequence at text[i]; returns the code point (or the byte for invalid input).
+unsigned decode(std::string_view text, std::size_t& i) {
+  const auto b0 = static_cast<unsigned char>(text[i]);
   int len = b0 >= 0xf0 ? 4 : b0 >= 0xe0 ? 3 : b0 >= 0xc0 ? 2 : 1;
-  if (i + static_cast<std::size_t>(len) > s.size()) len = 1;
+  if (i + static_cast<std::size_t>(len) > text.size()) len = 1;
   unsigned cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1fU) : len == 3 ? (b0 & 0x0fU) : (b0 & 0x07U);
-  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3fU);
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3fU);
   i += static_cast<std::size_t>(len);
   return cp;
 }
@@ -100,9 +102,9 @@ unsigned decode(std::string_view s, std::size_t& i) {
 static std::string quoted(std::string_view text, bool yaml) {
   std::string out = "\"";
   for (std::size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
+    const char character = text[i];
+    const auto byte = static_cast<unsigned char>(character);
+    if (byte >= 0x80) {
       const unsigned cp = decode(text, i);
       if (cp >= 0x10000 && yaml) {
         char buf[16];
@@ -117,7 +119,7 @@ static std::string quoted(std::string_view text, bool yaml) {
       continue;
     }
     ++i;
-    switch (c) {
+    switch (character) {
       case '"':
         out += "\\\"";
         break;
@@ -140,14 +142,14 @@ static std::string quoted(std::string_view text, bool yaml) {
         out += "\\f";
         break;
       default:
-        if (u < 0x20 || u == 0x7f) {
-          if (u == 0x7f) {
-            out.push_back(c);
+        if (byte < 0x20 || byte == 0x7f) {
+          if (byte == 0x7f) {
+            out.push_back(character);
           } else {
-            append_u(out, u);
+            append_u(out, byte);
           }
         } else {
-          out.push_back(c);
+          out.push_back(character);
         }
     }
   }

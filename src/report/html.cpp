@@ -10,8 +10,8 @@ namespace shardc::report {
 std::string escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
+  for (char character : text) {
+    switch (character) {
       case '&':
         out += "&amp;";
         break;
@@ -28,7 +28,7 @@ std::string escape(std::string_view text) {
         out += "&#39;";
         break;
       default:
-        out += c;
+        out += character;
     }
   }
   return out;
@@ -36,26 +36,26 @@ std::string escape(std::string_view text) {
 
 std::string json_string(std::string_view text) {
   std::string out = "\"";
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+  for (char character : text) {
+    const auto byte = static_cast<unsigned char>(character);
+    if (character == '"' || character == '\\') {
       out += '\\';
-      out += c;
-    } else if (u < 0x20 || c == '<' || c == '>' || c == '&') {
+      out += character;
+    } else if (byte < 0x20 || character == '<' || character == '>' || character == '&') {
       std::array<char, 8> buf{};
-      std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(u));
+      std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(byte));
       out += buf.data();
     } else {
-      out += c;
+      out += character;
     }
   }
   return out + "\"";
 }
 
 std::string shape_text(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
 }
 
 std::vector<std::size_t> largest_first(std::size_t count, std::size_t shown,

@@ -23,7 +23,7 @@ std::string short_digest(const std::string& hex) { return hex.substr(0, 12); }
 std::string incomplete_message(const std::string& out_dir, FileSystem& fs) {
   std::int64_t present = 0;
   if (const auto names = fs.list_dir(path_join(out_dir, "ranks")))
-    for (const auto& n : *names) present += is_rank_file_name(n) ? 1 : 0;
+    for (const auto& name : *names) present += is_rank_file_name(name) ? 1 : 0;
   std::string of = "?";
   std::string error;
   const std::string plan_path = path_join(out_dir, "plan.json");
@@ -58,21 +58,21 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
                 absent ? incomplete_message(out_dir, fs) : "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
-  auto m = readback::parse_manifest_file(*text, error);
-  if (!m) print_error(err, "'" + path + "' is not a shardc manifest: " + error);
-  return m;
+  auto manifest = readback::parse_manifest_file(*text, error);
+  if (!manifest) print_error(err, "'" + path + "' is not a shardc manifest: " + error);
+  return manifest;
 }
 
-std::string digest_change(const readback::ManifestEntry& e, std::string_view bytes) {
+std::string digest_change(const readback::ManifestEntry& entry, std::string_view bytes) {
   const auto size = static_cast<std::int64_t>(bytes.size());
-  if (size == e.bytes) {
+  if (size == entry.bytes) {
     const std::string sha = sha256_hex(bytes);
-    if (sha == e.sha256) return {};
-    return e.path + " changed after the compile: sha256 " + short_digest(sha) + "…, " +
-           kManifestName + " says " + short_digest(e.sha256) + "…";
+    if (sha == entry.sha256) return {};
+    return entry.path + " changed after the compile: sha256 " + short_digest(sha) + "…, " +
+           kManifestName + " says " + short_digest(entry.sha256) + "…";
   }
-  return e.path + " changed after the compile: " + std::to_string(size) + " bytes, " +
-         kManifestName + " says " + std::to_string(e.bytes);
+  return entry.path + " changed after the compile: " + std::to_string(size) + " bytes, " +
+         kManifestName + " says " + std::to_string(entry.bytes);
 }
 
 }  // namespace shardc::verify

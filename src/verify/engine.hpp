@@ -57,9 +57,10 @@ class RankStore {
   [[nodiscard]] const std::string& listed_text() const { return listed_text_; }
   [[nodiscard]] bool missing(std::int64_t rank) const { return missing_.contains(rank); }
   [[nodiscard]] std::size_t loaded() const { return files_.size(); }
-  /// `f`'s (first) entry for param `name`, or nullptr; through an index
-  /// when `f` is a file this store returned.
-  [[nodiscard]] const readback::RankParam* held(const RankFile& f, std::string_view name) const;
+  /// `rank_file`'s (first) entry for param `name`, or nullptr; through an index
+  /// when `rank_file` is a file this store returned.
+  [[nodiscard]] const readback::RankParam* held(const RankFile& rank_file,
+                                                std::string_view name) const;
   std::string fatal;
 
  private:
@@ -93,8 +94,9 @@ struct Context {
     return it == params.end() ? nullptr : it->second;
   }
   /// The rank file's entry for `name`, or nullptr.
-  [[nodiscard]] const readback::RankParam* held(const RankFile& f, std::string_view name) const {
-    return store.held(f, name);
+  [[nodiscard]] const readback::RankParam* held(const RankFile& rank_file,
+                                                std::string_view name) const {
+    return store.held(rank_file, name);
   }
 };
 
@@ -127,25 +129,26 @@ bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manif
 /// coords on both meshes, stage, each held param's dtype, stage,
 /// global_shape, numel and bytes, duplicate entries, totals (= the sums of
 /// its params, within plan.json's per-rank min/max).
-void check_rank_fields(const Context& cx, const RankFile& f, const std::string& file);
+void check_rank_fields(const Context& cx, const RankFile& rank_file, const std::string& file);
 
-/// Checks buffer `b` of every rank in `sample` (and of the group members
+/// Checks buffer `buffer_index` of every rank in `sample` (and of the group members
 /// those need).
-void verify_muon(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
-void verify_fsdp2(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
+void verify_muon(Context& cx, std::size_t buffer_index, const std::vector<std::int64_t>& sample);
+void verify_fsdp2(Context& cx, std::size_t buffer_index, const std::vector<std::int64_t>& sample);
 /// megatron_distopt / deepspeed_zero: per DP group, the members' layouts agree,
 /// each owns exactly its shard of every bucket, every element of every param is
 /// owned once and the padding follows the framework's rule (verify_flat.cpp).
-void verify_flat(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample);
+void verify_flat(Context& cx, std::size_t buffer_index, const std::vector<std::int64_t>& sample);
 
 /// Owners recomputed on the replicate grid (largest first, least loaded,
 /// ties lowest), replicate_coord, and the slice-back recipe applied to the
 /// global box giving this rank's own piece.
-void check_owners_and_slices(Context& cx, const RankFile& f, const readback::MuonGroup& g);
+void check_owners_and_slices(Context& cx, const RankFile& rank_file,
+                             const readback::MuonGroup& group);
 
 /// Each held param in exactly one of (groups/units, not_communicated);
 /// aliases and (muon) ndim < 2 params never communicated.
-void check_coverage(Context& cx, const RankFile& f, std::size_t b);
+void check_coverage(Context& cx, const RankFile& rank_file, std::size_t buffer_index);
 
 // ------------------------------------------------------------ simulation --
 
@@ -157,6 +160,30 @@ void append_key(std::string& key, const std::vector<std::int64_t>& values);
 /// when it is empty), then its shape.
 void append_piece_key(std::string& key, const Box& piece, const Shape& anchor);
 
+/// The offset of the first non-empty piece of `members` (MuonMember or Fsdp2Member), else the
+/// origin of `ndim` dims: simulations are memoized relative to it.
+template <typename Member>
+Shape anchor_of(const std::vector<Member>& members, std::size_t ndim) {
+  for (const Member& member : members)
+    if (!is_empty(member.box)) return member.box.offset;
+  return Shape(ndim, 0);
+}
+
+/// Memo key of one simulation: `kind` (layout and mode), the global shape, then per member
+/// its piece relative to `anchor` and what `append_entry(key, entry)` adds of its entry.
+template <typename Member, typename AppendEntry>
+std::string simulation_key(std::string_view kind, const Shape& global,
+                           const std::vector<Member>& members, const Shape& anchor,
+                           AppendEntry append_entry) {
+  std::string key(kind);
+  append_key(key, global);
+  for (const Member& member : members) {
+    append_piece_key(key, member.box, anchor);
+    append_entry(key, *member.entry);
+  }
+  return key;
+}
+
 /// One member of a muon stage group: its current piece and its entry for
 /// the param in this stage (from its own rank file).
 struct MuonMember {
@@ -166,9 +193,9 @@ struct MuonMember {
 
 /// What `receiver` holds after unpacking the gathered rows; nullopt and
 /// `why` when it is not a box of the global tensor (or reads padding).
-std::optional<Box> muon_unpack_elements(const Shape& global, const std::vector<MuonMember>& m,
+std::optional<Box> muon_unpack_elements(const Shape& global, const std::vector<MuonMember>& members,
                                         std::size_t receiver, std::string& why);
-std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<MuonMember>& m,
+std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<MuonMember>& members,
                                      std::size_t receiver, std::string& why);
 
 /// One member of an FSDP2 unit: its local piece and its entry for the param.
@@ -179,9 +206,10 @@ struct Fsdp2Member {
 
 /// The unsharded (TP/EP-local) tensor `receiver` rebuilds; nullopt and
 /// `why` when it is not a box of the global tensor made of every piece.
-std::optional<Box> fsdp2_unpack_elements(const Shape& global, const std::vector<Fsdp2Member>& m,
+std::optional<Box> fsdp2_unpack_elements(const Shape& global,
+                                         const std::vector<Fsdp2Member>& members,
                                          std::size_t receiver, std::string& why);
-std::optional<Box> fsdp2_unpack_boxes(const Shape& global, const std::vector<Fsdp2Member>& m,
+std::optional<Box> fsdp2_unpack_boxes(const Shape& global, const std::vector<Fsdp2Member>& members,
                                       std::size_t receiver, std::string& why);
 
 }  // namespace shardc::verify

@@ -18,43 +18,45 @@ namespace {
 
 using limits::kMaxNumel;
 
-std::string num(std::int64_t v) { return std::to_string(v); }
+std::string num(std::int64_t value) { return std::to_string(value); }
 
 // Saturating arithmetic on sizes read from files (INT64_MAX on overflow).
-std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+std::int64_t sat_mul(std::int64_t lhs, std::int64_t rhs) {
+  std::int64_t product = 0;
+  return __builtin_mul_overflow(lhs, rhs, &product) ? INT64_MAX : product;
 }
-std::int64_t sat_add(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+std::int64_t sat_add(std::int64_t lhs, std::int64_t rhs) {
+  std::int64_t sum = 0;
+  return __builtin_add_overflow(lhs, rhs, &sum) ? INT64_MAX : sum;
 }
 
 // Product of the axis sizes, or -1 above 2^31 - 1 (sizes are >= 1, parsed).
 std::int64_t mesh_product(const std::vector<readback::PlanMeshAxis>& axes) {
-  std::int64_t p = 1;
-  for (const auto& a : axes) {
-    if (__builtin_mul_overflow(p, a.size, &p) || p > readback::kMaxWorldSize) return -1;
+  std::int64_t product = 1;
+  for (const auto& axis : axes) {
+    if (__builtin_mul_overflow(product, axis.size, &product) || product > readback::kMaxWorldSize)
+      return -1;
   }
-  return p;
+  return product;
 }
 
-std::string coords_text(const readback::RankCoords& c) {
+std::string coords_text(const readback::RankCoords& coords) {
   std::string out = "{";
-  for (const auto& [name, v] : c) out += (out.size() > 1 ? ", " : "") + name + ": " + num(v);
+  for (const auto& [name, coord] : coords)
+    out += (out.size() > 1 ? ", " : "") + name + ": " + num(coord);
   return out + "}";
 }
 
 // The coordinates of `rank`, sorted by axis name (as the reader returns them).
 readback::RankCoords expected_coords(const std::vector<readback::PlanMeshAxis>& axes,
                                      std::int64_t rank) {
-  readback::RankCoords c(axes.size());
+  readback::RankCoords coords(axes.size());
   for (std::size_t a = axes.size(); a-- > 0;) {
-    c[a] = {axes[a].name, rank % axes[a].size};
+    coords[a] = {axes[a].name, rank % axes[a].size};
     rank /= axes[a].size;
   }
-  std::sort(c.begin(), c.end());
-  return c;
+  std::sort(coords.begin(), coords.end());
+  return coords;
 }
 
 bool check_meshes(const PlanFile& plan, Report& report) {
@@ -74,8 +76,9 @@ bool check_meshes(const PlanFile& plan, Report& report) {
     ok = false;
   }
   if (plan.pipeline_axis) {
-    const auto it = std::find_if(plan.dense.begin(), plan.dense.end(),
-                                 [&](const auto& a) { return a.name == *plan.pipeline_axis; });
+    const auto it = std::find_if(plan.dense.begin(), plan.dense.end(), [&](const auto& axis) {
+      return axis.name == *plan.pipeline_axis;
+    });
     if (it == plan.dense.end()) {
       report.mismatch("plan.json pipeline.axis: '" + *plan.pipeline_axis +
                       "' is not an axis of meshes.dense");
@@ -90,25 +93,28 @@ bool check_meshes(const PlanFile& plan, Report& report) {
 }
 
 // One shard's shapes against the param's global shape.
-void check_shard(const PlanParam& p, std::size_t i, Report& report) {
-  const readback::PlanShard& s = p.shards[i];
+void check_shard(const PlanParam& param, std::size_t i, Report& report) {
+  const readback::PlanShard& shard = param.shards[i];
   const std::string where =
-      "plan.json param " + p.name + " shard " + num(static_cast<std::int64_t>(i));
-  const std::size_t nd = p.global_shape.size();
-  if (s.local_shape.size() != nd || s.global_offset.size() != nd || s.padded_shape.size() != nd)
-    return report.mismatch(where + ": local_shape " + shape_text(s.local_shape) +
-                           ", global_offset " + shape_text(s.global_offset) + ", padded_shape " +
-                           shape_text(s.padded_shape) + " do not have the " +
-                           num(static_cast<std::int64_t>(nd)) + " dims of global_shape " +
-                           shape_text(p.global_shape));
+      "plan.json param " + param.name + " shard " + num(static_cast<std::int64_t>(i));
+  const std::size_t nd = param.global_shape.size();
+  if (shard.local_shape.size() != nd || shard.global_offset.size() != nd ||
+      shard.padded_shape.size() != nd)
+    return report.mismatch(where + ": local_shape " + shape_text(shard.local_shape) +
+                           ", global_offset " + shape_text(shard.global_offset) +
+                           ", padded_shape " + shape_text(shard.padded_shape) +
+                           " do not have the " + num(static_cast<std::int64_t>(nd)) +
+                           " dims of global_shape " + shape_text(param.global_shape));
   for (std::size_t d = 0; d < nd; ++d) {
-    const std::int64_t g = p.global_shape[d];
-    const std::int64_t l = s.local_shape[d];
-    const std::int64_t o = s.global_offset[d];
-    if (l < 0 || o < 0 || l > g || o > g - l || s.padded_shape[d] < l)
+    const std::int64_t global = param.global_shape[d];
+    const std::int64_t local = shard.local_shape[d];
+    const std::int64_t offset = shard.global_offset[d];
+    if (local < 0 || offset < 0 || local > global || offset > global - local ||
+        shard.padded_shape[d] < local)
       return report.mismatch(where + " dim " + num(static_cast<std::int64_t>(d)) + ": local " +
-                             num(l) + " at offset " + num(o) + " (padded " +
-                             num(s.padded_shape[d]) + ") does not fit global extent " + num(g));
+                             num(local) + " at offset " + num(offset) + " (padded " +
+                             num(shard.padded_shape[d]) + ") does not fit global extent " +
+                             num(global));
   }
 }
 
@@ -134,11 +140,11 @@ std::string labels_text(const std::vector<std::string>& labels) {
   return out + "]";
 }
 
-// The stride of axis `a` of a mesh in rank numbers (row-major: the last axis varies fastest);
+// The stride of axis `axis` of a mesh in rank numbers (row-major: the last axis varies fastest);
 // rank / stride % size is a rank's coordinate. The meshes are checked (product = world size).
-std::int64_t axis_stride(const std::vector<readback::PlanMeshAxis>& axes, std::size_t a) {
+std::int64_t axis_stride(const std::vector<readback::PlanMeshAxis>& axes, std::size_t axis) {
   std::int64_t stride = 1;
-  for (std::size_t b = a + 1; b < axes.size(); ++b) stride *= axes[b].size;
+  for (std::size_t b = axis + 1; b < axes.size(); ++b) stride *= axes[b].size;
   return stride;
 }
 
@@ -152,20 +158,20 @@ std::int64_t axis_stride(const std::vector<readback::PlanMeshAxis>& axes, std::s
 //   shard;
 // * a dim no axis of size > 1 splits is whole in every non-empty shard.
 // The first contradiction per param is reported.
-void check_placements(const PlanFile& plan, const PlanParam& p, Report& report) {
-  const auto& axes = p.mesh == "expert" ? plan.expert : plan.dense;
-  const std::string where = "plan.json param " + p.name + " placements";
-  const std::size_t nd = p.global_shape.size();
-  if (p.placements.size() != axes.size())
-    return report.mismatch(where + ": " + num(static_cast<std::int64_t>(p.placements.size())) +
-                           " labels but mesh '" + p.mesh + "' has " +
+void check_placements(const PlanFile& plan, const PlanParam& param, Report& report) {
+  const auto& axes = param.mesh == "expert" ? plan.expert : plan.dense;
+  const std::string where = "plan.json param " + param.name + " placements";
+  const std::size_t nd = param.global_shape.size();
+  if (param.placements.size() != axes.size())
+    return report.mismatch(where + ": " + num(static_cast<std::int64_t>(param.placements.size())) +
+                           " labels but mesh '" + param.mesh + "' has " +
                            num(static_cast<std::int64_t>(axes.size())) + " axes");
   std::vector<bool> split(nd, false);
   std::vector<std::size_t> replicated;  // axes of size > 1 labelled Replicate()
   for (std::size_t a = 0; a < axes.size(); ++a) {
-    const auto dim = label_dim(p.placements[a]);
+    const auto dim = label_dim(param.placements[a]);
     if (!dim || *dim >= static_cast<std::int64_t>(nd))
-      return report.mismatch(where + ": '" + p.placements[a] + "' on axis '" + axes[a].name +
+      return report.mismatch(where + ": '" + param.placements[a] + "' on axis '" + axes[a].name +
                              "' is not Replicate(), Shard(d) or _StridedShard(d, sf=F) with d "
                              "below " +
                              num(static_cast<std::int64_t>(nd)));
@@ -183,42 +189,47 @@ void check_placements(const PlanFile& plan, const PlanParam& p, Report& report) 
     if (!pipeline) return 0;
     return rank / axis_stride(plan.dense, *pipeline) % plan.dense[*pipeline].size;
   };
-  for (std::size_t i = 0; i < p.shards.size(); ++i) {
-    const readback::PlanShard& s = p.shards[i];
-    const std::string shard =
-        " shard " + num(static_cast<std::int64_t>(i)) + " (ranks " + s.ranks.substr(0, 40) + ")";
+  for (std::size_t i = 0; i < param.shards.size(); ++i) {
+    const readback::PlanShard& shard_entry = param.shards[i];
+    const std::string shard = " shard " + num(static_cast<std::int64_t>(i)) + " (ranks " +
+                              shard_entry.ranks.substr(0, 40) + ")";
     std::string error;
-    const auto ranks = RankSet::parse(s.ranks, plan.world_size, error);
+    const auto ranks = RankSet::parse(shard_entry.ranks, plan.world_size, error);
     if (!ranks || ranks->empty()) continue;  // the shard checks report it
     const std::int64_t first = ranks->first();
-    for (const std::size_t a : replicated) {
-      const std::int64_t stride = axis_stride(axes, a);
-      const std::int64_t at = first / stride % axes[a].size;
-      const std::int64_t other = first + ((at + 1) % axes[a].size - at) * stride;
+    for (const std::size_t axis : replicated) {
+      const std::int64_t stride = axis_stride(axes, axis);
+      const std::int64_t at = first / stride % axes[axis].size;
+      const std::int64_t other = first + ((at + 1) % axes[axis].size - at) * stride;
       if (stage_of(other) != stage_of(first) || ranks->contains(other)) continue;
-      return report.mismatch(where + ": axis '" + axes[a].name + "' is Replicate(), but" + shard +
-                             " holds rank " + num(first) + " and not rank " + num(other) +
+      return report.mismatch(where + ": axis '" + axes[axis].name + "' is Replicate(), but" +
+                             shard + " holds rank " + num(first) + " and not rank " + num(other) +
                              ", which differs from it only on that axis");
     }
-    const auto held = shape_numel(s.local_shape);
-    if (!held || *held == 0 || s.local_shape.size() != nd || s.global_offset.size() != nd) continue;
+    const auto held = shape_numel(shard_entry.local_shape);
+    if (!held || *held == 0 || shard_entry.local_shape.size() != nd ||
+        shard_entry.global_offset.size() != nd)
+      continue;
     for (std::size_t d = 0; d < nd; ++d) {
-      if (split[d] || (s.local_shape[d] == p.global_shape[d] && s.global_offset[d] == 0)) continue;
-      return report.mismatch(where + " " + labels_text(p.placements) + ": no axis splits dim " +
+      if (split[d] || (shard_entry.local_shape[d] == param.global_shape[d] &&
+                       shard_entry.global_offset[d] == 0))
+        continue;
+      return report.mismatch(where + " " + labels_text(param.placements) + ": no axis splits dim " +
                              num(static_cast<std::int64_t>(d)) + ", but" + shard + " holds " +
-                             num(s.local_shape[d]) + " of its " + num(p.global_shape[d]) +
-                             " at offset " + num(s.global_offset[d]));
+                             num(shard_entry.local_shape[d]) + " of its " +
+                             num(param.global_shape[d]) + " at offset " +
+                             num(shard_entry.global_offset[d]));
     }
   }
 }
 
-// The decimal segment in which `a` and `b` (same segment count) differ, if exactly one.
-std::optional<std::size_t> differing_segment(const std::vector<std::string_view>& a,
-                                             const std::vector<std::string_view>& b) {
-  if (a.size() != b.size()) return std::nullopt;
+// The decimal segment in which `left` and `right` (same segment count) differ, if exactly one.
+std::optional<std::size_t> differing_segment(const std::vector<std::string_view>& left,
+                                             const std::vector<std::string_view>& right) {
+  if (left.size() != right.size()) return std::nullopt;
   std::optional<std::size_t> at;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == b[i]) continue;
+  for (std::size_t i = 0; i < left.size(); ++i) {
+    if (left[i] == right[i]) continue;
     if (at) return std::nullopt;
     at = i;
   }
@@ -241,27 +252,28 @@ std::vector<std::string_view> segments(std::string_view name) {
 // the ends, the sources distinct, none a planned param, and source k the stack pattern at
 // expert index first + k (one decimal segment counting up): a swapped or renamed source would
 // load another expert's (or another tensor's) weights into row k.
-void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned, Report& report) {
-  if (!p.stacked_from) return;
-  const PlanParam::Stacked& s = *p.stacked_from;
-  const std::string where = "plan.json param " + p.name + " stacked_from ";
-  const auto n = static_cast<std::int64_t>(s.sources.size());
-  if (s.count != n || p.global_shape.empty() || p.global_shape[0] != n)
-    return report.mismatch(where + "count " + num(s.count) + ", " + num(n) +
-                           " sources, global_shape " + shape_text(p.global_shape) +
+void check_stacked(const PlanParam& param, const std::set<std::string_view>& planned,
+                   Report& report) {
+  if (!param.stacked_from) return;
+  const PlanParam::Stacked& stacked = *param.stacked_from;
+  const std::string where = "plan.json param " + param.name + " stacked_from ";
+  const auto count = static_cast<std::int64_t>(stacked.sources.size());
+  if (stacked.count != count || param.global_shape.empty() || param.global_shape[0] != count)
+    return report.mismatch(where + "count " + num(stacked.count) + ", " + num(count) +
+                           " sources, global_shape " + shape_text(param.global_shape) +
                            ": all three must agree");
-  if (n == 0) return;
-  if (s.first != s.sources.front() || s.last != s.sources.back())
-    report.mismatch(where + "first '" + s.first + "' / last '" + s.last +
+  if (count == 0) return;
+  if (stacked.first != stacked.sources.front() || stacked.last != stacked.sources.back())
+    report.mismatch(where + "first '" + stacked.first + "' / last '" + stacked.last +
                     "' are not the first and last sources");
   std::set<std::string_view> seen;
-  for (const std::string& src : s.sources) {
+  for (const std::string& src : stacked.sources) {
     if (!seen.insert(src).second) report.mismatch(where + "lists '" + src + "' twice");
     if (planned.contains(src)) report.mismatch(where + "source '" + src + "' is a planned param");
   }
-  if (n < 2) return;
-  const auto first = segments(s.sources[0]);
-  const auto at = differing_segment(first, segments(s.sources[1]));
+  if (count < 2) return;
+  const auto first = segments(stacked.sources[0]);
+  const auto at = differing_segment(first, segments(stacked.sources[1]));
   std::int64_t base = 0;
   // The index is a whole segment (`experts.17`) or the decimal end of one after a literal
   // prefix (Megatron's grouped-GEMM `linear_fc1.weight17`, docs/experts.md).
@@ -271,19 +283,19 @@ void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned
   const std::string_view number = seg.substr(digits);
   const bool numeric = at && !number.empty() && number.size() < 10;
   if (!numeric)
-    return report.mismatch(where + "sources '" + s.sources[0] + "' and '" + s.sources[1] +
-                           "' do not differ in one expert index");
-  for (const char c : number) base = base * 10 + (c - '0');
-  for (std::int64_t k = 0; k < n; ++k) {
+    return report.mismatch(where + "sources '" + stacked.sources[0] + "' and '" +
+                           stacked.sources[1] + "' do not differ in one expert index");
+  for (const char digit : number) base = base * 10 + (digit - '0');
+  for (std::int64_t k = 0; k < count; ++k) {
     auto want = first;
     const std::string index = std::to_string(base + k);
     const std::string segment = std::string(prefix) + index;
     want[*at] = segment;
-    const auto got = segments(s.sources[static_cast<std::size_t>(k)]);
+    const auto got = segments(stacked.sources[static_cast<std::size_t>(k)]);
     if (got != want) {
       report.mismatch(where + "source " + num(k) + " is '" +
-                      s.sources[static_cast<std::size_t>(k)] + "', not expert " + index +
-                      " of the pattern of '" + s.sources[0] + "'");
+                      stacked.sources[static_cast<std::size_t>(k)] + "', not expert " + index +
+                      " of the pattern of '" + stacked.sources[0] + "'");
       return;
     }
   }
@@ -291,111 +303,118 @@ void check_stacked(const PlanParam& p, const std::set<std::string_view>& planned
 
 void check_params(const PlanFile& plan, Report& report, bool& ok, bool meshes_ok) {
   std::set<std::string_view> names_of;
-  for (const PlanParam& p : plan.params) names_of.insert(p.name);
+  for (const PlanParam& param : plan.params) names_of.insert(param.name);
   // alias_of in plan.json names another param, itself no alias, of the same dtype and shape.
-  for (const PlanParam& p : plan.params) {
-    if (!p.alias_of) continue;
-    const auto src = std::find_if(plan.params.begin(), plan.params.end(),
-                                  [&](const PlanParam& q) { return q.name == *p.alias_of; });
-    if (src == plan.params.end() || src->alias_of || src->name == p.name || src->dtype != p.dtype ||
-        src->global_shape != p.global_shape)
-      report.mismatch("plan.json param " + p.name + " alias_of '" + *p.alias_of + "': " +
+  for (const PlanParam& param : plan.params) {
+    if (!param.alias_of) continue;
+    const auto src =
+        std::find_if(plan.params.begin(), plan.params.end(),
+                     [&](const PlanParam& other) { return other.name == *param.alias_of; });
+    if (src == plan.params.end() || src->alias_of || src->name == param.name ||
+        src->dtype != param.dtype || src->global_shape != param.global_shape)
+      report.mismatch("plan.json param " + param.name + " alias_of '" + *param.alias_of + "': " +
                       (src == plan.params.end() ? std::string("no such param")
                                                 : "not a param of the same dtype and shape that "
                                                   "is no alias itself"));
   }
   std::set<std::string_view> names;
-  for (const PlanParam& p : plan.params) {
-    if (!names.insert(p.name).second)
-      report.mismatch("plan.json param " + p.name + ": listed twice");
-    if (!shape_numel(p.global_shape)) {
-      report.mismatch("plan.json param " + p.name + " global_shape " + shape_text(p.global_shape) +
-                      ": negative extent or 2^62+ elements");
+  for (const PlanParam& param : plan.params) {
+    if (!names.insert(param.name).second)
+      report.mismatch("plan.json param " + param.name + ": listed twice");
+    if (!shape_numel(param.global_shape)) {
+      report.mismatch("plan.json param " + param.name + " global_shape " +
+                      shape_text(param.global_shape) + ": negative extent or 2^62+ elements");
       ok = false;
       continue;
     }
-    if (p.stage < 0 || p.stage >= plan.num_stages)
-      report.mismatch("plan.json param " + p.name + " stage " + num(p.stage) + " but " +
+    if (param.stage < 0 || param.stage >= plan.num_stages)
+      report.mismatch("plan.json param " + param.name + " stage " + num(param.stage) + " but " +
                       num(plan.num_stages) + " stages");
-    if (p.mesh != "dense" && !(p.mesh == "expert" && !plan.expert.empty())) {
-      report.mismatch("plan.json param " + p.name + " mesh '" + p.mesh +
+    if (param.mesh != "dense" && !(param.mesh == "expert" && !plan.expert.empty())) {
+      report.mismatch("plan.json param " + param.name + " mesh '" + param.mesh +
                       "' is not a mesh of the plan");
       ok = false;
     }
-    if (p.shards.empty()) report.mismatch("plan.json param " + p.name + ": no shards");
-    check_stacked(p, names_of, report);
-    for (std::size_t i = 0; i < p.shards.size(); ++i) check_shard(p, i, report);
-    if (meshes_ok) check_placements(plan, p, report);
+    if (param.shards.empty()) report.mismatch("plan.json param " + param.name + ": no shards");
+    check_stacked(param, names_of, report);
+    for (std::size_t i = 0; i < param.shards.size(); ++i) check_shard(param, i, report);
+    if (meshes_ok) check_placements(plan, param, report);
   }
   if (plan.summary_num_params != static_cast<std::int64_t>(plan.params.size()))
     report.mismatch("plan.json summary.num_params " + num(plan.summary_num_params) + " but " +
                     num(static_cast<std::int64_t>(plan.params.size())) + " params listed");
 }
 
-void check_header(const PlanFile& plan, const RankFile& f, const std::string& file,
+void check_header(const PlanFile& plan, const RankFile& rank_file, const std::string& file,
                   Report& report) {
-  if (f.world_size != plan.world_size)
-    report.mismatch(file + " world_size " + num(f.world_size) + " but plan.json world_size " +
-                    num(plan.world_size));
-  const auto dense = expected_coords(plan.dense, f.rank);
-  if (f.dense != dense)
-    report.mismatch(file + " coords.dense " + coords_text(f.dense) + " but plan.json meshes give " +
-                    coords_text(dense));
-  if (plan.expert.empty() != !f.expert) {
-    report.mismatch(file + " coords.expert " + (f.expert ? coords_text(*f.expert) : "null") +
+  if (rank_file.world_size != plan.world_size)
+    report.mismatch(file + " world_size " + num(rank_file.world_size) +
+                    " but plan.json world_size " + num(plan.world_size));
+  const auto dense = expected_coords(plan.dense, rank_file.rank);
+  if (rank_file.dense != dense)
+    report.mismatch(file + " coords.dense " + coords_text(rank_file.dense) +
+                    " but plan.json meshes give " + coords_text(dense));
+  if (plan.expert.empty() != !rank_file.expert) {
+    report.mismatch(file + " coords.expert " +
+                    (rank_file.expert ? coords_text(*rank_file.expert) : "null") +
                     " but plan.json meshes.expert is " + (plan.expert.empty() ? "null" : "set"));
-  } else if (f.expert && *f.expert != expected_coords(plan.expert, f.rank)) {
-    report.mismatch(file + " coords.expert " + coords_text(*f.expert) +
+  } else if (rank_file.expert &&
+             *rank_file.expert != expected_coords(plan.expert, rank_file.rank)) {
+    report.mismatch(file + " coords.expert " + coords_text(*rank_file.expert) +
                     " but plan.json meshes give " +
-                    coords_text(expected_coords(plan.expert, f.rank)));
+                    coords_text(expected_coords(plan.expert, rank_file.rank)));
   }
   std::int64_t stage = 0;
-  for (const auto& [name, v] : dense)
-    if (plan.pipeline_axis && name == *plan.pipeline_axis) stage = v;
-  if (f.stage != stage)
-    report.mismatch(file + " stage " + num(f.stage) + " but plan.json gives rank " + num(f.rank) +
-                    " stage " + num(stage));
+  for (const auto& [name, coord] : dense)
+    if (plan.pipeline_axis && name == *plan.pipeline_axis) stage = coord;
+  if (rank_file.stage != stage)
+    report.mismatch(file + " stage " + num(rank_file.stage) + " but plan.json gives rank " +
+                    num(rank_file.rank) + " stage " + num(stage));
 }
 
-// One held param's repeated fields; adds it to `t` (aliases share storage).
-void check_held(const Context& cx, const RankFile& f, const readback::RankParam& h,
-                const std::string& file, readback::RankTotals& t) {
+// One held param's repeated fields; adds it to `totals` (aliases share storage).
+void check_held(const Context& cx, const RankFile& rank_file, const readback::RankParam& held,
+                const std::string& file, readback::RankTotals& totals) {
   Report& report = cx.report;
-  const std::string where = file + " param " + h.name + " ";
-  const auto n = shape_numel(h.local_shape);
-  const auto padded = shape_numel(h.padded_shape);
-  if (!n || !padded)
-    return report.mismatch(where + "local_shape " + shape_text(h.local_shape) + " / padded_shape " +
-                           shape_text(h.padded_shape) + ": negative extent or 2^62+ elements");
-  if (h.numel != *n)
-    report.mismatch(where + "numel " + num(h.numel) + " but local_shape " +
-                    shape_text(h.local_shape) + " has " + num(*n));
-  const std::int64_t bytes = sat_mul(*n, element_size(h.dtype));
-  if (h.bytes != bytes)
-    report.mismatch(where + "bytes " + num(h.bytes) + " but " + num(*n) + " elements of " +
-                    std::string(dtype_name(h.dtype)) + " are " + num(bytes));
-  if (h.stage != f.stage)
-    report.mismatch(where + "stage " + num(h.stage) + " but the rank's stage " + num(f.stage));
-  if (const PlanParam* p = cx.param(h.name)) {
-    if (h.dtype != p->dtype)
-      report.mismatch(where + "dtype " + std::string(dtype_name(h.dtype)) + " but plan.json " +
-                      std::string(dtype_name(p->dtype)));
-    if (h.global_shape != p->global_shape)
-      report.mismatch(where + "global_shape " + shape_text(h.global_shape) + " but plan.json " +
-                      shape_text(p->global_shape));
-    if (h.stage != p->stage)
-      report.mismatch(where + "stage " + num(h.stage) + " but plan.json stage " + num(p->stage));
+  const std::string where = file + " param " + held.name + " ";
+  const auto local_numel = shape_numel(held.local_shape);
+  const auto padded = shape_numel(held.padded_shape);
+  if (!local_numel || !padded)
+    return report.mismatch(where + "local_shape " + shape_text(held.local_shape) +
+                           " / padded_shape " + shape_text(held.padded_shape) +
+                           ": negative extent or 2^62+ elements");
+  if (held.numel != *local_numel)
+    report.mismatch(where + "numel " + num(held.numel) + " but local_shape " +
+                    shape_text(held.local_shape) + " has " + num(*local_numel));
+  const std::int64_t bytes = sat_mul(*local_numel, element_size(held.dtype));
+  if (held.bytes != bytes)
+    report.mismatch(where + "bytes " + num(held.bytes) + " but " + num(*local_numel) +
+                    " elements of " + std::string(dtype_name(held.dtype)) + " are " + num(bytes));
+  if (held.stage != rank_file.stage)
+    report.mismatch(where + "stage " + num(held.stage) + " but the rank's stage " +
+                    num(rank_file.stage));
+  if (const PlanParam* planned = cx.param(held.name)) {
+    if (held.dtype != planned->dtype)
+      report.mismatch(where + "dtype " + std::string(dtype_name(held.dtype)) + " but plan.json " +
+                      std::string(dtype_name(planned->dtype)));
+    if (held.global_shape != planned->global_shape)
+      report.mismatch(where + "global_shape " + shape_text(held.global_shape) + " but plan.json " +
+                      shape_text(planned->global_shape));
+    if (held.stage != planned->stage)
+      report.mismatch(where + "stage " + num(held.stage) + " but plan.json stage " +
+                      num(planned->stage));
     // The rank file names the same source as plan.json: a re-pointed alias would hand the
     // runtime another tensor's storage (hostile/verify_fields_unchecked).
-    if (h.alias_of != p->alias_of)
-      report.mismatch(where + "alias_of " + (h.alias_of ? "'" + *h.alias_of + "'" : "null") +
+    if (held.alias_of != planned->alias_of)
+      report.mismatch(where + "alias_of " + (held.alias_of ? "'" + *held.alias_of + "'" : "null") +
                       " but plan.json alias_of " +
-                      (p->alias_of ? "'" + *p->alias_of + "'" : std::string("null")));
+                      (planned->alias_of ? "'" + *planned->alias_of + "'" : std::string("null")));
   }
-  if (h.alias) return;
-  t.param_bytes = sat_add(t.param_bytes, bytes);
-  t.padded_param_bytes = sat_add(t.padded_param_bytes, sat_mul(*padded, element_size(h.dtype)));
-  ++t.num_params;
+  if (held.alias) return;
+  totals.param_bytes = sat_add(totals.param_bytes, bytes);
+  totals.padded_param_bytes =
+      sat_add(totals.padded_param_bytes, sat_mul(*padded, element_size(held.dtype)));
+  ++totals.num_params;
 }
 
 // One of a rank file's totals: its value, the file (relative to OUTDIR) and its rank.
@@ -405,23 +424,23 @@ struct RankTotal {
   std::int64_t rank;
 };
 
-// `total` within plan.json's per-rank statistic `s` (summary.`name`), and equal to
+// `total` within plan.json's per-rank statistic `stat` (summary.`name`), and equal to
 // its min / max when the rank is listed for it.
-void check_stat(const PlanFile& plan, const readback::PlanRankStat& s, const char* name,
+void check_stat(const PlanFile& plan, const readback::PlanRankStat& stat, const char* name,
                 const RankTotal& total, Report& report) {
   const std::int64_t value = total.value;
   const std::string& file = total.file;
   const std::int64_t rank = total.rank;
   std::string error;
-  const auto lo = RankSet::parse(s.min_ranks, plan.world_size, error);
-  const auto hi = RankSet::parse(s.max_ranks, plan.world_size, error);
+  const auto lo = RankSet::parse(stat.min_ranks, plan.world_size, error);
+  const auto hi = RankSet::parse(stat.max_ranks, plan.world_size, error);
   const std::string field = std::string("plan.json summary.") + name;
   if (!lo || !hi) return report.mismatch(field + ": " + error);
-  if (value < s.min || value > s.max || (lo->contains(rank) && value != s.min) ||
-      (hi->contains(rank) && value != s.max))
+  if (value < stat.min || value > stat.max || (lo->contains(rank) && value != stat.min) ||
+      (hi->contains(rank) && value != stat.max))
     report.mismatch(file + " totals " + num(value) + " bytes but " + field + " gives min " +
-                    num(s.min) + " (ranks " + s.min_ranks + "), max " + num(s.max) + " (ranks " +
-                    s.max_ranks + ")");
+                    num(stat.min) + " (ranks " + stat.min_ranks + "), max " + num(stat.max) +
+                    " (ranks " + stat.max_ranks + ")");
 }
 
 }  // namespace
@@ -447,26 +466,26 @@ bool check_plan_fields(const PlanFile& plan, const readback::ManifestFile& manif
   return ok;
 }
 
-void check_rank_fields(const Context& cx, const RankFile& f, const std::string& file) {
-  check_header(cx.plan, f, file, cx.report);
+void check_rank_fields(const Context& cx, const RankFile& rank_file, const std::string& file) {
+  check_header(cx.plan, rank_file, file, cx.report);
   std::set<std::string_view> names;
-  readback::RankTotals t;
-  for (const auto& h : f.params) {
-    if (!names.insert(h.name).second)
-      cx.report.mismatch(file + " param " + h.name + ": listed twice");
-    check_held(cx, f, h, file, t);
+  readback::RankTotals totals;
+  for (const auto& held : rank_file.params) {
+    if (!names.insert(held.name).second)
+      cx.report.mismatch(file + " param " + held.name + ": listed twice");
+    check_held(cx, rank_file, held, file, totals);
   }
-  const auto& ft = f.totals;
-  if (ft.param_bytes != t.param_bytes || ft.padded_param_bytes != t.padded_param_bytes ||
-      ft.num_params != t.num_params)
+  const auto& ft = rank_file.totals;
+  if (ft.param_bytes != totals.param_bytes || ft.padded_param_bytes != totals.padded_param_bytes ||
+      ft.num_params != totals.num_params)
     cx.report.mismatch(file + " totals {param_bytes " + num(ft.param_bytes) +
                        ", padded_param_bytes " + num(ft.padded_param_bytes) + ", num_params " +
-                       num(ft.num_params) + "} but its params sum to {" + num(t.param_bytes) +
-                       ", " + num(t.padded_param_bytes) + ", " + num(t.num_params) + "}");
+                       num(ft.num_params) + "} but its params sum to {" + num(totals.param_bytes) +
+                       ", " + num(totals.padded_param_bytes) + ", " + num(totals.num_params) + "}");
   check_stat(cx.plan, cx.plan.per_rank_param_bytes, "per_rank_param_bytes",
-             {ft.param_bytes, file, f.rank}, cx.report);
+             {ft.param_bytes, file, rank_file.rank}, cx.report);
   check_stat(cx.plan, cx.plan.per_rank_padded_param_bytes, "per_rank_padded_param_bytes",
-             {ft.padded_param_bytes, file, f.rank}, cx.report);
+             {ft.padded_param_bytes, file, rank_file.rank}, cx.report);
 }
 
 }  // namespace shardc::verify

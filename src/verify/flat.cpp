@@ -27,14 +27,16 @@ std::string where(const FlatBuffer& fb, std::int64_t rank) {
          std::string(dtype_name(fb.grad_dtype)) + ") rank " + std::to_string(rank);
 }
 
-bool same_buffer(const FlatBuffer& a, const FlatBuffer& b) {
-  return a.mesh == b.mesh && a.expert == b.expert && a.model_chunk == b.model_chunk &&
-         a.param_dtype == b.param_dtype && a.grad_dtype == b.grad_dtype && a.ranks == b.ranks;
+bool same_buffer(const FlatBuffer& left, const FlatBuffer& right) {
+  return left.mesh == right.mesh && left.expert == right.expert &&
+         left.model_chunk == right.model_chunk && left.param_dtype == right.param_dtype &&
+         left.grad_dtype == right.grad_dtype && left.ranks == right.ranks;
 }
 
-const FlatBuffer* find_buffer(const RankFile& f, std::size_t b, const FlatBuffer& like) {
-  if (b >= f.buffers.size()) return nullptr;
-  for (const FlatBuffer& fb : f.buffers[b].flat)
+const FlatBuffer* find_buffer(const RankFile& rank_file, std::size_t buffer_index,
+                              const FlatBuffer& like) {
+  if (buffer_index >= rank_file.buffers.size()) return nullptr;
+  for (const FlatBuffer& fb : rank_file.buffers[buffer_index].flat)
     if (same_buffer(fb, like)) return &fb;
   return nullptr;
 }
@@ -57,18 +59,19 @@ std::string structure_error(const readback::Buffer& buf, const FlatBuffer& fb) {
   std::int64_t prev_end = 0;
   std::vector<std::int64_t> last_end(fb.buckets.size(), -1);
   for (std::size_t k = 0; k < fb.entries.size(); ++k) {
-    const readback::FlatEntry& e = fb.entries[k];
-    if (e.bucket < 0 || e.bucket >= static_cast<std::int64_t>(fb.buckets.size()))
-      return e.name + ": bucket " + std::to_string(e.bucket) + " out of range";
-    const auto& bk = fb.buckets[static_cast<std::size_t>(e.bucket)];
-    if (e.numel < 0 || e.start < prev_end || e.start < bk[0] || e.start + e.numel > bk[1])
-      return e.name + ": piece [" + std::to_string(e.start) + ", " +
-             std::to_string(e.start + e.numel) + ") overlaps the previous one or leaves bucket " +
-             std::to_string(e.bucket);
-    prev_end = e.start + e.numel;
-    last_end[static_cast<std::size_t>(e.bucket)] = prev_end;
-    if (buf.kind == BufferKind::MegatronDistOpt && e.start % 64 != 0)
-      return e.name + ": starts at " + std::to_string(e.start) +
+    const readback::FlatEntry& entry = fb.entries[k];
+    if (entry.bucket < 0 || entry.bucket >= static_cast<std::int64_t>(fb.buckets.size()))
+      return entry.name + ": bucket " + std::to_string(entry.bucket) + " out of range";
+    const auto& bk = fb.buckets[static_cast<std::size_t>(entry.bucket)];
+    if (entry.numel < 0 || entry.start < prev_end || entry.start < bk[0] ||
+        entry.start + entry.numel > bk[1])
+      return entry.name + ": piece [" + std::to_string(entry.start) + ", " +
+             std::to_string(entry.start + entry.numel) +
+             ") overlaps the previous one or leaves bucket " + std::to_string(entry.bucket);
+    prev_end = entry.start + entry.numel;
+    last_end[static_cast<std::size_t>(entry.bucket)] = prev_end;
+    if (buf.kind == BufferKind::MegatronDistOpt && entry.start % 64 != 0)
+      return entry.name + ": starts at " + std::to_string(entry.start) +
              ", not on 64 elements (Megatron's pad_param_start)";
   }
   for (std::size_t j = 0; j < fb.buckets.size(); ++j) {
@@ -129,7 +132,8 @@ struct Members {
   std::vector<const FlatBuffer*> buffers;
 };
 
-bool load_members(Context& cx, std::size_t b, const FlatBuffer& fb, std::int64_t rank, Members& m) {
+bool load_members(Context& cx, std::size_t buffer_index, const FlatBuffer& fb, std::int64_t rank,
+                  Members& members) {
   if (fb.index < 0 || fb.index >= static_cast<std::int64_t>(fb.ranks.size()) ||
       fb.ranks[static_cast<std::size_t>(fb.index)] != rank) {
     cx.report.mismatch(where(fb, rank) + ": index " + std::to_string(fb.index) + " is not rank " +
@@ -137,32 +141,34 @@ bool load_members(Context& cx, std::size_t b, const FlatBuffer& fb, std::int64_t
     return false;
   }
   for (std::size_t k = 0; k < fb.ranks.size(); ++k) {
-    const RankFile* f = cx.store.get(fb.ranks[k]);
-    if (!f) {
+    const RankFile* rank_file = cx.store.get(fb.ranks[k]);
+    if (!rank_file) {
       if (cx.store.fatal.empty())
         cx.report.not_verifiable(where(fb, rank) + ": needs member rank " +
                                  std::to_string(fb.ranks[k]) + ", whose rank file is absent");
       return false;
     }
-    const FlatBuffer* mb = find_buffer(*f, b, fb);
+    const FlatBuffer* mb = find_buffer(*rank_file, buffer_index, fb);
     if (mb && mb->entries != fb.entries) {
       std::size_t i = 0;
       while (i < mb->entries.size() && i < fb.entries.size() && mb->entries[i] == fb.entries[i])
         ++i;
-      const readback::FlatEntry& e = i < mb->entries.size() ? mb->entries[i] : fb.entries[i];
-      const readback::FlatEntry* o = i < fb.entries.size() ? &fb.entries[i] : nullptr;
-      cx.report.mismatch(where(fb, fb.ranks[k]) + " param " + e.name + ": piece " +
-                         std::to_string(i) + " at " + std::to_string(e.start) + " (" +
-                         std::to_string(e.numel) + " elements), rank " + std::to_string(rank) +
-                         " has " + (o ? o->name + " at " + std::to_string(o->start) : "none"));
+      const readback::FlatEntry& member_entry =
+          i < mb->entries.size() ? mb->entries[i] : fb.entries[i];
+      const readback::FlatEntry* own_entry = i < fb.entries.size() ? &fb.entries[i] : nullptr;
+      cx.report.mismatch(
+          where(fb, fb.ranks[k]) + " param " + member_entry.name + ": piece " + std::to_string(i) +
+          " at " + std::to_string(member_entry.start) + " (" + std::to_string(member_entry.numel) +
+          " elements), rank " + std::to_string(rank) + " has " +
+          (own_entry ? own_entry->name + " at " + std::to_string(own_entry->start) : "none"));
       return false;
     }
-    if (const std::string e = member_difference(mb, fb, k, rank); !e.empty()) {
-      cx.report.mismatch(where(fb, fb.ranks[k]) + ": " + e);
+    if (const std::string difference = member_difference(mb, fb, k, rank); !difference.empty()) {
+      cx.report.mismatch(where(fb, fb.ranks[k]) + ": " + difference);
       return false;
     }
-    m.files.push_back(f);
-    m.buffers.push_back(mb);
+    members.files.push_back(rank_file);
+    members.buffers.push_back(mb);
   }
   return true;
 }
@@ -170,35 +176,35 @@ bool load_members(Context& cx, std::size_t b, const FlatBuffer& fb, std::int64_t
 // The param's elements the buffer must hold: its local numel (ZeRO-1/2), or
 // under ZeRO-3 the sum of the group's FSDP shards (the TP-local tensor). -1
 // when a member does not hold it.
-std::int64_t expected_numel(Context& cx, const readback::Buffer& buf, const Members& m,
+std::int64_t expected_numel(Context& cx, const readback::Buffer& buf, const Members& members,
                             const std::string& name) {
   if (buf.zero_stage != 3) {
-    const readback::RankParam* h = cx.held(*m.files[0], name);
-    return h ? numel(h->local_shape) : -1;
+    const readback::RankParam* held = cx.held(*members.files[0], name);
+    return held ? numel(held->local_shape) : -1;
   }
   // A param FSDP leaves whole (0-d) is held whole by every member.
   std::int64_t sum = 0;
   std::set<Shape> offsets;
-  for (const RankFile* f : m.files) {
-    const readback::RankParam* h = cx.held(*f, name);
-    if (!h) return -1;
-    sum += numel(h->local_shape);
-    offsets.insert(h->global_offset);
+  for (const RankFile* rank_file : members.files) {
+    const readback::RankParam* held = cx.held(*rank_file, name);
+    if (!held) return -1;
+    sum += numel(held->local_shape);
+    offsets.insert(held->global_offset);
   }
-  if (offsets.size() == 1) return numel(cx.held(*m.files[0], name)->local_shape);
+  if (offsets.size() == 1) return numel(cx.held(*members.files[0], name)->local_shape);
   return sum;
 }
 
-void verify_group(Context& cx, const readback::Buffer& buf, const Members& m) {
-  const FlatBuffer& fb = *m.buffers[0];
+void verify_group(Context& cx, const readback::Buffer& buf, const Members& members) {
+  const FlatBuffer& fb = *members.buffers[0];
   const auto dp = static_cast<std::int64_t>(fb.ranks.size());
-  if (const std::string e = structure_error(buf, fb); !e.empty())
-    return cx.report.mismatch(where(fb, fb.ranks[0]) + ": " + e);
+  if (const std::string error = structure_error(buf, fb); !error.empty())
+    return cx.report.mismatch(where(fb, fb.ranks[0]) + ": " + error);
   // Shard k of bucket j is [start + k x size, start + (k + 1) x size): what
   // member k owns there is the pieces' intersection with it.
   std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> owned_by_param;
-  for (std::size_t k = 0; k < m.buffers.size(); ++k) {
-    const FlatBuffer& mb = *m.buffers[k];
+  for (std::size_t k = 0; k < members.buffers.size(); ++k) {
+    const FlatBuffer& mb = *members.buffers[k];
     std::vector<readback::FlatOwned> want;
     std::int64_t shard_numel = 0;
     for (std::size_t j = 0; j < fb.buckets.size(); ++j) {
@@ -208,36 +214,39 @@ void verify_group(Context& cx, const readback::Buffer& buf, const Members& m) {
       const std::int64_t lo = start + static_cast<std::int64_t>(k) * size;
       const std::int64_t hi = lo + size;
       for (std::size_t i = 0; i < fb.entries.size(); ++i) {
-        const readback::FlatEntry& e = fb.entries[i];
-        if (e.bucket != static_cast<std::int64_t>(j)) continue;
-        const std::int64_t from = std::max(lo, e.start);
-        const std::int64_t to = std::min(hi, e.start + e.numel);
+        const readback::FlatEntry& entry = fb.entries[i];
+        if (entry.bucket != static_cast<std::int64_t>(j)) continue;
+        const std::int64_t from = std::max(lo, entry.start);
+        const std::int64_t to = std::min(hi, entry.start + entry.numel);
         if (to > from)
-          want.push_back(
-              {static_cast<std::int64_t>(i), e.param_offset + (from - e.start), to - from, from});
+          want.push_back({static_cast<std::int64_t>(i), entry.param_offset + (from - entry.start),
+                          to - from, from});
       }
     }
     if (mb.owned != want || mb.shard_numel != shard_numel) {
       std::size_t i = 0;
       while (i < mb.owned.size() && i < want.size() && mb.owned[i] == want[i]) ++i;
-      const readback::FlatOwned& o = i < mb.owned.size() ? mb.owned[i] : want[i];
-      const bool known = o.entry >= 0 && o.entry < static_cast<std::int64_t>(fb.entries.size());
-      const std::string name = known ? fb.entries[static_cast<std::size_t>(o.entry)].name : "?";
-      cx.report.mismatch(where(mb, fb.ranks[k]) + " param " + name + ": owned range " +
-                         std::to_string(i) + " (" + std::to_string(o.numel) + " elements from " +
-                         std::to_string(o.param_offset) + "), its shard of each bucket gives " +
-                         (i < want.size() ? std::to_string(want[i].numel) + " from " +
-                                                std::to_string(want[i].param_offset)
-                                          : std::string("none")) +
-                         " (shard_numel " + std::to_string(mb.shard_numel) + ", expected " +
-                         std::to_string(shard_numel) + ")");
+      const readback::FlatOwned& owned_range = i < mb.owned.size() ? mb.owned[i] : want[i];
+      const bool known = owned_range.entry >= 0 &&
+                         owned_range.entry < static_cast<std::int64_t>(fb.entries.size());
+      const std::string name =
+          known ? fb.entries[static_cast<std::size_t>(owned_range.entry)].name : "?";
+      cx.report.mismatch(
+          where(mb, fb.ranks[k]) + " param " + name + ": owned range " + std::to_string(i) + " (" +
+          std::to_string(owned_range.numel) + " elements from " +
+          std::to_string(owned_range.param_offset) + "), its shard of each bucket gives " +
+          (i < want.size()
+               ? std::to_string(want[i].numel) + " from " + std::to_string(want[i].param_offset)
+               : std::string("none")) +
+          " (shard_numel " + std::to_string(mb.shard_numel) + ", expected " +
+          std::to_string(shard_numel) + ")");
       return;
     }
     std::int64_t owned = 0;
-    for (const readback::FlatOwned& o : mb.owned) {
-      owned += o.numel;
-      owned_by_param[fb.entries[static_cast<std::size_t>(o.entry)].name].push_back(
-          {o.param_offset, o.numel});
+    for (const readback::FlatOwned& range : mb.owned) {
+      owned += range.numel;
+      owned_by_param[fb.entries[static_cast<std::size_t>(range.entry)].name].push_back(
+          {range.param_offset, range.numel});
     }
     if (mb.owned_numel != owned)
       return cx.report.mismatch(where(mb, fb.ranks[k]) + ": owned_numel " +
@@ -250,15 +259,15 @@ void verify_group(Context& cx, const readback::Buffer& buf, const Members& m) {
   for (auto& [name, ranges] : owned_by_param) {
     std::sort(ranges.begin(), ranges.end());
     std::int64_t at = 0;
-    for (const auto& [off, n] : ranges) {
-      if (off != at)
+    for (const auto& [offset, length] : ranges) {
+      if (offset != at)
         return cx.report.mismatch(where(fb, fb.ranks[0]) + " param " + name + ": elements " +
-                                  std::to_string(std::min(off, at)) + ".." +
-                                  std::to_string(std::max(off, at)) +
-                                  (off > at ? " owned by no rank" : " owned twice"));
-      at += n;
+                                  std::to_string(std::min(offset, at)) + ".." +
+                                  std::to_string(std::max(offset, at)) +
+                                  (offset > at ? " owned by no rank" : " owned twice"));
+      at += length;
     }
-    const std::int64_t want = expected_numel(cx, buf, m, name);
+    const std::int64_t want = expected_numel(cx, buf, members, name);
     if (at != want)
       return cx.report.mismatch(where(fb, fb.ranks[0]) + " param " + name + ": the group owns " +
                                 std::to_string(at) + " elements, the param has " +
@@ -270,34 +279,35 @@ void verify_group(Context& cx, const readback::Buffer& buf, const Members& m) {
 
 }  // namespace
 
-void verify_flat(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample) {
+void verify_flat(Context& cx, std::size_t buffer_index, const std::vector<std::int64_t>& sample) {
   std::set<std::tuple<std::string, bool, int, std::int64_t>> done;
-  for (const std::int64_t r : sample) {
-    const RankFile& f = *cx.store.get(r);
-    check_coverage(cx, f, b);
+  for (const std::int64_t rank : sample) {
+    const RankFile& rank_file = *cx.store.get(rank);
+    check_coverage(cx, rank_file, buffer_index);
     // Each held trainable param is in one buffer of its rank.
     std::map<std::string, int> buffers_of;
-    for (const FlatBuffer& fb : f.buffers[b].flat) {
+    for (const FlatBuffer& fb : rank_file.buffers[buffer_index].flat) {
       std::set<std::string> names;
-      for (const readback::FlatEntry& e : fb.entries) names.insert(e.name);
-      for (const std::string& n : names) ++buffers_of[n];
+      for (const readback::FlatEntry& entry : fb.entries) names.insert(entry.name);
+      for (const std::string& name : names) ++buffers_of[name];
     }
-    for (const auto& [name, n] : buffers_of)
-      if (n != 1)
-        cx.report.mismatch("rank " + std::to_string(r) + " param " + name + ": in " +
-                           std::to_string(n) + " flat buffers");
-    for (const FlatBuffer& fb : f.buffers[b].flat) {
+    for (const auto& [name, count] : buffers_of)
+      if (count != 1)
+        cx.report.mismatch("rank " + std::to_string(rank) + " param " + name + ": in " +
+                           std::to_string(count) + " flat buffers");
+    for (const FlatBuffer& fb : rank_file.buffers[buffer_index].flat) {
       const auto key = std::make_tuple(fb.mesh + "/" + std::string(dtype_name(fb.param_dtype)) +
                                            "/" + std::string(dtype_name(fb.grad_dtype)),
-                                       fb.expert, fb.model_chunk, r);
+                                       fb.expert, fb.model_chunk, rank);
       if (done.contains(key)) continue;
-      for (std::int64_t q : fb.ranks) done.insert({std::get<0>(key), fb.expert, fb.model_chunk, q});
-      Members m;
-      if (!load_members(cx, b, fb, r, m)) {
+      for (std::int64_t member : fb.ranks)
+        done.insert({std::get<0>(key), fb.expert, fb.model_chunk, member});
+      Members members;
+      if (!load_members(cx, buffer_index, fb, rank, members)) {
         if (!cx.store.fatal.empty()) return;
         continue;
       }
-      verify_group(cx, f.buffers[b], m);
+      verify_group(cx, rank_file.buffers[buffer_index], members);
     }
   }
 }

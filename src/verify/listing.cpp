@@ -15,27 +15,28 @@ namespace {
 std::optional<std::int64_t> rank_in_name(const std::string& name) {
   const char* first = name.data() + 5;
   const char* last = name.data() + name.size() - 5;
-  std::int64_t r = 0;
-  const auto [end, ec] = std::from_chars(first, last, r);
+  std::int64_t rank = 0;
+  const auto [end, ec] = std::from_chars(first, last, rank);
   if (ec != std::errc{} || end != last) return std::nullopt;
-  return r;
+  return rank;
 }
 
 // Why a rank-file name is not part of the compile ("" when it is).
-std::string classify(const std::string& name, const readback::ManifestFile& m,
+std::string classify(const std::string& name, const readback::ManifestFile& manifest,
                      const std::set<std::string>& listed) {
   if (listed.contains("ranks/" + name)) return {};
-  const auto r = rank_in_name(name);
-  if (!r || *r >= m.world_size)
-    return "a rank file beyond the world size " + std::to_string(m.world_size);
-  const std::string canonical = rank_file_name(*r, m.world_size);
+  const auto rank = rank_in_name(name);
+  if (!rank || *rank >= manifest.world_size)
+    return "a rank file beyond the world size " + std::to_string(manifest.world_size);
+  const std::string canonical = rank_file_name(*rank, manifest.world_size);
   if (canonical != name)
     return listed.contains("ranks/" + canonical)
-               ? "a second file for rank " + std::to_string(*r) + " (duplicate of " + canonical +
+               ? "a second file for rank " + std::to_string(*rank) + " (duplicate of " + canonical +
                      ")"
-               : "not a rank-file name of this world size (rank " + std::to_string(*r) + " is " +
+               : "not a rank-file name of this world size (rank " + std::to_string(*rank) + " is " +
                      canonical + ")";
-  return "a rank file not part of this compile (manifest.json lists ranks '" + m.ranks + "')";
+  return "a rank file not part of this compile (manifest.json lists ranks '" + manifest.ranks +
+         "')";
 }
 
 }  // namespace
@@ -43,7 +44,7 @@ std::string classify(const std::string& name, const readback::ManifestFile& m,
 void check_ranks_listing(const std::string& ranks_dir, const readback::ManifestFile& manifest,
                          FileSystem& fs, Report& report) {
   std::set<std::string> listed;
-  for (const auto& e : manifest.rank_files) listed.insert(e.path);
+  for (const auto& entry : manifest.rank_files) listed.insert(entry.path);
   if (fs.is_symlink(ranks_dir)) report.warning("ranks: a symbolic link (shardc never writes one)");
   const auto names = fs.list_dir(ranks_dir);
   std::set<std::string> present;

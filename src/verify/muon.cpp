@@ -21,9 +21,10 @@ struct Member {
 // Closure of a group: every rank its stages connect, with its file.
 using Closure = std::map<std::int64_t, Member>;
 
-const MuonGroup* find_group(const RankFile& f, std::size_t b, const std::string& key) {
-  for (const MuonGroup& g : f.buffers[b].groups)
-    if (g.key == key) return &g;
+const MuonGroup* find_group(const RankFile& rank_file, std::size_t buffer_index,
+                            const std::string& key) {
+  for (const MuonGroup& group : rank_file.buffers[buffer_index].groups)
+    if (group.key == key) return &group;
   return nullptr;
 }
 
@@ -33,32 +34,34 @@ std::string where(const std::string& key, std::int64_t rank) {
 
 // Loads every rank the group's stages connect to `start`; nullopt when a
 // file is missing (not verifiable) or lacks the group (mismatch).
-std::optional<Closure> closure_of(Context& cx, std::size_t b, const std::string& key,
+std::optional<Closure> closure_of(Context& cx, std::size_t buffer_index, const std::string& key,
                                   std::int64_t start) {
-  Closure c;
+  Closure closure;
   std::vector<std::int64_t> todo{start};
   while (!todo.empty()) {
-    const std::int64_t r = todo.back();
+    const std::int64_t rank = todo.back();
     todo.pop_back();
-    if (c.contains(r)) continue;
-    const RankFile* f = cx.store.get(r);
-    if (!f) {
+    if (closure.contains(rank)) continue;
+    const RankFile* rank_file = cx.store.get(rank);
+    if (!rank_file) {
       if (cx.store.fatal.empty())
-        cx.report.not_verifiable(where(key, start) + ": needs rank " + std::to_string(r) +
+        cx.report.not_verifiable(where(key, start) + ": needs rank " + std::to_string(rank) +
                                  " of its groups, whose rank file is absent");
       return std::nullopt;
     }
-    const MuonGroup* g = b < f->buffers.size() ? find_group(*f, b, key) : nullptr;
-    if (!g) {
-      cx.report.mismatch(where(key, r) + ": group missing from the rank file of a member");
+    const MuonGroup* group = buffer_index < rank_file->buffers.size()
+                                 ? find_group(*rank_file, buffer_index, key)
+                                 : nullptr;
+    if (!group) {
+      cx.report.mismatch(where(key, rank) + ": group missing from the rank file of a member");
       return std::nullopt;
     }
-    c[r] = {f, g};
-    for (const auto& batch : g->batches)
+    closure[rank] = {rank_file, group};
+    for (const auto& batch : group->batches)
       for (const MuonStage& st : batch.stages)
         todo.insert(todo.end(), st.ranks.begin(), st.ranks.end());
   }
-  return c;
+  return closure;
 }
 
 // The fields of one stage param that the rank file states (tensor_dim, one
@@ -68,19 +71,19 @@ std::optional<Closure> closure_of(Context& cx, std::size_t b, const std::string&
 // planner's arithmetic (muon_stage_sizes), so checking it against that
 // arithmetic again could not fail: the simulation and the members' agreement
 // (stage_members) are what test it.
-std::string param_entry_error(const MuonStageParam& p, const MuonStage& st,
+std::string param_entry_error(const MuonStageParam& param, const MuonStage& st,
                               const PlanParam& planned, const readback::RankParam& held) {
   const std::size_t ndim = planned.global_shape.size();
   if (held.local_shape.size() != ndim)
     return "local_shape " + shape_text(held.local_shape) + " has " +
            std::to_string(held.local_shape.size()) + " dims, plan.json's global_shape " +
            shape_text(planned.global_shape) + " " + std::to_string(ndim);
-  if (p.tensor_dim < 0 || static_cast<std::size_t>(p.tensor_dim) >= ndim)
-    return "tensor_dim " + std::to_string(p.tensor_dim) + " outside the " + std::to_string(ndim) +
-           " dims of global_shape " + shape_text(planned.global_shape);
-  if (p.split_sizes.size() != st.ranks.size())
-    return "split_sizes " + shape_text(p.split_sizes) + " has " +
-           std::to_string(p.split_sizes.size()) + " sizes, the stage " +
+  if (param.tensor_dim < 0 || static_cast<std::size_t>(param.tensor_dim) >= ndim)
+    return "tensor_dim " + std::to_string(param.tensor_dim) + " outside the " +
+           std::to_string(ndim) + " dims of global_shape " + shape_text(planned.global_shape);
+  if (param.split_sizes.size() != st.ranks.size())
+    return "split_sizes " + shape_text(param.split_sizes) + " has " +
+           std::to_string(param.split_sizes.size()) + " sizes, the stage " +
            std::to_string(st.ranks.size()) + " members " + shape_text(st.ranks);
   return "";
 }
@@ -89,36 +92,36 @@ std::string param_entry_error(const MuonStageParam& p, const MuonStage& st,
 // param's entry and dtype, the batch's total_numel (the one size of a stage
 // the file states; the offsets and gathered_numel are derived from it and
 // the entries' padded sizes).
-void check_stage(Context& cx, const RankFile& file, const readback::MuonBatch& batch, std::size_t s,
-                 const std::string& key) {
+void check_stage(Context& cx, const RankFile& file, const readback::MuonBatch& batch,
+                 std::size_t stage, const std::string& key) {
   const std::int64_t rank = file.rank;
-  const MuonStage& st = batch.stages[s];
-  const std::string at = where(key, rank) + " stage " + std::to_string(s);
-  const auto n = static_cast<std::int64_t>(st.ranks.size());
-  if (st.index < 0 || st.index >= n || st.ranks[static_cast<std::size_t>(st.index)] != rank)
+  const MuonStage& st = batch.stages[stage];
+  const std::string at = where(key, rank) + " stage " + std::to_string(stage);
+  const auto members = static_cast<std::int64_t>(st.ranks.size());
+  if (st.index < 0 || st.index >= members || st.ranks[static_cast<std::size_t>(st.index)] != rank)
     return cx.report.mismatch(at + ": index " + std::to_string(st.index) + " is not rank " +
                               std::to_string(rank) + " in " + shape_text(st.ranks));
   std::int64_t sum = 0;
-  for (const MuonStageParam& p : st.params) {
-    const PlanParam* pp = cx.param(p.name);
-    std::string e;
+  for (const MuonStageParam& param : st.params) {
+    const PlanParam* pp = cx.param(param.name);
+    std::string error;
     if (!pp)
-      e = "not in plan.json";
+      error = "not in plan.json";
     else if (pp->dtype != batch.dtype)
-      e = "dtype " + std::string(dtype_name(pp->dtype)) + " in plan.json, its batch's " +
-          std::string(dtype_name(batch.dtype));
+      error = "dtype " + std::string(dtype_name(pp->dtype)) + " in plan.json, its batch's " +
+              std::string(dtype_name(batch.dtype));
     else
-      e = param_entry_error(p, st, *pp, *cx.held(file, p.name));
-    if (!e.empty()) return cx.report.mismatch(at + " param " + p.name + ": " + e);
-    sum += p.padded_numel;
+      error = param_entry_error(param, st, *pp, *cx.held(file, param.name));
+    if (!error.empty()) return cx.report.mismatch(at + " param " + param.name + ": " + error);
+    sum += param.padded_numel;
   }
   if (st.total_numel != sum)
     cx.report.mismatch(at + ": total_numel " + std::to_string(st.total_numel) +
                        " but its params' padded_numel sum to " + std::to_string(sum));
 }
 
-void check_structure(Context& cx, const Closure& c, const std::string& key) {
-  for (const auto& member : c)
+void check_structure(Context& cx, const Closure& closure, const std::string& key) {
+  for (const auto& member : closure)
     for (const auto& batch : member.second.group->batches)
       for (std::size_t s = 0; s < batch.stages.size(); ++s)
         check_stage(cx, *member.second.file, batch, s, key);
@@ -130,43 +133,34 @@ struct Slot {
   std::size_t pos = 0;
 };
 
-std::optional<Slot> slot_of(const MuonGroup& g, const std::string& name) {
-  for (std::size_t b = 0; b < g.batches.size(); ++b) {
-    if (g.batches[b].stages.empty()) continue;
-    const auto& ps = g.batches[b].stages.front().params;
+std::optional<Slot> slot_of(const MuonGroup& group, const std::string& name) {
+  for (std::size_t b = 0; b < group.batches.size(); ++b) {
+    if (group.batches[b].stages.empty()) continue;
+    const auto& ps = group.batches[b].stages.front().params;
     for (std::size_t i = 0; i < ps.size(); ++i)
       if (ps[i].name == name) return Slot{b, i};
   }
   return std::nullopt;
 }
 
-const MuonStageParam* entry_at(const Member& m, const Slot& slot, std::size_t s,
+const MuonStageParam* entry_at(const Member& member, const Slot& slot, std::size_t stage,
                                const std::string& name) {
-  if (slot.batch >= m.group->batches.size()) return nullptr;
-  const auto& stages = m.group->batches[slot.batch].stages;
-  if (s >= stages.size() || slot.pos >= stages[s].params.size()) return nullptr;
-  const MuonStageParam& e = stages[s].params[slot.pos];
-  return e.name == name ? &e : nullptr;
+  if (slot.batch >= member.group->batches.size()) return nullptr;
+  const auto& stages = member.group->batches[slot.batch].stages;
+  if (stage >= stages.size() || slot.pos >= stages[stage].params.size()) return nullptr;
+  const MuonStageParam& entry = stages[stage].params[slot.pos];
+  return entry.name == name ? &entry : nullptr;
 }
 
 // Memo key of one stage simulation: the geometry relative to `anchor`.
 std::string memo_key(bool elements, const Shape& global, const std::vector<MuonMember>& mm,
                      const Shape& anchor) {
-  std::string k = elements ? "muon-e|" : "muon-b|";
-  append_key(k, global);
-  for (const MuonMember& m : mm) {
-    append_piece_key(k, m.box, anchor);
-    append_key(k, m.entry->split_sizes);
-    append_key(k, m.entry->tensor_dim);
-    append_key(k, m.entry->padded_numel);
-  }
-  return k;
-}
-
-Shape anchor_of(const std::vector<MuonMember>& mm, std::size_t ndim) {
-  for (const MuonMember& m : mm)
-    if (!is_empty(m.box)) return m.box.offset;
-  return Shape(ndim, 0);
+  return simulation_key(elements ? "muon-e|" : "muon-b|", global, mm, anchor,
+                        [](std::string& key, const MuonStageParam& entry) {
+                          append_key(key, entry.split_sizes);
+                          append_key(key, entry.tensor_dim);
+                          append_key(key, entry.padded_numel);
+                        });
 }
 
 // Results of every receiver (relative to the anchor), memoized.
@@ -181,9 +175,9 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
     for (std::size_t r = 0; r < mm.size(); ++r)
       if (!it->second[r]) why[r] = "(same layout as a failed simulation)";
     auto out = it->second;
-    for (auto& b : out)
-      if (b && !is_empty(*b))
-        for (std::size_t d = 0; d < anchor.size(); ++d) b->offset[d] += anchor[d];
+    for (auto& rebuilt : out)
+      if (rebuilt && !is_empty(*rebuilt))
+        for (std::size_t d = 0; d < anchor.size(); ++d) rebuilt->offset[d] += anchor[d];
     return out;
   }
   std::vector<std::optional<Box>> out;
@@ -204,9 +198,9 @@ std::vector<std::optional<Box>> simulate(Context& cx, bool elements, const Shape
                            : muon_unpack_boxes(global, mm, r, why[r]));
   }
   auto rel = out;
-  for (auto& b : rel)
-    if (b && !is_empty(*b))
-      for (std::size_t d = 0; d < anchor.size(); ++d) b->offset[d] -= anchor[d];
+  for (auto& rebuilt : rel)
+    if (rebuilt && !is_empty(*rebuilt))
+      for (std::size_t d = 0; d < anchor.size(); ++d) rebuilt->offset[d] -= anchor[d];
   cx.memo.emplace(key, std::move(rel));
   return out;
 }
@@ -224,43 +218,44 @@ struct ParamRun {
 // One stage of one param over a closure: what stage_members reads.
 struct StageRun {
   Context& cx;
-  const Closure& c;
+  const Closure& closure;
   const State& state;
   const ParamRun& pr;
-  std::size_t s;  ///< the stage
+  std::size_t stage;
 };
 
-// The group of `rank` at stage s for one param: members in order; false
+// The group of `rank` at `stage` for one param: members in order; false
 // (mismatch reported) when the members' files disagree.
 bool stage_members(const StageRun& run, std::int64_t rank, std::vector<std::int64_t>& ranks,
                    std::vector<MuonMember>& mm) {
-  auto& [cx, c, state, pr, s] = run;
-  const std::string at = where(pr.key, rank) + " stage " + std::to_string(s) + " param " + pr.name;
+  auto& [cx, closure, state, pr, stage] = run;
+  const std::string at =
+      where(pr.key, rank) + " stage " + std::to_string(stage) + " param " + pr.name;
   const std::string place = "batch " + std::to_string(pr.slot.batch) + " position " +
                             std::to_string(pr.slot.pos) + " of the stage";
-  const MuonStageParam* mine = entry_at(c.at(rank), pr.slot, s, pr.name);
+  const MuonStageParam* mine = entry_at(closure.at(rank), pr.slot, stage, pr.name);
   if (!mine) return cx.report.mismatch(at + ": not at " + place + " in this rank's file"), false;
-  ranks = c.at(rank).group->batches[pr.slot.batch].stages[s].ranks;
+  ranks = closure.at(rank).group->batches[pr.slot.batch].stages[stage].ranks;
   for (std::size_t k = 0; k < ranks.size(); ++k) {
-    const Member& member = c.at(ranks[k]);  // the closure holds every rank a stage lists
+    const Member& member = closure.at(ranks[k]);  // the closure holds every rank a stage lists
     const std::string who = ": member " + std::to_string(ranks[k]);
-    const MuonStageParam* e = entry_at(member, pr.slot, s, pr.name);
-    if (!e) return cx.report.mismatch(at + who + " does not list it at " + place), false;
-    const MuonStage& st = member.group->batches[pr.slot.batch].stages[s];
+    const MuonStageParam* entry = entry_at(member, pr.slot, stage, pr.name);
+    if (!entry) return cx.report.mismatch(at + who + " does not list it at " + place), false;
+    const MuonStage& st = member.group->batches[pr.slot.batch].stages[stage];
     if (st.ranks != ranks || st.index != static_cast<std::int64_t>(k))
       return cx.report.mismatch(at + who + " lists the group " + shape_text(st.ranks) +
                                 " at index " + std::to_string(st.index) + ", this rank " +
                                 shape_text(ranks) + " at index " + std::to_string(k)),
              false;
-    if (e->split_sizes != mine->split_sizes)
-      return cx.report.mismatch(at + who + " has split_sizes " + shape_text(e->split_sizes) +
+    if (entry->split_sizes != mine->split_sizes)
+      return cx.report.mismatch(at + who + " has split_sizes " + shape_text(entry->split_sizes) +
                                 ", this rank " + shape_text(mine->split_sizes)),
              false;
     // With the same split sizes the derived sizes differ only by the
     // members' alignment_bytes or by an earlier param of the batch.
-    if (e->offset != mine->offset || e->padded_numel != mine->padded_numel)
-      return cx.report.mismatch(at + who + " packs it at offset " + std::to_string(e->offset) +
-                                " in padded_numel " + std::to_string(e->padded_numel) +
+    if (entry->offset != mine->offset || entry->padded_numel != mine->padded_numel)
+      return cx.report.mismatch(at + who + " packs it at offset " + std::to_string(entry->offset) +
+                                " in padded_numel " + std::to_string(entry->padded_numel) +
                                 ", this rank at " + std::to_string(mine->offset) + " in " +
                                 std::to_string(mine->padded_numel)),
              false;
@@ -274,24 +269,25 @@ bool stage_members(const StageRun& run, std::int64_t rank, std::vector<std::int6
                                 shape_text(mine->rank_shapes[k]) + " but it holds " +
                                 shape_text(box.shape)),
              false;
-    mm.push_back({box, e});
+    mm.push_back({box, entry});
   }
   return true;
 }
 
 // Runs one stage over the closure; false on a mismatch.
-bool run_stage(Context& cx, const Closure& c, State& state, const ParamRun& pr, std::size_t s) {
+bool run_stage(Context& cx, const Closure& closure, State& state, const ParamRun& pr,
+               std::size_t stage) {
   State next;
-  for (const auto& [rank, m] : c) {
+  for (const auto& [rank, member] : closure) {
     if (next.contains(rank)) continue;
     std::vector<std::int64_t> ranks;
     std::vector<MuonMember> mm;
-    if (!stage_members({cx, c, state, pr, s}, rank, ranks, mm)) return false;
+    if (!stage_members({cx, closure, state, pr, stage}, rank, ranks, mm)) return false;
     std::vector<std::string> why;
     const auto res = simulate(cx, pr.elements, pr.global, mm, why);
     for (std::size_t k = 0; k < ranks.size(); ++k) {
       if (!res[k]) {
-        cx.report.mismatch(where(pr.key, ranks[k]) + " stage " + std::to_string(s) + " param " +
+        cx.report.mismatch(where(pr.key, ranks[k]) + " stage " + std::to_string(stage) + " param " +
                            pr.name + " (group " + shape_text(ranks) + "): " + why[k]);
         return false;
       }
@@ -302,30 +298,31 @@ bool run_stage(Context& cx, const Closure& c, State& state, const ParamRun& pr, 
   return true;
 }
 
-void verify_param(Context& cx, const Closure& c, const std::string& key, const std::string& name) {
-  const Member& first = c.begin()->second;
+void verify_param(Context& cx, const Closure& closure, const std::string& key,
+                  const std::string& name) {
+  const Member& first = closure.begin()->second;
   const bool gathers = std::any_of(first.group->batches.begin(), first.group->batches.end(),
-                                   [](const auto& b) { return !b.stages.empty(); });
+                                   [](const auto& batch) { return !batch.stages.empty(); });
   const auto slot = gathers ? slot_of(*first.group, name) : std::optional<Slot>(Slot{});
   if (!slot)
-    return cx.report.mismatch(where(key, c.begin()->first) + " param " + name +
+    return cx.report.mismatch(where(key, closure.begin()->first) + " param " + name +
                               ": in the group's params but in none of its batches");
   // check_stage has looked every batch param up; a group without stages has none.
   const PlanParam* pp = cx.param(name);
   if (!pp)
-    return cx.report.mismatch(where(key, c.begin()->first) + " param " + name +
+    return cx.report.mismatch(where(key, closure.begin()->first) + " param " + name +
                               ": not in plan.json");
   const ParamRun pr{key, name, pp->global_shape, numel(pp->global_shape) <= cx.max_elements, *slot};
   State state;
   // Every member lists the group's params (verify_closure), and the reader
   // lists only params its file holds.
-  for (const auto& [rank, m] : c) {
-    const readback::RankParam& held = *cx.held(*m.file, name);
+  for (const auto& [rank, member] : closure) {
+    const readback::RankParam& held = *cx.held(*member.file, name);
     state[rank] = Box{held.global_offset, held.local_shape};
   }
   const std::size_t stages = gathers ? first.group->batches[slot->batch].stages.size() : 0;
   for (std::size_t s = 0; s < stages; ++s)
-    if (!run_stage(cx, c, state, pr, s)) return;
+    if (!run_stage(cx, closure, state, pr, s)) return;
   ++(pr.elements ? cx.report.element_params : cx.report.box_params);
   const Box global{Shape(pr.global.size(), 0), pr.global};
   for (const auto& [rank, box] : state)
@@ -335,34 +332,34 @@ void verify_param(Context& cx, const Closure& c, const std::string& key, const s
                                 ", not the global tensor " + shape_text(pr.global));
 }
 
-void verify_closure(Context& cx, const Closure& c, const std::string& key) {
+void verify_closure(Context& cx, const Closure& closure, const std::string& key) {
   ++cx.report.groups;
   const std::int64_t before = cx.report.num_mismatches;
-  check_structure(cx, c, key);
-  const MuonGroup& g = *c.begin()->second.group;
-  for (const auto& [rank, m] : c)
-    if (m.group->params != g.params)
+  check_structure(cx, closure, key);
+  const MuonGroup& group = *closure.begin()->second.group;
+  for (const auto& [rank, member] : closure)
+    if (member.group->params != group.params)
       cx.report.mismatch(where(key, rank) + ": params differ from member " +
-                         std::to_string(c.begin()->first) + "'s");
+                         std::to_string(closure.begin()->first) + "'s");
   if (cx.report.num_mismatches != before) return;
-  for (const std::string& name : g.params) verify_param(cx, c, key, name);
+  for (const std::string& name : group.params) verify_param(cx, closure, key, name);
 }
 
 }  // namespace
 
-void verify_muon(Context& cx, std::size_t b, const std::vector<std::int64_t>& sample) {
+void verify_muon(Context& cx, std::size_t buffer_index, const std::vector<std::int64_t>& sample) {
   std::set<std::pair<std::string, std::int64_t>> done;
-  for (const std::int64_t r : sample) {
-    const RankFile& f = *cx.store.get(r);
-    check_coverage(cx, f, b);
-    for (const MuonGroup& g : f.buffers[b].groups) {
-      check_owners_and_slices(cx, f, g);
-      if (done.contains({g.key, r})) continue;
-      const auto c = closure_of(cx, b, g.key, r);
+  for (const std::int64_t sampled : sample) {
+    const RankFile& rank_file = *cx.store.get(sampled);
+    check_coverage(cx, rank_file, buffer_index);
+    for (const MuonGroup& group : rank_file.buffers[buffer_index].groups) {
+      check_owners_and_slices(cx, rank_file, group);
+      if (done.contains({group.key, sampled})) continue;
+      const auto closure = closure_of(cx, buffer_index, group.key, sampled);
       if (!cx.store.fatal.empty()) return;
-      if (!c) continue;
-      for (const auto& [rank, m] : *c) done.insert({g.key, rank});
-      verify_closure(cx, *c, g.key);
+      if (!closure) continue;
+      for (const auto& [rank, member] : *closure) done.insert({group.key, rank});
+      verify_closure(cx, *closure, group.key);
     }
   }
 }

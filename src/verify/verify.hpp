@@ -61,9 +61,9 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
   return std::min(std::max<std::int64_t>(recorded, 0), kMax) + 4096;
 }
 
-/// "" when `bytes` have the size and sha256 `e` records, else a message
+/// "" when `bytes` have the size and sha256 `entry` records, else a message
 /// naming the file and both values.
-std::string digest_change(const readback::ManifestEntry& e, std::string_view bytes);
+std::string digest_change(const readback::ManifestEntry& entry, std::string_view bytes);
 
 /// One verify run over a committed OUTDIR.
 struct Request {

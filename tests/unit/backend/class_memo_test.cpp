@@ -19,10 +19,10 @@ TEST_CASE("class memo renders a class once and hands out the stored value") {
     ++renders;
     return Text{"abc"};
   };
-  const auto a = memo.get({0, 1}, render);
-  const auto b = memo.get({0, 1}, render);
+  const auto first = memo.get({0, 1}, render);
+  const auto second = memo.get({0, 1}, render);
   CHECK(renders == 1);
-  CHECK(a == b);
+  CHECK(first == second);
   CHECK(memo.get({0, 2}, render)->text == "abc");
   CHECK(renders == 2);
 }

@@ -15,15 +15,15 @@ TEST_CASE("json writer escapes quotes, controls and invalid UTF-8") {
 
 TEST_CASE("json writer places commas and line breaks") {
   std::string out;
-  Writer w(out);
-  w.begin_object();
-  w.line_break().member("a", 1);
-  w.line_break().key("b").begin_array();
-  w.line_break().value("x");
-  w.line_break().ints(std::vector<std::int64_t>{1, -2});
-  w.line_break().end_array();
-  w.member_null("c").member("d", true);
-  w.line_break().end_object();
+  Writer writer(out);
+  writer.begin_object();
+  writer.line_break().member("a", 1);
+  writer.line_break().key("b").begin_array();
+  writer.line_break().value("x");
+  writer.line_break().ints(std::vector<std::int64_t>{1, -2});
+  writer.line_break().end_array();
+  writer.member_null("c").member("d", true);
+  writer.line_break().end_object();
   CHECK(out == "{\n\"a\":1,\n\"b\":[\n\"x\",\n[1,-2]\n],\"c\":null,\"d\":true\n}");
   CHECK(nlohmann::json::accept(out));
 }

@@ -12,7 +12,7 @@ namespace {
 
 std::vector<std::string> keys_of(const nlohmann::ordered_json& j) {
   std::vector<std::string> out;
-  for (const auto& [k, v] : j.items()) out.push_back(k);
+  for (const auto& [key, value] : j.items()) out.push_back(key);
   return out;
 }
 
@@ -55,11 +55,11 @@ TEST_CASE("plan.json records stacked sources as count, first, last and the list"
   plan.params[2].stacked_from = {"e.0.w", "e.1.w", "e.2.w"};
   plan.params[2].rule = {RuleRef::Kind::Experts, 0, "e.{E}.w"};
   const auto j = json::parse(render(plan));
-  const auto& s = j["params"][2]["stacked_from"];
-  CHECK(s["count"] == 3);
-  CHECK(s["first"] == "e.0.w");
-  CHECK(s["last"] == "e.2.w");
-  CHECK(s["sources"].size() == 3);
+  const auto& stacked = j["params"][2]["stacked_from"];
+  CHECK(stacked["count"] == 3);
+  CHECK(stacked["first"] == "e.0.w");
+  CHECK(stacked["last"] == "e.2.w");
+  CHECK(stacked["sources"].size() == 3);
   CHECK(j["params"][2]["rule"]["kind"] == "experts");
   CHECK(j["summary"]["num_stacked"] == 1);
 }
@@ -76,12 +76,12 @@ TEST_CASE("plan.json diagnostics carry location and expert ranges") {
 
 TEST_CASE("plan.json summary counts aliases once") {
   const auto j = json::parse(render(test::small_plan()));
-  const auto& s = j["summary"];
-  CHECK(s["num_params"] == 4);
-  CHECK(s["param_count"] == 15 + 3);
-  CHECK(s["param_bytes"] == 15 * 2 + 3 * 4);
-  CHECK(s["per_rank_param_bytes"].contains("median"));
-  CHECK(s["per_rank_param_bytes"]["max_ranks"].is_string());
+  const auto& summary = j["summary"];
+  CHECK(summary["num_params"] == 4);
+  CHECK(summary["param_count"] == 15 + 3);
+  CHECK(summary["param_bytes"] == 15 * 2 + 3 * 4);
+  CHECK(summary["per_rank_param_bytes"].contains("median"));
+  CHECK(summary["per_rank_param_bytes"]["max_ranks"].is_string());
 }
 
 TEST_CASE("plan.json is byte-identical across renders") {

@@ -11,10 +11,10 @@ using namespace shardc::test;
 
 namespace {
 
-Plan plan_of(const Model& m, const Recipe& r) {
+Plan plan_of(const Model& model, const Recipe& recipe) {
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
-  for (const Diagnostic& d : sink.items()) MESSAGE(d.message);
+  auto plan = build_plan(model, recipe, sink);
+  for (const Diagnostic& diag : sink.items()) MESSAGE(diag.message);
   REQUIRE(plan);
   return *plan;
 }
@@ -22,19 +22,19 @@ Plan plan_of(const Model& m, const Recipe& r) {
 // Mixed dtypes interleaved (bf16, fp32, bf16: batches are not in group
 // order), 1-D norms (not communicated), uneven rows, tied embeddings.
 Model small_model() {
-  Model m;
-  m.attributes.tie_word_embeddings = true;
-  m.params = {param("model.embed_tokens.weight", {10, 6})};
+  Model model;
+  model.attributes.tie_word_embeddings = true;
+  model.params = {param("model.embed_tokens.weight", {10, 6})};
   for (int i = 0; i < 4; ++i) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    m.params.push_back(param(l + "q.weight", {12, 6}, DType::Float32));
-    m.params.push_back(param(l + "o.weight", {6, 12}));
-    m.params.push_back(param(l + "norm.weight", {6}));
-    m.params.push_back(param(l + "up.weight", {9, 6}));
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    model.params.push_back(param(prefix + "q.weight", {12, 6}, DType::Float32));
+    model.params.push_back(param(prefix + "o.weight", {6, 12}));
+    model.params.push_back(param(prefix + "norm.weight", {6}));
+    model.params.push_back(param(prefix + "up.weight", {9, 6}));
   }
-  m.params.push_back(param("model.norm.weight", {6}));
-  m.params.push_back(param("lm_head.weight", {10, 6}));
-  return m;
+  model.params.push_back(param("model.norm.weight", {6}));
+  model.params.push_back(param("lm_head.weight", {10, 6}));
+  return model;
 }
 
 std::vector<Rule> small_rules() {
@@ -61,26 +61,26 @@ void check_all_ranks(const Plan& plan) {
 }  // namespace
 
 TEST_CASE("memoized rank files equal the unmemoized ones: dp x tp with muon") {
-  Recipe r;
-  r.mesh = mesh({{"dp", 4}, {"tp", 2}});
-  r.rules = small_rules();
-  r.buffers = {BufferSpec{}};
-  check_all_ranks(plan_of(small_model(), r));
+  Recipe recipe;
+  recipe.mesh = mesh({{"dp", 4}, {"tp", 2}});
+  recipe.rules = small_rules();
+  recipe.buffers = {BufferSpec{}};
+  check_all_ranks(plan_of(small_model(), recipe));
 }
 
 TEST_CASE("memoized rank files equal the unmemoized ones: pp x HSDP x tp, muon and FSDP2") {
-  Recipe r;
-  r.mesh = mesh({{"pp", 2}, {"dp", 2}, {"dp_shard", 2}, {"tp", 2}});
-  r.rules = small_rules();
-  r.pipeline = PipelineSpec{};
-  r.pipeline->axis = "pp";
-  r.fsdp = FsdpSpec{};
-  r.fsdp->shard = {"dp_shard"};
-  r.fsdp->replicate = "dp";
+  Recipe recipe;
+  recipe.mesh = mesh({{"pp", 2}, {"dp", 2}, {"dp_shard", 2}, {"tp", 2}});
+  recipe.rules = small_rules();
+  recipe.pipeline = PipelineSpec{};
+  recipe.pipeline->axis = "pp";
+  recipe.fsdp = FsdpSpec{};
+  recipe.fsdp->shard = {"dp_shard"};
+  recipe.fsdp->replicate = "dp";
   BufferSpec fsdp2;
   fsdp2.kind = BufferKind::Fsdp2AllGather;
   BufferSpec muon;
   muon.max_batch_numel = 100;  // several batches per group
-  r.buffers = {muon, fsdp2};
-  check_all_ranks(plan_of(small_model(), r));
+  recipe.buffers = {muon, fsdp2};
+  check_all_ranks(plan_of(small_model(), recipe));
 }

@@ -38,23 +38,23 @@ TEST_CASE_FIXTURE(test::DriverFixture, "compile output does not depend on the wo
 TEST_CASE_FIXTURE(test::DriverFixture,
                   "compile --ranks writes only the set and drops stale files") {
   REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
-  CompileOptions o = compile_opts();
-  o.ranks = "1-2";
-  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  CompileOptions options = compile_opts();
+  options.ranks = "1-2";
+  REQUIRE(run_compile(options, fs, out, err) == ExitCode::Ok);
   CHECK(fs.files.contains("out/ranks/rank-1.json"));
   CHECK(fs.files.contains("out/ranks/rank-2.json"));
   CHECK_FALSE(fs.files.contains("out/ranks/rank-0.json"));
   CHECK_FALSE(fs.files.contains("out/ranks/rank-3.json"));
-  o.rank_files = false;
-  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  options.rank_files = false;
+  REQUIRE(run_compile(options, fs, out, err) == ExitCode::Ok);
   CHECK_FALSE(fs.files.contains("out/ranks/rank-1.json"));
   CHECK(fs.files.contains("out/plan.json"));
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "compile rejects a bad rank set with exit 2") {
-  CompileOptions o = compile_opts();
-  o.ranks = "0-9";
-  CHECK(run_compile(o, fs, out, err) == ExitCode::Usage);
+  CompileOptions options = compile_opts();
+  options.ranks = "0-9";
+  CHECK(run_compile(options, fs, out, err) == ExitCode::Usage);
   CHECK(err.str().find("--ranks '0-9'") != std::string::npos);
   CHECK_FALSE(fs.files.contains("out/plan.json"));
 }
@@ -66,9 +66,9 @@ TEST_CASE_FIXTURE(test::DriverFixture,
   CHECK(run_compile(compile_opts(), fs, out, err) == ExitCode::Usage);
   CHECK(err.str().find("not written by shardc") != std::string::npos);
   CHECK_FALSE(fs.files.contains("out/plan.json"));
-  CompileOptions o = compile_opts();
-  o.force = true;
-  CHECK(run_compile(o, fs, out, err) == ExitCode::Ok);
+  CompileOptions options = compile_opts();
+  options.force = true;
+  CHECK(run_compile(options, fs, out, err) == ExitCode::Ok);
   CHECK(fs.files.at("out/notes.txt") == "mine");
 }
 
@@ -96,26 +96,26 @@ bool has_temp_sibling(const test::FakeFileSystem& fs) {
 
 TEST_CASE_FIXTURE(test::DriverFixture, "compile writes manifest.json with every file's digest") {
   REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
-  const auto m = nlohmann::json::parse(fs.files.at("out/manifest.json"));
-  CHECK(m["format"] == "shardc.manifest/v1");
-  CHECK(m["world_size"] == 4);
-  CHECK(m["plan"]["sha256"] == sha256_hex(fs.files.at("out/plan.json")));
-  CHECK(m["plan"]["bytes"] == fs.files.at("out/plan.json").size());
-  CHECK(m["rank_files"]["ranks"] == "0-3");
-  REQUIRE(m["rank_files"]["files"].size() == 4);
+  const auto manifest = nlohmann::json::parse(fs.files.at("out/manifest.json"));
+  CHECK(manifest["format"] == "shardc.manifest/v1");
+  CHECK(manifest["world_size"] == 4);
+  CHECK(manifest["plan"]["sha256"] == sha256_hex(fs.files.at("out/plan.json")));
+  CHECK(manifest["plan"]["bytes"] == fs.files.at("out/plan.json").size());
+  CHECK(manifest["rank_files"]["ranks"] == "0-3");
+  REQUIRE(manifest["rank_files"]["files"].size() == 4);
   for (int r = 0; r < 4; ++r) {
-    const auto& e = m["rank_files"]["files"][static_cast<std::size_t>(r)];
-    CHECK(e["rank"] == r);
-    CHECK(e["sha256"] == sha256_hex(fs.files.at("out/" + e["path"].get<std::string>())));
+    const auto& entry = manifest["rank_files"]["files"][static_cast<std::size_t>(r)];
+    CHECK(entry["rank"] == r);
+    CHECK(entry["sha256"] == sha256_hex(fs.files.at("out/" + entry["path"].get<std::string>())));
   }
   CHECK_FALSE(has_temp_sibling(fs));
   CHECK(fs.syncs >= 2);
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "a failed rerun leaves the previous complete output") {
-  CompileOptions o = compile_opts();
-  o.ranks = "0-1";
-  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  CompileOptions options = compile_opts();
+  options.ranks = "0-1";
+  REQUIRE(run_compile(options, fs, out, err) == ExitCode::Ok);
   const auto before = fs.files;
   fs.fail_writes_under = "ranks/rank-3";
   CHECK(run_compile(compile_opts(), fs, out, err) == ExitCode::Usage);
@@ -127,13 +127,13 @@ TEST_CASE_FIXTURE(test::DriverFixture, "compile writes in place when no sibling 
   fs.no_temp_siblings = true;
   REQUIRE(run_compile(compile_opts(), fs, out, err) == ExitCode::Ok);
   CHECK(fs.files.contains("out/manifest.json"));
-  CompileOptions o = compile_opts();
-  o.ranks = "2";
+  CompileOptions options = compile_opts();
+  options.ranks = "2";
   fs.fail_writes_under = "ranks/rank-2";
-  CHECK(run_compile(o, fs, out, err) == ExitCode::Usage);
+  CHECK(run_compile(options, fs, out, err) == ExitCode::Usage);
   CHECK_FALSE(fs.files.contains("out/manifest.json"));  // uncommitted: refused as incomplete
   fs.fail_writes_under.clear();
-  REQUIRE(run_compile(o, fs, out, err) == ExitCode::Ok);
+  REQUIRE(run_compile(options, fs, out, err) == ExitCode::Ok);
   CHECK(nlohmann::json::parse(fs.files.at("out/manifest.json"))["rank_files"]["ranks"] == "2");
   CHECK_FALSE(fs.files.contains("out/ranks/rank-0.json"));
 }

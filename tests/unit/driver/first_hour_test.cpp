@@ -57,10 +57,10 @@ buffers:
   - {kind: fsdp2_allgather, units: ["model.layers.{i}.mlp.experts", "model.layers.{i}", "**"]}
 )";
 
-std::string replaced(std::string s, const std::string& from, const std::string& to) {
-  const auto at = s.find(from);
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
   REQUIRE(at != std::string::npos);
-  return s.replace(at, from.size(), to);
+  return text.replace(at, from.size(), to);
 }
 
 struct MoeFixture : test::DriverFixture {
@@ -71,11 +71,11 @@ struct MoeFixture : test::DriverFixture {
   // validate --format json on `recipe`: the diagnostics.
   json diagnostics(const std::string& recipe, ExitCode want, bool strict = false) {
     fs.files["x.yaml"] = recipe;
-    CommonOptions o = common("x.yaml");
-    o.diag_format = DiagFormat::Json;
-    o.strict = strict;
+    CommonOptions options = common("x.yaml");
+    options.diag_format = DiagFormat::Json;
+    options.strict = strict;
     out.str("");
-    CHECK(run_validate(o, fs, out, err) == want);
+    CHECK(run_validate(options, fs, out, err) == want);
     return json::parse(out.str());
   }
 };
@@ -114,16 +114,18 @@ TEST_CASE_FIXTURE(MoeFixture,
         "\"model.layers.{L}.mlp.experts.{P}\", placements: {ep: Shard(0)}}; do not add a "
         "catch-all rule or `placements: {}` for them: it would replicate every expert on every "
         "rank (no expert parallelism)");
-  for (const json& x : diags)
-    CHECK(x["hint"].get<std::string>().find("match: \"**\"") == std::string::npos);
+  for (const json& diag : diags)
+    CHECK(diag["hint"].get<std::string>().find("match: \"**\"") == std::string::npos);
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "a catch-all hiding unstacked experts fails --strict and says so") {
-  std::string r = replaced(kMoeRecipe, "mlp.experts.{E}.{P}.weight", "mlp.expert.{E}.{P}.weight");
-  r = replaced(
-      r, R"(["model.embed_tokens.weight", "**.*norm.weight", "model.layers.*.mlp.gate.weight"])",
+  std::string recipe =
+      replaced(kMoeRecipe, "mlp.experts.{E}.{P}.weight", "mlp.expert.{E}.{P}.weight");
+  recipe = replaced(
+      recipe,
+      R"(["model.embed_tokens.weight", "**.*norm.weight", "model.layers.*.mlp.gate.weight"])",
       R"("**")");
-  const json diags = diagnostics(r, ExitCode::Invalid, true);
+  const json diags = diagnostics(recipe, ExitCode::Invalid, true);
   const json* d = find(diags, "W-UNUSED-RULE");
   REQUIRE(d != nullptr);
   CHECK((*d)["line"] == 10);
@@ -180,9 +182,9 @@ TEST_CASE_FIXTURE(MoeFixture, "E-MESH names the mesh whose product differs from 
     CHECK(diags[0]["message"] == "expert_mesh has efsdp 2 x ep 4 = 8 ranks but world_size is 4");
   }
   SUBCASE("without world_size: both products, and how to find out") {
-    std::string r = replaced(kMoeRecipe, "world_size: 4\n", "");
-    const json diags =
-        diagnostics(replaced(r, "{name: ep, size: 2}", "{name: ep, size: 4}"), ExitCode::Invalid);
+    std::string recipe = replaced(kMoeRecipe, "world_size: 4\n", "");
+    const json diags = diagnostics(replaced(recipe, "{name: ep, size: 2}", "{name: ep, size: 4}"),
+                                   ExitCode::Invalid);
     REQUIRE(diags.size() == 1);
     CHECK(diags[0]["message"] ==
           "expert_mesh has efsdp 2 x ep 4 = 8 ranks but mesh has dp_shard 2 x tp 2 = 4 ranks");
@@ -191,77 +193,78 @@ TEST_CASE_FIXTURE(MoeFixture, "E-MESH names the mesh whose product differs from 
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "explain on a source expert lists only the shards holding it") {
-  ExplainOptions o;
-  o.common = common();
-  o.fqn = "model.layers.1.mlp.experts.3.down_proj.weight";
-  CHECK(run_explain(o, fs, out, err) == ExitCode::Ok);
-  const std::string s = out.str();
+  ExplainOptions options;
+  options.common = common();
+  options.fqn = "model.layers.1.mlp.experts.3.down_proj.weight";
+  CHECK(run_explain(options, fs, out, err) == ExitCode::Ok);
+  const std::string text = out.str();
   CHECK(
-      s.starts_with("model.layers.1.mlp.experts.3.down_proj.weight is expert 3 of stacked "
-                    "param model.layers.1.mlp.experts.down_proj (row 3 of dim 0)\n"));
+      text.starts_with("model.layers.1.mlp.experts.3.down_proj.weight is expert 3 of stacked "
+                       "param model.layers.1.mlp.experts.down_proj (row 3 of dim 0)\n"));
   // ep 2 -> experts 2-3 on ep = 1 (ranks 1 and 3); efsdp 2 splits them on dim 0 (4 experts
   // over efsdp x ep = 4 ranks): rank 3 (efsdp 1, ep 1) holds expert 3 alone.
-  CHECK(s.find("expert 3 is held by 1 ranks (3), in 1 distinct shards:") != std::string::npos);
-  CHECK(s.find("rule") != std::string::npos);
-  CHECK(s.find("experts entry 1 (line 10)") != std::string::npos);
+  CHECK(text.find("expert 3 is held by 1 ranks (3), in 1 distinct shards:") != std::string::npos);
+  CHECK(text.find("rule") != std::string::npos);
+  CHECK(text.find("experts entry 1 (line 10)") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "inspect --match accepts source expert names") {
-  InspectOptions o;
-  o.common = common();
-  o.rank = 3;
-  o.match = "model.layers.1.mlp.experts.3.**";
-  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
-  const std::string s = out.str();
-  CHECK(s.find("model.layers.1.mlp.experts.down_proj (expert 3 = local row 0)") !=
+  InspectOptions options;
+  options.common = common();
+  options.rank = 3;
+  options.match = "model.layers.1.mlp.experts.3.**";
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
+  const std::string text = out.str();
+  CHECK(text.find("model.layers.1.mlp.experts.down_proj (expert 3 = local row 0)") !=
         std::string::npos);
-  CHECK(s.find("matched: 2 params") != std::string::npos);
+  CHECK(text.find("matched: 2 params") != std::string::npos);
   out.str("");
-  o.rank = 0;  // holds expert 0 only
-  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
+  options.rank = 0;  // holds expert 0 only
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
   CHECK(out.str().find("matched: 0 params") != std::string::npos);
   CHECK(out.str().find("no parameter held by rank 0 matches") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "inspect --summary prints totals per kind and the FSDP2 peak") {
-  InspectOptions o;
-  o.common = common();
-  o.rank = 0;
-  o.summary = true;
-  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
-  const std::string s = out.str();
-  CHECK(s.find("FQN") == std::string::npos);  // no table
-  CHECK(s.find("  dense    ") != std::string::npos);
+  InspectOptions options;
+  options.common = common();
+  options.rank = 0;
+  options.summary = true;
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
+  const std::string text = out.str();
+  CHECK(text.find("FQN") == std::string::npos);  // no table
+  CHECK(text.find("  dense    ") != std::string::npos);
   // 4 stacked params ([4, 8, 16] / [4, 16, 8] bf16), 1 expert each on rank 0: 4 x 256 B.
-  CHECK(s.find("  experts  4 params, 1.00 KiB (1024)") != std::string::npos);
-  CHECK(s.find("fsdp2_allgather: pack ") != std::string::npos);
-  CHECK(s.find("gathered peak ") != std::string::npos);
-  CHECK(s.find("(largest unit + the next one prefetched), sum over units ") != std::string::npos);
+  CHECK(text.find("  experts  4 params, 1.00 KiB (1024)") != std::string::npos);
+  CHECK(text.find("fsdp2_allgather: pack ") != std::string::npos);
+  CHECK(text.find("gathered peak ") != std::string::npos);
+  CHECK(text.find("(largest unit + the next one prefetched), sum over units ") !=
+        std::string::npos);
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "verify on a partial compile: not verifiable, and the fix") {
-  CompileOptions c = compile_opts();
-  c.ranks = "0";
-  REQUIRE(run_compile(c, fs, out, err) == ExitCode::Ok);
-  VerifyOptions v;
-  v.out_dir = "out";
-  v.ranks = "0";
+  CompileOptions compile = compile_opts();
+  compile.ranks = "0";
+  REQUIRE(run_compile(compile, fs, out, err) == ExitCode::Ok);
+  VerifyOptions verify;
+  verify.out_dir = "out";
+  verify.ranks = "0";
   out.str("");
-  CHECK(run_verify(v, fs, out, err) == ExitCode::Invalid);
-  const std::string s = out.str();
-  CHECK(s.find("mismatch(es)") == std::string::npos);
-  CHECK(s.find("not verifiable: the rank files of some members are absent (not a mismatch)") !=
+  CHECK(run_verify(verify, fs, out, err) == ExitCode::Invalid);
+  const std::string text = out.str();
+  CHECK(text.find("mismatch(es)") == std::string::npos);
+  CHECK(text.find("not verifiable: the rank files of some members are absent (not a mismatch)") !=
         std::string::npos);
   // Rank 0's dense FSDP group is dp_shard {0, 2}, its expert FSDP group efsdp {0, 2}.
-  CHECK(s.find("to verify ranks 0, compile (at least) --ranks 0,2 (2 of 4 ranks;") !=
+  CHECK(text.find("to verify ranks 0, compile (at least) --ranks 0,2 (2 of 4 ranks;") !=
         std::string::npos);
   // compile --with-groups writes exactly that set, and verify then passes.
-  c.with_groups = true;
+  compile.with_groups = true;
   out.str("");
-  REQUIRE(run_compile(c, fs, out, err) == ExitCode::Ok);
+  REQUIRE(run_compile(compile, fs, out, err) == ExitCode::Ok);
   CHECK(out.str().find("--with-groups: 1 rank(s) added") != std::string::npos);
   CHECK(out.str().find("--ranks 0,2\n") != std::string::npos);
   out.str("");
-  CHECK(run_verify(v, fs, out, err) == ExitCode::Ok);
+  CHECK(run_verify(verify, fs, out, err) == ExitCode::Ok);
   CHECK(out.str().find("all buffer layouts round-trip") != std::string::npos);
 }

@@ -41,40 +41,40 @@ struct PrestackedFixture : test::DriverFixture {
 }  // namespace
 
 TEST_CASE_FIXTURE(PrestackedFixture, "explain of expert 17 of a pre-stacked param") {
-  ExplainOptions o;
-  o.common = common();
-  o.fqn = "model.layers.7.mlp.experts.17.gate_up_proj";
-  CHECK(run_explain(o, fs, out, err) == ExitCode::Ok);
-  const std::string s = out.str();
-  CHECK(s.find("is expert 17 of pre-stacked param model.layers.7.mlp.experts.gate_up_proj "
-               "(row 17 of dim 0)") != std::string::npos);
-  CHECK(s.find("32 experts on dim 0 (the checkpoint's own tensor): "
-               "model.layers.7.mlp.experts.0.gate_up_proj ... "
-               "model.layers.7.mlp.experts.31.gate_up_proj") != std::string::npos);
+  ExplainOptions options;
+  options.common = common();
+  options.fqn = "model.layers.7.mlp.experts.17.gate_up_proj";
+  CHECK(run_explain(options, fs, out, err) == ExitCode::Ok);
+  const std::string text = out.str();
+  CHECK(text.find("is expert 17 of pre-stacked param model.layers.7.mlp.experts.gate_up_proj "
+                  "(row 17 of dim 0)") != std::string::npos);
+  CHECK(text.find("32 experts on dim 0 (the checkpoint's own tensor): "
+                  "model.layers.7.mlp.experts.0.gate_up_proj ... "
+                  "model.layers.7.mlp.experts.31.gate_up_proj") != std::string::npos);
   // 32 experts over ep 8: expert 17 is on ep rank 4 (experts 16..19), local row 1.
-  CHECK(s.find("expert 17 is held by 1 ranks (4)") != std::string::npos);
+  CHECK(text.find("expert 17 is held by 1 ranks (4)") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(PrestackedFixture, "explain refuses experts past the count and padded indices") {
   for (const char* fqn : {"model.layers.7.mlp.experts.32.gate_up_proj",
                           "model.layers.7.mlp.experts.017.gate_up_proj"}) {
-    ExplainOptions o;
-    o.common = common();
-    o.fqn = fqn;
-    CHECK(run_explain(o, fs, out, err) == ExitCode::Usage);
+    ExplainOptions options;
+    options.common = common();
+    options.fqn = fqn;
+    CHECK(run_explain(options, fs, out, err) == ExitCode::Usage);
     CHECK(err.str().find("no parameter named") != std::string::npos);
   }
 }
 
 TEST_CASE_FIXTURE(PrestackedFixture, "inspect --match of one expert lists its row on its rank") {
-  InspectOptions o;
-  o.common = common();
-  o.rank = 4;
-  o.match = "model.layers.7.mlp.experts.17.**";
-  CHECK(run_inspect(o, fs, out, err) == ExitCode::Ok);
+  InspectOptions options;
+  options.common = common();
+  options.rank = 4;
+  options.match = "model.layers.7.mlp.experts.17.**";
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
   CHECK(out.str().find("model.layers.7.mlp.experts.gate_up_proj (expert 17 = local row 1)") !=
         std::string::npos);
-  InspectOptions other = o;
+  InspectOptions other = options;
   other.rank = 5;
   std::ostringstream out5;
   CHECK(run_inspect(other, fs, out5, err) == ExitCode::Ok);

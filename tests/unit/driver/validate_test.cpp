@@ -22,9 +22,9 @@ TEST_CASE_FIXTURE(test::DriverFixture, "validate reports an invalid plan with ex
 
 TEST_CASE_FIXTURE(test::DriverFixture, "validate exits 2 for a missing or malformed input") {
   SUBCASE("missing model") {
-    CommonOptions o = common();
-    o.model_path = "absent.yaml";
-    CHECK(run_validate(o, fs, out, err) == ExitCode::Usage);
+    CommonOptions options = common();
+    options.model_path = "absent.yaml";
+    CHECK(run_validate(options, fs, out, err) == ExitCode::Usage);
     CHECK(err.str().find("absent.yaml: error[E-MODEL]: cannot read model file") !=
           std::string::npos);
   }
@@ -36,10 +36,10 @@ TEST_CASE_FIXTURE(test::DriverFixture, "validate exits 2 for a missing or malfor
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "validate --format json prints diagnostics to stdout") {
-  CommonOptions o = common("bad.yaml");
-  o.diag_format = DiagFormat::Json;
+  CommonOptions options = common("bad.yaml");
+  options.diag_format = DiagFormat::Json;
   fs.files["bad.yaml"] = test::kRecipeUncovered;
-  CHECK(run_validate(o, fs, out, err) == ExitCode::Invalid);
+  CHECK(run_validate(options, fs, out, err) == ExitCode::Invalid);
   const auto j = nlohmann::json::parse(out.str());
   REQUIRE(j.is_array());
   CHECK(j[0]["code"] == "E-UNCOVERED");
@@ -47,30 +47,30 @@ TEST_CASE_FIXTURE(test::DriverFixture, "validate --format json prints diagnostic
 
   std::ostringstream clean;
   CHECK(run_validate(common(), fs, clean, err) == ExitCode::Ok);
-  o = common();
-  o.diag_format = DiagFormat::Json;
+  options = common();
+  options.diag_format = DiagFormat::Json;
   std::ostringstream clean_json;
-  CHECK(run_validate(o, fs, clean_json, err) == ExitCode::Ok);
+  CHECK(run_validate(options, fs, clean_json, err) == ExitCode::Ok);
   CHECK(clean_json.str() == "[]\n");
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "validate --format github prints annotations") {
-  CommonOptions o = common("bad.yaml");
-  o.diag_format = DiagFormat::Github;
+  CommonOptions options = common("bad.yaml");
+  options.diag_format = DiagFormat::Github;
   fs.files["bad.yaml"] = test::kRecipeUncovered;
-  CHECK(run_validate(o, fs, out, err) == ExitCode::Invalid);
+  CHECK(run_validate(options, fs, out, err) == ExitCode::Invalid);
   CHECK(out.str().starts_with("::error file=m.yaml,line="));
 }
 
 TEST_CASE_FIXTURE(test::DriverFixture, "warnings pass unless --strict") {
   fs.files["w.yaml"] = test::kRecipeUnusedRule;
-  CommonOptions o = common("w.yaml");
-  CHECK(run_validate(o, fs, out, err) == ExitCode::Ok);
+  CommonOptions options = common("w.yaml");
+  CHECK(run_validate(options, fs, out, err) == ExitCode::Ok);
   CHECK(err.str().find("warning[W-UNUSED-RULE]") != std::string::npos);
   CHECK(out.str().find("(1 warning)") != std::string::npos);
-  o.strict = true;
+  options.strict = true;
   std::ostringstream strict_err;
-  CHECK(run_validate(o, fs, out, strict_err) == ExitCode::Invalid);
+  CHECK(run_validate(options, fs, out, strict_err) == ExitCode::Invalid);
   CHECK(strict_err.str().find("warnings are errors under --strict") != std::string::npos);
 }
 
@@ -80,8 +80,8 @@ TEST_CASE("schema and verify report what they cannot do") {
   CHECK(run_schema("no-such-schema", out, err) == ExitCode::Usage);
   CHECK(err.str().find("unknown schema 'no-such-schema'") != std::string::npos);
   test::FakeFileSystem fs;
-  VerifyOptions v;
-  v.out_dir = "out";
-  CHECK(run_verify(v, fs, out, err) == ExitCode::Usage);
+  VerifyOptions verify;
+  verify.out_dir = "out";
+  CHECK(run_verify(verify, fs, out, err) == ExitCode::Usage);
   CHECK(std::string(version()).size() > 0);
 }

@@ -20,16 +20,16 @@ struct VerifyFixture : test::DriverFixture {
   ExitCode verify(std::optional<std::string> ranks = std::nullopt) {
     out.str("");
     err.str("");
-    VerifyOptions o;
-    o.out_dir = "out";
-    o.ranks = std::move(ranks);
-    return run_verify(o, fs, out, err);
+    VerifyOptions options;
+    options.out_dir = "out";
+    options.ranks = std::move(ranks);
+    return run_verify(options, fs, out, err);
   }
-  json rank(int r) {
-    return json::parse(fs.files.at("out/ranks/rank-" + std::to_string(r) + ".json"));
+  json rank(int rank_number) {
+    return json::parse(fs.files.at("out/ranks/rank-" + std::to_string(rank_number) + ".json"));
   }
-  void put(int r, const json& j) {
-    fs.files["out/ranks/rank-" + std::to_string(r) + ".json"] = j.dump();
+  void put(int rank_number, const json& j) {
+    fs.files["out/ranks/rank-" + std::to_string(rank_number) + ".json"] = j.dump();
   }
 };
 
@@ -44,10 +44,10 @@ TEST_CASE_FIXTURE(VerifyFixture, "verify passes on a compiled plan and counts wh
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "verify box-checks params above --max-elements") {
-  VerifyOptions o;
-  o.out_dir = "out";
-  o.max_elements = 0;
-  CHECK(run_verify(o, fs, out, err) == ExitCode::Ok);
+  VerifyOptions options;
+  options.out_dir = "out";
+  options.max_elements = 0;
+  CHECK(run_verify(options, fs, out, err) == ExitCode::Ok);
   CHECK(out.str().find("(0 element-simulated") != std::string::npos);
 }
 
@@ -66,10 +66,10 @@ TEST_CASE_FIXTURE(VerifyFixture, "a corrupted muon split size fails naming param
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "a split size that disagrees with the member's shard fails") {
-  for (int r : {0, 1, 2, 3}) {  // every member agrees on the wrong sizes
-    json j = rank(r);
+  for (int member_rank : {0, 1, 2, 3}) {  // every member agrees on the wrong sizes
+    json j = rank(member_rank);
     j["buffers"][0]["groups"][0]["params"][0]["split_sizes"][1] = json::parse("[[6, 1], [4, 1]]");
-    put(r, j);
+    put(member_rank, j);
   }
   CHECK(verify() == ExitCode::Invalid);
   CHECK(out.str().find("split_sizes[0] gives member 0 the shape [6, 7]") != std::string::npos);
@@ -97,8 +97,8 @@ TEST_CASE_FIXTURE(VerifyFixture, "a corrupted fsdp2 offset fails naming the para
 
 TEST_CASE_FIXTURE(VerifyFixture, "a piece at the wrong offset does not round-trip") {
   json j = rank(2);  // dp_shard 1, tp 0: emb rows 3..4 -> claim rows 5..6
-  for (auto& p : j["params"])
-    if (p["name"] == "emb.weight") p["global_offset"][0] = 5;
+  for (auto& entry : j["params"])
+    if (entry["name"] == "emb.weight") entry["global_offset"][0] = 5;
   put(2, j);
   CHECK(verify() == ExitCode::Invalid);
   CHECK(out.str().find("emb.weight") != std::string::npos);
@@ -152,10 +152,10 @@ TEST_CASE_FIXTURE(VerifyFixture, "verify reports files that are not part of the 
   CHECK(out.str().find("rank-9.json: a rank file beyond the world size 4") != std::string::npos);
   CHECK(out.str().find("a second file for rank 1") != std::string::npos);
   CHECK(out.str().find("notes.txt: a foreign file") != std::string::npos);
-  VerifyOptions o;
-  o.out_dir = "out";
-  o.strict = true;
-  CHECK(run_verify(o, fs, out, err) == ExitCode::Invalid);
+  VerifyOptions options;
+  options.out_dir = "out";
+  options.strict = true;
+  CHECK(run_verify(options, fs, out, err) == ExitCode::Invalid);
 }
 
 TEST_CASE_FIXTURE(VerifyFixture, "a rank file's world_size that disagrees is a mismatch") {
@@ -169,8 +169,8 @@ TEST_CASE_FIXTURE(VerifyFixture, "a rank file's world_size that disagrees is a m
 
 TEST_CASE_FIXTURE(VerifyFixture, "a plan.json shard that disagrees with the rank files fails") {
   json plan = json::parse(fs.files.at("out/plan.json"));
-  for (auto& p : plan["params"])
-    if (p["name"] == "w.weight") p["shards"][0]["global_offset"][0] = 1;
+  for (auto& entry : plan["params"])
+    if (entry["name"] == "w.weight") entry["shards"][0]["global_offset"][0] = 1;
   fs.files["out/plan.json"] = plan.dump();
   CHECK(verify() == ExitCode::Invalid);
   CHECK(out.str().find("w.weight on rank 0: rank file global_offset") != std::string::npos);
@@ -180,58 +180,58 @@ TEST_CASE("box arithmetic agrees with element simulation on small muon stages") 
   using namespace verify;
   const Shape global{5, 3};
   // Two members splitting dim 0 as 3 + 2, and the same pieces in the wrong order.
-  readback::MuonStageParam e;
-  e.tensor_dim = 0;
-  e.split_sizes = {3, 2};
-  e.padded_numel = 9;
+  readback::MuonStageParam entry;
+  entry.tensor_dim = 0;
+  entry.split_sizes = {3, 2};
+  entry.padded_numel = 9;
   for (const bool swapped : {false, true}) {
-    std::vector<MuonMember> m{{Box{{0, 0}, {3, 3}}, &e}, {Box{{3, 0}, {2, 3}}, &e}};
+    std::vector<MuonMember> members{{Box{{0, 0}, {3, 3}}, &entry}, {Box{{3, 0}, {2, 3}}, &entry}};
     if (swapped) {
-      m[0].box = Box{{2, 0}, {3, 3}};
-      m[1].box = Box{{0, 0}, {2, 3}};
+      members[0].box = Box{{2, 0}, {3, 3}};
+      members[1].box = Box{{0, 0}, {2, 3}};
     }
     std::string why_e;
     std::string why_b;
-    const auto a = muon_unpack_elements(global, m, 1, why_e);
-    const auto b = muon_unpack_boxes(global, m, 1, why_b);
-    CHECK(a.has_value() == !swapped);
-    CHECK(b.has_value() == !swapped);
-    if (a && b) CHECK(*a == Box{{0, 0}, {5, 3}});
-    if (a && b) CHECK(*a == *b);
+    const auto by_elements = muon_unpack_elements(global, members, 1, why_e);
+    const auto by_boxes = muon_unpack_boxes(global, members, 1, why_b);
+    CHECK(by_elements.has_value() == !swapped);
+    CHECK(by_boxes.has_value() == !swapped);
+    if (by_elements && by_boxes) CHECK(*by_elements == Box{{0, 0}, {5, 3}});
+    if (by_elements && by_boxes) CHECK(*by_elements == *by_boxes);
   }
 }
 
 TEST_CASE("fsdp2 unpack drops the padding of an empty last shard") {
   using namespace verify;
   const Shape global{3, 2};
-  readback::Fsdp2Param e;
-  e.shard_dim = 0;
-  e.padded_shape = {1, 2};
-  e.unsharded_shape = {3, 2};
-  std::vector<Fsdp2Member> m;
+  readback::Fsdp2Param entry;
+  entry.shard_dim = 0;
+  entry.padded_shape = {1, 2};
+  entry.unsharded_shape = {3, 2};
+  std::vector<Fsdp2Member> members;
   for (std::int64_t k = 0; k < 4; ++k)
-    m.push_back({k < 3 ? Box{{k, 0}, {1, 2}} : Box{{3, 0}, {0, 2}}, &e});
+    members.push_back({k < 3 ? Box{{k, 0}, {1, 2}} : Box{{3, 0}, {0, 2}}, &entry});
   std::string why;
-  const auto a = fsdp2_unpack_elements(global, m, 3, why);
-  REQUIRE(a);
-  CHECK(*a == Box{{0, 0}, {3, 2}});
-  const auto b = fsdp2_unpack_boxes(global, m, 3, why);
-  REQUIRE(b);
-  CHECK(*a == *b);
-  m[1].box.offset = {2, 0};  // two shards claim row 2
-  CHECK_FALSE(fsdp2_unpack_elements(global, m, 0, why));
-  CHECK_FALSE(fsdp2_unpack_boxes(global, m, 0, why));
+  const auto by_elements = fsdp2_unpack_elements(global, members, 3, why);
+  REQUIRE(by_elements);
+  CHECK(*by_elements == Box{{0, 0}, {3, 2}});
+  const auto by_boxes = fsdp2_unpack_boxes(global, members, 3, why);
+  REQUIRE(by_boxes);
+  CHECK(*by_elements == *by_boxes);
+  members[1].box.offset = {2, 0};  // two shards claim row 2
+  CHECK_FALSE(fsdp2_unpack_elements(global, members, 0, why));
+  CHECK_FALSE(fsdp2_unpack_boxes(global, members, 0, why));
 }
 
 TEST_CASE_FIXTURE(
     VerifyFixture,
     "verify of a missing OUTDIR says it does not exist, of a file that it is not a directory") {
-  VerifyOptions o;
-  o.out_dir = "nope";
-  CHECK(run_verify(o, fs, out, err) == ExitCode::Usage);
+  VerifyOptions options;
+  options.out_dir = "nope";
+  CHECK(run_verify(options, fs, out, err) == ExitCode::Usage);
   CHECK(err.str().find("cannot read 'nope': No such file or directory") != std::string::npos);
   err.str("");
-  o.out_dir = "m.yaml";
-  CHECK(run_verify(o, fs, out, err) == ExitCode::Usage);
+  options.out_dir = "m.yaml";
+  CHECK(run_verify(options, fs, out, err) == ExitCode::Usage);
   CHECK(err.str().find("cannot read 'm.yaml': not a directory") != std::string::npos);
 }

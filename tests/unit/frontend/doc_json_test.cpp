@@ -15,8 +15,8 @@
 namespace shardc::fe {
 namespace {
 
-std::string where(const Node& n) {
-  return std::string(n.key()) + "@" + std::to_string(n.line) + ":" + std::to_string(n.col);
+std::string where(const Node& node) {
+  return std::string(node.key()) + "@" + std::to_string(node.line) + ":" + std::to_string(node.col);
 }
 
 void check_same(const Node& fast, const Node& ref) {
@@ -35,10 +35,10 @@ void check_same(const Node& fast, const Node& ref) {
 
 std::string render(const DiagnosticSink& sink) {
   std::string out;
-  for (const Diagnostic& d : sink.items()) {
-    out += d.loc.file.str() + ":" + std::to_string(d.loc.line) + ":" +
-           std::to_string(d.loc.column) + ": " + std::string(code_name(d.code)) + ": " + d.message +
-           " [" + d.hint + "]\n";
+  for (const Diagnostic& diag : sink.items()) {
+    out += diag.loc.file.str() + ":" + std::to_string(diag.loc.line) + ":" +
+           std::to_string(diag.loc.column) + ": " + std::string(code_name(diag.code)) + ": " +
+           diag.message + " [" + diag.hint + "]\n";
   }
   return out;
 }
@@ -122,12 +122,12 @@ TEST_CASE("JSON simdjson path: nested positions are byte columns, keys where wri
                   "{\n  \"a\": [1, {\"b\": \"\xC3\xA9\", \"c\": null}],\n\t\"d\": true\n}"};
   Document doc = load_ok(file);
   CHECK(where(doc.root) == "@1:1");
-  const Node& a = doc.root.items()[0];
-  CHECK(where(a) == "a@2:8");
-  CHECK(a.key_line == 2);
-  CHECK(a.key_col == 3);
-  CHECK(where(a.items()[0]) == "@2:9");
-  const Node& inner = a.items()[1];
+  const Node& first = doc.root.items()[0];
+  CHECK(where(first) == "a@2:8");
+  CHECK(first.key_line == 2);
+  CHECK(first.key_col == 3);
+  CHECK(where(first.items()[0]) == "@2:9");
+  const Node& inner = first.items()[1];
   CHECK(where(inner) == "@2:12");
   CHECK(where(inner.items()[0]) == "b@2:18");
   CHECK(inner.items()[0].key_col == 13);
@@ -165,9 +165,9 @@ TEST_CASE("JSON simdjson path: numbers keep their written text, big ones include
       " 1.50, -2.5E+3 , -0, -0.0, 1e-999]}"};
   Document doc = load_ok(file);
   std::vector<std::string> texts;
-  for (const Node& n : doc.root.items()[0].items()) {
-    CHECK_FALSE(n.quoted);
-    texts.emplace_back(n.text());
+  for (const Node& item : doc.root.items()[0].items()) {
+    CHECK_FALSE(item.quoted);
+    texts.emplace_back(item.text());
   }
   CHECK(texts == std::vector<std::string>{"18446744073709551616", "-9223372036854775809",
                                           "123456789012345678901234567890", "1.50", "-2.5E+3", "0",
@@ -238,13 +238,13 @@ TEST_CASE("JSON simdjson path: every JSON file under tests/ agrees with the trac
     std::ifstream in(entry.path(), std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    std::string s = text.str();
-    if (s.find_first_not_of(" \t\r\n") == std::string::npos ||
-        s[s.find_first_not_of(" \t\r\n")] != '{') {
+    std::string contents = text.str();
+    if (contents.find_first_not_of(" \t\r\n") == std::string::npos ||
+        contents[contents.find_first_not_of(" \t\r\n")] != '{') {
       continue;
     }
     INFO(entry.path().string());
-    check_paths_agree(s);
+    check_paths_agree(contents);
     ++files;
   }
   CHECK(files > 5);

@@ -27,10 +27,10 @@ std::string billion_laughs() {
 }  // namespace
 
 TEST_CASE("YAML alias bombs stop at the node budget") {
-  auto r = model_from(billion_laughs());
-  CHECK_FALSE(r.model.has_value());
-  REQUIRE(r.find("E-MODEL") != nullptr);
-  CHECK(r.find("E-MODEL")->message.find("aliases") != std::string::npos);
+  auto parsed = model_from(billion_laughs());
+  CHECK_FALSE(parsed.model.has_value());
+  REQUIRE(parsed.find("E-MODEL") != nullptr);
+  CHECK(parsed.find("E-MODEL")->message.find("aliases") != std::string::npos);
   auto rr = recipe_from(billion_laughs());
   CHECK(rr.sink.has_code(DiagCode::ERecipe));
 }
@@ -38,15 +38,15 @@ TEST_CASE("YAML alias bombs stop at the node budget") {
 TEST_CASE("deep nesting is rejected") {
   SUBCASE("JSON") {
     std::string text = "{\"params\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
-    auto r = model_from(text, "m.json");
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    auto parsed = model_from(text, "m.json");
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("YAML flow") {
     std::string text = "params: " + std::string(5000, '[') + std::string(5000, ']') + "\n";
-    auto r = model_from(text);
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    auto parsed = model_from(text);
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("repeat groups") {
     std::string text = "params:\n";
@@ -56,34 +56,34 @@ TEST_CASE("deep nesting is rejected") {
       indent += "    ";
     }
     text += indent + "- {name: w, shape: [1]}\n";
-    auto r = model_from(text);
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    auto parsed = model_from(text);
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
 }
 
 TEST_CASE("huge repeat ranges are rejected before expansion") {
   SUBCASE("one range") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [0, 1000000000000]}\n    params:\n"
         "      - {name: \"w.{i}\", shape: [1]}\n");
-    CHECK_FALSE(r.model.has_value());
-    REQUIRE(r.find("E-MODEL") != nullptr);
-    CHECK(r.find("E-MODEL")->loc.line == 2);
+    CHECK_FALSE(parsed.model.has_value());
+    REQUIRE(parsed.find("E-MODEL") != nullptr);
+    CHECK(parsed.find("E-MODEL")->loc.line == 2);
   }
   SUBCASE("a product of ranges") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [0, 100000], j: [0, 100000]}\n    params:\n"
         "      - {name: \"w.{i}.{j}\", shape: [1]}\n");
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("the full int64 range does not overflow the count") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [-9223372036854775808, 9223372036854775807]}\n"
         "    params:\n      - {name: \"w.{i}\", shape: [1]}\n");
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
 }
 
@@ -100,24 +100,24 @@ TEST_CASE("junk and empty files give a diagnostic") {
       state = state * 1103515245u + 12345u;
       junk.push_back(static_cast<char>(state >> 16));
     }
-    auto r = model_from(junk);
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
-    for (const auto& d : r.sink.items()) CHECK(d.message.find('\xff') == std::string::npos);
+    auto parsed = model_from(junk);
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
+    for (const auto& d : parsed.sink.items()) CHECK(d.message.find('\xff') == std::string::npos);
     CHECK(recipe_from(junk).sink.has_code(DiagCode::ERecipe));
     CHECK(model_from("{" + junk, "m.json").sink.has_code(DiagCode::EModel));
   }
   SUBCASE("a scalar document") { CHECK(model_from("42\n").sink.has_code(DiagCode::EModel)); }
   SUBCASE("a list document") { CHECK(model_from("- a\n- b\n").sink.has_code(DiagCode::EModel)); }
   SUBCASE("non-UTF-8 names") {
-    auto r = model_from("params:\n  - {name: \"a\xff.b\", shape: [1]}\n");
-    CHECK_FALSE(r.model.has_value());
-    REQUIRE(r.find("E-MODEL") != nullptr);
-    CHECK(r.find("E-MODEL")->message.find("UTF-8") != std::string::npos);
+    auto parsed = model_from("params:\n  - {name: \"a\xff.b\", shape: [1]}\n");
+    CHECK_FALSE(parsed.model.has_value());
+    REQUIRE(parsed.find("E-MODEL") != nullptr);
+    CHECK(parsed.find("E-MODEL")->message.find("UTF-8") != std::string::npos);
   }
   SUBCASE("wrong types everywhere") {
-    auto r = model_from("params: {a: 1}\nattributes: [1]\ntied: 3\ndtype: [x]\n");
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.error_count() >= 3);
+    auto parsed = model_from("params: {a: 1}\nattributes: [1]\ntied: 3\ndtype: [x]\n");
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.error_count() >= 3);
   }
 }

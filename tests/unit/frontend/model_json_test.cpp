@@ -43,40 +43,40 @@ constexpr const char* kInventory = R"({
 }  // namespace
 
 TEST_CASE("a plain inventory reads names, shapes, dtypes, ties and attributes") {
-  auto r = model_from(kInventory, "gpt2.params.json");
-  INFO(r.all_messages());
-  REQUIRE(r.model.has_value());
-  const auto& m = *r.model;
-  CHECK(m.name == "gpt2");
-  REQUIRE(m.params.size() == 4);
-  CHECK(m.params[0].name == "transformer.wte.weight");
-  CHECK(m.params[0].shape == shardc::Shape{50257, 768});
-  CHECK(m.params[1].dtype == DType::Float32);
-  CHECK(m.params[2].dtype == DType::BFloat16);
-  CHECK(m.attributes.tie_word_embeddings == true);
-  CHECK(m.attributes.num_attention_heads == 12);
-  CHECK_FALSE(m.attributes.num_key_value_heads.has_value());
-  REQUIRE(m.tied.size() == 1);
-  CHECK(m.tied[0].source == "transformer.wte.weight");
-  CHECK(m.tied[0].alias == "lm_head.weight");
+  auto parsed = model_from(kInventory, "gpt2.params.json");
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.model.has_value());
+  const auto& model = *parsed.model;
+  CHECK(model.name == "gpt2");
+  REQUIRE(model.params.size() == 4);
+  CHECK(model.params[0].name == "transformer.wte.weight");
+  CHECK(model.params[0].shape == shardc::Shape{50257, 768});
+  CHECK(model.params[1].dtype == DType::Float32);
+  CHECK(model.params[2].dtype == DType::BFloat16);
+  CHECK(model.attributes.tie_word_embeddings == true);
+  CHECK(model.attributes.num_attention_heads == 12);
+  CHECK_FALSE(model.attributes.num_key_value_heads.has_value());
+  REQUIRE(model.tied.size() == 1);
+  CHECK(model.tied[0].source == "transformer.wte.weight");
+  CHECK(model.tied[0].alias == "lm_head.weight");
   SUBCASE("locations point at each param object") {
-    CHECK(m.params[0].loc.file == "gpt2.params.json");
-    CHECK(m.params[0].loc.line == 20);
-    CHECK(m.params[0].loc.column == 3);
-    CHECK(m.params[3].loc.line == 23);
-    CHECK(m.tied[0].loc.line == 8);
-    CHECK(m.tied[0].loc.column == 3);
+    CHECK(model.params[0].loc.file == "gpt2.params.json");
+    CHECK(model.params[0].loc.line == 20);
+    CHECK(model.params[0].loc.column == 3);
+    CHECK(model.params[3].loc.line == 23);
+    CHECK(model.tied[0].loc.line == 8);
+    CHECK(model.tied[0].loc.column == 3);
   }
 }
 
 TEST_CASE("a JSON shardc.model/v1 file may use repeat groups") {
-  auto r = model_from(R"({"format": "shardc.model/v1", "dtype": "bf16",
+  auto parsed = model_from(R"({"format": "shardc.model/v1", "dtype": "bf16",
   "params": [{"repeat": {"i": [0, 3]}, "params": [{"name": "l.{i}.w", "shape": [2]}]}]})",
-                      "m.json");
-  INFO(r.all_messages());
-  REQUIRE(r.model.has_value());
-  REQUIRE(r.model->params.size() == 3);
-  CHECK(r.model->params[2].name == "l.2.w");
+                           "m.json");
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.model.has_value());
+  REQUIRE(parsed.model->params.size() == 3);
+  CHECK(parsed.model->params[2].name == "l.2.w");
 }
 
 TEST_CASE("JSON errors carry exact line and column") {
@@ -98,9 +98,9 @@ TEST_CASE("JSON errors carry exact line and column") {
                    "E-MODEL", 1, 37);
   }
   SUBCASE("unknown key inside a param entry") {
-    auto r =
+    auto parsed =
         model_from("{\"params\": [{\"name\": \"b\", \"shape\": [1], \"bias\": true}]}", "m.json");
-    check_error_at(r, "E-MODEL", 1, 41);
+    check_error_at(parsed, "E-MODEL", 1, 41);
   }
   SUBCASE("truncated file") {
     CHECK_FALSE(model_from("{\"params\": [", "m.json").model.has_value());
@@ -108,29 +108,29 @@ TEST_CASE("JSON errors carry exact line and column") {
 }
 
 TEST_CASE("unknown top-level keys are ignored") {
-  auto r = model_from(R"({"whatever": {"deep": [1, 2]}, "params": [{"name": "w", "shape": [1]}]})",
-                      "m.json");
-  CHECK(r.model.has_value());
-  CHECK(r.sink.items().empty());
+  auto parsed = model_from(
+      R"({"whatever": {"deep": [1, 2]}, "params": [{"name": "w", "shape": [1]}]})", "m.json");
+  CHECK(parsed.model.has_value());
+  CHECK(parsed.sink.items().empty());
 }
 
 TEST_CASE("extents beyond 64 bits and products of 2^62 are rejected") {
   SUBCASE("extent above int64") {
-    auto r =
+    auto parsed =
         model_from(R"({"params": [{"name": "w", "shape": [18446744073709551615]}]})", "m.json");
-    CHECK_FALSE(r.model.has_value());
-    CHECK(r.sink.has_code(DiagCode::EModel));
+    CHECK_FALSE(parsed.model.has_value());
+    CHECK(parsed.sink.has_code(DiagCode::EModel));
   }
   SUBCASE("product overflows") {
-    auto r =
+    auto parsed =
         model_from(R"({"params": [{"name": "w", "shape": [4294967296, 4294967296]}]})", "m.json");
-    CHECK_FALSE(r.model.has_value());
-    REQUIRE(r.find("E-MODEL") != nullptr);
-    CHECK(r.find("E-MODEL")->message.find("2^62") != std::string::npos);
+    CHECK_FALSE(parsed.model.has_value());
+    REQUIRE(parsed.find("E-MODEL") != nullptr);
+    CHECK(parsed.find("E-MODEL")->message.find("2^62") != std::string::npos);
   }
   SUBCASE("just below the bound is fine") {
-    auto r = model_from(R"({"params": [{"name": "w", "shape": [2147483648, 2147483647, 0]}]})",
-                        "m.json");
-    CHECK(r.model.has_value());
+    auto parsed = model_from(R"({"params": [{"name": "w", "shape": [2147483648, 2147483647, 0]}]})",
+                             "m.json");
+    CHECK(parsed.model.has_value());
   }
 }

@@ -28,15 +28,15 @@ std::string read_text(const fs::path& path) {
     FILE* pipe = popen(command.c_str(), "r");
     REQUIRE(pipe != nullptr);
     char buf[1 << 16];
-    std::size_t n = 0;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+    std::size_t count = 0;
+    while ((count = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, count);
     REQUIRE(pclose(pipe) == 0);
     return out;
   }
   std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::ostringstream stream;
+  stream << in.rdbuf();
+  return stream.str();
 }
 
 // Both ways; true when the shortcut took the params.
@@ -57,12 +57,13 @@ bool check_same(const std::string& path, const std::string& text) {
 
 std::vector<fs::path> inventories() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(fs::path(SHARDC_SOURCE_DIR) / "tests/data/models")) {
-    std::string name = e.path().filename().string();
-    if (name.find(".params.json") != std::string::npos) out.push_back(e.path());
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(SHARDC_SOURCE_DIR) / "tests/data/models")) {
+    std::string name = entry.path().filename().string();
+    if (name.find(".params.json") != std::string::npos) out.push_back(entry.path());
   }
-  for (const auto& e : fs::directory_iterator(fs::path(SHARDC_SOURCE_DIR) / "tests/cases")) {
-    if (fs::exists(e.path() / "model.json")) out.push_back(e.path() / "model.json");
+  for (const auto& entry : fs::directory_iterator(fs::path(SHARDC_SOURCE_DIR) / "tests/cases")) {
+    if (fs::exists(entry.path() / "model.json")) out.push_back(entry.path() / "model.json");
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -141,11 +142,11 @@ TEST_CASE("params shortcut: anything else takes the tree, with its diagnostics")
       R"([1, 2])",
       R"(null)",
   };
-  for (const std::string& e : entries) {
-    INFO(e);
+  for (const std::string& entry : entries) {
+    INFO(entry);
     const std::string good = R"({"name": "g", "shape": [1], "dtype": "f32"})";
-    CHECK_FALSE(check_same("m.json", doc(e)));
-    CHECK_FALSE(check_same("m.json", doc(good + ",\n  " + e + ",\n  " + good)));
+    CHECK_FALSE(check_same("m.json", doc(entry)));
+    CHECK_FALSE(check_same("m.json", doc(good + ",\n  " + entry + ",\n  " + good)));
   }
   CHECK_FALSE(check_same("m.json", R"({"params": {"name": "a"}})"));
   CHECK_FALSE(check_same(

@@ -27,12 +27,12 @@ params:
 }  // namespace
 
 TEST_CASE("nested repeats expand in module order with the first variable slowest") {
-  auto r = model_from(kNested);
-  INFO(r.all_messages());
-  REQUIRE(r.model.has_value());
-  const auto& params = r.model->params;
+  auto parsed = model_from(kNested);
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.model.has_value());
+  const auto& params = parsed.model->params;
   std::vector<std::string> names;
-  for (const auto& p : params) names.push_back(p.name);
+  for (const auto& param : params) names.push_back(param.name);
   std::vector<std::string> expected{"embed.weight"};
   for (int l = 0; l < 2; ++l) {
     expected.push_back("blk." + std::to_string(l) + ".attn.weight");
@@ -45,18 +45,18 @@ TEST_CASE("nested repeats expand in module order with the first variable slowest
     expected.push_back("blk." + std::to_string(l) + ".norm.weight");
   }
   CHECK(names == expected);
-  CHECK(r.model->name == "repeat-nested");
+  CHECK(parsed.model->name == "repeat-nested");
   CHECK(params[0].dtype == DType::BFloat16);
   CHECK(params[2].dtype == DType::Float32);
   CHECK(params[2].shape == shardc::Shape{3, 4});
   CHECK(params[2].loc.line == 11);
   CHECK(params[2].loc.column == 13);
   CHECK(params[0].requires_grad);
-  CHECK(r.model->sha256.size() == 64);
+  CHECK(parsed.model->sha256.size() == 64);
 }
 
 TEST_CASE("a model reads attributes, requires_grad, scalars and explicit ties") {
-  auto r = model_from(R"(format: shardc.model/v1
+  auto parsed = model_from(R"(format: shardc.model/v1
 name: tiny
 dtype: bf16
 attributes: {num_attention_heads: 32, num_key_value_heads: 8, num_experts: 0,
@@ -67,26 +67,26 @@ params:
   - {name: lm_head.weight, shape: [10, 4]}
 tied: [[model.embed_tokens.weight, lm_head.weight]]
 )");
-  INFO(r.all_messages());
-  REQUIRE(r.model.has_value());
-  const auto& m = *r.model;
-  CHECK(m.attributes.num_attention_heads == 32);
-  CHECK(m.attributes.num_key_value_heads == 8);
-  CHECK(m.attributes.num_experts == 0);
-  CHECK(m.attributes.num_experts_loc.line == 4);
-  CHECK(m.attributes.tie_word_embeddings == true);
-  CHECK(m.params[1].shape.empty());
-  CHECK_FALSE(m.params[1].requires_grad);
-  CHECK(m.params[1].dtype == DType::Float32);
-  REQUIRE(m.tied.size() == 1);
-  CHECK(m.tied[0].source == "model.embed_tokens.weight");
-  CHECK(m.tied[0].alias == "lm_head.weight");
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.model.has_value());
+  const auto& model = *parsed.model;
+  CHECK(model.attributes.num_attention_heads == 32);
+  CHECK(model.attributes.num_key_value_heads == 8);
+  CHECK(model.attributes.num_experts == 0);
+  CHECK(model.attributes.num_experts_loc.line == 4);
+  CHECK(model.attributes.tie_word_embeddings == true);
+  CHECK(model.params[1].shape.empty());
+  CHECK_FALSE(model.params[1].requires_grad);
+  CHECK(model.params[1].dtype == DType::Float32);
+  REQUIRE(model.tied.size() == 1);
+  CHECK(model.tied[0].source == "model.embed_tokens.weight");
+  CHECK(model.tied[0].alias == "lm_head.weight");
 }
 
 TEST_CASE("a model without a dtype defaults to float32") {
-  auto r = model_from("params:\n  - {name: w, shape: [2]}\n");
-  REQUIRE(r.model.has_value());
-  CHECK(r.model->params[0].dtype == DType::Float32);
+  auto parsed = model_from("params:\n  - {name: w, shape: [2]}\n");
+  REQUIRE(parsed.model.has_value());
+  CHECK(parsed.model->params[0].dtype == DType::Float32);
 }
 
 TEST_CASE("model errors carry the line and column of the offending node") {
@@ -100,19 +100,19 @@ TEST_CASE("model errors carry the line and column of the offending node") {
     check_error_at(model_from("params:\n  - {name: w, shape: [\"4\"]}\n"), "E-MODEL", 2, 23);
   }
   SUBCASE("unknown dtype") {
-    auto r = model_from("params:\n  - name: w\n    shape: [4]\n    dtype: float128\n");
-    check_error_at(r, "E-MODEL", 4, 12);
-    CHECK(r.find("E-MODEL")->hint.find("bfloat16") != std::string::npos);
+    auto parsed = model_from("params:\n  - name: w\n    shape: [4]\n    dtype: float128\n");
+    check_error_at(parsed, "E-MODEL", 4, 12);
+    CHECK(parsed.find("E-MODEL")->hint.find("bfloat16") != std::string::npos);
   }
   SUBCASE("unknown key in a param entry") {
-    auto r = model_from("params:\n  - name: w\n    shape: [4]\n    shapes: [4]\n");
-    check_error_at(r, "E-MODEL", 4, 5);
-    CHECK(r.find("E-MODEL")->hint.find("requires_grad") != std::string::npos);
+    auto parsed = model_from("params:\n  - name: w\n    shape: [4]\n    shapes: [4]\n");
+    check_error_at(parsed, "E-MODEL", 4, 5);
+    CHECK(parsed.find("E-MODEL")->hint.find("requires_grad") != std::string::npos);
   }
   SUBCASE("duplicate FQN names both locations") {
-    auto r = model_from("params:\n  - {name: w, shape: [4]}\n  - {name: w, shape: [4]}\n");
-    check_error_at(r, "E-MODEL", 3, 5);
-    CHECK(r.find("E-MODEL")->hint.find("model.yaml:2:5") != std::string::npos);
+    auto parsed = model_from("params:\n  - {name: w, shape: [4]}\n  - {name: w, shape: [4]}\n");
+    check_error_at(parsed, "E-MODEL", 3, 5);
+    CHECK(parsed.find("E-MODEL")->hint.find("model.yaml:2:5") != std::string::npos);
   }
   SUBCASE("unsupported format") {
     check_error_at(model_from("format: shardc.model/v9\nparams: []\n"), "E-MODEL", 1, 9);
@@ -127,11 +127,11 @@ TEST_CASE("bad repeat groups are reported") {
                    "E-MODEL", 2, 25);
   }
   SUBCASE("unbound variable") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [0, 2]}\n    params:\n"
         "      - {name: \"a.{i}.{k}\", shape: [1]}\n");
-    check_error_at(r, "E-MODEL", 4, 16);
-    CHECK(r.find("E-MODEL")->message.find("{k}") != std::string::npos);
+    check_error_at(parsed, "E-MODEL", 4, 16);
+    CHECK(parsed.find("E-MODEL")->message.find("{k}") != std::string::npos);
   }
   SUBCASE("empty range") {
     check_error_at(model_from("params:\n  - repeat: {i: [3, 3]}\n    params:\n"
@@ -139,11 +139,11 @@ TEST_CASE("bad repeat groups are reported") {
                    "E-MODEL", 2, 17);
   }
   SUBCASE("inverted range") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [5, 2]}\n    params:\n"
         "      - {name: \"a.{i}\", shape: [1]}\n");
-    REQUIRE(r.find("E-MODEL") != nullptr);
-    CHECK(r.find("E-MODEL")->message.find("inverted") != std::string::npos);
+    REQUIRE(parsed.find("E-MODEL") != nullptr);
+    CHECK(parsed.find("E-MODEL")->message.find("inverted") != std::string::npos);
   }
   SUBCASE("range that is not a pair") {
     CHECK_FALSE(model_from("params:\n  - repeat: {i: 4}\n    params:\n"
@@ -151,12 +151,12 @@ TEST_CASE("bad repeat groups are reported") {
                     .model.has_value());
   }
   SUBCASE("shadowed variable") {
-    auto r = model_from(
+    auto parsed = model_from(
         "params:\n  - repeat: {i: [0, 2]}\n    params:\n"
         "      - repeat: {i: [0, 2]}\n        params:\n"
         "          - {name: \"a.{i}\", shape: [1]}\n");
-    REQUIRE(r.find("E-MODEL") != nullptr);
-    CHECK(r.find("E-MODEL")->message.find("already bound") != std::string::npos);
+    REQUIRE(parsed.find("E-MODEL") != nullptr);
+    CHECK(parsed.find("E-MODEL")->message.find("already bound") != std::string::npos);
   }
   SUBCASE("braces outside a repeat") {
     CHECK_FALSE(model_from("params:\n  - {name: \"a.{i}\", shape: [1]}\n").model.has_value());
@@ -164,11 +164,11 @@ TEST_CASE("bad repeat groups are reported") {
 }
 
 TEST_CASE("several model errors are reported in one run") {
-  auto r = model_from(
+  auto parsed = model_from(
       "params:\n  - {name: a, shape: [-1]}\n  - {name: b, shape: [2], dtype: x}\n"
       "  - {name: c, shape: [2], colour: red}\n");
-  CHECK_FALSE(r.model.has_value());
-  CHECK(r.sink.error_count() == 3);
+  CHECK_FALSE(parsed.model.has_value());
+  CHECK(parsed.sink.error_count() == 3);
 }
 
 namespace {

@@ -15,10 +15,10 @@ TEST_CASE("torch placement spellings parse") {
       const char* text = entry.first;
       const int dim = entry.second;
       CAPTURE(text);
-      std::optional<Placement> p = parse_placement(text);
-      REQUIRE(p.has_value());
-      CHECK(p->kind == Placement::Kind::Shard);
-      CHECK(p->dim == dim);
+      std::optional<Placement> placement = parse_placement(text);
+      REQUIRE(placement.has_value());
+      CHECK(placement->kind == Placement::Kind::Shard);
+      CHECK(placement->dim == dim);
     }
   }
   SUBCASE("Replicate") {

@@ -52,10 +52,10 @@ buffers:
 }  // namespace
 
 TEST_CASE("a full recipe parses into typed values") {
-  auto r = recipe_from(kFull);
-  INFO(r.all_messages());
-  REQUIRE(r.recipe.has_value());
-  const Recipe& rc = *r.recipe;
+  auto parsed = recipe_from(kFull);
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.recipe.has_value());
+  const Recipe& rc = *parsed.recipe;
   REQUIRE(rc.mesh.axes.size() == 4);
   CHECK(rc.mesh.axes[3].name == "tp");
   CHECK(rc.mesh.axes[3].size == 8);
@@ -100,15 +100,15 @@ TEST_CASE("a full recipe parses into typed values") {
 }
 
 TEST_CASE("recipe defaults: tied auto, chunk, no pipeline or fsdp") {
-  auto r = recipe_from(
+  auto parsed = recipe_from(
       "format: shardc.recipe/v1\nmesh: [{name: tp, size: 2}]\n"
       "rules: [{match: \"**\", placements: {}}]\n");
-  REQUIRE(r.recipe.has_value());
-  CHECK(r.recipe->tied.mode == TiedMode::Auto);
-  CHECK(r.recipe->uneven == SplitRule::Chunk);
-  CHECK_FALSE(r.recipe->pipeline.has_value());
-  CHECK_FALSE(r.recipe->fsdp.has_value());
-  CHECK_FALSE(r.recipe->expert_mesh.has_value());
+  REQUIRE(parsed.recipe.has_value());
+  CHECK(parsed.recipe->tied.mode == TiedMode::Auto);
+  CHECK(parsed.recipe->uneven == SplitRule::Chunk);
+  CHECK_FALSE(parsed.recipe->pipeline.has_value());
+  CHECK_FALSE(parsed.recipe->fsdp.has_value());
+  CHECK_FALSE(parsed.recipe->expert_mesh.has_value());
   SUBCASE("tied none and pipeline auto") {
     auto r2 = recipe_from("mesh: [{name: pp, size: 2}]\ntied: none\npipeline: {stages: auto}\n");
     REQUIRE(r2.recipe.has_value());
@@ -129,86 +129,86 @@ TEST_CASE("recipe defaults: tied auto, chunk, no pipeline or fsdp") {
 
 TEST_CASE("recipe errors carry a code, a location and a hint") {
   SUBCASE("unknown top-level key") {
-    auto r = recipe_from("mesh: [{name: tp, size: 2}]\nrule: []\n");
-    check_error_at(r, "E-RECIPE", 2, 1);
-    CHECK(r.find("E-RECIPE")->hint.find("rules") != std::string::npos);
+    auto parsed = recipe_from("mesh: [{name: tp, size: 2}]\nrule: []\n");
+    check_error_at(parsed, "E-RECIPE", 2, 1);
+    CHECK(parsed.find("E-RECIPE")->hint.find("rules") != std::string::npos);
   }
   SUBCASE("unknown key in a rule") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: tp, size: 2}]\nrules:\n  - match: w\n"
         "    placements: {}\n    placement: {}\n");
-    check_error_at(r, "E-RECIPE", 5, 5);
-    CHECK(r.find("E-RECIPE")->hint ==
+    check_error_at(parsed, "E-RECIPE", 5, 5);
+    CHECK(parsed.find("E-RECIPE")->hint ==
           "valid keys: match, placements, uneven, unit, packed, vocab_padding, shard_order");
   }
   SUBCASE("unparseable placement") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: tp, size: 2}]\nrules:\n"
         "  - {match: w, placements: {tp: Shard(x)}}\n");
-    check_error_at(r, "E-PLACEMENT", 3, 33);
-    CHECK(r.find("E-PLACEMENT")->hint.find("Replicate()") != std::string::npos);
+    check_error_at(parsed, "E-PLACEMENT", 3, 33);
+    CHECK(parsed.find("E-PLACEMENT")->hint.find("Replicate()") != std::string::npos);
   }
   SUBCASE("bad enum value lists the valid ones") {
-    auto r = recipe_from("mesh: [{name: tp, size: 2}]\nuneven: ragged\n");
-    check_error_at(r, "E-RECIPE", 2, 9);
-    CHECK(r.find("E-RECIPE")->hint.find("balanced") != std::string::npos);
+    auto parsed = recipe_from("mesh: [{name: tp, size: 2}]\nuneven: ragged\n");
+    check_error_at(parsed, "E-RECIPE", 2, 9);
+    CHECK(parsed.find("E-RECIPE")->hint.find("balanced") != std::string::npos);
   }
   SUBCASE("axis size below one is meaning: the planner's E-MESH, not a parse error") {
-    auto r = recipe_from("mesh:\n  - {name: tp, size: 0}\n");
-    REQUIRE(r.recipe.has_value());
-    CHECK(r.recipe->mesh.axes[0].size_loc.line == 2);
-    CHECK(r.recipe->mesh.axes[0].size_loc.column == 22);
+    auto parsed = recipe_from("mesh:\n  - {name: tp, size: 0}\n");
+    REQUIRE(parsed.recipe.has_value());
+    CHECK(parsed.recipe->mesh.axes[0].size_loc.line == 2);
+    CHECK(parsed.recipe->mesh.axes[0].size_loc.column == 22);
   }
   SUBCASE("duplicate axis name is the planner's E-MESH too") {
-    auto r = recipe_from("mesh:\n  - {name: tp, size: 2}\n  - {name: tp, size: 4}\n");
-    REQUIRE(r.recipe.has_value());
-    CHECK(r.recipe->mesh.axes[1].loc.line == 3);
+    auto parsed = recipe_from("mesh:\n  - {name: tp, size: 2}\n  - {name: tp, size: 4}\n");
+    REQUIRE(parsed.recipe.has_value());
+    CHECK(parsed.recipe->mesh.axes[1].loc.line == 3);
   }
   SUBCASE("bad pattern") {
-    auto r =
+    auto parsed =
         recipe_from("mesh: [{name: tp, size: 2}]\nrules:\n  - {match: \"a..b\", placements: {}}\n");
-    check_error_at(r, "E-RECIPE", 3, 13);
+    check_error_at(parsed, "E-RECIPE", 3, 13);
   }
   SUBCASE("experts match without {E}") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: ep, size: 2}]\nexperts:\n"
         "  - {match: \"l.{L}.experts.*.w\", stack: \"l.{L}.w\", placements: {}}\n");
-    check_error_at(r, "E-RECIPE", 3, 13);
+    check_error_at(parsed, "E-RECIPE", 3, 13);
   }
   SUBCASE("experts stack using an unknown capture") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: ep, size: 2}]\nexperts:\n"
         "  - {match: \"l.{E}.w\", stack: \"l.{Q}.w\", placements: {}}\n");
-    CHECK(r.sink.has_code(DiagCode::ERecipe));
+    CHECK(parsed.sink.has_code(DiagCode::ERecipe));
   }
   SUBCASE("alignment must be positive") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: tp, size: 2}]\nbuffers:\n"
         "  - {kind: muon_allgather, alignment_bytes: 0}\n");
-    check_error_at(r, "E-RECIPE", 3, 45);
+    check_error_at(parsed, "E-RECIPE", 3, 45);
   }
   SUBCASE("unknown buffer kind") {
-    auto r = recipe_from("mesh: [{name: tp, size: 2}]\nbuffers:\n  - {kind: zero3}\n");
-    check_error_at(r, "E-RECIPE", 3, 12);
-    CHECK(r.find("E-RECIPE")->hint.find("fsdp2_allgather") != std::string::npos);
+    auto parsed = recipe_from("mesh: [{name: tp, size: 2}]\nbuffers:\n  - {kind: zero3}\n");
+    check_error_at(parsed, "E-RECIPE", 3, 12);
+    CHECK(parsed.find("E-RECIPE")->hint.find("fsdp2_allgather") != std::string::npos);
   }
   SUBCASE("key valid for the other buffer kind") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: tp, size: 2}]\nbuffers:\n"
         "  - {kind: fsdp2_allgather, units: [\"**\"], alignment_bytes: 8}\n");
-    check_error_at(r, "E-RECIPE", 3, 44);
+    check_error_at(parsed, "E-RECIPE", 3, 44);
   }
   SUBCASE("bad expert_dim and tied") {
-    auto r = recipe_from(
+    auto parsed = recipe_from(
         "mesh: [{name: a, size: 2}]\nfsdp: {shard: a, expert_dim: 2}\n"
         "tied: sometimes\n");
-    CHECK(r.sink.error_count() == 2);
+    CHECK(parsed.sink.error_count() == 2);
   }
   SUBCASE("missing mesh") { check_error_at(recipe_from("rules: []\n"), "E-RECIPE", 1, 1); }
 }
 
 TEST_CASE("several recipe errors are reported in one run") {
-  auto r = recipe_from(R"(format: shardc.recipe/v1
+  auto parsed = recipe_from(R"(format: shardc.recipe/v1
 mesh:
   - {name: tp, size: -1}
   - {name: dp, size: 2, colour: red}
@@ -218,8 +218,8 @@ rules:
   - {match: v, placements: {tp: Shard(0)}, uneven: odd}
 pipeline: {axis: pp, stages: sometimes}
 )");
-  CHECK_FALSE(r.recipe.has_value());
-  CHECK_FALSE(r.sink.has_code(DiagCode::EMesh));  // the size is the planner's check
-  CHECK(r.sink.has_code(DiagCode::EPlacement));
-  CHECK(r.sink.error_count() == 5);
+  CHECK_FALSE(parsed.recipe.has_value());
+  CHECK_FALSE(parsed.sink.has_code(DiagCode::EMesh));  // the size is the planner's check
+  CHECK(parsed.sink.has_code(DiagCode::EPlacement));
+  CHECK(parsed.sink.error_count() == 5);
 }

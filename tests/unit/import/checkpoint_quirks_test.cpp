@@ -22,8 +22,8 @@ std::string st_file(const std::string& json) {
 }
 
 bool has(const shardc::DiagnosticSink& sink, shardc::DiagCode code, const std::string& text) {
-  for (const shardc::Diagnostic& d : sink.items())
-    if (d.code == code && d.message.find(text) != std::string::npos) return true;
+  for (const shardc::Diagnostic& diag : sink.items())
+    if (diag.code == code && diag.message.find(text) != std::string::npos) return true;
   return false;
 }
 
@@ -31,39 +31,41 @@ bool has(const shardc::DiagnosticSink& sink, shardc::DiagCode code, const std::s
 
 TEST_CASE("config.json: tie_word_embeddings from the top level, sub-configs with their aliases") {
   shardc::DiagnosticSink sink;
-  const auto c = shardc::parse_hf_config(
+  const auto config = shardc::parse_hf_config(
       R"({"architectures": ["Qwen2_5_VLForConditionalGeneration"], "tie_word_embeddings": false,
           "text_config": {"num_attention_heads": 28, "num_key_value_heads": 4, "hidden_size": 3584,
                           "tie_word_embeddings": true},
           "vision_config": {"num_heads": 16, "hidden_size": 1280, "depth": 32}})",
       "config.json", sink);
-  REQUIRE(c.has_value());
-  CHECK(c->attributes.tie_word_embeddings == false);  // transformers ties by the top level
-  CHECK(c->text_tie_word_embeddings == true);
-  CHECK(c->tie_stated);
-  CHECK(c->attributes.num_attention_heads == 28);  // text_config first
-  REQUIRE(c->subconfigs.size() == 1);
-  CHECK(c->subconfigs[0].config == "vision_config");
-  CHECK(c->subconfigs[0].attributes.num_attention_heads == 16);  // `num_heads` (Qwen2.5-VL)
-  CHECK(c->subconfigs[0].attributes.hidden_size == 1280);
+  REQUIRE(config.has_value());
+  CHECK(config->attributes.tie_word_embeddings == false);  // transformers ties by the top level
+  CHECK(config->text_tie_word_embeddings == true);
+  CHECK(config->tie_stated);
+  CHECK(config->attributes.num_attention_heads == 28);  // text_config first
+  REQUIRE(config->subconfigs.size() == 1);
+  CHECK(config->subconfigs[0].config == "vision_config");
+  CHECK(config->subconfigs[0].attributes.num_attention_heads == 16);  // `num_heads` (Qwen2.5-VL)
+  CHECK(config->subconfigs[0].attributes.hidden_size == 1280);
 }
 
 TEST_CASE("known_head_indexed: gpt-oss sinks and Cohere per-head norms, not Qwen3's 1-D q_norm") {
-  shardc::ModelAttributes a;
-  a.num_attention_heads = 64;
-  a.num_key_value_heads = 8;
-  const auto sinks = shardc::known_head_indexed("model.layers.3.self_attn.sinks", {64}, a, "");
+  shardc::ModelAttributes attributes;
+  attributes.num_attention_heads = 64;
+  attributes.num_key_value_heads = 8;
+  const auto sinks =
+      shardc::known_head_indexed("model.layers.3.self_attn.sinks", {64}, attributes, "");
   REQUIRE(sinks);
   CHECK(sinks->dim == 0);
   CHECK_FALSE(sinks->kv);
-  CHECK_FALSE(shardc::known_head_indexed("model.layers.3.self_attn.sinks", {32}, a, ""));
-  const auto k = shardc::known_head_indexed("model.layers.0.self_attn.k_norm.weight", {8, 128}, a,
-                                            "CohereForCausalLM");
+  CHECK_FALSE(shardc::known_head_indexed("model.layers.3.self_attn.sinks", {32}, attributes, ""));
+  const auto k = shardc::known_head_indexed("model.layers.0.self_attn.k_norm.weight", {8, 128},
+                                            attributes, "CohereForCausalLM");
   REQUIRE(k);
   CHECK(k->kv);
-  CHECK_FALSE(shardc::known_head_indexed("model.layers.0.self_attn.q_norm.weight", {128}, a, ""));
   CHECK_FALSE(
-      shardc::known_head_indexed("model.layers.0.self_attn.q_proj.weight", {64, 64}, a, ""));
+      shardc::known_head_indexed("model.layers.0.self_attn.q_norm.weight", {128}, attributes, ""));
+  CHECK_FALSE(shardc::known_head_indexed("model.layers.0.self_attn.q_proj.weight", {64, 64},
+                                         attributes, ""));
 }
 
 TEST_CASE("import: buffers left out with a note, integer tensors frozen, sub-models by prefix") {
@@ -86,16 +88,16 @@ TEST_CASE("import: buffers left out with a note, integer tensors frozen, sub-mod
   auto im = shardc::import_checkpoint(fs, "ck", sink);
   REQUIRE(im.has_value());
   std::vector<std::string> names;
-  for (const shardc::Param& p : im->model.params) {
-    names.push_back(p.name);
-    if (p.name.ends_with("q_proj.weight") && p.name.starts_with("language_model"))
-      CHECK_FALSE(p.requires_grad);                              // int8
-    if (p.name.ends_with(".SCB")) CHECK_FALSE(p.requires_grad);  // bitsandbytes state
+  for (const shardc::Param& param : im->model.params) {
+    names.push_back(param.name);
+    if (param.name.ends_with("q_proj.weight") && param.name.starts_with("language_model"))
+      CHECK_FALSE(param.requires_grad);                                  // int8
+    if (param.name.ends_with(".SCB")) CHECK_FALSE(param.requires_grad);  // bitsandbytes state
   }
   CHECK(names.size() == 3);
-  for (const std::string& n : names) {
-    CHECK(n.find("inv_freq") == std::string::npos);
-    CHECK(n.find("weight_format") == std::string::npos);
+  for (const std::string& name : names) {
+    CHECK(name.find("inv_freq") == std::string::npos);
+    CHECK(name.find("weight_format") == std::string::npos);
   }
   CHECK(has(sink, shardc::DiagCode::WCheckpoint, "left out 1 rotary inv_freq"));
   CHECK(has(sink, shardc::DiagCode::WCheckpoint, "left out 1 bitsandbytes weight_format"));
@@ -127,13 +129,13 @@ TEST_CASE("the model's head_indexed: entry is read and written back") {
       "format: shardc.model/v1\nname: m\nmodule_order: module\nparams:\n"
       "  - {name: a.self_attn.attn_bias, shape: [8, 2], head_indexed: {dim: 0, heads: kv}}\n";
   shardc::DiagnosticSink sink;
-  const auto m = shardc::parse_model(shardc::SourceFile{"m.yaml", yaml}, sink);
-  REQUIRE(m.has_value());
+  const auto model = shardc::parse_model(shardc::SourceFile{"m.yaml", yaml}, sink);
+  REQUIRE(model.has_value());
   CHECK_FALSE(sink.has_code(shardc::DiagCode::WModuleOrder));
-  REQUIRE(m->params[0].head_indexed);
-  CHECK(m->params[0].head_indexed->kv);
+  REQUIRE(model->params[0].head_indexed);
+  CHECK(model->params[0].head_indexed->kv);
   shardc::ImportedModel im;
-  im.model = *m;
+  im.model = *model;
   CHECK(shardc::render_model_yaml(im).find("head_indexed: {dim: 0, heads: kv}") !=
         std::string::npos);
   shardc::DiagnosticSink bad;

@@ -34,9 +34,10 @@ void tied_checkpoint(shardc::test::FakeFileSystem& fs) {
       "model.norm.weight": "model-00001-of-00002.safetensors",
       "model.layers.0.self_attn.q_proj.bias": "model-00002-of-00002.safetensors",
       "model.layers.0.self_attn.q_proj.weight": "model-00002-of-00002.safetensors"}})";
-  for (const char* f :
+  for (const char* file :
        {"ck/model-00001-of-00002.safetensors", "ck/model-00002-of-00002.safetensors"}) {
-    fs.sparse_sizes[f] = static_cast<std::int64_t>(fs.files[f].size()) + 272;  // the data: zeros
+    fs.sparse_sizes[file] =
+        static_cast<std::int64_t>(fs.files[file].size()) + 272;  // the data: zeros
   }
 }
 
@@ -49,22 +50,22 @@ TEST_CASE("a sharded, tied checkpoint: module order, lm_head alias, attributes, 
   auto im = shardc::import_checkpoint(fs, "ck", sink);
   REQUIRE(im.has_value());
   CHECK(sink.items().empty());
-  const auto& m = im->model;
-  CHECK(m.name == "Tiny");
-  REQUIRE(m.params.size() == 5);
-  CHECK(m.params[0].name == "model.embed_tokens.weight");
-  CHECK(m.params[1].name == "model.layers.0.self_attn.q_proj.weight");
-  CHECK(m.params[2].name == "model.layers.0.self_attn.q_proj.bias");
-  CHECK(m.params[3].name == "model.norm.weight");
-  CHECK(m.params[4].name == "lm_head.weight");
-  CHECK(m.params[4].shape == shardc::Shape{16, 8});
-  REQUIRE(m.tied.size() == 1);
-  CHECK(m.tied[0].source == "model.embed_tokens.weight");
-  CHECK(m.tied[0].alias == "lm_head.weight");
-  CHECK(m.attributes.num_attention_heads == 4);
-  CHECK(m.attributes.vocab_size == 16);
-  CHECK(m.attributes.tie_word_embeddings == true);  // transformers' default
-  CHECK(m.sha256 == shardc::sha256_hex(shardc::render_model_yaml(*im)));
+  const auto& model = im->model;
+  CHECK(model.name == "Tiny");
+  REQUIRE(model.params.size() == 5);
+  CHECK(model.params[0].name == "model.embed_tokens.weight");
+  CHECK(model.params[1].name == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(model.params[2].name == "model.layers.0.self_attn.q_proj.bias");
+  CHECK(model.params[3].name == "model.norm.weight");
+  CHECK(model.params[4].name == "lm_head.weight");
+  CHECK(model.params[4].shape == shardc::Shape{16, 8});
+  REQUIRE(model.tied.size() == 1);
+  CHECK(model.tied[0].source == "model.embed_tokens.weight");
+  CHECK(model.tied[0].alias == "lm_head.weight");
+  CHECK(model.attributes.num_attention_heads == 4);
+  CHECK(model.attributes.vocab_size == 16);
+  CHECK(model.attributes.tie_word_embeddings == true);  // transformers' default
+  CHECK(model.sha256 == shardc::sha256_hex(shardc::render_model_yaml(*im)));
 }
 
 TEST_CASE("an index naming a missing file, and names repeated across files") {

@@ -36,14 +36,14 @@ TEST_CASE("a gpt-oss checkpoint: gate_up_proj and its bias are interleaved gate|
   auto im = shardc::import_checkpoint(fs, "ck", sink);
   REQUIRE(im.has_value());
   int fused = 0;
-  for (const shardc::Param& p : im->model.params) {
-    if (p.name.ends_with("down_proj")) {
-      CHECK_FALSE(p.fused);
+  for (const shardc::Param& param : im->model.params) {
+    if (param.name.ends_with("down_proj")) {
+      CHECK_FALSE(param.fused);
       continue;
     }
-    REQUIRE(p.fused);
-    CHECK(p.fused->groups == 48);
-    CHECK(p.fused->dim == static_cast<int>(p.shape.size()) - 1);
+    REQUIRE(param.fused);
+    CHECK(param.fused->groups == 48);
+    CHECK(param.fused->dim == static_cast<int>(param.shape.size()) - 1);
     ++fused;
   }
   CHECK(fused == 2);

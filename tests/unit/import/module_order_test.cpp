@@ -11,14 +11,14 @@ namespace {
 
 std::vector<shardc::Param> params_of(const std::vector<std::string>& names) {
   std::vector<shardc::Param> out;
-  for (const auto& n : names)
-    out.push_back(shardc::Param{n, {1}, shardc::DType::BFloat16, true, {}});
+  for (const auto& name : names)
+    out.push_back(shardc::Param{name, {1}, shardc::DType::BFloat16, true, {}});
   return out;
 }
 
 std::vector<std::string> names_of(const std::vector<shardc::Param>& params) {
   std::vector<std::string> out;
-  for (const auto& p : params) out.push_back(p.name);
+  for (const auto& param : params) out.push_back(param.name);
   return out;
 }
 

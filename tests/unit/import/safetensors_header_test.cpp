@@ -11,10 +11,10 @@ namespace {
 
 using shardc::DiagnosticSink;
 
-std::string le64(std::uint64_t v) {
+std::string le64(std::uint64_t value) {
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+    out[static_cast<std::size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -38,16 +38,16 @@ TEST_CASE("a valid header: dtypes, shapes, offsets (__metadata__ ignored)") {
           "a.weight": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]},
           "s": {"dtype": "F32", "shape": [], "data_offsets": [14, 18]}})";
   DiagnosticSink sink;
-  auto h = shardc::parse_safetensors_header(json, 8 + static_cast<std::int64_t>(json.size()) + 18,
-                                            "m.safetensors", sink);
-  REQUIRE(h.has_value());
+  auto header = shardc::parse_safetensors_header(
+      json, 8 + static_cast<std::int64_t>(json.size()) + 18, "m.safetensors", sink);
+  REQUIRE(header.has_value());
   CHECK(sink.items().empty());
-  REQUIRE(h->tensors.size() == 3);
-  CHECK(h->tensors[0].name == "b.weight");
-  CHECK(h->tensors[0].dtype == shardc::DType::Float8E4M3fn);
-  CHECK(h->tensors[0].shape == shardc::Shape{2, 3});
-  CHECK(h->tensors[1].dtype == shardc::DType::BFloat16);
-  CHECK(h->tensors[2].shape.empty());
+  REQUIRE(header->tensors.size() == 3);
+  CHECK(header->tensors[0].name == "b.weight");
+  CHECK(header->tensors[0].dtype == shardc::DType::Float8E4M3fn);
+  CHECK(header->tensors[0].shape == shardc::Shape{2, 3});
+  CHECK(header->tensors[1].dtype == shardc::DType::BFloat16);
+  CHECK(header->tensors[2].shape.empty());
 }
 
 TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
@@ -75,18 +75,18 @@ TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
        8, "a", "twice"},
       {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", 8, "a", "data_offsets"},
   };
-  for (const Bad& c : cases) {
-    CAPTURE(c.json);
+  for (const Bad& bad : cases) {
+    CAPTURE(bad.json);
     DiagnosticSink sink;
-    const std::string json = c.json;
-    auto h = shardc::parse_safetensors_header(
-        json, 8 + static_cast<std::int64_t>(json.size()) + c.data, "x.safetensors", sink);
-    CHECK_FALSE(h.has_value());
+    const std::string json = bad.json;
+    auto header = shardc::parse_safetensors_header(
+        json, 8 + static_cast<std::int64_t>(json.size()) + bad.data, "x.safetensors", sink);
+    CHECK_FALSE(header.has_value());
     REQUIRE(first(sink) != nullptr);
     CHECK(first(sink)->code == shardc::DiagCode::ECheckpoint);
     CHECK(first(sink)->loc.file == "x.safetensors");
-    CHECK(first(sink)->param == c.tensor);
-    CHECK(first(sink)->message.find(c.says) != std::string::npos);
+    CHECK(first(sink)->param == bad.tensor);
+    CHECK(first(sink)->message.find(bad.says) != std::string::npos);
     CHECK_FALSE(first(sink)->hint.empty());
   }
 }
@@ -115,9 +115,9 @@ TEST_CASE("read_safetensors_header reads only the header of a huge sparse file")
       R"({"w": {"dtype": "BF16", "shape": [65536, 65536], "data_offsets": [0, 8589934592]}})";
   add_file(fs, "big.safetensors", json, std::int64_t{1} << 33);
   DiagnosticSink sink;
-  auto h = shardc::read_safetensors_header(fs, "big.safetensors", sink);
-  REQUIRE(h.has_value());
-  CHECK(h->tensors.at(0).end == std::int64_t{1} << 33);
+  auto header = shardc::read_safetensors_header(fs, "big.safetensors", sink);
+  REQUIRE(header.has_value());
+  CHECK(header->tensors.at(0).end == std::int64_t{1} << 33);
   DiagnosticSink missing;
   CHECK_FALSE(shardc::read_safetensors_header(fs, "nope.safetensors", missing).has_value());
   CHECK(missing.has_code(shardc::DiagCode::ECheckpoint));

@@ -21,19 +21,19 @@ namespace {
 
 std::string slurp(const std::string& rel) {
   std::ifstream in(std::filesystem::path(SHARDC_SOURCE_DIR) / rel, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::ostringstream stream;
+  stream << in.rdbuf();
+  return stream.str();
 }
 
 Plan plan_of(const std::string& model_path, const std::string& model_text,
              const std::string& recipe_text) {
   DiagnosticSink sink;
-  auto m = parse_model({model_path, model_text}, sink);
-  auto r = parse_recipe({"recipe.yaml", recipe_text}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  auto plan = build_plan(*m, *r, sink);
+  auto model = parse_model({model_path, model_text}, sink);
+  auto recipe = parse_recipe({"recipe.yaml", recipe_text}, sink);
+  REQUIRE(model);
+  REQUIRE(recipe);
+  auto plan = build_plan(*model, *recipe, sink);
   REQUIRE(plan);
   return *plan;
 }
@@ -44,12 +44,13 @@ Plan shipped(const std::string& model, const std::string& recipe) {
 }
 
 std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
+  std::size_t found = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++found;
+  return found;
 }
 
-std::string page_of(const Plan& plan, const MemoryReport& m,
+std::string page_of(const Plan& plan, const MemoryReport& memory,
                     const std::vector<std::int64_t>& ranks) {
   DiagnosticSink sink;
   SourceMap sources;
@@ -58,8 +59,8 @@ std::string page_of(const Plan& plan, const MemoryReport& m,
   in.plan = &plan;
   in.num_params = static_cast<std::int64_t>(plan.params.size());
   in.largest = largest_params(plan);
-  in.memory = &m;
-  for (std::int64_t r : ranks) in.ranks.push_back({r, rank_params(plan, r), ""});
+  in.memory = &memory;
+  for (std::int64_t rank : ranks) in.ranks.push_back({rank, rank_params(plan, rank), ""});
   in.diagnostics = &sink;
   in.sources = &sources;
   return render_plan_report_html(in);
@@ -79,8 +80,8 @@ TEST_CASE("report: a param and a model named with HTML render as text, no elemen
                             "params:\n  - {name: \"a.<script>x</script>.w\", shape: [8, 4]}\n",
                             "format: shardc.recipe/v1\nmesh:\n  - {name: tp, size: 2}\nrules:\n"
                             "  - match: \"**\"\n    placements: {tp: Shard(0)}\n");
-  const MemoryReport m = compute_memory(plan);
-  const std::string page = page_of(plan, m, {0});
+  const MemoryReport memory = compute_memory(plan);
+  const std::string page = page_of(plan, memory, {0});
   CHECK(count(page, "<script") == 2);  // the data element and the inline script
   CHECK(count(page, "<b>") == 0);
   CHECK(count(page, "a.&lt;script&gt;x&lt;/script&gt;.w") >= 2);  // largest params, rank 0's table
@@ -89,9 +90,9 @@ TEST_CASE("report: a param and a model named with HTML render as text, no elemen
 
 TEST_CASE("report: the bars' min / median / max totals are stage_memory's") {
   const Plan plan = shipped("deepseek-v3", "deepseek-v3-pp16-ep64");
-  const auto m = memory_classes(plan);
-  REQUIRE(m);
-  const std::string page = page_of(plan, *m, {});
+  const auto memory = memory_classes(plan);
+  REQUIRE(memory);
+  const std::string page = page_of(plan, *memory, {});
   const std::regex bar(
       "<g class=\"bar\" data-stage=\"(\\d+)\" data-stat=\"(\\w+)\" data-rank=\"(\\d+)\" "
       "data-bytes=\"(\\d+)\"");
@@ -102,24 +103,24 @@ TEST_CASE("report: the bars' min / median / max totals are stage_memory's") {
     // The bar's rank is of its stage, and its total is that rank's.
     const std::int64_t rank = std::stoll((*it)[3].str());
     CHECK(plan.stage_of_rank(rank) == std::stoi((*it)[1].str()));
-    CHECK(m->at(rank).total == std::stoll((*it)[4].str()));
+    CHECK(memory->at(rank).total == std::stoll((*it)[4].str()));
   }
-  const auto stages = stage_memory(plan, *m);
+  const auto stages = stage_memory(plan, *memory);
   REQUIRE(bars.size() == 3 * stages.size());
-  for (const StageMemory& s : stages) {
-    const std::string k = std::to_string(s.stage) + "/";
-    CHECK(bars[k + "min"] == s.total.min);
-    CHECK(bars[k + "median"] == s.total.median);
-    CHECK(bars[k + "max"] == s.total.max);
+  for (const StageMemory& stage : stages) {
+    const std::string k = std::to_string(stage.stage) + "/";
+    CHECK(bars[k + "min"] == stage.total.min);
+    CHECK(bars[k + "median"] == stage.total.median);
+    CHECK(bars[k + "max"] == stage.total.max);
   }
 }
 
 TEST_CASE("report: 16,384 ranks stay small (runs of equal stage, one class index per rank)") {
   const Plan plan = shipped("llama-3.1-405b", "llama-3.1-405b-dp2048-tp8");
   REQUIRE(plan.world_size == 16384);
-  const auto m = memory_classes(plan);
-  REQUIRE(m);
-  const std::string page = page_of(plan, *m, {0, 16383});
+  const auto memory = memory_classes(plan);
+  REQUIRE(memory);
+  const std::string page = page_of(plan, *memory, {0, 16383});
   CHECK(page.size() < std::size_t{2} << 20);
   CHECK(count(page, "class=\"cell\"") <= 128);  // one stage: one run per grid row
   CHECK(count(page, "class=\"rank-detail\"") == 2);
@@ -130,10 +131,10 @@ TEST_CASE("report OUTDIR: plan.json's and the rank files' rows and memory are th
   REQUIRE(plan.num_stages > 1);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);
   const std::vector<BufferRankBytes> buffer_bytes = buffer_rank_bytes(plan, buffers);
-  const MemoryReport m = compute_memory(plan, buffer_bytes);
+  const MemoryReport memory = compute_memory(plan, buffer_bytes);
   std::string error;
-  const auto file =
-      readback::parse_plan_file(render_plan_json(plan, rank_bytes(plan), buffer_bytes, &m), error);
+  const auto file = readback::parse_plan_file(
+      render_plan_json(plan, rank_bytes(plan), buffer_bytes, &memory), error);
   REQUIRE_MESSAGE(file, error);
   REQUIRE(file->per_rank_memory);
   // The outline: world, meshes and stages as the plan has them.
@@ -158,7 +159,7 @@ TEST_CASE("report OUTDIR: plan.json's and the rank files' rows and memory are th
   // Every rank file's memory, formed into classes: the same stage statistics and peak.
   std::vector<readback::RankMemoryFile> files;
   for (std::int64_t r = 0; r < plan.world_size; ++r) {
-    const std::string text = render_rank_json(plan, buffers, r, m.at(r));
+    const std::string text = render_rank_json(plan, buffers, r, memory.at(r));
     auto rm = readback::parse_rank_memory_file(text, error);
     REQUIRE_MESSAGE(rm, error);
     CHECK(rm->rank == r);
@@ -179,10 +180,10 @@ TEST_CASE("report OUTDIR: plan.json's and the rank files' rows and memory are th
     }
   }
   const MemoryReport read = memory_of_rank_files(files, file->per_rank_memory->activations);
-  CHECK(read.peak == m.peak);
-  CHECK(read.peak_ranks.to_string() == m.peak_ranks.to_string());
-  CHECK(read.peak_stage == m.peak_stage);
-  const auto want_stages = stage_memory(plan, m);
+  CHECK(read.peak == memory.peak);
+  CHECK(read.peak_ranks.to_string() == memory.peak_ranks.to_string());
+  CHECK(read.peak_stage == memory.peak_stage);
+  const auto want_stages = stage_memory(plan, memory);
   const auto got_stages = stage_memory(outline, read);
   REQUIRE(got_stages.size() == want_stages.size());
   for (std::size_t s = 0; s < got_stages.size(); ++s) {
@@ -196,5 +197,5 @@ TEST_CASE("report OUTDIR: plan.json's and the rank files' rows and memory are th
   }
   // plan.json's world summary: the total's max is the peak.
   CHECK(file->per_rank_memory->kinds.back().first == "total");
-  CHECK(file->per_rank_memory->kinds.back().second.max == m.peak);
+  CHECK(file->per_rank_memory->kinds.back().second.max == memory.peak);
 }

@@ -24,23 +24,23 @@ using Values = std::vector<std::int32_t>;
 constexpr std::int32_t kPad = -1;
 
 Shape strides_of(const Shape& shape) {
-  Shape s(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
+  Shape strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
 }
 
 std::int64_t flat(const Shape& strides, const Shape& idx) {
-  std::int64_t f = 0;
-  for (std::size_t d = 0; d < idx.size(); ++d) f += idx[d] * strides[d];
-  return f;
+  std::int64_t index = 0;
+  for (std::size_t d = 0; d < idx.size(); ++d) index += idx[d] * strides[d];
+  return index;
 }
 
-Shape unflat(std::int64_t f, const Shape& shape) {
+Shape unflat(std::int64_t flat_index, const Shape& shape) {
   Shape idx(shape.size(), 0);
   for (std::size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 0) continue;
-    idx[d] = f % shape[d];
-    f /= shape[d];
+    idx[d] = flat_index % shape[d];
+    flat_index /= shape[d];
   }
   return idx;
 }
@@ -58,15 +58,15 @@ void for_each_index(const Shape& shape, F fn) {
   }
 }
 
-Shape without_dim(const Shape& s, int d) {
-  Shape out = s;
+Shape without_dim(const Shape& shape, int d) {
+  Shape out = shape;
   out.erase(out.begin() + d);
   return out;
 }
 
-bool inside(const Box& b, const Shape& global) {
+bool inside(const Box& box, const Shape& global) {
   for (std::size_t d = 0; d < global.size(); ++d)
-    if (b.offset[d] < 0 || b.offset[d] + b.shape[d] > global[d]) return false;
+    if (box.offset[d] < 0 || box.offset[d] + box.shape[d] > global[d]) return false;
   return true;
 }
 
@@ -78,8 +78,8 @@ Values moved_values(const Shape& global, const Box& box, int d) {
   Values out;
   out.reserve(static_cast<std::size_t>(numel(box.shape)));
   Shape idx(global.size());
-  for_each_index(moved, [&](const Shape& m) {
-    for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = m[e];
+  for_each_index(moved, [&](const Shape& moved_index) {
+    for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = moved_index[e];
     std::rotate(idx.begin(), idx.begin() + 1, idx.begin() + d + 1);
     for (std::size_t e = 0; e < idx.size(); ++e) idx[e] += box.offset[e];
     out.push_back(static_cast<std::int32_t>(flat(gs, idx)));
@@ -92,28 +92,28 @@ Values moved_values(const Shape& global, const Box& box, int d) {
 std::optional<Box> read_box(const Shape& global, const Shape& shape, int d,
                             const std::vector<const std::int32_t*>& rows,
                             const std::vector<std::int64_t>& counts, std::string& why) {
-  Box b{Shape(global.size(), 0), shape};
-  if (numel(shape) == 0) return b;
+  Box unpacked{Shape(global.size(), 0), shape};
+  if (numel(shape) == 0) return unpacked;
   std::size_t first = 0;
   while (first < rows.size() && counts[first] == 0) ++first;
   if (first == rows.size() || rows[first][0] < 0) {
     why = "the first unpacked element is padding";
     return std::nullopt;
   }
-  b.offset = unflat(rows[first][0], global);
-  if (!inside(b, global)) {
-    why = "unpacked piece " + box_text(b) + " leaves the global shape " + shape_text(global);
+  unpacked.offset = unflat(rows[first][0], global);
+  if (!inside(unpacked, global)) {
+    why = "unpacked piece " + box_text(unpacked) + " leaves the global shape " + shape_text(global);
     return std::nullopt;
   }
   const Shape gs = strides_of(global);
   const Shape rest = without_dim(shape, d);
   std::vector<std::int64_t> rest_flat;
-  for_each_index(rest, [&](const Shape& r) {
-    Shape idx = r;
+  for_each_index(rest, [&](const Shape& rest_index) {
+    Shape idx = rest_index;
     idx.insert(idx.begin() + d, 0);
     rest_flat.push_back(flat(gs, idx));
   });
-  const std::int64_t base = flat(gs, b.offset);
+  const std::int64_t base = flat(gs, unpacked.offset);
   const auto rest_n = static_cast<std::int64_t>(rest_flat.size());
   std::int64_t row0 = 0;  // position along d of the current member's first row
   for (std::size_t k = 0; k < rows.size(); ++k) {
@@ -129,59 +129,60 @@ std::optional<Box> read_box(const Shape& global, const Shape& shape, int d,
     }
     row0 += counts[k] / rest_n;
   }
-  return b;
+  return unpacked;
 }
 
-bool check_reads(const std::vector<MuonMember>& m, const MuonMember& r, std::int64_t rest_n,
+bool check_reads(const std::vector<MuonMember>& members, const MuonMember& own, std::int64_t rest_n,
                  std::string& why) {
-  const auto& split = r.entry->split_sizes;
-  if (split.size() != m.size()) {
+  const auto& split = own.entry->split_sizes;
+  if (split.size() != members.size()) {
     why = "split_sizes has " + std::to_string(split.size()) + " entries for " +
-          std::to_string(m.size()) + " members";
+          std::to_string(members.size()) + " members";
     return false;
   }
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const std::int64_t n = split[k] * rest_n;
-    if (n > r.entry->padded_numel) {
-      why = "reads " + std::to_string(n) + " elements of member " + std::to_string(k) +
-            ", past padded_numel " + std::to_string(r.entry->padded_numel);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const std::int64_t reads = split[k] * rest_n;
+    if (reads > own.entry->padded_numel) {
+      why = "reads " + std::to_string(reads) + " elements of member " + std::to_string(k) +
+            ", past padded_numel " + std::to_string(own.entry->padded_numel);
       return false;
     }
-    if (n != numel(m[k].box.shape)) {
-      why = "reads " + std::to_string(n) + " elements of member " + std::to_string(k) +
-            ", which holds " + std::to_string(numel(m[k].box.shape));
+    if (reads != numel(members[k].box.shape)) {
+      why = "reads " + std::to_string(reads) + " elements of member " + std::to_string(k) +
+            ", which holds " + std::to_string(numel(members[k].box.shape));
       return false;
     }
   }
   return true;
 }
 
-std::optional<Box> muon_elements(const Shape& global, const std::vector<MuonMember>& m,
+std::optional<Box> muon_elements(const Shape& global, const std::vector<MuonMember>& members,
                                  std::size_t receiver, std::string& why) {
-  const MuonMember& r = m[receiver];
-  const int d = r.entry->tensor_dim;
-  const std::int64_t width = r.entry->padded_numel;
-  const std::int64_t rest_n = numel(without_dim(r.box.shape, d));
-  if (!check_reads(m, r, rest_n, why)) return std::nullopt;
+  const MuonMember& own = members[receiver];
+  const int d = own.entry->tensor_dim;
+  const std::int64_t width = own.entry->padded_numel;
+  const std::int64_t rest_n = numel(without_dim(own.box.shape, d));
+  if (!check_reads(members, own, rest_n, why)) return std::nullopt;
   // Pack every member's piece at the start of its row, gather rank-major.
-  Values gathered(static_cast<std::size_t>(width) * m.size(), kPad);
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const Values v = moved_values(global, m[k].box, m[k].entry->tensor_dim);
-    if (static_cast<std::int64_t>(v.size()) > width) {
-      why = "member " + std::to_string(k) + " packs " + std::to_string(v.size()) +
+  Values gathered(static_cast<std::size_t>(width) * members.size(), kPad);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const Values values = moved_values(global, members[k].box, members[k].entry->tensor_dim);
+    if (static_cast<std::int64_t>(values.size()) > width) {
+      why = "member " + std::to_string(k) + " packs " + std::to_string(values.size()) +
             " elements into padded_numel " + std::to_string(width);
       return std::nullopt;
     }
-    std::copy(v.begin(), v.end(), gathered.begin() + static_cast<std::ptrdiff_t>(k) * width);
+    std::copy(values.begin(), values.end(),
+              gathered.begin() + static_cast<std::ptrdiff_t>(k) * width);
   }
   std::vector<const std::int32_t*> rows;
   std::vector<std::int64_t> counts;
-  Shape shape = r.box.shape;
+  Shape shape = own.box.shape;
   shape[static_cast<std::size_t>(d)] = 0;
-  for (std::size_t k = 0; k < m.size(); ++k) {
+  for (std::size_t k = 0; k < members.size(); ++k) {
     rows.push_back(gathered.data() + static_cast<std::ptrdiff_t>(k) * width);
-    counts.push_back(r.entry->split_sizes[k] * rest_n);
-    shape[static_cast<std::size_t>(d)] += r.entry->split_sizes[k];
+    counts.push_back(own.entry->split_sizes[k] * rest_n);
+    shape[static_cast<std::size_t>(d)] += own.entry->split_sizes[k];
   }
   return read_box(global, shape, d, rows, counts, why);
 }
@@ -200,24 +201,24 @@ std::optional<Box> muon_elements(const Shape& global, const std::vector<MuonMemb
 // prefix box at the origin of the unsharded tensor in row-major order.
 
 std::int64_t numel_of(const Shape& shape) {
-  std::int64_t n = 1;
-  for (const std::int64_t extent : shape) n *= extent;
-  return n;
+  std::int64_t product = 1;
+  for (const std::int64_t extent : shape) product *= extent;
+  return product;
 }
 
 std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Member>& members,
                                  std::size_t receiver, std::string& why) {
-  const Fsdp2Member& r = members[receiver];
-  const auto d = static_cast<std::size_t>(r.entry->shard_dim);
-  const Shape& pad = r.entry->padded_shape;
-  const Shape& un = r.entry->unsharded_shape;
+  const Fsdp2Member& own = members[receiver];
+  const auto d = static_cast<std::size_t>(own.entry->shard_dim);
+  const Shape& pad = own.entry->padded_shape;
+  const Shape& un = own.entry->unsharded_shape;
   const auto world = static_cast<std::int64_t>(members.size());
   // The operations themselves: one padded chunk shape for all (the
   // all-gather's equal inputs), each piece copied into it, the view and the
   // narrow along the shard dim only.
-  for (const Fsdp2Member& m : members) {
-    bool fits = m.entry->padded_shape == pad && m.box.shape.size() == pad.size();
-    for (std::size_t e = 0; fits && e < pad.size(); ++e) fits = m.box.shape[e] <= pad[e];
+  for (const Fsdp2Member& member : members) {
+    bool fits = member.entry->padded_shape == pad && member.box.shape.size() == pad.size();
+    for (std::size_t e = 0; fits && e < pad.size(); ++e) fits = member.box.shape[e] <= pad[e];
     if (!fits) {
       why = "a piece does not fit the padded chunk";
       return std::nullopt;
@@ -250,16 +251,17 @@ std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Mem
   // chunk u[d] / pad[d]; collect what each position reads.
   std::vector<std::pair<Shape, std::int32_t>> read;
   Shape local(un.size());
-  for_each_index(un, [&](const Shape& u) {
-    local = u;
-    local[d] = u[d] % pad[d];
+  for_each_index(un, [&](const Shape& element) {
+    local = element;
+    local[d] = element[d] % pad[d];
     const std::int32_t got =
-        gathered[static_cast<std::size_t>(u[d] / pad[d] * width + flat(pad_strides, local))];
-    if (got >= 0) read.emplace_back(u, got);
+        gathered[static_cast<std::size_t>(element[d] / pad[d] * width + flat(pad_strides, local))];
+    if (got >= 0) read.emplace_back(element, got);
   });
   Shape extent(un.size(), 0);
-  for (const auto& [u, got] : read)
-    for (std::size_t e = 0; e < u.size(); ++e) extent[e] = std::max(extent[e], u[e] + 1);
+  for (const auto& [element, got] : read)
+    for (std::size_t e = 0; e < element.size(); ++e)
+      extent[e] = std::max(extent[e], element[e] + 1);
   Box out{Shape(global.size(), 0), read.empty() ? Shape(global.size(), 0) : extent};
   if (static_cast<std::int64_t>(read.size()) != held ||
       (!read.empty() && numel_of(extent) != held)) {
@@ -267,14 +269,14 @@ std::optional<Box> fsdp2_rebuild(const Shape& global, const std::vector<Fsdp2Mem
     return std::nullopt;
   }
   if (read.empty()) return out;
-  out.offset = unflat(read.front().second, global);  // u = 0 comes first (row-major)
+  out.offset = unflat(read.front().second, global);  // element 0 comes first (row-major)
   if (read.front().first != Shape(un.size(), 0) || !inside(out, global)) {
     why = "the rebuilt box does not start at the origin or leaves the global tensor";
     return std::nullopt;
   }
   Shape at(global.size());
-  for (const auto& [u, got] : read) {
-    for (std::size_t e = 0; e < at.size(); ++e) at[e] = out.offset[e] + u[e];
+  for (const auto& [element, got] : read) {
+    for (std::size_t e = 0; e < at.size(); ++e) at[e] = out.offset[e] + element[e];
     if (got != flat(global_strides, at)) {
       why = "an element is not at its place";
       return std::nullopt;
@@ -301,31 +303,31 @@ std::int64_t pick(Rng& rng, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
 // A global shape: small, or (one in four) past 2^31 elements so that flat
 // indices wrap as int32.
 Shape random_global(Rng& rng, std::size_t nd) {
-  Shape g(nd);
-  for (auto& e : g) e = pick(rng, 1, 6);
-  if (pick(rng, 0, 3) == 0) g[0] = std::int64_t{1} << (nd == 1 ? 33 : 22);
-  if (nd > 1 && g[0] > 6) g[nd - 1] = std::int64_t{1} << 11;
-  return g;
+  Shape global(nd);
+  for (auto& extent : global) extent = pick(rng, 1, 6);
+  if (pick(rng, 0, 3) == 0) global[0] = std::int64_t{1} << (nd == 1 ? 33 : 22);
+  if (nd > 1 && global[0] > 6) global[nd - 1] = std::int64_t{1} << 11;
+  return global;
 }
 
 // A box inside `global` of at most a few elements per dim, near its end
 // when the global is big.
 Box random_piece(Rng& rng, const Shape& global) {
-  Box b{Shape(global.size()), Shape(global.size())};
+  Box piece{Shape(global.size()), Shape(global.size())};
   for (std::size_t e = 0; e < global.size(); ++e) {
-    b.shape[e] = pick(rng, 0, std::min<std::int64_t>(global[e], 5));
-    const std::int64_t room = global[e] - b.shape[e];
-    b.offset[e] = global[e] > 6 && pick(rng, 0, 1)
-                      ? room - pick(rng, 0, std::min<std::int64_t>(room, 3))
-                      : pick(rng, 0, std::min<std::int64_t>(room, 3));
+    piece.shape[e] = pick(rng, 0, std::min<std::int64_t>(global[e], 5));
+    const std::int64_t room = global[e] - piece.shape[e];
+    piece.offset[e] = global[e] > 6 && pick(rng, 0, 1)
+                          ? room - pick(rng, 0, std::min<std::int64_t>(room, 3))
+                          : pick(rng, 0, std::min<std::int64_t>(room, 3));
   }
-  return b;
+  return piece;
 }
 
 void perturb(Rng& rng, std::vector<Box>& boxes, const Shape& global) {
   const auto k =
       static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(boxes.size()) - 1));
-  const auto e =
+  const auto dim =
       static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(global.size()) - 1));
   switch (pick(rng, 0, 5)) {
     case 0:
@@ -333,13 +335,13 @@ void perturb(Rng& rng, std::vector<Box>& boxes, const Shape& global) {
                               pick(rng, 0, static_cast<std::int64_t>(boxes.size()) - 1))]);
       break;
     case 1:
-      boxes[k].offset[e] += pick(rng, -1, 1);
+      boxes[k].offset[dim] += pick(rng, -1, 1);
       break;
     case 2:
-      boxes[k].shape[e] = std::max<std::int64_t>(0, boxes[k].shape[e] + pick(rng, -1, 1));
+      boxes[k].shape[dim] = std::max<std::int64_t>(0, boxes[k].shape[dim] + pick(rng, -1, 1));
       break;
     case 3:
-      boxes[k].offset[e] = global[e] - pick(rng, 0, 2);
+      boxes[k].offset[dim] = global[dim] - pick(rng, 0, 2);
       break;
     default:
       break;  // unchanged
@@ -364,43 +366,43 @@ TEST_CASE("muon element simulation agrees with the materializing reference") {
     const int d = static_cast<int>(pick(rng, 0, static_cast<std::int64_t>(nd) - 1));
     const auto du = static_cast<std::size_t>(d);
     const Box piece = random_piece(rng, global);
-    const auto n = static_cast<std::size_t>(pick(rng, 1, 4));
+    const auto count = static_cast<std::size_t>(pick(rng, 1, 4));
     // Split the piece along d into n parts (some empty).
-    std::vector<std::int64_t> split(n, 0);
+    std::vector<std::int64_t> split(count, 0);
     for (std::int64_t row = 0; row < piece.shape[du]; ++row)
-      ++split[static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(n) - 1))];
+      ++split[static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(count) - 1))];
     std::vector<Box> boxes;
     std::int64_t at = piece.offset[du];
-    for (std::size_t k = 0; k < n; ++k) {
-      Box b = piece;
-      b.offset[du] = at;
-      b.shape[du] = split[k];
+    for (std::size_t k = 0; k < count; ++k) {
+      Box part = piece;
+      part.offset[du] = at;
+      part.shape[du] = split[k];
       at += split[k];
-      boxes.push_back(b);
+      boxes.push_back(part);
     }
     if (pick(rng, 0, 2) > 0) perturb(rng, boxes, global);
-    std::vector<readback::MuonStageParam> entries(n);
+    std::vector<readback::MuonStageParam> entries(count);
     Shape pad = piece.shape;
     pad[du] = *std::max_element(split.begin(), split.end());
-    for (auto& e : entries) {
-      e.tensor_dim = d;
-      e.split_sizes = split;
-      e.padded_numel = numel(pad) + pick(rng, 0, 2);
+    for (auto& entry : entries) {
+      entry.tensor_dim = d;
+      entry.split_sizes = split;
+      entry.padded_numel = numel(pad) + pick(rng, 0, 2);
     }
     if (pick(rng, 0, 5) == 0) entries[0].padded_numel = pick(rng, 0, numel(pad));
     if (pick(rng, 0, 5) == 0) entries.back().split_sizes[0] += pick(rng, -1, 1);
     if (nd > 1 && pick(rng, 0, 5) == 0) entries.back().tensor_dim = (d + 1) % static_cast<int>(nd);
-    std::vector<MuonMember> m;
-    for (std::size_t k = 0; k < n; ++k) m.push_back({boxes[k], &entries[k]});
-    for (std::size_t r = 0; r < n; ++r) {
+    std::vector<MuonMember> members;
+    for (std::size_t k = 0; k < count; ++k) members.push_back({boxes[k], &entries[k]});
+    for (std::size_t r = 0; r < count; ++r) {
       // The reference reads each receiver's own shape: skip layouts it cannot read
       // (a member dim the receiver does not have).
       CAPTURE(iter);
       CAPTURE(r);
       std::string why;
       std::string want_why;
-      const auto got = muon_unpack_elements(global, m, r, why);
-      const auto want = ref::muon_elements(global, m, r, want_why);
+      const auto got = muon_unpack_elements(global, members, r, why);
+      const auto want = ref::muon_elements(global, members, r, want_why);
       same(got, why, want, want_why);
       ok += got.has_value();
     }
@@ -418,12 +420,12 @@ void same_verdict(const std::optional<Box>& got, const std::optional<Box>& want)
 // torch.chunk's: rows [k c, min((k + 1) c, n)) with c = ceil(n / W), empty
 // past the end (its offset then the end of the dim, as shard_at gives).
 Box chunk_of(const Box& unsharded, std::size_t d, std::int64_t world, std::int64_t k) {
-  const std::int64_t n = unsharded.shape[d];
-  const std::int64_t c = (n + world - 1) / world;
-  Box b = unsharded;
-  b.offset[d] = unsharded.offset[d] + std::min(k * c, n);
-  b.shape[d] = std::clamp<std::int64_t>(n - k * c, 0, c);
-  return b;
+  const std::int64_t extent = unsharded.shape[d];
+  const std::int64_t chunk = (extent + world - 1) / world;
+  Box chunk_box = unsharded;
+  chunk_box.offset[d] = unsharded.offset[d] + std::min(k * chunk, extent);
+  chunk_box.shape[d] = std::clamp<std::int64_t>(extent - k * chunk, 0, chunk);
+  return chunk_box;
 }
 
 TEST_CASE("fsdp2 element simulation agrees with the first-principles reference") {
@@ -436,44 +438,45 @@ TEST_CASE("fsdp2 element simulation agrees with the first-principles reference")
     const int d = static_cast<int>(pick(rng, 0, static_cast<std::int64_t>(nd) - 1));
     const auto du = static_cast<std::size_t>(d);
     const Box piece = random_piece(rng, global);  // the unsharded tensor's real part
-    const auto n = static_cast<std::size_t>(pick(rng, 1, 4));
-    const std::int64_t c =
-        (piece.shape[du] + static_cast<std::int64_t>(n) - 1) / static_cast<std::int64_t>(n) +
-        pick(rng, 0, 1);
+    const auto count = static_cast<std::size_t>(pick(rng, 1, 4));
+    const std::int64_t chunk = (piece.shape[du] + static_cast<std::int64_t>(count) - 1) /
+                                   static_cast<std::int64_t>(count) +
+                               pick(rng, 0, 1);
     Shape pad = piece.shape;
-    pad[du] = c;
+    pad[du] = chunk;
     // `uneven: pad` on another dim: allocated rows past the real ones.
     for (std::size_t e = 0; e < nd; ++e)
       if (e != du && pick(rng, 0, 3) == 0) pad[e] += pick(rng, 1, 2);
     std::vector<Box> boxes;
-    for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t k = 0; k < count; ++k) {
       const auto kk = static_cast<std::int64_t>(k);
-      Box b = piece;
-      b.offset[du] = piece.offset[du] + std::min(kk * c, piece.shape[du]);
-      b.shape[du] = std::clamp<std::int64_t>(piece.shape[du] - kk * c, 0, c);
-      boxes.push_back(b);
+      Box part = piece;
+      part.offset[du] = piece.offset[du] + std::min(kk * chunk, piece.shape[du]);
+      part.shape[du] = std::clamp<std::int64_t>(piece.shape[du] - kk * chunk, 0, chunk);
+      boxes.push_back(part);
     }
     if (pick(rng, 0, 2) > 0) perturb(rng, boxes, global);
     Shape un = pad;
-    un[du] = c * static_cast<std::int64_t>(n) - pick(rng, 0, 1) * std::min<std::int64_t>(c, 1);
-    std::vector<readback::Fsdp2Param> entries(n);
-    for (auto& e : entries) {
-      e.shard_dim = d;
-      e.padded_shape = pad;
-      e.unsharded_shape = un;
+    un[du] = chunk * static_cast<std::int64_t>(count) -
+             pick(rng, 0, 1) * std::min<std::int64_t>(chunk, 1);
+    std::vector<readback::Fsdp2Param> entries(count);
+    for (auto& entry : entries) {
+      entry.shard_dim = d;
+      entry.padded_shape = pad;
+      entry.unsharded_shape = un;
     }
     if (pick(rng, 0, 5) == 0) entries.back().unsharded_shape[du] = piece.shape[du];
     if (pick(rng, 0, 7) == 0) entries.front().padded_shape[du] += 1;
     if (nd > 1 && pick(rng, 0, 7) == 0) entries.back().unsharded_shape[(du + 1) % nd] += 1;
-    std::vector<Fsdp2Member> m;
-    for (std::size_t k = 0; k < n; ++k) m.push_back({boxes[k], &entries[k]});
-    for (std::size_t r = 0; r < n; ++r) {
+    std::vector<Fsdp2Member> members;
+    for (std::size_t k = 0; k < count; ++k) members.push_back({boxes[k], &entries[k]});
+    for (std::size_t r = 0; r < count; ++r) {
       CAPTURE(iter);
       CAPTURE(r);
       std::string why;
       std::string want_why;
-      const auto got = fsdp2_unpack_elements(global, m, r, why);
-      const auto want = ref::fsdp2_rebuild(global, m, r, want_why);
+      const auto got = fsdp2_unpack_elements(global, members, r, why);
+      const auto want = ref::fsdp2_rebuild(global, members, r, want_why);
       same_verdict(got, want);
       ok += got.has_value();
       failed += !got.has_value();
@@ -494,29 +497,29 @@ TEST_CASE("fsdp2 round-trips every torch.chunk layout and no moved chunk") {
   for (int iter = 0; iter < 3000; ++iter) {
     const auto nd = static_cast<std::size_t>(pick(rng, 1, 3));
     Shape global(nd);
-    for (auto& e : global) e = pick(rng, 1, 9);
+    for (auto& extent : global) extent = pick(rng, 1, 9);
     const auto d = static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(nd) - 1));
     const std::int64_t world = pick(rng, 1, 9);
     Box unsharded = random_piece(rng, global);
     if (pick(rng, 0, 3) == 0) unsharded = Box{Shape(nd, 0), global};
-    const std::int64_t c = (unsharded.shape[d] + world - 1) / world;
+    const std::int64_t chunk = (unsharded.shape[d] + world - 1) / world;
     Shape pad = unsharded.shape;
-    pad[d] = c;
+    pad[d] = chunk;
     readback::Fsdp2Param entry;
     entry.shard_dim = static_cast<int>(d);
     entry.padded_shape = pad;
     entry.unsharded_shape = unsharded.shape;
-    std::vector<Fsdp2Member> m;
+    std::vector<Fsdp2Member> members;
     for (std::int64_t k = 0; k < world; ++k)
-      m.push_back({chunk_of(unsharded, d, world, k), &entry});
+      members.push_back({chunk_of(unsharded, d, world, k), &entry});
     const Box expected = numel(unsharded.shape) == 0 ? Box{Shape(nd, 0), Shape(nd, 0)} : unsharded;
-    for (std::size_t r = 0; r < m.size(); ++r) {
+    for (std::size_t r = 0; r < members.size(); ++r) {
       CAPTURE(iter);
       CAPTURE(r);
       std::string why;
-      const auto elements = fsdp2_unpack_elements(global, m, r, why);
-      const auto boxes = fsdp2_unpack_boxes(global, m, r, why);
-      const auto want = ref::fsdp2_rebuild(global, m, r, why);
+      const auto elements = fsdp2_unpack_elements(global, members, r, why);
+      const auto boxes = fsdp2_unpack_boxes(global, members, r, why);
+      const auto want = ref::fsdp2_rebuild(global, members, r, why);
       REQUIRE(want);
       CHECK(*want == expected);
       CHECK(elements == want);
@@ -524,24 +527,24 @@ TEST_CASE("fsdp2 round-trips every torch.chunk layout and no moved chunk") {
     }
     // Move or resize one non-empty chunk by a row along d.
     std::vector<std::size_t> held;
-    for (std::size_t k = 0; k < m.size(); ++k)
-      if (!is_empty(m[k].box)) held.push_back(k);
+    for (std::size_t k = 0; k < members.size(); ++k)
+      if (!is_empty(members[k].box)) held.push_back(k);
     if (held.empty()) continue;
     const std::size_t k =
         held[static_cast<std::size_t>(pick(rng, 0, static_cast<std::int64_t>(held.size()) - 1))];
     if (pick(rng, 0, 1) == 0)
-      m[k].box.offset[d] += pick(rng, 0, 1) * 2 - 1;
+      members[k].box.offset[d] += pick(rng, 0, 1) * 2 - 1;
     else
-      m[k].box.shape[d] -= 1;
-    if (!ref::inside(m[k].box, global)) continue;  // not a piece of the tensor any more
-    for (std::size_t r = 0; r < m.size(); ++r) {
+      members[k].box.shape[d] -= 1;
+    if (!ref::inside(members[k].box, global)) continue;  // not a piece of the tensor any more
+    for (std::size_t r = 0; r < members.size(); ++r) {
       CAPTURE(iter);
       CAPTURE(r);
       std::string why;
-      const auto want = ref::fsdp2_rebuild(global, m, r, why);
+      const auto want = ref::fsdp2_rebuild(global, members, r, why);
       CHECK(want != std::optional<Box>(expected));
-      CHECK(fsdp2_unpack_elements(global, m, r, why) == want);
-      CHECK(fsdp2_unpack_boxes(global, m, r, why) == want);
+      CHECK(fsdp2_unpack_elements(global, members, r, why) == want);
+      CHECK(fsdp2_unpack_boxes(global, members, r, why) == want);
     }
     ++moved_checked;
   }

@@ -66,9 +66,9 @@ struct Outdir : test::DriverFixture {
   ExitCode verify() {
     out.str("");
     err.str("");
-    VerifyOptions o;
-    o.out_dir = "out";
-    return run_verify(o, fs, out, err);
+    VerifyOptions options;
+    options.out_dir = "out";
+    return run_verify(options, fs, out, err);
   }
   // verify exits 1 and says `says`; the rank files' digests still pass.
   void fails_with(const std::string& says) {
@@ -144,262 +144,269 @@ void retotal(json& file) {
 // ------------------------------------------------------------------ muon --
 
 TEST_CASE("muon: a tensor_dim outside the param's dims fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({1}, [](json& f) { muon_group(f, "emb.weight")["stages"][1]["tensor_dim"] = 2; });
-  o.fails_with(
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({1},
+              [](json& file) { muon_group(file, "emb.weight")["stages"][1]["tensor_dim"] = 2; });
+  outdir.fails_with(
       "rank 1 stage 1 param emb.weight: tensor_dim 2 outside the 2 dims of global_shape "
       "[10, 7]");
 }
 
 TEST_CASE("muon: split_sizes with another count than the stage's members fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({1},
-         [](json& f) { muon_param(f, "emb.weight")["split_sizes"][1] = json::parse("[[5, 1]]"); });
-  o.fails_with(
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({1}, [](json& file) {
+    muon_param(file, "emb.weight")["split_sizes"][1] = json::parse("[[5, 1]]");
+  });
+  outdir.fails_with(
       "rank 1 stage 1 param emb.weight: split_sizes [5] has 1 sizes, the stage 2 members "
       "[0, 1]");
 }
 
 TEST_CASE("muon: a local shape with other dims than plan.json's fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({1}, [](json& f) {
-    json& p = param_entry(f, "v.weight");
-    p["local_shape"] = json::array({p["local_shape"][0]});
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({1}, [](json& file) {
+    json& entry = param_entry(file, "v.weight");
+    entry["local_shape"] = json::array({entry["local_shape"][0]});
   });
-  o.fails_with("param v.weight: local_shape [3] has 1 dims, plan.json's global_shape [6, 8] 2");
+  outdir.fails_with(
+      "param v.weight: local_shape [3] has 1 dims, plan.json's global_shape [6, 8] 2");
 }
 
 TEST_CASE("muon: a stage index that is not the rank fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({1}, [](json& f) { muon_group(f, "emb.weight")["stages"][0]["index"] = 1; });
-  o.fails_with("rank 1 stage 0: index 1 is not rank 1 in [1, 3]");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({1}, [](json& file) { muon_group(file, "emb.weight")["stages"][0]["index"] = 1; });
+  outdir.fails_with("rank 1 stage 0: index 1 is not rank 1 in [1, 3]");
 }
 
 TEST_CASE("muon: a batch dtype other than plan.json's fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({2}, [](json& f) { muon_group(f, "w.weight")["batches"][0]["dtype"] = "float32"; });
-  o.fails_with("rank 2 stage 0 param w.weight: dtype bfloat16 in plan.json, its batch's float32");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({2},
+              [](json& file) { muon_group(file, "w.weight")["batches"][0]["dtype"] = "float32"; });
+  outdir.fails_with(
+      "rank 2 stage 0 param w.weight: dtype bfloat16 in plan.json, its batch's float32");
 }
 
 TEST_CASE("muon: a total_numel other than the params' padded sizes fails") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   std::int64_t total = 0;
-  o.edit({3}, [&](json& f) {
-    json& t = muon_group(f, "w.weight")["batches"][0]["total_numel"][0];
-    total = t.get<std::int64_t>();
-    t = total + 32;
+  outdir.edit({3}, [&](json& file) {
+    json& stated = muon_group(file, "w.weight")["batches"][0]["total_numel"][0];
+    total = stated.get<std::int64_t>();
+    stated = total + 32;
   });
-  o.fails_with("rank 3 stage 0: total_numel " + std::to_string(total + 32) +
-               " but its params' padded_numel sum to " + std::to_string(total));
+  outdir.fails_with("rank 3 stage 0: total_numel " + std::to_string(total + 32) +
+                    " but its params' padded_numel sum to " + std::to_string(total));
 }
 
 TEST_CASE("muon: members listing a batch's params in other orders fail") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({2}, [](json& f) {
-    json& params = muon_group(f, "w.weight")["batches"][0]["params"];
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({2}, [](json& file) {
+    json& params = muon_group(file, "w.weight")["batches"][0]["params"];
     REQUIRE(params.size() == 2);
     std::swap(params[0], params[1]);
   });
-  o.fails_with("param w.weight: member 2 does not list it at batch 0 position 0 of the stage");
+  outdir.fails_with("param w.weight: member 2 does not list it at batch 0 position 0 of the stage");
 }
 
 TEST_CASE("muon: a member listing another group for a stage fails") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   // Rank 1 claims its tp stage is {1, 3} at index 0: its own file is consistent.
-  o.edit({1}, [](json& f) {
-    json& stage = muon_group(f, "emb.weight")["stages"][1];
+  outdir.edit({1}, [](json& file) {
+    json& stage = muon_group(file, "emb.weight")["stages"][1];
     stage["ranks"] = "1,3";
     stage["index"] = 0;
   });
-  o.fails_with(
+  outdir.fails_with(
       "stage 1 param emb.weight: member 1 lists the group [1, 3] at index 0, this rank "
       "[0, 1] at index 1");
 }
 
 TEST_CASE("muon: a rank listed twice in a stage fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) { muon_group(f, "emb.weight")["stages"][1]["ranks"] = "0,0"; });
-  o.fails_with(
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0},
+              [](json& file) { muon_group(file, "emb.weight")["stages"][1]["ranks"] = "0,0"; });
+  outdir.fails_with(
       "stage 1 param emb.weight: member 0 lists the group [0, 0] at index 0, this rank "
       "[0, 0] at index 1");
 }
 
 TEST_CASE("muon: a member with other split sizes fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({1}, [](json& f) {
-    muon_param(f, "emb.weight")["split_sizes"][1] = json::parse("[[4, 1], [5, 1]]");
-    retotal(f);
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({1}, [](json& file) {
+    muon_param(file, "emb.weight")["split_sizes"][1] = json::parse("[[4, 1], [5, 1]]");
+    retotal(file);
   });
-  o.fails_with("stage 1 param emb.weight: member 1 has split_sizes [4, 5], this rank [5, 5]");
+  outdir.fails_with("stage 1 param emb.weight: member 1 has split_sizes [4, 5], this rank [5, 5]");
 }
 
 TEST_CASE("muon: a member with another alignment packs at other offsets and sizes") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({2}, [](json& f) {
-    f["buffers"][0]["alignment_bytes"] = 128;  // 64 bf16 elements instead of 32
-    retotal(f);
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({2}, [](json& file) {
+    file["buffers"][0]["alignment_bytes"] = 128;  // 64 bf16 elements instead of 32
+    retotal(file);
   });
-  o.fails_with("member 2 packs it at offset 0 in padded_numel 64, this rank at 0 in 32");
+  outdir.fails_with("member 2 packs it at offset 0 in padded_numel 64, this rank at 0 in 32");
 }
 
 TEST_CASE("muon: split sizes that all members agree on but no member holds fail") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0, 1, 2, 3}, [](json& f) {
-    muon_param(f, "emb.weight")["split_sizes"][1] = json::parse("[[6, 1], [4, 1]]");
-    retotal(f);
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0, 1, 2, 3}, [](json& file) {
+    muon_param(file, "emb.weight")["split_sizes"][1] = json::parse("[[6, 1], [4, 1]]");
+    retotal(file);
   });
-  o.fails_with("split_sizes[0] gives member 0 the shape [6, 7] but it holds [5, 7]");
+  outdir.fails_with("split_sizes[0] gives member 0 the shape [6, 7] but it holds [5, 7]");
 }
 
 TEST_CASE("muon: a param in the group but in none of its batches fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0, 1, 2, 3}, [](json& f) {
-    json& params = muon_group(f, "w.weight")["batches"][0]["params"];
-    const int w = param_index(f, "w.weight");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0, 1, 2, 3}, [](json& file) {
+    json& params = muon_group(file, "w.weight")["batches"][0]["params"];
+    const int dropped = param_index(file, "w.weight");
     json kept = json::array();
-    for (const json& p : params)
-      if (p != w) kept.push_back(p);
+    for (const json& listed : params)
+      if (listed != dropped) kept.push_back(listed);
     params = kept;
-    retotal(f);
+    retotal(file);
   });
-  o.fails_with("param w.weight: in the group's params but in none of its batches");
+  outdir.fails_with("param w.weight: in the group's params but in none of its batches");
 }
 
 TEST_CASE("muon: a member missing a group or with other params fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({3}, [](json& f) { muon_group(f, "emb.weight")["key"] = "renamed"; });
-  o.fails_with("rank 3: group missing from the rank file of a member");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({3}, [](json& file) { muon_group(file, "emb.weight")["key"] = "renamed"; });
+  outdir.fails_with("rank 3: group missing from the rank file of a member");
 }
 
 TEST_CASE("muon: pieces that gather to less than the global tensor fail") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   // v.weight's second FSDP piece one row short, with split sizes to match.
-  o.edit({0, 1, 2, 3}, [](json& f) {
-    muon_param(f, "v.weight")["split_sizes"][0] = json::parse("[[3, 1], [2, 1]]");
-    if (f["rank"].get<int>() >= 2) param_entry(f, "v.weight")["local_shape"][0] = 2;
-    retotal(f);
+  outdir.edit({0, 1, 2, 3}, [](json& file) {
+    muon_param(file, "v.weight")["split_sizes"][0] = json::parse("[[3, 1], [2, 1]]");
+    if (file["rank"].get<int>() >= 2) param_entry(file, "v.weight")["local_shape"][0] = 2;
+    retotal(file);
   });
-  o.fails_with(
+  outdir.fails_with(
       "param v.weight: after the last stage holds [0, 0] + [5, 8], not the global tensor "
       "[6, 8]");
 }
 
 TEST_CASE("muon: an owner other than the greedy assignment's fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) { muon_param(f, "v.weight")["owner"] = json::array({1}); });
-  o.fails_with("rank 0 muon group");
-  CHECK(o.out.str().find("param v.weight: owner [1], expected [0]") != std::string::npos);
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0}, [](json& file) { muon_param(file, "v.weight")["owner"] = json::array({1}); });
+  outdir.fails_with("rank 0 muon group");
+  CHECK(outdir.out.str().find("param v.weight: owner [1], expected [0]") != std::string::npos);
 }
 
 TEST_CASE("muon: a replicate_coord that is not the rank's fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) { muon_group(f, "w.weight")["replicate_coord"] = json::array({1}); });
-  o.fails_with("replicate_coord [1], expected [0]");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit(
+      {0}, [](json& file) { muon_group(file, "w.weight")["replicate_coord"] = json::array({1}); });
+  outdir.fails_with("replicate_coord [1], expected [0]");
 }
 
 TEST_CASE("muon: a replicate axis the mesh lacks fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) {
-    json& g = muon_group(f, "w.weight");
-    g["replicate_axes"] = json::array({"pp"});
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0}, [](json& file) {
+    json& group = muon_group(file, "w.weight");
+    group["replicate_axes"] = json::array({"pp"});
   });
-  o.fails_with("replicate axis pp not in the mesh");
+  outdir.fails_with("replicate axis pp not in the mesh");
 }
 
 TEST_CASE("muon: split sizes that cut the rank's piece elsewhere fail the slice-back") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   // emb over dp_shard: rows 0..2 and 3..4 of each tp half; swapping the sizes everywhere
   // keeps the members in agreement but cuts rank 0's piece at the wrong rows.
-  o.edit({0, 1, 2, 3}, [](json& f) {
-    muon_param(f, "emb.weight")["split_sizes"][0] = json::parse("[[2, 1], [3, 1]]");
-    retotal(f);
+  outdir.edit({0, 1, 2, 3}, [](json& file) {
+    muon_param(file, "emb.weight")["split_sizes"][0] = json::parse("[[2, 1], [3, 1]]");
+    retotal(file);
   });
-  o.fails_with("param emb.weight slice_back: gives");
+  outdir.fails_with("param emb.weight slice_back: gives");
 }
 
 TEST_CASE("a param both communicated and not fails the coverage") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) {
-    f["buffers"][0]["not_communicated"].push_back(param_index(f, "w.weight"));
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0}, [](json& file) {
+    file["buffers"][0]["not_communicated"].push_back(param_index(file, "w.weight"));
   });
-  o.fails_with(
+  outdir.fails_with(
       "rank 0 buffer 0 param w.weight: listed 2 times in groups/units and not_communicated");
 }
 
 // ----------------------------------------------------------------- fsdp2 --
 
 TEST_CASE("fsdp2: a unit index that is not the rank fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0}, [](json& f) { fsdp2_unit(f)["index"] = 1; });
-  o.fails_with("rank 0: index 1 is not rank 0 in [0, 2]");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0}, [](json& file) { fsdp2_unit(file)["index"] = 1; });
+  outdir.fails_with("rank 0: index 1 is not rank 0 in [0, 2]");
 }
 
 TEST_CASE("fsdp2: a unit naming ranks that agree with each other but not with this rank") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   // Rank 0 claims the unit of ranks 1 and 3 (whose files agree), at index 0.
-  o.edit({0}, [](json& f) { fsdp2_unit(f)["ranks"] = "1,3"; });
-  o.fails_with("rank 0: index 0 is not rank 0 in [1, 3]");
+  outdir.edit({0}, [](json& file) { fsdp2_unit(file)["ranks"] = "1,3"; });
+  outdir.fails_with("rank 0: index 0 is not rank 0 in [1, 3]");
 }
 
 TEST_CASE("fsdp2: a member whose unit differs fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({2}, [](json& f) { fsdp2_unit(f)["units"] = "elements"; });
-  o.fails_with("rank 2: units elements, rank 0's bytes");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({2}, [](json& file) { fsdp2_unit(file)["units"] = "elements"; });
+  outdir.fails_with("rank 2: units elements, rank 0's bytes");
 }
 
 TEST_CASE("fsdp2: a member with another offset fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({3}, [](json& f) { fsdp2_param(f, "v.weight")["offset"] = 1; });
-  o.fails_with("rank 3 param v.weight: offset 1 padded_numel");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({3}, [](json& file) { fsdp2_param(file, "v.weight")["offset"] = 1; });
+  outdir.fails_with("rank 3 param v.weight: offset 1 padded_numel");
 }
 
 TEST_CASE("fsdp2: offsets every member agrees on but that overlap fail") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0, 2}, [](json& f) {
-    json& params = fsdp2_unit(f)["params"];
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    json& params = fsdp2_unit(file)["params"];
     params[1]["offset"] = params[1]["offset"].get<std::int64_t>() + 1;
   });
-  o.fails_with("(previous params end there)");
+  outdir.fails_with("(previous params end there)");
 }
 
 TEST_CASE("fsdp2: a padded_numel other than the padded shape's fails") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   std::int64_t padded = 0;
-  o.edit({0, 2}, [&](json& f) {
-    json& params = fsdp2_unit(f)["params"];
+  outdir.edit({0, 2}, [&](json& file) {
+    json& params = fsdp2_unit(file)["params"];
     json& last = params[params.size() - 1];
     padded = last["padded_numel"].get<std::int64_t>();
     last["padded_numel"] = padded + 1;
-    fsdp2_unit(f)["total"] = fsdp2_unit(f)["total"].get<std::int64_t>() + 1;
+    fsdp2_unit(file)["total"] = fsdp2_unit(file)["total"].get<std::int64_t>() + 1;
   });
-  o.fails_with("padded_numel " + std::to_string(padded + 1) + " != numel(");
-  CHECK(o.out.str().find(" = " + std::to_string(padded)) != std::string::npos);
+  outdir.fails_with("padded_numel " + std::to_string(padded + 1) + " != numel(");
+  CHECK(outdir.out.str().find(" = " + std::to_string(padded)) != std::string::npos);
 }
 
 TEST_CASE("fsdp2: a shard_dim outside the param's dims fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0, 2}, [](json& f) { fsdp2_param(f, "w.weight")["shard_dim"] = 2; });
-  o.fails_with("w.weight: shard_dim 2 outside the 2 dims of global_shape [3, 8]");
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0, 2}, [](json& file) { fsdp2_param(file, "w.weight")["shard_dim"] = 2; });
+  outdir.fails_with("w.weight: shard_dim 2 outside the 2 dims of global_shape [3, 8]");
 }
 
 TEST_CASE("fsdp2: a total other than the params' sum fails") {
-  Outdir o(test::kBufferRecipe);
+  Outdir outdir(test::kBufferRecipe);
   std::int64_t total = 0;
-  o.edit({0, 2}, [&](json& f) {
-    total = fsdp2_unit(f)["total"].get<std::int64_t>();
-    fsdp2_unit(f)["total"] = total + 8;
+  outdir.edit({0, 2}, [&](json& file) {
+    total = fsdp2_unit(file)["total"].get<std::int64_t>();
+    fsdp2_unit(file)["total"] = total + 8;
   });
-  o.fails_with("total " + std::to_string(total + 8) + " / total_bytes");
-  CHECK(o.out.str().find("!= sums " + std::to_string(total)) != std::string::npos);
+  outdir.fails_with("total " + std::to_string(total + 8) + " / total_bytes");
+  CHECK(outdir.out.str().find("!= sums " + std::to_string(total)) != std::string::npos);
 }
 
 TEST_CASE("fsdp2: an unsharded shape the pieces do not rebuild fails") {
-  Outdir o(test::kBufferRecipe);
-  o.edit({0, 2}, [](json& f) {
+  Outdir outdir(test::kBufferRecipe);
+  outdir.edit({0, 2}, [](json& file) {
     // w.weight: 3 rows in chunks of 2 over 2 ranks; 4 rows would read a padding row.
-    fsdp2_param(f, "w.weight")["unsharded_shape"] = json::array({4, 8});
+    fsdp2_param(file, "w.weight")["unsharded_shape"] = json::array({4, 8});
   });
-  o.fails_with("param w.weight: rebuilds [0, 0] + [3, 8]");
+  outdir.fails_with("param w.weight: rebuilds [0, 0] + [3, 8]");
 }
 
 // ------------------------------------------------------------------ flat --
@@ -417,129 +424,129 @@ json& flat_buffer(json& file) {
 }  // namespace
 
 TEST_CASE("flat: a buffer index that is not the rank fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0}, [](json& f) { flat_buffer(f)["index"] = 1; });
-  o.fails_with("rank 0: index 1 is not rank 0 in [0, 2]");
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0}, [](json& file) { flat_buffer(file)["index"] = 1; });
+  outdir.fails_with("rank 0: index 1 is not rank 0 in [0, 2]");
 }
 
 TEST_CASE("flat: members whose buffers differ fail") {
-  Outdir o(kFlatRecipe);
+  Outdir outdir(kFlatRecipe);
   std::int64_t numel = 0;
-  o.edit({2}, [&](json& f) {
-    numel = flat_buffer(f)["numel"].get<std::int64_t>();
-    flat_buffer(f)["numel"] = numel + 128;
+  outdir.edit({2}, [&](json& file) {
+    numel = flat_buffer(file)["numel"].get<std::int64_t>();
+    flat_buffer(file)["numel"] = numel + 128;
   });
-  o.fails_with("rank 2: numel " + std::to_string(numel + 128) + ", rank 0's " +
-               std::to_string(numel));
+  outdir.fails_with("rank 2: numel " + std::to_string(numel + 128) + ", rank 0's " +
+                    std::to_string(numel));
 }
 
 TEST_CASE("flat: members whose pieces differ fail") {
-  Outdir o(kFlatRecipe);
-  o.edit({2}, [](json& f) { flat_buffer(f)["params"][0][3] = 64; });
-  o.fails_with("piece 0 at 64");
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({2}, [](json& file) { flat_buffer(file)["params"][0][3] = 64; });
+  outdir.fails_with("piece 0 at 64");
 }
 
 TEST_CASE("flat: buckets that do not tile the buffer fail") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) {
-    json& buckets = flat_buffer(f)["buckets"];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    json& buckets = flat_buffer(file)["buckets"];
     REQUIRE(buckets.size() >= 2);
     buckets[1][0] = buckets[1][0].get<std::int64_t>() + 2;
   });
-  o.fails_with("bucket 1 [");
-  CHECK(o.out.str().find("does not follow at") != std::string::npos);
+  outdir.fails_with("bucket 1 [");
+  CHECK(outdir.out.str().find("does not follow at") != std::string::npos);
 }
 
 TEST_CASE("flat: a numel other than the last bucket's end fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) {
-    flat_buffer(f)["numel"] = flat_buffer(f)["numel"].get<std::int64_t>() + 128;
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    flat_buffer(file)["numel"] = flat_buffer(file)["numel"].get<std::int64_t>() + 128;
   });
-  o.fails_with("!= last bucket end");
+  outdir.fails_with("!= last bucket end");
 }
 
 TEST_CASE("flat: a piece in a bucket that does not exist fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) { flat_buffer(f)["params"][0][4] = 99; });
-  o.fails_with(": bucket 99 out of range");
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) { flat_buffer(file)["params"][0][4] = 99; });
+  outdir.fails_with(": bucket 99 out of range");
 }
 
 TEST_CASE("flat: overlapping pieces fail") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) {
-    json& pieces = flat_buffer(f)["params"];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    json& pieces = flat_buffer(file)["params"];
     REQUIRE(pieces.size() >= 2);
     pieces[1][3] = pieces[0][3];  // the second piece starts where the first does
   });
-  o.fails_with("overlaps the previous one or leaves bucket");
+  outdir.fails_with("overlaps the previous one or leaves bucket");
 }
 
 TEST_CASE("flat: a piece off Megatron's 64-element starts fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) {
-    json& pieces = flat_buffer(f)["params"];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    json& pieces = flat_buffer(file)["params"];
     json& last = pieces[pieces.size() - 1];
     last[3] = last[3].get<std::int64_t>() + 1;
   });
-  o.fails_with("not on 64 elements (Megatron's pad_param_start)");
+  outdir.fails_with("not on 64 elements (Megatron's pad_param_start)");
 }
 
 TEST_CASE("flat: a numel_unpadded other than the last piece's end fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) { flat_buffer(f)["buckets"][0][2] = 1; });
-  o.fails_with("bucket 0: numel_unpadded 1 is not its last piece's end - start");
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) { flat_buffer(file)["buckets"][0][2] = 1; });
+  outdir.fails_with("bucket 0: numel_unpadded 1 is not its last piece's end - start");
 }
 
 TEST_CASE("flat: a bucket end other than the padding rule's fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0, 2}, [](json& f) {
-    json& buckets = flat_buffer(f)["buckets"];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0, 2}, [](json& file) {
+    json& buckets = flat_buffer(file)["buckets"];
     json& last = buckets[buckets.size() - 1];
     last[1] = last[1].get<std::int64_t>() + 256;
-    flat_buffer(f)["numel"] = last[1];
+    flat_buffer(file)["numel"] = last[1];
   });
-  o.fails_with(", padding gives ");
+  outdir.fails_with(", padding gives ");
 }
 
 TEST_CASE("flat: an owned range other than the rank's shard fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({2}, [](json& f) {
-    json& owned = flat_buffer(f)["owned"][0];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({2}, [](json& file) {
+    json& owned = flat_buffer(file)["owned"][0];
     owned[2] = owned[2].get<std::int64_t>() - 1;
   });
-  o.fails_with("its shard of each bucket gives");
+  outdir.fails_with("its shard of each bucket gives");
 }
 
 TEST_CASE("flat: an owned_numel other than its ranges' sum fails") {
-  Outdir o(kFlatRecipe);
+  Outdir outdir(kFlatRecipe);
   std::int64_t owned = 0;
-  o.edit({2}, [&](json& f) {
-    owned = flat_buffer(f)["owned_numel"].get<std::int64_t>();
-    flat_buffer(f)["owned_numel"] = owned + 1;
+  outdir.edit({2}, [&](json& file) {
+    owned = flat_buffer(file)["owned_numel"].get<std::int64_t>();
+    flat_buffer(file)["owned_numel"] = owned + 1;
   });
-  o.fails_with("owned_numel " + std::to_string(owned + 1) + " != the sum of its ranges " +
-               std::to_string(owned));
+  outdir.fails_with("owned_numel " + std::to_string(owned + 1) + " != the sum of its ranges " +
+                    std::to_string(owned));
 }
 
 TEST_CASE("flat: pieces of a param that overlap in the param fail") {
-  Outdir o(kFlatRecipe);
+  Outdir outdir(kFlatRecipe);
   // The param_offset of each piece shifted by one: every member agrees, every
   // buffer element is owned once, but the param's element 0 by no rank.
-  o.edit({0, 2}, [](json& f) {
-    json& buffer = flat_buffer(f);
+  outdir.edit({0, 2}, [](json& file) {
+    json& buffer = flat_buffer(file);
     for (json& piece : buffer["params"]) piece[1] = piece[1].get<std::int64_t>() + 1;
     for (json& owned : buffer["owned"]) owned[1] = owned[1].get<std::int64_t>() + 1;
   });
-  o.fails_with("elements 0..1 owned by no rank");
+  outdir.fails_with("elements 0..1 owned by no rank");
 }
 
 TEST_CASE("flat: pieces that do not cover the param fail") {
-  Outdir o(kFlatRecipe);
+  Outdir outdir(kFlatRecipe);
   // The first piece one element shorter everywhere, the owned range holding
   // its last element too: a consistent buffer that leaves the param's last
   // element unowned.
-  o.edit({0, 2}, [](json& f) {
-    json& buffer = flat_buffer(f);
+  outdir.edit({0, 2}, [](json& file) {
+    json& buffer = flat_buffer(file);
     json& piece = buffer["params"][0];
     const std::int64_t end = piece[1].get<std::int64_t>() + piece[2].get<std::int64_t>();
     piece[2] = piece[2].get<std::int64_t>() - 1;
@@ -549,15 +556,15 @@ TEST_CASE("flat: pieces that do not cover the param fail") {
         buffer["owned_numel"] = buffer["owned_numel"].get<std::int64_t>() - 1;
       }
   });
-  o.fails_with("the group owns 47 elements, the param has 48");
+  outdir.fails_with("the group owns 47 elements, the param has 48");
 }
 
 TEST_CASE("flat: a param in two flat buffers of a rank fails") {
-  Outdir o(kFlatRecipe);
-  o.edit({0}, [](json& f) {
-    json& flat = f["buffers"][0]["flat"];
+  Outdir outdir(kFlatRecipe);
+  outdir.edit({0}, [](json& file) {
+    json& flat = file["buffers"][0]["flat"];
     flat.push_back(flat[0]);
     flat[1]["model_chunk"] = 1;
   });
-  o.fails_with("flat buffers");
+  outdir.fails_with("flat buffers");
 }
