@@ -216,6 +216,21 @@ TEST_CASE_FIXTURE(Compiled, "readback refuses muon sizes whose derived numels wr
     tampered["buffers"][0]["groups"][0]["batches"][0]["total_numel"][0] = std::int64_t{1} << 62;
     refused(tampered, "times the stage's ranks passes 2^63 elements");
   }
+  {
+    // A stage tensor_dim outside the param's dims (verify reports it) is not gathered, so
+    // no gathered shape bounds its split sizes; the slice-back start still sums them up to
+    // the rank's index: 2^23 members of 2^40 rows sum to 2^63.
+    json tampered = rank;
+    for (json& group : tampered["buffers"][0]["groups"])
+      for (json& param : group["params"])
+        if (param["param"] == emb) {
+          group["stages"][0]["tensor_dim"] = 7;
+          group["stages"][0]["index"] = std::int64_t{1} << 23;
+          param["split_sizes"][0] =
+              json::array({json::array({std::int64_t{1} << 40, std::int64_t{1} << 23})});
+        }
+    refused(tampered, "split_sizes[0][0]: the split sizes sum to more than 2^62 elements");
+  }
 }
 
 TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
