@@ -7,8 +7,8 @@
 
 namespace shardc {
 
-const char* severity_name(Severity s) {
-  switch (s) {
+const char* severity_name(Severity severity) {
+  switch (severity) {
     case Severity::Error:
       return "error";
     case Severity::Warning:
@@ -72,8 +72,8 @@ ExitCode DiagnosticSink::error_exit() const {
   if (errors_ == 0) return ExitCode::Ok;
   ExitCode worst = ExitCode::Invalid;
   auto consider = [&](DiagCode code) {
-    const ExitCode e = diag_code_info(code).exit;
-    if (static_cast<int>(e) > static_cast<int>(worst)) worst = e;
+    const ExitCode exit_code = diag_code_info(code).exit;
+    if (static_cast<int>(exit_code) > static_cast<int>(worst)) worst = exit_code;
   };
   for (const Diagnostic& d : items_) {
     if (d.severity == Severity::Error) consider(d.code);

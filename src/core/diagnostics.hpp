@@ -51,7 +51,7 @@ struct SourceLoc {
 };
 
 /// Lower-case word used in every output format: "error", "warning", "note".
-const char* severity_name(Severity s);
+const char* severity_name(Severity severity);
 
 /// One problem found in the input. `param` and `rule` are optional context
 /// (an FQN, a rule's `match` text) that `--format json` reports as fields.
