@@ -8,10 +8,7 @@ namespace shardc {
 std::vector<std::int64_t> with_split_coord(const DimSplit& s, std::span<const std::int64_t> coords,
                                            std::int64_t k) {
   std::vector<std::int64_t> out(coords.begin(), coords.end());
-  for (std::size_t i = s.axes.size(); i-- > 0;) {
-    out[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
-    k /= s.axis_sizes[i];
-  }
+  set_axes_coords(s.axes, s.axis_sizes, k, out);
   return out;
 }
 

@@ -30,10 +30,7 @@ ClassAxes class_axes(std::vector<int> axes, const Mesh& mesh) {
 }
 
 std::int64_t class_of(const ClassAxes& c, std::span<const std::int64_t> coords) {
-  std::int64_t k = 0;
-  for (std::size_t i = 0; i < c.axes.size(); ++i)
-    k = k * c.sizes[i] + coords[static_cast<std::size_t>(c.axes[i])];
-  return k;
+  return axes_index(c.axes, c.sizes, coords);
 }
 
 // A representative rank of class `k` on pipeline stage `stage`: the class
@@ -42,10 +39,7 @@ std::int64_t representative(const ClassAxes& c, std::int64_t k, const Mesh& mesh
                             int stage) {
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   if (pp_axis >= 0) coords[static_cast<std::size_t>(pp_axis)] = stage;
-  for (std::size_t i = c.axes.size(); i-- > 0;) {
-    coords[static_cast<std::size_t>(c.axes[i])] = k % c.sizes[i];
-    k /= c.sizes[i];
-  }
+  set_axes_coords(c.axes, c.sizes, k, coords);
   return rank_of(mesh, coords);
 }
 

@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 
+#include "planner/buffer_util.hpp"
 #include "planner/fp8.hpp"
 #include "planner/passes.hpp"
 
@@ -134,17 +135,9 @@ std::int64_t representative_rank(const Plan& plan, const PlannedParam& p,
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   if (pp >= 0) coords[static_cast<std::size_t>(pp)] = p.stage;
-  for (std::size_t l = 0; l < path.size(); ++l) {
-    std::int64_t k = path[l];
-    const DimSplit& s = chain[l];
-    for (std::size_t i = s.axes.size(); i-- > 0;) {
-      coords[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
-      k /= s.axis_sizes[i];
-    }
-  }
-  std::int64_t rank = 0;
-  for (std::size_t a = 0; a < mesh.axes.size(); ++a) rank = rank * mesh.axes[a].size + coords[a];
-  return rank;
+  for (std::size_t level = 0; level < path.size(); ++level)
+    set_axes_coords(chain[level].axes, chain[level].axis_sizes, path[level], coords);
+  return rank_of(mesh, coords);
 }
 
 std::string axes_text(const DimSplit& s, const Mesh& mesh) {

@@ -21,70 +21,36 @@
 namespace shardc::passes {
 namespace {
 
-struct Interval {
-  std::int64_t start = 0;
-  std::int64_t size = 0;
-};
-
-// The sub-sequence [from, from+len) of a logical sequence of intervals.
-std::vector<Interval> take(const std::vector<Interval>& seq, std::int64_t from, std::int64_t len) {
-  std::vector<Interval> out;
-  for (const Interval& iv : seq) {
-    if (len <= 0) break;
-    if (from >= iv.size) {
-      from -= iv.size;
-      continue;
-    }
-    const std::int64_t n = std::min(iv.size - from, len);
-    out.push_back({iv.start + from, n});
-    len -= n;
-    from = 0;
-  }
-  return out;
+// Rows of the newest DTensor reading for FSDP coordinate `fsdp_coord` of `fsdp_ways` with
+// split factor `split_factor`, then the other splits' coordinates `coords` (outer first):
+// core's DTensor reading (shard_order.hpp dtensor_rows) with the FSDP axis first in mesh order.
+std::vector<RowRun> dtensor_reading(std::int64_t length, std::int64_t split_factor,
+                                    std::int64_t fsdp_ways, std::int64_t fsdp_coord,
+                                    const std::vector<std::int64_t>& ways,
+                                    const std::vector<std::int64_t>& coords) {
+  std::vector<MeshDimSplit> splits{{fsdp_ways, fsdp_coord, split_factor}};
+  for (std::size_t i = 0; i < ways.size(); ++i) splits.push_back({ways[i], coords[i], 1});
+  return dtensor_rows(length, splits);
 }
 
-// Rows of the newest DTensor reading for FSDP coord f and the other splits'
-// coords ks (outer first).
-std::vector<Interval> dtensor_rows(std::int64_t length, std::int64_t sf, std::int64_t w,
-                                   std::int64_t f, const std::vector<std::int64_t>& ways,
-                                   const std::vector<std::int64_t>& ks) {
-  std::vector<Interval> seq;
-  for (std::int64_t j = 0; j < sf; ++j) {
-    const Piece outer = split_piece(length, sf, j, SplitRule::Chunk);
-    const Piece inner = split_piece(outer.size, w, f, SplitRule::Chunk);
-    if (inner.size > 0) seq.push_back({outer.start + inner.start, inner.size});
-  }
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    std::int64_t total = 0;
-    for (const Interval& iv : seq) total += iv.size;
-    const Piece p = split_piece(total, ways[i], ks[i], SplitRule::Chunk);
-    seq = take(seq, p.start, p.size);
-  }
-  return seq;
+// Physical rows: the other splits in order, then the FSDP chunk (nested chunks).
+Piece physical_rows(std::int64_t length, std::int64_t fsdp_ways, std::int64_t fsdp_coord,
+                    std::vector<std::int64_t> ways, std::vector<std::int64_t> coords) {
+  ways.push_back(fsdp_ways);
+  coords.push_back(fsdp_coord);
+  return nested_piece(length, ways, coords);
 }
 
-// Physical rows: the other splits in order, then the FSDP chunk.
-Interval physical_rows(std::int64_t length, std::int64_t w, std::int64_t f,
-                       const std::vector<std::int64_t>& ways, const std::vector<std::int64_t>& ks) {
-  Interval iv{0, length};
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    const Piece p = split_piece(iv.size, ways[i], ks[i], SplitRule::Chunk);
-    iv = {iv.start + p.start, p.size};
-  }
-  const Piece p = split_piece(iv.size, w, f, SplitRule::Chunk);
-  return {iv.start + p.start, p.size};
-}
-
-bool same_rows(std::vector<Interval> got, Interval want) {
+// Whether the runs are exactly the rows [want.start, want.start + want.size), in order.
+bool same_rows(const std::vector<RowRun>& got, Piece want) {
   std::int64_t total = 0;
-  for (const Interval& iv : got) total += iv.size;
+  for (const RowRun& run : got) total += run.size;
   if (total != want.size) return false;
   if (total == 0) return true;
-  // Rows must be exactly [want.start, want.start + size) in order.
   std::int64_t next = want.start;
-  for (const Interval& iv : got) {
-    if (iv.start != next) return false;
-    next += iv.size;
+  for (const RowRun& run : got) {
+    if (run.start != next) return false;
+    next += run.size;
   }
   return true;
 }
@@ -108,7 +74,7 @@ const std::vector<std::vector<std::int64_t>>& mismatches(
         ks[i] = rem % ways[i];
         rem /= ways[i];
       }
-      if (!same_rows(dtensor_rows(length, sf, w, f, ways, ks),
+      if (!same_rows(dtensor_reading(length, sf, w, f, ways, ks),
                      physical_rows(length, w, f, ways, ks))) {
         std::vector<std::int64_t> combo{f};
         combo.insert(combo.end(), ks.begin(), ks.end());
@@ -164,14 +130,10 @@ void warn(const PlannedParam& p, const Plan& plan,
   constexpr std::size_t kMaxClasses = 64;
   for (std::size_t b = 0; b < bad.size() && b < kMaxClasses; ++b) {
     // Spread each split coordinate over its axes (row-major).
-    auto place = [&](const DimSplit& s, std::int64_t k) {
-      for (std::size_t i = s.axes.size(); i-- > 0;) {
-        coords[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
-        k /= s.axis_sizes[i];
-      }
-    };
-    place(chain.back(), bad[b][0]);
-    for (std::size_t i = 0; i + 1 < chain.size(); ++i) place(chain[i], bad[b][i + 1]);
+    const DimSplit& fsdp = chain.back();
+    set_axes_coords(fsdp.axes, fsdp.axis_sizes, bad[b][0], coords);
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i)
+      set_axes_coords(chain[i].axes, chain[i].axis_sizes, bad[b][i + 1], coords);
     // Other dims' axes stay at 0: list the classes at coordinate 0 elsewhere.
     ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
                           : ranks.unite(class_ranks(cs, coords, p.stage));
