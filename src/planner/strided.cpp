@@ -60,22 +60,22 @@ using Key = std::tuple<std::int64_t, std::int64_t, std::vector<std::int64_t>>;
 // Mismatching (f, ks...) combos for one extent and split signature; cached.
 const std::vector<std::vector<std::int64_t>>& mismatches(
     std::map<Key, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
-    std::int64_t w, const std::vector<std::int64_t>& ways) {
-  auto [it, fresh] = cache.try_emplace(Key{length, w, ways});
+    std::int64_t fsdp_ways, const std::vector<std::int64_t>& ways) {
+  auto [it, fresh] = cache.try_emplace(Key{length, fsdp_ways, ways});
   if (!fresh) return it->second;
   std::int64_t sf = 1;
-  for (std::int64_t x : ways) sf *= x;
+  for (std::int64_t way : ways) sf *= way;
   if (length % sf == 0) return it->second;  // the readings agree (contract §5.3)
   std::vector<std::int64_t> ks(ways.size(), 0);
-  for (std::int64_t f = 0; f < w; ++f) {
+  for (std::int64_t f = 0; f < fsdp_ways; ++f) {
     for (std::int64_t c = 0; c < sf; ++c) {
       std::int64_t rem = c;
       for (std::size_t i = ways.size(); i-- > 0;) {
         ks[i] = rem % ways[i];
         rem /= ways[i];
       }
-      if (!same_rows(dtensor_reading(length, sf, w, f, ways, ks),
-                     physical_rows(length, w, f, ways, ks))) {
+      if (!same_rows(dtensor_reading(length, sf, fsdp_ways, f, ways, ks),
+                     physical_rows(length, fsdp_ways, f, ways, ks))) {
         std::vector<std::int64_t> combo{f};
         combo.insert(combo.end(), ks.begin(), ks.end());
         it->second.push_back(std::move(combo));
@@ -90,41 +90,42 @@ const std::vector<std::vector<std::int64_t>>& mismatches(
 // with a note (only hostile meshes get there: 2048 x 8 ranks is ~2^17).
 constexpr std::int64_t kMaxWork = std::int64_t{1} << 26;
 
-bool within_budget(std::int64_t length, std::int64_t w, const std::vector<std::int64_t>& ways) {
-  std::int64_t work = w;
+bool within_budget(std::int64_t length, std::int64_t fsdp_ways,
+                   const std::vector<std::int64_t>& ways) {
+  std::int64_t work = fsdp_ways;
   std::int64_t sf = 1;
-  for (std::int64_t x : ways) {
-    if (__builtin_mul_overflow(work, x, &work) || work > kMaxWork) return false;
-    sf *= x;
+  for (std::int64_t way : ways) {
+    if (__builtin_mul_overflow(work, way, &work) || work > kMaxWork) return false;
+    sf *= way;
   }
   const std::int64_t per = std::min(sf, length) + 1;
   return !__builtin_mul_overflow(work, per, &work) && work <= kMaxWork;
 }
 
 // True when the param's FSDP dim has the checked layout.
-bool checkable(const PlannedParam& p) {
-  const int d = p.geometry.fsdp_dim;
+bool checkable(const PlannedParam& param) {
+  const int d = param.geometry.fsdp_dim;
   // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
-  if (d < 0 || !p.geometry.parts.empty() ||
-      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)) ||
-      strided_chain(p.geometry.per_dim[static_cast<std::size_t>(d)]))
+  if (d < 0 || !param.geometry.parts.empty() ||
+      out_of_mesh_order(param.geometry, static_cast<std::size_t>(d)) ||
+      strided_chain(param.geometry.per_dim[static_cast<std::size_t>(d)]))
     return false;
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
   const int first_fsdp_axis = chain.back().axes.front();
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
     if (chain[i].rule != SplitRule::Chunk || chain[i].unit > 1) return false;
-    for (int a : chain[i].axes)
-      if (a < first_fsdp_axis) return false;
+    for (int axis : chain[i].axes)
+      if (axis < first_fsdp_axis) return false;
   }
   return true;
 }
 
-void warn(const PlannedParam& p, const Plan& plan,
+void warn(const PlannedParam& param, const Plan& plan,
           const std::vector<std::vector<std::int64_t>>& bad, const std::string& key,
           GroupedReporter& rep) {
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
-  const ClassSpace cs = class_space(plan, p);
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
+  const ClassSpace cs = class_space(plan, param);
   std::vector<std::int64_t> coords(cs.sizes.size(), 0);
   RankSet ranks;
   constexpr std::size_t kMaxClasses = 64;
@@ -135,17 +136,17 @@ void warn(const PlannedParam& p, const Plan& plan,
     for (std::size_t i = 0; i + 1 < chain.size(); ++i)
       set_axes_coords(chain[i].axes, chain[i].axis_sizes, bad[b][i + 1], coords);
     // Other dims' axes stay at 0: list the classes at coordinate 0 elsewhere.
-    ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
-                          : ranks.unite(class_ranks(cs, coords, p.stage));
+    ranks = ranks.empty() ? class_ranks(cs, coords, param.stage)
+                          : ranks.unite(class_ranks(cs, coords, param.stage));
   }
-  Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Warning);
-  d.message = p.name +
+  Diagnostic d = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
+  d.message = param.name +
               ": newest DTensor reads the _StridedShard label with different rows than "
               "the physical FSDP2 layout on " +
               std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
               (bad.size() > kMaxClasses ? " and more" : "");
   d.hint = "the plan describes the physical layout; extent " +
-           std::to_string(p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)]) +
+           std::to_string(param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)]) +
            " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
            "this param";
   rep.add(std::move(d), key);
@@ -159,15 +160,16 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
   // Params with the same extent and split factors have the same mismatch:
   // one warning each, "(and N more like it)", as for the other codes.
   GroupedReporter rep;
-  for (const PlannedParam& p : params) {
-    if (!checkable(p)) continue;
-    const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+  for (const PlannedParam& param : params) {
+    if (!checkable(param)) continue;
+    const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     std::vector<std::int64_t> ways;
     for (std::size_t i = 0; i + 1 < chain.size(); ++i) ways.push_back(chain[i].ways);
-    const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+    const std::int64_t length =
+        param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     if (!within_budget(length, chain.back().ways, ways)) {
-      Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Note);
-      d.message = p.name +
+      Diagnostic d = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
+      d.message = param.name +
                   ": the _StridedShard reading was not checked (the mesh is too large "
                   "for the check's budget)";
       d.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
@@ -177,8 +179,8 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
     const auto& bad = mismatches(cache, length, chain.back().ways, ways);
     if (bad.empty()) continue;
     std::string key = std::to_string(length) + ":" + std::to_string(chain.back().ways);
-    for (std::int64_t w : ways) key += "x" + std::to_string(w);
-    warn(p, plan, bad, key, rep);
+    for (std::int64_t way : ways) key += "x" + std::to_string(way);
+    warn(param, plan, bad, key, rep);
   }
   rep.flush(sink);
 }
