@@ -16,9 +16,9 @@ std::vector<std::int64_t> RankAccumulator::finish() const {
   for (const auto& [stride, d] : diff_) {
     std::vector<std::int64_t> acc(d.begin(), d.begin() + world_);
     for (std::int64_t i = 0; i < world_; ++i) {
-      const auto u = static_cast<std::size_t>(i);
-      if (i >= stride) acc[u] += acc[u - static_cast<std::size_t>(stride)];
-      out[u] += acc[u];
+      const auto at = static_cast<std::size_t>(i);
+      if (i >= stride) acc[at] += acc[at - static_cast<std::size_t>(stride)];
+      out[at] += acc[at];
     }
   }
   return out;
