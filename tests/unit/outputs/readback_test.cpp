@@ -68,14 +68,14 @@ struct Parsed {
 };
 
 Parsed agree_all(std::string_view text) {
-  Parsed p;
-  p.plans += agree(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
-  p.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
-  p.manifests +=
+  Parsed parsed;
+  parsed.plans += agree(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
+  parsed.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
+  parsed.manifests +=
       agree(text, &readback::parse_manifest_file, &readback::parse_manifest_file_reference);
-  p.memories +=
+  parsed.memories +=
       agree(text, &readback::parse_rank_memory_file, &readback::parse_rank_memory_file_reference);
-  return p;
+  return parsed;
 }
 
 struct Compiled : test::DriverFixture {
@@ -107,21 +107,21 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers read compiled outputs as the refer
     CHECK(rank.memories == 1);
   }
   std::string error;
-  const auto p = readback::parse_plan_file(file("plan.json"), error);
-  REQUIRE(p);
-  REQUIRE(p->per_rank_memory);  // compile writes summary.per_rank_memory
-  CHECK(p->per_rank_memory->kinds.back().first == "total");
-  CHECK_FALSE(p->params.front().rule.empty());
-  const auto m = readback::parse_rank_memory_file(file("ranks/rank-0.json"), error);
-  REQUIRE(m);
-  CHECK(m->rank == 0);
-  CHECK(m->world_size == 8);
-  CHECK(m->total > 0);
-  const auto f = readback::parse_rank_file(file("ranks/rank-0.json"), error);
-  REQUIRE(f);
-  CHECK(f->buffers.size() == 2);
-  CHECK_FALSE(f->buffers[0].groups.empty());
-  CHECK_FALSE(f->buffers[1].units.empty());
+  const auto plan_file = readback::parse_plan_file(file("plan.json"), error);
+  REQUIRE(plan_file);
+  REQUIRE(plan_file->per_rank_memory);  // compile writes summary.per_rank_memory
+  CHECK(plan_file->per_rank_memory->kinds.back().first == "total");
+  CHECK_FALSE(plan_file->params.front().rule.empty());
+  const auto memory = readback::parse_rank_memory_file(file("ranks/rank-0.json"), error);
+  REQUIRE(memory);
+  CHECK(memory->rank == 0);
+  CHECK(memory->world_size == 8);
+  CHECK(memory->total > 0);
+  const auto rank_file = readback::parse_rank_file(file("ranks/rank-0.json"), error);
+  REQUIRE(rank_file);
+  CHECK(rank_file->buffers.size() == 2);
+  CHECK_FALSE(rank_file->buffers[0].groups.empty());
+  CHECK_FALSE(rank_file->buffers[1].units.empty());
 }
 
 TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the reference does") {
@@ -166,9 +166,9 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the referenc
       edit(rank, "\"buffers\":[", "\"buffers\":{},\"y\":["),
   };
   int parsed = 0;
-  for (const std::string& t : texts) {
-    CAPTURE(t.substr(0, 120));
-    parsed += agree_all(t).ranks;
+  for (const std::string& text : texts) {
+    CAPTURE(text.substr(0, 120));
+    parsed += agree_all(text).ranks;
   }
   CHECK(parsed > 0);  // duplicate keys that leave a valid file, -0, an escaped key
 }
@@ -247,10 +247,10 @@ TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
     // As the fuzz entry reads it: the whole input, and the file after the selector byte.
     for (const std::string_view text :
          {std::string_view(all), std::string_view(all).substr(all.empty() ? 0 : 1)}) {
-      const Parsed p = agree_all(text);
-      total.plans += p.plans;
-      total.ranks += p.ranks;
-      total.manifests += p.manifests;
+      const Parsed parsed = agree_all(text);
+      total.plans += parsed.plans;
+      total.ranks += parsed.ranks;
+      total.manifests += parsed.manifests;
     }
     ++files;
   }
