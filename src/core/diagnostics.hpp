@@ -74,7 +74,7 @@ class DiagnosticSink {
  public:
   explicit DiagnosticSink(std::size_t limit = limits::kMaxStoredDiagnostics) : limit_(limit) {}
 
-  void report(Diagnostic d);
+  void report(Diagnostic diag);
   /// Reports an error / warning: code first, then where, what, how to fix
   /// (the one argument order every emitter uses).
   void error(DiagCode code, SourceLoc loc, std::string message, std::string hint = {});

@@ -227,11 +227,11 @@ std::optional<HeadIndexed> known_head_indexed(std::string_view fqn, const Shape&
                        "head, modeling_gpt_oss.py eager_attention_forward)"};
   if ((name_parts.module == "q_norm" || name_parts.module == "k_norm") &&
       name_parts.leaf == "weight" && shape.size() == 2) {
-    const bool k = name_parts.module == "k_norm";
-    if (shape[0] != (k ? kv : heads) || shape[0] < 2) return std::nullopt;
-    return HeadIndexed{0, k,
+    const bool is_key = name_parts.module == "k_norm";
+    if (shape[0] != (is_key ? kv : heads) || shape[0] < 2) return std::nullopt;
+    return HeadIndexed{0, is_key,
                        std::string("Cohere (CohereAttention.") + std::string(name_parts.module) +
-                           " = CohereLayerNorm((" + (k ? "num_key_value_heads" : "num_heads") +
+                           " = CohereLayerNorm((" + (is_key ? "num_key_value_heads" : "num_heads") +
                            ", head_dim)): one weight row per head)"};
   }
   return std::nullopt;

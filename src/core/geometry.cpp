@@ -56,11 +56,11 @@ DimPiece replicated_piece(std::int64_t length, const DimSplit& split,
   DimSplit fewer = split;
   fewer.ways = split.ways / replicas;
   const Piece piece = split_piece(length, split_coord(split, coords) / replicas, fewer);
-  DimPiece d;
-  d.alloc = piece.size;
-  d.real = std::clamp(length - piece.start, std::int64_t{0}, piece.size);
-  d.start = d.real > 0 ? piece.start : 0;
-  return d;
+  DimPiece dim_piece;
+  dim_piece.alloc = piece.size;
+  dim_piece.real = std::clamp(length - piece.start, std::int64_t{0}, piece.size);
+  dim_piece.start = dim_piece.real > 0 ? piece.start : 0;
+  return dim_piece;
 }
 
 // The FSDP split `fsdp` of a local tensor of `alloc` rows held as `segs`: the
@@ -92,11 +92,11 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
   for (std::size_t i = 0; i < geom.parts.size(); ++i) {
     const std::int64_t part = geom.parts[i];
     const std::int64_t replicas = i < geom.part_replicas.size() ? geom.part_replicas[i] : 1;
-    const DimPiece d = replicas > 1 && rule.size() == 1
-                           ? replicated_piece(part, rule[0], coords, replicas)
-                           : apply_chain(part, rule, coords);
-    if (d.real > 0) segs.push_back({alloc, part_start + d.start, d.real});
-    alloc += d.alloc;
+    const DimPiece dim_piece = replicas > 1 && rule.size() == 1
+                                   ? replicated_piece(part, rule[0], coords, replicas)
+                                   : apply_chain(part, rule, coords);
+    if (dim_piece.real > 0) segs.push_back({alloc, part_start + dim_piece.start, dim_piece.real});
+    alloc += dim_piece.alloc;
     part_start += part;
   }
   // One run per part, never merged with a neighbour even when contiguous both locally and

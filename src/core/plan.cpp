@@ -6,7 +6,7 @@
 
 namespace shardc {
 
-const char* mesh_kind_name(MeshKind k) { return k == MeshKind::Expert ? "expert" : "dense"; }
+const char* mesh_kind_name(MeshKind kind) { return kind == MeshKind::Expert ? "expert" : "dense"; }
 
 std::string ResolvedPlacement::label() const {
   switch (kind) {

@@ -28,7 +28,7 @@ namespace shardc {
 enum class MeshKind { Dense, Expert };
 
 /// "dense" / "expert".
-const char* mesh_kind_name(MeshKind k);
+const char* mesh_kind_name(MeshKind kind);
 
 /// A resolved placement on one mesh axis, dims normalized to [0, ndim).
 struct ResolvedPlacement {

@@ -45,8 +45,8 @@ const char* recompute_name(Recompute recompute) {
   return "none";
 }
 
-const char* pipeline_schedule_name(PipelineScheduleKind k) {
-  switch (k) {
+const char* pipeline_schedule_name(PipelineScheduleKind kind) {
+  switch (kind) {
     case PipelineScheduleKind::OneFOneB:
       return "1f1b";
     case PipelineScheduleKind::Interleaved:

@@ -297,7 +297,7 @@ struct RecomputeRange {
 /// GPipe (all forwards, then all backwards: torch ScheduleGPipe), zero bubble
 /// (torch ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble).
 enum class PipelineScheduleKind { OneFOneB, Interleaved, GPipe, ZeroBubble };
-const char* pipeline_schedule_name(PipelineScheduleKind k);
+const char* pipeline_schedule_name(PipelineScheduleKind kind);
 
 struct PipelineSchedule {
   PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;

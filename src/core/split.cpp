@@ -63,14 +63,14 @@ Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& split) {
 DimPiece apply_chain(std::int64_t length, std::span<const DimSplit> chain,
                      std::span<const std::int64_t> coords) {
   if (strided_chain(chain)) return strided_piece(length, chain, coords);
-  DimPiece d{length, length, 0};
+  DimPiece dim_piece{length, length, 0};
   for (const DimSplit& split : chain) {
-    const Piece piece = split_piece(d.alloc, split_coord(split, coords), split);
-    d.real = std::clamp(d.real - piece.start, std::int64_t{0}, piece.size);
-    d.start = d.real > 0 ? d.start + piece.start : d.start;
-    d.alloc = piece.size;
+    const Piece piece = split_piece(dim_piece.alloc, split_coord(split, coords), split);
+    dim_piece.real = std::clamp(dim_piece.real - piece.start, std::int64_t{0}, piece.size);
+    dim_piece.start = dim_piece.real > 0 ? dim_piece.start + piece.start : dim_piece.start;
+    dim_piece.alloc = piece.size;
   }
-  return d;
+  return dim_piece;
 }
 
 std::int64_t split_extent(std::int64_t length, const std::vector<DimSplit>& chain,

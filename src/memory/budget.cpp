@@ -159,30 +159,30 @@ std::string remedy(const Plan& plan, const MemoryReport& report, const RankMemor
 bool check_memory_world(const Plan& plan, const SourceLoc& loc, std::string_view what,
                         DiagnosticSink& sink) {
   if (plan.world_size <= limits::kMaxMemoryReportWorld) return true;
-  Diagnostic d;
-  d.code = DiagCode::EMemoryWorld;
-  d.loc = loc;
-  d.message = std::string(what) + " of " + std::to_string(plan.world_size) +
-              " ranks keeps a row per rank, above the limit of " +
-              std::to_string(limits::kMaxMemoryReportWorld) + " ranks (2^20)";
-  d.hint =
+  Diagnostic diag;
+  diag.code = DiagCode::EMemoryWorld;
+  diag.loc = loc;
+  diag.message = std::string(what) + " of " + std::to_string(plan.world_size) +
+                 " ranks keeps a row per rank, above the limit of " +
+                 std::to_string(limits::kMaxMemoryReportWorld) + " ranks (2^20)";
+  diag.hint =
       "`validate`, `memory` and `inspect --rank` answer this world per class of ranks; for "
       "per-rank files use a smaller world with the same per-rank layout";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
 void refuse_memory_classes(const Plan& plan, const SourceLoc& loc, const std::string& why,
                            DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EMemoryWorld;
-  d.loc = loc;
-  d.message = "the memory report of " + std::to_string(plan.world_size) +
-              " ranks cannot be computed per class of ranks: " + why;
-  d.hint = "use a world of at most " + std::to_string(limits::kMaxMemoryReportWorld) +
-           " ranks (2^20) with the same per-rank layout; `validate` without a budget plans this "
-           "world";
-  sink.report(std::move(d));
+  Diagnostic diag;
+  diag.code = DiagCode::EMemoryWorld;
+  diag.loc = loc;
+  diag.message = "the memory report of " + std::to_string(plan.world_size) +
+                 " ranks cannot be computed per class of ranks: " + why;
+  diag.hint = "use a world of at most " + std::to_string(limits::kMaxMemoryReportWorld) +
+              " ranks (2^20) with the same per-rank layout; `validate` without a budget plans this "
+              "world";
+  sink.report(std::move(diag));
 }
 
 void check_budget(const Plan& plan, const MemoryReport& report, std::int64_t budget,
@@ -202,23 +202,23 @@ void check_budget(const Plan& plan, const MemoryReport& report, std::int64_t bud
   const RankMemory& rm = report.at(worst);
   std::string worst_text = report.peak_ranks.to_string();
   if (worst_text.size() > 80) worst_text = worst_text.substr(0, 77) + "...";
-  Diagnostic d;
-  d.code = DiagCode::EBudget;
-  d.loc = loc;
-  d.message = "rank " + std::to_string(worst) + " (stage " +
-              std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
-              ") needs " + binary_bytes_text(rm.total) + ", over the budget of " +
-              byte_size_text(budget) + " by " + binary_bytes_text(rm.total - budget) +
-              "; the worst ranks: " + worst_text + "; " + std::to_string(over_count) + " of " +
-              std::to_string(plan.world_size) + " ranks are over: " + over_text;
+  Diagnostic diag;
+  diag.code = DiagCode::EBudget;
+  diag.loc = loc;
+  diag.message = "rank " + std::to_string(worst) + " (stage " +
+                 std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
+                 ") needs " + binary_bytes_text(rm.total) + ", over the budget of " +
+                 byte_size_text(budget) + " by " + binary_bytes_text(rm.total - budget) +
+                 "; the worst ranks: " + worst_text + "; " + std::to_string(over_count) + " of " +
+                 std::to_string(plan.world_size) + " ranks are over: " + over_text;
   const std::string activations = report.activations_counted
                                       ? ", activations " + binary_bytes_text(rm.activations) +
                                             " (more `training.recompute` or tp/cp shrinks them); "
                                       : " (activations not counted); ";
-  d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +
-           (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
-                                                         : remedy(plan, report, rm, budget));
-  sink.report(std::move(d));
+  diag.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +
+              (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
+                                                            : remedy(plan, report, rm, budget));
+  sink.report(std::move(diag));
 }
 
 }  // namespace shardc

@@ -148,8 +148,8 @@ void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t r
 
 }  // namespace
 
-const char* memory_kind_name(MemoryKind k) {
-  switch (k) {
+const char* memory_kind_name(MemoryKind kind) {
+  switch (kind) {
     case MemoryKind::Params:
       return "params";
     case MemoryKind::Grads:
@@ -379,9 +379,9 @@ struct Chain {
 
 // A key of what `dim_piece_at` reads for one dim (equal keys: equal pieces everywhere).
 std::string chain_key(const ParamGeometry& geom, std::size_t dim) {
-  std::string k;
-  const auto put = [&k](std::int64_t value) {
-    k.append(reinterpret_cast<const char*>(&value), sizeof value);
+  std::string key;
+  const auto put = [&key](std::int64_t value) {
+    key.append(reinterpret_cast<const char*>(&value), sizeof value);
   };
   const bool packed = !geom.parts.empty() && static_cast<int>(dim) == geom.parts_dim;
   put(packed ? -1 : geom.global_shape[dim]);
@@ -402,7 +402,7 @@ std::string chain_key(const ParamGeometry& geom, std::size_t dim) {
     put(split.pad_multiple);
     put(split.unit);
   }
-  return k;
+  return key;
 }
 
 }  // namespace
@@ -463,8 +463,8 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
         std::fill(coords.begin(), coords.end(), 0);
         const auto piece = [&](std::int64_t coord) {
           coords[axis_index] = coord;
-          const DimPiece d = dim_piece_at(*chain.geom, chain.dim, coords);
-          return std::pair{d.alloc, d.real};
+          const DimPiece dim_piece = dim_piece_at(*chain.geom, chain.dim, coords);
+          return std::pair{dim_piece.alloc, dim_piece.real};
         };
         std::vector<std::pair<std::int64_t, std::int64_t>> todo{
             {0, mesh.axes[axis_index].size - 1}};

@@ -112,7 +112,7 @@ inline constexpr std::size_t kMemoryKinds = 6;
 
 /// JSON / table name: "params", "grads", "master_weights",
 /// "optimizer_state", "fsdp2_allgather", "muon_allgather".
-const char* memory_kind_name(MemoryKind k);
+const char* memory_kind_name(MemoryKind kind);
 
 /// One rank's memory, in bytes.
 struct RankMemory {

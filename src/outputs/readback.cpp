@@ -106,7 +106,7 @@ class NodeOps {
 // value for error messages.
 class RefNode : public NodeOps<RefNode> {
  public:
-  RefNode(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  RefNode(const json& value, std::string path) : j_(value), path_(std::move(path)) {}
 
   [[nodiscard]] RefNode at(const char* key) const {
     if (!j_.is_object()) fail("not an object");
@@ -169,11 +169,11 @@ class FastNode : public NodeOps<FastNode> {
   [[nodiscard]] FastNode at(const char* key) const {
     simdjson::dom::object object;
     if (e_.get_object().get(object) != simdjson::SUCCESS) throw Fallback{};
-    const std::string_view k(key);
+    const std::string_view wanted(key);
     simdjson::dom::element found;
     bool seen = false;
     for (const auto field : object) {
-      if (field.key != k) continue;
+      if (field.key != wanted) continue;
       if (seen) throw Fallback{};
       seen = true;
       found = field.value;
@@ -184,9 +184,9 @@ class FastNode : public NodeOps<FastNode> {
   [[nodiscard]] bool has(const char* key) const {
     simdjson::dom::object object;
     if (e_.get_object().get(object) != simdjson::SUCCESS) return false;
-    const std::string_view k(key);
+    const std::string_view wanted(key);
     return std::any_of(object.begin(), object.end(),
-                       [&](const auto& field) { return field.key == k; });
+                       [&](const auto& field) { return field.key == wanted; });
   }
   [[nodiscard]] bool is_null() const { return e_.is_null(); }
   [[nodiscard]] std::size_t size() const { return array().size(); }
@@ -713,8 +713,8 @@ std::optional<T> parse_with(simdjson::dom::parser* parser, std::string_view text
     }
   }
   try {
-    const json j = json::parse(text);
-    return read(RefNode(j, ""));
+    const json doc = json::parse(text);
+    return read(RefNode(doc, ""));
   } catch (const json::exception& e) {
     error = e.what();
   } catch (const ReadError& e) {
@@ -756,7 +756,8 @@ PlanFile read_plan(const N& node) {
   if (const N pp = node.at("pipeline"); !pp.is_null() && pp.has("virtual_stages"))
     plan.virtual_stages = static_cast<int>(pp.at("virtual_stages").in_range(1, INT32_MAX));
   if (node.has("diagnostics"))
-    plan.diagnostics = node.at("diagnostics").map([](const N& d) { return plan_diagnostic(d); });
+    plan.diagnostics =
+        node.at("diagnostics").map([](const N& entry) { return plan_diagnostic(entry); });
   if (sum.has("per_rank_memory")) plan.per_rank_memory = plan_memory(sum.at("per_rank_memory"));
   return plan;
 }

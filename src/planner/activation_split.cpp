@@ -113,19 +113,19 @@ void check_pair(const PlannedParam& col, std::size_t part, const PlannedParam& r
   const auto pb = piece_sizes(extent, row_splits, naxes);
   if (same_axes(col_splits, row_splits) && pa == pb) return;
   if (same_axes(col_splits, row_splits) && pa.empty()) return;  // too many pieces to compare
-  Diagnostic d = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
+  Diagnostic diag = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
   const std::string what = part == SIZE_MAX ? std::string("its output dim ")
                                             : "its fused part " + col.fused->part_names[part] +
                                                   " (" + fused_order_name(*col.fused) + ") of ";
-  d.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
-              sizes_text(pa) + " (" + chain_text(col_splits) + ") but " + row.name +
-              " (rowwise) splits its input dim as " + sizes_text(pb) + " (" +
-              chain_text(row_splits) + "): the activation between them does not line up";
-  d.hint =
+  diag.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
+                 sizes_text(pa) + " (" + chain_text(col_splits) + ") but " + row.name +
+                 " (rowwise) splits its input dim as " + sizes_text(pb) + " (" +
+                 chain_text(row_splits) + "): the activation between them does not line up";
+  diag.hint =
       "split both on the same axes with the same uneven rule (and unit / pad), e.g. set "
       "`uneven` on both rules alike";
-  rep.add(std::move(d), std::to_string(col.rule.index) + ":" + std::to_string(row.rule.index) +
-                            ":" + std::to_string(extent));
+  rep.add(std::move(diag), std::to_string(col.rule.index) + ":" + std::to_string(row.rule.index) +
+                               ":" + std::to_string(extent));
 }
 
 }  // namespace

@@ -132,18 +132,19 @@ void check_padding_only(const Plan& plan, const PlannedParam& param, GroupedRepo
   const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(dim)];
   const std::int64_t degree = chain_ways(chain);
   const Mesh& mesh = plan.mesh_of(param);
-  Diagnostic d = param_diagnostic(param, DiagCode::WBalance, param.loc, Severity::Warning);
-  d.message = param.name + " " + shape_text(param.global_shape) + ": dim " + std::to_string(dim) +
-              " (extent " + std::to_string(param.global_shape[static_cast<std::size_t>(dim)]) +
-              ") split over " + chain_text(chain, mesh, false) + " leaves " + std::to_string(idle) +
-              " of the " + std::to_string(holders) +
-              " ranks holding it with only padding (no real elements: no gradient, no "
-              "optimizer state)";
-  d.hint = "use " + better_layout(param, dim, degree);
-  rep.add(std::move(d), std::to_string(static_cast<int>(param.rule.kind)) + ":" +
-                            std::to_string(param.rule.index) + ":" + std::to_string(dim) + ":" +
-                            std::to_string(degree) + ":" +
-                            std::to_string(param.global_shape[static_cast<std::size_t>(dim)]));
+  Diagnostic diag = param_diagnostic(param, DiagCode::WBalance, param.loc, Severity::Warning);
+  diag.message = param.name + " " + shape_text(param.global_shape) + ": dim " +
+                 std::to_string(dim) + " (extent " +
+                 std::to_string(param.global_shape[static_cast<std::size_t>(dim)]) +
+                 ") split over " + chain_text(chain, mesh, false) + " leaves " +
+                 std::to_string(idle) + " of the " + std::to_string(holders) +
+                 " ranks holding it with only padding (no real elements: no gradient, no "
+                 "optimizer state)";
+  diag.hint = "use " + better_layout(param, dim, degree);
+  rep.add(std::move(diag), std::to_string(static_cast<int>(param.rule.kind)) + ":" +
+                               std::to_string(param.rule.index) + ":" + std::to_string(dim) + ":" +
+                               std::to_string(degree) + ":" +
+                               std::to_string(param.global_shape[static_cast<std::size_t>(dim)]));
 }
 
 struct StageLoad {
@@ -190,17 +191,18 @@ void report_stage(const Plan& plan, int stage, int which, const StageLoad& load,
   const auto& chain = culprit->geometry.per_dim[static_cast<std::size_t>(dim)];
   const std::int64_t degree = chain_ways(chain);
   const char* what = which == 0 ? "parameter bytes" : "optimizer-state elements";
-  Diagnostic d = param_diagnostic(*culprit, DiagCode::WBalance, culprit->loc, Severity::Warning);
-  d.message = "stage " + std::to_string(stage) + ": rank " + std::to_string(load.max_rank) +
-              " holds " + std::to_string(load.max) + " " + what + ", rank " +
-              std::to_string(load.min_rank) + " only " + std::to_string(load.min) + " (more than " +
-              std::to_string(kImbalance) + "x apart); most of the gap is " + culprit->name + " " +
-              shape_text(culprit->global_shape) + ", dim " + std::to_string(dim) + " split over " +
-              chain_text(chain, plan.mesh_of(*culprit), false) + ": local " +
-              shape_text(high_piece.local_shape) + " vs " + shape_text(low_piece.local_shape);
-  d.hint = degree > 1 ? "use " + better_layout(*culprit, dim, degree)
-                      : "balance the stage's params over its ranks";
-  sink.report(std::move(d));
+  Diagnostic diag = param_diagnostic(*culprit, DiagCode::WBalance, culprit->loc, Severity::Warning);
+  diag.message = "stage " + std::to_string(stage) + ": rank " + std::to_string(load.max_rank) +
+                 " holds " + std::to_string(load.max) + " " + what + ", rank " +
+                 std::to_string(load.min_rank) + " only " + std::to_string(load.min) +
+                 " (more than " + std::to_string(kImbalance) + "x apart); most of the gap is " +
+                 culprit->name + " " + shape_text(culprit->global_shape) + ", dim " +
+                 std::to_string(dim) + " split over " +
+                 chain_text(chain, plan.mesh_of(*culprit), false) + ": local " +
+                 shape_text(high_piece.local_shape) + " vs " + shape_text(low_piece.local_shape);
+  diag.hint = degree > 1 ? "use " + better_layout(*culprit, dim, degree)
+                         : "balance the stage's params over its ranks";
+  sink.report(std::move(diag));
 }
 
 }  // namespace

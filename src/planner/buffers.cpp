@@ -298,8 +298,8 @@ std::string fsdp2_unit_label(std::string_view name) {
   return name.empty() ? "(root)" : std::string(name);
 }
 
-const char* buffer_kind_name(BufferKind k) {
-  switch (k) {
+const char* buffer_kind_name(BufferKind kind) {
+  switch (kind) {
     case BufferKind::MuonAllGather:
       return "muon_allgather";
     case BufferKind::Fsdp2AllGather:

@@ -359,7 +359,7 @@ std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<Plann
 std::string fsdp2_unit_label(std::string_view name);
 
 /// "muon_allgather" / "fsdp2_allgather" / "megatron_distopt" / "deepspeed_zero".
-const char* buffer_kind_name(BufferKind k);
+const char* buffer_kind_name(BufferKind kind);
 
 /// Per-rank buffer sizes of one layout, in BYTES: `pack` is the rank's
 /// packed input summed over every stage / unit it joins, `gathered` the

@@ -691,21 +691,22 @@ class Checker {
   // (with `stage`) the stage.
   static std::string geometry_key(const PlannedParam& planned, bool stage) {
     const ParamGeometry& geom = planned.geometry;
-    std::string k = std::to_string(static_cast<int>(planned.mesh)) + "|" +
-                    (stage ? std::to_string(planned.stage) : "") + "|" +
-                    list_text(geom.global_shape) + "|" + std::to_string(geom.fsdp_dim) + "," +
-                    std::to_string(geom.fsdp_ways) + "|" + list_text(geom.parts) + "@" +
-                    std::to_string(geom.parts_dim);
+    std::string key = std::to_string(static_cast<int>(planned.mesh)) + "|" +
+                      (stage ? std::to_string(planned.stage) : "") + "|" +
+                      list_text(geom.global_shape) + "|" + std::to_string(geom.fsdp_dim) + "," +
+                      std::to_string(geom.fsdp_ways) + "|" + list_text(geom.parts) + "@" +
+                      std::to_string(geom.parts_dim);
     for (const auto& chain : geom.per_dim) {
-      k += "|";
+      key += "|";
       for (const DimSplit& dim_split : chain) {
-        k += list_text(dim_split.axes) + list_text(dim_split.axis_sizes) +
-             std::to_string(dim_split.ways) + "," +
-             std::to_string(static_cast<int>(dim_split.rule)) + "," + (dim_split.fsdp ? "f" : "r") +
-             std::to_string(dim_split.pad_multiple) + "," + std::to_string(dim_split.unit) + ";";
+        key += list_text(dim_split.axes) + list_text(dim_split.axis_sizes) +
+               std::to_string(dim_split.ways) + "," +
+               std::to_string(static_cast<int>(dim_split.rule)) + "," +
+               (dim_split.fsdp ? "f" : "r") + std::to_string(dim_split.pad_multiple) + "," +
+               std::to_string(dim_split.unit) + ";";
       }
     }
-    return k;
+    return key;
   }
 
   const Plan& plan_;

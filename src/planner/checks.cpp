@@ -216,13 +216,13 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
   if (tp <= 1) return;
   if (!heads || *heads <= 0) {
     // Nothing to check against: say so, once per rule and tp (W-HEADS-UNKNOWN).
-    Diagnostic d = param_diagnostic(param, DiagCode::WHeadsUnknown, rule_loc(param, recipe),
-                                    Severity::Warning);
-    d.message = param.name + " is sharded by head (dim " + std::to_string(hm->dim) +
-                ") over tp=" + std::to_string(tp) +
-                " but the model gives no num_attention_heads: whole heads per rank not checked";
-    d.hint = std::string(diag_code_info(DiagCode::WHeadsUnknown).fix);
-    rep.add(std::move(d),
+    Diagnostic diag = param_diagnostic(param, DiagCode::WHeadsUnknown, rule_loc(param, recipe),
+                                       Severity::Warning);
+    diag.message = param.name + " is sharded by head (dim " + std::to_string(hm->dim) +
+                   ") over tp=" + std::to_string(tp) +
+                   " but the model gives no num_attention_heads: whole heads per rank not checked";
+    diag.hint = std::string(diag_code_info(DiagCode::WHeadsUnknown).fix);
+    rep.add(std::move(diag),
             "heads-unknown:" + std::to_string(param.rule.index) + ":" + std::to_string(tp));
     return;
   }
@@ -243,8 +243,8 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
       param.geometry.parts_dim == hm->dim && extent % kv == 0) {
     // issue 29: `packed` q|k|v blocks (right for Phi-3's qkv_proj) on
     // Megatron's per-group linear_qkv took rows of groups 0, 4 and 6 on rank 0.
-    Diagnostic d = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
-    d.message =
+    Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+    diag.message =
         param.name + " is packed in " + std::to_string(param.geometry.parts.size()) +
         " parts on dim " + std::to_string(hm->dim) + " split over tp=" + std::to_string(tp) +
         ", but Megatron-Core's linear_qkv is laid out by query group (each group's " +
@@ -252,10 +252,11 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
         " groups of " + std::to_string(extent / kv) +
         " rows; attention.py get_query_key_value_tensors): each part's piece would take "
         "rows of several groups";
-    d.hint =
+    diag.hint =
         "drop `packed` and split whole query groups with `unit: " + std::to_string(extent / kv) +
         "`; valid tp sizes: " + divisors_text(kv);
-    rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":packed");
+    rep.add(std::move(diag),
+            std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":packed");
     return;
   }
   const bool whole_units = param.unit > 1 && param.uneven != SplitRule::Even && count > 0 &&
@@ -266,18 +267,19 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
     // with 8 query groups planned 8 TP ranks without attention rows).
     const std::int64_t units = extent / param.unit;
     if (units >= tp) return;
-    Diagnostic d = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+    Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
     const std::string unit_name =
         megatron && (hm->counts & kKV) != 0 && kv > 0 && param.unit * kv == extent
             ? " query groups"
             : " units of " + std::to_string(param.unit) + " rows";
-    d.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
-                " over tp=" + std::to_string(tp) + " in whole units, but it has only " +
-                std::to_string(units) + unit_name + ": " + std::to_string(tp - units) + " of " +
-                std::to_string(tp) + " tp ranks would hold no attention rows";
-    d.hint = "valid tp sizes: " + divisors_text(std::gcd(heads_gcd, units)) +
-             (megatron ? " (Megatron-Core requires num_query_groups % tp == 0)" : "");
-    rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":units");
+    diag.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
+                   " over tp=" + std::to_string(tp) + " in whole units, but it has only " +
+                   std::to_string(units) + unit_name + ": " + std::to_string(tp - units) + " of " +
+                   std::to_string(tp) + " tp ranks would hold no attention rows";
+    diag.hint = "valid tp sizes: " + divisors_text(std::gcd(heads_gcd, units)) +
+                (megatron ? " (Megatron-Core requires num_query_groups % tp == 0)" : "");
+    rep.add(std::move(diag),
+            std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":units");
     return;
   }
   // Packed q | k | v with replicated parts (vLLM's num_kv_head_replicas): q splits over
@@ -297,30 +299,30 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
   std::string what;
   if (q_fails) what = std::to_string(*heads) + " attention heads";
   if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + kv_name;
-  Diagnostic d = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+  Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
   const SubModel* sub = model.submodel_of(param.name);
   const std::int64_t ways = kv_fails ? kv_tp : q_tp;
-  d.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
-              " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
-              std::to_string(ways) +
-              (ways != tp ? " (tp " + std::to_string(tp) + " over the part's replicas)" : "") +
-              (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
-                                    (sub->config.empty() ? "" : ", " + sub->config) + ")"
-                              : "");
-  d.hint = "valid tp sizes: " + divisors_text(heads_gcd);
+  diag.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
+                 " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
+                 std::to_string(ways) +
+                 (ways != tp ? " (tp " + std::to_string(tp) + " over the part's replicas)" : "") +
+                 (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
+                                       (sub->config.empty() ? "" : ", " + sub->config) + ")"
+                                 : "");
+  diag.hint = "valid tp sizes: " + divisors_text(heads_gcd);
   if (qkv_parts && !q_fails && kv > 0 && tp % kv == 0) {
     // Fewer KV heads than tp: keep q split by head and give every rank one KV head, shared by
     // tp / kv consecutive ranks (vLLM QKVParallelLinear, num_kv_head_replicas).
     const std::string kv_replicas = std::to_string(tp / kv);
     const auto& parts = param.geometry.parts;
-    d.hint +=
+    diag.hint +=
         "; or replicate the KV heads as vLLM does: `packed: {dim: " + std::to_string(hm->dim) +
         ", parts: [{name: q, size: " + std::to_string(parts[0]) +
         "}, {name: k, size: " + std::to_string(parts[1]) + ", replicas: " + kv_replicas +
         "}, {name: v, size: " + std::to_string(parts[2]) + ", replicas: " + kv_replicas + "}]}`";
   }
-  rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":" +
-                            std::to_string(hm->counts));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":" +
+                               std::to_string(hm->counts));
 }
 
 // The rule splits (FSDP excluded, ways > 1) of dim `dim` of `p`.
@@ -477,22 +479,22 @@ void check_head_indexed(const PlannedParam& param, const HeadIndexed& indexed,
   if (!bad) return;
   const std::string what = std::string(indexed.kv ? "KV head" : "q head");
   const bool replicated = have.empty();
-  Diagnostic d = param_diagnostic(param, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
-                                  rule_loc(param, lookup.recipe),
-                                  replicated ? Severity::Warning : Severity::Error);
-  d.message = param.name + " is indexed by " + what + " on dim " + std::to_string(indexed.dim) +
-              " (" + indexed.source + "), but it is " + chain_text(have, mesh) + " while " +
-              proj->name + " holds its heads " + chain_text(want, mesh) + ": rank " +
-              std::to_string(bad->rank) + " holds entries " + std::to_string(bad->start) + ".." +
-              std::to_string(bad->end - 1) + " but computes heads " +
-              std::to_string(bad->head_start) + ".." + std::to_string(bad->head_end - 1) +
-              (replicated ? " (every head's entries, not those of its own heads)" : "");
-  d.hint = want.empty() ? "replicate it as " + proj->name + " is"
-                        : "split dim " + std::to_string(indexed.dim) + " as " + proj->name +
-                              "'s dim 0: `Shard(" + std::to_string(indexed.dim) + ")` over " +
-                              axes_text(want.front(), mesh) + " with its rule's `uneven`";
-  rep.add(std::move(d), std::to_string(param.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
-                            std::to_string(proj->rule.index));
+  Diagnostic diag = param_diagnostic(param, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
+                                     rule_loc(param, lookup.recipe),
+                                     replicated ? Severity::Warning : Severity::Error);
+  diag.message = param.name + " is indexed by " + what + " on dim " + std::to_string(indexed.dim) +
+                 " (" + indexed.source + "), but it is " + chain_text(have, mesh) + " while " +
+                 proj->name + " holds its heads " + chain_text(want, mesh) + ": rank " +
+                 std::to_string(bad->rank) + " holds entries " + std::to_string(bad->start) + ".." +
+                 std::to_string(bad->end - 1) + " but computes heads " +
+                 std::to_string(bad->head_start) + ".." + std::to_string(bad->head_end - 1) +
+                 (replicated ? " (every head's entries, not those of its own heads)" : "");
+  diag.hint = want.empty() ? "replicate it as " + proj->name + " is"
+                           : "split dim " + std::to_string(indexed.dim) + " as " + proj->name +
+                                 "'s dim 0: `Shard(" + std::to_string(indexed.dim) + ")` over " +
+                                 axes_text(want.front(), mesh) + " with its rule's `uneven`";
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
+                               std::to_string(proj->rule.index));
 }
 
 // A bitsandbytes quantization state and the weight it belongs to: 8-bit `X.SCB`
@@ -531,20 +533,20 @@ void check_quant_state(const PlannedParam& param, const QuantState& quant,
   if (weight.geometry.per_dim.size() != weight.global_shape.size() || weight.global_shape.empty())
     return;
   const Mesh& mesh = lookup.plan.mesh_of(param);
-  Diagnostic d = param_diagnostic(param, DiagCode::EQuantState, rule_loc(param, lookup.recipe));
+  Diagnostic diag = param_diagnostic(param, DiagCode::EQuantState, rule_loc(param, lookup.recipe));
   if (quant.per_row) {
     if (param.global_shape.size() != 1 || param.global_shape[0] != weight.global_shape[0]) return;
     const std::vector<DimSplit> want = head_chain(weight, 0);
     const std::vector<DimSplit> have = head_chain(param, 0);
     if (same_chain(want, have) && weight.mesh == param.mesh) return;
-    d.message = param.name + " holds one scale per row of " + weight.name +
-                " (bitsandbytes SCB), but it " + "is " + chain_text(have, mesh) +
-                " while the weight's rows are " + chain_text(want, lookup.plan.mesh_of(weight)) +
-                ": a rank would dequantize its rows with other rows' scales";
-    d.hint = want.empty() ? "replicate it as its weight's rows are"
-                          : "give it its weight's rule: `Shard(0)` over " +
-                                axes_text(want.front(), lookup.plan.mesh_of(weight)) +
-                                " with the same `uneven`";
+    diag.message = param.name + " holds one scale per row of " + weight.name +
+                   " (bitsandbytes SCB), but it " + "is " + chain_text(have, mesh) +
+                   " while the weight's rows are " + chain_text(want, lookup.plan.mesh_of(weight)) +
+                   ": a rank would dequantize its rows with other rows' scales";
+    diag.hint = want.empty() ? "replicate it as its weight's rows are"
+                             : "give it its weight's rule: `Shard(0)` over " +
+                                   axes_text(want.front(), lookup.plan.mesh_of(weight)) +
+                                   " with the same `uneven`";
   } else {
     bool split = false;
     for (int dim = 0; dim < static_cast<int>(weight.global_shape.size()); ++dim)
@@ -552,15 +554,16 @@ void check_quant_state(const PlannedParam& param, const QuantState& quant,
     for (int dim = 0; dim < static_cast<int>(param.global_shape.size()); ++dim)
       split = split || !head_chain(param, dim).empty();
     if (!split) return;
-    d.message = param.name + " is a bitsandbytes 4-bit state of " + weight.name +
-                " (blocks of the flattened weight), but the weight or the state is split by a "
-                "rule: the blocks of a rank's piece are not a piece of the state";
-    d.hint =
+    diag.message = param.name + " is a bitsandbytes 4-bit state of " + weight.name +
+                   " (blocks of the flattened weight), but the weight or the state is split by a "
+                   "rule: the blocks of a rank's piece are not a piece of the state";
+    diag.hint =
         "replicate the 4-bit weight and its states over the rule axes (FSDP may shard "
         "them), or plan the dequantized checkpoint";
   }
-  rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(weight.rule.index) +
-                            (quant.per_row ? ":row" : ":block"));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" +
+                               std::to_string(weight.rule.index) +
+                               (quant.per_row ? ":row" : ":block"));
 }
 
 void check_experts(const PlannedParam& param, const Plan& plan, const Recipe& recipe,
@@ -571,19 +574,20 @@ void check_experts(const PlannedParam& param, const Plan& plan, const Recipe& re
   for (const DimSplit& split : param.geometry.per_dim[0])
     if (!split.fsdp) ep *= split.ways;
   if (ep <= 1 || experts % ep == 0) return;
-  Diagnostic d = param_diagnostic(param, DiagCode::EExperts, rule_loc(param, recipe));
+  Diagnostic diag = param_diagnostic(param, DiagCode::EExperts, rule_loc(param, recipe));
   if (param.uneven == SplitRule::Even) {
-    d.code = DiagCode::EExperts;
-    d.message = "stacked " + param.name + ": " + std::to_string(experts) +
-                " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
-    d.hint = "valid ep sizes divide " + std::to_string(experts) + ": " + divisors_text(experts);
-    rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(experts));
+    diag.code = DiagCode::EExperts;
+    diag.message = "stacked " + param.name + ": " + std::to_string(experts) +
+                   " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
+    diag.hint = "valid ep sizes divide " + std::to_string(experts) + ": " + divisors_text(experts);
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(experts));
     return;
   }
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WExperts;
-  d.message = "stacked " + param.name + ": " + std::to_string(experts) +
-              " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(param.uneven) + ")";
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WExperts;
+  diag.message = "stacked " + param.name + ": " + std::to_string(experts) +
+                 " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(param.uneven) +
+                 ")";
   // Expert range of each ep coordinate: the dim-0 pieces of the non-FSDP splits.
   const Mesh& mesh = plan.mesh_of(param);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
@@ -608,18 +612,18 @@ void check_experts(const PlannedParam& param, const Plan& plan, const Recipe& re
       start += piece.start;
       len = piece.size;
     }
-    d.ranges.emplace_back(start, start + len);
+    diag.ranges.emplace_back(start, start + len);
     ranges += (ranges.empty() ? "" : ", ") + std::to_string(k) + ": [" + std::to_string(start) +
               ", " + std::to_string(start + len) + ")";
   }
   if (ep > kMaxListed) ranges += ", ... (" + std::to_string(ep - kMaxListed) + " more)";
-  d.hint = "experts per ep coordinate: " + ranges +
-           "; frameworks differ on uneven experts (this plan uses " +
-           split_rule_name(param.uneven) + ")";
+  diag.hint = "experts per ep coordinate: " + ranges +
+              "; frameworks differ on uneven experts (this plan uses " +
+              split_rule_name(param.uneven) + ")";
   // One warning per (entry, E, ep): every stacked param of an entry gets the
   // same expert ranges, so the flood groups as "(and N more like it)".
-  rep.add(std::move(d), std::to_string(param.rule.index) + ":" + std::to_string(experts) + ":" +
-                            std::to_string(ep) + ":" + split_rule_name(param.uneven));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(experts) + ":" +
+                               std::to_string(ep) + ":" + split_rule_name(param.uneven));
 }
 
 }  // namespace

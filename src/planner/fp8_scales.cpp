@@ -176,16 +176,16 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
       weight_of[i] = it->second;
       continue;
     }
-    Diagnostic d = param_diagnostic(params[i], DiagCode::EFp8Scale, params[i].loc);
-    d.message = problem;
-    d.hint = weight == nullptr
-                 ? "a weight_scale_inv needs its weight (a truncated checkpoint or model "
-                   "file?); or `fp8_scales: rules` to place it by a rule"
-                 : "the model's weight_block_size (" + block_text(model) +
-                       ") disagrees with the checkpoint: copy "
-                       "quantization_config.weight_block_size from config.json; or "
-                       "`fp8_scales: rules`";
-    rep.add(std::move(d), weight == nullptr ? "orphan" : "shape");
+    Diagnostic diag = param_diagnostic(params[i], DiagCode::EFp8Scale, params[i].loc);
+    diag.message = problem;
+    diag.hint = weight == nullptr
+                    ? "a weight_scale_inv needs its weight (a truncated checkpoint or model "
+                      "file?); or `fp8_scales: rules` to place it by a rule"
+                    : "the model's weight_block_size (" + block_text(model) +
+                          ") disagrees with the checkpoint: copy "
+                          "quantization_config.weight_block_size from config.json; or "
+                          "`fp8_scales: rules`";
+    rep.add(std::move(diag), weight == nullptr ? "orphan" : "shape");
     drop[i] = true;
   }
   // The other direction: a block-quantized (FP8) matrix without its scale would be handed to
@@ -198,14 +198,14 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
     const bool fp8 = param.dtype == DType::Float8E4M3fn || param.dtype == DType::Float8E5M2;
     if (!fp8 || param.global_shape.size() < 2 || has_scale[i] || fp8::weight_of_scale(param.name))
       continue;
-    Diagnostic d = param_diagnostic(param, DiagCode::EFp8Scale, param.loc);
-    d.message = param.name + " is an FP8 matrix (" + std::string(dtype_name(param.dtype)) +
-                ") of a block-quantized model but has no " + param.name +
-                std::string(fp8::kScaleSuffix) + " to follow it";
-    d.hint =
+    Diagnostic diag = param_diagnostic(param, DiagCode::EFp8Scale, param.loc);
+    diag.message = param.name + " is an FP8 matrix (" + std::string(dtype_name(param.dtype)) +
+                   ") of a block-quantized model but has no " + param.name +
+                   std::string(fp8::kScaleSuffix) + " to follow it";
+    diag.hint =
         "the checkpoint lacks its weight_scale_inv tensors (a truncated download?); or "
         "`fp8_scales: rules` if the scales are placed some other way";
-    rep.add(std::move(d), "unscaled");
+    rep.add(std::move(diag), "unscaled");
   }
   rep.flush(sink);
   // Indices shift when dropped scales go: map old -> new first.
@@ -241,12 +241,13 @@ std::optional<std::vector<std::int64_t>> scale_parts(const PlannedParam& weight,
   for (std::size_t i = 0; i + 1 < weight.geometry.parts.size(); ++i) {
     at += weight.geometry.parts[i];
     if (at % block != 0) {
-      Diagnostic d = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe));
-      d.message = weight.name + ": packed part boundary at row " + std::to_string(at) + " of dim " +
-                  std::to_string(weight.geometry.parts_dim) + " cuts a " + std::to_string(block) +
-                  "-row FP8 block, so its scale cannot be split part by part";
-      d.hint = "packed part extents must be multiples of the block; or `fp8_scales: rules`";
-      rep.add(std::move(d), "packed:" + std::to_string(weight.rule.index));
+      Diagnostic diag = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe));
+      diag.message = weight.name + ": packed part boundary at row " + std::to_string(at) +
+                     " of dim " + std::to_string(weight.geometry.parts_dim) + " cuts a " +
+                     std::to_string(block) +
+                     "-row FP8 block, so its scale cannot be split part by part";
+      diag.hint = "packed part extents must be multiples of the block; or `fp8_scales: rules`";
+      rep.add(std::move(diag), "packed:" + std::to_string(weight.rule.index));
       return std::nullopt;
     }
     out.push_back(weight.geometry.parts[i] / block);

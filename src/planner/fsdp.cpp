@@ -97,14 +97,14 @@ void label(PlannedParam& param, const FsdpAxes& fsdp, int dim) {
 // E-FSDP at the fsdp axis that a param's rule or experts entry already shards
 // on: names the axis, the entry, and the axes FSDP could use instead.
 Diagnostic axis_conflict(const PlannedParam& param, const FsdpAxes& fsdp, std::size_t i,
-                         Diagnostic d) {
+                         Diagnostic diag) {
   const bool experts = param.rule.kind == RuleRef::Kind::Experts;
   const std::string& axis = fsdp.mesh->axes[static_cast<std::size_t>(fsdp.axes[i])].name;
   const std::string entry = experts ? "experts entry" : "rule";
   const std::string key = std::string("fsdp.") + fsdp.field;
-  d.loc = fsdp.locs[i];
-  d.message = key + " axis '" + axis + "' is also sharded by the " + entry + " `" +
-              param.rule.match + "` for " + param.name;
+  diag.loc = fsdp.locs[i];
+  diag.message = key + " axis '" + axis + "' is also sharded by the " + entry + " `" +
+                 param.rule.match + "` for " + param.name;
   std::string free;
   for (std::size_t a = 0; a < fsdp.mesh->axes.size(); ++a) {
     const bool used = param.placements[a].kind != ResolvedPlacement::Kind::Replicate;
@@ -114,12 +114,12 @@ Diagnostic axis_conflict(const PlannedParam& param, const FsdpAxes& fsdp, std::s
   }
   const std::string mesh_name =
       std::string_view(fsdp.field) == "shard" ? "a mesh" : "an expert_mesh";
-  d.hint = "FSDP shards on top of the placements, on axes of its own: set " + key + " to " +
-           mesh_name + " axis the " + entry + "'s placements do not use" +
-           (free.empty() ? " (add one, e.g. " + std::string(experts ? "efsdp" : "dp_shard") + ")"
-                         : " (" + free + ")") +
-           ", or take '" + axis + "' out of the " + entry + "'s placements";
-  return d;
+  diag.hint = "FSDP shards on top of the placements, on axes of its own: set " + key + " to " +
+              mesh_name + " axis the " + entry + "'s placements do not use" +
+              (free.empty() ? " (add one, e.g. " + std::string(experts ? "efsdp" : "dp_shard") + ")"
+                            : " (" + free + ")") +
+              ", or take '" + axis + "' out of the " + entry + "'s placements";
+  return diag;
 }
 
 // Applies FSDP to one param; false after reporting an error.
@@ -128,18 +128,18 @@ bool shard_param(PlannedParam& param, const FsdpAxes& fsdp, const FsdpSpec& spec
   const int ndim = static_cast<int>(param.global_shape.size());
   int dim = resolve_dim(param, spec, fsdp);
   if (dim < 0) dim += ndim;
-  Diagnostic d = param_diagnostic(param, DiagCode::EFsdp, spec.loc);
+  Diagnostic diag = param_diagnostic(param, DiagCode::EFsdp, spec.loc);
   if (dim < 0 || dim >= ndim) {
-    d.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + param.name +
-                " with " + std::to_string(ndim) + " dims";
-    d.hint = "FSDP usually shards dim 0";
-    rep.add(std::move(d), "dim");
+    diag.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + param.name +
+                   " with " + std::to_string(ndim) + " dims";
+    diag.hint = "FSDP usually shards dim 0";
+    rep.add(std::move(diag), "dim");
     return false;
   }
   for (std::size_t i = 0; i < fsdp.axes.size(); ++i) {
     const auto axis = static_cast<std::size_t>(fsdp.axes[i]);
     if (param.placements[axis].kind == ResolvedPlacement::Kind::Replicate) continue;
-    rep.add(axis_conflict(param, fsdp, i, std::move(d)),
+    rep.add(axis_conflict(param, fsdp, i, std::move(diag)),
             "axis" + std::to_string(static_cast<int>(param.rule.kind)) + ":" +
                 std::to_string(param.rule.index) + ":" + std::to_string(axis));
     return false;
@@ -147,11 +147,11 @@ bool shard_param(PlannedParam& param, const FsdpAxes& fsdp, const FsdpSpec& spec
   if (dim > 0) {
     for (std::int64_t len : local_extents(param.geometry, static_cast<std::size_t>(dim))) {
       if (len % fsdp.ways == 0) continue;
-      d.message = "FSDP on dim " + std::to_string(dim) + " of " + param.name + ": local extent " +
-                  std::to_string(len) + " is not divisible by " + std::to_string(fsdp.ways) +
-                  " FSDP ranks";
-      d.hint = "FSDP2 pads only dim 0; use dim 0, or sizes that divide";
-      rep.add(std::move(d), "div" + std::to_string(param.rule.index));
+      diag.message = "FSDP on dim " + std::to_string(dim) + " of " + param.name +
+                     ": local extent " + std::to_string(len) + " is not divisible by " +
+                     std::to_string(fsdp.ways) + " FSDP ranks";
+      diag.hint = "FSDP2 pads only dim 0; use dim 0, or sizes that divide";
+      rep.add(std::move(diag), "div" + std::to_string(param.rule.index));
       return false;
     }
   }

@@ -167,20 +167,20 @@ void check_split(const PlannedParam& param, const FusedLayout& layout,
                                             ? wrong_strided_piece(layout, chain, length, mesh)
                                             : wrong_piece(layout, pieces, length);
   if (!bad) return;
-  Diagnostic d =
+  Diagnostic diag =
       param_diagnostic(param, DiagCode::WFusedSplit, rule_loc(param, recipe), Severity::Warning);
-  d.message = param.name + " is " + layout_text(layout) + ", but its rule splits dim " +
-              std::to_string(layout.dim) + " as one tensor over " + axes_text(chain, mesh) +
-              ": rank " + std::to_string(bad->rank) + " holds " +
-              fused_range_text(layout, bad->start, bad->start + bad->size) + ", not its share of " +
-              names_joined(layout, ", ");
-  d.hint = "add `" + fused_packed_line(layout, param.global_shape.size()) +
-           "` to its rule: each part is then split on its own, as the unfused tensors are";
+  diag.message = param.name + " is " + layout_text(layout) + ", but its rule splits dim " +
+                 std::to_string(layout.dim) + " as one tensor over " + axes_text(chain, mesh) +
+                 ": rank " + std::to_string(bad->rank) + " holds " +
+                 fused_range_text(layout, bad->start, bad->start + bad->size) +
+                 ", not its share of " + names_joined(layout, ", ");
+  diag.hint = "add `" + fused_packed_line(layout, param.global_shape.size()) +
+              "` to its rule: each part is then split on its own, as the unfused tensors are";
   if (layout.groups > 1)
-    d.hint +=
+    diag.hint +=
         " (or a `unit:` of whole groups of " + std::to_string(fused_group_extent(layout)) + ")";
-  rep.add(std::move(d), rule_key(param) + ":" + layout.source + ":" + std::to_string(length) + ":" +
-                            std::to_string(layout.dim));
+  rep.add(std::move(diag), rule_key(param) + ":" + layout.source + ":" + std::to_string(length) +
+                               ":" + std::to_string(layout.dim));
 }
 
 void check_declared(const PlannedParam& param, const FusedLayout& layout,
@@ -199,10 +199,10 @@ void check_declared(const PlannedParam& param, const FusedLayout& layout,
   } else {
     return;
   }
-  Diagnostic d = param_diagnostic(param, DiagCode::EFusedLayout, packed.loc);
-  d.message = param.name + " is " + layout_text(layout) + ", but its rule's `packed` " + what;
-  d.hint = "use `" + fused_packed_line(layout, param.global_shape.size()) + "`";
-  rep.add(std::move(d), rule_key(param) + ":" + layout.source + ":" + what);
+  Diagnostic diag = param_diagnostic(param, DiagCode::EFusedLayout, packed.loc);
+  diag.message = param.name + " is " + layout_text(layout) + ", but its rule's `packed` " + what;
+  diag.hint = "use `" + fused_packed_line(layout, param.global_shape.size()) + "`";
+  rep.add(std::move(diag), rule_key(param) + ":" + layout.source + ":" + what);
 }
 
 // Megatron-Core's `linear_fc1` is gate|up (blocked: each TP rank's gate

@@ -71,14 +71,14 @@ void lint_replicated(const PlannedParam& param, const Plan& plan, const Recipe& 
         ResolvedPlacement::Kind::Replicate)
       continue;
     if (explicitly_replicated(param, recipe, axis.name)) continue;
-    Diagnostic d =
+    Diagnostic diag =
         param_diagnostic(param, DiagCode::WReplicatedLarge, param.loc, Severity::Warning);
-    d.message = param.name + " (" + std::to_string(numel(param.global_shape)) +
-                " elements) is replicated over '" + axis.name + "', which shards other params";
-    d.hint = "a rule placing it on " + axis.name +
-             " may be missing; if replicating it is meant, say `" + axis.name +
-             ": Replicate()` in its rule's placements (that silences this)";
-    rep.add(std::move(d), std::to_string(param.rule.index) + ":" + axis.name);
+    diag.message = param.name + " (" + std::to_string(numel(param.global_shape)) +
+                   " elements) is replicated over '" + axis.name + "', which shards other params";
+    diag.hint = "a rule placing it on " + axis.name +
+                " may be missing; if replicating it is meant, say `" + axis.name +
+                ": Replicate()` in its rule's placements (that silences this)";
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + axis.name);
   }
 }
 
@@ -90,12 +90,13 @@ void lint_vocab(const PlannedParam& param, const Model& model, GroupedReporter& 
     if (!split.fsdp) ways *= split.ways;
   const std::int64_t vocab = param.global_shape[0];
   if (ways <= 1 || vocab % ways == 0) return;
-  Diagnostic d = param_diagnostic(param, DiagCode::WVocab, param.loc, Severity::Warning);
-  d.message = param.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
-              std::to_string(ways) + " ranks (uneven " + split_rule_name(param.uneven) + " pieces)";
-  d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
-           "; or pad it like Megatron / vLLM: `uneven: {pad: 64}` on its rule";
-  rep.add(std::move(d), param.name);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WVocab, param.loc, Severity::Warning);
+  diag.message = param.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
+                 std::to_string(ways) + " ranks (uneven " + split_rule_name(param.uneven) +
+                 " pieces)";
+  diag.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
+              "; or pad it like Megatron / vLLM: `uneven: {pad: 64}` on its rule";
+  rep.add(std::move(diag), param.name);
 }
 
 void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink) {
@@ -106,14 +107,15 @@ void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink)
       const int axis = mesh->find(ap.axis);
       if (axis < 0 || ap.placement.kind != Placement::Kind::Shard) continue;
       if (mesh->axes[static_cast<std::size_t>(axis)].size != 1) continue;
-      Diagnostic d;
-      d.severity = Severity::Warning;
-      d.code = DiagCode::WAxisSize1;
-      d.loc = ap.loc;
-      d.rule = rule;
-      d.message = "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
-      d.hint = "drop it, or give the axis a size > 1";
-      sink.report(std::move(d));
+      Diagnostic diag;
+      diag.severity = Severity::Warning;
+      diag.code = DiagCode::WAxisSize1;
+      diag.loc = ap.loc;
+      diag.rule = rule;
+      diag.message =
+          "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
+      diag.hint = "drop it, or give the axis a size > 1";
+      sink.report(std::move(diag));
     }
   };
   for (const Rule& rule : recipe.rules) check(rule.placements, &plan.dense, rule.match_text());
@@ -135,14 +137,15 @@ void lint_packed_buffers(const std::vector<PlannedParam>& params, const Plan& pl
     if (param.geometry.per_dim.size() != param.global_shape.size() || !packed_dim_split(param))
       continue;
     if (!param.requires_grad || param.global_shape.size() < 2) continue;
-    Diagnostic d = param_diagnostic(param, DiagCode::WPackedBuffer, param.loc, Severity::Warning);
-    d.message = param.name +
-                " is packed and split on its packed dim: the muon_allgather layout leaves it "
-                "out (listed as not communicated)";
-    d.hint =
+    Diagnostic diag =
+        param_diagnostic(param, DiagCode::WPackedBuffer, param.loc, Severity::Warning);
+    diag.message = param.name +
+                   " is packed and split on its packed dim: the muon_allgather layout leaves it "
+                   "out (listed as not communicated)";
+    diag.hint =
         "gather it per part in the runtime (the rank file's boxes say where each part "
         "piece sits), or drop `packed` from its rule";
-    rep.add(std::move(d), std::to_string(param.rule.index));
+    rep.add(std::move(diag), std::to_string(param.rule.index));
   }
   rep.flush(sink);
 }

@@ -65,10 +65,11 @@ bool rule_split(const PlannedParam& param, int dim) {
 // Whole items of `per` rows in [start, start + real) of a dim of `count`
 // items: their range; the empty range at `count` for an empty piece;
 // nullopt when the piece cuts an item.
-std::optional<IdRange> whole_items(const DimPiece& d, std::int64_t per, std::int64_t count) {
-  if (d.real == 0) return IdRange{count, count};
-  if (per <= 0 || d.start % per != 0 || d.real % per != 0) return std::nullopt;
-  return IdRange{d.start / per, (d.start + d.real) / per};
+std::optional<IdRange> whole_items(const DimPiece& dim_piece, std::int64_t per,
+                                   std::int64_t count) {
+  if (dim_piece.real == 0) return IdRange{count, count};
+  if (per <= 0 || dim_piece.start % per != 0 || dim_piece.real % per != 0) return std::nullopt;
+  return IdRange{dim_piece.start / per, (dim_piece.start + dim_piece.real) / per};
 }
 
 // The global heads of source `s` whose rows the rank at `coords` holds.
@@ -102,9 +103,9 @@ std::optional<IdRange> heads_held(const PlannedParam& param, const HeadSource& s
   std::int64_t part_start = 0;
   for (int i = 0; i < source.part; ++i) part_start += layout.parts[static_cast<std::size_t>(i)];
   if (part % source.heads != 0) return std::nullopt;
-  DimPiece d = tp_local_rows(param, source.dim, source.part, coords);
-  if (d.real > 0) d.start -= part_start;
-  return whole_items(d, part / source.heads, source.heads);
+  DimPiece dim_piece = tp_local_rows(param, source.dim, source.part, coords);
+  if (dim_piece.real > 0) dim_piece.start -= part_start;
+  return whole_items(dim_piece, part / source.heads, source.heads);
 }
 
 // What one rank sees of the params on its mesh.
@@ -148,9 +149,10 @@ std::optional<IdRange> experts_at(const RankView& view, const ExpertAttributes& 
   std::optional<IdRange> out;
   for (const std::size_t i : attrs.params) {
     const PlannedParam& param = view.param(i);
-    const DimPiece d = tp_local_rows(param, 0, -1, view.coords(param));
-    const IdRange ids = d.real > 0 ? IdRange{d.start, d.start + d.real}
-                                   : IdRange{attrs.num_experts, attrs.num_experts};
+    const DimPiece dim_piece = tp_local_rows(param, 0, -1, view.coords(param));
+    const IdRange ids = dim_piece.real > 0
+                            ? IdRange{dim_piece.start, dim_piece.start + dim_piece.real}
+                            : IdRange{attrs.num_experts, attrs.num_experts};
     if (out && !(*out == ids)) return std::nullopt;
     out = ids;
   }
@@ -173,9 +175,10 @@ DimPiece tp_local_rows(const PlannedParam& param, int dim, int part,
                 param.name + ": part out of range");
   std::int64_t part_start = 0;
   for (int i = 0; i < part; ++i) part_start += param.geometry.parts[static_cast<std::size_t>(i)];
-  DimPiece d = apply_chain(param.geometry.parts[static_cast<std::size_t>(part)], rule, coords);
-  if (d.real > 0) d.start += part_start;
-  return d;
+  DimPiece dim_piece =
+      apply_chain(param.geometry.parts[static_cast<std::size_t>(part)], rule, coords);
+  if (dim_piece.real > 0) dim_piece.start += part_start;
+  return dim_piece;
 }
 
 LocalAttributes local_attributes_at(const Plan& plan, std::span<const std::int64_t> dense_coords,
@@ -198,10 +201,11 @@ LocalAttributes local_attributes_at(const Plan& plan, std::span<const std::int64
   for (const VocabAttributes& attrs : spec.vocab) {
     const PlannedParam& param = view.param(attrs.param);
     out.vocab_held.push_back(view.holds(param));
-    const DimPiece d = tp_local_rows(param, 0, -1, view.coords(param));
-    const IdRange ids = d.real > 0 ? IdRange{d.start, d.start + d.real}
-                                   : IdRange{attrs.vocab_size, attrs.vocab_size};
-    out.vocab.push_back({ids, d.alloc - d.real});
+    const DimPiece dim_piece = tp_local_rows(param, 0, -1, view.coords(param));
+    const IdRange ids = dim_piece.real > 0
+                            ? IdRange{dim_piece.start, dim_piece.start + dim_piece.real}
+                            : IdRange{attrs.vocab_size, attrs.vocab_size};
+    out.vocab.push_back({ids, dim_piece.alloc - dim_piece.real});
   }
   return out;
 }

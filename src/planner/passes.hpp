@@ -177,7 +177,7 @@ Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc 
 /// `flush` appends "(and N more params)" to each and reports them in order.
 class GroupedReporter {
  public:
-  void add(Diagnostic d, const std::string& key);
+  void add(Diagnostic diag, const std::string& key);
   void flush(DiagnosticSink& sink);
 
  private:

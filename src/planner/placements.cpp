@@ -25,10 +25,10 @@ std::string axis_names(const Mesh& mesh) {
 
 Diagnostic make(DiagCode code, const AxisPlacement& ap, const PlannedParam& param,
                 std::string message, std::string hint) {
-  Diagnostic d = param_diagnostic(param, code, ap.loc);
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  return d;
+  Diagnostic diag = param_diagnostic(param, code, ap.loc);
+  diag.message = std::move(message);
+  diag.hint = std::move(hint);
+  return diag;
 }
 
 // Resolves one `axis: placement` entry into `out`; false after reporting.
@@ -131,12 +131,12 @@ bool resolve_replicas(PlannedParam& param, const PackedSpec& spec, const FusedLa
     }
   }
   if (!why.empty()) {
-    Diagnostic d = param_diagnostic(param, DiagCode::EPacked,
-                                    spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
-    d.message = param.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
-                              std::to_string(param.rule.index) + ":replicas:" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPacked,
+                                       spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                                 std::to_string(param.rule.index) + ":replicas:" + why);
     return false;
   }
   param.geometry.part_replicas = spec.replicas;
@@ -156,11 +156,11 @@ bool resolve_packed(PlannedParam& param, const Recipe& recipe, GroupedReporter& 
   std::string hint;
   const std::optional<FusedLayout> layout = packed_layout(*packed, param.global_shape, &why, &hint);
   if (!layout) {
-    Diagnostic d = param_diagnostic(param, DiagCode::EPacked, packed->loc);
-    d.message = param.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
-                              std::to_string(param.rule.index) + ":" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPacked, packed->loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                                 std::to_string(param.rule.index) + ":" + why);
     return false;
   }
   if (layout->groups > 1) {
@@ -262,10 +262,10 @@ bool pad_vocab(PlannedParam& param, const Mesh& mesh, const Recipe& recipe, Grou
   const Rule& rule = recipe.rules[static_cast<std::size_t>(param.rule.index)];
   if (rule.vocab_divisible_by <= 0) return true;
   const auto fail = [&](const std::string& why, const std::string& hint) {
-    Diagnostic d = param_diagnostic(param, DiagCode::EPad, rule.vocab_loc);
-    d.message = param.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::to_string(param.rule.index) + ":vocab:" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPad, rule.vocab_loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":vocab:" + why);
     return false;
   };
   if (param.global_shape.empty())

@@ -33,20 +33,20 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
   for (std::size_t i = 0; i < recipe.rules.size(); ++i) {
     const Rule& rule = recipe.rules[i];
     const std::string name = rule_label(recipe, false, static_cast<int>(i));
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.loc = rule.loc;
-    d.rule = rule.match_text();
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.loc = rule.loc;
+    diag.rule = rule.match_text();
     if (use.matched[i] == 0 && rule.match.size() <= 1) {
-      d.code = DiagCode::WUnusedRule;
-      d.message = name + " (" + d.rule + ") matches no parameter";
-      d.hint = "remove it or fix its pattern (`shardc inspect --match GLOB` lists FQNs)";
-      sink.report(std::move(d));
+      diag.code = DiagCode::WUnusedRule;
+      diag.message = name + " (" + diag.rule + ") matches no parameter";
+      diag.hint = "remove it or fix its pattern (`shardc inspect --match GLOB` lists FQNs)";
+      sink.report(std::move(diag));
       continue;
     }
     for (std::size_t j = 0; j < rule.match.size(); ++j) {
       if (use.pattern_hits[i][j] > 0) continue;
-      Diagnostic unused = d;
+      Diagnostic unused = diag;
       unused.code = DiagCode::WUnusedRule;
       if (j < rule.match_locs.size()) unused.loc = rule.match_locs[j];
       unused.message = name + ": pattern " + std::to_string(j + 1) + " of its match list (" +
@@ -57,11 +57,11 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
       sink.report(std::move(unused));
     }
     if (use.matched[i] > 0 && use.won[i] == 0) {
-      d.code = DiagCode::WShadowedRule;
-      d.message = name + " (" + d.rule +
-                  ") never applies: every parameter it matches is taken by an earlier rule";
-      d.hint = "move it above the broader rule, or remove it";
-      sink.report(std::move(d));
+      diag.code = DiagCode::WShadowedRule;
+      diag.message = name + " (" + diag.rule +
+                     ") never applies: every parameter it matches is taken by an earlier rule";
+      diag.hint = "move it above the broader rule, or remove it";
+      sink.report(std::move(diag));
     }
   }
 }
@@ -100,13 +100,13 @@ void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, Diag
 
 Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc loc,
                             Severity severity) {
-  Diagnostic d;
-  d.severity = severity;
-  d.code = code;
-  d.loc = std::move(loc);
-  d.param = param.name;
-  d.rule = param.rule.match;
-  return d;
+  Diagnostic diag;
+  diag.severity = severity;
+  diag.code = code;
+  diag.loc = std::move(loc);
+  diag.param = param.name;
+  diag.rule = param.rule.match;
+  return diag;
 }
 
 SourceLoc rule_loc(const PlannedParam& param, const Recipe& recipe) {
@@ -123,15 +123,15 @@ const PackedSpec* packed_spec(const PlannedParam& param, const Recipe& recipe) {
   return spec ? &*spec : nullptr;
 }
 
-void GroupedReporter::add(Diagnostic d, const std::string& key) {
-  const std::string full = std::string(code_name(d.code)) + '\x1f' + key;
+void GroupedReporter::add(Diagnostic diag, const std::string& key) {
+  const std::string full = std::string(code_name(diag.code)) + '\x1f' + key;
   for (Entry& entry : entries_) {
     if (entry.key == full) {
       ++entry.more;
       return;
     }
   }
-  entries_.push_back({std::move(d), full, 0});
+  entries_.push_back({std::move(diag), full, 0});
 }
 
 void GroupedReporter::flush(DiagnosticSink& sink) {

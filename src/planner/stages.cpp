@@ -63,31 +63,31 @@ bool megatron_names(const std::vector<PlannedParam>& params) {
 void warn_uneven_chunks(std::int64_t blocks, int stages, std::int64_t virtual_stages,
                         const PipelineSpec& spec, DiagnosticSink& sink) {
   const std::int64_t chunks = stages * virtual_stages;
-  Diagnostic d;
-  d.code = DiagCode::WPipelineSplit;
-  d.severity = Severity::Warning;
-  d.loc =
+  Diagnostic diag;
+  diag.code = DiagCode::WPipelineSplit;
+  diag.severity = Severity::Warning;
+  diag.loc =
       virtual_stages > 1 && spec.virtual_stages_loc.line > 0 ? spec.virtual_stages_loc : spec.loc;
-  d.message = "stages: auto cuts " + std::to_string(blocks) + " layer blocks into " +
-              std::to_string(chunks) + " model chunks (" + std::to_string(stages) + " stages" +
-              (virtual_stages > 1 ? " x " + std::to_string(virtual_stages) + " virtual stages"
-                                  : std::string()) +
-              ") of unequal sizes: " + chunk_sizes_text(blocks, chunks) +
-              "; Megatron-Core needs num_layers divisible by pp" +
-              (virtual_stages > 1 ? " x vp" : "") + " unless told where the rest goes";
+  diag.message = "stages: auto cuts " + std::to_string(blocks) + " layer blocks into " +
+                 std::to_string(chunks) + " model chunks (" + std::to_string(stages) + " stages" +
+                 (virtual_stages > 1 ? " x " + std::to_string(virtual_stages) + " virtual stages"
+                                     : std::string()) +
+                 ") of unequal sizes: " + chunk_sizes_text(blocks, chunks) +
+                 "; Megatron-Core needs num_layers divisible by pp" +
+                 (virtual_stages > 1 ? " x vp" : "") + " unless told where the rest goes";
   std::string sizes;
   for (std::int64_t k = 1; k <= blocks && k <= 1024; ++k) {
     if (blocks % (k * virtual_stages) == 0)
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(k);
   }
-  d.hint = "pp sizes that divide " + std::to_string(blocks) + " layers" +
-           (virtual_stages > 1 ? " with vp " + std::to_string(virtual_stages) : std::string()) +
-           ": " + (sizes.empty() ? "none" : sizes) +
-           "; or Megatron's num_layers_in_first_pipeline_stage / "
-           "num_layers_in_last_pipeline_stage, account_for_embedding_in_pipeline_split / "
-           "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout (write its "
-           "layout as explicit `stages`)";
-  sink.report(std::move(d));
+  diag.hint = "pp sizes that divide " + std::to_string(blocks) + " layers" +
+              (virtual_stages > 1 ? " with vp " + std::to_string(virtual_stages) : std::string()) +
+              ": " + (sizes.empty() ? "none" : sizes) +
+              "; or Megatron's num_layers_in_first_pipeline_stage / "
+              "num_layers_in_last_pipeline_stage, account_for_embedding_in_pipeline_split / "
+              "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout (write its "
+              "layout as explicit `stages`)";
+  sink.report(std::move(diag));
 }
 
 // Chunk k (model order) runs on stage k % stages as virtual stage k / stages.
@@ -196,15 +196,15 @@ void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const Pipeli
     }
     std::string list;
     for (std::int64_t hit : hits) list += (list.empty() ? "" : ", ") + std::to_string(hit);
-    Diagnostic d;
-    d.code = DiagCode::EPipeline;
-    d.loc = spec.loc;
-    d.param = param.name;
-    d.message = hits.empty() ? param.name + " is in no pipeline stage"
-                             : param.name + " is in pipeline stages " + list;
-    d.hint = "every parameter must match the globs of exactly one of the " +
-             std::to_string(chunks) + " stage lists under pipeline.stages";
-    rep.add(std::move(d), hits.empty() ? "none" : "many");
+    Diagnostic diag;
+    diag.code = DiagCode::EPipeline;
+    diag.loc = spec.loc;
+    diag.param = param.name;
+    diag.message = hits.empty() ? param.name + " is in no pipeline stage"
+                                : param.name + " is in pipeline stages " + list;
+    diag.hint = "every parameter must match the globs of exactly one of the " +
+                std::to_string(chunks) + " stage lists under pipeline.stages";
+    rep.add(std::move(diag), hits.empty() ? "none" : "many");
   }
   rep.flush(sink);
 }

@@ -139,17 +139,18 @@ void warn(const PlannedParam& param, const Plan& plan,
     ranks = ranks.empty() ? class_ranks(cs, coords, param.stage)
                           : ranks.unite(class_ranks(cs, coords, param.stage));
   }
-  Diagnostic d = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
-  d.message = param.name +
-              ": newest DTensor reads the _StridedShard label with different rows than "
-              "the physical FSDP2 layout on " +
-              std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
-              (bad.size() > kMaxClasses ? " and more" : "");
-  d.hint = "the plan describes the physical layout; extent " +
-           std::to_string(param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)]) +
-           " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
-           "this param";
-  rep.add(std::move(d), key);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
+  diag.message = param.name +
+                 ": newest DTensor reads the _StridedShard label with different rows than "
+                 "the physical FSDP2 layout on " +
+                 std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
+                 (bad.size() > kMaxClasses ? " and more" : "");
+  diag.hint =
+      "the plan describes the physical layout; extent " +
+      std::to_string(param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)]) +
+      " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
+      "this param";
+  rep.add(std::move(diag), key);
 }
 
 }  // namespace
@@ -168,12 +169,12 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
     const std::int64_t length =
         param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     if (!within_budget(length, chain.back().ways, ways)) {
-      Diagnostic d = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
-      d.message = param.name +
-                  ": the _StridedShard reading was not checked (the mesh is too large "
-                  "for the check's budget)";
-      d.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
-      rep.add(std::move(d), "unchecked");
+      Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
+      diag.message = param.name +
+                     ": the _StridedShard reading was not checked (the mesh is too large "
+                     "for the check's budget)";
+      diag.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
+      rep.add(std::move(diag), "unchecked");
       continue;
     }
     const auto& bad = mismatches(cache, length, chain.back().ways, ways);

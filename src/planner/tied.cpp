@@ -128,14 +128,14 @@ void resolve_ties(std::vector<PlannedParam>& params, Plan& plan, const Model& mo
     PlannedParam& alias = params[alias_at->second];
     if (src.rule.index < 0 || alias.rule.index < 0) continue;  // already reported
     if (std::string why = mismatch(src, alias); !why.empty()) {
-      Diagnostic d = param_diagnostic(alias, DiagCode::ETied, rule_loc(alias, recipe));
-      d.message = "tied " + src.name + " [" + rule_text(src, recipe) + "] and " + alias.name +
-                  " [" + rule_text(alias, recipe) + "]: " + why;
-      d.hint =
+      Diagnostic diag = param_diagnostic(alias, DiagCode::ETied, rule_loc(alias, recipe));
+      diag.message = "tied " + src.name + " [" + rule_text(src, recipe) + "] and " + alias.name +
+                     " [" + rule_text(alias, recipe) + "]: " + why;
+      diag.hint =
           "tied ends share one storage: give them the same shape and dtype in the model and "
           "the same placements and uneven rule (one rule matching both), or untie them "
           "(tied: none)";
-      sink.report(std::move(d));
+      sink.report(std::move(diag));
       continue;
     }
     alias.alias_of = source->second;

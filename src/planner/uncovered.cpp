@@ -163,43 +163,43 @@ std::string entry_name(const Recipe& recipe, int entry) {
 
 Diagnostic expert_uncovered(const PlannedParam& param, const std::vector<std::string>& segs,
                             int seg, int entry, const Recipe& recipe, bool stacked) {
-  Diagnostic d;
-  d.code = DiagCode::EUncovered;
-  d.param = param.name;
-  d.loc = param.loc;
+  Diagnostic diag;
+  diag.code = DiagCode::EUncovered;
+  diag.param = param.name;
+  diag.loc = param.loc;
   const std::string replicate =
       "; do not add a catch-all rule or `placements: {}` for them: it would replicate every "
       "expert on every rank (no expert parallelism)";
   if (stacked) {
     const bool grouped = grouped_gemm_name(segs);
-    d.message = "parameter " + param.name + " is matched by no rule: it looks like " +
-                (grouped ? std::string("one expert's weight of a grouped-GEMM MoE layer")
-                         : "the experts of a MoE layer stacked in one tensor") +
-                ", and no `experts` entry " + (grouped ? "stacks" : "places") + " it";
-    d.hint = std::string(grouped ? "stack the experts" : "place the stacked experts") +
-             " for expert parallelism with an `experts` entry (docs/experts.md), e.g. " +
-             suggested_stacked_entry(segs, seg) + replicate;
-    return d;
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " +
+                   (grouped ? std::string("one expert's weight of a grouped-GEMM MoE layer")
+                            : "the experts of a MoE layer stacked in one tensor") +
+                   ", and no `experts` entry " + (grouped ? "stacks" : "places") + " it";
+    diag.hint = std::string(grouped ? "stack the experts" : "place the stacked experts") +
+                " for expert parallelism with an `experts` entry (docs/experts.md), e.g. " +
+                suggested_stacked_entry(segs, seg) + replicate;
+    return diag;
   }
   const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
   if (entry >= 0) {
     const ExpertsEntry& entry_spec = recipe.experts[static_cast<std::size_t>(entry)];
-    d.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
-    d.rule = entry_spec.match.text();
-    d.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
-                " of a MoE layer, and " + entry_name(recipe, entry) +
-                " matched no parameter (a typo in its pattern?)";
-    d.hint = "fix that entry's `match` so it stacks these experts, e.g. " +
-             suggested_entry(segs, seg) + replicate;
+    diag.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
+    diag.rule = entry_spec.match.text();
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
+                   " of a MoE layer, and " + entry_name(recipe, entry) +
+                   " matched no parameter (a typo in its pattern?)";
+    diag.hint = "fix that entry's `match` so it stacks these experts, e.g. " +
+                suggested_entry(segs, seg) + replicate;
   } else {
-    d.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
-                " of a MoE layer, and no `experts` entry stacks it";
-    d.hint =
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
+                   " of a MoE layer, and no `experts` entry stacks it";
+    diag.hint =
         "stack the experts for expert parallelism with an `experts` entry (docs/formats.md, "
         "\"Experts\"), e.g. " +
         suggested_entry(segs, seg) + ", or give them their own rule" + replicate;
   }
-  return d;
+  return diag;
 }
 
 }  // namespace
@@ -244,18 +244,18 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
     experts_uncovered = true;
   }
   if (first_plain) {
-    Diagnostic d;
-    d.code = DiagCode::EUncovered;
-    d.loc = first_plain->loc;
-    d.param = first_plain->name;
-    d.message = "parameter " + first_plain->name + " is matched by no rule";
-    d.hint = "add a rule whose match covers it, e.g. `- {match: \"" + shapes.front() +
-             "\", placements: {}}`" +
-             (experts_uncovered ? " (not a catch-all `**`: it would also replicate the "
-                                  "uncovered experts)"
-                                : ", or a catch-all `match: \"**\"` last");
-    if (shapes.size() > 1) d.hint += "; uncovered names: " + pattern_list(shapes);
-    others.add(std::move(d), "");
+    Diagnostic diag;
+    diag.code = DiagCode::EUncovered;
+    diag.loc = first_plain->loc;
+    diag.param = first_plain->name;
+    diag.message = "parameter " + first_plain->name + " is matched by no rule";
+    diag.hint = "add a rule whose match covers it, e.g. `- {match: \"" + shapes.front() +
+                "\", placements: {}}`" +
+                (experts_uncovered ? " (not a catch-all `**`: it would also replicate the "
+                                     "uncovered experts)"
+                                   : ", or a catch-all `match: \"**\"` last");
+    if (shapes.size() > 1) diag.hint += "; uncovered names: " + pattern_list(shapes);
+    others.add(std::move(diag), "");
     for (std::int64_t i = 1; i < plain; ++i) others.add(counted, "");
   }
   experts.flush(sink);
@@ -267,13 +267,13 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
   for (std::size_t e = 0; e < recipe.experts.size(); ++e) {
     if (used(params, e)) continue;
     const ExpertsEntry& entry_spec = recipe.experts[e];
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = DiagCode::WUnusedRule;
-    d.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
-    d.rule = entry_spec.match.text();
-    d.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";
-    d.hint = "fix its pattern (`shardc inspect --match GLOB` lists FQNs) or remove it";
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WUnusedRule;
+    diag.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
+    diag.rule = entry_spec.match.text();
+    diag.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";
+    diag.hint = "fix its pattern (`shardc inspect --match GLOB` lists FQNs) or remove it";
     std::int64_t placed = 0;
     const PlannedParam* example = nullptr;
     for (const PlannedParam& param : params) {
@@ -286,14 +286,14 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
       ++placed;
     }
     if (example) {
-      d.message += "; " + std::to_string(placed) + " expert-looking parameter(s) such as " +
-                   example->name + " are placed by " +
-                   rule_label(recipe, false, example->rule.index) + " (" + example->rule.match +
-                   ") instead, without expert parallelism";
-      d.hint = "fix the entry's `match` so it stacks them, e.g. " +
-               suggested_entry(segments(example->name), expert_segment(segments(example->name)));
+      diag.message += "; " + std::to_string(placed) + " expert-looking parameter(s) such as " +
+                      example->name + " are placed by " +
+                      rule_label(recipe, false, example->rule.index) + " (" + example->rule.match +
+                      ") instead, without expert parallelism";
+      diag.hint = "fix the entry's `match` so it stacks them, e.g. " +
+                  suggested_entry(segments(example->name), expert_segment(segments(example->name)));
     }
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
 }
 

@@ -30,33 +30,34 @@ std::string vocab_text(const LayoutParam& param) {
 // the row mapping spelled out, since moving bytes cannot change the stored shape.
 bool padded_vocab_change(const LayoutParam& pa, const LayoutParam& pb, const Layout& layout_a,
                          const Layout& layout_b, DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EReshardMismatch;
-  d.loc = pb.loc;
-  d.param = pb.name;
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMismatch;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
   const std::int64_t real_a = pa.vocab_multiple > 0 ? pa.vocab_rows : pa.global_shape[0];
   const std::int64_t real_b = pb.vocab_multiple > 0 ? pb.vocab_rows : pb.global_shape[0];
   std::string rest_same = "";
   for (std::size_t i = 1; i < pa.global_shape.size(); ++i)
     if (pa.global_shape[i] != pb.global_shape[i])
       rest_same = " (and dim " + std::to_string(i) + " differs)";
-  d.message = "param '" + pb.name + "' is a padded vocabulary whose checkpoint shape changes: " +
-              shape_text(pa.global_shape) + " in plan A (" + layout_a.label + ": " +
-              vocab_text(pa) + ") but " + shape_text(pb.global_shape) + " in plan B (" +
-              layout_b.label + ": " + vocab_text(pb) + ")" + rest_same;
+  diag.message = "param '" + pb.name + "' is a padded vocabulary whose checkpoint shape changes: " +
+                 shape_text(pa.global_shape) + " in plan A (" + layout_a.label + ": " +
+                 vocab_text(pa) + ") but " + shape_text(pb.global_shape) + " in plan B (" +
+                 layout_b.label + ": " + vocab_text(pb) + ")" + rest_same;
   if (real_a == real_b && rest_same.empty()) {
-    d.hint = "rows 0.." + std::to_string(real_a - 1) + " (the real vocabulary) map one to one; " +
-             "A's rows " + std::to_string(real_a) + ".." + std::to_string(pa.global_shape[0] - 1) +
-             " are padding to drop and B's rows " + std::to_string(real_b) + ".." +
-             std::to_string(pb.global_shape[0] - 1) +
-             " padding to fill (Megatron zero-fills them): resharding moves bytes and keeps "
-             "shapes, so re-pad the checkpoint (Megatron's checkpoint converter) and reshard the "
-             "rest, or plan both with the same vocab_padding multiple";
+    diag.hint =
+        "rows 0.." + std::to_string(real_a - 1) + " (the real vocabulary) map one to one; " +
+        "A's rows " + std::to_string(real_a) + ".." + std::to_string(pa.global_shape[0] - 1) +
+        " are padding to drop and B's rows " + std::to_string(real_b) + ".." +
+        std::to_string(pb.global_shape[0] - 1) +
+        " padding to fill (Megatron zero-fills them): resharding moves bytes and keeps "
+        "shapes, so re-pad the checkpoint (Megatron's checkpoint converter) and reshard the "
+        "rest, or plan both with the same vocab_padding multiple";
   } else {
-    d.hint = "the real vocabularies differ (" + std::to_string(real_a) + " vs " +
-             std::to_string(real_b) + " rows): compile both plans from the same model";
+    diag.hint = "the real vocabularies differ (" + std::to_string(real_a) + " vs " +
+                std::to_string(real_b) + " rows): compile both plans from the same model";
   }
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
@@ -68,18 +69,19 @@ bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& layo
       pa.global_shape.size() == pb.global_shape.size() &&
       (pa.vocab_multiple > 0 || pb.vocab_multiple > 0))
     return padded_vocab_change(pa, pb, layout_a, layout_b, sink);
-  Diagnostic d;
-  d.code = DiagCode::EReshardMismatch;
-  d.loc = pb.loc;
-  d.param = pb.name;
-  d.message = "param '" + pb.name + "' differs between the plans: " + shape_text(pa.global_shape) +
-              " " + std::string(dtype_name(pa.dtype)) + " in plan A (" + layout_a.label + ") but " +
-              shape_text(pb.global_shape) + " " + std::string(dtype_name(pb.dtype)) +
-              " in plan B (" + layout_b.label + ")";
-  d.hint =
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMismatch;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
+  diag.message = "param '" + pb.name +
+                 "' differs between the plans: " + shape_text(pa.global_shape) + " " +
+                 std::string(dtype_name(pa.dtype)) + " in plan A (" + layout_a.label + ") but " +
+                 shape_text(pb.global_shape) + " " + std::string(dtype_name(pb.dtype)) +
+                 " in plan B (" + layout_b.label + ")";
+  diag.hint =
       "resharding moves bytes, it does not reshape or convert: compile both plans from the same "
       "model description (same vocab padding, expert count and dtypes)";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
@@ -107,12 +109,12 @@ SourceIndex index_sources(const LayoutParam& pa) {
       if (packed && numel(box) > 0) {
         const auto [it, fresh] = seen.try_emplace({box.offset, box.shape}, boxes.size());
         if (!fresh) {
-          std::int32_t& k = shared[it->second];
-          if (k < 0) {
-            k = static_cast<std::int32_t>(owners.size());
+          std::int32_t& shared_index = shared[it->second];
+          if (shared_index < 0) {
+            shared_index = static_cast<std::int32_t>(owners.size());
             owners.push_back({owner[it->second]});
           }
-          owners[static_cast<std::size_t>(k)].emplace_back(i, part);
+          owners[static_cast<std::size_t>(shared_index)].emplace_back(i, part);
           return;
         }
       }
@@ -168,26 +170,27 @@ void report_coverage(const std::vector<Uncovered>& uncovered, const Layout& layo
   constexpr std::size_t kNamed = 3;  // params named besides the first
   const LayoutParam& first = layout_b.params[uncovered.front().b_param];
   const Box& want = uncovered.front().want;
-  Diagnostic d;
-  d.code = DiagCode::EReshardCoverage;
-  d.loc = first.loc;
-  d.param = first.name;
-  d.message = "the shards of '" + first.name + "' in plan A (" + layout_a.label + ")" +
-              " do not tile the box at offset " + shape_text(want.offset) + " shape " +
-              shape_text(want.shape) + " exactly once";
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardCoverage;
+  diag.loc = first.loc;
+  diag.param = first.name;
+  diag.message = "the shards of '" + first.name + "' in plan A (" + layout_a.label + ")" +
+                 " do not tile the box at offset " + shape_text(want.offset) + " shape " +
+                 shape_text(want.shape) + " exactly once";
   if (uncovered.size() > 1) {
-    d.message += "; so for " + std::to_string(uncovered.size() - 1) + " more param" +
-                 (uncovered.size() > 2 ? "s" : "") + " (";
+    diag.message += "; so for " + std::to_string(uncovered.size() - 1) + " more param" +
+                    (uncovered.size() > 2 ? "s" : "") + " (";
     for (std::size_t i = 1; i < uncovered.size() && i <= kNamed; ++i)
-      d.message += (i > 1 ? ", '" : "'") + layout_b.params[uncovered[i].b_param].name + "'";
-    if (uncovered.size() > kNamed + 1) d.message += ", ...";
-    d.message += ")";
+      diag.message += (i > 1 ? ", '" : "'") + layout_b.params[uncovered[i].b_param].name + "'";
+    if (uncovered.size() > kNamed + 1) diag.message += ", ...";
+    diag.message += ")";
   }
-  d.hint = layout_a.in_memory
-               ? "plan A was planned by shardc in memory from its MODEL and RECIPE, so this is a "
-                 "shardc bug: please report it with both model and recipe files"
-               : "plan A is not a shardc plan or was edited: recompile it with shardc compile";
-  sink.report(std::move(d));
+  diag.hint =
+      layout_a.in_memory
+          ? "plan A was planned by shardc in memory from its MODEL and RECIPE, so this is a "
+            "shardc bug: please report it with both model and recipe files"
+          : "plan A is not a shardc plan or was edited: recompile it with shardc compile";
+  sink.report(std::move(diag));
 }
 
 // Pieces and per-rank bytes of one B param sourced from A's `pa`; false (no pieces) when A's
@@ -228,13 +231,13 @@ bool plan_param(const LayoutParam& pa, const LayoutParam& pb, ParamPlan& pp, Acc
 }
 
 void report_missing(const LayoutParam& pb, const Layout& layout_a, DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EReshardMissing;
-  d.loc = pb.loc;
-  d.param = pb.name;
-  d.message = "param '" + pb.name + "' of plan B is not in plan A (" + layout_a.label + ")";
-  d.hint = "both plans must be compiled from the same model description";
-  sink.report(std::move(d));
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMissing;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
+  diag.message = "param '" + pb.name + "' of plan B is not in plan A (" + layout_a.label + ")";
+  diag.hint = "both plans must be compiled from the same model description";
+  sink.report(std::move(diag));
 }
 
 }  // namespace
