@@ -546,6 +546,26 @@ MuonGroup muon_group(const N& node, const Held& held, std::int64_t alignment_byt
   return group;
 }
 
+// The widest element (float64, int64): a unit's padded members are bounded in bytes at it,
+// so verify's per-unit sums, in elements or in bytes of any dtype, fit int64.
+constexpr std::int64_t kMaxElementBytes = 8;
+
+// An FSDP2 member's local and padded shapes (the held param's, which verify multiplies out):
+// each of fewer than 2^62 elements, and the unit's padded members at most 2^62 bytes at
+// kMaxElementBytes an element (`unit_bytes`, the members so far).
+template <typename N>
+void check_fsdp2_member(const N& param_node, const RankParam& param, std::int64_t& unit_bytes) {
+  const std::optional<std::int64_t> local = checked_numel(param.local_shape);
+  const std::optional<std::int64_t> padded = checked_numel(param.padded_shape);
+  if (!local || !padded)
+    param_node.fail(param.name + ": local_shape " + shape_text(param.local_shape) +
+                    " or padded_shape " + shape_text(param.padded_shape) +
+                    " has a negative extent or 2^62 or more elements");
+  if (*padded > (limits::kMaxNumel - unit_bytes) / kMaxElementBytes)
+    param_node.fail(param.name + ": the unit's padded members pass 2^62 bytes");
+  unit_bytes += *padded * kMaxElementBytes;
+}
+
 template <typename N>
 Fsdp2Unit fsdp2_unit(const N& node, const Held& held) {
   Fsdp2Unit unit;
@@ -559,8 +579,10 @@ Fsdp2Unit fsdp2_unit(const N& node, const Held& held) {
   unit.total = node.at("total").i64();
   unit.total_bytes = node.at("total_bytes").i64();
   unit.output_shape = node.at("output_shape").shape();
+  std::int64_t unit_bytes = 0;
   unit.params = node.at("params").map([&](const N& entry) {
     const RankParam& param = held_at(entry.at("param"), held);
+    check_fsdp2_member(entry.at("param"), param, unit_bytes);
     return Fsdp2Param{param.name,
                       entry.at("shard_dim").i32(),
                       entry.at("offset").i64(),

@@ -233,6 +233,33 @@ TEST_CASE_FIXTURE(Compiled, "readback refuses muon sizes whose derived numels wr
   }
 }
 
+// Hostile shapes of an FSDP2 member (the held param's, which verify multiplies out in
+// elements and in bytes): both readers refuse the file naming the member, no product wraps.
+TEST_CASE_FIXTURE(Compiled, "readback refuses FSDP2 member shapes whose numels wrap int64") {
+  using nlohmann::json;
+  const json rank = json::parse(file("ranks/rank-0.json"));
+  std::size_t emb = 0;
+  while (rank["params"][emb]["name"] != "emb.weight") ++emb;
+  REQUIRE(rank["buffers"][1]["kind"] == "fsdp2_allgather");
+  const auto refused = [&](const char* field, const json& value, const std::string& says) {
+    json tampered = rank;
+    tampered["params"][emb][field] = value;
+    std::string error;
+    CHECK_FALSE(
+        agree(tampered.dump(), &readback::parse_rank_file, &readback::parse_rank_file_reference));
+    CHECK_FALSE(readback::parse_rank_file(tampered.dump(), error));
+    CHECK_MESSAGE(error.find(says) != std::string::npos, error);
+  };
+  // 3037000500^2 > 2^63: numel(padded_shape) wrapped in verify's unit check.
+  const json huge = json::array({std::int64_t{3037000500}, std::int64_t{3037000500}});
+  refused("padded_shape", huge, "or padded_shape [3037000500, 3037000500] has a negative extent");
+  // The FSDP2 simulator multiplied the local shape out.
+  refused("local_shape", huge, "has a negative extent or 2^62 or more elements");
+  // 2^61 elements are 2^64 bytes of float64: the unit's byte total wrapped.
+  refused("padded_shape", json::array({std::int64_t{1} << 61}),
+          "emb.weight: the unit's padded members pass 2^62 bytes");
+}
+
 TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
   const std::filesystem::path dir =
       std::filesystem::path(SHARDC_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "outputs";
