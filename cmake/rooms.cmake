@@ -9,6 +9,19 @@ set(SHARDC_ROOMS_DIR ${PROJECT_BINARY_DIR}/rooms)
 # The public headers (include/shardc/) every room may include; driver.hpp only the driver.
 set(SHARDC_PUBLIC_HEADERS exit_code.hpp file_system.hpp)
 
+# The third-party libraries a room may be given (LIBS) and the headers that reach them. A
+# room's include directory holds, for every library of this list it is NOT given, a header
+# of the same name that stops the compile (`#error`), found before the system's copy: so a
+# room including <nlohmann/json.hpp> without linking nlohmann_json fails to compile, header-
+# only libraries included (CTest layers/refused-include checks each pair).
+set(SHARDC_THIRD_PARTY_HEADERS
+    "yaml-cpp=yaml-cpp/yaml.h"
+    "simdjson::simdjson=simdjson.h"
+    "nlohmann_json::nlohmann_json=nlohmann/json.hpp,nlohmann/json_fwd.hpp"
+    "spdlog::spdlog=spdlog/spdlog.h,spdlog/logger.h,spdlog/fmt/fmt.h"
+    "CLI11::CLI11=CLI/CLI.hpp"
+    "OpenSSL::Crypto=openssl/evp.h,openssl/sha.h")
+
 # shardc_room(NAME [EXECUTABLE target] [USES room...] [LIBS target...] [PUBLIC_HEADERS header...])
 #   USES: the rooms NAME's sources may include and link (their own uses come with them).
 #   LIBS: third-party targets, private to the room.
@@ -41,6 +54,25 @@ function(shardc_room name)
   list(JOIN sees " " sees_text)
   file(APPEND ${SHARDC_ROOMS_DIR}/rooms.txt "${name}: ${sees_text}\n")
 
+  # Poison headers for the third-party libraries this room is not given.
+  set(refused_libs)
+  foreach(entry IN LISTS SHARDC_THIRD_PARTY_HEADERS)
+    string(REPLACE "=" ";" parts "${entry}")
+    list(GET parts 0 lib)
+    list(GET parts 1 headers)
+    if(lib IN_LIST ROOM_LIBS)
+      continue()
+    endif()
+    list(APPEND refused_libs ${lib})
+    string(REPLACE "," ";" headers "${headers}")
+    foreach(header IN LISTS headers)
+      file(WRITE ${dir}/${header}
+           "#error \"room ${name} may not use ${lib} (cmake/rooms.cmake: not in its LIBS)\"\n")
+    endforeach()
+  endforeach()
+  list(JOIN refused_libs " " refused_text)
+  file(APPEND ${SHARDC_ROOMS_DIR}/refused-libs.txt "${name}: ${refused_text}\n")
+
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
   list(TRANSFORM ROOM_USES PREPEND shardc_ OUTPUT_VARIABLE used_targets)
   if(ROOM_EXECUTABLE)
@@ -59,7 +91,7 @@ endfunction()
 
 # rooms.txt: "room: the rooms it sees", one a line, in definition order (the layering test
 # and tools/check-layers read it).
-file(REMOVE ${SHARDC_ROOMS_DIR}/rooms.txt)
+file(REMOVE ${SHARDC_ROOMS_DIR}/rooms.txt ${SHARDC_ROOMS_DIR}/refused-libs.txt)
 
 # Lowest first; a room may use only rooms above it in this list.
 shardc_room(support LIBS OpenSSL::Crypto)

@@ -153,6 +153,14 @@ if(SHARDC_SANITIZE)
   set(SHARDC_BAD_FLAGS --sanitizer)
 endif()
 shardc_folder_tests(bad bad expect.json run_bad.py bad ${SHARDC_BAD_FLAGS})
+# The million-param inputs prove bounded time and memory on a huge model: tens of seconds
+# under ASan, so the sanitizer stage leaves them to stage 1 (label `long`).
+foreach(big IN ITEMS gen_params_1e6_json gen_params_1e6_repeat)
+  if(TEST bad/${big})
+    get_test_property(bad/${big} LABELS big_labels)
+    set_tests_properties(bad/${big} PROPERTIES LABELS "${big_labels};long")
+  endif()
+endforeach()
 
 # Hostile inputs (tests/hostile/<name>/, issue 24): each finding of the hostile-input campaign
 # (README.md: command, expected, observed) with test.py asserting the expected behaviour through

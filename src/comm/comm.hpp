@@ -138,12 +138,13 @@ inline constexpr std::size_t kCollectives = 5;
 
 /// JSON / table name: "all_gather", "reduce_scatter", "all_reduce",
 /// "all_to_all", "send_recv".
-const char* collective_name(Collective c);
+const char* collective_name(Collective collective);
 
 /// Bytes one rank sends in one collective of full buffer `buffer_bytes` over
 /// `group_size` ranks (the header's ring counts; 0 for a group of 1).
 /// Saturates at INT64_MAX instead of overflowing.
-std::int64_t ring_bytes_sent(Collective c, std::int64_t buffer_bytes, std::int64_t group_size);
+std::int64_t ring_bytes_sent(Collective collective, std::int64_t buffer_bytes,
+                             std::int64_t group_size);
 
 /// What a group is for (which terms it carries).
 enum class CommRole {
@@ -165,7 +166,7 @@ inline constexpr std::size_t kCommRoles = 13;
 
 /// "fsdp", "expert_fsdp", "replicate", "expert_replicate", "dp", "expert_dp",
 /// "zero", "expert_zero", "tp", "cp", "ep", "pp", "tied".
-const char* comm_role_name(CommRole r);
+const char* comm_role_name(CommRole role);
 
 /// One class of process groups: every group of that role has `size` ranks.
 struct CommGroup {
@@ -177,8 +178,10 @@ struct CommGroup {
 /// The groups of a layout, by role (indexed by CommRole).
 struct CommGroups {
   CommGroup group[kCommRoles]{};
-  [[nodiscard]] const CommGroup& of(CommRole r) const { return group[static_cast<std::size_t>(r)]; }
-  CommGroup& of(CommRole r) { return group[static_cast<std::size_t>(r)]; }
+  [[nodiscard]] const CommGroup& of(CommRole role) const {
+    return group[static_cast<std::size_t>(role)];
+  }
+  CommGroup& of(CommRole role) { return group[static_cast<std::size_t>(role)]; }
 };
 
 /// The layout as the communication model sees it: degrees and schedule.

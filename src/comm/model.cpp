@@ -12,20 +12,20 @@ namespace {
 using saturating::ceil_div;
 using saturating::mul;
 // `add` is Builder's: the saturating sum is `plus` here.
-std::int64_t plus(std::int64_t a, std::int64_t b) { return saturating::add(a, b); }
+std::int64_t plus(std::int64_t lhs, std::int64_t rhs) { return saturating::add(lhs, rhs); }
 
-std::string n(std::int64_t v) { return std::to_string(v); }
+std::string n(std::int64_t value) { return std::to_string(value); }
 
-// The ring factor of `c` as text: "(n-1)/n" with n written out.
-std::string factor_text(Collective c, std::int64_t group) {
-  const std::string g = n(group);
-  switch (c) {
+// The ring factor of `collective` as text: "(n-1)/n" with n written out.
+std::string factor_text(Collective collective, std::int64_t group) {
+  const std::string group_text = n(group);
+  switch (collective) {
     case Collective::AllReduce:
-      return "2 x " + n(group - 1) + "/" + g;
+      return "2 x " + n(group - 1) + "/" + group_text;
     case Collective::SendRecv:
       return "1";
     default:
-      return n(group - 1) + "/" + g;
+      return n(group - 1) + "/" + group_text;
   }
 }
 
@@ -51,34 +51,34 @@ struct Builder {
     const std::int64_t calls = call.calls;
     const std::int64_t buffer = call.buffer;
     const std::string& buffer_text = call.buffer_text;
-    const CommGroup& g = groups.of(role);
+    const CommGroup& group = groups.of(role);
     if (calls <= 0 || buffer <= 0) return;
-    if (call.collective != Collective::SendRecv && g.size <= 1) return;
-    CommTerm t;
-    t.role = role;
-    t.collective = call.collective;
-    t.name = std::move(call.name);
-    t.calls = calls;
-    t.buffer_bytes = buffer;
-    t.bytes = mul(calls, ring_bytes_sent(call.collective, buffer, g.size));
-    t.group_size = call.collective == Collective::SendRecv ? 2 : g.size;
-    t.crosses_nodes = g.crosses_nodes;
+    if (call.collective != Collective::SendRecv && group.size <= 1) return;
+    CommTerm term;
+    term.role = role;
+    term.collective = call.collective;
+    term.name = std::move(call.name);
+    term.calls = calls;
+    term.buffer_bytes = buffer;
+    term.bytes = mul(calls, ring_bytes_sent(call.collective, buffer, group.size));
+    term.group_size = call.collective == Collective::SendRecv ? 2 : group.size;
+    term.crosses_nodes = group.crosses_nodes;
     const std::string value = n(buffer);
     const bool shown =
         buffer_text.size() >= value.size() &&
         buffer_text.compare(buffer_text.size() - value.size(), value.size(), value) == 0;
-    t.formula = n(calls) + " x " + factor_text(call.collective, g.size) +
-                " x B, B = " + buffer_text + (shown ? "" : " = " + value);
-    t.source = std::move(call.source);
-    out.bytes = plus(out.bytes, t.bytes);
-    out.terms.push_back(std::move(t));
+    term.formula = n(calls) + " x " + factor_text(call.collective, group.size) +
+                   " x B, B = " + buffer_text + (shown ? "" : " = " + value);
+    term.source = std::move(call.source);
+    out.bytes = plus(out.bytes, term.bytes);
+    out.terms.push_back(std::move(term));
   }
 };
 
 }  // namespace
 
-const char* collective_name(Collective c) {
-  switch (c) {
+const char* collective_name(Collective collective) {
+  switch (collective) {
     case Collective::AllGather:
       return "all_gather";
     case Collective::ReduceScatter:
@@ -93,22 +93,23 @@ const char* collective_name(Collective c) {
   return "all_gather";
 }
 
-const char* comm_role_name(CommRole r) {
+const char* comm_role_name(CommRole role) {
   static constexpr const char* kNames[kCommRoles] = {
       "fsdp", "expert_fsdp", "replicate", "expert_replicate",
       "dp",   "expert_dp",   "zero",      "expert_zero",
       "tp",   "cp",          "ep",        "pp",
       "tied"};
-  return kNames[static_cast<std::size_t>(r)];
+  return kNames[static_cast<std::size_t>(role)];
 }
 
-std::int64_t ring_bytes_sent(Collective c, std::int64_t buffer_bytes, std::int64_t group_size) {
+std::int64_t ring_bytes_sent(Collective collective, std::int64_t buffer_bytes,
+                             std::int64_t group_size) {
   if (buffer_bytes <= 0) return 0;
-  if (c == Collective::SendRecv) return buffer_bytes;
+  if (collective == Collective::SendRecv) return buffer_bytes;
   if (group_size <= 1) return 0;
   const std::int64_t chunk = ceil_div(buffer_bytes, group_size);
   const std::int64_t once = mul(chunk, group_size - 1);
-  return c == Collective::AllReduce ? mul(once, 2) : once;
+  return collective == Collective::AllReduce ? mul(once, 2) : once;
 }
 
 StageComm stage_communication(const ActivationArch& arch, const TrainingShape& shape,
@@ -116,8 +117,8 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                               const CommGroups& groups, const StageCommBytes& bytes) {
   StageComm out;
   out.stage = bytes.stage;
-  Builder b{groups, out};
-  const std::int64_t m = std::max<std::int64_t>(1, layout.microbatches);
+  Builder builder{groups, out};
+  const std::int64_t microbatches = std::max<std::int64_t>(1, layout.microbatches);
   const bool pipeline = layout.pp > 1;
   const bool reshard = layout.reshards();
   const ActivationLayout& deg = layout.degrees;
@@ -125,34 +126,37 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
   const std::int64_t cp = std::max<std::int64_t>(1, deg.cp);
   const std::int64_t seq = shape.seq_len.value_or(0) / cp;
   const std::int64_t tokens = mul(seq, shape.micro_batch_size);
-  const std::int64_t e = element_bytes;
-  const std::int64_t hidden_bytes = mul({e, tokens, arch.hidden});  // e T h
-  const std::string eth = "e T h = " + n(e) + " x " + n(tokens) + " x " + n(arch.hidden);
+  const std::int64_t hidden_bytes = mul({element_bytes, tokens, arch.hidden});  // e T h
+  const std::string eth =
+      "e T h = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.hidden);
 
   // FSDP2 (dense, then the experts' own groups).
-  const std::int64_t gathers_fwd = pipeline && !reshard ? 1 : m;
-  const std::int64_t syncs = pipeline ? 1 : m;
+  const std::int64_t gathers_fwd = pipeline && !reshard ? 1 : microbatches;
+  const std::int64_t syncs = pipeline ? 1 : microbatches;
   const char* fsdp_src =
       "torch FSDP2 FSDPParamGroup.unshard / post_backward (reduce_scatter_tensor); "
       "torchtitan gradient accumulation syncs per micro-batch, torch pipelining on the last";
   auto fsdp = [&](CommRole role, CommRole replicate, const char* prefix, std::int64_t param,
                   std::int64_t root, std::int64_t grad) {
-    const std::int64_t w = groups.of(role).size;
-    if (w <= 1) return;
-    const std::string shard = "shard x n = " + n(param) + " x " + n(w);
-    b.add({role, Collective::AllGather, std::string(prefix) + ".forward_all_gather", gathers_fwd,
-           mul(param, w), shard, fsdp_src});
+    const std::int64_t group_size = groups.of(role).size;
+    if (group_size <= 1) return;
+    const std::string shard = "shard x n = " + n(param) + " x " + n(group_size);
+    builder.add({role, Collective::AllGather, std::string(prefix) + ".forward_all_gather",
+                 gathers_fwd, mul(param, group_size), shard, fsdp_src});
     if (reshard) {
-      b.add(
-          {role, Collective::AllGather, std::string(prefix) + ".backward_all_gather", m,
-           mul(param - root, w), "(shard - root unit's) x n = " + n(param - root) + " x " + n(w),
+      builder.add(
+          {role, Collective::AllGather, std::string(prefix) + ".backward_all_gather", microbatches,
+           mul(param - root, group_size),
+           "(shard - root unit's) x n = " + n(param - root) + " x " + n(group_size),
            "FSDP2 reshard_after_forward: backward gathers again (the root unit keeps its params)"});
     }
-    b.add({role, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", syncs,
-           mul(grad, w), "grad shard x n = " + n(grad) + " x " + n(w), fsdp_src});
-    b.add({replicate, Collective::AllReduce, std::string(prefix) + ".hsdp_grad_all_reduce", syncs,
-           grad, "grad shard = " + n(grad),
-           "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group"});
+    builder.add({role, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter",
+                 syncs, mul(grad, group_size),
+                 "grad shard x n = " + n(grad) + " x " + n(group_size), fsdp_src});
+    builder.add(
+        {replicate, Collective::AllReduce, std::string(prefix) + ".hsdp_grad_all_reduce", syncs,
+         grad, "grad shard = " + n(grad),
+         "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group"});
   };
   fsdp(CommRole::Fsdp, CommRole::Replicate, "fsdp", bytes.fsdp_param_bytes,
        bytes.fsdp_root_param_bytes, bytes.fsdp_grad_bytes);
@@ -164,33 +168,35 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                         std::int64_t param) {
     if (layout.zero_stage == 1 || layout.zero_stage == 2) {
       if (groups.of(zero).size > 1) {
-        b.add({zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter", 1,
-               grad, "local grads = " + n(grad),
-               "Megatron-Core param_and_grad_buffer start_grad_sync (reduce_scatter_tensor); "
-               "DeepSpeed stage_1_and_2 partitioned gradients"});
-        b.add({zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1, param,
-               "local params = " + n(param),
-               "Megatron-Core start_param_sync (all_gather of the updated shards)"});
+        builder.add({zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter",
+                     1, grad, "local grads = " + n(grad),
+                     "Megatron-Core param_and_grad_buffer start_grad_sync (reduce_scatter_tensor); "
+                     "DeepSpeed stage_1_and_2 partitioned gradients"});
+        builder.add({zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1,
+                     param, "local params = " + n(param),
+                     "Megatron-Core start_param_sync (all_gather of the updated shards)"});
         return;
       }
     }
-    b.add({dp, Collective::AllReduce, std::string(prefix) + ".grad_all_reduce", 1, grad,
-           "local grads = " + n(grad),
-           "DDP / Megatron gradient all-reduce, once per step (no_sync until the last "
-           "micro-batch)"});
+    builder.add({dp, Collective::AllReduce, std::string(prefix) + ".grad_all_reduce", 1, grad,
+                 "local grads = " + n(grad),
+                 "DDP / Megatron gradient all-reduce, once per step (no_sync until the last "
+                 "micro-batch)"});
   };
   replicated(CommRole::Zero, CommRole::DataParallel, "dp", bytes.replicated_grad_bytes,
              bytes.replicated_param_bytes);
   replicated(CommRole::ExpertZero, CommRole::ExpertDataParallel, "expert_dp",
              bytes.expert_replicated_grad_bytes, bytes.expert_replicated_param_bytes);
-  b.add({CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", 1,
-         bytes.tied_grad_bytes, "tied grads = " + n(bytes.tied_grad_bytes),
-         "Megatron embedding group: tied ends on different stages all-reduce their grads"});
+  builder.add({CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", 1,
+               bytes.tied_grad_bytes, "tied grads = " + n(bytes.tied_grad_bytes),
+               "Megatron embedding group: tied ends on different stages all-reduce their grads"});
 
-  const StageLayers& L = bytes.layers;
-  const std::int64_t dense_layers = L.count[0][0] + L.count[0][1] + L.count[0][2];
-  const std::int64_t moe_layers = L.count[1][0] + L.count[1][1] + L.count[1][2];
-  const std::int64_t full_layers = L.count[0][2] + L.count[1][2];
+  const StageLayers& stage_layers = bytes.layers;
+  const std::int64_t dense_layers =
+      stage_layers.count[0][0] + stage_layers.count[0][1] + stage_layers.count[0][2];
+  const std::int64_t moe_layers =
+      stage_layers.count[1][0] + stage_layers.count[1][1] + stage_layers.count[1][2];
+  const std::int64_t full_layers = stage_layers.count[0][2] + stage_layers.count[1][2];
   const std::int64_t layers = dense_layers + moe_layers;
 
   // TP: Korthikanti Sec. 4.2.2 (2 forward + 2 backward per layer), or per linear.
@@ -207,50 +213,51 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
       bwd_inputs = mul(dense_layers, attn + mlp) +
                    mul(moe_layers, attn + (arch.shared_experts > 0 ? mlp : 0));
     }
-    const std::int64_t fwd = mul(m, fwd_blocks + mul(full_layers, 2));
-    const std::int64_t bwd = mul(m, bwd_inputs);
+    const std::int64_t fwd = mul(microbatches, fwd_blocks + mul(full_layers, 2));
+    const std::int64_t bwd = mul(microbatches, bwd_inputs);
     const char* src =
         "Korthikanti et al. 2022 Sec. 4.2.2: g / g-bar operators, 2 forward + 2 backward per "
         "layer; full recompute repeats the forward's";
     if (deg.sequence_parallel) {
-      b.add({CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", fwd + bwd, hidden_bytes,
-             eth, src});
-      b.add({CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", fwd + bwd,
-             hidden_bytes, eth, src});
+      builder.add({CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", fwd + bwd,
+                   hidden_bytes, eth, src});
+      builder.add({CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", fwd + bwd,
+                   hidden_bytes, eth, src});
     } else {
-      b.add({CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", fwd, hidden_bytes,
-             eth, src});
-      b.add({CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", bwd, hidden_bytes,
-             eth,
-             layout.tp_per_linear ? "torch ColwiseParallel: each linear's input gradient "
-                                    "(from_local Replicate) all-reduced on its own"
-                                  : src});
+      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", fwd,
+                   hidden_bytes, eth, src});
+      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", bwd,
+                   hidden_bytes, eth,
+                   layout.tp_per_linear ? "torch ColwiseParallel: each linear's input gradient "
+                                          "(from_local Replicate) all-reduced on its own"
+                                        : src});
     }
-    if (layout.vocab_parallel && L.embedding) {
-      b.add({CommRole::Tp,
-             deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-             "tp.embedding_output", m, hidden_bytes, eth,
-             "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced"});
+    if (layout.vocab_parallel && stage_layers.embedding) {
+      builder.add({CommRole::Tp,
+                   deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+                   "tp.embedding_output", microbatches, hidden_bytes, eth,
+                   "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced"});
     }
-    if (layout.vocab_parallel && L.logits) {
-      b.add({CommRole::Tp,
-             deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-             "tp.lm_head_input_grad", m, hidden_bytes, eth,
-             "ColwiseParallel lm_head: its input's gradient reduced in backward"});
+    if (layout.vocab_parallel && stage_layers.logits) {
+      builder.add({CommRole::Tp,
+                   deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+                   "tp.lm_head_input_grad", microbatches, hidden_bytes, eth,
+                   "ColwiseParallel lm_head: its input's gradient reduced in backward"});
       if (deg.sequence_parallel) {
-        b.add({CommRole::Tp, Collective::AllGather, "tp.lm_head_input", m, hidden_bytes, eth,
-               "sequence parallel: lm_head's input gathered in forward"});
+        builder.add({CommRole::Tp, Collective::AllGather, "tp.lm_head_input", microbatches,
+                     hidden_bytes, eth, "sequence parallel: lm_head's input gathered in forward"});
       }
       if (layout.loss_parallel) {
-        b.add({CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics", mul(m, 3),
-               mul(4, tokens), "4 T = 4 x " + n(tokens),
-               "torch loss_parallel / Megatron _VocabParallelCrossEntropy: max, sum of exp, "
-               "target logit per token (fp32)"});
+        builder.add({CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics",
+                     mul(microbatches, 3), mul(4, tokens), "4 T = 4 x " + n(tokens),
+                     "torch loss_parallel / Megatron _VocabParallelCrossEntropy: max, sum of exp, "
+                     "target logit per token (fp32)"});
       } else {
-        const std::int64_t logits = mul({e, tokens, arch.vocab});
-        b.add({CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", m, logits,
-               "e T V = " + n(e) + " x " + n(tokens) + " x " + n(arch.vocab),
-               "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)"});
+        const std::int64_t logits = mul({element_bytes, tokens, arch.vocab});
+        builder.add({CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", microbatches,
+                     logits,
+                     "e T V = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.vocab),
+                     "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)"});
       }
     }
   }
@@ -261,16 +268,16 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
         arch.mla() ? mul(arch.heads, arch.qk_nope_head_dim + arch.qk_rope_head_dim) +
                          mul(arch.heads, arch.v_head_dim)
                    : mul({2, arch.kv_heads, arch.head_dim});
-    const std::int64_t kv = ceil_div(mul({e, tokens, cp, kv_width}), tp);
-    const std::string kv_text = "e (cp T) kv_width / t = " + n(e) + " x " + n(tokens * cp) + " x " +
-                                n(kv_width) + " / " + n(tp);
+    const std::int64_t kv = ceil_div(mul({element_bytes, tokens, cp, kv_width}), tp);
+    const std::string kv_text = "e (cp T) kv_width / t = " + n(element_bytes) + " x " +
+                                n(tokens * cp) + " x " + n(kv_width) + " / " + n(tp);
     const char* src =
         "torch.distributed.tensor.experimental context_parallel, rotate_method allgather: "
         "K and V gathered per layer in forward and backward, their grads returned";
-    b.add({CommRole::Cp, Collective::AllGather, "cp.kv_all_gather",
-           mul(m, mul(layers, 2) + full_layers), kv, kv_text, src});
-    b.add({CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter", mul(m, layers), kv,
-           kv_text, src});
+    builder.add({CommRole::Cp, Collective::AllGather, "cp.kv_all_gather",
+                 mul(microbatches, mul(layers, 2) + full_layers), kv, kv_text, src});
+    builder.add({CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter",
+                 mul(microbatches, layers), kv, kv_text, src});
   }
 
   // EP: dispatch and combine, forward and backward.
@@ -282,17 +289,20 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
       routed = static_cast<std::int64_t>(static_cast<double>(routed) * *shape.moe.capacity_factor);
       routed_text = "c T k";
     }
-    const std::int64_t buffer = mul({routed, arch.hidden, e});
-    const std::int64_t calls = mul(m, mul(moe_layers, 4) + mul(L.count[1][2], 2));
-    b.add({CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", calls, buffer,
-           routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " + n(e),
-           "Megatron MoEAlltoAllTokenDispatcher / torchtitan ExpertParallel token dispatch and "
-           "combine: 2 forward, 2 backward per MoE layer"});
+    const std::int64_t buffer = mul({routed, arch.hidden, element_bytes});
+    const std::int64_t calls =
+        mul(microbatches, mul(moe_layers, 4) + mul(stage_layers.count[1][2], 2));
+    builder.add(
+        {CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", calls, buffer,
+         routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " +
+             n(element_bytes),
+         "Megatron MoEAlltoAllTokenDispatcher / torchtitan ExpertParallel token dispatch and "
+         "combine: 2 forward, 2 backward per MoE layer"});
   }
 
   // PP: activations forward, their gradients backward, per micro-batch and chunk.
   if (layout.pp > 1) {
-    const std::int64_t v = std::max<std::int64_t>(1, layout.virtual_stages);
+    const std::int64_t virtual_stages = std::max<std::int64_t>(1, layout.virtual_stages);
     const bool last = bytes.stage == layout.pp - 1;
     const bool first = bytes.stage == 0;
     const std::int64_t boundary = deg.sequence_parallel ? ceil_div(hidden_bytes, tp) : hidden_bytes;
@@ -300,10 +310,10 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     const char* src =
         "Megatron p2p_communication send_forward / send_backward, torch pipelining "
         "_PipelineStage: one activation per micro-batch and model chunk";
-    b.add({CommRole::Pp, Collective::SendRecv, "pp.send_activation", mul(m, v - (last ? 1 : 0)),
-           boundary, text, src});
-    b.add({CommRole::Pp, Collective::SendRecv, "pp.send_grad", mul(m, v - (first ? 1 : 0)),
-           boundary, text, src});
+    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_activation",
+                 mul(microbatches, virtual_stages - (last ? 1 : 0)), boundary, text, src});
+    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_grad",
+                 mul(microbatches, virtual_stages - (first ? 1 : 0)), boundary, text, src});
   }
   return out;
 }

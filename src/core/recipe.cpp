@@ -71,6 +71,10 @@ const char* attention_impl_name(AttentionImpl impl) {
   return "sdpa";
 }
 
+const char* activation_kernels_name(ActivationKernels kernels) {
+  return kernels == ActivationKernels::Fused ? "fused" : "eager";
+}
+
 int Mesh::find(std::string_view name) const {
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].name == name) return static_cast<int>(i);

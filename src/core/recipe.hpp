@@ -318,6 +318,18 @@ struct PipelineSchedule {
 enum class AttentionImpl { Flash, Sdpa, Eager };
 const char* attention_impl_name(AttentionImpl impl);
 
+/// `training.kernels`: which modules' saved tensors the activation model counts
+/// (src/core/activations.hpp). eager: Hugging Face transformers' modules run
+/// eagerly (fp32 norm copies, four SwiGLU tensors, the attention output copied
+/// for o_proj), the default and what tests/torch/test_activation_witness.py
+/// measures; fused: Megatron-Core with Transformer Engine's fused kernels
+/// (LayerNormLinear keeps the norm input, rstd and output; bias_swiglu keeps its
+/// input, linear_fc2 the product; the projection reads flash attention's own
+/// output; the vocab-parallel cross entropy keeps fp32 softmax only), attention
+/// always flash.
+enum class ActivationKernels { Eager, Fused };
+const char* activation_kernels_name(ActivationKernels kernels);
+
 /// `training.moe`: how many tokens an expert may receive. Dropless (the
 /// default: torchtitan, Megatron `--moe-token-dispatcher-type alltoall`
 /// without capacity) plans for the tokens routed: tokens x top_k over the
@@ -360,6 +372,8 @@ struct TrainingShape {
   SourceLoc context_parallel_loc;
   PipelineSchedule pipeline_schedule;
   AttentionImpl attention = AttentionImpl::Sdpa;
+  ActivationKernels kernels = ActivationKernels::Eager;
+  SourceLoc kernels_loc;
   std::optional<DType> activation_dtype;  ///< default: the dtype of the model's params
   SourceLoc activation_dtype_loc;
   MoeRouting moe;

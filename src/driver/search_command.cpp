@@ -106,6 +106,7 @@ std::string layout_json(const CheckedLayout& c, std::int64_t budget) {
     << ", \"dp_replicate\": " << l.dp_replicate << ", \"dp_shard\": " << l.dp_shard
     << ", \"cp\": " << l.cp << ", \"tp\": " << l.tp << ", \"ep\": " << l.ep
     << ", \"efsdp\": " << l.efsdp << ", \"recompute\": " << json_string(recompute_name(l.recompute))
+    << ", \"recompute_block\": " << l.recompute_block
     << ", \"sequence_parallel\": " << (l.sequence_parallel ? "true" : "false")
     << ", \"schedule\": " << json_string(pipeline_schedule_name(l.schedule))
     << ", \"virtual_stages\": " << l.virtual_stages

@@ -14,21 +14,22 @@
 #include <cmath>
 
 #include "comm/comm.hpp"
+#include "core/pipeline_chunks.hpp"
 
 namespace shardc::search {
 namespace {
 
-// Ring steps of one call of `c` over `group` ranks (each step pays one latency):
+// Ring steps of one call of `collective` over `group` ranks (each step pays one latency):
 // a ring all-gather or reduce-scatter takes n - 1 steps, an all-reduce 2 (n - 1)
 // (NCCL's ring); an all-to-all and a send/recv one (every peer at once).
-double ring_steps(Collective c, std::int64_t group) {
-  const double n = static_cast<double>(std::max<std::int64_t>(1, group));
-  switch (c) {
+double ring_steps(Collective collective, std::int64_t group) {
+  const double ranks = static_cast<double>(std::max<std::int64_t>(1, group));
+  switch (collective) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
-      return n - 1;
+      return ranks - 1;
     case Collective::AllReduce:
-      return 2 * (n - 1);
+      return 2 * (ranks - 1);
     case Collective::AllToAll:
     case Collective::SendRecv:
       return 1;
@@ -74,21 +75,52 @@ struct AxisSpan {
 };
 
 CommGroup group_of(std::initializer_list<AxisSpan> axes, std::int64_t gpus_per_node) {
-  CommGroup g;
-  for (const AxisSpan& a : axes) {
-    g.size *= a.size;
-    g.crosses_nodes = g.crosses_nodes || group_inter_node(a.size, a.stride, gpus_per_node);
+  CommGroup group;
+  for (const AxisSpan& axis : axes) {
+    group.size *= axis.size;
+    group.crosses_nodes =
+        group.crosses_nodes || group_inter_node(axis.size, axis.stride, gpus_per_node);
   }
-  return g;
+  return group;
 }
 
 double sum_moe_layers(const ModelStats& st) {
-  double n = 0;
-  for (const bool moe : st.moe_layer) n += moe ? 1 : 0;
-  return n;
+  double moe_layers = 0;
+  for (const bool moe : st.moe_layer) moe_layers += moe ? 1 : 0;
+  return moe_layers;
 }
 
 }  // namespace
+
+StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_t stage) {
+  StageLayers counts;
+  const std::vector<ChunkBlocks> chunks =
+      auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages);
+  const bool block = layout.recompute == Recompute::Full && layout.recompute_block > 0;
+  for (auto chunk = static_cast<std::size_t>(stage); chunk < chunks.size();
+       chunk += static_cast<std::size_t>(layout.pp)) {
+    const ChunkBlocks& blocks = chunks[chunk];
+    for (std::int64_t layer = blocks.first; layer < blocks.end; ++layer) {
+      const int kind = st.moe_layer[static_cast<std::size_t>(layer)] ? 1 : 0;
+      const Recompute mode = block && layer - blocks.first >= layout.recompute_block
+                                 ? Recompute::None
+                                 : layout.recompute;
+      ++counts.count[kind][static_cast<int>(mode)];
+    }
+  }
+  counts.embedding = stage == 0;
+  counts.logits = stage == layout.pp - 1;
+  return counts;
+}
+
+double recomputed_fraction(const ModelStats& st, const Layout& layout) {
+  if (layout.recompute != Recompute::Full || st.layers == 0) return 0;
+  if (layout.recompute_block == 0) return 1;
+  std::int64_t recomputed = 0;
+  for (const ChunkBlocks& blocks : auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages))
+    recomputed += std::min(blocks.size(), layout.recompute_block);
+  return static_cast<double>(recomputed) / static_cast<double>(st.layers);
+}
 
 bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node) {
   // Row-major rank order: the group of an axis holds ranks r, r + stride, ...,
@@ -112,98 +144,112 @@ double attention_flops_per_token(const ModelStats& st, std::int64_t seq_len) {
          static_cast<double>(seq_len);
 }
 
-CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Layout& l) {
+CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Layout& layout) {
   CommInputs in;
   const TrainingShape& shape = req.training.shape;
-  const std::int64_t g = req.hardware.gpus_per_node;
-  const std::int64_t m = shape.global_batch_size.value_or(1) /
-                         (l.dp() * std::max<std::int64_t>(1, shape.micro_batch_size));
+  const std::int64_t gpus_per_node = req.hardware.gpus_per_node;
+  const std::int64_t microbatches =
+      shape.global_batch_size.value_or(1) /
+      (layout.dp() * std::max<std::int64_t>(1, shape.micro_batch_size));
   CommLayout& cl = in.layout;
-  cl.degrees = ActivationLayout{l.tp, 1, l.sequence_parallel && l.tp > 1, l.cp};
-  cl.ep = l.ep;
-  cl.pp = l.pp;
-  cl.virtual_stages = l.virtual_stages;
-  cl.microbatches = std::max<std::int64_t>(1, m);
-  cl.schedule = l.schedule;
+  cl.degrees = ActivationLayout{layout.tp, 1, layout.sequence_parallel && layout.tp > 1, layout.cp};
+  cl.ep = layout.ep;
+  cl.pp = layout.pp;
+  cl.virtual_stages = layout.virtual_stages;
+  cl.microbatches = std::max<std::int64_t>(1, microbatches);
+  cl.schedule = layout.schedule;
   // What the memory model counts: one unit gathered (and the next prefetched),
   // so every forward and backward gathers (reshard_after_forward true).
   cl.reshard_after_forward = true;
-  cl.zero_stage = l.zero1 ? 1 : 0;
+  cl.zero_stage = layout.zero1 ? 1 : 0;
   cl.loss_parallel = true;
   // The shipped rule sets split the embedding and lm_head over tp (vocab-parallel).
-  cl.vocab_parallel = l.tp > 1;
+  cl.vocab_parallel = layout.tp > 1;
   // The dense mesh pp x dp_replicate x dp_shard x cp x tp and the expert mesh
   // pp x [dp_replicate] x efsdp|edp x ep, row-major (the recipe's order).
-  const AxisSpan tp{l.tp, 1};
-  const AxisSpan cp{l.cp, l.tp};
-  const AxisSpan shard{l.dp_shard, l.cp * l.tp};
-  const AxisSpan replicate{l.dp_replicate, l.dp_shard * l.cp * l.tp};
-  const AxisSpan pp{l.pp, req.world / std::max<std::int64_t>(1, l.pp)};
+  const AxisSpan tp{layout.tp, 1};
+  const AxisSpan cp{layout.cp, layout.tp};
+  const AxisSpan shard{layout.dp_shard, layout.cp * layout.tp};
+  const AxisSpan replicate{layout.dp_replicate, layout.dp_shard * layout.cp * layout.tp};
+  const AxisSpan pp{layout.pp, req.world / std::max<std::int64_t>(1, layout.pp)};
   CommGroups& gr = in.groups;
-  gr.of(CommRole::Tp) = group_of({tp}, g);
-  gr.of(CommRole::Cp) = group_of({cp}, g);
-  gr.of(CommRole::Pp) = group_of({pp}, g);
+  gr.of(CommRole::Tp) = group_of({tp}, gpus_per_node);
+  gr.of(CommRole::Cp) = group_of({cp}, gpus_per_node);
+  gr.of(CommRole::Pp) = group_of({pp}, gpus_per_node);
   // Gradients are summed over every axis but pp and tp (plan_communication's
   // grad_axes): dp_replicate x dp_shard x cp.
-  gr.of(CommRole::DataParallel) = group_of({replicate, shard, cp}, g);
-  if (l.dp_shard > 1) {
-    gr.of(CommRole::Fsdp) = group_of({shard}, g);
-    gr.of(CommRole::Replicate) = group_of({replicate, cp}, g);
+  gr.of(CommRole::DataParallel) = group_of({replicate, shard, cp}, gpus_per_node);
+  if (layout.dp_shard > 1) {
+    gr.of(CommRole::Fsdp) = group_of({shard}, gpus_per_node);
+    gr.of(CommRole::Replicate) = group_of({replicate, cp}, gpus_per_node);
   }
   // ZeRO's dense group: the axes that shard no dense param (planner zero.cpp).
-  if (l.zero1) gr.of(CommRole::Zero) = group_of({replicate, cp}, g);
+  if (layout.zero1) gr.of(CommRole::Zero) = group_of({replicate, cp}, gpus_per_node);
   const bool moe = st.expert > 0 && st.experts > 0;
   if (moe) {
-    const AxisSpan ep{l.ep, 1};
-    const AxisSpan edp{l.efsdp, l.ep};
-    const AxisSpan ereplicate{l.dp_shard > 1 ? l.dp_replicate : 1, l.efsdp * l.ep};
-    gr.of(CommRole::Ep) = group_of({ep}, g);
-    gr.of(CommRole::ExpertDataParallel) = group_of({ereplicate, edp}, g);
-    if (l.dp_shard > 1 && l.efsdp > 1) {
-      gr.of(CommRole::ExpertFsdp) = group_of({edp}, g);
-      gr.of(CommRole::ExpertReplicate) = group_of({ereplicate}, g);
+    const AxisSpan ep{layout.ep, 1};
+    const AxisSpan edp{layout.efsdp, layout.ep};
+    const AxisSpan ereplicate{layout.dp_shard > 1 ? layout.dp_replicate : 1,
+                              layout.efsdp * layout.ep};
+    gr.of(CommRole::Ep) = group_of({ep}, gpus_per_node);
+    gr.of(CommRole::ExpertDataParallel) = group_of({ereplicate, edp}, gpus_per_node);
+    if (layout.dp_shard > 1 && layout.efsdp > 1) {
+      gr.of(CommRole::ExpertFsdp) = group_of({edp}, gpus_per_node);
+      gr.of(CommRole::ExpertReplicate) = group_of({ereplicate}, gpus_per_node);
     }
-    if (l.zero1) gr.of(CommRole::ExpertZero) = group_of({edp}, g);
+    if (layout.zero1) gr.of(CommRole::ExpertZero) = group_of({edp}, gpus_per_node);
   }
   // The busiest stage: the most layers and MoE layers a stage gets, the
   // embedding's (or lm_head's) share when there is a pipeline, sending both
-  // ways (a middle stage) when pp > 2.
-  const double ppd = static_cast<double>(l.pp);
+  // ways (a middle stage) when pp > 2. Its layers' recompute modes are those
+  // of stage_layers (block recompute: the chunks' first blocks).
+  const double ppd = static_cast<double>(layout.pp);
   const double layers_stage = std::ceil(static_cast<double>(st.layers) / ppd);
   const double moe_stage = std::min(layers_stage, std::ceil(sum_moe_layers(st) / ppd));
-  StageCommBytes& b = in.bytes;
-  b.stage = l.pp > 2 ? 1 : 0;
-  const Recompute rc = l.recompute;
-  b.layers.count[0][static_cast<int>(rc)] = static_cast<std::int64_t>(layers_stage - moe_stage);
-  b.layers.count[1][static_cast<int>(rc)] = static_cast<std::int64_t>(moe_stage);
-  b.layers.embedding = l.pp == 1;
-  b.layers.logits = l.pp == 1;
-  const double tpd = static_cast<double>(l.tp);
-  const double outside = st.outside / tpd / (l.pp > 1 ? 2 : 1);
+  StageCommBytes& stage_bytes = in.bytes;
+  stage_bytes.stage = layout.pp > 2 ? 1 : 0;
+  const double recomputed = recomputed_fraction(st, layout);
+  auto add_layers = [&stage_bytes, &layout, recomputed](int kind, double count) {
+    if (layout.recompute != Recompute::Full) {
+      stage_bytes.layers.count[kind][static_cast<int>(layout.recompute)] =
+          static_cast<std::int64_t>(count);
+      return;
+    }
+    const auto full = static_cast<std::int64_t>(std::round(count * recomputed));
+    stage_bytes.layers.count[kind][static_cast<int>(Recompute::Full)] = full;
+    stage_bytes.layers.count[kind][static_cast<int>(Recompute::None)] =
+        static_cast<std::int64_t>(count) - full;
+  };
+  add_layers(0, layers_stage - moe_stage);
+  add_layers(1, moe_stage);
+  stage_bytes.layers.embedding = layout.pp == 1;
+  stage_bytes.layers.logits = layout.pp == 1;
+  const double tpd = static_cast<double>(layout.tp);
+  const double outside = st.outside / tpd / (layout.pp > 1 ? 2 : 1);
   const double dense = (st.layer_dense / tpd + st.layer_vector) / ppd + outside;
-  const double expert = st.expert / ppd / static_cast<double>(l.ep);
+  const double expert = st.expert / ppd / static_cast<double>(layout.ep);
   const double pbytes = static_cast<double>(st.param_bytes);
   const double gbytes = req.training.grad_dtype
                             ? static_cast<double>(element_size(*req.training.grad_dtype))
                             : pbytes;
-  auto whole = [](double v) { return static_cast<std::int64_t>(std::ceil(v)); };
-  if (l.dp_shard > 1) {
-    const double s = static_cast<double>(l.dp_shard);
-    b.fsdp_param_bytes = whole(dense / s * pbytes);
-    b.fsdp_grad_bytes = whole(dense / s * gbytes);
-    b.fsdp_root_param_bytes = l.pp == 1 ? whole(outside / s * pbytes) : 0;
+  auto whole = [](double bytes) { return static_cast<std::int64_t>(std::ceil(bytes)); };
+  if (layout.dp_shard > 1) {
+    const double shard_degree = static_cast<double>(layout.dp_shard);
+    stage_bytes.fsdp_param_bytes = whole(dense / shard_degree * pbytes);
+    stage_bytes.fsdp_grad_bytes = whole(dense / shard_degree * gbytes);
+    stage_bytes.fsdp_root_param_bytes = layout.pp == 1 ? whole(outside / shard_degree * pbytes) : 0;
   } else {
-    b.replicated_grad_bytes = whole(dense * gbytes);
-    b.replicated_param_bytes = whole(dense * pbytes);
+    stage_bytes.replicated_grad_bytes = whole(dense * gbytes);
+    stage_bytes.replicated_param_bytes = whole(dense * pbytes);
   }
   if (moe) {
-    if (l.dp_shard > 1 && l.efsdp > 1) {
-      const double es = static_cast<double>(l.efsdp);
-      b.expert_fsdp_param_bytes = whole(expert / es * pbytes);
-      b.expert_fsdp_grad_bytes = whole(expert / es * gbytes);
+    if (layout.dp_shard > 1 && layout.efsdp > 1) {
+      const double expert_shard_degree = static_cast<double>(layout.efsdp);
+      stage_bytes.expert_fsdp_param_bytes = whole(expert / expert_shard_degree * pbytes);
+      stage_bytes.expert_fsdp_grad_bytes = whole(expert / expert_shard_degree * gbytes);
     } else {
-      b.expert_replicated_grad_bytes = whole(expert * gbytes);
-      b.expert_replicated_param_bytes = whole(expert * pbytes);
+      stage_bytes.expert_replicated_grad_bytes = whole(expert * gbytes);
+      stage_bytes.expert_replicated_param_bytes = whole(expert * pbytes);
     }
   }
   return in;
@@ -216,14 +262,14 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const double seq = static_cast<double>(shape.seq_len.value_or(1));
   const double batch = static_cast<double>(shape.global_batch_size.value_or(1));
   const double world = static_cast<double>(req.world);
-  const double m = std::max(
+  const double microbatches = std::max(
       1.0, std::floor(batch / (static_cast<double>(layout.dp()) *
                                static_cast<double>(shape.micro_batch_size))));  // micro-batches
   const double pp = static_cast<double>(layout.pp);
-  StepCost c;
+  StepCost cost;
   const double linear = linear_flops_per_token(st);
   const double attention = attention_flops_per_token(st, shape.seq_len.value_or(1));
-  c.flops_per_token = linear + attention;
+  cost.flops_per_token = linear + attention;
   const double tokens = batch * seq;
   // FP8 GEMMs (--fp8): the linear layers' matrix multiplies run at twice the
   // BF16 peak (H100/H800 dense FP8); the attention core stays BF16 (DeepSeek-V3 Sec. 3.3).
@@ -231,20 +277,21 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const double per_rank = tokens / world;
   const double linear_s = linear * per_rank / (linear_peak * hw.gemm_efficiency);
   const double attention_s = attention * per_rank / (hw.peak_flops * hw.gemm_efficiency);
-  c.compute = linear_s + attention_s;
-  // Recompute: full repeats each layer's forward (1/3 of forward + backward);
-  // selective the attention core's forward.
-  if (layout.recompute == Recompute::Full) c.recompute = c.compute / 3.0;
-  if (layout.recompute == Recompute::Selective) c.recompute = attention_s / 3.0;
-  const double work = c.compute + c.recompute;
+  cost.compute = linear_s + attention_s;
+  // Recompute: full repeats each layer's forward (1/3 of forward + backward),
+  // block only the recomputed layers' share; selective the attention core's forward.
+  if (layout.recompute == Recompute::Full)
+    cost.recompute = cost.compute / 3.0 * recomputed_fraction(st, layout);
+  if (layout.recompute == Recompute::Selective) cost.recompute = attention_s / 3.0;
+  const double work = cost.compute + cost.recompute;
   // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (pp - 1) / m of the work for
   // 1F1B and GPipe, / v interleaved; zero bubble (Qi et al. 2023, ZB-H1) a third of 1F1B's.
   if (layout.pp > 1) {
-    double bubble = (pp - 1) / m * work;
+    double bubble = (pp - 1) / microbatches * work;
     if (layout.schedule == PipelineScheduleKind::Interleaved)
       bubble /= static_cast<double>(layout.virtual_stages);
     if (layout.schedule == PipelineScheduleKind::ZeroBubble) bubble /= 3.0;
-    c.bubble = bubble;
+    cost.bubble = bubble;
   }
 
   // Communication: comm/'s bytes per (role, collective), timed per axis.
@@ -252,41 +299,44 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   std::array<AxisCommTime, kAxes> axes{};
   std::array<bool, kAxes> used{};
   if (st.arch) {
-    const std::int64_t e =
+    const std::int64_t element_bytes =
         element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
-    const StageComm comm = stage_communication(*st.arch, shape, e, in.layout, in.groups, in.bytes);
+    const StageComm comm =
+        stage_communication(*st.arch, shape, element_bytes, in.layout, in.groups, in.bytes);
     const std::int64_t ep_nodes = std::max<std::int64_t>(1, layout.ep / hw.gpus_per_node);
-    for (const CommTerm& t : comm.terms) {
-      const Axis a = axis_of(t.role);
-      AxisCommTime& x = axes[a];
-      used[a] = true;
-      const double bytes = static_cast<double>(t.bytes);
-      const double calls = static_cast<double>(t.calls);
-      const bool inter = t.crosses_nodes;
+    for (const CommTerm& term : comm.terms) {
+      const Axis axis = axis_of(term.role);
+      AxisCommTime& axis_time = axes[axis];
+      used[axis] = true;
+      const double bytes = static_cast<double>(term.bytes);
+      const double calls = static_cast<double>(term.calls);
+      const bool inter = term.crosses_nodes;
       double seconds = 0;
-      if (t.role == CommRole::Ep && inter && req.moe_node_limit > 0) {
+      if (term.role == CommRole::Ep && inter && req.moe_node_limit > 0) {
         // Node-limited routing (DeepSeek-V3 Sec. 2.1.2, 3.2.2): a token crosses
         // InfiniBand once per target node, to at most M nodes, and is forwarded
         // to its experts over NVLink; IB and NVLink transfers overlap.
-        const double k = static_cast<double>(std::max<std::int64_t>(1, st.top_k));
+        const double top_k = static_cast<double>(std::max<std::int64_t>(1, st.top_k));
         const double nodes = static_cast<double>(ep_nodes);
-        const double reach = std::min({static_cast<double>(req.moe_node_limit), nodes, k});
-        const double ib = bytes / k * reach * (nodes - 1) / nodes /
+        const double reach = std::min({static_cast<double>(req.moe_node_limit), nodes, top_k});
+        const double ib = bytes / top_k * reach * (nodes - 1) / nodes /
                           ((static_cast<double>(layout.ep) - 1) / static_cast<double>(layout.ep));
         seconds = std::max(ib / hw.inter_bandwidth, bytes / hw.intra_bandwidth) +
-                  calls * ring_steps(t.collective, t.group_size) * hw.inter_latency;
+                  calls * ring_steps(term.collective, term.group_size) * hw.inter_latency;
       } else {
         const double bw = inter ? hw.inter_bandwidth : hw.intra_bandwidth;
         const double lat = inter ? hw.inter_latency : hw.intra_latency;
-        seconds = (bw > 0 ? bytes / bw : 0) + calls * ring_steps(t.collective, t.group_size) * lat;
+        seconds =
+            (bw > 0 ? bytes / bw : 0) + calls * ring_steps(term.collective, term.group_size) * lat;
       }
-      x.bytes += bytes;
-      x.seconds += seconds;
-      x.inter_node = x.inter_node || inter;
+      axis_time.bytes += bytes;
+      axis_time.seconds += seconds;
+      axis_time.inter_node = axis_time.inter_node || inter;
       if (describe) {
-        const std::string part = std::string(comm_role_name(t.role)) + " " +
-                                 collective_name(t.collective) + " x" + std::to_string(t.calls);
-        x.collective += (x.collective.empty() ? "" : ", ") + part;
+        const std::string part = std::string(comm_role_name(term.role)) + " " +
+                                 collective_name(term.collective) + " x" +
+                                 std::to_string(term.calls);
+        axis_time.collective += (axis_time.collective.empty() ? "" : ", ") + part;
       }
     }
   }
@@ -306,51 +356,51 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const char* link_note =
       " (sharing the link's window: the overlapped terms on one link hide "
       "at most the compute time in all)";
-  for (const std::size_t a : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
-    if (!used[a]) continue;
-    AxisCommTime& t = axes[a];
-    t.axis = kAxisNames[a];
+  for (const std::size_t axis : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
+    if (!used[axis]) continue;
+    AxisCommTime& axis_time = axes[axis];
+    axis_time.axis = kAxisNames[axis];
     std::string overlap;
-    switch (a) {
+    switch (axis) {
       case kTp:
-        t.exposed = t.seconds;
+        axis_time.exposed = axis_time.seconds;
         overlap = "none: between the layer's matrix multiplies";
         break;
       case kCp:
-        t.exposed = t.seconds;
+        axis_time.exposed = axis_time.seconds;
         overlap = "none (all-gather based context parallelism)";
         break;
       case kEp:
-        if (layout.pp > 1 && m >= 2) {
-          hide(t, work);
+        if (layout.pp > 1 && microbatches >= 2) {
+          hide(axis_time, work);
           overlap = std::string(
                         "behind another micro-batch's compute (DeepSeek-V3 DualPipe, "
                         "Sec. 3.2.1)") +
                     link_note;
         } else {
-          t.exposed = t.seconds;
+          axis_time.exposed = axis_time.seconds;
           overlap = "none without a pipeline (one micro-batch at a time)";
         }
         break;
       case kDpShard:
-        hide(t, work);
+        hide(axis_time, work);
         overlap =
             std::string("prefetched: behind the compute (FSDP2 implicit prefetch)") + link_note;
         break;
       case kDpReplicate:
-        hide(t, work / m * 2.0 / 3.0);
+        hide(axis_time, work / microbatches * 2.0 / 3.0);
         overlap = std::string("bucketed behind the last micro-batch's backward") + link_note;
         break;
       default:
-        t.exposed = t.seconds;
+        axis_time.exposed = axis_time.seconds;
         overlap = "none (on the schedule's critical path)";
         break;
     }
-    if (describe) t.overlap = overlap;
-    c.exposed_comm += t.exposed;
+    if (describe) axis_time.overlap = overlap;
+    cost.exposed_comm += axis_time.exposed;
   }
-  for (std::size_t a = 0; a < kAxes; ++a) {
-    if (used[a]) c.comm.push_back(std::move(axes[a]));
+  for (std::size_t axis = 0; axis < kAxes; ++axis) {
+    if (used[axis]) cost.comm.push_back(std::move(axes[axis]));
   }
   // Optimizer step: read and write the local params, grads, master weights and
   // state (AdamW: 16 bytes per element with fp32 master + 2 states, plus bf16 param + grad).
@@ -371,30 +421,30 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const double zero_expert =
       layout.zero1 && layout.dp_shard == 1 ? static_cast<double>(layout.efsdp) : 1;
   const double state = 2 * (master + state_bytes);
-  c.optimizer = (dense_local * (2 * pbytes + state / zero_dense) +
-                 expert_local * (2 * pbytes + state / zero_expert)) /
-                std::max(1.0, hw.hbm_bandwidth);
-  c.step = work + c.bubble + c.exposed_comm + c.optimizer;
-  c.tokens_per_second_per_gpu = tokens / world / c.step;
-  c.mfu = c.flops_per_token * c.tokens_per_second_per_gpu / hw.peak_flops;
+  cost.optimizer = (dense_local * (2 * pbytes + state / zero_dense) +
+                    expert_local * (2 * pbytes + state / zero_expert)) /
+                   std::max(1.0, hw.hbm_bandwidth);
+  cost.step = work + cost.bubble + cost.exposed_comm + cost.optimizer;
+  cost.tokens_per_second_per_gpu = tokens / world / cost.step;
+  cost.mfu = cost.flops_per_token * cost.tokens_per_second_per_gpu / hw.peak_flops;
   // The dominant term.
-  c.dominant = "compute";
+  cost.dominant = "compute";
   double best = work;
-  if (c.bubble > best) {
-    best = c.bubble;
-    c.dominant = "bubble";
+  if (cost.bubble > best) {
+    best = cost.bubble;
+    cost.dominant = "bubble";
   }
-  if (c.optimizer > best) {
-    best = c.optimizer;
-    c.dominant = "optimizer";
+  if (cost.optimizer > best) {
+    best = cost.optimizer;
+    cost.dominant = "optimizer";
   }
-  for (const AxisCommTime& t : c.comm) {
-    if (t.exposed > best) {
-      best = t.exposed;
-      c.dominant = "comm " + t.axis;
+  for (const AxisCommTime& axis_time : cost.comm) {
+    if (axis_time.exposed > best) {
+      best = axis_time.exposed;
+      cost.dominant = "comm " + axis_time.axis;
     }
   }
-  return c;
+  return cost;
 }
 
 }  // namespace shardc::search

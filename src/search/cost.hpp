@@ -13,6 +13,18 @@ namespace shardc::search {
 /// apart (the product of the faster axes' sizes) spans more than one node.
 bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node);
 
+/// The layer blocks pipeline stage `stage` of `layout` runs, by kind (dense,
+/// MoE) and recompute mode, cut as the planner's `stages: auto` cuts them
+/// (core/pipeline_chunks.hpp: the stage's model chunks c with c % pp == stage);
+/// under block recompute the first `recompute_block` blocks of each chunk are
+/// recomputed fully and the rest keep their activations. `embedding` on stage
+/// 0, `logits` on the last.
+StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_t stage);
+
+/// The fraction of all layer blocks `layout` recomputes fully (1 for
+/// recompute full, 0 for none and selective).
+double recomputed_fraction(const ModelStats& st, const Layout& layout);
+
 /// Model FLOPs per token, forward + backward, no recompute: the linear
 /// layers' (6 N_active) plus causal attention's.
 double flops_per_token(const ModelStats& st, std::int64_t seq_len);

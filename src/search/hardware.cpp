@@ -35,18 +35,18 @@ struct Datasheet {
 };
 
 Hardware make(const Datasheet& sheet) {
-  Hardware h;
-  h.name = sheet.name;
-  h.peak_flops = sheet.tflops * kTera;
-  h.hbm_bytes = sheet.hbm_gb * kGiga;
-  h.hbm_bandwidth = sheet.hbm_tbs * kTera;
-  h.gpus_per_node = 8;
-  h.intra_bandwidth = sheet.intra_gbs * kGiga;
-  h.inter_bandwidth = sheet.inter_gbs * kGiga;
-  h.intra_latency = kIntraLatency;
-  h.inter_latency = kInterLatency;
-  h.source = sheet.source;
-  return h;
+  Hardware hardware;
+  hardware.name = sheet.name;
+  hardware.peak_flops = sheet.tflops * kTera;
+  hardware.hbm_bytes = sheet.hbm_gb * kGiga;
+  hardware.hbm_bandwidth = sheet.hbm_tbs * kTera;
+  hardware.gpus_per_node = 8;
+  hardware.intra_bandwidth = sheet.intra_gbs * kGiga;
+  hardware.inter_bandwidth = sheet.inter_gbs * kGiga;
+  hardware.intra_latency = kIntraLatency;
+  hardware.inter_latency = kInterLatency;
+  hardware.source = sheet.source;
+  return hardware;
 }
 
 std::vector<Hardware> presets() {
@@ -75,15 +75,15 @@ std::vector<Hardware> presets() {
 }  // namespace
 
 std::optional<Hardware> hardware_preset(std::string_view name) {
-  for (Hardware& h : presets()) {
-    if (h.name == name) return h;
+  for (Hardware& preset : presets()) {
+    if (preset.name == name) return preset;
   }
   return std::nullopt;
 }
 
 std::vector<std::string> hardware_preset_names() {
   std::vector<std::string> names;
-  for (const Hardware& h : presets()) names.push_back(h.name);
+  for (const Hardware& preset : presets()) names.push_back(preset.name);
   return names;
 }
 
@@ -101,11 +101,11 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
   int number = 0;
   std::size_t pos = 0;
   std::optional<Hardware> hw = hardware_preset("h100");
-  auto trim = [](std::string_view s) {
-    const std::size_t b = s.find_first_not_of(" \t\r");
-    if (b == std::string_view::npos) return std::string();
-    const std::size_t e = s.find_last_not_of(" \t\r");
-    return std::string(s.substr(b, e - b + 1));
+  auto trim = [](std::string_view field) {
+    const std::size_t first = field.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) return std::string();
+    const std::size_t last = field.find_last_not_of(" \t\r");
+    return std::string(field.substr(first, last - first + 1));
   };
   while (pos <= text.size()) {
     std::size_t end = text.find('\n', pos);
@@ -124,51 +124,52 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
     }
     lines.push_back({number, trim(body.substr(0, colon)), trim(body.substr(colon + 1))});
   }
-  for (const Line& l : lines) {
-    if (l.key != "preset") continue;
-    hw = hardware_preset(l.value);
+  for (const Line& line : lines) {
+    if (line.key != "preset") continue;
+    hw = hardware_preset(line.value);
     if (!hw) {
-      error = "line " + std::to_string(l.number) + ": unknown preset `" + l.value + "`";
+      error = "line " + std::to_string(line.number) + ": unknown preset `" + line.value + "`";
       return std::nullopt;
     }
   }
-  for (const Line& l : lines) {
-    if (l.key == "preset") continue;
-    if (l.key == "name") {
-      hw->name = l.value;
+  for (const Line& line : lines) {
+    if (line.key == "preset") continue;
+    if (line.key == "name") {
+      hw->name = line.value;
       continue;
     }
-    double v = 0;
+    double parsed = 0;
     try {
       std::size_t used = 0;
-      v = std::stod(l.value, &used);
-      if (used != l.value.size() || !(v > 0) || v > 1e9) throw std::invalid_argument("range");
+      parsed = std::stod(line.value, &used);
+      if (used != line.value.size() || !(parsed > 0) || parsed > 1e9)
+        throw std::invalid_argument("range");
     } catch (const std::exception&) {
-      error = "line " + std::to_string(l.number) + ": `" + l.key +
-              "` needs a positive number below 1e9, got `" + l.value + "`";
+      error = "line " + std::to_string(line.number) + ": `" + line.key +
+              "` needs a positive number below 1e9, got `" + line.value + "`";
       return std::nullopt;
     }
-    if (l.key == "peak_tflops") {
-      hw->peak_flops = v * kTera;
-    } else if (l.key == "hbm_gb") {
-      hw->hbm_bytes = v * kGiga;
-    } else if (l.key == "hbm_tbs") {
-      hw->hbm_bandwidth = v * kTera;
-    } else if (l.key == "gpus_per_node" && v == std::floor(v) && v <= 1024) {
-      hw->gpus_per_node = static_cast<std::int64_t>(v);
-    } else if (l.key == "intra_gbs") {
-      hw->intra_bandwidth = v * kGiga;
-    } else if (l.key == "inter_gbs") {
-      hw->inter_bandwidth = v * kGiga;
-    } else if (l.key == "intra_latency_us") {
-      hw->intra_latency = v * 1e-6;
-    } else if (l.key == "inter_latency_us") {
-      hw->inter_latency = v * 1e-6;
-    } else if (l.key == "gemm_efficiency" && v <= 1) {
-      hw->gemm_efficiency = v;
+    if (line.key == "peak_tflops") {
+      hw->peak_flops = parsed * kTera;
+    } else if (line.key == "hbm_gb") {
+      hw->hbm_bytes = parsed * kGiga;
+    } else if (line.key == "hbm_tbs") {
+      hw->hbm_bandwidth = parsed * kTera;
+    } else if (line.key == "gpus_per_node" && parsed == std::floor(parsed) && parsed <= 1024) {
+      hw->gpus_per_node = static_cast<std::int64_t>(parsed);
+    } else if (line.key == "intra_gbs") {
+      hw->intra_bandwidth = parsed * kGiga;
+    } else if (line.key == "inter_gbs") {
+      hw->inter_bandwidth = parsed * kGiga;
+    } else if (line.key == "intra_latency_us") {
+      hw->intra_latency = parsed * 1e-6;
+    } else if (line.key == "inter_latency_us") {
+      hw->inter_latency = parsed * 1e-6;
+    } else if (line.key == "gemm_efficiency" && parsed <= 1) {
+      hw->gemm_efficiency = parsed;
     } else {
-      error = "line " + std::to_string(l.number) + ": unknown key or value out of range: `" +
-              l.key + ": " + l.value +
+      error = "line " + std::to_string(line.number) + ": unknown key or value out of range: `" +
+              line.key + ": " + line.value +
               "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
               "gpus_per_node, intra_gbs, inter_gbs, intra_latency_us, inter_latency_us, "
               "gemm_efficiency)";

@@ -32,81 +32,82 @@ std::int64_t layer_of(std::string_view fqn) {
   return -1;
 }
 
-double numel(const Param& p) {
-  double n = 1;
-  for (const std::int64_t extent : p.shape) n *= static_cast<double>(extent);
-  return n;
+double numel(const Param& param) {
+  double elements = 1;
+  for (const std::int64_t extent : param.shape) elements *= static_cast<double>(extent);
+  return elements;
 }
 
 }  // namespace
 
 ModelStats model_stats(const Model& model) {
-  ModelStats s;
-  const ModelAttributes& a = model.attributes;
+  ModelStats stats;
+  const ModelAttributes& attrs = model.attributes;
   std::map<std::int64_t, double> per_layer;
   std::map<std::int64_t, bool> moe;
   std::vector<std::string> layer0;
   std::int64_t first = -1;
   bool lm_head = false;
-  for (const Param& p : model.params) {
-    const double n = numel(p);
-    const std::int64_t li = layer_of(p.name);
-    const bool expert = p.name.find(".experts.") != std::string::npos;
-    if (li < 0 && (p.name.find("wpe") != std::string::npos ||
-                   p.name.find("position_embeddings") != std::string::npos)) {
-      layer0.push_back(p.name);
+  for (const Param& param : model.params) {
+    const double elements = numel(param);
+    const std::int64_t layer = layer_of(param.name);
+    const bool expert = param.name.find(".experts.") != std::string::npos;
+    if (layer < 0 && (param.name.find("wpe") != std::string::npos ||
+                      param.name.find("position_embeddings") != std::string::npos)) {
+      layer0.push_back(param.name);
     }
-    if (li >= 0) {
-      if (first < 0) first = li;
-      if (li == first) layer0.push_back(p.name);
-      per_layer[li] += n;
+    if (layer >= 0) {
+      if (first < 0) first = layer;
+      if (layer == first) layer0.push_back(param.name);
+      per_layer[layer] += elements;
       if (expert) {
-        moe[li] = true;
-        s.expert += n;
-      } else if (p.shape.size() >= 2) {
-        s.layer_dense += n;
+        moe[layer] = true;
+        stats.expert += elements;
+      } else if (param.shape.size() >= 2) {
+        stats.layer_dense += elements;
       } else {
-        s.layer_vector += n;
+        stats.layer_vector += elements;
       }
     } else {
-      s.outside += n;
-      if (p.name.find("embed_tokens") != std::string::npos ||
-          p.name.find("wte") != std::string::npos)
-        s.embedding += n;
-      if (p.name.find("lm_head") != std::string::npos) lm_head = true;
+      stats.outside += elements;
+      if (param.name.find("embed_tokens") != std::string::npos ||
+          param.name.find("wte") != std::string::npos)
+        stats.embedding += elements;
+      if (param.name.find("lm_head") != std::string::npos) lm_head = true;
     }
-    s.param_bytes = element_size(p.dtype);
+    stats.param_bytes = element_size(param.dtype);
   }
-  s.layers = static_cast<std::int64_t>(per_layer.size());
+  stats.layers = static_cast<std::int64_t>(per_layer.size());
   for (const auto& entry : per_layer) {
-    s.largest_layer = std::max(s.largest_layer, entry.second);
-    s.moe_layer.push_back(moe.count(entry.first) > 0);
+    stats.largest_layer = std::max(stats.largest_layer, entry.second);
+    stats.moe_layer.push_back(moe.count(entry.first) > 0);
   }
-  s.heads = a.num_attention_heads.value_or(0);
-  s.kv_heads = a.num_key_value_heads.value_or(s.heads);
-  s.vocab = a.vocab_size.value_or(0);
-  s.experts = a.num_experts.value_or(0);
-  s.top_k = a.num_experts_per_tok.value_or(0);
-  s.hidden = a.hidden_size.value_or(0);
-  const std::int64_t head_dim = a.head_dim.value_or(s.heads > 0 ? s.hidden / s.heads : 0);
-  if (a.kv_lora_rank.value_or(0) > 0) {
-    const double qk =
-        static_cast<double>(a.qk_nope_head_dim.value_or(0) + a.qk_rope_head_dim.value_or(0));
-    const double v = static_cast<double>(a.v_head_dim.value_or(head_dim));
-    s.attention_dim = (qk + v) / 2;
-    s.kv_dim = s.heads * static_cast<std::int64_t>(qk + v);
+  stats.heads = attrs.num_attention_heads.value_or(0);
+  stats.kv_heads = attrs.num_key_value_heads.value_or(stats.heads);
+  stats.vocab = attrs.vocab_size.value_or(0);
+  stats.experts = attrs.num_experts.value_or(0);
+  stats.top_k = attrs.num_experts_per_tok.value_or(0);
+  stats.hidden = attrs.hidden_size.value_or(0);
+  const std::int64_t head_dim =
+      attrs.head_dim.value_or(stats.heads > 0 ? stats.hidden / stats.heads : 0);
+  if (attrs.kv_lora_rank.value_or(0) > 0) {
+    const double qk_dim = static_cast<double>(attrs.qk_nope_head_dim.value_or(0) +
+                                              attrs.qk_rope_head_dim.value_or(0));
+    const double v_dim = static_cast<double>(attrs.v_head_dim.value_or(head_dim));
+    stats.attention_dim = (qk_dim + v_dim) / 2;
+    stats.kv_dim = stats.heads * static_cast<std::int64_t>(qk_dim + v_dim);
   } else {
-    s.attention_dim = static_cast<double>(head_dim);
-    s.kv_dim = 2 * s.kv_heads * head_dim;
+    stats.attention_dim = static_cast<double>(head_dim);
+    stats.kv_dim = 2 * stats.kv_heads * head_dim;
   }
   // Active params: experts by top-k / experts; the embedding lookup has no FLOPs, but a tied
   // output head (no lm_head param) multiplies by the embedding.
   const double expert_share =
-      s.experts > 0 ? static_cast<double>(s.top_k) / static_cast<double>(s.experts) : 0;
-  s.active = s.layer_dense + s.layer_vector + s.expert * expert_share + s.outside - s.embedding +
-             (lm_head ? 0 : s.embedding);
-  s.arch = activation_arch(a, layer0, s.arch_missing);
-  return s;
+      stats.experts > 0 ? static_cast<double>(stats.top_k) / static_cast<double>(stats.experts) : 0;
+  stats.active = stats.layer_dense + stats.layer_vector + stats.expert * expert_share +
+                 stats.outside - stats.embedding + (lm_head ? 0 : stats.embedding);
+  stats.arch = activation_arch(attrs, layer0, stats.arch_missing);
+  return stats;
 }
 
 }  // namespace shardc::search

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/activations.hpp"
+#include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
 #include "planner/planner.hpp"
@@ -44,23 +45,28 @@ const char* screen_reason_text(ScreenReason reason) {
   return "";
 }
 
-std::string layout_name(const Layout& l) {
+std::string layout_name(const Layout& layout) {
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
-  if (l.pp > 1) add("pp" + std::to_string(l.pp));
-  if (l.dp_replicate > 1) add("dp_replicate" + std::to_string(l.dp_replicate));
-  if (l.dp_shard > 1) add("dp_shard" + std::to_string(l.dp_shard));
-  if (l.cp > 1) add("cp" + std::to_string(l.cp));
-  if (l.tp > 1) add("tp" + std::to_string(l.tp));
-  if (l.ep > 1) add("ep" + std::to_string(l.ep));
-  if (l.ep > 1 && l.efsdp > 1) add((l.dp_shard > 1 ? "efsdp" : "edp") + std::to_string(l.efsdp));
+  if (layout.pp > 1) add("pp" + std::to_string(layout.pp));
+  if (layout.dp_replicate > 1) add("dp_replicate" + std::to_string(layout.dp_replicate));
+  if (layout.dp_shard > 1) add("dp_shard" + std::to_string(layout.dp_shard));
+  if (layout.cp > 1) add("cp" + std::to_string(layout.cp));
+  if (layout.tp > 1) add("tp" + std::to_string(layout.tp));
+  if (layout.ep > 1) add("ep" + std::to_string(layout.ep));
+  if (layout.ep > 1 && layout.efsdp > 1)
+    add((layout.dp_shard > 1 ? "efsdp" : "edp") + std::to_string(layout.efsdp));
   if (out.empty()) add("single");
-  if (l.sequence_parallel) add("sp");
-  if (l.zero1) add("zero1");
-  add(std::string("recompute=") + recompute_name(l.recompute));
-  if (l.pp > 1) {
-    add(pipeline_schedule_name(l.schedule));
-    if (l.virtual_stages > 1) add("v" + std::to_string(l.virtual_stages));
+  if (layout.sequence_parallel) add("sp");
+  if (layout.zero1) add("zero1");
+  if (layout.recompute == Recompute::Full && layout.recompute_block > 0) {
+    add("recompute=block" + std::to_string(layout.recompute_block));
+  } else {
+    add(std::string("recompute=") + recompute_name(layout.recompute));
+  }
+  if (layout.pp > 1) {
+    add(pipeline_schedule_name(layout.schedule));
+    if (layout.virtual_stages > 1) add("v" + std::to_string(layout.virtual_stages));
   }
   return out;
 }
@@ -69,12 +75,12 @@ namespace {
 
 using search::ModelStats;
 
-std::vector<std::int64_t> divisors(std::int64_t n) {
+std::vector<std::int64_t> divisors(std::int64_t value) {
   std::vector<std::int64_t> out;
-  for (std::int64_t d = 1; d * d <= n; ++d) {
-    if (n % d != 0) continue;
-    out.push_back(d);
-    if (d != n / d) out.push_back(n / d);
+  for (std::int64_t divisor = 1; divisor * divisor <= value; ++divisor) {
+    if (value % divisor != 0) continue;
+    out.push_back(divisor);
+    if (divisor != value / divisor) out.push_back(value / divisor);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -109,39 +115,42 @@ void enumerate(const ModelStats& st, std::int64_t world,
           std::vector<std::int64_t> eps{1};
           if (moe) eps = divisors(expert_ranks);
           for (const std::int64_t ep : eps) {
-            Layout l = base;
-            l.ep = ep;
-            l.efsdp = moe ? expert_ranks / ep : 1;
+            Layout layout = base;
+            layout.ep = ep;
+            layout.efsdp = moe ? expert_ranks / ep : 1;
             for (const Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-              l.recompute = rc;
+              layout.recompute = rc;
               for (const bool sp : {false, true}) {
                 if (sp && tp == 1) continue;
-                l.sequence_parallel = sp;
+                layout.sequence_parallel = sp;
                 for (const bool zero1 : {false, true}) {
-                  if (zero1 && dp_replicate == 1) continue;
-                  l.zero1 = zero1;
+                  // ZeRO-1 over dp_replicate; beside FSDP the planner refuses it (E-ZERO:
+                  // FSDP already shards the optimizer state).
+                  if (zero1 && (dp_replicate == 1 || dp_shard > 1)) continue;
+                  layout.zero1 = zero1;
                   if (pp == 1) {
-                    l.schedule = PipelineScheduleKind::OneFOneB;
-                    l.virtual_stages = 1;
-                    visit(l);
+                    layout.schedule = PipelineScheduleKind::OneFOneB;
+                    layout.virtual_stages = 1;
+                    visit(layout);
                     continue;
                   }
                   for (const PipelineScheduleKind kind :
                        {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble}) {
-                    l.schedule = kind;
-                    l.virtual_stages = 1;
-                    visit(l);
+                    layout.schedule = kind;
+                    layout.virtual_stages = 1;
+                    visit(layout);
                   }
                   // Interleaved 1F1B with v = 2, 4, 8, 16 model chunks per rank
                   // (Narayanan et al. 2021, Sec. 2.2: the bubble shrinks by v, the
                   // point-to-point traffic grows by v); v = 2 always (a layout with
                   // fewer layers than 2 pp is counted under LayersPp), larger v while
                   // pp x v blocks exist.
-                  l.schedule = PipelineScheduleKind::Interleaved;
-                  for (std::int64_t v = 2; v <= kMaxVirtualStages; v *= 2) {
-                    if (v > 2 && pp * v > st.layers) break;
-                    l.virtual_stages = v;
-                    visit(l);
+                  layout.schedule = PipelineScheduleKind::Interleaved;
+                  for (std::int64_t virtual_stages = 2; virtual_stages <= kMaxVirtualStages;
+                       virtual_stages *= 2) {
+                    if (virtual_stages > 2 && pp * virtual_stages > st.layers) break;
+                    layout.virtual_stages = virtual_stages;
+                    visit(layout);
                   }
                 }
               }
@@ -154,27 +163,30 @@ void enumerate(const ModelStats& st, std::int64_t world,
 }
 
 std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& req,
-                                   const Layout& l) {
-  const std::array<std::int64_t, 6> degrees = {l.pp, l.dp_replicate, l.dp_shard, l.cp, l.tp, l.ep};
+                                   const Layout& layout) {
+  const std::array<std::int64_t, 6> degrees = {layout.pp, layout.dp_replicate, layout.dp_shard,
+                                               layout.cp, layout.tp,           layout.ep};
   for (std::size_t i = 0; i < degrees.size(); ++i) {
     if (req.fixed[i] > 0 && req.fixed[i] != degrees[i]) return ScreenReason::Fixed;
   }
-  if (st.heads > 0 && (st.heads % l.tp != 0 || (st.kv_heads > 0 && st.kv_heads % l.tp != 0)))
+  if (st.heads > 0 &&
+      (st.heads % layout.tp != 0 || (st.kv_heads > 0 && st.kv_heads % layout.tp != 0)))
     return ScreenReason::HeadsTp;
-  if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % l.tp != 0)
+  if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % layout.tp != 0)
     return ScreenReason::VocabTp;
-  if (st.experts > 0 && l.ep > 1 && st.experts % l.ep != 0) return ScreenReason::ExpertsEp;
+  if (st.experts > 0 && layout.ep > 1 && st.experts % layout.ep != 0)
+    return ScreenReason::ExpertsEp;
   // The planner's fsdp pass: stacked experts under FSDP need an expert_shard axis
   // (src/planner/fsdp.cpp), and efsdp = 1 writes none.
-  if (st.expert > 0 && st.experts > 0 && l.dp_shard > 1 && l.efsdp == 1)
+  if (st.expert > 0 && st.experts > 0 && layout.dp_shard > 1 && layout.efsdp == 1)
     return ScreenReason::ExpertFsdpAxis;
-  if (l.pp * l.virtual_stages > st.layers) return ScreenReason::LayersPp;
+  if (layout.pp * layout.virtual_stages > st.layers) return ScreenReason::LayersPp;
   const TrainingShape& shape = req.training.shape;
   const std::int64_t batch = shape.global_batch_size.value_or(0);
-  if (batch % (l.dp() * shape.micro_batch_size) != 0) return ScreenReason::BatchDp;
-  if (shape.seq_len.value_or(0) % l.cp != 0) return ScreenReason::SeqCp;
-  const std::int64_t m = batch / (l.dp() * shape.micro_batch_size);
-  if (l.schedule == PipelineScheduleKind::Interleaved && m % l.pp != 0)
+  if (batch % (layout.dp() * shape.micro_batch_size) != 0) return ScreenReason::BatchDp;
+  if (shape.seq_len.value_or(0) % layout.cp != 0) return ScreenReason::SeqCp;
+  const std::int64_t microbatches = batch / (layout.dp() * shape.micro_batch_size);
+  if (layout.schedule == PipelineScheduleKind::Interleaved && microbatches % layout.pp != 0)
     return ScreenReason::MicrobatchesPp;
   return std::nullopt;
 }
@@ -185,51 +197,55 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
 // Activation bytes of the peak stage depend on (tp, sp, cp, pp, v, schedule,
 // recompute, micro-batches) only: layouts differing in ep, the expert mesh
 // or the dp_replicate / dp_shard split share them (computed once).
-using ActivationKey = std::array<std::int64_t, 8>;
+using ActivationKey = std::array<std::int64_t, 9>;
 using ActivationMemo = std::map<ActivationKey, double>;
 
-double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& l,
+double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& layout,
                        ActivationMemo& memo) {
-  const double pp = static_cast<double>(l.pp);
-  const double tp = static_cast<double>(l.tp);
-  const double shard = static_cast<double>(l.dp_shard);
-  const double eshard = l.dp_shard > 1 ? static_cast<double>(l.efsdp) : 1;
+  const double pp = static_cast<double>(layout.pp);
+  const double tp = static_cast<double>(layout.tp);
+  const double shard = static_cast<double>(layout.dp_shard);
+  const double eshard = layout.dp_shard > 1 ? static_cast<double>(layout.efsdp) : 1;
   const double dense =
-      (st.layer_dense / tp + st.layer_vector) / pp + st.outside / tp / (l.pp > 1 ? 2 : 1);
-  const double expert = st.expert / pp / static_cast<double>(l.ep);
-  const TrainingSpec& t = req.training;
+      (st.layer_dense / tp + st.layer_vector) / pp + st.outside / tp / (layout.pp > 1 ? 2 : 1);
+  const double expert = st.expert / pp / static_cast<double>(layout.ep);
+  const TrainingSpec& training = req.training;
   const double pb = static_cast<double>(st.param_bytes);
-  const double master = t.master_weights ? 4 : 0;
-  const double states = t.optimizer == Optimizer::None ? 0 : t.optimizer == Optimizer::Sgd ? 4 : 8;
+  const double master = training.master_weights ? 4 : 0;
+  const double states = training.optimizer == Optimizer::None  ? 0
+                        : training.optimizer == Optimizer::Sgd ? 4
+                                                               : 8;
   const double state_bytes = master + states;
-  const double zero_dense = l.zero1 ? static_cast<double>(l.dp_replicate * l.cp) : 1;
-  const double zero_expert = l.zero1 && l.dp_shard == 1 ? static_cast<double>(l.efsdp) : 1;
+  const double zero_dense = layout.zero1 ? static_cast<double>(layout.dp_replicate * layout.cp) : 1;
+  const double zero_expert =
+      layout.zero1 && layout.dp_shard == 1 ? static_cast<double>(layout.efsdp) : 1;
   double bytes = dense / shard * (2 * pb + state_bytes / zero_dense) +
                  expert / eshard * (2 * pb + state_bytes / zero_expert);
-  if (l.dp_shard > 1) {
+  if (layout.dp_shard > 1) {
     const double layer =
         st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers));
     bytes += 3 * layer / tp * pb;  // unit + prefetched unit + reduce-scatter
   }
-  if (!st.arch || !t.shape.seq_len) return bytes;
-  TrainingShape shape = t.shape;
-  shape.recompute = l.recompute;
+  if (!st.arch || !training.shape.seq_len) return bytes;
+  TrainingShape shape = training.shape;
+  shape.recompute = layout.recompute;
   shape.recompute_ranges.clear();
-  const ActivationLayout al{l.tp, 1, l.sequence_parallel && l.tp > 1, l.cp};
-  const std::int64_t m =
-      t.shape.global_batch_size.value_or(1) / (l.dp() * t.shape.micro_batch_size);
-  const ActivationKey key = {l.tp,
-                             l.sequence_parallel ? 1 : 0,
-                             l.cp,
-                             l.pp,
-                             l.virtual_stages,
-                             static_cast<std::int64_t>(l.schedule),
-                             static_cast<std::int64_t>(l.recompute),
-                             m};
+  const ActivationLayout al{layout.tp, 1, layout.sequence_parallel && layout.tp > 1, layout.cp};
+  const std::int64_t microbatches = training.shape.global_batch_size.value_or(1) /
+                                    (layout.dp() * training.shape.micro_batch_size);
+  const ActivationKey key = {layout.tp,
+                             layout.sequence_parallel ? 1 : 0,
+                             layout.cp,
+                             layout.pp,
+                             layout.virtual_stages,
+                             static_cast<std::int64_t>(layout.schedule),
+                             static_cast<std::int64_t>(layout.recompute),
+                             microbatches,
+                             layout.recompute_block};
   if (const auto hit = memo.find(key); hit != memo.end()) return bytes + hit->second;
-  const std::int64_t e = element_size(shape.activation_dtype.value_or(DType::BFloat16));
+  const std::int64_t element_bytes = element_size(shape.activation_dtype.value_or(DType::BFloat16));
   double act = 0;
-  const std::int64_t per_stage = (st.layers + l.pp - 1) / l.pp;
+  const std::int64_t per_stage = (st.layers + layout.pp - 1) / layout.pp;
   // Stage 0 (most micro-batches in flight), the first stage holding only MoE layers
   // (DeepSeek's leading dense layers are lighter) and the last stage (the logits).
   std::int64_t first_moe = 0;
@@ -237,31 +253,59 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   std::vector<std::int64_t> stages{0};
   if (first_moe > 0 && first_moe < st.layers && per_stage > 0) {
     const std::int64_t moe_stage = (first_moe + per_stage - 1) / per_stage;
-    if (moe_stage < l.pp) stages.push_back(moe_stage);
+    if (moe_stage < layout.pp) stages.push_back(moe_stage);
   }
-  if (l.pp > 1) stages.push_back(l.pp - 1);
+  if (layout.pp > 1) stages.push_back(layout.pp - 1);
   for (const std::int64_t stage : stages) {
-    const bool last = stage == l.pp - 1;
-    StageLayers sl;
-    const std::int64_t first = std::min(st.layers, stage * per_stage);
-    const std::int64_t end = last ? st.layers : std::min(st.layers, first + per_stage);
-    for (std::int64_t i = first; i < end; ++i) {
-      const int kind = st.moe_layer[static_cast<std::size_t>(i)] ? 1 : 0;
-      ++sl.count[kind][static_cast<int>(l.recompute)];
-    }
-    sl.embedding = stage == 0;
-    sl.logits = last;
+    const StageLayers sl = search::stage_layers(st, layout, stage);
     const std::int64_t in_flight =
-        l.pp > 1 ? microbatches_in_flight(l.schedule, l.pp, l.virtual_stages, stage, m) : 1;
-    const StagePosition position{static_cast<int>(stage), in_flight, l.virtual_stages};
-    act = std::max(
-        act, static_cast<double>(stage_activations(*st.arch, shape, e, al, sl, position).bytes));
+        layout.pp > 1 ? microbatches_in_flight(layout.schedule, layout.pp, layout.virtual_stages,
+                                               stage, microbatches)
+                      : 1;
+    const StagePosition position{static_cast<int>(stage), in_flight, layout.virtual_stages};
+    act = std::max(act,
+                   static_cast<double>(
+                       stage_activations(*st.arch, shape, element_bytes, al, sl, position).bytes));
   }
   memo.emplace(key, act);
   return bytes + act;
 }
 
-const char* optimizer_text(Optimizer o) { return optimizer_name(o); }
+const char* optimizer_text(Optimizer optimizer) { return optimizer_name(optimizer); }
+
+// Block recompute for a layout whose `full` variant is `full_layout`: the fewest layer
+// blocks N per model chunk (recompute the first N fully, keep the rest) whose memory
+// estimate is within the budget, when keeping every layer's activations is not (else
+// nullopt: recompute none, or full when even N = chunk size - 1 is over). The estimate
+// falls as N grows, so N is found by bisection.
+std::optional<std::int64_t> fitting_block(const ModelStats& st, const SearchRequest& req,
+                                          const Layout& full_layout, ActivationMemo& memo) {
+  const double budget = static_cast<double>(req.budget);
+  const std::int64_t largest_chunk = (st.layers + full_layout.pp * full_layout.virtual_stages - 1) /
+                                     (full_layout.pp * full_layout.virtual_stages);
+  if (req.budget <= 0 || largest_chunk < 2 || !st.arch || !req.training.shape.seq_len)
+    return std::nullopt;
+  Layout probe = full_layout;
+  auto fits_with = [&](std::int64_t blocks) {
+    probe.recompute_block = blocks;
+    return estimate_memory(st, req, probe, memo) <= budget;
+  };
+  Layout none = full_layout;
+  none.recompute = Recompute::None;
+  if (estimate_memory(st, req, none, memo) <= budget) return std::nullopt;
+  if (!fits_with(largest_chunk - 1)) return std::nullopt;
+  std::int64_t low = 1;  // the answer lies in [low, high]
+  std::int64_t high = largest_chunk - 1;
+  while (low < high) {
+    const std::int64_t mid = low + (high - low) / 2;
+    if (fits_with(mid)) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return low;
+}
 
 }  // namespace
 
@@ -289,57 +333,57 @@ std::string rule_set_text(std::string_view recipe_text) {
   return out;
 }
 
-std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
+std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
   const ModelStats st = search::model_stats(*req.model);
   const bool moe = st.expert > 0 && st.experts > 0;
   std::ostringstream out;
-  out << "# shardc search: " << layout_name(l) << " on " << req.world << " ranks\n";
+  out << "# shardc search: " << layout_name(layout) << " on " << req.world << " ranks\n";
   out << "format: shardc.recipe/v1\n";
   out << "world_size: " << req.world << "\n";
   out << "mesh:\n";
   auto axis = [&out](const char* name, std::int64_t size, bool keep) {
     if (size > 1 || keep) out << "  - {name: " << name << ", size: " << size << "}\n";
   };
-  axis("pp", l.pp, false);
-  axis("dp_replicate", l.dp_replicate, false);
-  axis("dp_shard", l.dp_shard, false);
-  axis("cp", l.cp, false);
-  axis("tp", l.tp, true);  // the rule set names tp
-  const char* expert_dp = l.dp_shard > 1 ? "efsdp" : "edp";
+  axis("pp", layout.pp, false);
+  axis("dp_replicate", layout.dp_replicate, false);
+  axis("dp_shard", layout.dp_shard, false);
+  axis("cp", layout.cp, false);
+  axis("tp", layout.tp, true);  // the rule set names tp
+  const char* expert_dp = layout.dp_shard > 1 ? "efsdp" : "edp";
   if (moe) {
     out << "expert_mesh:\n";
-    axis("pp", l.pp, false);
-    if (l.dp_shard > 1) axis("dp_replicate", l.dp_replicate, false);
-    axis(expert_dp, l.efsdp, false);
-    axis("ep", l.ep, true);  // the rule set's experts name ep
+    axis("pp", layout.pp, false);
+    if (layout.dp_shard > 1) axis("dp_replicate", layout.dp_replicate, false);
+    axis(expert_dp, layout.efsdp, false);
+    axis("ep", layout.ep, true);  // the rule set's experts name ep
   }
   out << req.rules_text;
   if (!req.rules_text.empty() && req.rules_text.back() != '\n') out << "\n";
-  if (l.pp > 1) {
+  if (layout.pp > 1) {
     out << "pipeline:\n  axis: pp\n  stages: auto\n";
-    if (l.virtual_stages > 1) out << "  virtual_stages: " << l.virtual_stages << "\n";
+    if (layout.virtual_stages > 1) out << "  virtual_stages: " << layout.virtual_stages << "\n";
   }
-  if (l.dp_shard > 1) {
+  if (layout.dp_shard > 1) {
     out << "fsdp:\n  shard: dp_shard\n";
-    if (l.dp_replicate > 1) out << "  replicate: dp_replicate\n";
-    if (moe && l.efsdp > 1) out << "  expert_shard: efsdp\n";
+    if (layout.dp_replicate > 1) out << "  replicate: dp_replicate\n";
+    if (moe && layout.efsdp > 1) out << "  expert_shard: efsdp\n";
     out << "  dim: 0\n";
     if (moe) out << "  expert_dim: auto\n";
   }
   // The FSDP2 units: each layer block (its experts first), then the rest.
   std::string layers_prefix;
-  for (const Param& p : req.model->params) {
-    const std::size_t pos = p.name.find(".layers.");
+  for (const Param& param : req.model->params) {
+    const std::size_t pos = param.name.find(".layers.");
     if (pos != std::string::npos) {
-      layers_prefix = p.name.substr(0, pos) + ".layers.{i}";
+      layers_prefix = param.name.substr(0, pos) + ".layers.{i}";
       break;
     }
   }
   const bool muon = req.training.optimizer == Optimizer::Muon;
-  if (l.dp_shard > 1 || muon) {
+  if (layout.dp_shard > 1 || muon) {
     out << "buffers:\n";
     if (muon) out << "  - {kind: muon_allgather, alignment_bytes: 512}\n";
-    if (l.dp_shard > 1) {
+    if (layout.dp_shard > 1) {
       out << "  - {kind: fsdp2_allgather, units: [";
       if (!layers_prefix.empty()) {
         if (moe) out << "\"" << layers_prefix << ".mlp.experts\", ";
@@ -348,41 +392,61 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& l) {
       out << "\"**\"]}\n";
     }
   }
-  const TrainingSpec& t = req.training;
-  const TrainingShape& s = t.shape;
+  const TrainingSpec& training = req.training;
+  const TrainingShape& shape = training.shape;
   out << "training:\n";
-  out << "  optimizer: " << optimizer_text(t.optimizer) << "\n";
+  out << "  optimizer: " << optimizer_text(training.optimizer) << "\n";
   out << "  master_weights: "
-      << (t.master_weights ? std::string(dtype_name(*t.master_weights)) : "none") << "\n";
-  if (t.grad_dtype) out << "  grad_dtype: " << dtype_name(*t.grad_dtype) << "\n";
-  if (t.state_dtype) out << "  state_dtype: " << dtype_name(*t.state_dtype) << "\n";
-  if (l.zero1) out << "  zero: 1\n";
+      << (training.master_weights ? std::string(dtype_name(*training.master_weights)) : "none")
+      << "\n";
+  if (training.grad_dtype) out << "  grad_dtype: " << dtype_name(*training.grad_dtype) << "\n";
+  if (training.state_dtype) out << "  state_dtype: " << dtype_name(*training.state_dtype) << "\n";
+  if (layout.zero1) out << "  zero: 1\n";
   out << "  budget: " << req.budget << "\n";
-  out << "  seq_len: " << s.seq_len.value_or(0) << "\n";
-  out << "  micro_batch_size: " << s.micro_batch_size << "\n";
-  out << "  global_batch_size: " << s.global_batch_size.value_or(0) << "\n";
-  out << "  recompute: " << recompute_name(l.recompute) << "\n";
-  if (l.tp > 1) out << "  sequence_parallel: " << (l.sequence_parallel ? "true" : "false") << "\n";
-  if (l.cp > 1) out << "  context_parallel: cp\n";
-  if (l.pp > 1)
-    out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(l.schedule) << "}\n";
-  out << "  attention: " << attention_impl_name(s.attention) << "\n";
-  if (s.activation_dtype) out << "  activation_dtype: " << dtype_name(*s.activation_dtype) << "\n";
-  if (s.moe.capacity_factor) out << "  moe: {capacity_factor: " << *s.moe.capacity_factor << "}\n";
+  out << "  seq_len: " << shape.seq_len.value_or(0) << "\n";
+  out << "  micro_batch_size: " << shape.micro_batch_size << "\n";
+  out << "  global_batch_size: " << shape.global_batch_size.value_or(0) << "\n";
+  if (layout.recompute == Recompute::Full && layout.recompute_block > 0) {
+    // Block recompute as per-layer ranges: the first blocks of every model chunk, cut
+    // as `stages: auto` cuts them (core/pipeline_chunks.hpp).
+    out << "  # block recompute: the first " << layout.recompute_block
+        << " layer blocks of each model chunk (Megatron-Core --recompute-method block "
+           "--recompute-num-layers "
+        << layout.recompute_block << ")\n";
+    out << "  recompute:\n";
+    for (const ChunkBlocks& chunk :
+         auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages)) {
+      const std::int64_t end = std::min(chunk.end, chunk.first + layout.recompute_block);
+      if (end > chunk.first)
+        out << "    - {layers: [" << chunk.first << ", " << end << "], mode: full}\n";
+    }
+  } else {
+    out << "  recompute: " << recompute_name(layout.recompute) << "\n";
+  }
+  if (layout.tp > 1)
+    out << "  sequence_parallel: " << (layout.sequence_parallel ? "true" : "false") << "\n";
+  if (layout.cp > 1) out << "  context_parallel: cp\n";
+  if (layout.pp > 1)
+    out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(layout.schedule) << "}\n";
+  out << "  attention: " << attention_impl_name(shape.attention) << "\n";
+  if (shape.activation_dtype)
+    out << "  activation_dtype: " << dtype_name(*shape.activation_dtype) << "\n";
+  if (shape.moe.capacity_factor)
+    out << "  moe: {capacity_factor: " << *shape.moe.capacity_factor << "}\n";
   return out.str();
 }
 
 namespace {
 
 // Phase 2 for one layout: the recipe through parse_recipe, build_plan and memory_classes.
-CheckedLayout check_exactly(const SearchRequest& req, const Layout& l, const StepCost& cost,
+CheckedLayout check_exactly(const SearchRequest& req, const Layout& layout, const StepCost& cost,
                             double estimate) {
-  CheckedLayout c;
-  c.layout = l;
-  c.cost = cost;
-  c.estimated_memory = estimate;
+  CheckedLayout checked;
+  checked.layout = layout;
+  checked.cost = cost;
+  checked.estimated_memory = estimate;
   DiagnosticSink sink;
-  const SourceFile file{"<search layout>", layout_recipe_text(req, l)};
+  const SourceFile file{"<search layout>", layout_recipe_text(req, layout)};
   std::optional<Recipe> recipe = parse_recipe(file, sink, false);
   std::optional<Plan> plan;
   if (recipe) plan = build_plan(*req.model, *recipe, sink);
@@ -392,20 +456,20 @@ CheckedLayout check_exactly(const SearchRequest& req, const Layout& l, const Ste
     memory = memory_classes(*plan, &why);
     if (!memory) sink.error(DiagCode::EMemoryWorld, {}, why);
   }
-  for (const Diagnostic& d : sink.items()) {
-    if (d.severity != Severity::Error) continue;
-    c.first_code = std::string(code_name(d.code));
-    c.first_message = d.message;
+  for (const Diagnostic& diagnostic : sink.items()) {
+    if (diagnostic.severity != Severity::Error) continue;
+    checked.first_code = std::string(code_name(diagnostic.code));
+    checked.first_message = diagnostic.message;
     break;
   }
-  if (!memory || sink.has_errors()) return c;
-  c.valid = true;
-  c.peak = memory->peak;
-  c.peak_rank = memory->peak_ranks.first();
-  c.peak_stage = memory->peak_stage;
-  c.activations = memory->at(c.peak_rank).activations;
-  c.fits = c.peak <= req.budget;
-  return c;
+  if (!memory || sink.has_errors()) return checked;
+  checked.valid = true;
+  checked.peak = memory->peak;
+  checked.peak_rank = memory->peak_ranks.first();
+  checked.peak_stage = memory->peak_stage;
+  checked.activations = memory->at(checked.peak_rank).activations;
+  checked.fits = checked.peak <= req.budget;
+  return checked;
 }
 
 // Phase 1's figures of one layout (the full cost is recomputed, with its
@@ -420,11 +484,11 @@ struct Scored {
 
 std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
   const ModelStats st = search::model_stats(*req.model);
-  std::int64_t n = 0;
-  enumerate(st, world, [&](const Layout& l) {
-    if (!screen(st, req, l)) ++n;
+  std::int64_t count = 0;
+  enumerate(st, world, [&](const Layout& layout) {
+    if (!screen(st, req, layout)) ++count;
   });
-  return n;
+  return count;
 }
 
 SearchResult run_search(const SearchRequest& req) {
@@ -436,21 +500,32 @@ SearchResult run_search(const SearchRequest& req) {
   }
   std::vector<Scored> scored;
   ActivationMemo memo;
-  enumerate(st, req.world, [&](const Layout& l) {
+  enumerate(st, req.world, [&](const Layout& layout) {
     ++result.enumerated;
-    if (const auto reason = screen(st, req, l)) {
+    if (const auto reason = screen(st, req, layout)) {
       ++result.pruned[static_cast<std::size_t>(*reason)];
       return;
     }
-    const double estimate = estimate_memory(st, req, l, memo);
+    const double estimate = estimate_memory(st, req, layout, memo);
     if (req.budget > 0 && estimate > 1.25 * static_cast<double>(req.budget)) {
       ++result.pruned[static_cast<std::size_t>(ScreenReason::OverBudget)];
       // Kept (not costed) for the "closest" hint: the smallest estimate.
-      scored.push_back({l, 0, -estimate});
+      scored.push_back({layout, 0, -estimate});
       return;
     }
     ++result.screened;
-    scored.push_back({l, search::step_cost(st, req, l, false).step, estimate});
+    scored.push_back({layout, search::step_cost(st, req, layout, false).step, estimate});
+    // Beside full recompute, block recompute of the fewest layers that fit (when
+    // keeping every layer's activations does not).
+    if (layout.recompute != Recompute::Full) return;
+    const std::optional<std::int64_t> block = fitting_block(st, req, layout, memo);
+    if (!block) return;
+    Layout partial = layout;
+    partial.recompute_block = *block;
+    ++result.enumerated;
+    ++result.screened;
+    scored.push_back({partial, search::step_cost(st, req, partial, false).step,
+                      estimate_memory(st, req, partial, memo)});
   });
   // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic),
   // those whose estimate is within the budget first: the estimate is within a few per
@@ -459,39 +534,42 @@ SearchResult run_search(const SearchRequest& req) {
   // over the budget would use up --max-planned).
   std::vector<const Scored*> order;
   const Scored* smallest = nullptr;
-  for (const Scored& s : scored) {
-    if (s.estimate >= 0) order.push_back(&s);
-    if (smallest == nullptr || std::abs(s.estimate) < std::abs(smallest->estimate)) smallest = &s;
+  for (const Scored& candidate : scored) {
+    if (candidate.estimate >= 0) order.push_back(&candidate);
+    if (smallest == nullptr || std::abs(candidate.estimate) < std::abs(smallest->estimate))
+      smallest = &candidate;
   }
   const double budget = static_cast<double>(req.budget);
-  std::sort(order.begin(), order.end(), [budget](const Scored* a, const Scored* b) {
-    const bool a_over = budget > 0 && a->estimate > budget;
-    const bool b_over = budget > 0 && b->estimate > budget;
-    if (a_over != b_over) return b_over;
-    if (a->step != b->step) return a->step < b->step;
-    if (a->estimate != b->estimate) return a->estimate < b->estimate;
-    return layout_name(a->layout) < layout_name(b->layout);
+  std::sort(order.begin(), order.end(), [budget](const Scored* lhs, const Scored* rhs) {
+    const bool lhs_over = budget > 0 && lhs->estimate > budget;
+    const bool rhs_over = budget > 0 && rhs->estimate > budget;
+    if (lhs_over != rhs_over) return rhs_over;
+    if (lhs->step != rhs->step) return lhs->step < rhs->step;
+    if (lhs->estimate != rhs->estimate) return lhs->estimate < rhs->estimate;
+    return layout_name(lhs->layout) < layout_name(rhs->layout);
   });
-  for (const Scored* s : order) {
+  for (const Scored* candidate : order) {
     if (static_cast<int>(result.ranked.size()) >= req.top) break;
     if (static_cast<int>(result.checked.size()) >= req.max_exact) break;
-    CheckedLayout c =
-        check_exactly(req, s->layout, search::step_cost(st, req, s->layout, true), s->estimate);
-    result.checked.push_back(c);
-    if (c.valid && c.fits) result.ranked.push_back(c);
+    CheckedLayout checked =
+        check_exactly(req, candidate->layout, search::step_cost(st, req, candidate->layout, true),
+                      candidate->estimate);
+    result.checked.push_back(checked);
+    if (checked.valid && checked.fits) result.ranked.push_back(checked);
   }
   if (result.ranked.empty()) {
     // The closest thing: the smallest exact peak among the checked, else the
     // layout of the smallest estimate, checked now.
-    for (const CheckedLayout& c : result.checked) {
-      if (c.valid && (!result.smallest || c.peak < result.smallest->peak)) result.smallest = c;
+    for (const CheckedLayout& checked : result.checked) {
+      if (checked.valid && (!result.smallest || checked.peak < result.smallest->peak))
+        result.smallest = checked;
     }
     if (!result.smallest && smallest != nullptr) {
-      CheckedLayout c =
+      CheckedLayout checked =
           check_exactly(req, smallest->layout, search::step_cost(st, req, smallest->layout, true),
                         std::abs(smallest->estimate));
-      result.checked.push_back(c);
-      if (c.valid) result.smallest = c;
+      result.checked.push_back(checked);
+      if (checked.valid) result.smallest = checked;
     }
   }
   return result;

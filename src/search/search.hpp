@@ -8,12 +8,14 @@
 //     tp fastest; torchtitan's ParallelDims order) and, for a MoE model, the
 //     expert mesh pp x dp_replicate x efsdp x ep with efsdp x ep = dp_shard x
 //     cp x tp (torchtitan's second unflatten; experts not tensor parallel),
-//     times the choices: recompute (none, selective, full), sequence
+//     times the choices: recompute (none, selective, full, and block: full for
+//     the fewest layers of each model chunk that brings the estimate under the
+//     budget when none does not fit), sequence
 //     parallel (tp > 1), the pipeline schedule (pp > 1: 1f1b, interleaved
 //     with v = 2, 4, 8, 16 virtual stages while pp x v layer blocks exist,
 //     zero bubble) and ZeRO-1 over dp_replicate
-//     (dp_replicate > 1). Each layout is screened by the model's own sizes
-//     (heads, KV heads and vocab over tp, experts over ep, layers over pp,
+//     (dp_replicate > 1, no FSDP: the planner refuses ZeRO beside `fsdp`). Each layout is screened
+//     by the model's own sizes (heads, KV heads and vocab over tp, experts over ep, layers over pp,
 //     the batch over dp, an expert FSDP axis under FSDP; see `ScreenReason`) and costed
 //     (src/search/cost.cpp, docs/search.md): compute, exposed communication per axis, pipeline
 //     bubble, optimizer step. Its memory is estimated from the params'
@@ -81,6 +83,11 @@ struct Layout {
   std::int64_t ep = 1;     ///< expert mesh, MoE only
   std::int64_t efsdp = 1;  ///< expert FSDP, efsdp x ep = dp_shard x cp x tp
   Recompute recompute = Recompute::None;
+  /// With `recompute` Full: recompute only the first `recompute_block` layer
+  /// blocks of every model chunk, keep the others' activations (Megatron-Core
+  /// `--recompute-granularity full --recompute-method block
+  /// --recompute-num-layers N`, applied per model chunk); 0 = every layer.
+  std::int64_t recompute_block = 0;
   bool sequence_parallel = false;
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
   std::int64_t virtual_stages = 1;
@@ -88,7 +95,8 @@ struct Layout {
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
 };
 
-/// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only).
+/// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only; block
+/// recompute of N layers per model chunk: "recompute=block3").
 std::string layout_name(const Layout& layout);
 
 /// One communication term of a step, per rank, with its time (not comm.hpp's CommTerm:

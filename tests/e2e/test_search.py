@@ -6,7 +6,8 @@
   validates, and `memory --format json` of it reports exactly the peak search printed.
 * The papers' layouts (--fix) are valid and fit: Llama 3 405B (16,384 H100, TP 8, CP 1,
   PP 16, DP 128, seq 8192), its long-context CP 16 layout, DeepSeek-V3 (2,048 H800, PP 16,
-  EP 64, ZeRO-1 DP, no TP).
+  EP 64, ZeRO-1 DP, no TP); their estimated throughput is within 30 % of the papers'; and
+  DeepSeek-V3's layout ranks in the top 5 of the unconstrained search (docs/search.md).
 * A bare `training:` file's parse errors name the file's own lines.
 * Bad input: an unknown preset is E-HARDWARE (exit 2); a budget nothing fits and a world
   with no valid layout are E-SEARCH (exit 1) naming the closest layout.
@@ -104,6 +105,31 @@ def main():
         doc = property_checks(shardc, tmp, DSV3, ds, "deepseek-v3-paper", 1)
         if doc:
             check(any(x["zero1"] for x in doc["ranked"]), "deepseek-v3-paper: a ZeRO-1 layout ranks")
+        # The papers' figures (docs/search.md "Against the papers"): the paper's layout is
+        # estimated within 30 % of the published throughput.
+        llama_paper = search_json(shardc, LLAMA, *l3, "--fix", "pp=16,tp=8,cp=1,dp_shard=128",
+                                  "--top", "1")[1]
+        if llama_paper and llama_paper["ranked"]:
+            tflops = llama_paper["ranked"][0]["mfu"] * 989.0
+            check(abs(tflops / 400.0 - 1) <= 0.30,
+                  f"llama405b-paper: {tflops:.0f} TFLOP/s within 30 % of the paper's 400")
+        # DeepSeek-V3 with its node-limited routing: its own layout (pp16, ep64, ZeRO-1
+        # data parallel over 128, no TP) ranks in the top 5 of the whole search, and its
+        # throughput is within 30 % of 1,543 tokens/s/GPU (180K H800 GPU-hours per
+        # trillion tokens).
+        ds_all = ["--world", "2048", "--hardware", "h800", "--seq-len", "4096",
+                  "--global-batch-tokens", str(4096 * 15360), "--budget", "80GB",
+                  "--moe-node-limit", "4", "--top", "5"]
+        doc = search_json(shardc, DSV3, *ds_all)[1]
+        paper = [x for x in (doc or {}).get("ranked", [])
+                 if (x["pp"], x["tp"], x["cp"], x["ep"], x["dp_shard"], x["dp_replicate"],
+                     x["zero1"]) == (16, 1, 1, 64, 1, 128, True)]
+        check(bool(paper), "deepseek-v3: the paper's layout (pp16 ep64 ZeRO-1 dp 128) is in "
+              "the top 5 (" + ", ".join(x["layout"] for x in (doc or {}).get("ranked", [])) + ")")
+        if paper:
+            tokens = paper[0]["tokens_per_second_per_gpu"]
+            check(abs(tokens / 1543.0 - 1) <= 0.30,
+                  f"deepseek-v3: {tokens:.0f} tokens/s/GPU within 30 % of the paper's 1,543")
         # Bad input.
         r = run([shardc, "search", LLAMA8B, "--world", "64", "--hardware", "tpu-v9",
                  "--global-batch-tokens", "1048576"])

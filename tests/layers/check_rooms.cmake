@@ -4,6 +4,7 @@
 #    frontend's include directory, naming the missing header; allowed_include.cpp must compile.
 # 2. For every room R (rooms.txt) and every room X: `__has_include("X/<a file of X>")` in a TU
 #    compiled with R's include directory is true exactly when R may see X.
+# 3. Third-party headers: see below.
 cmake_minimum_required(VERSION 3.25)
 set(flags -std=c++20 -fsyntax-only -x c++)
 
@@ -59,4 +60,60 @@ foreach(line IN LISTS lines)
     message(FATAL_ERROR "room ${room}'s include directory does not match rooms.txt:\n${err}")
   endif()
 endforeach()
-message(STATUS "layers: frontend refuses planner/passes.hpp; ${pairs} room pairs as rooms.txt says")
+
+# 3. Third-party libraries (cmake/rooms.cmake SHARDC_THIRD_PARTY_HEADERS): a room's include
+#    directory holds a refusing header for exactly the libraries refused-libs.txt names,
+#    and for each library one room that may not use it fails to preprocess its header,
+#    naming the rule, while one room given it preprocesses it.
+set(libs "yaml-cpp=yaml-cpp/yaml.h" "simdjson::simdjson=simdjson.h"
+         "nlohmann_json::nlohmann_json=nlohmann/json.hpp" "spdlog::spdlog=spdlog/spdlog.h"
+         "CLI11::CLI11=CLI/CLI.hpp" "OpenSSL::Crypto=openssl/evp.h")
+file(STRINGS ${ROOMS_DIR}/refused-libs.txt refusals)
+set(refused_pairs 0)
+foreach(entry IN LISTS libs)
+  string(REPLACE "=" ";" parts "${entry}")
+  list(GET parts 0 lib)
+  list(GET parts 1 header)
+  set(a_refusing "")
+  set(a_using "")
+  foreach(line IN LISTS refusals)
+    string(FIND "${line}" ":" colon)
+    string(SUBSTRING "${line}" 0 ${colon} room)
+    math(EXPR after "${colon} + 1")
+    string(SUBSTRING "${line}" ${after} -1 refused)
+    string(STRIP "${refused}" refused)
+    separate_arguments(refused)
+    set(poison ${ROOMS_DIR}/${room}/${header})
+    if(lib IN_LIST refused)
+      if(NOT EXISTS ${poison})
+        message(FATAL_ERROR "room ${room} may not use ${lib} but has no refusing ${header}")
+      endif()
+      set(a_refusing ${room})
+      math(EXPR refused_pairs "${refused_pairs} + 1")
+    else()
+      if(EXISTS ${poison})
+        message(FATAL_ERROR "room ${room} is given ${lib} but ${header} refuses it")
+      endif()
+      set(a_using ${room})
+    endif()
+  endforeach()
+  file(WRITE ${WORK}/third_party.cpp "#include <${header}>\n")
+  if(a_refusing)
+    execute_process(COMMAND ${CXX} -std=c++20 -E -x c++ -I${ROOMS_DIR}/${a_refusing}
+                            ${WORK}/third_party.cpp
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+    if(rc EQUAL 0 OR NOT err MATCHES "may not use")
+      message(FATAL_ERROR "room ${a_refusing} included <${header}> (${lib}) unrefused:\n${err}")
+    endif()
+  endif()
+  if(a_using)
+    execute_process(COMMAND ${CXX} -std=c++20 -E -x c++ -I${ROOMS_DIR}/${a_using}
+                            ${WORK}/third_party.cpp
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "room ${a_using}, given ${lib}, cannot include <${header}>:\n${err}")
+    endif()
+  endif()
+endforeach()
+message(STATUS "layers: frontend refuses planner/passes.hpp; ${pairs} room pairs as rooms.txt "
+               "says; ${refused_pairs} room x library refusals")

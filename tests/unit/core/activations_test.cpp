@@ -19,56 +19,56 @@ namespace {
 
 TrainingShape shape_of(std::int64_t seq, std::int64_t micro_batch,
                        AttentionImpl attention = AttentionImpl::Sdpa) {
-  TrainingShape s;
-  s.seq_len = seq;
-  s.micro_batch_size = micro_batch;
-  s.attention = attention;
-  return s;
+  TrainingShape shape;
+  shape.seq_len = seq;
+  shape.micro_batch_size = micro_batch;
+  shape.attention = attention;
+  return shape;
 }
 
-ActivationArch llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv,
+ActivationArch llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
                      std::int64_t intermediate) {
-  ActivationArch a;
-  a.hidden = hidden;
-  a.heads = heads;
-  a.kv_heads = kv;
-  a.head_dim = hidden / heads;
-  a.intermediate = intermediate;
-  a.vocab = 128256;
-  return a;
+  ActivationArch arch;
+  arch.hidden = hidden;
+  arch.heads = heads;
+  arch.kv_heads = kv_heads;
+  arch.head_dim = hidden / heads;
+  arch.intermediate = intermediate;
+  arch.vocab = 128256;
+  return arch;
 }
 
 ActivationArch mixtral() {
-  ActivationArch a = llama(4096, 32, 8, 14336);
-  a.experts = 8;
-  a.top_k = 2;
-  a.moe_intermediate = 14336;
-  return a;
+  ActivationArch arch = llama(4096, 32, 8, 14336);
+  arch.experts = 8;
+  arch.top_k = 2;
+  arch.moe_intermediate = 14336;
+  return arch;
 }
 
 ActivationArch deepseek_v3() {
-  ActivationArch a = llama(7168, 128, 128, 18432);
-  a.head_dim = 128;
-  a.experts = 256;
-  a.top_k = 8;
-  a.moe_intermediate = 2048;
-  a.shared_experts = 1;
-  a.q_lora_rank = 1536;
-  a.kv_lora_rank = 512;
-  a.qk_nope_head_dim = 128;
-  a.qk_rope_head_dim = 64;
-  a.v_head_dim = 128;
-  return a;
+  ActivationArch arch = llama(7168, 128, 128, 18432);
+  arch.head_dim = 128;
+  arch.experts = 256;
+  arch.top_k = 8;
+  arch.moe_intermediate = 2048;
+  arch.shared_experts = 1;
+  arch.q_lora_rank = 1536;
+  arch.kv_lora_rank = 512;
+  arch.qk_nope_head_dim = 128;
+  arch.qk_rope_head_dim = 64;
+  arch.v_head_dim = 128;
+  return arch;
 }
 
-std::int64_t layer(const ActivationArch& a, const TrainingShape& s, const ActivationLayout& l,
-                   LayerKind kind, Recompute mode) {
-  return layer_activation_bytes(a, s, 2, l, kind, mode);
+std::int64_t layer(const ActivationArch& arch, const TrainingShape& shape,
+                   const ActivationLayout& layout, LayerKind kind, Recompute mode) {
+  return layer_activation_bytes(arch, shape, 2, layout, kind, mode);
 }
 
 std::int64_t term(const std::vector<ActivationTerm>& terms, const std::string& name) {
-  for (const ActivationTerm& t : terms)
-    if (t.name == name) return t.bytes;
+  for (const ActivationTerm& entry : terms)
+    if (entry.name == name) return entry.bytes;
   return -1;
 }
 
@@ -83,15 +83,15 @@ TEST_CASE("activations: dense MHA layer (Llama-2-7B sizes), seq 4096, bf16, sdpa
   //   o_proj input 33,554,432 -> 168,296,448.
   // MLP: 4 e T I = 8 x 4096 x 11008 = 360,710,144.
   // Layer: 2 x 134,234,112 + 168,296,448 + 360,710,144 = 797,474,816.
-  const ActivationArch a = llama(4096, 32, 32, 11008);
+  const ActivationArch arch = llama(4096, 32, 32, 11008);
   const auto terms =
-      layer_activation_terms(a, shape_of(4096, 1), 2, {}, LayerKind::Dense, Recompute::None);
+      layer_activation_terms(arch, shape_of(4096, 1), 2, {}, LayerKind::Dense, Recompute::None);
   CHECK(term(terms, "attention.qkv") == 100663296);
   CHECK(term(terms, "attention.softmax_lse") == 524288);
   CHECK(term(terms, "attention.o_proj_input") == 33554432);
   CHECK(term(terms, "mlp.gate_up_act") == 360710144);
   CHECK(term(terms, "attention.scores") == -1);  // sdpa: no s x s scores
-  CHECK(layer(a, shape_of(4096, 1), {}, LayerKind::Dense, Recompute::None) == 797474816);
+  CHECK(layer(arch, shape_of(4096, 1), {}, LayerKind::Dense, Recompute::None) == 797474816);
 }
 
 TEST_CASE("activations: GQA layer (Llama-3.1-8B), seq 8192, tp 8 with sequence parallel") {
@@ -101,16 +101,16 @@ TEST_CASE("activations: GQA layer (Llama-3.1-8B), seq 8192, tp 8 with sequence p
   //   lse 4 x 4 x 8192 = 131,072; o_proj 8,388,608 -> 29,491,200.
   // MLP: 8 x 8192 x 1792 = 117,440,512.
   // Layer: 2 x 33,558,528 + 29,491,200 + 117,440,512 = 214,048,768.
-  const ActivationArch a = llama(4096, 32, 8, 14336);
+  const ActivationArch arch = llama(4096, 32, 8, 14336);
   const ActivationLayout tp8{8, 1, true, 1};
-  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::None) == 214048768);
+  CHECK(layer(arch, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::None) == 214048768);
   // Selective drops the attention core's out and lse: 214,048,768 - 8,388,608 - 131,072.
-  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Selective) == 205529088);
+  CHECK(layer(arch, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Selective) == 205529088);
   // Full keeps the layer input, e T h / t = 2 x 1024 x 4096.
-  CHECK(layer(a, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Full) == 8388608);
+  CHECK(layer(arch, shape_of(8192, 1), tp8, LayerKind::Dense, Recompute::Full) == 8388608);
   // Eager: q_embed and the repeat_kv copies of K and V (3 e T a_q d / t) and the scores
   // (4 + e) b a_q s s_kv / t.
-  const auto eager = layer_activation_terms(a, shape_of(8192, 1, AttentionImpl::Eager), 2, tp8,
+  const auto eager = layer_activation_terms(arch, shape_of(8192, 1, AttentionImpl::Eager), 2, tp8,
                                             LayerKind::Dense, Recompute::None);
   CHECK(term(eager, "attention.scores") == std::int64_t{6} * 4 * 8192 * 8192);
   CHECK(term(eager, "attention.qkv") == std::int64_t{3} * 2 * 8192 * 4 * 128);
@@ -125,12 +125,12 @@ TEST_CASE("activations: MoE layer (Mixtral-8x7B), seq 4096, tp 1, dropless") {
   //   experts 4 e R I_e = 8 x 8192 x 14336 = 939,524,096; expert out + cast 2 e R h =
   //   134,217,728 -> 1,141,260,288.
   // Layer: 268,468,224 + 117,964,800 + 1,141,260,288 = 1,527,693,312.
-  const ActivationArch a = mixtral();
-  CHECK(layer(a, shape_of(4096, 1), {}, LayerKind::Moe, Recompute::None) == 1527693312);
+  const ActivationArch arch = mixtral();
+  CHECK(layer(arch, shape_of(4096, 1), {}, LayerKind::Moe, Recompute::None) == 1527693312);
   // A capacity factor of 1.25 pads every expert to 1.25 x its share: R = 10,240.
   TrainingShape capped = shape_of(4096, 1);
   capped.moe.capacity_factor = 1.25;
-  const auto terms = layer_activation_terms(a, capped, 2, {}, LayerKind::Moe, Recompute::None);
+  const auto terms = layer_activation_terms(arch, capped, 2, {}, LayerKind::Moe, Recompute::None);
   CHECK(term(terms, "moe.dispatched") == std::int64_t{2} * 10240 * 4096);
 }
 
@@ -138,9 +138,9 @@ TEST_CASE("activations: MLA + MoE layer (DeepSeek-V3), seq 4096, tp 1") {
   // T = 4096, h = 7168, a_q = 128, r_q = 1536, r_kv = 512, d_nope = 128, d_rope = 64,
   // d_v = 128, E = 256, k = 8, I_e = 2048, one shared expert; a norm of width w keeps
   // (4 + e + e) T w + 4 T.
-  const ActivationArch a = deepseek_v3();
-  const TrainingShape s = shape_of(4096, 1);
-  const auto terms = layer_activation_terms(a, s, 2, {}, LayerKind::Moe, Recompute::None);
+  const ActivationArch arch = deepseek_v3();
+  const TrainingShape shape = shape_of(4096, 1);
+  const auto terms = layer_activation_terms(arch, shape, 2, {}, LayerKind::Moe, Recompute::None);
   // q_a_layernorm: 8 x 4096 x 1536 + 4 x 4096 = 50,348,032.
   CHECK(term(terms, "attention.q_a_layernorm.norm_input_fp32") == 4 * 4096 * 1536);
   // kv_b e T a (d_nope + d_v) = 2 x 4096 x 128 x 256 = 268,435,456; q/k cat 2 e T a (d_nope
@@ -154,20 +154,20 @@ TEST_CASE("activations: MLA + MoE layer (DeepSeek-V3), seq 4096, tp 1") {
   // Whole layer: 2 x 234,897,408 (h norms) + 1,008,762,880 (MLA: q_a / kv_a norms 50,348,032
   // + 16,793,600, kv_b, q/k cat, out 134,217,728 + lse 2,097,152, o_proj 134,217,728) +
   // 2,136,002,560 (MoE) = 3,614,560,256.
-  CHECK(layer(a, s, {}, LayerKind::Moe, Recompute::None) == 3614560256);
+  CHECK(layer(arch, shape, {}, LayerKind::Moe, Recompute::None) == 3614560256);
 }
 
 TEST_CASE("activations: more recompute never stores more (every architecture, attention)") {
-  for (const ActivationArch& a :
+  for (const ActivationArch& arch :
        {llama(4096, 32, 32, 11008), llama(4096, 32, 8, 14336), mixtral(), deepseek_v3()}) {
     for (AttentionImpl impl : {AttentionImpl::Flash, AttentionImpl::Sdpa, AttentionImpl::Eager}) {
-      for (const ActivationLayout& l : {ActivationLayout{}, ActivationLayout{8, 1, false, 1},
-                                        ActivationLayout{8, 1, true, 2}}) {
+      for (const ActivationLayout& layout : {ActivationLayout{}, ActivationLayout{8, 1, false, 1},
+                                             ActivationLayout{8, 1, true, 2}}) {
         for (LayerKind kind : {LayerKind::Dense, LayerKind::Moe}) {
-          const TrainingShape s = shape_of(4096, 2, impl);
-          const std::int64_t none = layer(a, s, l, kind, Recompute::None);
-          const std::int64_t selective = layer(a, s, l, kind, Recompute::Selective);
-          const std::int64_t full = layer(a, s, l, kind, Recompute::Full);
+          const TrainingShape shape = shape_of(4096, 2, impl);
+          const std::int64_t none = layer(arch, shape, layout, kind, Recompute::None);
+          const std::int64_t selective = layer(arch, shape, layout, kind, Recompute::Selective);
+          const std::int64_t full = layer(arch, shape, layout, kind, Recompute::Full);
           CHECK(selective <= none);
           CHECK(full <= selective);
           CHECK(full > 0);
@@ -178,32 +178,32 @@ TEST_CASE("activations: more recompute never stores more (every architecture, at
 }
 
 TEST_CASE("activations: doubling seq with flash doubles the per-layer term") {
-  for (const ActivationArch& a : {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3()}) {
+  for (const ActivationArch& arch : {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3()}) {
     for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
       const std::int64_t one =
-          layer(a, shape_of(4096, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
+          layer(arch, shape_of(4096, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
       const std::int64_t two =
-          layer(a, shape_of(8192, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
+          layer(arch, shape_of(8192, 1, AttentionImpl::Flash), {}, LayerKind::Moe, mode);
       CHECK(two == 2 * one);
     }
   }
   // Eager is quadratic: more than double.
-  const ActivationArch a = llama(4096, 32, 8, 14336);
-  CHECK(
-      layer(a, shape_of(8192, 1, AttentionImpl::Eager), {}, LayerKind::Dense, Recompute::None) >
-      2 * layer(a, shape_of(4096, 1, AttentionImpl::Eager), {}, LayerKind::Dense, Recompute::None));
+  const ActivationArch arch = llama(4096, 32, 8, 14336);
+  CHECK(layer(arch, shape_of(8192, 1, AttentionImpl::Eager), {}, LayerKind::Dense,
+              Recompute::None) > 2 * layer(arch, shape_of(4096, 1, AttentionImpl::Eager), {},
+                                           LayerKind::Dense, Recompute::None));
 }
 
 TEST_CASE("activations: sequence parallel divides the layer by tp") {
-  for (const ActivationArch& a : {llama(4096, 32, 8, 14336), llama(8192, 64, 8, 28672)}) {
+  for (const ActivationArch& arch : {llama(4096, 32, 8, 14336), llama(8192, 64, 8, 28672)}) {
     for (std::int64_t tp : {2, 4, 8}) {
       for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-        const TrainingShape s = shape_of(8192, 1, AttentionImpl::Flash);
-        const std::int64_t whole = layer(a, s, {}, LayerKind::Dense, mode);
-        const std::int64_t split = layer(a, s, {tp, 1, true, 1}, LayerKind::Dense, mode);
+        const TrainingShape shape = shape_of(8192, 1, AttentionImpl::Flash);
+        const std::int64_t whole = layer(arch, shape, {}, LayerKind::Dense, mode);
+        const std::int64_t split = layer(arch, shape, {tp, 1, true, 1}, LayerKind::Dense, mode);
         CHECK(split * tp == whole);
         // Without SP the width-h tensors stay whole: more than whole / tp.
-        CHECK(layer(a, s, {tp, 1, false, 1}, LayerKind::Dense, mode) >= split);
+        CHECK(layer(arch, shape, {tp, 1, false, 1}, LayerKind::Dense, mode) >= split);
       }
     }
   }
@@ -263,14 +263,14 @@ TEST_CASE("activations: the shipped Llama-3.1-8B on 64 ranks, each recompute mod
   const std::string recipe = slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml");
   for (const char* mode : {"none", "selective", "full"}) {
     DiagnosticSink sink;
-    auto m = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
-    auto r =
+    auto parsed_model = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
+    auto parsed_recipe =
         parse_recipe({"recipe.yaml", recipe + "training:\n  seq_len: 8192\n  recompute: " + mode +
                                          "\n  sequence_parallel: true\n"},
                      sink);
-    REQUIRE(m);
-    REQUIRE(r);
-    auto plan = build_plan(*m, *r, sink);
+    REQUIRE(parsed_model);
+    REQUIRE(parsed_recipe);
+    auto plan = build_plan(*parsed_model, *parsed_recipe, sink);
     REQUIRE(plan);
     const MemoryReport report = compute_memory(*plan);
     REQUIRE(report.activations_counted);
@@ -283,13 +283,13 @@ TEST_CASE("activations: the shipped Llama-3.1-8B on 64 ranks, each recompute mod
     // recomputed); loss: final norm 33,558,528, labels 8 T = 65,536, logits e T V / t = 2 x
     // 8192 x 16032 = 262,668,288, fp32 log-softmax 4 T V / t = 525,336,576.
     const std::int64_t ends = 65536 + 33558528 + 65536 + 262668288 + 525336576;
-    const std::string m_text = mode;
-    if (m_text == "none") CHECK(sa.bytes == 32 * std::int64_t{214048768} + ends + 4194304);
-    if (m_text == "selective") {
+    const std::string mode_text = mode;
+    if (mode_text == "none") CHECK(sa.bytes == 32 * std::int64_t{214048768} + ends + 4194304);
+    if (mode_text == "selective") {
       CHECK(sa.bytes == 32 * std::int64_t{205529088} + ends + 4194304);
     }
     // Full: 32 layer inputs + one layer recomputed in backward.
-    if (m_text == "full") CHECK(sa.bytes == 32 * std::int64_t{8388608} + ends + 214048768);
+    if (mode_text == "full") CHECK(sa.bytes == 32 * std::int64_t{8388608} + ends + 214048768);
     CHECK(report.ranks[0].activations == sa.bytes);
     CHECK(report.ranks[0].total > sa.bytes);
   }
@@ -297,11 +297,12 @@ TEST_CASE("activations: the shipped Llama-3.1-8B on 64 ranks, each recompute mod
 
 TEST_CASE("activations: no training shape, no change") {
   DiagnosticSink sink;
-  auto m = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
-  auto r = parse_recipe({"recipe.yaml", slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml")}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  auto plan = build_plan(*m, *r, sink);
+  auto parsed_model = parse_model({"llama.yaml", slurp("plans/llama-3.1-8b.model.yaml")}, sink);
+  auto parsed_recipe =
+      parse_recipe({"recipe.yaml", slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml")}, sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  auto plan = build_plan(*parsed_model, *parsed_recipe, sink);
   REQUIRE(plan);
   const MemoryReport report = compute_memory(*plan);
   CHECK_FALSE(report.activations_counted);
@@ -312,4 +313,65 @@ TEST_CASE("activations: no training shape, no change") {
                                      report.ranks[0].of(MemoryKind::OptimizerState) +
                                      std::max(report.ranks[0].of(MemoryKind::Fsdp2AllGather),
                                               report.ranks[0].of(MemoryKind::MuonAllGather)));
+}
+
+TEST_CASE("activations: kernels fused (Megatron-Core + TE), Llama-3.1-405B layer, tp 8 with SP") {
+  // T = 8192 tokens, h = 16384, a_q = 128, a_kv = 8, d = 128, I = 53248, t = 8, e = 2.
+  // With SP the width-h tensors hold T / t = 1024 tokens:
+  //   each norm (LayerNormLinear): input e T/t h + rsigma 4 T/t + ln_out e T/t h
+  //     = 33,554,432 + 4,096 + 33,554,432; two norms: 134,225,920.
+  //   q, k, v (flash): e T (16 + 2 x 1) 128 = 2 x 8192 x 2304 = 37,748,736.
+  //   attention output (flash's, linear_proj's input: one storage): 2 x 8192 x 16 x 128
+  //     = 33,554,432; logsumexp 4 x 16 x 8192 = 524,288.
+  //   MLP: fc1 [gate | up] and the product: 3 e T I / t = 3 x 2 x 8192 x 6656 = 327,155,712.
+  // Total 533,209,088: Megatron-Core's theoretical_memory_usage.py (s b h (18 + 4 F / h)
+  // with selective recompute, no SwiGLU term) would say 31 sbh / t = 520,093,696; the
+  // SwiGLU's third tensor and the kept logsumexp make up the difference.
+  TrainingShape shape = shape_of(8192, 1, AttentionImpl::Flash);
+  shape.kernels = ActivationKernels::Fused;
+  const ActivationArch arch = llama(16384, 128, 8, 53248);
+  const ActivationLayout layout{8, 1, true, 1};
+  const std::vector<ActivationTerm> terms =
+      layer_activation_terms(arch, shape, 2, layout, LayerKind::Dense, Recompute::None);
+  CHECK(term(terms, "attention.norm_input") == 33554432);
+  CHECK(term(terms, "attention.norm_rstd") == 4096);
+  CHECK(term(terms, "attention.linear_input") == 33554432);
+  CHECK(term(terms, "attention.qkv") == 37748736);
+  CHECK(term(terms, "attention.out") == 33554432);
+  CHECK(term(terms, "attention.softmax_lse") == 524288);
+  CHECK(term(terms, "attention.o_proj_input") == -1);  // the output's own storage
+  CHECK(term(terms, "mlp.gate_up_act") == 327155712);
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::None) == 533209088);
+  // Eager (transformers' modules) keeps more: fp32 norm copies, four SwiGLU tensors, the
+  // attention output copied for o_proj.
+  TrainingShape eager = shape;
+  eager.kernels = ActivationKernels::Eager;
+  CHECK(layer(arch, eager, layout, LayerKind::Dense, Recompute::None) > 533209088 * 3 / 2);
+  // Selective recompute runs the core attention again: the logsumexp goes, the output
+  // stays (linear_proj's input). Full keeps the layer input only, as under eager.
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::Selective) == 533209088 - 524288);
+  CHECK(layer(arch, shape, layout, LayerKind::Dense, Recompute::Full) ==
+        layer(arch, eager, layout, LayerKind::Dense, Recompute::Full));
+}
+
+TEST_CASE("activations: kernels fused keeps less than eager, every architecture and mode") {
+  // The fused kernels keep a subset of what transformers' modules keep (or the same
+  // tensor once instead of twice), never more.
+  TrainingShape fused = shape_of(4096, 1, AttentionImpl::Flash);
+  fused.kernels = ActivationKernels::Fused;
+  TrainingShape eager = shape_of(4096, 1, AttentionImpl::Flash);
+  ActivationArch gpt2 = llama(768, 12, 12, 3072);
+  gpt2.gated_mlp = false;
+  gpt2.layer_norm = true;
+  gpt2.rope = false;
+  for (const ActivationArch& arch : {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3(), gpt2}) {
+    for (const LayerKind kind : {LayerKind::Dense, LayerKind::Moe}) {
+      for (const Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+        for (const ActivationLayout& layout :
+             {ActivationLayout{1, 1, false, 1}, ActivationLayout{4, 1, true, 2}}) {
+          CHECK(layer(arch, fused, layout, kind, mode) <= layer(arch, eager, layout, kind, mode));
+        }
+      }
+    }
+  }
 }

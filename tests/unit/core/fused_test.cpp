@@ -40,7 +40,7 @@ TEST_CASE("GPT-2 c_attn: blocked q|k|v on dim 1 of the Conv1D weight, dim 0 of t
   CHECK_FALSE(known_fused("transformer.h.0.mlp.c_fc.weight", {768, 3072}, attrs, ""));
 }
 
-TEST_CASE("Phi-3 qkv_proj takes the GQA extents; gate_up_proj is [gate; up]") {
+TEST_CASE("Phi-3 qkv_proj takes the GQA extents, gate_up_proj is [gate | up]") {
   const ModelAttributes attrs = heads(40, 10, 5120);
   const auto qkv = known_fused("model.layers.0.self_attn.qkv_proj.weight", {7680, 5120}, attrs, "");
   REQUIRE(qkv);

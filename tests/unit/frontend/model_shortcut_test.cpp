@@ -82,7 +82,8 @@ std::string doc(const std::string& entries, const std::string& tail = "") {
 
 }  // namespace
 
-TEST_CASE("params shortcut: every inventory and case model.json reads the same both ways") {
+TEST_CASE("params shortcut: every inventory and case model.json reads the same both ways" *
+          doctest::test_suite("models")) {
   std::vector<fs::path> paths = inventories();
   CHECK(paths.size() >= 11);
   for (const fs::path& path : paths) {

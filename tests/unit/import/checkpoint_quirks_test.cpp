@@ -48,8 +48,7 @@ TEST_CASE("config.json: tie_word_embeddings from the top level, sub-configs with
   CHECK(c->subconfigs[0].attributes.hidden_size == 1280);
 }
 
-TEST_CASE(
-    "known_head_indexed: gpt-oss sinks and Cohere per-head norms; Qwen3's 1-D q_norm is not") {
+TEST_CASE("known_head_indexed: gpt-oss sinks and Cohere per-head norms, not Qwen3's 1-D q_norm") {
   shardc::ModelAttributes a;
   a.num_attention_heads = 64;
   a.num_key_value_heads = 8;

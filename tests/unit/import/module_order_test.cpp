@@ -48,7 +48,7 @@ TEST_CASE("Llama: hub (sorted) order back to named_parameters() order") {
   CHECK(names_of(params) == want);
 }
 
-TEST_CASE("DeepSeek-V3: experts, router gate, shared experts; FP8 scales follow weights") {
+TEST_CASE("DeepSeek-V3: experts, router gate, shared experts, FP8 scales following weights") {
   const std::vector<std::string> want = {"model.layers.3.self_attn.q_a_proj.weight",
                                          "model.layers.3.self_attn.q_a_proj.weight_scale_inv",
                                          "model.layers.3.self_attn.q_a_layernorm.weight",

@@ -31,7 +31,7 @@ const shardc::Diagnostic* first(const DiagnosticSink& sink) {
 
 }  // namespace
 
-TEST_CASE("a valid header: dtypes, shapes, offsets; __metadata__ ignored") {
+TEST_CASE("a valid header: dtypes, shapes, offsets (__metadata__ ignored)") {
   const std::string json =
       R"({"__metadata__": {"format": "pt"},
           "b.weight": {"dtype": "F8_E4M3", "shape": [2, 3], "data_offsets": [8, 14]},

@@ -151,7 +151,8 @@ TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
   CHECK(report.fsdp_degree == 8);
 }
 
-TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only stage") {
+TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only stage" *
+          doctest::test_suite("models")) {
   Plan plan = shipped("deepseek-v3", "deepseek-v3-pp16-ep64");
   mixed_precision_adamw(plan);
   const MemoryReport report = compute_memory(plan);
@@ -210,7 +211,8 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
   CHECK(report.peak_ranks.to_string() == "128-1663");  // stages 1-12: four MoE layers each
 }
 
-TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads, not state") {
+TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads, not state" *
+          doctest::test_suite("models")) {
   // pp 4 x dp_shard 64 x tp 8: embed rows 129280 / 8 = 16160 over 64 FSDP ranks are chunks
   // of ceil(16160 / 64) = 253, the last 16160 - 63 * 253 = 221. Every other split divides.
   std::string recipe = slurp("plans/deepseek-v3-pp16-ep64.recipe.yaml");
@@ -235,7 +237,8 @@ TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads,
   CHECK(bytes.padded_param_bytes[last] - bytes.param_bytes[last] == 2 * missing);
 }
 
-TEST_CASE("params kind = padded param bytes on every shipped plan (aliases once, tied copies)") {
+TEST_CASE("params kind = padded param bytes on every shipped plan (aliases once, tied copies)" *
+          doctest::test_suite("models")) {
   for (const auto& entry :
        {std::pair{"gpt2", "gpt2-tp4-tied"}, std::pair{"gemma-2-2b", "gemma-2-2b-tp4-tied"},
         std::pair{"qwen3-30b-a3b", "qwen3-30b-a3b-ep8-fsdp"},
@@ -391,7 +394,8 @@ void same_classes(const Plan& plan) {
 
 }  // namespace
 
-TEST_CASE("memory classes without a per-rank table equal the per-rank report (dense plans)") {
+TEST_CASE("memory classes without a per-rank table equal the per-rank report (dense plans)" *
+          doctest::test_suite("models")) {
   // hostile/memory_world_oom: memory, budgets and inspect on worlds up to 2^31 - 1 use
   // memory_classes_by_runs; here it is checked against the per-rank path on every shipped
   // dense plan (FSDP, HSDP, TP, PP, padding, uneven splits, ZeRO, muon and FSDP2 buffers),

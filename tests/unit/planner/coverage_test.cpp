@@ -188,7 +188,8 @@ void check_plan(const Plan& plan) {
 
 }  // namespace
 
-TEST_CASE("every shipped plan covers each global element exactly the replica count") {
+TEST_CASE("every shipped plan covers each global element exactly the replica count" *
+          doctest::test_suite("models")) {
   const std::vector<std::pair<std::string, std::string>> plans = {
       {"plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml"},
       {"plans/llama-3.1-70b.model.yaml", "plans/llama-3.1-70b-hsdp.recipe.yaml"},

@@ -42,7 +42,7 @@ IdRange range(std::int64_t start, std::int64_t end) { return {start, end}; }
 
 }  // namespace
 
-TEST_CASE("dense GQA split like q: q, KV and used KV heads per tp rank; FSDP does not count") {
+TEST_CASE("dense GQA split like q: q, KV and used KV heads per tp rank (FSDP does not count)") {
   const Plan plan = plan_of(kLlama,
                             "mesh: [{name: dp_shard, size: 2}, {name: tp, size: 2}]\n"
                             "rules:\n"
@@ -142,7 +142,7 @@ TEST_CASE(
         std::string::npos);
 }
 
-TEST_CASE("fused q|k|v: heads part by part under packed; a plain split cuts heads, so null") {
+TEST_CASE("fused q|k|v: heads part by part under packed, null when a plain split cuts heads") {
   const std::string model =
       "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
       "attributes: {num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, "
@@ -171,7 +171,8 @@ TEST_CASE("fused q|k|v: heads part by part under packed; a plain split cuts head
         std::string::npos);
 }
 
-TEST_CASE("no num_attention_heads: no attention entries; pipeline stages hold only their modules") {
+TEST_CASE(
+    "no num_attention_heads: no attention entries, and pipeline stages hold only their modules") {
   const std::string model =
       "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
       "attributes: {num_attention_heads: 2}\n"

@@ -293,7 +293,8 @@ TEST_CASE("a replicated part's box held by several classes is read once, from th
   for (const auto& rd : l3.at({1, "qkv"}).reads) CHECK(rd.src == 1);
 }
 
-TEST_CASE("coverage errors are one diagnostic for all params; the hint knows who built plan A") {
+TEST_CASE(
+    "coverage errors are one diagnostic for all params, and the hint knows who built plan A") {
   std::vector<LayoutParam> params;
   for (const char* name : {"w0", "w1", "w2", "w3", "w4"})
     params.push_back(split(name, {8}, 0, {{0}, {1}}));

@@ -7,7 +7,10 @@
 #include <algorithm>
 
 #include "../source_text.hpp"
+#include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
+#include "memory/memory.hpp"
+#include "planner/planner.hpp"
 #include "search/cost.hpp"
 #include "search/model_stats.hpp"
 #include "search/search.hpp"
@@ -45,108 +48,230 @@ Fixture fixture(const std::string& model_path, const std::string& recipe_path, s
 
 Layout layout_of(std::int64_t pp, std::int64_t dp_replicate, std::int64_t dp_shard,
                  std::int64_t tp) {
-  Layout l;
-  l.pp = pp;
-  l.dp_replicate = dp_replicate;
-  l.dp_shard = dp_shard;
-  l.tp = tp;
-  l.sequence_parallel = tp > 1;
-  return l;
+  Layout layout;
+  layout.pp = pp;
+  layout.dp_replicate = dp_replicate;
+  layout.dp_shard = dp_shard;
+  layout.tp = tp;
+  layout.sequence_parallel = tp > 1;
+  return layout;
+}
+
+// The layout's recipe (what --emit-recipe writes) planned as `validate` plans it.
+std::optional<Plan> plan_of(const Fixture& setup, const Layout& layout) {
+  DiagnosticSink sink;
+  const std::optional<Recipe> recipe =
+      parse_recipe({"<layout>", layout_recipe_text(setup.request, layout)}, sink, false);
+  REQUIRE_MESSAGE(recipe.has_value(), layout_recipe_text(setup.request, layout));
+  std::optional<Plan> plan = build_plan(setup.model, *recipe, sink);
+  for (const Diagnostic& diagnostic : sink.items()) {
+    if (diagnostic.severity == Severity::Error) MESSAGE(diagnostic.message);
+  }
+  return plan;
 }
 
 }  // namespace
 
 TEST_CASE("search cost: the interleaved bubble is the 1F1B bubble over v") {
-  Fixture f = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml", 64,
-                      "h100", 8192, 256);
-  f.request.model = &f.model;
-  f.request.rules = &f.rules;
-  const search::ModelStats st = search::model_stats(f.model);
+  Fixture llama = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml",
+                          64, "h100", 8192, 256);
+  llama.request.model = &llama.model;
+  llama.request.rules = &llama.rules;
+  const search::ModelStats st = search::model_stats(llama.model);
   Layout one = layout_of(4, 2, 1, 8);  // 256 sequences / dp 2 = 128 micro-batches
-  const StepCost base = search::step_cost(st, f.request, one, false);
+  const StepCost base = search::step_cost(st, llama.request, one, false);
   CHECK(base.bubble > 0);
-  for (const std::int64_t v : {2, 4, 8}) {
+  for (const std::int64_t virtual_stages : {2, 4, 8}) {
     Layout interleaved = one;
     interleaved.schedule = PipelineScheduleKind::Interleaved;
-    interleaved.virtual_stages = v;
-    const StepCost c = search::step_cost(st, f.request, interleaved, false);
-    CHECK(c.bubble == doctest::Approx(base.bubble / static_cast<double>(v)));
-    CHECK(c.compute == doctest::Approx(base.compute));
+    interleaved.virtual_stages = virtual_stages;
+    const StepCost cost = search::step_cost(st, llama.request, interleaved, false);
+    CHECK(cost.bubble == doctest::Approx(base.bubble / static_cast<double>(virtual_stages)));
+    CHECK(cost.compute == doctest::Approx(base.compute));
   }
 }
 
 TEST_CASE("search cost: overlapped terms on one link hide at most the compute in all") {
   // DeepSeek-V3 on 2,048 H800s, pp2 with FSDP over 1,024 ranks and ep 128: FSDP's and
   // EP's traffic both cross nodes, and together they exceed the step's compute.
-  Fixture f = fixture("plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml",
-                      2048, "h800", 4096, 15360);
-  f.request.model = &f.model;
-  f.request.rules = &f.rules;
-  const search::ModelStats st = search::model_stats(f.model);
-  Layout l = layout_of(2, 1, 1024, 1);
-  l.ep = 128;
-  l.efsdp = 8;
-  l.recompute = Recompute::Full;
-  l.schedule = PipelineScheduleKind::ZeroBubble;
-  const StepCost c = search::step_cost(st, f.request, l, true);
-  const double work = c.compute + c.recompute;
+  Fixture deepseek = fixture("plans/deepseek-v3.model.yaml",
+                             "plans/deepseek-v3-pp16-ep64.recipe.yaml", 2048, "h800", 4096, 15360);
+  deepseek.request.model = &deepseek.model;
+  deepseek.request.rules = &deepseek.rules;
+  const search::ModelStats st = search::model_stats(deepseek.model);
+  Layout layout = layout_of(2, 1, 1024, 1);
+  layout.ep = 128;
+  layout.efsdp = 8;
+  layout.recompute = Recompute::Full;
+  layout.schedule = PipelineScheduleKind::ZeroBubble;
+  const StepCost cost = search::step_cost(st, deepseek.request, layout, true);
+  const double work = cost.compute + cost.recompute;
   double overlapped = 0;
   double hidden = 0;
-  for (const AxisCommTime& t : c.comm) {
-    if (t.axis != "ep" && t.axis != "dp_shard") continue;
-    CHECK(t.inter_node);
-    CHECK(t.overlap.find("sharing the link") != std::string::npos);
-    overlapped += t.seconds;
-    hidden += t.seconds - t.exposed;
+  for (const AxisCommTime& axis_time : cost.comm) {
+    if (axis_time.axis != "ep" && axis_time.axis != "dp_shard") continue;
+    CHECK(axis_time.inter_node);
+    CHECK(axis_time.overlap.find("sharing the link") != std::string::npos);
+    overlapped += axis_time.seconds;
+    hidden += axis_time.seconds - axis_time.exposed;
   }
   REQUIRE(overlapped > work);  // the case the rule is for
   CHECK(hidden == doctest::Approx(work));
-  CHECK(c.exposed_comm >= overlapped - work);
-  CHECK(c.step == doctest::Approx(work + c.bubble + c.exposed_comm + c.optimizer));
+  CHECK(cost.exposed_comm >= overlapped - work);
+  CHECK(cost.step == doctest::Approx(work + cost.bubble + cost.exposed_comm + cost.optimizer));
 }
 
-TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layouts fit") {
-  Fixture f = fixture("plans/deepseek-v3.model.yaml", "plans/deepseek-v3-pp16-ep64.recipe.yaml",
-                      2048, "h800", 4096, 15360);
-  f.request.model = &f.model;
-  f.request.rules = &f.rules;
-  f.request.top = 3;
-  f.request.moe_node_limit = 4;
-  const SearchResult r = run_search(f.request);
-  REQUIRE(r.error.empty());
-  CHECK(r.pruned[static_cast<std::size_t>(ScreenReason::ExpertFsdpAxis)] > 0);
-  REQUIRE(r.ranked.size() == 3);
-  for (const CheckedLayout& c : r.checked) {
-    CHECK_FALSE((c.layout.dp_shard > 1 && c.layout.efsdp == 1));
-    CHECK(c.first_code != "E-FSDP");
+TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layouts fit" *
+          doctest::test_suite("models")) {
+  Fixture deepseek = fixture("plans/deepseek-v3.model.yaml",
+                             "plans/deepseek-v3-pp16-ep64.recipe.yaml", 2048, "h800", 4096, 15360);
+  deepseek.request.model = &deepseek.model;
+  deepseek.request.rules = &deepseek.rules;
+  deepseek.request.top = 3;
+  deepseek.request.moe_node_limit = 4;
+  const SearchResult result = run_search(deepseek.request);
+  REQUIRE(result.error.empty());
+  CHECK(result.pruned[static_cast<std::size_t>(ScreenReason::ExpertFsdpAxis)] > 0);
+  REQUIRE(result.ranked.size() == 3);
+  for (const CheckedLayout& checked : result.checked) {
+    CHECK_FALSE((checked.layout.dp_shard > 1 && checked.layout.efsdp == 1));
+    CHECK(checked.first_code != "E-FSDP");
   }
   // In-budget estimates are checked first: nothing estimated over the budget is
   // planned while fewer than --top layouts are ranked and in-budget ones remain.
   bool over_seen = false;
-  for (const CheckedLayout& c : r.checked) {
-    const bool over = c.estimated_memory > static_cast<double>(f.request.budget);
+  for (const CheckedLayout& checked : result.checked) {
+    const bool over = checked.estimated_memory > static_cast<double>(deepseek.request.budget);
     CHECK_FALSE((over_seen && !over));
     over_seen = over_seen || over;
   }
-  for (const CheckedLayout& c : r.ranked) CHECK(c.fits);
+  for (const CheckedLayout& checked : result.ranked) CHECK(checked.fits);
 }
 
-TEST_CASE("search: interleaved layouts with v = 4 are enumerated while pp x v blocks exist") {
-  Fixture f = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml", 64,
-                      "h100", 8192, 256);
-  f.request.model = &f.model;
-  f.request.rules = &f.rules;
-  f.request.fixed = {4, 2, 1, 1, 8, 0};  // pp4 dp_replicate2 tp8: 32 layers = 4 x 8 blocks
-  f.request.top = 64;                    // every layout of the fixed degrees (60) is planned
-  f.request.max_exact = 64;
-  const SearchResult r = run_search(f.request);
-  REQUIRE(r.error.empty());
+TEST_CASE("search: interleaved layouts with v = 4 are enumerated while pp x v blocks exist" *
+          doctest::test_suite("models")) {
+  Fixture llama = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml",
+                          64, "h100", 8192, 256);
+  llama.request.model = &llama.model;
+  llama.request.rules = &llama.rules;
+  llama.request.fixed = {4, 2, 1, 1, 8, 0};  // pp4 dp_replicate2 tp8: 32 layers = 4 x 8 blocks
+  llama.request.top = 64;                    // every layout of the fixed degrees (60) is planned
+  llama.request.max_exact = 64;
+  const SearchResult result = run_search(llama.request);
+  REQUIRE(result.error.empty());
   std::vector<std::int64_t> seen;
-  for (const CheckedLayout& c : r.checked) {
-    if (c.layout.schedule == PipelineScheduleKind::Interleaved)
-      seen.push_back(c.layout.virtual_stages);
+  for (const CheckedLayout& checked : result.checked) {
+    if (checked.layout.schedule == PipelineScheduleKind::Interleaved)
+      seen.push_back(checked.layout.virtual_stages);
   }
   CHECK(std::find(seen.begin(), seen.end(), 4) != seen.end());
   CHECK(std::find(seen.begin(), seen.end(), 8) != seen.end());
   CHECK(std::find(seen.begin(), seen.end(), 16) == seen.end());  // 4 x 16 > 32 layers
+}
+
+TEST_CASE("pipeline chunks: stages: auto's cut is the one the planner makes") {
+  // Llama-3.1-8B's 32 layer blocks on pp x v model chunks, even and uneven: the
+  // planner's model_chunks (stages.cpp) equal auto_chunk_blocks, which the search's
+  // block recompute ranges and stage layer counts use.
+  Fixture llama = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml",
+                          64, "h100", 8192, 256);
+  llama.request.model = &llama.model;
+  llama.request.rules = &llama.rules;
+  for (const std::pair<std::int64_t, std::int64_t>& degrees :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 2}, {4, 2}, {2, 4}, {4, 4}, {2, 8}}) {
+    const std::int64_t pp = degrees.first;
+    const std::int64_t virtual_stages = degrees.second;
+    CAPTURE(pp);
+    CAPTURE(virtual_stages);
+    Layout layout = layout_of(pp, 64 / pp / 8, 1, 8);
+    layout.schedule = PipelineScheduleKind::Interleaved;
+    layout.virtual_stages = virtual_stages;
+    const std::optional<Plan> plan = plan_of(llama, layout);
+    REQUIRE(plan);
+    const std::vector<ChunkBlocks> chunks = auto_chunk_blocks(32, pp * virtual_stages);
+    REQUIRE(plan->model_chunks.size() == chunks.size());
+    for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+      CHECK(plan->model_chunks[chunk].first_block == chunks[chunk].first);
+      CHECK(plan->model_chunks[chunk].end_block == chunks[chunk].end);
+      CHECK(auto_chunk_of_block(chunks[chunk].first, 32, pp * virtual_stages) ==
+            static_cast<std::int64_t>(chunk));
+    }
+  }
+  // Uneven: 10 blocks in 4 chunks are 3, 3, 2, 2 (the extra blocks to the earlier chunks).
+  const std::vector<ChunkBlocks> uneven = auto_chunk_blocks(10, 4);
+  REQUIRE(uneven.size() == 4);
+  CHECK(uneven[0].size() == 3);
+  CHECK(uneven[1].size() == 3);
+  CHECK(uneven[2].size() == 2);
+  CHECK(uneven[3].end == 10);
+  for (std::int64_t block = 0; block < 10; ++block) {
+    const std::int64_t chunk = auto_chunk_of_block(block, 10, 4);
+    CHECK(block >= uneven[static_cast<std::size_t>(chunk)].first);
+    CHECK(block < uneven[static_cast<std::size_t>(chunk)].end);
+  }
+}
+
+TEST_CASE("search: block recompute keeps the activations of all but the first layers of a chunk" *
+          doctest::test_suite("models")) {
+  // DeepSeek-V3 on 2,048 H800s at DeepSeek's degrees (pp16, ep64, ZeRO-1 data
+  // parallel): keeping every layer's activations is over 80 GB, recomputing every layer
+  // is not needed. The search offers the fewest recomputed blocks per model chunk that
+  // fit; its recipe lists them as per-layer ranges, the planner counts them, and the
+  // cost charges only their share of a forward.
+  Fixture deepseek = fixture("plans/deepseek-v3.model.yaml",
+                             "plans/deepseek-v3-pp16-ep64.recipe.yaml", 2048, "h800", 4096, 15360);
+  deepseek.request.model = &deepseek.model;
+  deepseek.request.rules = &deepseek.rules;
+  deepseek.request.moe_node_limit = 4;
+  deepseek.request.fixed = {16, 128, 1, 1, 1, 64};
+  deepseek.request.top = 40;
+  deepseek.request.max_exact = 40;
+  const SearchResult result = run_search(deepseek.request);
+  REQUIRE(result.error.empty());
+  const CheckedLayout* block = nullptr;
+  for (const CheckedLayout& checked : result.ranked) {
+    if (checked.layout.recompute_block > 0 && checked.layout.zero1) block = &checked;
+    CHECK_FALSE((checked.layout.zero1 && checked.layout.dp_shard > 1));  // E-ZERO: never enumerated
+  }
+  REQUIRE(block != nullptr);
+  const Layout& layout = block->layout;
+  CHECK(layout.recompute == Recompute::Full);
+  CHECK(layout_name(layout).find("recompute=block" + std::to_string(layout.recompute_block)) !=
+        std::string::npos);
+  const search::ModelStats st = search::model_stats(deepseek.model);
+  // 61 blocks over 16 chunks: 13 chunks of 4 and 3 of 3 (auto_chunk_blocks).
+  std::int64_t recomputed = 0;
+  for (const ChunkBlocks& chunk : auto_chunk_blocks(61, 16))
+    recomputed += std::min(chunk.size(), layout.recompute_block);
+  CHECK(search::recomputed_fraction(st, layout) ==
+        doctest::Approx(static_cast<double>(recomputed) / 61));
+  // The recipe's ranges, as the planner resolves them: on every stage, the first
+  // recompute_block blocks of each chunk are `full`, the rest `none`.
+  const std::optional<Plan> plan = plan_of(deepseek, layout);
+  REQUIRE(plan);
+  const std::vector<ChunkBlocks> chunks = auto_chunk_blocks(61, 16);
+  for (std::size_t stage = 0; stage < plan->training_layout.stages.size(); ++stage) {
+    const StageLayers& counts = plan->training_layout.stages[stage];
+    const std::int64_t full = counts.count[0][2] + counts.count[1][2];
+    const std::int64_t none = counts.count[0][0] + counts.count[1][0];
+    CHECK(full == std::min(chunks[stage].size(), layout.recompute_block));
+    CHECK(full + none == chunks[stage].size());
+    const StageLayers searched = search::stage_layers(st, layout, static_cast<std::int64_t>(stage));
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int mode = 0; mode < 3; ++mode)
+        CHECK(searched.count[kind][mode] == counts.count[kind][mode]);
+    }
+  }
+  // Its exact peak is what `memory` gives the recipe, within the budget; the cost
+  // charges the recomputed share of a forward.
+  const std::optional<MemoryReport> memory = memory_classes(*plan);
+  REQUIRE(memory);
+  CHECK(memory->peak == block->peak);
+  CHECK(block->peak <= deepseek.request.budget);
+  Layout full = layout;
+  full.recompute_block = 0;
+  const StepCost all = search::step_cost(st, deepseek.request, full, false);
+  const StepCost some = search::step_cost(st, deepseek.request, layout, false);
+  CHECK(some.recompute == doctest::Approx(all.recompute * search::recomputed_fraction(st, layout)));
+  CHECK(some.step < all.step);
 }
