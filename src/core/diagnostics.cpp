@@ -7,8 +7,8 @@
 
 namespace shardc {
 
-const char* severity_name(Severity s) {
-  switch (s) {
+const char* severity_name(Severity severity) {
+  switch (severity) {
     case Severity::Error:
       return "error";
     case Severity::Warning:
@@ -19,24 +19,24 @@ const char* severity_name(Severity s) {
   return "error";
 }
 
-void DiagnosticSink::report(Diagnostic d) {
+void DiagnosticSink::report(Diagnostic diag) {
   // Every diagnostic has a hint (docs/diagnostics.md): a pass that has no
   // better advice points at the table that explains the code.
-  if (d.hint.empty()) {
-    d.hint = "see " + std::string(code_name(d.code)) + " in docs/diagnostics.md";
+  if (diag.hint.empty()) {
+    diag.hint = "see " + std::string(code_name(diag.code)) + " in docs/diagnostics.md";
   }
-  if (d.severity == Severity::Error) ++errors_;
-  if (d.severity == Severity::Warning) ++warnings_;
+  if (diag.severity == Severity::Error) ++errors_;
+  if (diag.severity == Severity::Warning) ++warnings_;
   if (items_.size() < limit_) {
-    items_.push_back(std::move(d));
+    items_.push_back(std::move(diag));
     return;
   }
   ++dropped_;
   auto remember = [&](std::vector<DiagCode>& codes) {
-    if (std::find(codes.begin(), codes.end(), d.code) == codes.end()) codes.push_back(d.code);
+    if (std::find(codes.begin(), codes.end(), diag.code) == codes.end()) codes.push_back(diag.code);
   };
   remember(dropped_codes_);
-  if (d.severity == Severity::Error) remember(dropped_error_codes_);
+  if (diag.severity == Severity::Error) remember(dropped_error_codes_);
 }
 
 namespace {
@@ -63,7 +63,7 @@ void DiagnosticSink::warning(DiagCode code, SourceLoc loc, std::string message, 
 }
 
 bool DiagnosticSink::has_code(DiagCode code) const {
-  auto same = [&](const Diagnostic& d) { return d.code == code; };
+  auto same = [&](const Diagnostic& diag) { return diag.code == code; };
   if (std::any_of(items_.begin(), items_.end(), same)) return true;
   return std::find(dropped_codes_.begin(), dropped_codes_.end(), code) != dropped_codes_.end();
 }
@@ -72,11 +72,11 @@ ExitCode DiagnosticSink::error_exit() const {
   if (errors_ == 0) return ExitCode::Ok;
   ExitCode worst = ExitCode::Invalid;
   auto consider = [&](DiagCode code) {
-    const ExitCode e = diag_code_info(code).exit;
-    if (static_cast<int>(e) > static_cast<int>(worst)) worst = e;
+    const ExitCode exit_code = diag_code_info(code).exit;
+    if (static_cast<int>(exit_code) > static_cast<int>(worst)) worst = exit_code;
   };
-  for (const Diagnostic& d : items_) {
-    if (d.severity == Severity::Error) consider(d.code);
+  for (const Diagnostic& diag : items_) {
+    if (diag.severity == Severity::Error) consider(diag.code);
   }
   for (DiagCode code : dropped_error_codes_) consider(code);
   return worst;

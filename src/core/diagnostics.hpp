@@ -51,7 +51,7 @@ struct SourceLoc {
 };
 
 /// Lower-case word used in every output format: "error", "warning", "note".
-const char* severity_name(Severity s);
+const char* severity_name(Severity severity);
 
 /// One problem found in the input. `param` and `rule` are optional context
 /// (an FQN, a rule's `match` text) that `--format json` reports as fields.
@@ -74,7 +74,7 @@ class DiagnosticSink {
  public:
   explicit DiagnosticSink(std::size_t limit = limits::kMaxStoredDiagnostics) : limit_(limit) {}
 
-  void report(Diagnostic d);
+  void report(Diagnostic diag);
   /// Reports an error / warning: code first, then where, what, how to fix
   /// (the one argument order every emitter uses).
   void error(DiagCode code, SourceLoc loc, std::string message, std::string hint = {});

@@ -18,10 +18,10 @@ namespace shardc {
 
 /// "blocked" (groups == 1), "interleaved" (G groups of equal blocks) or
 /// "per-group" (G groups of unequal blocks).
-const char* fused_order_name(const FusedLayout& f);
+const char* fused_order_name(const FusedLayout& layout);
 
 /// The dim's extent of one group (sum of parts / groups), elements.
-std::int64_t fused_group_extent(const FusedLayout& f);
+std::int64_t fused_group_extent(const FusedLayout& layout);
 
 /// The layout of `fqn` (global `shape`) known from its module name, and
 /// from `architecture` (config.json `architectures[0]` or `model_type`; ""
@@ -51,20 +51,20 @@ std::optional<HeadIndexed> known_head_indexed(std::string_view fqn, const Shape&
                                               const ModelAttributes& attrs,
                                               std::string_view architecture);
 
-/// The `packed:` line that splits `f` part by part, as a rule writes it:
+/// The `packed:` line that splits `layout` part by part, as a rule writes it:
 /// `packed: {parts: 3, dim: 1}`, `packed: {parts: [4096, 1024, 1024]}`,
 /// `packed: {parts: 2, dim: -1, interleave: 1}`, `packed: {parts: [..], groups: 8}`.
-std::string fused_packed_line(const FusedLayout& f, std::size_t ndim);
+std::string fused_packed_line(const FusedLayout& layout, std::size_t ndim);
 
-/// True when every part of `f` has the same extent.
-bool fused_parts_equal(const FusedLayout& f);
-/// `f.parts` as the model formats spell them: the count when the parts are
+/// True when every part of `layout` has the same extent.
+bool fused_parts_equal(const FusedLayout& layout);
+/// `layout.parts` as the model formats spell them: the count when the parts are
 /// equal ("3"), else the list ("[4096, 1024, 1024]"); `list` always the list.
-std::string fused_parts_text(const FusedLayout& f, bool list = false);
+std::string fused_parts_text(const FusedLayout& layout, bool list = false);
 
 /// What the rows [start, end) of the fused dim hold, part by part:
 /// "q 576..767 and k 0..383" (inclusive element ranges of each part), or
 /// "gate and up rows of groups 0..3" for grouped layouts. Bounded length.
-std::string fused_range_text(const FusedLayout& f, std::int64_t start, std::int64_t end);
+std::string fused_range_text(const FusedLayout& layout, std::int64_t start, std::int64_t end);
 
 }  // namespace shardc

@@ -19,11 +19,24 @@ std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank) {
   return coords;
 }
 
-std::int64_t split_coord(const DimSplit& s, std::span<const std::int64_t> coords) {
-  std::int64_t k = 0;
-  for (std::size_t i = 0; i < s.axes.size(); ++i)
-    k = k * s.axis_sizes[i] + coords[static_cast<std::size_t>(s.axes[i])];
-  return k;
+std::int64_t axes_index(std::span<const int> axes, std::span<const std::int64_t> sizes,
+                        std::span<const std::int64_t> coords) {
+  std::int64_t index = 0;
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    index = index * sizes[i] + coords[static_cast<std::size_t>(axes[i])];
+  return index;
+}
+
+void set_axes_coords(std::span<const int> axes, std::span<const std::int64_t> sizes,
+                     std::int64_t index, std::span<std::int64_t> coords) {
+  for (std::size_t i = axes.size(); i-- > 0;) {
+    coords[static_cast<std::size_t>(axes[i])] = index % sizes[i];
+    index /= sizes[i];
+  }
+}
+
+std::int64_t split_coord(const DimSplit& split, std::span<const std::int64_t> coords) {
+  return axes_index(split.axes, split.axis_sizes, coords);
 }
 
 namespace {
@@ -38,31 +51,33 @@ struct Segment {
 
 // A part whose piece R consecutive coordinates of split `s` share: piece c / R of the part
 // split s.ways / R ways (ParamGeometry::part_replicas; the planner checks R divides s.ways).
-DimPiece replicated_piece(std::int64_t length, const DimSplit& s,
+DimPiece replicated_piece(std::int64_t length, const DimSplit& split,
                           std::span<const std::int64_t> coords, std::int64_t replicas) {
-  DimSplit fewer = s;
-  fewer.ways = s.ways / replicas;
-  const Piece p = split_piece(length, split_coord(s, coords) / replicas, fewer);
-  DimPiece d;
-  d.alloc = p.size;
-  d.real = std::clamp(length - p.start, std::int64_t{0}, p.size);
-  d.start = d.real > 0 ? p.start : 0;
-  return d;
+  DimSplit fewer = split;
+  fewer.ways = split.ways / replicas;
+  const Piece piece = split_piece(length, split_coord(split, coords) / replicas, fewer);
+  DimPiece dim_piece;
+  dim_piece.alloc = piece.size;
+  dim_piece.real = std::clamp(length - piece.start, std::int64_t{0}, piece.size);
+  dim_piece.start = dim_piece.real > 0 ? piece.start : 0;
+  return dim_piece;
 }
 
 // The FSDP split `fsdp` of a local tensor of `alloc` rows held as `segs`: the
 // segments of the rank's FSDP piece, re-based to it. Returns the piece's allocated extent.
 std::int64_t fsdp_cut(std::int64_t alloc, const DimSplit& fsdp,
                       std::span<const std::int64_t> coords, std::vector<Segment>& segs) {
-  const Piece f = split_piece(alloc, split_coord(fsdp, coords), fsdp);
+  const Piece fsdp_piece = split_piece(alloc, split_coord(fsdp, coords), fsdp);
   std::vector<Segment> cut;
-  for (const Segment& s : segs) {
-    const std::int64_t lo = std::max(s.local, f.start);
-    const std::int64_t hi = std::min(s.local + s.len, f.start + f.size);
-    if (lo < hi) cut.push_back({lo - f.start, s.global + (lo - s.local), hi - lo});
+  for (const Segment& segment : segs) {
+    const std::int64_t lo = std::max(segment.local, fsdp_piece.start);
+    const std::int64_t hi =
+        std::min(segment.local + segment.len, fsdp_piece.start + fsdp_piece.size);
+    if (lo < hi)
+      cut.push_back({lo - fsdp_piece.start, segment.global + (lo - segment.local), hi - lo});
   }
   segs = std::move(cut);
-  return f.size;
+  return fsdp_piece.size;
 }
 
 // The packed dim: every part through the rule splits, concatenated; then
@@ -77,11 +92,11 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
   for (std::size_t i = 0; i < geom.parts.size(); ++i) {
     const std::int64_t part = geom.parts[i];
     const std::int64_t replicas = i < geom.part_replicas.size() ? geom.part_replicas[i] : 1;
-    const DimPiece d = replicas > 1 && rule.size() == 1
-                           ? replicated_piece(part, rule[0], coords, replicas)
-                           : apply_chain(part, rule, coords);
-    if (d.real > 0) segs.push_back({alloc, part_start + d.start, d.real});
-    alloc += d.alloc;
+    const DimPiece dim_piece = replicas > 1 && rule.size() == 1
+                                   ? replicated_piece(part, rule[0], coords, replicas)
+                                   : apply_chain(part, rule, coords);
+    if (dim_piece.real > 0) segs.push_back({alloc, part_start + dim_piece.start, dim_piece.real});
+    alloc += dim_piece.alloc;
     part_start += part;
   }
   // One run per part, never merged with a neighbour even when contiguous both locally and
@@ -115,7 +130,7 @@ std::int64_t strided_dim(std::int64_t length, std::span<const DimSplit> chain,
 
 bool strided_chain(std::span<const DimSplit> chain) {
   return std::any_of(chain.begin(), chain.end(),
-                     [](const DimSplit& s) { return !s.fsdp && s.split_factor > 1; });
+                     [](const DimSplit& split) { return !split.fsdp && split.split_factor > 1; });
 }
 
 int boxed_dim(const ParamGeometry& geom) {
@@ -128,65 +143,65 @@ int boxed_dim(const ParamGeometry& geom) {
 DimPiece strided_piece(std::int64_t length, std::span<const DimSplit> chain,
                        std::span<const std::int64_t> coords) {
   std::vector<Segment> segs;
-  DimPiece p;
-  p.alloc = strided_dim(length, chain, coords, segs);
-  for (const Segment& s : segs) p.real += s.len;
-  p.start = segs.empty() ? 0 : segs.front().global;
-  return p;
+  DimPiece piece;
+  piece.alloc = strided_dim(length, chain, coords, segs);
+  for (const Segment& segment : segs) piece.real += segment.len;
+  piece.start = segs.empty() ? 0 : segs.front().global;
+  return piece;
 }
 
 DimPiece dim_piece_at(const ParamGeometry& geom, std::size_t dim,
                       std::span<const std::int64_t> coords) {
   if (!geom.parts.empty() && static_cast<int>(dim) == geom.parts_dim) {
     std::vector<Segment> segs;
-    DimPiece p;
-    p.alloc = packed_dim(geom, coords, segs);
-    for (const Segment& s : segs) p.real += s.len;
-    return p;
+    DimPiece piece;
+    piece.alloc = packed_dim(geom, coords, segs);
+    for (const Segment& segment : segs) piece.real += segment.len;
+    return piece;
   }
   return apply_chain(geom.global_shape[dim], geom.per_dim[dim], coords);
 }
 
 ShardGeom shard_at(const ParamGeometry& geom, std::span<const std::int64_t> coords) {
   const std::size_t ndim = geom.global_shape.size();
-  ShardGeom g;
-  g.local_shape = geom.global_shape;
-  g.global_offset.assign(ndim, 0);
-  g.padded_shape = geom.global_shape;
+  ShardGeom shard;
+  shard.local_shape = geom.global_shape;
+  shard.global_offset.assign(ndim, 0);
+  shard.padded_shape = geom.global_shape;
   std::vector<Segment> segs;
   const int boxed = boxed_dim(geom);
   for (std::size_t d = 0; d < ndim; ++d) {
     if (static_cast<int>(d) == boxed) {
-      g.padded_shape[d] = geom.parts.empty()
-                              ? strided_dim(geom.global_shape[d], geom.per_dim[d], coords, segs)
-                              : packed_dim(geom, coords, segs);
+      shard.padded_shape[d] = geom.parts.empty()
+                                  ? strided_dim(geom.global_shape[d], geom.per_dim[d], coords, segs)
+                                  : packed_dim(geom, coords, segs);
       std::int64_t real = 0;
-      for (const Segment& s : segs) real += s.len;
-      g.local_shape[d] = real;
-      g.global_offset[d] = segs.empty() ? geom.global_shape[d] : segs.front().global;
+      for (const Segment& segment : segs) real += segment.len;
+      shard.local_shape[d] = real;
+      shard.global_offset[d] = segs.empty() ? geom.global_shape[d] : segs.front().global;
       continue;
     }
-    const DimPiece p = apply_chain(geom.global_shape[d], geom.per_dim[d], coords);
-    g.local_shape[d] = p.real;
-    g.padded_shape[d] = p.alloc;
-    g.global_offset[d] = p.real == 0 ? geom.global_shape[d] : p.start;
+    const DimPiece piece = apply_chain(geom.global_shape[d], geom.per_dim[d], coords);
+    shard.local_shape[d] = piece.real;
+    shard.padded_shape[d] = piece.alloc;
+    shard.global_offset[d] = piece.real == 0 ? geom.global_shape[d] : piece.start;
   }
-  if (boxed < 0) return g;
+  if (boxed < 0) return shard;
   const auto pd = static_cast<std::size_t>(boxed);
   const bool empty =
-      std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
-  if (empty) return g;
-  for (const Segment& s : segs) {
-    ShardBox b;
-    b.global_offset = g.global_offset;
-    b.global_offset[pd] = s.global;
-    b.local_offset.assign(ndim, 0);
-    b.local_offset[pd] = s.local;
-    b.shape = g.local_shape;
-    b.shape[pd] = s.len;
-    g.boxes.push_back(std::move(b));
+      std::find(shard.local_shape.begin(), shard.local_shape.end(), 0) != shard.local_shape.end();
+  if (empty) return shard;
+  for (const Segment& segment : segs) {
+    ShardBox box;
+    box.global_offset = shard.global_offset;
+    box.global_offset[pd] = segment.global;
+    box.local_offset.assign(ndim, 0);
+    box.local_offset[pd] = segment.local;
+    box.shape = shard.local_shape;
+    box.shape[pd] = segment.len;
+    shard.boxes.push_back(std::move(box));
   }
-  return g;
+  return shard;
 }
 
 }  // namespace shardc

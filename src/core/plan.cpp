@@ -6,7 +6,7 @@
 
 namespace shardc {
 
-const char* mesh_kind_name(MeshKind k) { return k == MeshKind::Expert ? "expert" : "dense"; }
+const char* mesh_kind_name(MeshKind kind) { return kind == MeshKind::Expert ? "expert" : "dense"; }
 
 std::string ResolvedPlacement::label() const {
   switch (kind) {
@@ -20,20 +20,20 @@ std::string ResolvedPlacement::label() const {
   return "Replicate()";
 }
 
-bool stacked_expert(const PlannedParam& p) {
-  return !p.stacked_from.empty() || p.prestacked.has_value();
+bool stacked_expert(const PlannedParam& param) {
+  return !param.stacked_from.empty() || param.prestacked.has_value();
 }
 
-std::int64_t expert_count(const PlannedParam& p) {
-  if (p.prestacked) return p.prestacked->count;
-  return static_cast<std::int64_t>(p.stacked_from.size());
+std::int64_t expert_count(const PlannedParam& param) {
+  if (param.prestacked) return param.prestacked->count;
+  return static_cast<std::int64_t>(param.stacked_from.size());
 }
 
-std::string expert_fqn(const PlannedParam& p, std::int64_t expert) {
-  SHARDC_ASSERT(expert >= 0 && expert < expert_count(p),
-                p.name + ": no expert " + std::to_string(expert));
-  if (!p.prestacked) return p.stacked_from[static_cast<std::size_t>(expert)];
-  return p.prestacked->name_before + std::to_string(expert) + p.prestacked->name_after;
+std::string expert_fqn(const PlannedParam& param, std::int64_t expert) {
+  SHARDC_ASSERT(expert >= 0 && expert < expert_count(param),
+                param.name + ": no expert " + std::to_string(expert));
+  if (!param.prestacked) return param.stacked_from[static_cast<std::size_t>(expert)];
+  return param.prestacked->name_before + std::to_string(expert) + param.prestacked->name_after;
 }
 
 int Plan::stage_of_rank(std::int64_t rank) const {
@@ -41,24 +41,24 @@ int Plan::stage_of_rank(std::int64_t rank) const {
   return static_cast<int>(mesh_coords(dense, rank)[static_cast<std::size_t>(pipeline_axis)]);
 }
 
-const ZeroGroup& Plan::zero_group_of(const PlannedParam& p) const {
-  const bool expert_class = p.mesh == MeshKind::Expert || stacked_expert(p);
+const ZeroGroup& Plan::zero_group_of(const PlannedParam& param) const {
+  const bool expert_class = param.mesh == MeshKind::Expert || stacked_expert(param);
   return expert_class ? zero.expert : zero.dense;
 }
 
-std::int64_t Plan::zero_index(const ZeroGroup& g, std::int64_t rank) const {
-  const Mesh& mesh = g.mesh == MeshKind::Expert && expert ? *expert : dense;
-  const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
+std::int64_t Plan::zero_index(const ZeroGroup& group, std::int64_t rank) const {
+  const Mesh& mesh = group.mesh == MeshKind::Expert && expert ? *expert : dense;
+  const std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
   std::int64_t index = 0;
-  for (int a : g.axes) {
-    const auto i = static_cast<std::size_t>(a);
-    index = index * mesh.axes[i].size + c[i];
+  for (int axis : group.axes) {
+    const auto i = static_cast<std::size_t>(axis);
+    index = index * mesh.axes[i].size + coords[i];
   }
   return index;
 }
 
-bool Plan::holds(std::int64_t rank, const PlannedParam& p) const {
-  return pipeline_axis < 0 || stage_of_rank(rank) == p.stage;
+bool Plan::holds(std::int64_t rank, const PlannedParam& param) const {
+  return pipeline_axis < 0 || stage_of_rank(rank) == param.stage;
 }
 
 }  // namespace shardc

@@ -28,7 +28,7 @@ namespace shardc {
 enum class MeshKind { Dense, Expert };
 
 /// "dense" / "expert".
-const char* mesh_kind_name(MeshKind k);
+const char* mesh_kind_name(MeshKind kind);
 
 /// A resolved placement on one mesh axis, dims normalized to [0, ndim).
 struct ResolvedPlacement {
@@ -125,14 +125,14 @@ struct Piece {
 };
 Piece split_piece(std::int64_t length, std::int64_t ways, std::int64_t k, SplitRule rule);
 
-/// Piece `k` of split `s` of an allocated extent `length`: whole units of
-/// `s.unit` rows (a trailing partial unit stays with the last piece);
+/// Piece `k` of split `split` of an allocated extent `length`: whole units of
+/// `split.unit` rows (a trailing partial unit stays with the last piece);
 /// `Pad` pieces are all ceil(L_units / (ways x m)) x m units long (the last
 /// ones may start past `length`: pure padding); the FSDP split allocates
 /// ceil(length / ways) per piece (FSDP2 padding). `size` is the allocated
 /// extent; saturates instead of overflowing on hostile sizes. Precondition
 /// (asserted): 0 <= k < s.ways.
-Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& s);
+Piece split_piece(std::int64_t length, std::int64_t k, const DimSplit& split);
 
 /// One dim of a piece after some splits: `alloc` allocated rows, of which
 /// the first `real` hold global rows [start, start + real).
@@ -169,11 +169,21 @@ std::int64_t split_extent(std::int64_t length, const std::vector<DimSplit>& chai
                           std::span<const std::int64_t> coords);
 
 /// "chunk", "balanced", "pad 64", "chunk, unit 128": how one split cuts.
-std::string uneven_text(const DimSplit& s);
+std::string uneven_text(const DimSplit& split);
 
-/// The coordinate of split `s` at mesh coordinates `coords`: the row-major
-/// flattening of the coordinates on `s.axes`.
-std::int64_t split_coord(const DimSplit& s, std::span<const std::int64_t> coords);
+/// The row-major flattening of mesh coordinates `coords` on `axes` (mesh axis indices, first
+/// slowest) whose sizes are `sizes`: a split's coordinate, a shard class's index.
+std::int64_t axes_index(std::span<const int> axes, std::span<const std::int64_t> sizes,
+                        std::span<const std::int64_t> coords);
+
+/// The inverse of `axes_index`: sets `coords` on `axes` to the row-major unflattening of
+/// `index` (other axes untouched).
+void set_axes_coords(std::span<const int> axes, std::span<const std::int64_t> sizes,
+                     std::int64_t index, std::span<std::int64_t> coords);
+
+/// The coordinate of split `split` at mesh coordinates `coords`: the row-major
+/// flattening of the coordinates on `split.axes`.
+std::int64_t split_coord(const DimSplit& split, std::span<const std::int64_t> coords);
 
 /// Mesh coordinates of `rank` (row-major, first axis slowest).
 std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank);
@@ -251,19 +261,19 @@ struct PlannedParam {
 /// True for a stacked expert param: stacked by an `experts` entry from
 /// per-expert tensors (`stacked_from`) or pre-stacked in the checkpoint
 /// (`prestacked`). Its dim 0 is the expert dim.
-bool stacked_expert(const PlannedParam& p);
+bool stacked_expert(const PlannedParam& param);
 
 /// The number of experts of a stacked expert param (0 for any other).
-std::int64_t expert_count(const PlannedParam& p);
+std::int64_t expert_count(const PlannedParam& param);
 
 /// The FQN of expert `expert` of a stacked expert param: its source
 /// tensor's name, or the pre-stacked param's `expert_name` with {E}
 /// substituted. Precondition: 0 <= expert < expert_count(p).
-std::string expert_fqn(const PlannedParam& p, std::int64_t expert);
+std::string expert_fqn(const PlannedParam& param, std::int64_t expert);
 
-/// True when `p` is packed and its packed dim is split (by a rule or FSDP):
+/// True when `param` is packed and its packed dim is split (by a rule or FSDP):
 /// its pieces are then several boxes of the global tensor.
-bool packed_dim_split(const PlannedParam& p);
+bool packed_dim_split(const PlannedParam& param);
 
 /// Ranks that must all-reduce a tied pair's gradients when its ends sit on
 /// different pipeline stages: one group per position on the other axes.
@@ -359,15 +369,15 @@ struct Plan {
     SHARDC_ASSERT(expert.has_value(), p.name + " is on the expert mesh, the plan has none");
     return *expert;
   }
-  /// The optimizer-state group of `p`: `zero.expert` for stacked experts
+  /// The optimizer-state group of `param`: `zero.expert` for stacked experts
   /// (and the FP8 scales following them), else `zero.dense`.
-  [[nodiscard]] const ZeroGroup& zero_group_of(const PlannedParam& p) const;
-  /// A rank's shard index in `g` (row-major over its coordinates on g.axes).
-  [[nodiscard]] std::int64_t zero_index(const ZeroGroup& g, std::int64_t rank) const;
+  [[nodiscard]] const ZeroGroup& zero_group_of(const PlannedParam& param) const;
+  /// A rank's shard index in `group` (row-major over its coordinates on group.axes).
+  [[nodiscard]] std::int64_t zero_index(const ZeroGroup& group, std::int64_t rank) const;
   /// Pipeline stage of a rank (0 without a pipeline).
   [[nodiscard]] int stage_of_rank(std::int64_t rank) const;
-  /// True when `rank` holds `p` (its stage matches).
-  [[nodiscard]] bool holds(std::int64_t rank, const PlannedParam& p) const;
+  /// True when `rank` holds `param` (its stage matches).
+  [[nodiscard]] bool holds(std::int64_t rank, const PlannedParam& param) const;
 };
 
 /// One distinct (local_shape, global_offset) of a param and the ranks that hold it.
@@ -376,15 +386,15 @@ struct ShardClass {
   RankSet ranks;
 };
 
-/// Every distinct shard of `p` with its replica set, ordered by lowest rank.
+/// Every distinct shard of `param` with its replica set, ordered by lowest rank.
 /// Cost O(shard classes x ndim) plus O(ranks) only for classes that collide
 /// (empty shards sharing the sentinel offset).
-std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p);
+std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& param);
 
-/// Adds the quantities of one held shard of `p` to `out` (size = the
+/// Adds the quantities of one held shard of `param` to `out` (size = the
 /// `width` given to `rank_sums`).
-using ShardQuantities =
-    std::function<void(const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out)>;
+using ShardQuantities = std::function<void(const PlannedParam& param, const ShardGeom& shard,
+                                           std::span<std::int64_t> out)>;
 
 /// Per-rank sums of `width` quantities over every param a rank holds,
 /// without a (params x ranks) loop: `fn` runs once per (param, shard class)

@@ -23,8 +23,8 @@ std::int64_t class_index(const ClassSpace& cs, std::span<const std::int64_t> coo
 }
 
 // True when the alias shares storage with its source on the same ranks.
-bool counted_once(const Plan& plan, const PlannedParam& p) {
-  return p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+bool counted_once(const Plan& plan, const PlannedParam& param) {
+  return param.alias_of && plan.params[*param.alias_of].stage == param.stage;
 }
 
 }  // namespace
@@ -33,30 +33,31 @@ std::vector<std::int64_t> rank_sums(const Plan& plan, std::size_t width,
                                     const ShardQuantities& fn) {
   std::map<std::pair<int, std::vector<bool>>, Table> tables;
   const auto stages = static_cast<std::size_t>(plan.num_stages);
-  for (const PlannedParam& p : plan.params) {
-    if (counted_once(plan, p)) continue;
-    ClassSpace cs = class_space(plan, p);
-    auto key = std::make_pair(static_cast<int>(p.mesh), cs.varying);
+  for (const PlannedParam& param : plan.params) {
+    if (counted_once(plan, param)) continue;
+    ClassSpace cs = class_space(plan, param);
+    auto key = std::make_pair(static_cast<int>(param.mesh), cs.varying);
     auto [it, fresh] = tables.try_emplace(std::move(key));
-    Table& t = it->second;
+    Table& table = it->second;
     if (fresh) {
-      t.mesh = p.mesh;
-      t.cs = cs;
-      t.values.assign(stages * static_cast<std::size_t>(cs.num_classes) * width, 0);
+      table.mesh = param.mesh;
+      table.cs = cs;
+      table.values.assign(stages * static_cast<std::size_t>(cs.num_classes) * width, 0);
     }
-    const auto base = static_cast<std::size_t>(p.stage) * static_cast<std::size_t>(cs.num_classes);
+    const auto base =
+        static_cast<std::size_t>(param.stage) * static_cast<std::size_t>(cs.num_classes);
     for_each_class(cs, [&](std::span<const std::int64_t> coords) {
-      const ShardGeom g = shard_at(p.geometry, coords);
+      const ShardGeom shard = shard_at(param.geometry, coords);
       const auto k = (base + static_cast<std::size_t>(class_index(cs, coords))) * width;
-      fn(p, g, std::span<std::int64_t>(t.values).subspan(k, width));
+      fn(param, shard, std::span<std::int64_t>(table.values).subspan(k, width));
     });
   }
-  const auto w = static_cast<std::size_t>(plan.world_size);
-  std::vector<std::int64_t> out(w * width, 0);
+  const auto world = static_cast<std::size_t>(plan.world_size);
+  std::vector<std::int64_t> out(world * width, 0);
   for (const auto& [key, t] : tables) {
     const Mesh& mesh = t.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     std::vector<std::int64_t> coords(mesh.axes.size(), 0);
-    for (std::size_t r = 0; r < w; ++r) {
+    for (std::size_t r = 0; r < world; ++r) {
       // Odometer over mesh coordinates, rank-major (no division per rank).
       const auto stage = static_cast<std::size_t>(
           t.cs.pipeline_axis >= 0 ? coords[static_cast<std::size_t>(t.cs.pipeline_axis)] : 0);
@@ -75,16 +76,16 @@ std::vector<std::int64_t> rank_sums(const Plan& plan, std::size_t width,
 
 RankBytes rank_bytes(const Plan& plan) {
   const std::vector<std::int64_t> sums = rank_sums(
-      plan, 2, [](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
-        const std::int64_t esize = element_size(p.dtype);
-        out[0] += numel(g.local_shape) * esize;
-        out[1] += numel(g.padded_shape) * esize;
+      plan, 2, [](const PlannedParam& param, const ShardGeom& shard, std::span<std::int64_t> out) {
+        const std::int64_t esize = element_size(param.dtype);
+        out[0] += numel(shard.local_shape) * esize;
+        out[1] += numel(shard.padded_shape) * esize;
       });
   RankBytes out;
-  const auto w = static_cast<std::size_t>(plan.world_size);
-  out.param_bytes.resize(w);
-  out.padded_param_bytes.resize(w);
-  for (std::size_t r = 0; r < w; ++r) {
+  const auto world = static_cast<std::size_t>(plan.world_size);
+  out.param_bytes.resize(world);
+  out.padded_param_bytes.resize(world);
+  for (std::size_t r = 0; r < world; ++r) {
     out.param_bytes[r] = sums[2 * r];
     out.padded_param_bytes[r] = sums[2 * r + 1];
   }

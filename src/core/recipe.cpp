@@ -3,8 +3,8 @@
 
 namespace shardc {
 
-const char* split_rule_name(SplitRule r) {
-  switch (r) {
+const char* split_rule_name(SplitRule rule) {
+  switch (rule) {
     case SplitRule::Chunk:
       return "chunk";
     case SplitRule::Balanced:
@@ -17,8 +17,8 @@ const char* split_rule_name(SplitRule r) {
   return "chunk";
 }
 
-const char* optimizer_name(Optimizer o) {
-  switch (o) {
+const char* optimizer_name(Optimizer optimizer) {
+  switch (optimizer) {
     case Optimizer::AdamW:
       return "adamw";
     case Optimizer::Adam:
@@ -33,8 +33,8 @@ const char* optimizer_name(Optimizer o) {
   return "adamw";
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
+const char* recompute_name(Recompute recompute) {
+  switch (recompute) {
     case Recompute::None:
       return "none";
     case Recompute::Selective:
@@ -45,8 +45,8 @@ const char* recompute_name(Recompute r) {
   return "none";
 }
 
-const char* pipeline_schedule_name(PipelineScheduleKind k) {
-  switch (k) {
+const char* pipeline_schedule_name(PipelineScheduleKind kind) {
+  switch (kind) {
     case PipelineScheduleKind::OneFOneB:
       return "1f1b";
     case PipelineScheduleKind::Interleaved:
@@ -59,8 +59,8 @@ const char* pipeline_schedule_name(PipelineScheduleKind k) {
   return "1f1b";
 }
 
-const char* attention_impl_name(AttentionImpl a) {
-  switch (a) {
+const char* attention_impl_name(AttentionImpl impl) {
+  switch (impl) {
     case AttentionImpl::Flash:
       return "flash";
     case AttentionImpl::Sdpa:
@@ -93,12 +93,12 @@ std::string Rule::match_text() const {
 
 std::string rule_label(const Recipe& recipe, bool experts, int index) {
   const auto i = static_cast<std::size_t>(index);
-  const std::size_t n = experts ? recipe.experts.size() : recipe.rules.size();
-  std::string s = std::string(experts ? "experts entry " : "rule ") + std::to_string(index + 1);
-  if (index < 0 || i >= n) return s;
+  const std::size_t count = experts ? recipe.experts.size() : recipe.rules.size();
+  std::string text = std::string(experts ? "experts entry " : "rule ") + std::to_string(index + 1);
+  if (index < 0 || i >= count) return text;
   const int line = experts ? recipe.experts[i].loc.line : recipe.rules[i].loc.line;
-  if (line > 0) s += " (line " + std::to_string(line) + ")";
-  return s;
+  if (line > 0) text += " (line " + std::to_string(line) + ")";
+  return text;
 }
 
 }  // namespace shardc

@@ -69,7 +69,7 @@ struct PackedSpec {
 };
 
 /// "chunk", "balanced", "even".
-const char* split_rule_name(SplitRule r);
+const char* split_rule_name(SplitRule rule);
 
 struct MeshAxis {
   std::string name;
@@ -245,7 +245,7 @@ enum class Optimizer {
 };
 
 /// "adamw", "adam", "sgd", "muon", "none".
-const char* optimizer_name(Optimizer o);
+const char* optimizer_name(Optimizer optimizer);
 
 /// Optimizer-state sharding over the data-parallel ranks (recipe
 /// `training.zero`, `training.distributed_optimizer`,
@@ -285,7 +285,7 @@ struct ZeroSpec {
 /// `--recompute-granularity full --recompute-method uniform`,
 /// torch.utils.checkpoint around each decoder layer).
 enum class Recompute { None, Selective, Full };
-const char* recompute_name(Recompute r);
+const char* recompute_name(Recompute recompute);
 
 /// One `training.recompute` entry of the per-layer form: layers
 /// [first_layer, end_layer) of the model's layer blocks use `mode`.
@@ -304,7 +304,7 @@ struct RecomputeRange {
 /// GPipe (all forwards, then all backwards: torch ScheduleGPipe), zero bubble
 /// (torch ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble).
 enum class PipelineScheduleKind { OneFOneB, Interleaved, GPipe, ZeroBubble };
-const char* pipeline_schedule_name(PipelineScheduleKind k);
+const char* pipeline_schedule_name(PipelineScheduleKind kind);
 
 struct PipelineSchedule {
   PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
@@ -323,7 +323,7 @@ struct PipelineSchedule {
 /// memory-efficient kernels), eager (transformers' eager_attention_forward:
 /// the scores, their fp32 softmax and its cast are stored, s x s per head).
 enum class AttentionImpl { Flash, Sdpa, Eager };
-const char* attention_impl_name(AttentionImpl a);
+const char* attention_impl_name(AttentionImpl impl);
 
 /// `training.kernels`: which modules' saved tensors the activation model counts
 /// (src/core/activations.hpp). eager: Hugging Face transformers' modules run

@@ -20,7 +20,7 @@ struct ClassSpace {
   std::int64_t num_classes = 1;  ///< product of the varying axes' sizes
 };
 
-ClassSpace class_space(const Plan& plan, const PlannedParam& p);
+ClassSpace class_space(const Plan& plan, const PlannedParam& param);
 
 /// The ranks of the class at `coords` (values on varying axes are used,
 /// others ignored) for a param on `stage`. Cost O(number of progressions).

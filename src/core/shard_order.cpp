@@ -20,9 +20,9 @@ std::vector<RowRun> take(const std::vector<RowRun>& seq, std::int64_t from, std:
       from -= run.size;
       continue;
     }
-    const std::int64_t n = std::min(run.size - from, len);
-    out.push_back({run.start + from, n});
-    len -= n;
+    const std::int64_t rows = std::min(run.size - from, len);
+    out.push_back({run.start + from, rows});
+    len -= rows;
     from = 0;
   }
   return out;
@@ -36,9 +36,9 @@ std::int64_t total_rows(const std::vector<RowRun>& seq) {
 
 }  // namespace
 
-std::int64_t written_split_factor(const Placement& p) {
-  const std::string_view text = p.text;
-  if (p.kind != Placement::Kind::Shard || !text.starts_with("_StridedShard")) return 1;
+std::int64_t written_split_factor(const Placement& placement) {
+  const std::string_view text = placement.text;
+  if (placement.kind != Placement::Kind::Shard || !text.starts_with("_StridedShard")) return 1;
   std::size_t at = text.find("sf");
   const std::size_t long_key = text.find("split_factor");
   if (long_key != std::string_view::npos) at = long_key;
@@ -46,22 +46,22 @@ std::int64_t written_split_factor(const Placement& p) {
   if (at == std::string_view::npos) return 1;
   std::int64_t factor = 0;
   for (std::size_t i = at + 1; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == ' ' || c == '\t') continue;
-    if (c < '0' || c > '9') break;
-    factor = factor * 10 + (c - '0');
+    const char digit = text[i];
+    if (digit == ' ' || digit == '\t') continue;
+    if (digit < '0' || digit > '9') break;
+    factor = factor * 10 + (digit - '0');
     if (factor > (std::int64_t{1} << 31)) return 1;  // the front end bounds it
   }
   return factor >= 1 ? factor : 1;
 }
 
-bool out_of_mesh_order(const ParamGeometry& g, std::size_t dim) {
+bool out_of_mesh_order(const ParamGeometry& geom, std::size_t dim) {
   int last = -1;
-  for (const DimSplit& s : g.per_dim[dim]) {
-    if (s.fsdp) continue;
-    for (int a : s.axes) {
-      if (a < last) return true;
-      last = a;
+  for (const DimSplit& split : geom.per_dim[dim]) {
+    if (split.fsdp) continue;
+    for (int axis : split.axes) {
+      if (axis < last) return true;
+      last = axis;
     }
   }
   return false;
@@ -72,8 +72,8 @@ Piece nested_piece(std::int64_t length, std::span<const std::int64_t> ways,
   SHARDC_ASSERT(ways.size() == coords.size(), "one coordinate per split");
   Piece piece{0, length};
   for (std::size_t i = 0; i < ways.size(); ++i) {
-    const Piece p = split_piece(piece.size, ways[i], coords[i], SplitRule::Chunk);
-    piece = {piece.start + p.start, p.size};
+    const Piece inner = split_piece(piece.size, ways[i], coords[i], SplitRule::Chunk);
+    piece = {piece.start + inner.start, inner.size};
   }
   return piece;
 }
@@ -113,17 +113,17 @@ std::optional<std::vector<int>> decode_split_factors(std::span<const int> mesh_d
 
 std::vector<RowRun> dtensor_rows(std::int64_t length, std::span<const MeshDimSplit> splits) {
   std::vector<RowRun> seq{{0, length}};
-  for (const MeshDimSplit& s : splits) {
+  for (const MeshDimSplit& split : splits) {
     const std::int64_t total = total_rows(seq);
-    if (s.split_factor <= 1) {
-      const Piece p = split_piece(total, s.size, s.coord, SplitRule::Chunk);
-      seq = take(seq, p.start, p.size);
+    if (split.split_factor <= 1) {
+      const Piece piece = split_piece(total, split.size, split.coord, SplitRule::Chunk);
+      seq = take(seq, piece.start, piece.size);
       continue;
     }
     std::vector<RowRun> next;
-    for (std::int64_t j = 0; j < s.split_factor; ++j) {
-      const Piece outer = split_piece(total, s.split_factor, j, SplitRule::Chunk);
-      const Piece inner = split_piece(outer.size, s.size, s.coord, SplitRule::Chunk);
+    for (std::int64_t j = 0; j < split.split_factor; ++j) {
+      const Piece outer = split_piece(total, split.split_factor, j, SplitRule::Chunk);
+      const Piece inner = split_piece(outer.size, split.size, split.coord, SplitRule::Chunk);
       for (const RowRun& run : take(seq, outer.start + inner.start, inner.size))
         next.push_back(run);
     }

@@ -32,11 +32,11 @@ namespace shardc {
 /// The split factor a placement was written with: F of `_StridedShard(d,
 /// sf=F)` (the front end's spelling of a `shard_order`, or the user's), 1
 /// for `Shard(d)` and anything else.
-std::int64_t written_split_factor(const Placement& p);
+std::int64_t written_split_factor(const Placement& placement);
 
 /// True when the rule splits of `dim` (FSDP's left out) are not in mesh
 /// order: a shard order put them so (contract §5.2a).
-bool out_of_mesh_order(const ParamGeometry& g, std::size_t dim);
+bool out_of_mesh_order(const ParamGeometry& geom, std::size_t dim);
 
 /// One split of a dim as DTensor's placements list it (mesh order): the
 /// mesh dim's size, the rank's coordinate on it and the label's split

@@ -13,22 +13,23 @@ namespace shardc {
 namespace {
 
 std::vector<std::int64_t> strides_of(const Mesh& mesh) {
-  std::vector<std::int64_t> s(mesh.axes.size(), 1);
-  for (std::size_t i = mesh.axes.size(); i-- > 1;) s[i - 1] = s[i] * mesh.axes[i].size;
-  return s;
+  std::vector<std::int64_t> strides(mesh.axes.size(), 1);
+  for (std::size_t i = mesh.axes.size(); i-- > 1;) strides[i - 1] = strides[i] * mesh.axes[i].size;
+  return strides;
 }
 
 }  // namespace
 
-ClassSpace class_space(const Plan& plan, const PlannedParam& p) {
-  const Mesh& mesh = plan.mesh_of(p);
+ClassSpace class_space(const Plan& plan, const PlannedParam& param) {
+  const Mesh& mesh = plan.mesh_of(param);
   ClassSpace cs;
   cs.strides = strides_of(mesh);
   cs.varying.assign(mesh.axes.size(), false);
-  for (const auto& chain : p.geometry.per_dim)
-    for (const DimSplit& s : chain)
-      for (int a : s.axes) cs.varying[static_cast<std::size_t>(a)] = true;
-  cs.pipeline_axis = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  for (const auto& chain : param.geometry.per_dim)
+    for (const DimSplit& split : chain)
+      for (int axis : split.axes) cs.varying[static_cast<std::size_t>(axis)] = true;
+  cs.pipeline_axis =
+      param.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   for (std::size_t a = 0; a < mesh.axes.size(); ++a) {
     cs.sizes.push_back(mesh.axes[a].size);
     if (cs.varying[a]) cs.num_classes *= mesh.axes[a].size;
@@ -61,17 +62,17 @@ RankSet class_ranks(const ClassSpace& cs, std::span<const std::int64_t> coords, 
   }
   std::vector<std::int64_t> bases{base};
   for (std::size_t i = j; i-- > 0;) {
-    const std::size_t a = free_axes[i];
+    const std::size_t axis = free_axes[i];
     std::vector<std::int64_t> next;
-    next.reserve(bases.size() * static_cast<std::size_t>(cs.sizes[a]));
-    for (std::int64_t c = 0; c < cs.sizes[a]; ++c)
-      for (std::int64_t b : bases) next.push_back(b + c * cs.strides[a]);
+    next.reserve(bases.size() * static_cast<std::size_t>(cs.sizes[axis]));
+    for (std::int64_t c = 0; c < cs.sizes[axis]; ++c)
+      for (std::int64_t base_rank : bases) next.push_back(base_rank + c * cs.strides[axis]);
     bases = std::move(next);
   }
   std::sort(bases.begin(), bases.end());
   std::vector<Progression> runs;
   runs.reserve(bases.size());
-  for (std::int64_t b : bases) runs.push_back({b, run.stride, run.count});
+  for (std::int64_t base_rank : bases) runs.push_back({base_rank, run.stride, run.count});
   return RankSet::from_progressions(std::move(runs));
 }
 
@@ -81,18 +82,18 @@ void for_each_class(const ClassSpace& cs,
   while (true) {
     fn(coords);
     // Row-major increment over the varying axes (last fastest).
-    std::size_t a = cs.sizes.size();
-    while (a-- > 0) {
-      if (!cs.varying[a]) continue;
-      if (++coords[a] < cs.sizes[a]) break;
-      coords[a] = 0;
+    std::size_t axis = cs.sizes.size();
+    while (axis-- > 0) {
+      if (!cs.varying[axis]) continue;
+      if (++coords[axis] < cs.sizes[axis]) break;
+      coords[axis] = 0;
     }
-    if (a == static_cast<std::size_t>(-1)) return;
+    if (axis == static_cast<std::size_t>(-1)) return;
   }
 }
 
-std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p) {
-  const ClassSpace cs = class_space(plan, p);
+std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& param) {
+  const ClassSpace cs = class_space(plan, param);
   std::vector<ShardClass> out;
   out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(cs.num_classes, 1 << 20)));
   // Only shards with an empty dim can collide (they share the sentinel offset). The padded
@@ -100,20 +101,20 @@ std::vector<ShardClass> enumerate_shards(const Plan& plan, const PlannedParam& p
   // padded rows, unlike its empty neighbours (reports/plan_shard_padded_class).
   std::map<std::tuple<Shape, Shape, Shape>, std::size_t> empty_index;
   for_each_class(cs, [&](std::span<const std::int64_t> coords) {
-    ShardGeom g = shard_at(p.geometry, coords);
-    RankSet ranks = class_ranks(cs, coords, p.stage);
+    ShardGeom shard = shard_at(param.geometry, coords);
+    RankSet ranks = class_ranks(cs, coords, param.stage);
     const bool empty =
-        std::find(g.local_shape.begin(), g.local_shape.end(), 0) != g.local_shape.end();
+        std::find(shard.local_shape.begin(), shard.local_shape.end(), 0) != shard.local_shape.end();
     if (empty) {
-      auto [it, fresh] =
-          empty_index.try_emplace({g.local_shape, g.global_offset, g.padded_shape}, out.size());
+      auto [it, fresh] = empty_index.try_emplace(
+          {shard.local_shape, shard.global_offset, shard.padded_shape}, out.size());
       if (!fresh) {
-        ShardClass& c = out[it->second];
-        c.ranks = c.ranks.unite(ranks);
+        ShardClass& merged = out[it->second];
+        merged.ranks = merged.ranks.unite(ranks);
         return;
       }
     }
-    out.push_back({std::move(g), std::move(ranks)});
+    out.push_back({std::move(shard), std::move(ranks)});
   });
   return out;
 }

@@ -17,8 +17,8 @@ struct Table {
 // Never destroyed: SourceLocs in static storage may outlive any destructor
 // order, and the table stays reachable from this pointer (not a leak).
 Table& table() {
-  static auto* t = new Table();
-  return *t;
+  static auto* instance = new Table();
+  return *instance;
 }
 
 const std::string& empty_path() {
@@ -30,9 +30,9 @@ const std::string& empty_path() {
 
 SourcePath::SourcePath(std::string_view path) {
   if (path.empty()) return;
-  Table& t = table();
-  const std::lock_guard<std::mutex> lock(t.mutex);
-  text_ = &*t.paths.insert(std::string(path)).first;
+  Table& shared = table();
+  const std::lock_guard<std::mutex> lock(shared.mutex);
+  text_ = &*shared.paths.insert(std::string(path)).first;
 }
 
 const std::string& SourcePath::str() const { return text_ != nullptr ? *text_ : empty_path(); }

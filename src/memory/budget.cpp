@@ -13,33 +13,33 @@ namespace shardc {
 namespace {
 
 std::string breakdown(const RankMemory& rm) {
-  std::string s;
+  std::string text;
   for (std::size_t k = 0; k < kMemoryKinds; ++k) {
-    if (k > 0) s += ", ";
-    s += std::string(memory_kind_name(static_cast<MemoryKind>(k))) + " " +
-         binary_bytes_text(rm.bytes[k]);
+    if (k > 0) text += ", ";
+    text += std::string(memory_kind_name(static_cast<MemoryKind>(k))) + " " +
+            binary_bytes_text(rm.bytes[k]);
   }
-  return s;
+  return text;
 }
 
 // ZeRO-1/2: master weights and optimizer state are already sharded; what
 // stays whole is the params (and under stage 1 the grads).
 std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
   const int stage = plan.zero.stage;
-  std::string s = "with ZeRO-" + std::to_string(stage) + " (`training." +
-                  plan.training.zero.spelling + "`) over " +
-                  std::to_string(plan.zero.dense.degree) + " DP ranks";
+  std::string text = "with ZeRO-" + std::to_string(stage) + " (`training." +
+                     plan.training.zero.spelling + "`) over " +
+                     std::to_string(plan.zero.dense.degree) + " DP ranks";
   if (plan.zero.has_experts) {
-    s += " (experts over " + std::to_string(plan.zero.expert.degree) + ")";
+    text += " (experts over " + std::to_string(plan.zero.expert.degree) + ")";
   }
-  s += " this rank keeps its params (" + binary_bytes_text(rm.of(MemoryKind::Params)) + ")";
+  text += " this rank keeps its params (" + binary_bytes_text(rm.of(MemoryKind::Params)) + ")";
   if (stage == 1) {
-    s += " and grads (" + binary_bytes_text(rm.of(MemoryKind::Grads)) +
-         ") whole: `zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params";
+    text += " and grads (" + binary_bytes_text(rm.of(MemoryKind::Grads)) +
+            ") whole: `zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params";
   } else {
-    s += " whole: `fsdp` (ZeRO-3) shards them too";
+    text += " whole: `fsdp` (ZeRO-3) shards them too";
   }
-  return s +
+  return text +
          "; or more DP ranks for the sharded state, more tp/pp/ep for all of it, fewer optimizer "
          "bytes (`state_dtype: bfloat16`)";
 }
@@ -55,12 +55,12 @@ std::int64_t dp_capacity(const Plan& plan, bool experts) {
   const Mesh& mesh = experts && plan.expert ? *plan.expert : plan.dense;
   const int pp = experts && plan.expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   std::vector<bool> model_parallel(mesh.axes.size(), false);
-  for (const PlannedParam& p : plan.params) {
-    if ((p.mesh == MeshKind::Expert || stacked_expert(p)) != experts) continue;
-    for (const auto& chain : p.geometry.per_dim)
+  for (const PlannedParam& param : plan.params) {
+    if ((param.mesh == MeshKind::Expert || stacked_expert(param)) != experts) continue;
+    for (const auto& chain : param.geometry.per_dim)
       for (const DimSplit& split : chain)
         if (!split.fsdp)
-          for (int a : split.axes) model_parallel[static_cast<std::size_t>(a)] = true;
+          for (int axis : split.axes) model_parallel[static_cast<std::size_t>(axis)] = true;
   }
   std::int64_t capacity = 1;
   for (std::size_t a = 0; a < mesh.axes.size(); ++a)
@@ -85,30 +85,32 @@ std::string degree_text(const char* what, std::int64_t need, std::int64_t now,
            std::to_string(world) + " ranks have " + std::to_string(capacity) +
            " data-parallel ranks beside the model-parallel axes)";
   }
-  std::string s = std::string("an ") + what + " degree of " + std::to_string(degree) +
-                  (now > 1 ? " (now " + std::to_string(now) + ")" : "");
+  std::string text = std::string("an ") + what + " degree of " + std::to_string(degree) +
+                     (now > 1 ? " (now " + std::to_string(now) + ")" : "");
   if (degree != need)
-    s += " (at least " + std::to_string(need) + " is needed; the degrees possible on " +
-         std::to_string(world) + " ranks divide " + std::to_string(capacity) + ")";
-  return s;
+    text += " (at least " + std::to_string(need) + " is needed; the degrees possible on " +
+            std::to_string(world) + " ranks divide " + std::to_string(capacity) + ")";
+  return text;
 }
 
 // The FSDP degree at which the rank's FSDP-scaled state (which shrinks as
 // 1 / degree) fits next to the rest, all-gather buffers kept as they are.
 // Only degrees possible on the plan's world size are offered (dp_capacity).
-std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm,
+std::string remedy(const Plan& plan, const MemoryReport& report, const RankMemory& rm,
                    std::int64_t budget) {
-  const std::int64_t transient = m.activations_counted ? rm.step_transient
-                                                       : std::max(rm.of(MemoryKind::Fsdp2AllGather),
-                                                                  rm.of(MemoryKind::MuonAllGather));
+  const std::int64_t transient =
+      report.activations_counted
+          ? rm.step_transient
+          : std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
   const std::int64_t fixed = std::max<std::int64_t>(0, rm.total - rm.fsdp_scaled - transient);
   const std::int64_t room = budget - fixed - transient;
   const std::string rest =
       "; or shrink the rest: fewer optimizer bytes (`state_dtype: bfloat16`, "
       "`master_weights: none`), more tp/pp/ep";
   if (rm.fsdp_scaled == 0 || room <= 0) {
-    const std::string buffers =
-        m.activations_counted ? "the activations and all-gather buffers" : "the all-gather buffers";
+    const std::string buffers = report.activations_counted
+                                    ? "the activations and all-gather buffers"
+                                    : "the all-gather buffers";
     const std::string need = fixed == 0
                                  ? buffers + " alone need " + binary_bytes_text(transient)
                                  : "the state FSDP does not shard (" + binary_bytes_text(fixed) +
@@ -116,39 +118,40 @@ std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm
                                        ") alone need " + binary_bytes_text(fixed + transient);
     return "no FSDP degree brings this rank under the budget: " + need + rest;
   }
-  const bool fsdp = m.fsdp_degree > 1 || m.expert_fsdp_degree > 1;
+  const bool fsdp = report.fsdp_degree > 1 || report.expert_fsdp_degree > 1;
   const double factor = static_cast<double>(rm.fsdp_scaled) / static_cast<double>(room);
   const auto need = [factor](std::int64_t degree) {
     return static_cast<std::int64_t>(std::ceil(static_cast<double>(degree) * factor));
   };
-  std::string s = "the FSDP-sharded state of this rank (" + binary_bytes_text(rm.fsdp_scaled) +
-                  ") must fit in " + binary_bytes_text(room) + ": ";
+  std::string text = "the FSDP-sharded state of this rank (" + binary_bytes_text(rm.fsdp_scaled) +
+                     ") must fit in " + binary_bytes_text(room) + ": ";
   const std::int64_t world = plan.world_size;
   const std::int64_t dense_capacity = dp_capacity(plan, false);
   if (!fsdp) {
     const std::int64_t degree = possible_degree(need(1), dense_capacity);
     if (degree == 0) {
-      s += degree_text("FSDP", need(1), 1, dense_capacity, world);
+      text += degree_text("FSDP", need(1), 1, dense_capacity, world);
     } else {
-      s += "FSDP over " + std::to_string(degree) +
-           " ranks would bring it under (plus the FSDP2 all-gather buffers it adds)";
+      text += "FSDP over " + std::to_string(degree) +
+              " ranks would bring it under (plus the FSDP2 all-gather buffers it adds)";
       if (degree != need(1))
-        s += " (at least " + std::to_string(need(1)) + " are needed; the degrees possible on " +
-             std::to_string(world) + " ranks divide " + std::to_string(dense_capacity) + ")";
+        text += " (at least " + std::to_string(need(1)) + " are needed; the degrees possible on " +
+                std::to_string(world) + " ranks divide " + std::to_string(dense_capacity) + ")";
     }
   } else {
-    const bool dense_fits = possible_degree(need(m.fsdp_degree), dense_capacity) > 0;
-    s += degree_text("FSDP", need(m.fsdp_degree), m.fsdp_degree, dense_capacity, world);
+    const bool dense_fits = possible_degree(need(report.fsdp_degree), dense_capacity) > 0;
+    text +=
+        degree_text("FSDP", need(report.fsdp_degree), report.fsdp_degree, dense_capacity, world);
     bool expert_fits = true;
-    if (m.expert_fsdp_degree > 1) {
+    if (report.expert_fsdp_degree > 1) {
       const std::int64_t expert_capacity = dp_capacity(plan, true);
-      expert_fits = possible_degree(need(m.expert_fsdp_degree), expert_capacity) > 0;
-      s += ", " + degree_text("expert FSDP", need(m.expert_fsdp_degree), m.expert_fsdp_degree,
-                              expert_capacity, world);
+      expert_fits = possible_degree(need(report.expert_fsdp_degree), expert_capacity) > 0;
+      text += ", " + degree_text("expert FSDP", need(report.expert_fsdp_degree),
+                                 report.expert_fsdp_degree, expert_capacity, world);
     }
-    if (dense_fits && expert_fits) s += " would bring it under";
+    if (dense_fits && expert_fits) text += " would bring it under";
   }
-  return s + rest;
+  return text + rest;
 }
 
 }  // namespace
@@ -156,65 +159,66 @@ std::string remedy(const Plan& plan, const MemoryReport& m, const RankMemory& rm
 bool check_memory_world(const Plan& plan, const SourceLoc& loc, std::string_view what,
                         DiagnosticSink& sink) {
   if (plan.world_size <= limits::kMaxMemoryReportWorld) return true;
-  Diagnostic d;
-  d.code = DiagCode::EMemoryWorld;
-  d.loc = loc;
-  d.message = std::string(what) + " of " + std::to_string(plan.world_size) +
-              " ranks keeps a row per rank, above the limit of " +
-              std::to_string(limits::kMaxMemoryReportWorld) + " ranks (2^20)";
-  d.hint =
+  Diagnostic diag;
+  diag.code = DiagCode::EMemoryWorld;
+  diag.loc = loc;
+  diag.message = std::string(what) + " of " + std::to_string(plan.world_size) +
+                 " ranks keeps a row per rank, above the limit of " +
+                 std::to_string(limits::kMaxMemoryReportWorld) + " ranks (2^20)";
+  diag.hint =
       "`validate`, `memory` and `inspect --rank` answer this world per class of ranks; for "
       "per-rank files use a smaller world with the same per-rank layout";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
 void refuse_memory_classes(const Plan& plan, const SourceLoc& loc, const std::string& why,
                            DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EMemoryWorld;
-  d.loc = loc;
-  d.message = "the memory report of " + std::to_string(plan.world_size) +
-              " ranks cannot be computed per class of ranks: " + why;
-  d.hint = "use a world of at most " + std::to_string(limits::kMaxMemoryReportWorld) +
-           " ranks (2^20) with the same per-rank layout; `validate` without a budget plans this "
-           "world";
-  sink.report(std::move(d));
+  Diagnostic diag;
+  diag.code = DiagCode::EMemoryWorld;
+  diag.loc = loc;
+  diag.message = "the memory report of " + std::to_string(plan.world_size) +
+                 " ranks cannot be computed per class of ranks: " + why;
+  diag.hint = "use a world of at most " + std::to_string(limits::kMaxMemoryReportWorld) +
+              " ranks (2^20) with the same per-rank layout; `validate` without a budget plans this "
+              "world";
+  sink.report(std::move(diag));
 }
 
-void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
+void check_budget(const Plan& plan, const MemoryReport& report, std::int64_t budget,
                   const SourceLoc& loc, DiagnosticSink& sink) {
-  if (m.classes.empty() || m.peak <= budget) return;
+  if (report.classes.empty() || report.peak <= budget) return;
   std::vector<Progression> over_runs;
   std::int64_t over_count = 0;
-  for (const MemoryClass& c : m.classes) {
-    if (c.memory.total <= budget) continue;
-    over_runs.insert(over_runs.end(), c.ranks.runs().begin(), c.ranks.runs().end());
-    over_count += c.count;
+  for (const MemoryClass& memory_class : report.classes) {
+    if (memory_class.memory.total <= budget) continue;
+    over_runs.insert(over_runs.end(), memory_class.ranks.runs().begin(),
+                     memory_class.ranks.runs().end());
+    over_count += memory_class.count;
   }
   std::string over_text = RankSet::from_disjoint(std::move(over_runs)).to_string();
   if (over_text.size() > 120) over_text = over_text.substr(0, 117) + "...";
-  const std::int64_t worst = m.peak_ranks.first();
-  const RankMemory& rm = m.at(worst);
-  std::string worst_text = m.peak_ranks.to_string();
+  const std::int64_t worst = report.peak_ranks.first();
+  const RankMemory& rm = report.at(worst);
+  std::string worst_text = report.peak_ranks.to_string();
   if (worst_text.size() > 80) worst_text = worst_text.substr(0, 77) + "...";
-  Diagnostic d;
-  d.code = DiagCode::EBudget;
-  d.loc = loc;
-  d.message = "rank " + std::to_string(worst) + " (stage " +
-              std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
-              ") needs " + binary_bytes_text(rm.total) + ", over the budget of " +
-              byte_size_text(budget) + " by " + binary_bytes_text(rm.total - budget) +
-              "; the worst ranks: " + worst_text + "; " + std::to_string(over_count) + " of " +
-              std::to_string(plan.world_size) + " ranks are over: " + over_text;
-  const std::string activations = m.activations_counted
+  Diagnostic diag;
+  diag.code = DiagCode::EBudget;
+  diag.loc = loc;
+  diag.message = "rank " + std::to_string(worst) + " (stage " +
+                 std::to_string(plan.stage_of_rank(worst)) + ", " + rank_coords_text(plan, worst) +
+                 ") needs " + binary_bytes_text(rm.total) + ", over the budget of " +
+                 byte_size_text(budget) + " by " + binary_bytes_text(rm.total - budget) +
+                 "; the worst ranks: " + worst_text + "; " + std::to_string(over_count) + " of " +
+                 std::to_string(plan.world_size) + " ranks are over: " + over_text;
+  const std::string activations = report.activations_counted
                                       ? ", activations " + binary_bytes_text(rm.activations) +
                                             " (more `training.recompute` or tp/cp shrinks them); "
                                       : " (activations not counted); ";
-  d.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +
-           (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
-                                                         : remedy(plan, m, rm, budget));
-  sink.report(std::move(d));
+  diag.hint = "rank " + std::to_string(worst) + ": " + breakdown(rm) + activations +
+              (plan.zero.stage == 1 || plan.zero.stage == 2 ? zero_remedy(plan, rm)
+                                                            : remedy(plan, report, rm, budget));
+  sink.report(std::move(diag));
 }
 
 }  // namespace shardc

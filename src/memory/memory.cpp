@@ -31,22 +31,22 @@ enum Column : std::size_t {
   kWidth = 13,
 };
 
-bool trainable(const PlannedParam& p) { return p.requires_grad; }
+bool trainable(const PlannedParam& param) { return param.requires_grad; }
 
 // An alias on its source's stage shares the source's storage (rank_sums skips it too).
-bool counted_once(const Plan& plan, const PlannedParam& p) {
-  return p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+bool counted_once(const Plan& plan, const PlannedParam& param) {
+  return param.alias_of && plan.params[*param.alias_of].stage == param.stage;
 }
 
-std::int64_t state_count(const PlannedParam& p, Optimizer o) {
-  switch (o) {
+std::int64_t state_count(const PlannedParam& param, Optimizer optimizer) {
+  switch (optimizer) {
     case Optimizer::AdamW:
     case Optimizer::Adam:
       return 2;
     case Optimizer::Sgd:
       return 1;
     case Optimizer::Muon:
-      return p.global_shape.size() >= 2 ? 1 : 2;
+      return param.global_shape.size() >= 2 ? 1 : 2;
     case Optimizer::None:
       return 0;
   }
@@ -55,44 +55,45 @@ std::int64_t state_count(const PlannedParam& p, Optimizer o) {
 
 // True when FSDP shards `p`, or would (no `fsdp` in the recipe: every
 // trainable param of ndim >= 1, contract §5.8).
-bool fsdp_scaled(const PlannedParam& p, bool plan_has_fsdp) {
-  if (plan_has_fsdp) return p.geometry.fsdp_dim >= 0;
-  return trainable(p) && !p.global_shape.empty();
+bool fsdp_scaled(const PlannedParam& param, bool plan_has_fsdp) {
+  if (plan_has_fsdp) return param.geometry.fsdp_dim >= 0;
+  return trainable(param) && !param.global_shape.empty();
 }
 
 // The transient peak of one layout kind (FSDP2: `gathered_peak`, a unit plus
 // the next one prefetched; muon: `call_peak`, the largest single call).
-std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kind, std::size_t r) {
+std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kind,
+                     std::size_t rank) {
   std::int64_t best = 0;
-  for (const BufferRankBytes& b : buffers) {
-    if (b.kind != kind) continue;
-    const std::vector<std::int64_t>& v =
-        kind == BufferKind::Fsdp2AllGather ? b.gathered_peak : b.call_peak;
-    if (r < v.size()) best = std::max(best, v[r]);
+  for (const BufferRankBytes& buffer : buffers) {
+    if (buffer.kind != kind) continue;
+    const std::vector<std::int64_t>& per_rank =
+        kind == BufferKind::Fsdp2AllGather ? buffer.gathered_peak : buffer.call_peak;
+    if (rank < per_rank.size()) best = std::max(best, per_rank[rank]);
   }
   return best;
 }
 
-std::int64_t largest_unit_of(const std::vector<BufferRankBytes>& buffers, std::size_t r) {
+std::int64_t largest_unit_of(const std::vector<BufferRankBytes>& buffers, std::size_t rank) {
   std::int64_t best = 0;
-  for (const BufferRankBytes& b : buffers)
-    if (b.kind == BufferKind::Fsdp2AllGather && r < b.largest_unit.size())
-      best = std::max(best, b.largest_unit[r]);
+  for (const BufferRankBytes& buffer : buffers)
+    if (buffer.kind == BufferKind::Fsdp2AllGather && rank < buffer.largest_unit.size())
+      best = std::max(best, buffer.largest_unit[rank]);
   return best;
 }
 
 // The activation bytes of every stage (MemoryReport::stage_activations), or a
 // note saying why they are not counted.
-void stage_activation_bytes(const Plan& plan, MemoryReport& m) {
+void stage_activation_bytes(const Plan& plan, MemoryReport& report) {
   const TrainingLayout& tl = plan.training_layout;
   if (!tl.active) return;
   if (!tl.arch) {
-    m.activations_note = "the model has no `" + tl.arch_missing +
-                         "` attribute (copy it from config.json): activations are not counted";
+    report.activations_note = "the model has no `" + tl.arch_missing +
+                              "` attribute (copy it from config.json): activations are not counted";
     return;
   }
-  m.activations_counted = true;
-  const std::int64_t e = element_size(tl.activation_dtype);
+  report.activations_counted = true;
+  const std::int64_t esize = element_size(tl.activation_dtype);
   for (std::size_t stage = 0; stage < tl.stages.size(); ++stage) {
     const std::int64_t in_flight =
         microbatches_in_flight(tl.schedule, plan.num_stages, plan.virtual_stages,
@@ -100,27 +101,28 @@ void stage_activation_bytes(const Plan& plan, MemoryReport& m) {
     const StagePosition position{
         static_cast<int>(stage), in_flight,
         tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1};
-    m.stage_activations.push_back(stage_activations(*tl.arch, plan.training.shape, e, tl.degrees,
-                                                    tl.stages[stage], position));
+    report.stage_activations.push_back(stage_activations(*tl.arch, plan.training.shape, esize,
+                                                         tl.degrees, tl.stages[stage], position));
   }
 }
 
-void fsdp_degrees(const Plan& plan, MemoryReport& m) {
-  for (const PlannedParam& p : plan.params) {
-    if (p.geometry.fsdp_dim < 0) continue;
-    if (p.mesh == MeshKind::Dense) m.fsdp_degree = std::max(m.fsdp_degree, p.geometry.fsdp_ways);
-    if (p.mesh == MeshKind::Expert) {
-      m.expert_fsdp_degree = std::max(m.expert_fsdp_degree, p.geometry.fsdp_ways);
+void fsdp_degrees(const Plan& plan, MemoryReport& report) {
+  for (const PlannedParam& param : plan.params) {
+    if (param.geometry.fsdp_dim < 0) continue;
+    if (param.mesh == MeshKind::Dense)
+      report.fsdp_degree = std::max(report.fsdp_degree, param.geometry.fsdp_ways);
+    if (param.mesh == MeshKind::Expert) {
+      report.expert_fsdp_degree = std::max(report.expert_fsdp_degree, param.geometry.fsdp_ways);
     }
   }
 }
 
 // The peak of a whole step with the training shape (src/memory/memory.hpp):
 // activations, the gradient side of the buffers and offload.
-void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t r,
-               const MemoryReport& m, RankMemory& rm) {
-  const int stage = plan.stage_of_rank(r);
-  for (const StageActivations& sa : m.stage_activations)
+void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t rank,
+               const MemoryReport& report, RankMemory& rm) {
+  const int stage = plan.stage_of_rank(rank);
+  for (const StageActivations& sa : report.stage_activations)
     if (sa.stage == stage) rm.activations = sa.bytes;
   // The unit's reduce-scatter input: its unsharded grads in the reduce dtype.
   const std::int64_t unit = largest_unit_bytes;
@@ -146,8 +148,8 @@ void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t r
 
 }  // namespace
 
-const char* memory_kind_name(MemoryKind k) {
-  switch (k) {
+const char* memory_kind_name(MemoryKind kind) {
+  switch (kind) {
     case MemoryKind::Params:
       return "params";
     case MemoryKind::Grads:
@@ -164,55 +166,56 @@ const char* memory_kind_name(MemoryKind k) {
   return "params";
 }
 
-ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t) {
-  ParamMemoryRule r;
-  r.param_bytes = element_size(p.dtype);
-  r.state_dtype = p.dtype;
-  if (!trainable(p)) return r;
-  r.grad_bytes = element_size(t.grad_dtype.value_or(p.dtype));
-  if (t.optimizer == Optimizer::None) return r;
-  const bool master = t.master_weights && element_size(p.dtype) < element_size(*t.master_weights);
+ParamMemoryRule param_memory_rule(const PlannedParam& param, const TrainingSpec& training) {
+  ParamMemoryRule rule;
+  rule.param_bytes = element_size(param.dtype);
+  rule.state_dtype = param.dtype;
+  if (!trainable(param)) return rule;
+  rule.grad_bytes = element_size(training.grad_dtype.value_or(param.dtype));
+  if (training.optimizer == Optimizer::None) return rule;
+  const bool master =
+      training.master_weights && element_size(param.dtype) < element_size(*training.master_weights);
   if (master) {
-    r.master_bytes = element_size(*t.master_weights);
-    r.state_dtype = *t.master_weights;
+    rule.master_bytes = element_size(*training.master_weights);
+    rule.state_dtype = *training.master_weights;
   }
-  if (t.state_dtype) r.state_dtype = *t.state_dtype;
-  r.state_count = state_count(p, t.optimizer);
-  r.state_bytes = r.state_count * element_size(r.state_dtype);
+  if (training.state_dtype) rule.state_dtype = *training.state_dtype;
+  rule.state_count = state_count(param, training.optimizer);
+  rule.state_bytes = rule.state_count * element_size(rule.state_dtype);
   // ZeRO-1/2 step on an fp32 copy of the shard's grads when they are kept
   // narrower than the master: Megatron DistributedOptimizer
   // _copy_model_grads_to_main_grads, `shard_main_param.grad =
   // shard_model_grad.float()` (a no-op for fp32 grads); DeepSpeed
   // stage_1_and_2.py, the fp32 `single_grad_partition` of each group.
-  const int stage = t.zero.stage;
-  if ((stage == 1 || stage == 2) && master && r.grad_bytes < r.master_bytes) {
-    r.grad_copy_bytes = r.master_bytes;
+  const int stage = training.zero.stage;
+  if ((stage == 1 || stage == 2) && master && rule.grad_bytes < rule.master_bytes) {
+    rule.grad_copy_bytes = rule.master_bytes;
   }
-  return r;
+  return rule;
 }
 
 namespace {
 
 // Adds one held shard of `p` to the rank's columns (kWidth of them).
-void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& p, const ShardGeom& g,
+void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& param, const ShardGeom& shard,
                std::span<std::int64_t> out) {
   const int zero_stage = plan.zero.stage;
-  const ParamMemoryRule rule = param_memory_rule(p, plan.training);
-  const std::int64_t padded = numel(g.padded_shape);
-  const std::int64_t local = numel(g.local_shape);
+  const ParamMemoryRule rule = param_memory_rule(param, plan.training);
+  const std::int64_t padded = numel(shard.padded_shape);
+  const std::int64_t local = numel(shard.local_shape);
   const std::int64_t params = padded * rule.param_bytes;
   const std::int64_t grads = padded * rule.grad_bytes;
   const std::int64_t master = local * rule.master_bytes;
   const std::int64_t state = local * rule.state_bytes;
   out[kParams] += params;
-  if (fsdp_scaled(p, has_fsdp)) out[kScaled] += params + grads + master + state;
+  if (fsdp_scaled(param, has_fsdp)) out[kScaled] += params + grads + master + state;
   if (zero_stage != 1 && zero_stage != 2) {
     out[kGrads] += grads;
     out[kMaster] += master;
     out[kState] += state;
     return;
   }
-  const std::size_t group = &plan.zero_group_of(p) == &plan.zero.expert ? 1 : 0;
+  const std::size_t group = &plan.zero_group_of(param) == &plan.zero.expert ? 1 : 0;
   out[(zero_stage == 2 ? kZeroGrads + group : kGrads)] += grads;
   out[kZeroGradCopy + group] += local * rule.grad_copy_bytes;
   out[kZeroMaster + group] += master;
@@ -221,11 +224,11 @@ void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& p, const Sha
 
 bool plan_has_fsdp(const Plan& plan) {
   return std::any_of(plan.params.begin(), plan.params.end(),
-                     [](const PlannedParam& p) { return p.geometry.fsdp_dim >= 0; });
+                     [](const PlannedParam& param) { return param.geometry.fsdp_dim >= 0; });
 }
 
 // A rank's memory from its columns and its all-gather peaks.
-RankMemory finish_rank(const Plan& plan, const std::int64_t* s, std::int64_t fsdp2_peak,
+RankMemory finish_rank(const Plan& plan, const std::int64_t* sums, std::int64_t fsdp2_peak,
                        std::int64_t muon_peak) {
   // ZeRO-1/2: each rank of a group of degree d owns 1/d of the group's
   // flattened state (ceil: the even share Megatron's and DeepSpeed's padded
@@ -233,32 +236,32 @@ RankMemory finish_rank(const Plan& plan, const std::int64_t* s, std::int64_t fsd
   // params with fp32 grads and Adam; docs "Distributed Optimizer").
   const std::array<std::int64_t, 2> degree = {std::max<std::int64_t>(1, plan.zero.dense.degree),
                                               std::max<std::int64_t>(1, plan.zero.expert.degree)};
-  const auto share = [&degree, s](std::size_t column) {
+  const auto share = [&degree, sums](std::size_t column) {
     std::int64_t sum = 0;
     for (std::size_t group = 0; group < 2; ++group) {
-      const std::int64_t v = s[column + group];
-      sum += (v + degree[group] - 1) / degree[group];
+      const std::int64_t value = sums[column + group];
+      sum += (value + degree[group] - 1) / degree[group];
     }
     return sum;
   };
   RankMemory rm;
-  rm.bytes = {s[kParams],
-              s[kGrads] + share(kZeroGrads) + share(kZeroGradCopy),
-              s[kMaster] + share(kZeroMaster),
-              s[kState] + share(kZeroState),
+  rm.bytes = {sums[kParams],
+              sums[kGrads] + share(kZeroGrads) + share(kZeroGradCopy),
+              sums[kMaster] + share(kZeroMaster),
+              sums[kState] + share(kZeroState),
               fsdp2_peak,
               muon_peak};
-  rm.fsdp_scaled = s[kScaled];
+  rm.fsdp_scaled = sums[kScaled];
   rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
              rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
              std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
   return rm;
 }
 
-void declared_layouts(const Plan& plan, MemoryReport& m) {
-  for (const BufferSpec& b : plan.buffers) {
-    if (b.kind == BufferKind::Fsdp2AllGather) m.fsdp2_declared = true;
-    if (b.kind == BufferKind::MuonAllGather) m.muon_declared = true;
+void declared_layouts(const Plan& plan, MemoryReport& report) {
+  for (const BufferSpec& spec : plan.buffers) {
+    if (spec.kind == BufferKind::Fsdp2AllGather) report.fsdp2_declared = true;
+    if (spec.kind == BufferKind::MuonAllGather) report.muon_declared = true;
   }
 }
 
@@ -274,71 +277,71 @@ ClassKey class_key(int stage, const RankMemory& rm) {
 }
 
 // The peak and its ranks from the classes, and the peak's stage.
-void set_peak(const Plan& plan, MemoryReport& m) {
-  m.peak = 0;
+void set_peak(const Plan& plan, MemoryReport& report) {
+  report.peak = 0;
   std::vector<Progression> runs;
   bool any = false;
-  for (const MemoryClass& c : m.classes) {
-    if (!any || c.memory.total > m.peak) {
-      m.peak = c.memory.total;
+  for (const MemoryClass& memory_class : report.classes) {
+    if (!any || memory_class.memory.total > report.peak) {
+      report.peak = memory_class.memory.total;
       runs.clear();
       any = true;
     }
-    if (c.memory.total == m.peak)
-      runs.insert(runs.end(), c.ranks.runs().begin(), c.ranks.runs().end());
+    if (memory_class.memory.total == report.peak)
+      runs.insert(runs.end(), memory_class.ranks.runs().begin(), memory_class.ranks.runs().end());
   }
-  m.peak_ranks = RankSet::from_disjoint(std::move(runs));
-  if (any) m.peak_stage = plan.stage_of_rank(m.peak_ranks.first());
+  report.peak_ranks = RankSet::from_disjoint(std::move(runs));
+  if (any) report.peak_stage = plan.stage_of_rank(report.peak_ranks.first());
 }
 
 }  // namespace
 
 MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>& buffer_bytes) {
-  MemoryReport m;
-  fsdp_degrees(plan, m);
-  declared_layouts(plan, m);
-  stage_activation_bytes(plan, m);
+  MemoryReport report;
+  fsdp_degrees(plan, report);
+  declared_layouts(plan, report);
+  stage_activation_bytes(plan, report);
   const bool has_fsdp = plan_has_fsdp(plan);
-  const std::vector<std::int64_t> sums = rank_sums(
-      plan, kWidth, [&](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
-        add_shard(plan, has_fsdp, p, g, out);
-      });
-  const auto w = static_cast<std::size_t>(plan.world_size);
-  m.ranks.resize(w);
-  for (std::size_t r = 0; r < w; ++r) {
-    m.ranks[r] =
+  const std::vector<std::int64_t> sums =
+      rank_sums(plan, kWidth,
+                [&](const PlannedParam& param, const ShardGeom& shard,
+                    std::span<std::int64_t> out) { add_shard(plan, has_fsdp, param, shard, out); });
+  const auto world = static_cast<std::size_t>(plan.world_size);
+  report.ranks.resize(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    report.ranks[r] =
         finish_rank(plan, &sums[r * kWidth], peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
                     peak_of(buffer_bytes, BufferKind::MuonAllGather, r));
-    if (m.activations_counted) {
-      step_peak(plan, largest_unit_of(buffer_bytes, r), static_cast<std::int64_t>(r), m,
-                m.ranks[r]);
+    if (report.activations_counted) {
+      step_peak(plan, largest_unit_of(buffer_bytes, r), static_cast<std::int64_t>(r), report,
+                report.ranks[r]);
     }
   }
   // The classes: ranks of one stage with equal memory (first-seen order = lowest rank).
   std::vector<std::vector<std::int64_t>> members;
   std::map<ClassKey, std::size_t> index;
-  for (std::size_t r = 0; r < w; ++r) {
-    const RankMemory& rm = m.ranks[r];
+  for (std::size_t r = 0; r < world; ++r) {
+    const RankMemory& rm = report.ranks[r];
     const int stage = plan.stage_of_rank(static_cast<std::int64_t>(r));
     auto [it, fresh] = index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
-      m.classes.push_back({stage, rm, {}, 0});
+      report.classes.push_back({stage, rm, {}, 0});
     }
     members[it->second].push_back(static_cast<std::int64_t>(r));
   }
   for (std::size_t k = 0; k < members.size(); ++k) {
-    m.classes[k].count = static_cast<std::int64_t>(members[k].size());
-    m.classes[k].ranks = RankSet::from_sorted(members[k]);
+    report.classes[k].count = static_cast<std::int64_t>(members[k].size());
+    report.classes[k].ranks = RankSet::from_sorted(members[k]);
   }
-  set_peak(plan, m);
-  return m;
+  set_peak(plan, report);
+  return report;
 }
 
 const RankMemory& MemoryReport::at(std::int64_t rank) const {
   if (!ranks.empty()) return ranks.at(static_cast<std::size_t>(rank));
-  for (const MemoryClass& c : classes)
-    if (c.ranks.contains(rank)) return c.memory;
+  for (const MemoryClass& memory_class : classes)
+    if (memory_class.ranks.contains(rank)) return memory_class.memory;
   SHARDC_ASSERT(false, "rank " + std::to_string(rank) + " is in no memory class");
   return classes.front().memory;
 }
@@ -356,15 +359,15 @@ struct Hash128 {
   std::uint64_t a = 0x243f6a8885a308d3ULL;
   std::uint64_t b = 0x13198a2e03707344ULL;
   bool operator==(const Hash128&) const = default;
-  void add(std::uint64_t v) {
-    a = splitmix(a ^ v);
-    b = splitmix(b + v * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+  void add(std::uint64_t value) {
+    a = splitmix(a ^ value);
+    b = splitmix(b + value * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
   }
-  static std::uint64_t splitmix(std::uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+  static std::uint64_t splitmix(std::uint64_t state) {
+    state += 0x9e3779b97f4a7c15ULL;
+    state = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    state = (state ^ (state >> 27)) * 0x94d049bb133111ebULL;
+    return state ^ (state >> 31);
   }
 };
 
@@ -375,29 +378,31 @@ struct Chain {
 };
 
 // A key of what `dim_piece_at` reads for one dim (equal keys: equal pieces everywhere).
-std::string chain_key(const ParamGeometry& g, std::size_t dim) {
-  std::string k;
-  const auto put = [&k](std::int64_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  const bool packed = !g.parts.empty() && static_cast<int>(dim) == g.parts_dim;
-  put(packed ? -1 : g.global_shape[dim]);
+std::string chain_key(const ParamGeometry& geom, std::size_t dim) {
+  std::string key;
+  const auto put = [&key](std::int64_t value) {
+    key.append(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  const bool packed = !geom.parts.empty() && static_cast<int>(dim) == geom.parts_dim;
+  put(packed ? -1 : geom.global_shape[dim]);
   if (packed) {
-    put(static_cast<std::int64_t>(g.parts.size()));
-    for (std::int64_t x : g.parts) put(x);
+    put(static_cast<std::int64_t>(geom.parts.size()));
+    for (std::int64_t part : geom.parts) put(part);
   }
-  for (const DimSplit& s : g.per_dim[dim]) {
-    put(static_cast<std::int64_t>(s.axes.size()));
-    for (std::size_t i = 0; i < s.axes.size(); ++i) {
-      put(s.axes[i]);
-      put(s.axis_sizes[i]);
+  for (const DimSplit& split : geom.per_dim[dim]) {
+    put(static_cast<std::int64_t>(split.axes.size()));
+    for (std::size_t i = 0; i < split.axes.size(); ++i) {
+      put(split.axes[i]);
+      put(split.axis_sizes[i]);
     }
-    put(s.split_factor);
-    put(s.ways);
-    put(static_cast<std::int64_t>(s.rule));
-    put(s.fsdp ? 1 : 0);
-    put(s.pad_multiple);
-    put(s.unit);
+    put(split.split_factor);
+    put(split.ways);
+    put(static_cast<std::int64_t>(split.rule));
+    put(split.fsdp ? 1 : 0);
+    put(split.pad_multiple);
+    put(split.unit);
   }
-  return k;
+  return key;
 }
 
 }  // namespace
@@ -413,41 +418,42 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
                   " ranks covers dense meshes only");
   }
   const Mesh& mesh = plan.dense;
-  const std::size_t n = mesh.axes.size();
-  std::vector<std::int64_t> strides(n, 1);
-  for (std::size_t i = n; i-- > 1;) strides[i - 1] = strides[i] * mesh.axes[i].size;
+  const std::size_t naxes = mesh.axes.size();
+  std::vector<std::int64_t> strides(naxes, 1);
+  for (std::size_t i = naxes; i-- > 1;) strides[i - 1] = strides[i] * mesh.axes[i].size;
   // Distinct chains.
   std::map<std::string, Chain> chains;
-  for (const PlannedParam& p : plan.params) {
-    for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
-      if (p.geometry.per_dim[d].empty()) continue;
-      auto [it, fresh] = chains.try_emplace(chain_key(p.geometry, d));
+  for (const PlannedParam& param : plan.params) {
+    for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d) {
+      if (param.geometry.per_dim[d].empty()) continue;
+      auto [it, fresh] = chains.try_emplace(chain_key(param.geometry, d));
       if (!fresh) continue;
-      Chain& c = it->second;
-      c.geom = &p.geometry;
-      c.dim = d;
-      for (const DimSplit& s : p.geometry.per_dim[d])
-        c.axes.insert(c.axes.end(), s.axes.begin(), s.axes.end());
-      std::sort(c.axes.begin(), c.axes.end());
-      c.axes.erase(std::unique(c.axes.begin(), c.axes.end()), c.axes.end());
+      Chain& chain = it->second;
+      chain.geom = &param.geometry;
+      chain.dim = d;
+      for (const DimSplit& split : param.geometry.per_dim[d])
+        chain.axes.insert(chain.axes.end(), split.axes.begin(), split.axes.end());
+      std::sort(chain.axes.begin(), chain.axes.end());
+      chain.axes.erase(std::unique(chain.axes.begin(), chain.axes.end()), chain.axes.end());
     }
   }
   // Run starts per axis: the pipeline axis one run per stage, an axis no chain names one run.
-  std::vector<std::vector<std::int64_t>> starts(n, std::vector<std::int64_t>{0});
+  std::vector<std::vector<std::int64_t>> starts(naxes, std::vector<std::int64_t>{0});
   const auto max_runs = static_cast<std::size_t>(limits::kMaxMemoryReportWorld);
-  for (std::size_t a = 0; a < n; ++a) {
+  for (std::size_t a = 0; a < naxes; ++a) {
     if (static_cast<int>(a) == plan.pipeline_axis) {
       for (std::int64_t v = 1; v < mesh.axes[a].size; ++v) starts[a].push_back(v);
     }
   }
-  std::vector<std::int64_t> coords(n, 0);
+  std::vector<std::int64_t> coords(naxes, 0);
   for (const auto& entry : chains) {
-    const Chain& c = entry.second;  // a named reference: lambdas below capture it
-    for (const int axis : c.axes) {
-      const auto a = static_cast<std::size_t>(axis);
+    const Chain& chain = entry.second;  // a named reference: lambdas below capture it
+    for (const int axis : chain.axes) {
+      const auto axis_index = static_cast<std::size_t>(axis);
       std::vector<std::int64_t> breaks;
-      const std::vector<DimSplit>& splits = c.geom->per_dim[c.dim];
-      const bool packed = !c.geom->parts.empty() && static_cast<int>(c.dim) == c.geom->parts_dim;
+      const std::vector<DimSplit>& splits = chain.geom->per_dim[chain.dim];
+      const bool packed =
+          !chain.geom->parts.empty() && static_cast<int>(chain.dim) == chain.geom->parts_dim;
       const bool monotone = splits.size() == 1 && splits[0].axes.size() == 1 && !packed &&
                             splits[0].split_factor == 1;
       if (monotone) {
@@ -455,12 +461,13 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
         // units, FSDP) has alloc and real rows non-increasing in the coordinate, so equal
         // pieces at both ends of a range mean one piece throughout: bisect for the breaks.
         std::fill(coords.begin(), coords.end(), 0);
-        const auto piece = [&](std::int64_t v) {
-          coords[a] = v;
-          const DimPiece d = dim_piece_at(*c.geom, c.dim, coords);
-          return std::pair{d.alloc, d.real};
+        const auto piece = [&](std::int64_t coord) {
+          coords[axis_index] = coord;
+          const DimPiece dim_piece = dim_piece_at(*chain.geom, chain.dim, coords);
+          return std::pair{dim_piece.alloc, dim_piece.real};
         };
-        std::vector<std::pair<std::int64_t, std::int64_t>> todo{{0, mesh.axes[a].size - 1}};
+        std::vector<std::pair<std::int64_t, std::int64_t>> todo{
+            {0, mesh.axes[axis_index].size - 1}};
         while (!todo.empty()) {
           const auto [lo, hi] = todo.back();
           todo.pop_back();
@@ -468,7 +475,7 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
           if (hi - lo == 1) {
             breaks.push_back(hi);
             if (breaks.size() > max_runs) {
-              return refuse("mesh axis '" + mesh.axes[a].name + "' has over " +
+              return refuse("mesh axis '" + mesh.axes[axis_index].name + "' has over " +
                             std::to_string(max_runs) + " coordinates of distinct memory");
             }
             continue;
@@ -480,120 +487,122 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
         std::sort(breaks.begin(), breaks.end());
       }
       Hash128 prev;
-      for (std::int64_t v = 0; !monotone && v < mesh.axes[a].size; ++v) {
+      for (std::int64_t v = 0; !monotone && v < mesh.axes[axis_index].size; ++v) {
         std::fill(coords.begin(), coords.end(), 0);
-        coords[a] = v;
-        Hash128 h;
+        coords[axis_index] = v;
+        Hash128 hash;
         while (true) {
-          const DimPiece piece = dim_piece_at(*c.geom, c.dim, coords);
-          h.add(static_cast<std::uint64_t>(piece.alloc));
-          h.add(static_cast<std::uint64_t>(piece.real));
+          const DimPiece piece = dim_piece_at(*chain.geom, chain.dim, coords);
+          hash.add(static_cast<std::uint64_t>(piece.alloc));
+          hash.add(static_cast<std::uint64_t>(piece.real));
           // Odometer over the chain's other axes (last fastest).
-          std::size_t i = c.axes.size();
+          std::size_t i = chain.axes.size();
           while (i-- > 0) {
-            const auto o = static_cast<std::size_t>(c.axes[i]);
-            if (o == a) continue;
-            if (++coords[o] < mesh.axes[o].size) break;
-            coords[o] = 0;
+            const auto other = static_cast<std::size_t>(chain.axes[i]);
+            if (other == axis_index) continue;
+            if (++coords[other] < mesh.axes[other].size) break;
+            coords[other] = 0;
           }
           if (i == static_cast<std::size_t>(-1)) break;
         }
-        if (v > 0 && !(h == prev)) {
+        if (v > 0 && !(hash == prev)) {
           breaks.push_back(v);
           if (breaks.size() > max_runs) {
-            return refuse("mesh axis '" + mesh.axes[a].name + "' has over " +
+            return refuse("mesh axis '" + mesh.axes[axis_index].name + "' has over " +
                           std::to_string(max_runs) + " coordinates of distinct memory");
           }
         }
-        prev = h;
+        prev = hash;
       }
       std::vector<std::int64_t> merged;
-      std::set_union(starts[a].begin(), starts[a].end(), breaks.begin(), breaks.end(),
-                     std::back_inserter(merged));
-      starts[a] = std::move(merged);
+      std::set_union(starts[axis_index].begin(), starts[axis_index].end(), breaks.begin(),
+                     breaks.end(), std::back_inserter(merged));
+      starts[axis_index] = std::move(merged);
     }
   }
   std::int64_t cells = 1;
-  for (const auto& s : starts) {
-    cells *= static_cast<std::int64_t>(s.size());
+  for (const auto& axis_starts : starts) {
+    cells *= static_cast<std::int64_t>(axis_starts.size());
     if (cells > limits::kMaxMemoryReportWorld) {
       return refuse("over " + std::to_string(limits::kMaxMemoryReportWorld) +
                     " classes of ranks with distinct memory");
     }
   }
-  MemoryReport m;
-  fsdp_degrees(plan, m);
-  declared_layouts(plan, m);
-  stage_activation_bytes(plan, m);
+  MemoryReport report;
+  fsdp_degrees(plan, report);
+  declared_layouts(plan, report);
+  stage_activation_bytes(plan, report);
   const bool has_fsdp = plan_has_fsdp(plan);
   const std::vector<PlannedBuffer> buffers = plan_buffers(plan);
-  std::vector<std::size_t> run(n, 0);
+  std::vector<std::size_t> run(naxes, 0);
   std::map<ClassKey, std::size_t> index;
   std::vector<std::vector<Progression>> members;
   std::size_t progressions = 0;
   for (std::int64_t cell = 0; cell < cells; ++cell) {
     std::int64_t rank = 0;
-    for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t a = 0; a < naxes; ++a) {
       coords[a] = starts[a][run[a]];
       rank += coords[a] * strides[a];
     }
     std::array<std::int64_t, kWidth> cols{};
-    for (const PlannedParam& p : plan.params) {
-      if (!plan.holds(rank, p) || counted_once(plan, p)) continue;
-      add_shard(plan, has_fsdp, p, shard_at(p.geometry, coords), cols);
+    for (const PlannedParam& param : plan.params) {
+      if (!plan.holds(rank, param) || counted_once(plan, param)) continue;
+      add_shard(plan, has_fsdp, param, shard_at(param.geometry, coords), cols);
     }
     std::int64_t fsdp2 = 0;
     std::int64_t muon = 0;
     std::int64_t largest_unit = 0;
-    for (const BufferBytesAt& b : buffer_bytes_at(plan, buffers, rank)) {
-      fsdp2 = std::max(fsdp2, b.gathered_peak);
-      muon = std::max(muon, b.call_peak);
-      largest_unit = std::max(largest_unit, b.largest_unit);
+    for (const BufferBytesAt& bytes : buffer_bytes_at(plan, buffers, rank)) {
+      fsdp2 = std::max(fsdp2, bytes.gathered_peak);
+      muon = std::max(muon, bytes.call_peak);
+      largest_unit = std::max(largest_unit, bytes.largest_unit);
     }
     RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
-    if (m.activations_counted) step_peak(plan, largest_unit, rank, m, rm);
+    if (report.activations_counted) step_peak(plan, largest_unit, rank, report, rm);
     const int stage = plan.stage_of_rank(rank);
     auto [it, fresh] = index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {
       members.emplace_back();
-      m.classes.push_back({stage, rm, {}, 0});
+      report.classes.push_back({stage, rm, {}, 0});
     }
     // The cell's ranks: the innermost axis's run is one progression, repeated over every
     // coordinate of the outer axes' runs.
-    const auto end_of = [&](std::size_t a) {
-      return run[a] + 1 < starts[a].size() ? starts[a][run[a] + 1] : mesh.axes[a].size;
+    const auto end_of = [&](std::size_t axis) {
+      return run[axis] + 1 < starts[axis].size() ? starts[axis][run[axis] + 1]
+                                                 : mesh.axes[axis].size;
     };
     std::int64_t count = 1;
     std::vector<std::int64_t> bases{0};
-    for (std::size_t a = 0; a + 1 < n; ++a) {
+    for (std::size_t a = 0; a + 1 < naxes; ++a) {
       std::vector<std::int64_t> next;
-      for (std::int64_t b : bases)
+      for (std::int64_t base : bases)
         for (std::int64_t v = starts[a][run[a]]; v < end_of(a); ++v)
-          next.push_back(b + v * strides[a]);
+          next.push_back(base + v * strides[a]);
       bases = std::move(next);
       progressions += bases.size();
       if (progressions > (std::size_t{1} << 24)) {
         return refuse("the classes' rank sets need over 2^24 runs of ranks");
       }
     }
-    const std::int64_t inner_lo = n ? starts[n - 1][run[n - 1]] : 0;
-    const std::int64_t inner_len = n ? end_of(n - 1) - inner_lo : 1;
-    for (std::int64_t b : bases) members[it->second].push_back({b + inner_lo, 1, inner_len});
+    const std::int64_t inner_lo = naxes ? starts[naxes - 1][run[naxes - 1]] : 0;
+    const std::int64_t inner_len = naxes ? end_of(naxes - 1) - inner_lo : 1;
+    for (std::int64_t base : bases) members[it->second].push_back({base + inner_lo, 1, inner_len});
     count = static_cast<std::int64_t>(bases.size()) * inner_len;
-    m.classes[it->second].count += count;
-    for (std::size_t a = n; a-- > 0;) {  // odometer over the runs
+    report.classes[it->second].count += count;
+    for (std::size_t a = naxes; a-- > 0;) {  // odometer over the runs
       if (++run[a] < starts[a].size()) break;
       run[a] = 0;
     }
   }
   for (std::size_t k = 0; k < members.size(); ++k)
-    m.classes[k].ranks = RankSet::from_disjoint(std::move(members[k]));
+    report.classes[k].ranks = RankSet::from_disjoint(std::move(members[k]));
   // Lowest rank first, as compute_memory orders its classes.
-  std::sort(m.classes.begin(), m.classes.end(), [](const MemoryClass& x, const MemoryClass& y) {
-    return x.ranks.first() < y.ranks.first();
-  });
-  set_peak(plan, m);
-  return m;
+  std::sort(report.classes.begin(), report.classes.end(),
+            [](const MemoryClass& left, const MemoryClass& right) {
+              return left.ranks.first() < right.ranks.first();
+            });
+  set_peak(plan, report);
+  return report;
 }
 
 std::optional<MemoryReport> memory_classes(const Plan& plan, std::string* why) {
@@ -605,38 +614,39 @@ MemoryReport compute_memory(const Plan& plan) {
   return compute_memory(plan, buffer_rank_bytes(plan, plan_buffers(plan)));
 }
 
-std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
+std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& report) {
   // Per stage: (value, ranks) pairs sorted by value; the lower median is the value at
   // position (n - 1) / 2 of the stage's n ranks.
   std::vector<std::vector<const MemoryClass*>> by_stage(static_cast<std::size_t>(plan.num_stages));
-  for (const MemoryClass& c : m.classes) by_stage[static_cast<std::size_t>(c.stage)].push_back(&c);
+  for (const MemoryClass& memory_class : report.classes)
+    by_stage[static_cast<std::size_t>(memory_class.stage)].push_back(&memory_class);
   auto stats = [](const std::vector<const MemoryClass*>& cs, auto value) {
-    std::vector<std::pair<std::int64_t, std::int64_t>> v;
-    v.reserve(cs.size());
-    std::int64_t n = 0;
-    for (const MemoryClass* c : cs) {
-      v.emplace_back(value(c->memory), c->count);
-      n += c->count;
+    std::vector<std::pair<std::int64_t, std::int64_t>> values;
+    values.reserve(cs.size());
+    std::int64_t ranks = 0;
+    for (const MemoryClass* memory_class : cs) {
+      values.emplace_back(value(memory_class->memory), memory_class->count);
+      ranks += memory_class->count;
     }
-    std::sort(v.begin(), v.end());
-    const std::int64_t at = (n - 1) / 2;
-    std::int64_t median = v.back().first;
+    std::sort(values.begin(), values.end());
+    const std::int64_t at = (ranks - 1) / 2;
+    std::int64_t median = values.back().first;
     std::int64_t seen = 0;
-    for (const auto& [x, count] : v) {
+    for (const auto& [x, count] : values) {
       seen += count;
       if (seen > at) {
         median = x;
         break;
       }
     }
-    return KindStats{v.front().first, median, v.back().first};
+    return KindStats{values.front().first, median, values.back().first};
   };
   std::vector<StageMemory> out;
   for (std::size_t s = 0; s < by_stage.size(); ++s) {
     if (by_stage[s].empty()) continue;
     StageMemory sm;
     sm.stage = static_cast<int>(s);
-    for (const MemoryClass* c : by_stage[s]) sm.num_ranks += c->count;
+    for (const MemoryClass* memory_class : by_stage[s]) sm.num_ranks += memory_class->count;
     for (std::size_t k = 0; k < kMemoryKinds; ++k)
       sm.kinds[k] = stats(by_stage[s], [k](const RankMemory& rm) { return rm.bytes[k]; });
     sm.step = {stats(by_stage[s], [](const RankMemory& rm) { return rm.activations; }),
@@ -650,18 +660,18 @@ std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m) {
 }
 
 std::string rank_coords_text(const Plan& plan, std::int64_t rank) {
-  auto text = [rank](const Mesh& mesh) {
-    const std::vector<std::int64_t> c = mesh_coords(mesh, rank);
-    std::string s;
+  auto mesh_text = [rank](const Mesh& mesh) {
+    const std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
+    std::string axes;
     for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
-      if (i > 0) s += ' ';
-      s += mesh.axes[i].name + "=" + std::to_string(c[i]);
+      if (i > 0) axes += ' ';
+      axes += mesh.axes[i].name + "=" + std::to_string(coords[i]);
     }
-    return s;
+    return axes;
   };
-  std::string s = text(plan.dense);
-  if (plan.expert) s += " | " + text(*plan.expert);
-  return s;
+  std::string text = mesh_text(plan.dense);
+  if (plan.expert) text += " | " + mesh_text(*plan.expert);
+  return text;
 }
 
 }  // namespace shardc

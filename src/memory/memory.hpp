@@ -112,7 +112,7 @@ inline constexpr std::size_t kMemoryKinds = 6;
 
 /// JSON / table name: "params", "grads", "master_weights",
 /// "optimizer_state", "fsdp2_allgather", "muon_allgather".
-const char* memory_kind_name(MemoryKind k);
+const char* memory_kind_name(MemoryKind kind);
 
 /// One rank's memory, in bytes.
 struct RankMemory {
@@ -146,8 +146,8 @@ struct ParamMemoryRule {
   std::int64_t grad_copy_bytes = 0;
 };
 
-/// The rule for `p` under `t` (see the header comment for every default).
-ParamMemoryRule param_memory_rule(const PlannedParam& p, const TrainingSpec& t);
+/// The rule for `param` under `training` (see the header comment for every default).
+ParamMemoryRule param_memory_rule(const PlannedParam& param, const TrainingSpec& training);
 
 /// Ranks of one pipeline stage with the same memory (every field of RankMemory equal).
 struct MemoryClass {
@@ -228,7 +228,7 @@ inline constexpr std::array<const char*, 4> kStepKindNames = {"activations", "fs
                                                               "muon_grad_copy", "host"};
 
 /// Per-stage statistics (stage order). Cost O(ranks log ranks).
-std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& m);
+std::vector<StageMemory> stage_memory(const Plan& plan, const MemoryReport& report);
 
 /// Per-rank tables (compile's and verify's rank files and plan.json per-rank memory) keep a
 /// row per rank: for a world above limits::kMaxMemoryReportWorld, one E-MEMORY-WORLD error at
@@ -248,7 +248,7 @@ void refuse_memory_classes(const Plan& plan, const SourceLoc& loc, const std::st
 /// the hint what would bring it under: the FSDP degree at which the
 /// FSDP-scaled state fits (all-gather buffers kept), or that no FSDP degree
 /// can. Nothing when every rank fits.
-void check_budget(const Plan& plan, const MemoryReport& m, std::int64_t budget,
+void check_budget(const Plan& plan, const MemoryReport& report, std::int64_t budget,
                   const SourceLoc& loc, DiagnosticSink& sink);
 
 /// "pp=0 dp_shard=3 tp=1" (dense mesh; the expert mesh appended as

@@ -45,27 +45,28 @@ template <typename N>
 class NodeOps {
  public:
   [[nodiscard]] int i32() const {
-    const std::int64_t v = self().i64();
-    if (v < INT32_MIN || v > INT32_MAX) self().fail(std::to_string(v) + " out of 32-bit range");
-    return static_cast<int>(v);
+    const std::int64_t value = self().i64();
+    if (value < INT32_MIN || value > INT32_MAX)
+      self().fail(std::to_string(value) + " out of 32-bit range");
+    return static_cast<int>(value);
   }
   /// An integer in [lo, hi].
   [[nodiscard]] std::int64_t in_range(std::int64_t lo, std::int64_t hi) const {
-    const std::int64_t v = self().i64();
-    if (v < lo || v > hi)
-      self().fail(std::to_string(v) + " outside [" + std::to_string(lo) + ", " +
+    const std::int64_t value = self().i64();
+    if (value < lo || value > hi)
+      self().fail(std::to_string(value) + " outside [" + std::to_string(lo) + ", " +
                   std::to_string(hi) + "]");
-    return v;
+    return value;
   }
   [[nodiscard]] DType dtype() const {
-    const auto t = parse_dtype(self().str());
-    if (!t) self().fail("unknown dtype");
-    return *t;
+    const auto parsed = parse_dtype(self().str());
+    if (!parsed) self().fail("unknown dtype");
+    return *parsed;
   }
   [[nodiscard]] std::vector<std::int64_t> ints() const {
     std::vector<std::int64_t> out;
     out.reserve(self().size());
-    self().each([&](const N& i) { out.push_back(i.i64()); });
+    self().each([&](const N& element) { out.push_back(element.i64()); });
     return out;
   }
   /// A tensor shape: at most kMaxTensorRank extents in [0, 2^62] whose product (numel) is at most
@@ -86,14 +87,14 @@ class NodeOps {
   [[nodiscard]] std::vector<std::string> strs() const {
     std::vector<std::string> out;
     out.reserve(self().size());
-    self().each([&](const N& i) { out.push_back(i.str()); });
+    self().each([&](const N& element) { out.push_back(element.str()); });
     return out;
   }
   template <typename F>
-  auto map(F f) const {
-    std::vector<decltype(f(std::declval<N>()))> out;
+  auto map(F convert) const {
+    std::vector<decltype(convert(std::declval<N>()))> out;
     out.reserve(self().size());
-    self().each([&](const N& i) { out.push_back(f(i)); });
+    self().each([&](const N& element) { out.push_back(convert(element)); });
     return out;
   }
 
@@ -105,7 +106,7 @@ class NodeOps {
 // value for error messages.
 class RefNode : public NodeOps<RefNode> {
  public:
-  RefNode(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  RefNode(const json& value, std::string path) : j_(value), path_(std::move(path)) {}
 
   [[nodiscard]] RefNode at(const char* key) const {
     if (!j_.is_object()) fail("not an object");
@@ -123,8 +124,8 @@ class RefNode : public NodeOps<RefNode> {
     return {j_.at(i), path_ + "[" + std::to_string(i) + "]"};
   }
   template <typename F>
-  void each(F f) const {
-    for (std::size_t i = 0; i < size(); ++i) f((*this)[i]);
+  void each(F visit) const {
+    for (std::size_t i = 0; i < size(); ++i) visit((*this)[i]);
   }
   [[nodiscard]] std::int64_t i64() const {
     if (j_.is_number_unsigned() && j_.get<std::uint64_t>() > INT64_MAX) fail("above 2^63 - 1");
@@ -163,16 +164,16 @@ class RefNode : public NodeOps<RefNode> {
 // non-ASCII bytes get here (plain_text), so strings and keys read the same.
 class FastNode : public NodeOps<FastNode> {
  public:
-  explicit FastNode(simdjson::dom::element e) : e_(e) {}
+  explicit FastNode(simdjson::dom::element element) : e_(element) {}
 
   [[nodiscard]] FastNode at(const char* key) const {
-    simdjson::dom::object o;
-    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
-    const std::string_view k(key);
+    simdjson::dom::object object;
+    if (e_.get_object().get(object) != simdjson::SUCCESS) throw Fallback{};
+    const std::string_view wanted(key);
     simdjson::dom::element found;
     bool seen = false;
-    for (const auto field : o) {
-      if (field.key != k) continue;
+    for (const auto field : object) {
+      if (field.key != wanted) continue;
       if (seen) throw Fallback{};
       seen = true;
       found = field.value;
@@ -181,122 +182,125 @@ class FastNode : public NodeOps<FastNode> {
     return FastNode(found);
   }
   [[nodiscard]] bool has(const char* key) const {
-    simdjson::dom::object o;
-    if (e_.get_object().get(o) != simdjson::SUCCESS) return false;
-    const std::string_view k(key);
-    return std::any_of(o.begin(), o.end(), [&](const auto& field) { return field.key == k; });
+    simdjson::dom::object object;
+    if (e_.get_object().get(object) != simdjson::SUCCESS) return false;
+    const std::string_view wanted(key);
+    return std::any_of(object.begin(), object.end(),
+                       [&](const auto& field) { return field.key == wanted; });
   }
   [[nodiscard]] bool is_null() const { return e_.is_null(); }
   [[nodiscard]] std::size_t size() const { return array().size(); }
   [[nodiscard]] FastNode operator[](std::size_t i) const {
-    simdjson::dom::element e;
-    if (array().at(i).get(e) != simdjson::SUCCESS) throw Fallback{};
-    return FastNode(e);
+    simdjson::dom::element element;
+    if (array().at(i).get(element) != simdjson::SUCCESS) throw Fallback{};
+    return FastNode(element);
   }
   template <typename F>
-  void each(F f) const {
-    for (const simdjson::dom::element e : array()) f(FastNode(e));
+  void each(F visit) const {
+    for (const simdjson::dom::element element : array()) visit(FastNode(element));
   }
   [[nodiscard]] std::int64_t i64() const {
-    std::int64_t v = 0;
-    if (e_.get_int64().get(v) != simdjson::SUCCESS) throw Fallback{};
-    return v;
+    std::int64_t value = 0;
+    if (e_.get_int64().get(value) != simdjson::SUCCESS) throw Fallback{};
+    return value;
   }
   [[nodiscard]] std::vector<std::pair<std::string, std::int64_t>> int_members() const {
-    simdjson::dom::object o;
-    if (e_.get_object().get(o) != simdjson::SUCCESS) throw Fallback{};
+    simdjson::dom::object object;
+    if (e_.get_object().get(object) != simdjson::SUCCESS) throw Fallback{};
     std::vector<std::pair<std::string, std::int64_t>> out;
-    for (const auto field : o) out.emplace_back(field.key, FastNode(field.value).i64());
+    for (const auto field : object) out.emplace_back(field.key, FastNode(field.value).i64());
     std::sort(out.begin(), out.end());
     for (std::size_t i = 1; i < out.size(); ++i)
       if (out[i].first == out[i - 1].first) throw Fallback{};
     return out;
   }
   [[nodiscard]] bool boolean() const {
-    bool v = false;
-    if (e_.get_bool().get(v) != simdjson::SUCCESS) throw Fallback{};
-    return v;
+    bool value = false;
+    if (e_.get_bool().get(value) != simdjson::SUCCESS) throw Fallback{};
+    return value;
   }
   [[nodiscard]] std::string str() const {
-    std::string_view v;
-    if (e_.get_string().get(v) != simdjson::SUCCESS) throw Fallback{};
-    return std::string(v);
+    std::string_view value;
+    if (e_.get_string().get(value) != simdjson::SUCCESS) throw Fallback{};
+    return std::string(value);
   }
   [[noreturn]] void fail(const std::string& /*what*/) const { throw Fallback{}; }
 
  private:
   // The array, whose size simdjson knows exactly below 2^24 elements.
   [[nodiscard]] simdjson::dom::array array() const {
-    simdjson::dom::array a;
-    if (e_.get_array().get(a) != simdjson::SUCCESS || a.size() >= 0xFFFFFF) throw Fallback{};
-    return a;
+    simdjson::dom::array elements;
+    if (e_.get_array().get(elements) != simdjson::SUCCESS || elements.size() >= 0xFFFFFF)
+      throw Fallback{};
+    return elements;
   }
   simdjson::dom::element e_;
 };
 
 template <typename N>
-PlanParam plan_param(const N& n) {
-  PlanParam p;
-  p.name = n.at("name").str();
-  p.dtype = n.at("dtype").dtype();
-  p.global_shape = n.at("global_shape").ints();
-  p.mesh = n.at("mesh").str();
-  p.placements = n.at("placements").strs();
-  p.stage = n.at("stage").i32();
-  if (!n.at("alias_of").is_null()) p.alias_of = n.at("alias_of").str();
-  if (n.has("stacked_from") && !n.at("stacked_from").is_null()) {
-    const N s = n.at("stacked_from");
-    p.stacked_from = PlanParam::Stacked{s.at("count").i64(), s.at("first").str(),
-                                        s.at("last").str(), s.at("sources").strs()};
+PlanParam plan_param(const N& node) {
+  PlanParam param;
+  param.name = node.at("name").str();
+  param.dtype = node.at("dtype").dtype();
+  param.global_shape = node.at("global_shape").ints();
+  param.mesh = node.at("mesh").str();
+  param.placements = node.at("placements").strs();
+  param.stage = node.at("stage").i32();
+  if (!node.at("alias_of").is_null()) param.alias_of = node.at("alias_of").str();
+  if (node.has("stacked_from") && !node.at("stacked_from").is_null()) {
+    const N stacked = node.at("stacked_from");
+    param.stacked_from = PlanParam::Stacked{stacked.at("count").i64(), stacked.at("first").str(),
+                                            stacked.at("last").str(), stacked.at("sources").strs()};
   }
-  p.uneven = n.at("uneven").str();
-  if (n.has("rule") && !n.at("rule").is_null()) p.rule = n.at("rule").at("match").str();
-  p.packed = n.has("packed") || n.has("strided_boxes");
-  if (n.has("vocab_padding")) {
-    p.vocab_rows = n.at("vocab_padding").at("rows").i64();
-    p.vocab_multiple = n.at("vocab_padding").at("multiple").i64();
+  param.uneven = node.at("uneven").str();
+  if (node.has("rule") && !node.at("rule").is_null())
+    param.rule = node.at("rule").at("match").str();
+  param.packed = node.has("packed") || node.has("strided_boxes");
+  if (node.has("vocab_padding")) {
+    param.vocab_rows = node.at("vocab_padding").at("rows").i64();
+    param.vocab_multiple = node.at("vocab_padding").at("multiple").i64();
   }
-  p.shards = n.at("shards").map([](const N& s) {
-    PlanShard shard{s.at("ranks").str(),
-                    s.at("local_shape").ints(),
-                    s.at("global_offset").ints(),
-                    s.at("padded_shape").ints(),
+  param.shards = node.at("shards").map([](const N& entry) {
+    PlanShard shard{entry.at("ranks").str(),
+                    entry.at("local_shape").ints(),
+                    entry.at("global_offset").ints(),
+                    entry.at("padded_shape").ints(),
                     {}};
-    if (s.has("boxes"))
-      shard.boxes = s.at("boxes").map([](const N& b) {
-        return PlanBox{b.at("global_offset").ints(), b.at("local_offset").ints(),
-                       b.at("shape").ints()};
+    if (entry.has("boxes"))
+      shard.boxes = entry.at("boxes").map([](const N& box) {
+        return PlanBox{box.at("global_offset").ints(), box.at("local_offset").ints(),
+                       box.at("shape").ints()};
       });
     return shard;
   });
-  return p;
+  return param;
 }
 
 template <typename N>
-RankParam rank_param(const N& n) {
-  RankParam p;
-  p.name = n.at("name").str();
-  p.dtype = n.at("dtype").dtype();
-  p.stage = n.at("stage").i32();
-  p.global_shape = n.at("global_shape").ints();
-  p.local_shape = n.at("local_shape").ints();
-  p.global_offset = n.at("global_offset").ints();
-  p.padded_shape = n.at("padded_shape").ints();
-  p.numel = n.at("numel").i64();
-  p.bytes = n.at("bytes").i64();
-  p.alias = !n.at("alias_of").is_null();
-  if (p.alias) {
-    p.alias_of = n.at("alias_of").str();
-  } else if (n.has("tied_copy_of")) {
-    p.alias_of = n.at("tied_copy_of").str();
+RankParam rank_param(const N& node) {
+  RankParam param;
+  param.name = node.at("name").str();
+  param.dtype = node.at("dtype").dtype();
+  param.stage = node.at("stage").i32();
+  param.global_shape = node.at("global_shape").ints();
+  param.local_shape = node.at("local_shape").ints();
+  param.global_offset = node.at("global_offset").ints();
+  param.padded_shape = node.at("padded_shape").ints();
+  param.numel = node.at("numel").i64();
+  param.bytes = node.at("bytes").i64();
+  param.alias = !node.at("alias_of").is_null();
+  if (param.alias) {
+    param.alias_of = node.at("alias_of").str();
+  } else if (node.has("tied_copy_of")) {
+    param.alias_of = node.at("tied_copy_of").str();
   }
-  return p;
+  return param;
 }
 
 template <typename N>
-PlanRankStat rank_stat(const N& n) {
-  return {n.at("min").i64(), n.at("max").i64(), n.at("min_ranks").str(), n.at("max_ranks").str(),
-          n.has("median") ? n.at("median").i64() : 0};
+PlanRankStat rank_stat(const N& node) {
+  return {node.at("min").i64(), node.at("max").i64(), node.at("min_ranks").str(),
+          node.at("max_ranks").str(), node.has("median") ? node.at("median").i64() : 0};
 }
 
 // Byte kinds of `summary.per_rank_memory` and of a rank file's `memory`, in the writers'
@@ -309,70 +313,79 @@ constexpr std::array<const char*, 4> kStepKindKeys = {"activations", "fsdp2_redu
 // `summary.per_rank_memory`: every byte kind's statistics (the step kinds when counted),
 // then the activations per stage (`stage_activations`) when counted.
 template <typename N>
-PlanMemory plan_memory(const N& n) {
-  PlanMemory m;
-  m.not_counted = n.at("not_counted").str();
-  for (const char* key : kMemoryKindKeys) m.kinds.emplace_back(key, rank_stat(n.at(key)));
+PlanMemory plan_memory(const N& node) {
+  PlanMemory memory;
+  memory.not_counted = node.at("not_counted").str();
+  for (const char* key : kMemoryKindKeys) memory.kinds.emplace_back(key, rank_stat(node.at(key)));
   for (const char* key : kStepKindKeys) {
-    if (n.has(key)) m.kinds.emplace_back(key, rank_stat(n.at(key)));
+    if (node.has(key)) memory.kinds.emplace_back(key, rank_stat(node.at(key)));
   }
-  m.kinds.emplace_back("total", rank_stat(n.at("total")));
-  if (n.has("stage_activations")) {
-    m.activations = n.at("stage_activations").map([](const N& a) {
-      return PlanStageActivations{a.at("stage").i32(), a.at("layers").i64(),
-                                  a.at("in_flight").i64(), a.at("per_microbatch_bytes").i64(),
-                                  a.at("bytes").i64()};
+  memory.kinds.emplace_back("total", rank_stat(node.at("total")));
+  if (node.has("stage_activations")) {
+    memory.activations = node.at("stage_activations").map([](const N& entry) {
+      return PlanStageActivations{entry.at("stage").i32(), entry.at("layers").i64(),
+                                  entry.at("in_flight").i64(),
+                                  entry.at("per_microbatch_bytes").i64(), entry.at("bytes").i64()};
     });
   }
-  return m;
+  return memory;
 }
 
 template <typename N>
-PlanDiagnostic plan_diagnostic(const N& n) {
-  return {n.at("code").str(), n.at("severity").str(), n.at("message").str(), n.at("hint").str(),
-          n.at("file").str(), n.at("line").i64(),     n.at("column").i64()};
+PlanDiagnostic plan_diagnostic(const N& node) {
+  return {node.at("code").str(),  node.at("severity").str(), node.at("message").str(),
+          node.at("hint").str(),  node.at("file").str(),     node.at("line").i64(),
+          node.at("column").i64()};
 }
 
 // The rank file's params, for resolving the buffers' param indices.
 using Held = std::vector<RankParam>;
 
 template <typename N>
-const RankParam& held_at(const N& n, const Held& held) {
-  const std::int64_t i = n.i64();
+const RankParam& held_at(const N& node, const Held& held) {
+  const std::int64_t i = node.i64();
   if (i < 0 || i >= static_cast<std::int64_t>(held.size()))
-    n.fail("param index " + std::to_string(i) + " is not in this file's params");
+    node.fail("param index " + std::to_string(i) + " is not in this file's params");
   return held[static_cast<std::size_t>(i)];
 }
 
 template <typename N>
-std::vector<std::string> names_at(const N& n, const Held& held) {
-  return n.map([&](const N& i) { return held_at(i, held).name; });
+std::vector<std::string> names_at(const N& indices, const Held& held) {
+  return indices.map([&](const N& index) { return held_at(index, held).name; });
 }
 
 template <typename N>
-std::vector<std::int64_t> rank_list(const N& n) {
+std::vector<std::int64_t> rank_list(const N& node) {
   std::string error;
-  auto out = parse_rank_list(n.str(), error);
-  if (!out) n.fail(error);
+  auto out = parse_rank_list(node.str(), error);
+  if (!out) node.fail(error);
   return *out;
 }
 
 // Largest split size read (2^40 elements on one dim) and most members of a stage (2^24).
-// Their sum can still pass 2^63, and a gathered shape's numel much more: muon_group checks
-// every stage's gathered shape (gathered_shapes_fit) before any arithmetic on it.
+// A stage's split sizes are the pieces of one tensor dim, so they sum to at most 2^62
+// elements (limits::kMaxNumel), checked as they are read: every later sum of them (a gathered
+// extent, a slice-back start) fits int64 whatever the stage's tensor_dim says. A gathered
+// shape's numel can still pass 2^63: muon_group checks every stage's gathered shape
+// (gathered_shapes_fit) before any arithmetic on it.
 constexpr std::int64_t kMaxExtent = std::int64_t{1} << 40;
 
 // [[size, count], ...] -> the expanded list.
 template <typename N>
-std::vector<std::int64_t> runs(const N& n) {
+std::vector<std::int64_t> runs(const N& run_list) {
   std::vector<std::int64_t> out;
-  n.each([&](const N& item) {
+  std::int64_t sum = 0;
+  run_list.each([&](const N& item) {
     const auto run = item.ints();
     if (run.size() != 2 || run[0] < 0 || run[0] > kMaxExtent || run[1] < 1 ||
         run[1] > (std::int64_t{1} << 24) - static_cast<std::int64_t>(out.size()))
       item.fail(
           "not a [size, count] run with 0 <= size <= 2^40, 1 <= count, at most 2^24 "
           "members in all");
+    // size x count can reach 2^64: compared as a quotient (count >= 1).
+    if (run[0] > (limits::kMaxNumel - sum) / run[1])
+      item.fail("the split sizes sum to more than 2^62 elements");
+    sum += run[0] * run[1];
     out.insert(out.end(), static_cast<std::size_t>(run[1]), run[0]);
   });
   return out;
@@ -395,33 +408,34 @@ struct LeanParam {
 // rank's own shape after the earlier stages) by the planner's arithmetic
 // (muon_stage_sizes); member k's shape is the input with tensor_dim set to
 // split_sizes[k].
-MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& g,
+MuonStageParam derive_stage_param(const std::string& name, const StageGeometry& geometry,
                                   const std::vector<std::int64_t>& split, const Shape& input,
                                   std::int64_t align) {
-  MuonStageParam p;
-  p.name = name;
-  p.tensor_dim = g.tensor_dim;
-  p.split_sizes = split;
-  const auto d = static_cast<std::size_t>(g.tensor_dim);
-  if (g.tensor_dim < 0 || d >= input.size()) return p;  // verify reports tensor_dim
+  MuonStageParam param;
+  param.name = name;
+  param.tensor_dim = geometry.tensor_dim;
+  param.split_sizes = split;
+  const auto d = static_cast<std::size_t>(geometry.tensor_dim);
+  if (geometry.tensor_dim < 0 || d >= input.size()) return param;  // verify reports tensor_dim
   for (std::int64_t size : split) {
     Shape shape = input;
     shape[d] = size;
-    p.rank_shapes.push_back(std::move(shape));
+    param.rank_shapes.push_back(std::move(shape));
   }
-  MuonStageSizes sizes = muon_stage_sizes(input, g.tensor_dim, split, g.index, align);
-  p.pad_shape = std::move(sizes.pad_shape);
-  p.actual_numel = sizes.actual_numel;
-  p.padded_numel = sizes.padded_numel;
-  return p;
+  MuonStageSizes sizes = muon_stage_sizes(input, geometry.tensor_dim, split, geometry.index, align);
+  param.pad_shape = std::move(sizes.pad_shape);
+  param.actual_numel = sizes.actual_numel;
+  param.padded_numel = sizes.padded_numel;
+  return param;
 }
 
 // The stage input shape of `lp` at stage `s`: its local shape with the
 // tensor dims of the earlier stages gathered (sum of their split sizes).
 // Precondition: gathered_shapes_fit(lp, stages).
-Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages, std::size_t s) {
+Shape input_shape(const LeanParam& lp, const std::vector<StageGeometry>& stages,
+                  std::size_t stage) {
   Shape shape = lp.held->local_shape;
-  for (std::size_t t = 0; t < s; ++t) {
+  for (std::size_t t = 0; t < stage; ++t) {
     const auto d = static_cast<std::size_t>(stages[t].tensor_dim);
     if (stages[t].tensor_dim < 0 || d >= shape.size()) continue;
     shape[d] = std::accumulate(lp.split_sizes[t].begin(), lp.split_sizes[t].end(), std::int64_t{0});
@@ -449,30 +463,30 @@ bool gathered_shapes_fit(const LeanParam& lp, const std::vector<StageGeometry>& 
 
 template <typename N>
 MuonStage derive_stage(const N& batch, const std::vector<const LeanParam*>& members,
-                       const std::vector<StageGeometry>& stages, std::size_t s,
+                       const std::vector<StageGeometry>& stages, std::size_t stage,
                        std::int64_t alignment_bytes, DType dtype) {
-  const StageGeometry& g = stages[s];
+  const StageGeometry& geometry = stages[stage];
   MuonStage st;
-  st.axes = g.axes;
-  st.ranks = g.ranks;
-  st.index = g.index;
+  st.axes = geometry.axes;
+  st.ranks = geometry.ranks;
+  st.index = geometry.index;
   const auto totals = batch.at("total_numel").ints();
   if (totals.size() != stages.size())
     batch.at("total_numel")
         .fail("needs one entry per stage (" + std::to_string(stages.size()) + ")");
-  st.total_numel = totals[s];
+  st.total_numel = totals[stage];
   const std::int64_t align = muon_align_elements(alignment_bytes, dtype);
-  if (__builtin_mul_overflow(st.total_numel, static_cast<std::int64_t>(g.ranks.size()),
+  if (__builtin_mul_overflow(st.total_numel, static_cast<std::int64_t>(geometry.ranks.size()),
                              &st.gathered_numel))
     batch.at("total_numel").fail("times the stage's ranks passes 2^63 elements");
   std::int64_t offset = 0;
   for (const LeanParam* lp : members) {
-    MuonStageParam p = derive_stage_param(lp->held->name, g, lp->split_sizes[s],
-                                          input_shape(*lp, stages, s), align);
-    p.offset = offset;
-    if (__builtin_add_overflow(offset, p.padded_numel, &offset))
+    MuonStageParam param = derive_stage_param(lp->held->name, geometry, lp->split_sizes[stage],
+                                              input_shape(*lp, stages, stage), align);
+    param.offset = offset;
+    if (__builtin_add_overflow(offset, param.padded_numel, &offset))
       batch.at("params").fail("the members' padded sizes pass 2^63 elements in all");
-    st.params.push_back(std::move(p));
+    st.params.push_back(std::move(param));
   }
   return st;
 }
@@ -487,190 +501,218 @@ std::vector<SliceStep> slice_back(const LeanParam& lp, const std::vector<StageGe
 }
 
 template <typename N>
-MuonGroup muon_group(const N& n, const Held& held, std::int64_t alignment_bytes) {
-  MuonGroup g;
-  g.key = n.at("key").str();
-  g.mesh = n.at("mesh").str();
-  g.replicate_axes = n.at("replicate_axes").strs();
-  g.replicate_coord = n.at("replicate_coord").ints();
-  const auto stages = n.at("stages").map([](const N& st) {
+MuonGroup muon_group(const N& node, const Held& held, std::int64_t alignment_bytes) {
+  MuonGroup group;
+  group.key = node.at("key").str();
+  group.mesh = node.at("mesh").str();
+  group.replicate_axes = node.at("replicate_axes").strs();
+  group.replicate_coord = node.at("replicate_coord").ints();
+  const auto stages = node.at("stages").map([](const N& st) {
     return StageGeometry{st.at("axes").strs(), st.at("tensor_dim").i32(), rank_list(st.at("ranks")),
                          st.at("index").i64()};
   });
   // Keyed by the names in `held`, which outlives this call.
   std::unordered_map<std::string_view, LeanParam> by_name;
-  const N params = n.at("params");
-  params.each([&](const N& e) {
-    const RankParam& h = held_at(e.at("param"), held);
-    LeanParam lp{&h, e.at("owner").ints(),
-                 e.at("split_sizes").map([](const N& r) { return runs(r); })};
+  const N params = node.at("params");
+  params.each([&](const N& entry) {
+    const RankParam& param = held_at(entry.at("param"), held);
+    LeanParam lp{&param, entry.at("owner").ints(),
+                 entry.at("split_sizes").map([](const N& run_list) { return runs(run_list); })};
     if (lp.split_sizes.size() != stages.size())
-      e.at("split_sizes")
+      entry.at("split_sizes")
           .fail("needs one run list per stage (" + std::to_string(stages.size()) + ")");
     if (!gathered_shapes_fit(lp, stages))
-      e.at("split_sizes")
-          .fail("gathers " + h.name + " to a shape of 2^62 elements or more (local_shape " +
-                shape_text(h.local_shape) + ")");
-    g.params.push_back(h.name);
-    g.owners.push_back({h.name, lp.owner, lp.owner == g.replicate_coord});
-    g.slice_back.push_back({h.name, slice_back(lp, stages)});
-    if (!by_name.emplace(h.name, std::move(lp)).second) e.at("param").fail("listed twice");
+      entry.at("split_sizes")
+          .fail("gathers " + param.name + " to a shape of 2^62 elements or more (local_shape " +
+                shape_text(param.local_shape) + ")");
+    group.params.push_back(param.name);
+    group.owners.push_back({param.name, lp.owner, lp.owner == group.replicate_coord});
+    group.slice_back.push_back({param.name, slice_back(lp, stages)});
+    if (!by_name.emplace(param.name, std::move(lp)).second) entry.at("param").fail("listed twice");
   });
-  g.batches = n.at("batches").map([&](const N& b) {
-    MuonBatch batch{b.at("dtype").dtype(), {}};
+  group.batches = node.at("batches").map([&](const N& batch_node) {
+    MuonBatch batch{batch_node.at("dtype").dtype(), {}};
     std::vector<const LeanParam*> members;
-    for (const std::string& name : names_at(b.at("params"), held)) {
+    for (const std::string& name : names_at(batch_node.at("params"), held)) {
       const auto it = by_name.find(name);
-      if (it == by_name.end()) b.at("params").fail(name + " is not in the group's params");
+      if (it == by_name.end()) batch_node.at("params").fail(name + " is not in the group's params");
       members.push_back(&it->second);
     }
     for (std::size_t s = 0; s < stages.size(); ++s)
-      batch.stages.push_back(derive_stage(b, members, stages, s, alignment_bytes, batch.dtype));
+      batch.stages.push_back(
+          derive_stage(batch_node, members, stages, s, alignment_bytes, batch.dtype));
     return batch;
   });
-  return g;
+  return group;
+}
+
+// The widest element (float64, int64): a unit's padded members are bounded in bytes at it,
+// so verify's per-unit sums, in elements or in bytes of any dtype, fit int64.
+constexpr std::int64_t kMaxElementBytes = 8;
+
+// An FSDP2 member's local and padded shapes (the held param's, which verify multiplies out):
+// each of fewer than 2^62 elements, and the unit's padded members at most 2^62 bytes at
+// kMaxElementBytes an element (`unit_bytes`, the members so far).
+template <typename N>
+void check_fsdp2_member(const N& param_node, const RankParam& param, std::int64_t& unit_bytes) {
+  const std::optional<std::int64_t> local = checked_numel(param.local_shape);
+  const std::optional<std::int64_t> padded = checked_numel(param.padded_shape);
+  if (!local || !padded)
+    param_node.fail(param.name + ": local_shape " + shape_text(param.local_shape) +
+                    " or padded_shape " + shape_text(param.padded_shape) +
+                    " has a negative extent or 2^62 or more elements");
+  if (*padded > (limits::kMaxNumel - unit_bytes) / kMaxElementBytes)
+    param_node.fail(param.name + ": the unit's padded members pass 2^62 bytes");
+  unit_bytes += *padded * kMaxElementBytes;
 }
 
 template <typename N>
-Fsdp2Unit fsdp2_unit(const N& n, const Held& held) {
-  Fsdp2Unit u;
-  u.name = n.at("name").str();
-  u.mesh = n.at("mesh").str();
-  const std::string units = n.at("units").str();
-  if (units != "elements" && units != "bytes") n.at("units").fail("not 'elements' or 'bytes'");
-  u.byte_units = units == "bytes";
-  u.ranks = rank_list(n.at("ranks"));
-  u.index = n.at("index").i64();
-  u.total = n.at("total").i64();
-  u.total_bytes = n.at("total_bytes").i64();
-  u.output_shape = n.at("output_shape").shape();
-  u.params = n.at("params").map([&](const N& p) {
-    const RankParam& h = held_at(p.at("param"), held);
-    return Fsdp2Param{h.name,
-                      p.at("shard_dim").i32(),
-                      p.at("offset").i64(),
-                      p.at("padded_numel").i64(),
-                      h.padded_shape,
-                      h.local_shape,
-                      p.at("unsharded_shape").shape()};
+Fsdp2Unit fsdp2_unit(const N& node, const Held& held) {
+  Fsdp2Unit unit;
+  unit.name = node.at("name").str();
+  unit.mesh = node.at("mesh").str();
+  const std::string units = node.at("units").str();
+  if (units != "elements" && units != "bytes") node.at("units").fail("not 'elements' or 'bytes'");
+  unit.byte_units = units == "bytes";
+  unit.ranks = rank_list(node.at("ranks"));
+  unit.index = node.at("index").i64();
+  unit.total = node.at("total").i64();
+  unit.total_bytes = node.at("total_bytes").i64();
+  unit.output_shape = node.at("output_shape").shape();
+  std::int64_t unit_bytes = 0;
+  unit.params = node.at("params").map([&](const N& entry) {
+    const RankParam& param = held_at(entry.at("param"), held);
+    check_fsdp2_member(entry.at("param"), param, unit_bytes);
+    return Fsdp2Param{param.name,
+                      entry.at("shard_dim").i32(),
+                      entry.at("offset").i64(),
+                      entry.at("padded_numel").i64(),
+                      param.padded_shape,
+                      param.local_shape,
+                      entry.at("unsharded_shape").shape()};
   });
-  return u;
+  return unit;
 }
 
 template <typename N>
-FlatBuffer flat_buffer(const N& n, const Held& held) {
-  FlatBuffer f;
-  f.mesh = n.at("mesh").str();
-  f.expert = n.at("expert").boolean();
-  f.model_chunk = n.at("model_chunk").i32();
-  f.param_dtype = n.at("param_dtype").dtype();
-  f.grad_dtype = n.at("grad_dtype").dtype();
-  f.ranks = rank_list(n.at("ranks"));
-  f.index = n.at("index").i64();
-  f.bucket_size = n.at("bucket_size").is_null() ? -1 : n.at("bucket_size").i64();
-  f.numel = n.at("numel").i64();
-  f.shard_numel = n.at("shard_numel").i64();
-  f.owned_numel = n.at("owned_numel").i64();
-  f.buckets = n.at("buckets").map([&](const N& b) {
-    const auto v = b.ints();
-    if (v.size() != 3) b.fail("a bucket is [start, end, numel_unpadded]");
-    return std::array<std::int64_t, 3>{v[0], v[1], v[2]};
+FlatBuffer flat_buffer(const N& node, const Held& held) {
+  FlatBuffer flat;
+  flat.mesh = node.at("mesh").str();
+  flat.expert = node.at("expert").boolean();
+  flat.model_chunk = node.at("model_chunk").i32();
+  flat.param_dtype = node.at("param_dtype").dtype();
+  flat.grad_dtype = node.at("grad_dtype").dtype();
+  flat.ranks = rank_list(node.at("ranks"));
+  flat.index = node.at("index").i64();
+  flat.bucket_size = node.at("bucket_size").is_null() ? -1 : node.at("bucket_size").i64();
+  flat.numel = node.at("numel").i64();
+  flat.shard_numel = node.at("shard_numel").i64();
+  flat.owned_numel = node.at("owned_numel").i64();
+  flat.buckets = node.at("buckets").map([&](const N& bucket) {
+    const auto values = bucket.ints();
+    if (values.size() != 3) bucket.fail("a bucket is [start, end, numel_unpadded]");
+    return std::array<std::int64_t, 3>{values[0], values[1], values[2]};
   });
-  f.entries = n.at("params").map([&](const N& e) {
-    const auto v = e.ints();
-    if (v.size() != 5) e.fail("a flat param is [param, param_offset, numel, start, bucket]");
-    if (v[0] < 0 || v[0] >= static_cast<std::int64_t>(held.size()))
-      e.fail("param index " + std::to_string(v[0]) + " is not in this file's params");
-    return FlatEntry{held[static_cast<std::size_t>(v[0])].name, v[1], v[2], v[3], v[4]};
+  flat.entries = node.at("params").map([&](const N& entry) {
+    const auto values = entry.ints();
+    if (values.size() != 5)
+      entry.fail("a flat param is [param, param_offset, numel, start, bucket]");
+    if (values[0] < 0 || values[0] >= static_cast<std::int64_t>(held.size()))
+      entry.fail("param index " + std::to_string(values[0]) + " is not in this file's params");
+    return FlatEntry{held[static_cast<std::size_t>(values[0])].name, values[1], values[2],
+                     values[3], values[4]};
   });
-  f.owned = n.at("owned").map([&](const N& o) {
-    const auto v = o.ints();
-    if (v.size() != 4) o.fail("an owned range is [entry, param_offset, numel, buffer_start]");
-    return FlatOwned{v[0], v[1], v[2], v[3]};
+  flat.owned = node.at("owned").map([&](const N& range) {
+    const auto values = range.ints();
+    if (values.size() != 4)
+      range.fail("an owned range is [entry, param_offset, numel, buffer_start]");
+    return FlatOwned{values[0], values[1], values[2], values[3]};
   });
-  return f;
+  return flat;
 }
 
 template <typename N>
-Buffer buffer(const N& n, const Held& held) {
-  Buffer b;
-  const std::string kind = n.at("kind").str();
+Buffer buffer(const N& node, const Held& held) {
+  Buffer out;
+  const std::string kind = node.at("kind").str();
   if (kind == "muon_allgather") {
-    b.kind = BufferKind::MuonAllGather;
-    b.alignment_bytes = n.at("alignment_bytes").i64();
-    b.max_batch_numel = n.at("max_batch_numel").i64();
-    if (b.alignment_bytes < 1 || b.alignment_bytes > limits::kMaxAlignmentBytes)
-      n.at("alignment_bytes").fail("must be in [1, 2^40]");
-    b.groups =
-        n.at("groups").map([&](const N& g) { return muon_group(g, held, b.alignment_bytes); });
+    out.kind = BufferKind::MuonAllGather;
+    out.alignment_bytes = node.at("alignment_bytes").i64();
+    out.max_batch_numel = node.at("max_batch_numel").i64();
+    if (out.alignment_bytes < 1 || out.alignment_bytes > limits::kMaxAlignmentBytes)
+      node.at("alignment_bytes").fail("must be in [1, 2^40]");
+    out.groups = node.at("groups").map(
+        [&](const N& group) { return muon_group(group, held, out.alignment_bytes); });
   } else if (kind == "fsdp2_allgather") {
-    b.kind = BufferKind::Fsdp2AllGather;
-    b.units = n.at("units").map([&](const N& u) { return fsdp2_unit(u, held); });
+    out.kind = BufferKind::Fsdp2AllGather;
+    out.units = node.at("units").map([&](const N& unit) { return fsdp2_unit(unit, held); });
   } else if (kind == "megatron_distopt" || kind == "deepspeed_zero") {
-    b.kind = kind == "megatron_distopt" ? BufferKind::MegatronDistOpt : BufferKind::DeepSpeedZero;
-    b.zero_stage = n.at("zero_stage").i32();
-    if (b.kind == BufferKind::MegatronDistOpt)
-      b.pad_for_high_nccl_busbw = n.at("pad_for_high_nccl_busbw").boolean();
-    b.flat = n.at("flat").map([&](const N& f) { return flat_buffer(f, held); });
+    out.kind = kind == "megatron_distopt" ? BufferKind::MegatronDistOpt : BufferKind::DeepSpeedZero;
+    out.zero_stage = node.at("zero_stage").i32();
+    if (out.kind == BufferKind::MegatronDistOpt)
+      out.pad_for_high_nccl_busbw = node.at("pad_for_high_nccl_busbw").boolean();
+    out.flat = node.at("flat").map([&](const N& flat) { return flat_buffer(flat, held); });
   } else {
-    n.at("kind").fail("unknown buffer kind '" + kind + "'");
+    node.at("kind").fail("unknown buffer kind '" + kind + "'");
   }
-  b.not_communicated = names_at(n.at("not_communicated"), held);
-  return b;
+  out.not_communicated = names_at(node.at("not_communicated"), held);
+  return out;
 }
 
-bool is_hex_digest(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+bool is_hex_digest(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char digit) {
+           return (digit >= '0' && digit <= '9') || (digit >= 'a' && digit <= 'f');
          });
 }
 
 template <typename N>
-ManifestEntry manifest_entry(const N& n, bool rank_file) {
-  ManifestEntry e;
-  e.path = n.at("path").str();
-  if (rank_file) e.rank = n.at("rank").i64();
-  e.bytes = n.at("bytes").i64();
-  if (e.bytes < 0) n.at("bytes").fail("negative");
-  e.sha256 = n.at("sha256").str();
-  if (!is_hex_digest(e.sha256)) n.at("sha256").fail("not 64 lowercase hex digits");
-  return e;
+ManifestEntry manifest_entry(const N& node, bool rank_file) {
+  ManifestEntry entry;
+  entry.path = node.at("path").str();
+  if (rank_file) entry.rank = node.at("rank").i64();
+  entry.bytes = node.at("bytes").i64();
+  if (entry.bytes < 0) node.at("bytes").fail("negative");
+  entry.sha256 = node.at("sha256").str();
+  if (!is_hex_digest(entry.sha256)) node.at("sha256").fail("not 64 lowercase hex digits");
+  return entry;
 }
 
 // The files agree with world_size, their names, count and the rank set.
 template <typename N>
-void check_rank_files(const N& files, const ManifestFile& m, std::int64_t count, const N& ranks) {
-  if (count != static_cast<std::int64_t>(m.rank_files.size()))
-    files.fail("lists " + std::to_string(m.rank_files.size()) + " files but count says " +
+void check_rank_files(const N& files, const ManifestFile& manifest, std::int64_t count,
+                      const N& ranks) {
+  if (count != static_cast<std::int64_t>(manifest.rank_files.size()))
+    files.fail("lists " + std::to_string(manifest.rank_files.size()) + " files but count says " +
                std::to_string(count));
-  for (std::size_t i = 0; i < m.rank_files.size(); ++i) {
-    const ManifestEntry& e = m.rank_files[i];
-    if (e.rank < 0 || e.rank >= m.world_size)
-      files[i].at("rank").fail("rank " + std::to_string(e.rank) + " outside world size " +
-                               std::to_string(m.world_size));
-    if (i > 0 && e.rank <= m.rank_files[i - 1].rank)
+  for (std::size_t i = 0; i < manifest.rank_files.size(); ++i) {
+    const ManifestEntry& entry = manifest.rank_files[i];
+    if (entry.rank < 0 || entry.rank >= manifest.world_size)
+      files[i].at("rank").fail("rank " + std::to_string(entry.rank) + " outside world size " +
+                               std::to_string(manifest.world_size));
+    if (i > 0 && entry.rank <= manifest.rank_files[i - 1].rank)
       files[i].at("rank").fail("ranks not strictly ascending");
-    if (e.path != "ranks/" + rank_file_name(e.rank, m.world_size))
-      files[i].at("path").fail("'" + e.path + "' is not the file name of rank " +
-                               std::to_string(e.rank));
+    if (entry.path != "ranks/" + rank_file_name(entry.rank, manifest.world_size))
+      files[i].at("path").fail("'" + entry.path + "' is not the file name of rank " +
+                               std::to_string(entry.rank));
   }
-  if (m.ranks.empty() && m.rank_files.empty()) return;
+  if (manifest.ranks.empty() && manifest.rank_files.empty()) return;
   std::string error;
-  const auto set = RankSet::parse(m.ranks, m.world_size, error);
+  const auto set = RankSet::parse(manifest.ranks, manifest.world_size, error);
   if (!set) ranks.fail(error);
   bool same = set->size() == count;
-  for (std::size_t i = 0; same && i < m.rank_files.size(); ++i)
-    same = set->contains(m.rank_files[i].rank);
-  if (!same) ranks.fail("'" + m.ranks + "' is not the set of the listed files' ranks");
+  for (std::size_t i = 0; same && i < manifest.rank_files.size(); ++i)
+    same = set->contains(manifest.rank_files[i].rank);
+  if (!same) ranks.fail("'" + manifest.ranks + "' is not the set of the listed files' ranks");
 }
 
 // True when the text has no escapes, no non-ASCII byte and no control
 // character but JSON whitespace: simdjson then reads its strings and keys
 // exactly as nlohmann does (no unescaping, no UTF-8 or surrogate rules).
 bool plain_text(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return (u >= 0x20 && u < 0x80 && c != '\\') || c == '\n' || c == '\r' || c == '\t';
+  return std::all_of(text.begin(), text.end(), [](char byte) {
+    const auto code = static_cast<unsigned char>(byte);
+    return (code >= 0x20 && code < 0x80 && byte != '\\') || byte == '\n' || byte == '\r' ||
+           byte == '\t';
   });
 }
 
@@ -693,8 +735,8 @@ std::optional<T> parse_with(simdjson::dom::parser* parser, std::string_view text
     }
   }
   try {
-    const json j = json::parse(text);
-    return read(RefNode(j, ""));
+    const json doc = json::parse(text);
+    return read(RefNode(doc, ""));
   } catch (const json::exception& e) {
     error = e.what();
   } catch (const ReadError& e) {
@@ -711,96 +753,103 @@ simdjson::dom::parser& shared_parser() {
 }
 
 template <typename N>
-PlanFile read_plan(const N& n) {
-  PlanFile f;
-  f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
-  f.model_sha256 = n.at("inputs").at("model").at("sha256").str();
-  f.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
-  f.params = n.at("params").map([](const N& p) { return plan_param(p); });
-  const auto axes = [](const N& a) {
-    return PlanMeshAxis{a.at("name").str(), a.at("size").in_range(1, kMaxWorldSize)};
+PlanFile read_plan(const N& node) {
+  PlanFile plan;
+  plan.world_size = node.at("world_size").in_range(1, kMaxWorldSize);
+  plan.model_sha256 = node.at("inputs").at("model").at("sha256").str();
+  plan.recipe_sha256 = node.at("inputs").at("recipe").at("sha256").str();
+  plan.params = node.at("params").map([](const N& param) { return plan_param(param); });
+  const auto axes = [](const N& axis) {
+    return PlanMeshAxis{axis.at("name").str(), axis.at("size").in_range(1, kMaxWorldSize)};
   };
-  f.dense = n.at("meshes").at("dense").map(axes);
-  if (!n.at("meshes").at("expert").is_null()) f.expert = n.at("meshes").at("expert").map(axes);
-  if (const N pp = n.at("pipeline"); !pp.is_null()) {
-    f.pipeline_axis = pp.at("axis").str();
-    f.num_stages = pp.at("num_stages").in_range(1, kMaxWorldSize);
+  plan.dense = node.at("meshes").at("dense").map(axes);
+  if (!node.at("meshes").at("expert").is_null())
+    plan.expert = node.at("meshes").at("expert").map(axes);
+  if (const N pp = node.at("pipeline"); !pp.is_null()) {
+    plan.pipeline_axis = pp.at("axis").str();
+    plan.num_stages = pp.at("num_stages").in_range(1, kMaxWorldSize);
   }
-  const N sum = n.at("summary");
-  f.summary_num_params = sum.at("num_params").i64();
-  f.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
-  f.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
-  if (n.at("inputs").at("model").has("name"))
-    f.model_name = n.at("inputs").at("model").at("name").str();
-  if (const N pp = n.at("pipeline"); !pp.is_null() && pp.has("virtual_stages"))
-    f.virtual_stages = static_cast<int>(pp.at("virtual_stages").in_range(1, INT32_MAX));
-  if (n.has("diagnostics"))
-    f.diagnostics = n.at("diagnostics").map([](const N& d) { return plan_diagnostic(d); });
-  if (sum.has("per_rank_memory")) f.per_rank_memory = plan_memory(sum.at("per_rank_memory"));
-  return f;
+  const N sum = node.at("summary");
+  plan.summary_num_params = sum.at("num_params").i64();
+  plan.per_rank_param_bytes = rank_stat(sum.at("per_rank_param_bytes"));
+  plan.per_rank_padded_param_bytes = rank_stat(sum.at("per_rank_padded_param_bytes"));
+  if (node.at("inputs").at("model").has("name"))
+    plan.model_name = node.at("inputs").at("model").at("name").str();
+  if (const N pp = node.at("pipeline"); !pp.is_null() && pp.has("virtual_stages"))
+    plan.virtual_stages = static_cast<int>(pp.at("virtual_stages").in_range(1, INT32_MAX));
+  if (node.has("diagnostics"))
+    plan.diagnostics =
+        node.at("diagnostics").map([](const N& entry) { return plan_diagnostic(entry); });
+  if (sum.has("per_rank_memory")) plan.per_rank_memory = plan_memory(sum.at("per_rank_memory"));
+  return plan;
 }
 
 template <typename N>
-RankFile read_rank(const N& n) {
-  RankFile f;
-  f.rank = n.at("rank").i64();
-  f.world_size = n.at("world_size").i64();
-  f.stage = n.at("stage").i32();
-  f.dense = n.at("coords").at("dense").int_members();
-  if (!n.at("coords").at("expert").is_null()) f.expert = n.at("coords").at("expert").int_members();
-  f.params = n.at("params").map([](const N& p) { return rank_param(p); });
-  f.buffers = n.at("buffers").map([&](const N& b) { return buffer(b, f.params); });
-  const N t = n.at("totals");
-  f.totals = {t.at("param_bytes").i64(), t.at("padded_param_bytes").i64(),
-              t.at("num_params").i64()};
-  return f;
+RankFile read_rank(const N& node) {
+  RankFile file;
+  file.rank = node.at("rank").i64();
+  file.world_size = node.at("world_size").i64();
+  file.stage = node.at("stage").i32();
+  file.dense = node.at("coords").at("dense").int_members();
+  if (!node.at("coords").at("expert").is_null())
+    file.expert = node.at("coords").at("expert").int_members();
+  file.params = node.at("params").map([](const N& param) { return rank_param(param); });
+  file.buffers = node.at("buffers").map([&](const N& entry) { return buffer(entry, file.params); });
+  const N totals = node.at("totals");
+  file.totals = {totals.at("param_bytes").i64(), totals.at("padded_param_bytes").i64(),
+                 totals.at("num_params").i64()};
+  return file;
 }
 
 template <typename N>
-RankMemoryFile read_rank_memory(const N& n) {
-  RankMemoryFile f;
-  f.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
-  f.rank = n.at("rank").in_range(0, f.world_size - 1);
-  f.stage = static_cast<int>(n.at("stage").in_range(0, INT32_MAX));
-  const N m = n.at("memory");
+RankMemoryFile read_rank_memory(const N& node) {
+  RankMemoryFile file;
+  file.world_size = node.at("world_size").in_range(1, kMaxWorldSize);
+  file.rank = node.at("rank").in_range(0, file.world_size - 1);
+  file.stage = static_cast<int>(node.at("stage").in_range(0, INT32_MAX));
+  const N memory = node.at("memory");
   for (std::size_t k = 0; k < kMemoryKindKeys.size(); ++k)
-    f.bytes[k] = m.at(kMemoryKindKeys[k]).in_range(0, INT64_MAX);
-  f.step = m.has("activations");
-  for (std::size_t k = 0; f.step && k < kStepKindKeys.size(); ++k)
-    f.step_bytes[k] = m.at(kStepKindKeys[k]).in_range(0, INT64_MAX);
-  f.total = m.at("total").in_range(0, INT64_MAX);
-  return f;
+    file.bytes[k] = memory.at(kMemoryKindKeys[k]).in_range(0, INT64_MAX);
+  file.step = memory.has("activations");
+  for (std::size_t k = 0; file.step && k < kStepKindKeys.size(); ++k)
+    file.step_bytes[k] = memory.at(kStepKindKeys[k]).in_range(0, INT64_MAX);
+  file.total = memory.at("total").in_range(0, INT64_MAX);
+  return file;
 }
 
 template <typename N>
-ManifestFile read_manifest(const N& n) {
-  if (n.at("format").str() != "shardc.manifest/v1") n.at("format").fail("not shardc.manifest/v1");
-  ManifestFile m;
-  m.world_size = n.at("world_size").in_range(1, kMaxWorldSize);
-  m.model_sha256 = n.at("inputs").at("model").at("sha256").str();
-  m.recipe_sha256 = n.at("inputs").at("recipe").at("sha256").str();
-  m.plan = manifest_entry(n.at("plan"), false);
-  if (m.plan.path != "plan.json") n.at("plan").at("path").fail("not 'plan.json'");
-  const N rf = n.at("rank_files");
-  m.ranks = rf.at("ranks").str();
+ManifestFile read_manifest(const N& node) {
+  if (node.at("format").str() != "shardc.manifest/v1")
+    node.at("format").fail("not shardc.manifest/v1");
+  ManifestFile manifest;
+  manifest.world_size = node.at("world_size").in_range(1, kMaxWorldSize);
+  manifest.model_sha256 = node.at("inputs").at("model").at("sha256").str();
+  manifest.recipe_sha256 = node.at("inputs").at("recipe").at("sha256").str();
+  manifest.plan = manifest_entry(node.at("plan"), false);
+  if (manifest.plan.path != "plan.json") node.at("plan").at("path").fail("not 'plan.json'");
+  const N rf = node.at("rank_files");
+  manifest.ranks = rf.at("ranks").str();
   const std::int64_t count = rf.at("count").i64();
-  m.rank_files = rf.at("files").map([](const N& f) { return manifest_entry(f, true); });
-  check_rank_files(rf.at("files"), m, count, rf.at("ranks"));
-  return m;
+  manifest.rank_files =
+      rf.at("files").map([](const N& entry) { return manifest_entry(entry, true); });
+  check_rank_files(rf.at("files"), manifest, count, rf.at("ranks"));
+  return manifest;
 }
 
-const auto kReadPlan = [](const auto& n) { return read_plan(n); };
-const auto kReadRank = [](const auto& n) { return read_rank(n); };
-const auto kReadManifest = [](const auto& n) { return read_manifest(n); };
-const auto kReadRankMemory = [](const auto& n) { return read_rank_memory(n); };
+const auto kReadPlan = [](const auto& node) { return read_plan(node); };
+const auto kReadRank = [](const auto& node) { return read_rank(node); };
+const auto kReadManifest = [](const auto& node) { return read_manifest(node); };
+const auto kReadRankMemory = [](const auto& node) { return read_rank_memory(node); };
 
 }  // namespace
 
-bool MuonSliceBack::operator==(const MuonSliceBack& o) const {
-  return param == o.param && steps.size() == o.steps.size() &&
-         std::equal(steps.begin(), steps.end(), o.steps.begin(), [](const auto& a, const auto& b) {
-           return a.dim == b.dim && a.start == b.start && a.length == b.length;
-         });
+bool MuonSliceBack::operator==(const MuonSliceBack& other) const {
+  return param == other.param && steps.size() == other.steps.size() &&
+         std::equal(steps.begin(), steps.end(), other.steps.begin(),
+                    [](const auto& left, const auto& right) {
+                      return left.dim == right.dim && left.start == right.start &&
+                             left.length == right.length;
+                    });
 }
 
 std::optional<PlanFile> parse_plan_file(std::string_view text, std::string& error) {

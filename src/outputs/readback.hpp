@@ -212,7 +212,7 @@ struct MuonSliceBack {
   std::string param;
   std::vector<SliceStep> steps;
   /// Field by field (SliceStep has no operator==).
-  bool operator==(const MuonSliceBack& o) const;
+  bool operator==(const MuonSliceBack& other) const;
 };
 
 struct MuonGroup {

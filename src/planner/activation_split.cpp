@@ -49,23 +49,24 @@ std::vector<std::int64_t> piece_sizes(std::int64_t length, const std::vector<Dim
   return bounded ? out : std::vector<std::int64_t>{};
 }
 
-std::string sizes_text(const std::vector<std::int64_t>& v) {
-  std::string t;
-  for (std::size_t i = 0; i < v.size() && i < 16; ++i) t += (i ? ", " : "") + std::to_string(v[i]);
-  if (v.size() > 16) t += ", ...";
-  return t;
+std::string sizes_text(const std::vector<std::int64_t>& sizes) {
+  std::string text;
+  for (std::size_t i = 0; i < sizes.size() && i < 16; ++i)
+    text += (i ? ", " : "") + std::to_string(sizes[i]);
+  if (sizes.size() > 16) text += ", ...";
+  return text;
 }
 
 std::string chain_text(const std::vector<DimSplit>& chain) {
-  std::string t;
-  for (const DimSplit& s : chain) t += (t.empty() ? "" : ", ") + uneven_text(s);
-  return t;
+  std::string text;
+  for (const DimSplit& split : chain) text += (text.empty() ? "" : ", ") + uneven_text(split);
+  return text;
 }
 
-bool same_axes(const std::vector<DimSplit>& a, const std::vector<DimSplit>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].axes != b[i].axes) return false;
+bool same_axes(const std::vector<DimSplit>& first, const std::vector<DimSplit>& second) {
+  if (first.size() != second.size()) return false;
+  for (std::size_t i = 0; i < first.size(); ++i)
+    if (first[i].axes != second[i].axes) return false;
   return true;
 }
 
@@ -77,11 +78,11 @@ std::optional<std::size_t> matching_part(const PlannedParam& col, std::int64_t e
     if (!col.geometry.parts.empty() || col.global_shape[0] != extent) return std::nullopt;
     return col.fused ? std::nullopt : std::optional<std::size_t>(SIZE_MAX);
   }
-  const FusedLayout& f = *col.fused;
-  const bool packed_blocked = col.geometry.parts == f.parts && col.geometry.parts_dim == 0;
-  if (f.groups <= 1 && !packed_blocked) return std::nullopt;
-  for (std::size_t i = 0; i < f.parts.size(); ++i)
-    if (f.parts[i] == extent) return i;
+  const FusedLayout& layout = *col.fused;
+  const bool packed_blocked = col.geometry.parts == layout.parts && col.geometry.parts_dim == 0;
+  if (layout.groups <= 1 && !packed_blocked) return std::nullopt;
+  for (std::size_t i = 0; i < layout.parts.size(); ++i)
+    if (layout.parts[i] == extent) return i;
   return std::nullopt;
 }
 
@@ -90,39 +91,41 @@ std::optional<std::size_t> matching_part(const PlannedParam& col, std::int64_t e
 std::vector<std::int64_t> col_pieces(const PlannedParam& col, std::size_t part,
                                      const std::vector<DimSplit>& chain, std::size_t naxes) {
   if (part == SIZE_MAX) return piece_sizes(col.global_shape[0], chain, naxes);
-  const FusedLayout& f = *col.fused;
-  if (!col.geometry.parts.empty()) return piece_sizes(f.parts[part], chain, naxes);
+  const FusedLayout& layout = *col.fused;
+  if (!col.geometry.parts.empty()) return piece_sizes(layout.parts[part], chain, naxes);
   // Interleaved / per group: pieces of whole groups (E-FUSED-SPLIT otherwise).
-  const std::int64_t group = col.global_shape[0] / std::max<std::int64_t>(1, f.groups);
+  const std::int64_t group = col.global_shape[0] / std::max<std::int64_t>(1, layout.groups);
   std::vector<std::int64_t> out = piece_sizes(col.global_shape[0], chain, naxes);
-  for (std::int64_t& x : out) x = x / std::max<std::int64_t>(1, group) * (f.parts[part] / f.groups);
+  for (std::int64_t& piece : out)
+    piece = piece / std::max<std::int64_t>(1, group) * (layout.parts[part] / layout.groups);
   return out;
 }
 
 void check_pair(const PlannedParam& col, std::size_t part, const PlannedParam& row,
                 const Plan& plan, GroupedReporter& rep) {
   const std::int64_t extent = row.global_shape[1];
-  const auto a = rule_splits(col, 0);
-  const auto b = rule_splits(row, 1);
-  if (a.empty() || b.empty()) return;  // one side replicated: nothing lines up or not
+  const auto col_splits = rule_splits(col, 0);
+  const auto row_splits = rule_splits(row, 1);
+  if (col_splits.empty() || row_splits.empty())
+    return;  // one side replicated: nothing lines up or not
   const std::size_t naxes = plan.mesh_of(col).axes.size();
-  const auto pa = col_pieces(col, part, a, naxes);
-  const auto pb = piece_sizes(extent, b, naxes);
-  if (same_axes(a, b) && pa == pb) return;
-  if (same_axes(a, b) && pa.empty()) return;  // too many pieces to compare
-  Diagnostic d = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
+  const auto pa = col_pieces(col, part, col_splits, naxes);
+  const auto pb = piece_sizes(extent, row_splits, naxes);
+  if (same_axes(col_splits, row_splits) && pa == pb) return;
+  if (same_axes(col_splits, row_splits) && pa.empty()) return;  // too many pieces to compare
+  Diagnostic diag = param_diagnostic(row, DiagCode::WActivationSplit, row.loc, Severity::Warning);
   const std::string what = part == SIZE_MAX ? std::string("its output dim ")
                                             : "its fused part " + col.fused->part_names[part] +
                                                   " (" + fused_order_name(*col.fused) + ") of ";
-  d.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
-              sizes_text(pa) + " (" + chain_text(a) + ") but " + row.name +
-              " (rowwise) splits its input dim as " + sizes_text(pb) + " (" + chain_text(b) +
-              "): the activation between them does not line up";
-  d.hint =
+  diag.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
+                 sizes_text(pa) + " (" + chain_text(col_splits) + ") but " + row.name +
+                 " (rowwise) splits its input dim as " + sizes_text(pb) + " (" +
+                 chain_text(row_splits) + "): the activation between them does not line up";
+  diag.hint =
       "split both on the same axes with the same uneven rule (and unit / pad), e.g. set "
       "`uneven` on both rules alike";
-  rep.add(std::move(d), std::to_string(col.rule.index) + ":" + std::to_string(row.rule.index) +
-                            ":" + std::to_string(extent));
+  rep.add(std::move(diag), std::to_string(col.rule.index) + ":" + std::to_string(row.rule.index) +
+                               ":" + std::to_string(extent));
 }
 
 }  // namespace
@@ -133,20 +136,20 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
   std::unordered_map<std::string_view, std::vector<std::size_t>> colwise;
   GroupedReporter rep;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const PlannedParam& p = params[i];
-    if (p.mesh != MeshKind::Dense || p.global_shape.size() != 2 || p.geometry.per_dim.size() != 2 ||
-        p.placements.empty())
+    const PlannedParam& param = params[i];
+    if (param.mesh != MeshKind::Dense || param.global_shape.size() != 2 ||
+        param.geometry.per_dim.size() != 2 || param.placements.empty())
       continue;
-    const auto parent = parent_of(p.name);
+    const auto parent = parent_of(param.name);
     if (!parent) continue;
-    if (!rule_splits(p, 1).empty() && p.geometry.parts.empty()) {
+    if (!rule_splits(param, 1).empty() && param.geometry.parts.empty()) {
       const auto it = colwise.find(*parent);
       if (it != colwise.end())
-        for (std::size_t c : it->second)
-          if (const auto part = matching_part(params[c], p.global_shape[1]))
-            check_pair(params[c], *part, p, plan, rep);
+        for (std::size_t col_index : it->second)
+          if (const auto part = matching_part(params[col_index], param.global_shape[1]))
+            check_pair(params[col_index], *part, param, plan, rep);
     }
-    if (!rule_splits(p, 0).empty() && (p.fused || p.geometry.parts.empty()))
+    if (!rule_splits(param, 0).empty() && (param.fused || param.geometry.parts.empty()))
       colwise[*parent].push_back(i);
   }
   rep.flush(sink);

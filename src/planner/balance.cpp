@@ -45,18 +45,18 @@ constexpr std::int64_t kMaxClasses = std::int64_t{1} << 16;
 std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh, bool fsdp_only) {
   std::string names;
   std::int64_t ways = 1;
-  for (const DimSplit& s : chain) {
-    if (fsdp_only && !s.fsdp) continue;
-    for (int a : s.axes)
-      names += (names.empty() ? "" : " x ") + mesh.axes[static_cast<std::size_t>(a)].name;
-    ways *= s.ways;
+  for (const DimSplit& split : chain) {
+    if (fsdp_only && !split.fsdp) continue;
+    for (int axis : split.axes)
+      names += (names.empty() ? "" : " x ") + mesh.axes[static_cast<std::size_t>(axis)].name;
+    ways *= split.ways;
   }
   return names + " (" + std::to_string(ways) + " ranks)";
 }
 
 std::int64_t chain_ways(const std::vector<DimSplit>& chain) {
   std::int64_t ways = 1;
-  for (const DimSplit& s : chain) ways *= s.ways;
+  for (const DimSplit& split : chain) ways *= split.ways;
   return ways;
 }
 
@@ -65,29 +65,30 @@ std::string divisors_up_to(std::int64_t extent, std::int64_t limit) {
   std::vector<std::int64_t> found;
   for (std::int64_t k = std::min(limit, extent); k >= 2 && found.size() < 8; --k)
     if (extent % k == 0) found.push_back(k);
-  std::string t;
+  std::string text;
   for (auto it = found.rbegin(); it != found.rend(); ++it)
-    t += (t.empty() ? "" : ", ") + std::to_string(*it);
-  return t;
+    text += (text.empty() ? "" : ", ") + std::to_string(*it);
+  return text;
 }
 
 // A better layout for `p` whose dim `dim` (split `degree` ways) leaves ranks
 // short: FSDP of stacked experts on dim 1, another dim the degree divides,
 // or a degree dividing the extent.
-std::string better_layout(const PlannedParam& p, int dim, std::int64_t degree) {
-  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(dim)];
-  if (stacked_expert(p) && dim == 0 && p.geometry.fsdp_dim == 0 && p.global_shape.size() > 1)
+std::string better_layout(const PlannedParam& param, int dim, std::int64_t degree) {
+  const std::int64_t extent = param.global_shape[static_cast<std::size_t>(dim)];
+  if (stacked_expert(param) && dim == 0 && param.geometry.fsdp_dim == 0 &&
+      param.global_shape.size() > 1)
     return "FSDP the experts on dim 1 (`fsdp: {expert_dim: 1}`, or `expert_dim: auto`, "
            "torchtitan's rule: dim 1 when the expert-FSDP x EP ranks outnumber the " +
            std::to_string(extent) + " experts)";
-  if (p.geometry.fsdp_dim == dim) {
-    for (std::size_t d = 0; d < p.global_shape.size(); ++d)
-      if (static_cast<int>(d) != dim && p.global_shape[d] % degree == 0 &&
-          p.geometry.per_dim[d].empty())
+  if (param.geometry.fsdp_dim == dim) {
+    for (std::size_t d = 0; d < param.global_shape.size(); ++d)
+      if (static_cast<int>(d) != dim && param.global_shape[d] % degree == 0 &&
+          param.geometry.per_dim[d].empty())
         return "FSDP on dim " + std::to_string(d) + " (extent " +
-               std::to_string(p.global_shape[d]) + " divides by " + std::to_string(degree) +
+               std::to_string(param.global_shape[d]) + " divides by " + std::to_string(degree) +
                "; `fsdp: {dim: " + std::to_string(d) + "}`" +
-               (stacked_expert(p) ? " / `expert_dim`" : "") + ")";
+               (stacked_expert(param) ? " / `expert_dim`" : "") + ")";
   }
   const std::string divisors = divisors_up_to(extent, degree);
   return divisors.empty() ? "fewer ranks on dim " + std::to_string(dim) + " than its " +
@@ -98,50 +99,52 @@ std::string better_layout(const PlannedParam& p, int dim, std::int64_t degree) {
 
 // Ranks holding only padding of `p`: classes whose real piece is empty but
 // whose allocated piece is not.
-void check_padding_only(const Plan& plan, const PlannedParam& p, GroupedReporter& rep) {
-  if (p.geometry.fsdp_dim < 0 && p.uneven != SplitRule::Pad) return;
-  if (numel(p.global_shape) < kMinElements) return;
+void check_padding_only(const Plan& plan, const PlannedParam& param, GroupedReporter& rep) {
+  if (param.geometry.fsdp_dim < 0 && param.uneven != SplitRule::Pad) return;
+  if (numel(param.global_shape) < kMinElements) return;
   // An empty real piece needs a dim split into more pieces than about the square root of
   // its extent (chunk: the tail runs out when ceil(L / W) x (W - 1) >= L, never for
   // L >= W^2) or a `pad: M` split; the common case skips the shard enumeration.
   bool possible = false;
-  for (std::size_t d = 0; d < p.global_shape.size(); ++d) {
-    const std::int64_t ways = chain_ways(p.geometry.per_dim[d]);
-    possible = possible || (ways > 1 && ways > p.global_shape[d] / ways);
-    for (const DimSplit& split : p.geometry.per_dim[d])
+  for (std::size_t d = 0; d < param.global_shape.size(); ++d) {
+    const std::int64_t ways = chain_ways(param.geometry.per_dim[d]);
+    possible = possible || (ways > 1 && ways > param.global_shape[d] / ways);
+    for (const DimSplit& split : param.geometry.per_dim[d])
       possible = possible || split.rule == SplitRule::Pad;  // `pad: M` rounds pieces up
   }
-  if (!possible || class_space(plan, p).num_classes > kMaxClasses) return;
+  if (!possible || class_space(plan, param).num_classes > kMaxClasses) return;
   std::int64_t idle = 0;
   std::int64_t holders = 0;
   const ShardGeom* example = nullptr;
-  std::vector<ShardClass> classes = enumerate_shards(plan, p);
-  for (const ShardClass& c : classes) {
-    holders += c.ranks.size();
-    if (numel(c.geom.local_shape) != 0 || numel(c.geom.padded_shape) == 0) continue;
-    idle += c.ranks.size();
-    if (example == nullptr) example = &c.geom;
+  std::vector<ShardClass> classes = enumerate_shards(plan, param);
+  for (const ShardClass& shard_class : classes) {
+    holders += shard_class.ranks.size();
+    if (numel(shard_class.geom.local_shape) != 0 || numel(shard_class.geom.padded_shape) == 0)
+      continue;
+    idle += shard_class.ranks.size();
+    if (example == nullptr) example = &shard_class.geom;
   }
   if (idle == 0) return;
   // The dim whose real piece is empty.
   int dim = 0;
   for (std::size_t d = 0; d < example->local_shape.size(); ++d)
     if (example->local_shape[d] == 0) dim = static_cast<int>(d);
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(dim)];
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(dim)];
   const std::int64_t degree = chain_ways(chain);
-  const Mesh& mesh = plan.mesh_of(p);
-  Diagnostic d = param_diagnostic(p, DiagCode::WBalance, p.loc, Severity::Warning);
-  d.message = p.name + " " + shape_text(p.global_shape) + ": dim " + std::to_string(dim) +
-              " (extent " + std::to_string(p.global_shape[static_cast<std::size_t>(dim)]) +
-              ") split over " + chain_text(chain, mesh, false) + " leaves " + std::to_string(idle) +
-              " of the " + std::to_string(holders) +
-              " ranks holding it with only padding (no real elements: no gradient, no "
-              "optimizer state)";
-  d.hint = "use " + better_layout(p, dim, degree);
-  rep.add(std::move(d), std::to_string(static_cast<int>(p.rule.kind)) + ":" +
-                            std::to_string(p.rule.index) + ":" + std::to_string(dim) + ":" +
-                            std::to_string(degree) + ":" +
-                            std::to_string(p.global_shape[static_cast<std::size_t>(dim)]));
+  const Mesh& mesh = plan.mesh_of(param);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WBalance, param.loc, Severity::Warning);
+  diag.message = param.name + " " + shape_text(param.global_shape) + ": dim " +
+                 std::to_string(dim) + " (extent " +
+                 std::to_string(param.global_shape[static_cast<std::size_t>(dim)]) +
+                 ") split over " + chain_text(chain, mesh, false) + " leaves " +
+                 std::to_string(idle) + " of the " + std::to_string(holders) +
+                 " ranks holding it with only padding (no real elements: no gradient, no "
+                 "optimizer state)";
+  diag.hint = "use " + better_layout(param, dim, degree);
+  rep.add(std::move(diag), std::to_string(static_cast<int>(param.rule.kind)) + ":" +
+                               std::to_string(param.rule.index) + ":" + std::to_string(dim) + ":" +
+                               std::to_string(degree) + ":" +
+                               std::to_string(param.global_shape[static_cast<std::size_t>(dim)]));
 }
 
 struct StageLoad {
@@ -151,13 +154,13 @@ struct StageLoad {
   std::int64_t min_rank = -1;
 };
 
-bool shares_storage(const Plan& plan, const PlannedParam& p) {
-  return p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+bool shares_storage(const Plan& plan, const PlannedParam& param) {
+  return param.alias_of && plan.params[*param.alias_of].stage == param.stage;
 }
 
-std::int64_t metric(const PlannedParam& p, const ShardGeom& g, int which) {
-  if (which == 0) return numel(g.padded_shape) * element_size(p.dtype);
-  return p.requires_grad ? numel(g.local_shape) : 0;
+std::int64_t metric(const PlannedParam& param, const ShardGeom& shard, int which) {
+  if (which == 0) return numel(shard.padded_shape) * element_size(param.dtype);
+  return param.requires_grad ? numel(shard.local_shape) : 0;
 }
 
 // The param of `stage` whose pieces on `high` and `low` differ most in
@@ -168,15 +171,16 @@ void report_stage(const Plan& plan, int stage, int which, const StageLoad& load,
   std::int64_t worst = -1;
   ShardGeom high_piece;
   ShardGeom low_piece;
-  for (const PlannedParam& p : plan.params) {
-    if (p.stage != stage || shares_storage(plan, p) || p.geometry.per_dim.empty()) continue;
-    const Mesh& mesh = plan.mesh_of(p);
-    const ShardGeom high = shard_at(p.geometry, mesh_coords(mesh, load.max_rank));
-    const ShardGeom low = shard_at(p.geometry, mesh_coords(mesh, load.min_rank));
-    const std::int64_t diff = metric(p, high, which) - metric(p, low, which);
+  for (const PlannedParam& param : plan.params) {
+    if (param.stage != stage || shares_storage(plan, param) || param.geometry.per_dim.empty())
+      continue;
+    const Mesh& mesh = plan.mesh_of(param);
+    const ShardGeom high = shard_at(param.geometry, mesh_coords(mesh, load.max_rank));
+    const ShardGeom low = shard_at(param.geometry, mesh_coords(mesh, load.min_rank));
+    const std::int64_t diff = metric(param, high, which) - metric(param, low, which);
     if (diff <= worst) continue;
     worst = diff;
-    culprit = &p;
+    culprit = &param;
     high_piece = high;
     low_piece = low;
   }
@@ -187,52 +191,54 @@ void report_stage(const Plan& plan, int stage, int which, const StageLoad& load,
   const auto& chain = culprit->geometry.per_dim[static_cast<std::size_t>(dim)];
   const std::int64_t degree = chain_ways(chain);
   const char* what = which == 0 ? "parameter bytes" : "optimizer-state elements";
-  Diagnostic d = param_diagnostic(*culprit, DiagCode::WBalance, culprit->loc, Severity::Warning);
-  d.message = "stage " + std::to_string(stage) + ": rank " + std::to_string(load.max_rank) +
-              " holds " + std::to_string(load.max) + " " + what + ", rank " +
-              std::to_string(load.min_rank) + " only " + std::to_string(load.min) + " (more than " +
-              std::to_string(kImbalance) + "x apart); most of the gap is " + culprit->name + " " +
-              shape_text(culprit->global_shape) + ", dim " + std::to_string(dim) + " split over " +
-              chain_text(chain, plan.mesh_of(*culprit), false) + ": local " +
-              shape_text(high_piece.local_shape) + " vs " + shape_text(low_piece.local_shape);
-  d.hint = degree > 1 ? "use " + better_layout(*culprit, dim, degree)
-                      : "balance the stage's params over its ranks";
-  sink.report(std::move(d));
+  Diagnostic diag = param_diagnostic(*culprit, DiagCode::WBalance, culprit->loc, Severity::Warning);
+  diag.message = "stage " + std::to_string(stage) + ": rank " + std::to_string(load.max_rank) +
+                 " holds " + std::to_string(load.max) + " " + what + ", rank " +
+                 std::to_string(load.min_rank) + " only " + std::to_string(load.min) +
+                 " (more than " + std::to_string(kImbalance) + "x apart); most of the gap is " +
+                 culprit->name + " " + shape_text(culprit->global_shape) + ", dim " +
+                 std::to_string(dim) + " split over " +
+                 chain_text(chain, plan.mesh_of(*culprit), false) + ": local " +
+                 shape_text(high_piece.local_shape) + " vs " + shape_text(low_piece.local_shape);
+  diag.hint = degree > 1 ? "use " + better_layout(*culprit, dim, degree)
+                         : "balance the stage's params over its ranks";
+  sink.report(std::move(diag));
 }
 
 }  // namespace
 
 void check_balance(const Plan& plan, DiagnosticSink& sink) {
   GroupedReporter padding;
-  for (const PlannedParam& p : plan.params) {
-    if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
-    check_padding_only(plan, p, padding);
+  for (const PlannedParam& param : plan.params) {
+    if (param.geometry.per_dim.size() != param.global_shape.size() || param.placements.empty())
+      continue;
+    check_padding_only(plan, param, padding);
   }
   padding.flush(sink);
   if (plan.params.empty() || plan.world_size < 2 || plan.world_size > limits::kMaxMemoryReportWorld)
     return;
   const std::vector<std::int64_t> sums = rank_sums(
-      plan, 2, [](const PlannedParam& p, const ShardGeom& g, std::span<std::int64_t> out) {
-        out[0] += metric(p, g, 0);
-        out[1] += metric(p, g, 1);
+      plan, 2, [](const PlannedParam& param, const ShardGeom& shard, std::span<std::int64_t> out) {
+        out[0] += metric(param, shard, 0);
+        out[1] += metric(param, shard, 1);
       });
   const auto stages = static_cast<std::size_t>(std::max(1, plan.num_stages));
   std::vector<bool> reported(stages, false);  // one W-BALANCE per stage: bytes first
   for (int which = 0; which < 2; ++which) {
     std::vector<StageLoad> loads(stages);
     for (std::int64_t r = 0; r < plan.world_size; ++r) {
-      const std::int64_t v =
+      const std::int64_t value =
           sums[static_cast<std::size_t>(r) * 2 + static_cast<std::size_t>(which)];
-      StageLoad& l = loads[static_cast<std::size_t>(plan.stage_of_rank(r))];
-      if (l.max_rank < 0 || v > l.max) l.max = v, l.max_rank = r;
-      if (l.min_rank < 0 || v < l.min) l.min = v, l.min_rank = r;
+      StageLoad& load = loads[static_cast<std::size_t>(plan.stage_of_rank(r))];
+      if (load.max_rank < 0 || value > load.max) load.max = value, load.max_rank = r;
+      if (load.min_rank < 0 || value < load.min) load.min = value, load.min_rank = r;
     }
     for (std::size_t s = 0; s < stages; ++s) {
-      const StageLoad& l = loads[s];
-      if (reported[s] || l.max_rank < 0 || l.max <= kImbalance * l.min ||
-          l.max - l.min < kMinElements)
+      const StageLoad& load = loads[s];
+      if (reported[s] || load.max_rank < 0 || load.max <= kImbalance * load.min ||
+          load.max - load.min < kMinElements)
         continue;
-      report_stage(plan, static_cast<int>(s), which, l, sink);
+      report_stage(plan, static_cast<int>(s), which, load, sink);
       reported[s] = true;
     }
   }

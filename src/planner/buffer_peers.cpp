@@ -10,23 +10,24 @@ namespace shardc {
 std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<PlannedBuffer>& buffers,
                                        std::int64_t rank) {
   std::vector<std::int64_t> out{rank};
-  for (const PlannedBuffer& b : buffers) {
-    if (b.muon) {
-      for (const MuonRankGroup& g : muon_for_rank(*b.muon, plan, rank).groups) {
+  for (const PlannedBuffer& buffer : buffers) {
+    if (buffer.muon) {
+      for (const MuonRankGroup& group : muon_for_rank(*buffer.muon, plan, rank).groups) {
         std::vector<std::vector<std::int64_t>> stages;
-        for (const MuonRankBatch& batch : g.batches)
+        for (const MuonRankBatch& batch : group.batches)
           for (const MuonStage& st : batch.stages) stages.push_back(st.ranks);
-        const auto c = group_closure(rank, stages);
-        out.insert(out.end(), c.begin(), c.end());
+        const auto closure = group_closure(rank, stages);
+        out.insert(out.end(), closure.begin(), closure.end());
       }
     }
-    if (b.fsdp2) {
-      for (const Fsdp2RankUnit& u : fsdp2_for_rank(*b.fsdp2, plan, rank).units)
-        out.insert(out.end(), u.ranks.begin(), u.ranks.end());
+    if (buffer.fsdp2) {
+      for (const Fsdp2RankUnit& unit : fsdp2_for_rank(*buffer.fsdp2, plan, rank).units)
+        out.insert(out.end(), unit.ranks.begin(), unit.ranks.end());
     }
-    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero) {
-      for (const FlatRankBuffer& f : flat_for_rank(plan, b.spec, rank).buffers)
-        out.insert(out.end(), f.ranks.begin(), f.ranks.end());
+    if (buffer.spec.kind == BufferKind::MegatronDistOpt ||
+        buffer.spec.kind == BufferKind::DeepSpeedZero) {
+      for (const FlatRankBuffer& flat : flat_for_rank(plan, buffer.spec, rank).buffers)
+        out.insert(out.end(), flat.ranks.begin(), flat.ranks.end());
     }
   }
   std::sort(out.begin(), out.end());

@@ -20,32 +20,26 @@ struct ClassAxes {
 ClassAxes class_axes(std::vector<int> axes, const Mesh& mesh) {
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  ClassAxes c;
-  c.axes = std::move(axes);
-  for (int a : c.axes) {
-    c.sizes.push_back(mesh.axes[static_cast<std::size_t>(a)].size);
-    c.num_classes *= c.sizes.back();
+  ClassAxes classes;
+  classes.axes = std::move(axes);
+  for (int axis : classes.axes) {
+    classes.sizes.push_back(mesh.axes[static_cast<std::size_t>(axis)].size);
+    classes.num_classes *= classes.sizes.back();
   }
-  return c;
+  return classes;
 }
 
-std::int64_t class_of(const ClassAxes& c, std::span<const std::int64_t> coords) {
-  std::int64_t k = 0;
-  for (std::size_t i = 0; i < c.axes.size(); ++i)
-    k = k * c.sizes[i] + coords[static_cast<std::size_t>(c.axes[i])];
-  return k;
+std::int64_t class_of(const ClassAxes& classes, std::span<const std::int64_t> coords) {
+  return axes_index(classes.axes, classes.sizes, coords);
 }
 
 // A representative rank of class `k` on pipeline stage `stage`: the class
 // axes set from `k`, the pipeline axis at `stage`, every other axis 0.
-std::int64_t representative(const ClassAxes& c, std::int64_t k, const Mesh& mesh, int pp_axis,
+std::int64_t representative(const ClassAxes& classes, std::int64_t k, const Mesh& mesh, int pp_axis,
                             int stage) {
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   if (pp_axis >= 0) coords[static_cast<std::size_t>(pp_axis)] = stage;
-  for (std::size_t i = c.axes.size(); i-- > 0;) {
-    coords[static_cast<std::size_t>(c.axes[i])] = k % c.sizes[i];
-    k /= c.sizes[i];
-  }
+  set_axes_coords(classes.axes, classes.sizes, k, coords);
   return rank_of(mesh, coords);
 }
 
@@ -75,26 +69,26 @@ void add_per_rank(const Plan& plan, const TableRanks& ranks, const std::vector<S
                   BufferRankBytes& out, std::vector<std::int64_t>* prev = nullptr) {
   const MeshKind kind = ranks.kind;
   const int stage = ranks.stage;
-  const ClassAxes& c = ranks.c;
+  const ClassAxes& classes = ranks.c;
   const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
   const int pp = pp_axis_of(plan, kind);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   for (std::int64_t r = 0; r < plan.world_size; ++r) {
     if (pp < 0 || coords[static_cast<std::size_t>(pp)] == stage) {
-      const Sizes& s = table[static_cast<std::size_t>(class_of(c, coords))];
-      out.pack[static_cast<std::size_t>(r)] += s.pack;
-      out.gathered[static_cast<std::size_t>(r)] += s.gathered;
+      const Sizes& sizes = table[static_cast<std::size_t>(class_of(classes, coords))];
+      out.pack[static_cast<std::size_t>(r)] += sizes.pack;
+      out.gathered[static_cast<std::size_t>(r)] += sizes.gathered;
       if (!out.call_peak.empty()) {
         auto& call = out.call_peak[static_cast<std::size_t>(r)];
-        call = std::max(call, s.peak);
+        call = std::max(call, sizes.peak);
       }
       if (prev) {
         auto& last = (*prev)[static_cast<std::size_t>(r)];
         auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
-        peak = std::max(peak, last + s.gathered);
-        last = s.gathered;
+        peak = std::max(peak, last + sizes.gathered);
+        last = sizes.gathered;
         auto& largest = out.largest_unit[static_cast<std::size_t>(r)];
-        largest = std::max(largest, s.gathered);
+        largest = std::max(largest, sizes.gathered);
       }
     }
     for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
@@ -114,14 +108,14 @@ struct Signature {
 std::vector<Signature> signatures(const Plan& plan, const std::vector<std::size_t>& params) {
   std::vector<Signature> out;
   for (std::size_t i : params) {
-    const PlannedParam& p = plan.params[i];
-    auto same = [&](const Signature& s) {
-      return s.param->global_shape == p.global_shape && s.param->dtype == p.dtype &&
-             s.param->uneven == p.uneven;
+    const PlannedParam& param = plan.params[i];
+    auto same = [&](const Signature& sig) {
+      return sig.param->global_shape == param.global_shape && sig.param->dtype == param.dtype &&
+             sig.param->uneven == param.uneven;
     };
     auto it = std::find_if(out.begin(), out.end(), same);
     if (it == out.end()) {
-      out.push_back({&p, 1});
+      out.push_back({&param, 1});
     } else {
       ++it->count;
     }
@@ -133,66 +127,67 @@ std::vector<Signature> signatures(const Plan& plan, const std::vector<std::size_
 // over batches and stages, and the largest output of one (batch, stage)
 // all-gather call. The pad shape of a stage is the piece of the split's
 // member 0: with chunk and balanced splits the first piece is the largest.
-Sizes muon_class_sizes(const MuonGroup& g, const std::vector<std::vector<Signature>>& batches,
+Sizes muon_class_sizes(const MuonGroup& group, const std::vector<std::vector<Signature>>& batches,
                        std::span<const std::int64_t> coords, std::int64_t alignment_bytes) {
   Sizes total;
   for (const std::vector<Signature>& sigs : batches) {
-    std::vector<std::int64_t> stage_out(g.splits.size(), 0);
+    std::vector<std::int64_t> stage_out(group.splits.size(), 0);
     for (const Signature& sig : sigs) {
-      const PlannedParam& p = *sig.param;
-      const std::int64_t esize = element_size(p.dtype);
+      const PlannedParam& param = *sig.param;
+      const std::int64_t esize = element_size(param.dtype);
       const std::int64_t align = std::max<std::int64_t>(1, alignment_bytes / esize);
-      std::vector<int> undone(p.global_shape.size(), 0);
-      for (std::size_t st = 0; st < g.splits.size(); ++st) {
-        const auto& [dim, index] = g.splits[st];
-        const DimSplit& s =
-            p.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
-        const auto member0 = with_split_coord(s, coords, 0);
-        const std::int64_t pad = numel(partial_shape(p.geometry, member0, undone));
+      std::vector<int> undone(param.global_shape.size(), 0);
+      for (std::size_t st = 0; st < group.splits.size(); ++st) {
+        const auto& [dim, index] = group.splits[st];
+        const DimSplit& split =
+            param.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
+        const auto member0 = with_split_coord(split, coords, 0);
+        const std::int64_t pad = numel(partial_shape(param.geometry, member0, undone));
         const std::int64_t padded = (pad + align - 1) / align * align;
         total.pack += padded * esize * sig.count;
-        total.gathered += padded * esize * s.ways * sig.count;
-        stage_out[st] += padded * esize * s.ways * sig.count;
-        mark_gathered(undone, p.geometry, dim, index);
+        total.gathered += padded * esize * split.ways * sig.count;
+        stage_out[st] += padded * esize * split.ways * sig.count;
+        mark_gathered(undone, param.geometry, dim, index);
       }
     }
-    for (std::int64_t b : stage_out) total.peak = std::max(total.peak, b);
+    for (std::int64_t bytes : stage_out) total.peak = std::max(total.peak, bytes);
   }
   return total;
 }
 
 // The axes a muon group's sizes depend on: the first stage's split (the innermost) is member
 // 0 at stage 0 and undone afterwards, so the rank's coordinate on its axes never changes a size.
-ClassAxes muon_group_axes(const Plan& plan, const MuonGroup& g, const Mesh& mesh) {
-  const PlannedParam& first = plan.params[g.params.front()];
+ClassAxes muon_group_axes(const Plan& plan, const MuonGroup& group, const Mesh& mesh) {
+  const PlannedParam& first = plan.params[group.params.front()];
   std::vector<int> axes;
-  for (std::size_t st = 1; st < g.splits.size(); ++st) {
-    const auto& [dim, index] = g.splits[st];
-    const DimSplit& s =
+  for (std::size_t st = 1; st < group.splits.size(); ++st) {
+    const auto& [dim, index] = group.splits[st];
+    const DimSplit& split =
         first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
-    axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+    axes.insert(axes.end(), split.axes.begin(), split.axes.end());
   }
   return class_axes(std::move(axes), mesh);
 }
 
-std::vector<std::vector<Signature>> muon_batches(const Plan& plan, const MuonGroup& g) {
+std::vector<std::vector<Signature>> muon_batches(const Plan& plan, const MuonGroup& group) {
   std::vector<std::vector<Signature>> batches;
-  for (const MuonBatch& b : g.batches) batches.push_back(signatures(plan, b.params));
+  for (const MuonBatch& batch : group.batches) batches.push_back(signatures(plan, batch.params));
   return batches;
 }
 
 void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
-  for (const MuonGroup& g : muon.groups) {
-    const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const ClassAxes c = muon_group_axes(plan, g, mesh);
-    const std::vector<std::vector<Signature>> batches = muon_batches(plan, g);
+  for (const MuonGroup& group : muon.groups) {
+    const Mesh& mesh = group.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    const ClassAxes classes = muon_group_axes(plan, group, mesh);
+    const std::vector<std::vector<Signature>> batches = muon_batches(plan, group);
     std::vector<Sizes> table;
-    for (std::int64_t k = 0; k < c.num_classes; ++k) {
-      const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, g.mesh), g.stage);
+    for (std::int64_t k = 0; k < classes.num_classes; ++k) {
+      const std::int64_t rep =
+          representative(classes, k, mesh, pp_axis_of(plan, group.mesh), group.stage);
       const auto coords = mesh_coords(mesh, rep);
-      table.push_back(muon_class_sizes(g, batches, coords, muon.alignment_bytes));
+      table.push_back(muon_class_sizes(group, batches, coords, muon.alignment_bytes));
     }
-    add_per_rank(plan, {g.mesh, g.stage, c}, table, out);
+    add_per_rank(plan, {group.mesh, group.stage, classes}, table, out);
   }
 }
 
@@ -200,23 +195,24 @@ void muon_bytes(const Plan& plan, const MuonPlan& muon, BufferRankBytes& out) {
 // coordinates of the non-FSDP splits: FSDP2 pads every member of the FSDP
 // group to the same (first-chunk) size, so the FSDP coordinate never changes
 // it. One class per combination of the other splitting axes.
-ClassAxes fsdp2_unit_axes(const Plan& plan, const Fsdp2Unit& u, const Mesh& mesh) {
+ClassAxes fsdp2_unit_axes(const Plan& plan, const Fsdp2Unit& unit, const Mesh& mesh) {
   std::vector<int> axes;
-  for (std::size_t i : u.params)
+  for (std::size_t i : unit.params)
     for (const auto& chain : plan.params[i].geometry.per_dim)
-      for (const DimSplit& s : chain)
-        if (!s.fsdp) axes.insert(axes.end(), s.axes.begin(), s.axes.end());
+      for (const DimSplit& split : chain)
+        if (!split.fsdp) axes.insert(axes.end(), split.axes.begin(), split.axes.end());
   return class_axes(std::move(axes), mesh);
 }
 
 // The unit's sizes at a class representative's coordinates.
-Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& u, std::span<const std::int64_t> coords) {
-  const ParamGeometry& first = plan.params[u.params.front()].geometry;
+Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& unit,
+                       std::span<const std::int64_t> coords) {
+  const ParamGeometry& first = plan.params[unit.params.front()].geometry;
   const std::int64_t ways = first.per_dim[static_cast<std::size_t>(first.fsdp_dim)].back().ways;
   std::int64_t slot = 0;
-  for (std::size_t i : u.params) {
-    const PlannedParam& p = plan.params[i];
-    slot += numel(shard_at(p.geometry, coords).padded_shape) * element_size(p.dtype);
+  for (std::size_t i : unit.params) {
+    const PlannedParam& param = plan.params[i];
+    slot += numel(shard_at(param.geometry, coords).padded_shape) * element_size(param.dtype);
   }
   return {slot, slot * ways, slot * ways};
 }
@@ -225,15 +221,16 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
   out.largest_unit.assign(prev.size(), 0);
-  for (const Fsdp2Unit& u : fsdp2.units) {
-    const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-    const ClassAxes c = fsdp2_unit_axes(plan, u, mesh);
+  for (const Fsdp2Unit& unit : fsdp2.units) {
+    const Mesh& mesh = unit.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+    const ClassAxes classes = fsdp2_unit_axes(plan, unit, mesh);
     std::vector<Sizes> table;
-    for (std::int64_t k = 0; k < c.num_classes; ++k) {
-      const std::int64_t rep = representative(c, k, mesh, pp_axis_of(plan, u.mesh), u.stage);
-      table.push_back(fsdp2_unit_sizes(plan, u, mesh_coords(mesh, rep)));
+    for (std::int64_t k = 0; k < classes.num_classes; ++k) {
+      const std::int64_t rep =
+          representative(classes, k, mesh, pp_axis_of(plan, unit.mesh), unit.stage);
+      table.push_back(fsdp2_unit_sizes(plan, unit, mesh_coords(mesh, rep)));
     }
-    add_per_rank(plan, {u.mesh, u.stage, c}, table, out, &prev);
+    add_per_rank(plan, {unit.mesh, unit.stage, classes}, table, out, &prev);
   }
 }
 
@@ -245,20 +242,20 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
 // such class.
 void flat_bytes(const Plan& plan, const BufferSpec& spec, BufferRankBytes& out) {
   std::map<std::vector<std::int64_t>, std::pair<std::int64_t, std::int64_t>> memo;
-  auto key_part = [&](const Mesh& mesh, const ZeroGroup& g, MeshKind kind, std::int64_t r,
+  auto key_part = [&](const Mesh& mesh, const ZeroGroup& group, MeshKind kind, std::int64_t rank,
                       std::vector<std::int64_t>& key) {
-    std::vector<std::int64_t> c = mesh_coords(mesh, r);
-    if (g.mesh == kind)
-      for (int a : g.axes) c[static_cast<std::size_t>(a)] = 0;
-    key.insert(key.end(), c.begin(), c.end());
+    std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
+    if (group.mesh == kind)
+      for (int axis : group.axes) coords[static_cast<std::size_t>(axis)] = 0;
+    key.insert(key.end(), coords.begin(), coords.end());
   };
   for (std::int64_t r = 0; r < plan.world_size; ++r) {
     std::vector<std::int64_t> key;
     key_part(plan.dense, plan.zero.dense, MeshKind::Dense, r, key);
     if (plan.zero.has_experts && plan.zero.expert.mesh == MeshKind::Dense) {
-      std::vector<std::int64_t> c = mesh_coords(plan.dense, r);
-      for (int a : plan.zero.expert.axes) c[static_cast<std::size_t>(a)] = 0;
-      key.insert(key.end(), c.begin(), c.end());
+      std::vector<std::int64_t> coords = mesh_coords(plan.dense, r);
+      for (int axis : plan.zero.expert.axes) coords[static_cast<std::size_t>(axis)] = 0;
+      key.insert(key.end(), coords.begin(), coords.end());
     }
     if (plan.expert && plan.zero.has_experts)
       key_part(*plan.expert, plan.zero.expert, MeshKind::Expert, r, key);
@@ -266,9 +263,9 @@ void flat_bytes(const Plan& plan, const BufferSpec& spec, BufferRankBytes& out) 
     if (it == memo.end()) {
       std::int64_t pack = 0;
       std::int64_t gathered = 0;
-      for (const FlatRankBuffer& b : flat_for_rank(plan, spec, r).buffers) {
-        pack += b.shard_numel * element_size(b.param_dtype);
-        gathered += b.numel * element_size(b.param_dtype);
+      for (const FlatRankBuffer& flat : flat_for_rank(plan, spec, r).buffers) {
+        pack += flat.shard_numel * element_size(flat.param_dtype);
+        gathered += flat.numel * element_size(flat.param_dtype);
       }
       it = memo.emplace(std::move(key), std::make_pair(pack, gathered)).first;
     }
@@ -279,13 +276,13 @@ void flat_bytes(const Plan& plan, const BufferSpec& spec, BufferRankBytes& out) 
 
 // The class representative of `rank` on the mesh of a group / unit on `stage`, or -1 when
 // the rank is not on that stage.
-std::int64_t representative_of(const Plan& plan, MeshKind kind, int stage, const ClassAxes& c,
+std::int64_t representative_of(const Plan& plan, MeshKind kind, int stage, const ClassAxes& classes,
                                std::int64_t rank) {
   const Mesh& mesh = kind == MeshKind::Expert ? *plan.expert : plan.dense;
   const int pp = pp_axis_of(plan, kind);
   const std::vector<std::int64_t> coords = mesh_coords(mesh, rank);
   if (pp >= 0 && coords[static_cast<std::size_t>(pp)] != stage) return -1;
-  return representative(c, class_of(c, coords), mesh, pp, stage);
+  return representative(classes, class_of(classes, coords), mesh, pp, stage);
 }
 
 }  // namespace
@@ -301,8 +298,8 @@ std::string fsdp2_unit_label(std::string_view name) {
   return name.empty() ? "(root)" : std::string(name);
 }
 
-const char* buffer_kind_name(BufferKind k) {
-  switch (k) {
+const char* buffer_kind_name(BufferKind kind) {
+  switch (kind) {
     case BufferKind::MuonAllGather:
       return "muon_allgather";
     case BufferKind::Fsdp2AllGather:
@@ -318,11 +315,11 @@ const char* buffer_kind_name(BufferKind k) {
 std::vector<PlannedBuffer> plan_buffers(const Plan& plan) {
   std::vector<PlannedBuffer> out;
   for (const BufferSpec& spec : plan.buffers) {
-    PlannedBuffer b{spec, std::nullopt, std::nullopt};
-    if (spec.kind == BufferKind::MuonAllGather) b.muon = plan_muon(plan, spec);
-    if (spec.kind == BufferKind::Fsdp2AllGather) b.fsdp2 = plan_fsdp2(plan, spec);
+    PlannedBuffer planned{spec, std::nullopt, std::nullopt};
+    if (spec.kind == BufferKind::MuonAllGather) planned.muon = plan_muon(plan, spec);
+    if (spec.kind == BufferKind::Fsdp2AllGather) planned.fsdp2 = plan_fsdp2(plan, spec);
     // Flat optimizer buffers need no rank-independent part: flat_for_rank.
-    out.push_back(std::move(b));
+    out.push_back(std::move(planned));
   }
   return out;
 }
@@ -330,18 +327,23 @@ std::vector<PlannedBuffer> plan_buffers(const Plan& plan) {
 std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
                                                const std::vector<PlannedBuffer>& buffers) {
   std::vector<BufferRankBytes> out;
-  const auto w = static_cast<std::size_t>(plan.world_size);
-  for (const PlannedBuffer& b : buffers) {
-    BufferRankBytes r{
-        b.spec.kind, std::vector<std::int64_t>(w, 0), std::vector<std::int64_t>(w, 0), {}, {}, {}};
-    if (b.muon) {
-      r.call_peak.assign(w, 0);
-      muon_bytes(plan, *b.muon, r);
+  const auto world = static_cast<std::size_t>(plan.world_size);
+  for (const PlannedBuffer& buffer : buffers) {
+    BufferRankBytes bytes{buffer.spec.kind,
+                          std::vector<std::int64_t>(world, 0),
+                          std::vector<std::int64_t>(world, 0),
+                          {},
+                          {},
+                          {}};
+    if (buffer.muon) {
+      bytes.call_peak.assign(world, 0);
+      muon_bytes(plan, *buffer.muon, bytes);
     }
-    if (b.fsdp2) fsdp2_bytes(plan, *b.fsdp2, r);
-    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero)
-      flat_bytes(plan, b.spec, r);
-    out.push_back(std::move(r));
+    if (buffer.fsdp2) fsdp2_bytes(plan, *buffer.fsdp2, bytes);
+    if (buffer.spec.kind == BufferKind::MegatronDistOpt ||
+        buffer.spec.kind == BufferKind::DeepSpeedZero)
+      flat_bytes(plan, buffer.spec, bytes);
+    out.push_back(std::move(bytes));
   }
   return out;
 }
@@ -350,44 +352,45 @@ std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
                                            const std::vector<PlannedBuffer>& buffers,
                                            std::int64_t rank) {
   std::vector<BufferBytesAt> out;
-  for (const PlannedBuffer& b : buffers) {
-    BufferBytesAt r;
-    r.kind = b.spec.kind;
-    if (b.muon) {
-      for (const MuonGroup& g : b.muon->groups) {
-        const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-        const ClassAxes c = muon_group_axes(plan, g, mesh);
-        const std::int64_t rep = representative_of(plan, g.mesh, g.stage, c, rank);
+  for (const PlannedBuffer& buffer : buffers) {
+    BufferBytesAt bytes;
+    bytes.kind = buffer.spec.kind;
+    if (buffer.muon) {
+      for (const MuonGroup& group : buffer.muon->groups) {
+        const Mesh& mesh = group.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+        const ClassAxes classes = muon_group_axes(plan, group, mesh);
+        const std::int64_t rep = representative_of(plan, group.mesh, group.stage, classes, rank);
         if (rep < 0) continue;
-        const Sizes s = muon_class_sizes(g, muon_batches(plan, g), mesh_coords(mesh, rep),
-                                         b.muon->alignment_bytes);
-        r.pack += s.pack;
-        r.gathered += s.gathered;
-        r.call_peak = std::max(r.call_peak, s.peak);
+        const Sizes sizes = muon_class_sizes(group, muon_batches(plan, group),
+                                             mesh_coords(mesh, rep), buffer.muon->alignment_bytes);
+        bytes.pack += sizes.pack;
+        bytes.gathered += sizes.gathered;
+        bytes.call_peak = std::max(bytes.call_peak, sizes.peak);
       }
     }
-    if (b.fsdp2) {
+    if (buffer.fsdp2) {
       std::int64_t prev = 0;
-      for (const Fsdp2Unit& u : b.fsdp2->units) {
-        const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-        const ClassAxes c = fsdp2_unit_axes(plan, u, mesh);
-        const std::int64_t rep = representative_of(plan, u.mesh, u.stage, c, rank);
+      for (const Fsdp2Unit& unit : buffer.fsdp2->units) {
+        const Mesh& mesh = unit.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+        const ClassAxes classes = fsdp2_unit_axes(plan, unit, mesh);
+        const std::int64_t rep = representative_of(plan, unit.mesh, unit.stage, classes, rank);
         if (rep < 0) continue;
-        const Sizes s = fsdp2_unit_sizes(plan, u, mesh_coords(mesh, rep));
-        r.pack += s.pack;
-        r.gathered += s.gathered;
-        r.gathered_peak = std::max(r.gathered_peak, prev + s.gathered);
-        prev = s.gathered;
-        r.largest_unit = std::max(r.largest_unit, s.gathered);
+        const Sizes sizes = fsdp2_unit_sizes(plan, unit, mesh_coords(mesh, rep));
+        bytes.pack += sizes.pack;
+        bytes.gathered += sizes.gathered;
+        bytes.gathered_peak = std::max(bytes.gathered_peak, prev + sizes.gathered);
+        prev = sizes.gathered;
+        bytes.largest_unit = std::max(bytes.largest_unit, sizes.gathered);
       }
     }
-    if (b.spec.kind == BufferKind::MegatronDistOpt || b.spec.kind == BufferKind::DeepSpeedZero) {
-      for (const FlatRankBuffer& fb : flat_for_rank(plan, b.spec, rank).buffers) {
-        r.pack += fb.shard_numel * element_size(fb.param_dtype);
-        r.gathered += fb.numel * element_size(fb.param_dtype);
+    if (buffer.spec.kind == BufferKind::MegatronDistOpt ||
+        buffer.spec.kind == BufferKind::DeepSpeedZero) {
+      for (const FlatRankBuffer& fb : flat_for_rank(plan, buffer.spec, rank).buffers) {
+        bytes.pack += fb.shard_numel * element_size(fb.param_dtype);
+        bytes.gathered += fb.numel * element_size(fb.param_dtype);
       }
     }
-    out.push_back(r);
+    out.push_back(bytes);
   }
   return out;
 }

@@ -145,16 +145,16 @@ MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_
 
 /// One group of `muon_for_rank` (the group must be on `rank`'s stage). Its
 /// sizes depend only on `rank`'s coordinates on the group's split axes.
-MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
+MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& group, const Plan& plan,
                                   std::int64_t rank);
 
-/// The mesh axes of `g`'s splits (every stage's `axes`), ascending. Two ranks
-/// of `g`'s stage with equal coordinates on these axes (one shard class) get
+/// The mesh axes of `group`'s splits (every stage's `axes`), ascending. Two ranks
+/// of `group`'s stage with equal coordinates on these axes (one shard class) get
 /// the same `muon_group_for_rank` but for `replicate_coord` and each stage's
 /// `ranks`: equal split sizes, pad shapes, offsets, numels, stage indices and
 /// slice-back, so a writer of many rank files computes them once per class.
 /// Empty for a group without batches.
-std::vector<int> muon_split_axes(const MuonGroup& g, const Plan& plan);
+std::vector<int> muon_split_axes(const MuonGroup& group, const Plan& plan);
 
 /// One stage's members as `muon_group_for_rank` gives them (`MuonStage::ranks`
 /// and `index`), without the sizes.
@@ -165,7 +165,7 @@ struct MuonStageRanks {
 
 /// Every stage's `ranks` and `index` of `muon_group_for_rank(muon, g, plan,
 /// rank)`, in stage order. Cost O(stages x group size x mesh axes).
-std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& g, const Plan& plan,
+std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& group, const Plan& plan,
                                              std::int64_t rank);
 
 // --------------------------------------------------------------- fsdp2 --
@@ -220,7 +220,7 @@ struct Fsdp2RankLayout {
 Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::int64_t rank);
 
 /// One unit of `fsdp2_for_rank` (the unit must be on `rank`'s stage).
-Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int64_t rank);
+Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& unit, const Plan& plan, std::int64_t rank);
 
 // ---------------------------------------------------- flat optimizer buffers --
 //
@@ -359,7 +359,7 @@ std::vector<std::int64_t> buffer_peers(const Plan& plan, const std::vector<Plann
 std::string fsdp2_unit_label(std::string_view name);
 
 /// "muon_allgather" / "fsdp2_allgather" / "megatron_distopt" / "deepspeed_zero".
-const char* buffer_kind_name(BufferKind k);
+const char* buffer_kind_name(BufferKind kind);
 
 /// Per-rank buffer sizes of one layout, in BYTES: `pack` is the rank's
 /// packed input summed over every stage / unit it joins, `gathered` the

@@ -24,9 +24,9 @@ std::string unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
   std::size_t best = 0;
   bool found = false;
   for (const Pattern& pat : units) {
-    for (std::size_t c : cuts) {
-      if (!pat.match(std::string_view(fqn).substr(0, c))) continue;
-      if (!found || c > best) best = c;
+    for (std::size_t cut : cuts) {
+      if (!pat.match(std::string_view(fqn).substr(0, cut))) continue;
+      if (!found || cut > best) best = cut;
       found = true;
       break;  // the shortest prefix this pattern matches
     }
@@ -65,7 +65,8 @@ void post_order(std::vector<std::size_t>& params, const Plan& plan) {
     }
     nodes[node].own.push_back(i);
   }
-  for (const Node& n : nodes) nested = nested || (!n.own.empty() && !n.children.empty());
+  for (const Node& tree_node : nodes)
+    nested = nested || (!tree_node.own.empty() && !tree_node.children.empty());
   if (!nested) return;  // post-order is model order
   std::vector<std::size_t> out;
   out.reserve(params.size());
@@ -86,55 +87,57 @@ void post_order(std::vector<std::size_t>& params, const Plan& plan) {
 }  // namespace
 
 Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
-  Fsdp2Plan f;
-  f.not_communicated.assign(static_cast<std::size_t>(plan.num_stages), {});
+  Fsdp2Plan fsdp2;
+  fsdp2.not_communicated.assign(static_cast<std::size_t>(plan.num_stages), {});
   std::map<std::tuple<int, int, std::string>, std::size_t> index;
   for (std::size_t i = 0; i < plan.params.size(); ++i) {
-    const PlannedParam& p = plan.params[i];
-    const bool alias = p.alias_of && plan.params[*p.alias_of].stage == p.stage;
+    const PlannedParam& param = plan.params[i];
+    const bool alias = param.alias_of && plan.params[*param.alias_of].stage == param.stage;
     // Packed params split on their packed dim rebuild a local tensor of
     // several global boxes; FSDP2 gathers it like any other (it sees only
     // the local tensor), so they stay in their unit.
-    if (p.geometry.fsdp_dim < 0 || alias) {
-      f.not_communicated[static_cast<std::size_t>(p.stage)].push_back(i);
+    if (param.geometry.fsdp_dim < 0 || alias) {
+      fsdp2.not_communicated[static_cast<std::size_t>(param.stage)].push_back(i);
       continue;
     }
-    std::string name = unit_of(p.name, spec.units);
-    auto [it, fresh] = index.try_emplace({p.stage, static_cast<int>(p.mesh), name}, f.units.size());
-    if (fresh) f.units.push_back({std::move(name), p.mesh, p.stage, {}, false});
-    Fsdp2Unit& u = f.units[it->second];
-    if (!u.params.empty() && plan.params[u.params.front()].dtype != p.dtype) u.byte_units = true;
-    u.params.push_back(i);
+    std::string name = unit_of(param.name, spec.units);
+    auto [it, fresh] =
+        index.try_emplace({param.stage, static_cast<int>(param.mesh), name}, fsdp2.units.size());
+    if (fresh) fsdp2.units.push_back({std::move(name), param.mesh, param.stage, {}, false});
+    Fsdp2Unit& unit = fsdp2.units[it->second];
+    if (!unit.params.empty() && plan.params[unit.params.front()].dtype != param.dtype)
+      unit.byte_units = true;
+    unit.params.push_back(i);
   }
-  for (Fsdp2Unit& u : f.units) post_order(u.params, plan);
-  return f;
+  for (Fsdp2Unit& unit : fsdp2.units) post_order(unit.params, plan);
+  return fsdp2;
 }
 
-Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& u, const Plan& plan, std::int64_t rank) {
-  const Mesh& mesh = u.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+Fsdp2RankUnit fsdp2_unit_for_rank(const Fsdp2Unit& unit, const Plan& plan, std::int64_t rank) {
+  const Mesh& mesh = unit.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
   const auto coords = mesh_coords(mesh, rank);
   Fsdp2RankUnit ru;
-  ru.unit = &u;
-  const PlannedParam& first = plan.params[u.params.front()];
+  ru.unit = &unit;
+  const PlannedParam& first = plan.params[unit.params.front()];
   const DimSplit& split =
       first.geometry.per_dim[static_cast<std::size_t>(first.geometry.fsdp_dim)].back();
   ru.index = split_coord(split, coords);
   for (std::int64_t k = 0; k < split.ways; ++k)
     ru.ranks.push_back(rank_of(mesh, with_split_coord(split, coords, k)));
-  for (std::size_t i : u.params) {
-    const PlannedParam& p = plan.params[i];
-    const ShardGeom g = shard_at(p.geometry, coords);
-    std::vector<int> undone(p.global_shape.size(), 0);
-    undone[static_cast<std::size_t>(p.geometry.fsdp_dim)] = 1;
-    const std::int64_t unit = u.byte_units ? element_size(p.dtype) : 1;
+  for (std::size_t i : unit.params) {
+    const PlannedParam& param = plan.params[i];
+    const ShardGeom shard = shard_at(param.geometry, coords);
+    std::vector<int> undone(param.global_shape.size(), 0);
+    undone[static_cast<std::size_t>(param.geometry.fsdp_dim)] = 1;
+    const std::int64_t unit_size = unit.byte_units ? element_size(param.dtype) : 1;
     Fsdp2Param fp{i,
                   ru.total,
-                  numel(g.padded_shape) * unit,
-                  g.padded_shape,
-                  g.local_shape,
-                  partial_shape(p.geometry, coords, undone, true)};
+                  numel(shard.padded_shape) * unit_size,
+                  shard.padded_shape,
+                  shard.local_shape,
+                  partial_shape(param.geometry, coords, undone, true)};
     ru.total += fp.padded_numel;
-    ru.total_bytes += numel(g.padded_shape) * element_size(p.dtype);
+    ru.total_bytes += numel(shard.padded_shape) * element_size(param.dtype);
     ru.params.push_back(std::move(fp));
   }
   return ru;
@@ -144,8 +147,8 @@ Fsdp2RankLayout fsdp2_for_rank(const Fsdp2Plan& fsdp2, const Plan& plan, std::in
   Fsdp2RankLayout out;
   const int stage = plan.stage_of_rank(rank);
   out.not_communicated = &fsdp2.not_communicated[static_cast<std::size_t>(stage)];
-  for (const Fsdp2Unit& u : fsdp2.units)
-    if (u.stage == stage) out.units.push_back(fsdp2_unit_for_rank(u, plan, rank));
+  for (const Fsdp2Unit& unit : fsdp2.units)
+    if (unit.stage == stage) out.units.push_back(fsdp2_unit_for_rank(unit, plan, rank));
   return out;
 }
 

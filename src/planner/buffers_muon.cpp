@@ -14,18 +14,18 @@ namespace shardc {
 namespace {
 
 // Mesh axis -> tensor dim it shards (-1 for none).
-std::vector<int> axis_dims(const PlannedParam& p, std::size_t naxes) {
+std::vector<int> axis_dims(const PlannedParam& param, std::size_t naxes) {
   std::vector<int> dims(naxes, -1);
-  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d)
-    for (const DimSplit& s : p.geometry.per_dim[d])
-      for (int a : s.axes) dims[static_cast<std::size_t>(a)] = static_cast<int>(d);
+  for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d)
+    for (const DimSplit& split : param.geometry.per_dim[d])
+      for (int axis : split.axes) dims[static_cast<std::size_t>(axis)] = static_cast<int>(d);
   return dims;
 }
 
-std::string layout_key(const PlannedParam& p, const Mesh& mesh) {
-  std::string key =
-      std::string(mesh_kind_name(p.mesh)) + " ndim=" + std::to_string(p.global_shape.size());
-  const auto dims = axis_dims(p, mesh.axes.size());
+std::string layout_key(const PlannedParam& param, const Mesh& mesh) {
+  std::string key = std::string(mesh_kind_name(param.mesh)) +
+                    " ndim=" + std::to_string(param.global_shape.size());
+  const auto dims = axis_dims(param, mesh.axes.size());
   for (std::size_t a = 0; a < dims.size(); ++a)
     if (dims[a] >= 0) key += " " + mesh.axes[a].name + ":" + std::to_string(dims[a]);
   return key;
@@ -33,7 +33,7 @@ std::string layout_key(const PlannedParam& p, const Mesh& mesh) {
 
 // Splits in stage order: the reverse of the order they were applied (rule
 // placements in mesh order, then FSDP), skipping one-way splits.
-std::vector<std::pair<int, int>> stage_splits(const PlannedParam& p) {
+std::vector<std::pair<int, int>> stage_splits(const PlannedParam& param) {
   struct Item {
     int fsdp;
     int axis;
@@ -41,121 +41,122 @@ std::vector<std::pair<int, int>> stage_splits(const PlannedParam& p) {
     int index;
   };
   std::vector<Item> items;
-  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
-    const auto& chain = p.geometry.per_dim[d];
+  for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d) {
+    const auto& chain = param.geometry.per_dim[d];
     for (std::size_t i = 0; i < chain.size(); ++i)
       if (chain[i].ways > 1)
         items.push_back({chain[i].fsdp ? 1 : 0, chain[i].axes.front(), static_cast<int>(d),
                          static_cast<int>(i)});
   }
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return std::tie(b.fsdp, b.axis) < std::tie(a.fsdp, a.axis);
+  std::sort(items.begin(), items.end(), [](const Item& left, const Item& right) {
+    return std::tie(right.fsdp, right.axis) < std::tie(left.fsdp, left.axis);
   });
   std::vector<std::pair<int, int>> out;
   for (const Item& it : items) out.emplace_back(it.dim, it.index);
   return out;
 }
 
-bool communicated(const Plan& plan, const PlannedParam& p) {
-  if (!p.requires_grad || p.global_shape.size() < 2) return false;
+bool communicated(const Plan& plan, const PlannedParam& param) {
+  if (!param.requires_grad || param.global_shape.size() < 2) return false;
   // Packed params split on their packed dim gather per part, which the
   // concatenate-by-member unpack of this layout cannot express: they are
   // left to the runtime (W-PACKED-BUFFER says so).
-  if (packed_dim_split(p)) return false;
-  return !(p.alias_of && plan.params[*p.alias_of].stage == p.stage);
+  if (packed_dim_split(param)) return false;
+  return !(param.alias_of && plan.params[*param.alias_of].stage == param.stage);
 }
 
-void assign_owners(MuonGroup& g, const Plan& plan, const Mesh& mesh) {
+void assign_owners(MuonGroup& group, const Plan& plan, const Mesh& mesh) {
   std::int64_t grid = 1;
-  for (int a : g.replicate_axes) grid *= mesh.axes[static_cast<std::size_t>(a)].size;
-  std::vector<std::size_t> order(g.params.size());
+  for (int axis : group.replicate_axes) grid *= mesh.axes[static_cast<std::size_t>(axis)].size;
+  std::vector<std::size_t> order(group.params.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return numel(plan.params[g.params[a]].global_shape) >
-           numel(plan.params[g.params[b]].global_shape);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t left, std::size_t right) {
+    return numel(plan.params[group.params[left]].global_shape) >
+           numel(plan.params[group.params[right]].global_shape);
   });
   std::set<std::pair<std::int64_t, std::int64_t>> load;  // (load, flat coordinate)
   for (std::int64_t c = 0; c < grid; ++c) load.insert({0, c});
-  g.owners.assign(g.params.size(), {});
+  group.owners.assign(group.params.size(), {});
   for (std::size_t i : order) {
     auto best = *load.begin();
     load.erase(load.begin());
-    best.first += numel(plan.params[g.params[i]].global_shape);
+    best.first += numel(plan.params[group.params[i]].global_shape);
     load.insert(best);
-    std::vector<std::int64_t> coord(g.replicate_axes.size(), 0);
+    std::vector<std::int64_t> coord(group.replicate_axes.size(), 0);
     std::int64_t rem = best.second;
     for (std::size_t k = coord.size(); k-- > 0;) {
-      const std::int64_t size = mesh.axes[static_cast<std::size_t>(g.replicate_axes[k])].size;
+      const std::int64_t size = mesh.axes[static_cast<std::size_t>(group.replicate_axes[k])].size;
       coord[k] = rem % size;
       rem /= size;
     }
-    g.owners[i] = std::move(coord);
+    group.owners[i] = std::move(coord);
   }
 }
 
-void make_batches(MuonGroup& g, const Plan& plan, std::int64_t cap) {
+void make_batches(MuonGroup& group, const Plan& plan, std::int64_t cap) {
   std::vector<DType> dtypes;
-  for (std::size_t i : g.params)
+  for (std::size_t i : group.params)
     if (std::find(dtypes.begin(), dtypes.end(), plan.params[i].dtype) == dtypes.end())
       dtypes.push_back(plan.params[i].dtype);
-  for (DType t : dtypes) {
-    MuonBatch cur{t, {}};
+  for (DType dtype : dtypes) {
+    MuonBatch cur{dtype, {}};
     std::int64_t filled = 0;
-    for (std::size_t i : g.params) {
-      if (plan.params[i].dtype != t) continue;
+    for (std::size_t i : group.params) {
+      if (plan.params[i].dtype != dtype) continue;
       cur.params.push_back(i);
       filled += numel(plan.params[i].global_shape);
       if (filled >= cap) {
-        g.batches.push_back(std::move(cur));
-        cur = {t, {}};
+        group.batches.push_back(std::move(cur));
+        cur = {dtype, {}};
         filled = 0;
       }
     }
-    if (!cur.params.empty()) g.batches.push_back(std::move(cur));
+    if (!cur.params.empty()) group.batches.push_back(std::move(cur));
   }
 }
 
 }  // namespace
 
 MuonPlan plan_muon(const Plan& plan, const BufferSpec& spec) {
-  MuonPlan m;
-  m.alignment_bytes = spec.alignment_bytes;
-  m.max_batch_numel = spec.max_batch_numel;
-  m.not_communicated.assign(static_cast<std::size_t>(plan.num_stages), {});
+  MuonPlan muon;
+  muon.alignment_bytes = spec.alignment_bytes;
+  muon.max_batch_numel = spec.max_batch_numel;
+  muon.not_communicated.assign(static_cast<std::size_t>(plan.num_stages), {});
   for (int s = 0; s < plan.num_stages; ++s) {
     std::map<std::string, std::size_t> by_key;
-    const std::size_t first_group = m.groups.size();
+    const std::size_t first_group = muon.groups.size();
     for (std::size_t i = 0; i < plan.params.size(); ++i) {
-      const PlannedParam& p = plan.params[i];
-      if (p.stage != s) continue;
-      if (!communicated(plan, p)) {
-        m.not_communicated[static_cast<std::size_t>(s)].push_back(i);
+      const PlannedParam& param = plan.params[i];
+      if (param.stage != s) continue;
+      if (!communicated(plan, param)) {
+        muon.not_communicated[static_cast<std::size_t>(s)].push_back(i);
         continue;
       }
-      const Mesh& mesh = plan.mesh_of(p);
-      auto [it, fresh] = by_key.try_emplace(layout_key(p, mesh), m.groups.size());
+      const Mesh& mesh = plan.mesh_of(param);
+      auto [it, fresh] = by_key.try_emplace(layout_key(param, mesh), muon.groups.size());
       if (fresh) {
-        MuonGroup g;
-        g.key = it->first;
-        g.mesh = p.mesh;
-        g.stage = s;
-        g.splits = stage_splits(p);
-        const auto dims = axis_dims(p, mesh.axes.size());
-        const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+        MuonGroup group;
+        group.key = it->first;
+        group.mesh = param.mesh;
+        group.stage = s;
+        group.splits = stage_splits(param);
+        const auto dims = axis_dims(param, mesh.axes.size());
+        const int pp =
+            param.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
         for (std::size_t a = 0; a < dims.size(); ++a)
           if (dims[a] < 0 && static_cast<int>(a) != pp)
-            g.replicate_axes.push_back(static_cast<int>(a));
-        m.groups.push_back(std::move(g));
+            group.replicate_axes.push_back(static_cast<int>(a));
+        muon.groups.push_back(std::move(group));
       }
-      m.groups[it->second].params.push_back(i);
+      muon.groups[it->second].params.push_back(i);
     }
-    for (std::size_t g = first_group; g < m.groups.size(); ++g) {
-      const Mesh& mesh = m.groups[g].mesh == MeshKind::Expert ? *plan.expert : plan.dense;
-      assign_owners(m.groups[g], plan, mesh);
-      make_batches(m.groups[g], plan, spec.max_batch_numel);
+    for (std::size_t g = first_group; g < muon.groups.size(); ++g) {
+      const Mesh& mesh = muon.groups[g].mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+      assign_owners(muon.groups[g], plan, mesh);
+      make_batches(muon.groups[g], plan, spec.max_batch_numel);
     }
   }
-  return m;
+  return muon;
 }
 
 namespace {
@@ -169,14 +170,14 @@ struct StageRank {
   std::int64_t alignment_bytes;
 };
 
-MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_no,
+MuonStage build_stage(const MuonGroup& group, const MuonBatch& batch, std::size_t stage_no,
                       const StageRank& rank) {
   const Plan& plan = rank.plan;
   const Mesh& mesh = rank.mesh;
   const std::span<const std::int64_t> coords = rank.coords;
   const std::int64_t alignment_bytes = rank.alignment_bytes;
-  const auto [dim, index] = g.splits[stage_no];
-  const PlannedParam& first = plan.params[b.params.front()];
+  const auto [dim, index] = group.splits[stage_no];
+  const PlannedParam& first = plan.params[batch.params.front()];
   const DimSplit& split =
       first.geometry.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
   MuonStage st;
@@ -190,9 +191,9 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
   // Splits undone before this stage, per dim: a suffix of each chain.
   std::vector<int> undone(first.geometry.per_dim.size(), 0);
   for (std::size_t s = 0; s < stage_no; ++s)
-    mark_gathered(undone, first.geometry, g.splits[s].first, g.splits[s].second);
-  for (std::size_t i : b.params) {
-    const PlannedParam& p = plan.params[i];
+    mark_gathered(undone, first.geometry, group.splits[s].first, group.splits[s].second);
+  for (std::size_t i : batch.params) {
+    const PlannedParam& param = plan.params[i];
     MuonStageParam sp;
     sp.param = i;
     sp.tensor_dim = dim;
@@ -201,10 +202,10 @@ MuonStage build_stage(const MuonGroup& g, const MuonBatch& b, std::size_t stage_
     sp.split_sizes.reserve(member_coords.size());
     for (const auto& member : member_coords)
       sp.split_sizes.push_back(
-          partial_shape(p.geometry, member, undone)[static_cast<std::size_t>(dim)]);
+          partial_shape(param.geometry, member, undone)[static_cast<std::size_t>(dim)]);
     MuonStageSizes sizes =
-        muon_stage_sizes(partial_shape(p.geometry, coords, undone), dim, sp.split_sizes, st.index,
-                         muon_align_elements(alignment_bytes, p.dtype));
+        muon_stage_sizes(partial_shape(param.geometry, coords, undone), dim, sp.split_sizes,
+                         st.index, muon_align_elements(alignment_bytes, param.dtype));
     sp.pad_shape = std::move(sizes.pad_shape);
     sp.actual_numel = sizes.actual_numel;
     sp.padded_numel = sizes.padded_numel;
@@ -248,17 +249,18 @@ SliceStep muon_slice_step(int tensor_dim, std::span<const std::int64_t> split_si
   return {tensor_dim, start, k < split_sizes.size() ? split_sizes[k] : 0};
 }
 
-MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, const Plan& plan,
+MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& group, const Plan& plan,
                                   std::int64_t rank) {
-  const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+  const Mesh& mesh = group.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
   const auto coords = mesh_coords(mesh, rank);
   MuonRankGroup rg;
-  rg.group = &g;
-  for (int a : g.replicate_axes) rg.replicate_coord.push_back(coords[static_cast<std::size_t>(a)]);
-  for (const MuonBatch& b : g.batches) {
-    MuonRankBatch rb{b.dtype, {}};
-    for (std::size_t s = 0; s < g.splits.size(); ++s)
-      rb.stages.push_back(build_stage(g, b, s, {plan, mesh, coords, muon.alignment_bytes}));
+  rg.group = &group;
+  for (int axis : group.replicate_axes)
+    rg.replicate_coord.push_back(coords[static_cast<std::size_t>(axis)]);
+  for (const MuonBatch& batch : group.batches) {
+    MuonRankBatch rb{batch.dtype, {}};
+    for (std::size_t s = 0; s < group.splits.size(); ++s)
+      rb.stages.push_back(build_stage(group, batch, s, {plan, mesh, coords, muon.alignment_bytes}));
     rg.batches.push_back(std::move(rb));
   }
   // Slice-back: per param, the stages in reverse.
@@ -267,31 +269,32 @@ MuonRankGroup muon_group_for_rank(const MuonPlan& muon, const MuonGroup& g, cons
     for (auto st = rb.stages.rbegin(); st != rb.stages.rend(); ++st)
       for (const MuonStageParam& sp : st->params)
         steps[sp.param].push_back(muon_slice_step(sp.tensor_dim, sp.split_sizes, st->index));
-  for (std::size_t i : g.params) rg.slice_back.push_back(steps[i]);
+  for (std::size_t i : group.params) rg.slice_back.push_back(steps[i]);
   return rg;
 }
 
-std::vector<int> muon_split_axes(const MuonGroup& g, const Plan& plan) {
+std::vector<int> muon_split_axes(const MuonGroup& group, const Plan& plan) {
   std::vector<int> axes;
-  if (g.batches.empty()) return axes;
-  const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
-  for (const auto& [dim, index] : g.splits)
-    for (int a : geom.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)].axes)
-      axes.push_back(a);
+  if (group.batches.empty()) return axes;
+  const ParamGeometry& geom = plan.params[group.batches.front().params.front()].geometry;
+  for (const auto& [dim, index] : group.splits)
+    for (int axis :
+         geom.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)].axes)
+      axes.push_back(axis);
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   return axes;
 }
 
-std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& g, const Plan& plan,
+std::vector<MuonStageRanks> muon_stage_ranks(const MuonGroup& group, const Plan& plan,
                                              std::int64_t rank) {
   std::vector<MuonStageRanks> out;
-  if (g.batches.empty()) return out;
-  const Mesh& mesh = g.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
+  if (group.batches.empty()) return out;
+  const Mesh& mesh = group.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
   const auto coords = mesh_coords(mesh, rank);
-  const ParamGeometry& geom = plan.params[g.batches.front().params.front()].geometry;
-  out.reserve(g.splits.size());
-  for (const auto& [dim, index] : g.splits) {
+  const ParamGeometry& geom = plan.params[group.batches.front().params.front()].geometry;
+  out.reserve(group.splits.size());
+  for (const auto& [dim, index] : group.splits) {
     const DimSplit& split =
         geom.per_dim[static_cast<std::size_t>(dim)][static_cast<std::size_t>(index)];
     MuonStageRanks sr;
@@ -308,8 +311,8 @@ MuonRankLayout muon_for_rank(const MuonPlan& muon, const Plan& plan, std::int64_
   MuonRankLayout out;
   const int stage = plan.stage_of_rank(rank);
   out.not_communicated = &muon.not_communicated[static_cast<std::size_t>(stage)];
-  for (const MuonGroup& g : muon.groups)
-    if (g.stage == stage) out.groups.push_back(muon_group_for_rank(muon, g, plan, rank));
+  for (const MuonGroup& group : muon.groups)
+    if (group.stage == stage) out.groups.push_back(muon_group_for_rank(muon, group, plan, rank));
   return out;
 }
 

@@ -52,12 +52,12 @@ namespace shardc {
 /// only, so the check stays bounded.
 std::vector<std::string> check_plan(const Plan& plan, std::size_t max_reported = 20);
 
-/// The shard-level part of check_plan for one param: `p`'s structure, then
+/// The shard-level part of check_plan for one param: `planned`'s structure, then
 /// `classes` (what enumerate_shards(plan, p) returns) against it: offsets,
 /// sentinels, padding, packed boxes, tiling and replica counts. Exposed so
 /// tests can corrupt a piece or a replica set, which the Plan derives and
 /// never stores.
-std::vector<std::string> check_shard_classes(const Plan& plan, const PlannedParam& p,
+std::vector<std::string> check_shard_classes(const Plan& plan, const PlannedParam& planned,
                                              const std::vector<ShardClass>& classes,
                                              std::size_t max_reported = 20);
 

@@ -55,8 +55,8 @@ const HeadModule* head_module(std::string_view module) {
       {"wo", {1, kQ}},
       {"linear_proj", {1, kQ}},
   };
-  for (const Entry& e : table)
-    if (e.name == module) return &e.m;
+  for (const Entry& entry : table)
+    if (entry.name == module) return &entry.m;
   return nullptr;
 }
 
@@ -74,77 +74,78 @@ std::string_view param_module(std::string_view fqn, bool& bias) {
   return {};
 }
 
-std::string axes_text(const DimSplit& s, const Mesh& mesh) {
-  std::string t;
-  for (int a : s.axes) t += (t.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(a)].name;
-  return t;
+std::string axes_text(const DimSplit& split, const Mesh& mesh) {
+  std::string text;
+  for (int axis : split.axes)
+    text += (text.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(axis)].name;
+  return text;
 }
 
 // Divisors of g in increasing order, for hints. Bounded work for hostile
 // counts (g may be near 2^63): tries k up to 2^20 and lists at most 64.
-std::string divisors_text(std::int64_t g) {
+std::string divisors_text(std::int64_t heads_gcd) {
   constexpr std::int64_t kMaxTried = std::int64_t{1} << 20;
   constexpr int kMaxListed = 64;
-  std::string t;
+  std::string text;
   int listed = 0;
   std::int64_t k = 1;
-  for (; k <= g && k <= kMaxTried && listed < kMaxListed; ++k) {
-    if (g % k != 0) continue;
-    t += (t.empty() ? "" : ", ") + std::to_string(k);
+  for (; k <= heads_gcd && k <= kMaxTried && listed < kMaxListed; ++k) {
+    if (heads_gcd % k != 0) continue;
+    text += (text.empty() ? "" : ", ") + std::to_string(k);
     ++listed;
   }
-  if (k <= g) t += ", ... (the divisors of " + std::to_string(g) + ")";
-  return t;
+  if (k <= heads_gcd) text += ", ... (the divisors of " + std::to_string(heads_gcd) + ")";
+  return text;
 }
 
 // The extents a dim's rule splits act on: the parts of a packed dim, else
 // the whole extent.
-std::vector<std::int64_t> split_lengths(const PlannedParam& p, std::size_t d) {
-  if (!p.geometry.parts.empty() && static_cast<std::size_t>(p.geometry.parts_dim) == d)
-    return p.geometry.parts;
-  return {p.global_shape[d]};
+std::vector<std::int64_t> split_lengths(const PlannedParam& param, std::size_t d) {
+  if (!param.geometry.parts.empty() && static_cast<std::size_t>(param.geometry.parts_dim) == d)
+    return param.geometry.parts;
+  return {param.global_shape[d]};
 }
 
 // E-UNIT: an extent that is not a whole number of the rule's units (a split
 // would cut one). E-EVEN: `even` and a (unit) count that does not divide.
 // Both name the param, the unit and the valid sizes.
-void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+void check_even(const PlannedParam& param, const Plan& plan, const Recipe& recipe,
                 GroupedReporter& rep) {
-  const Mesh& mesh = plan.mesh_of(p);
-  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
-    for (std::int64_t len : split_lengths(p, d)) {
+  const Mesh& mesh = plan.mesh_of(param);
+  for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d) {
+    for (std::int64_t len : split_lengths(param, d)) {
       bool first = true;
-      for (const DimSplit& s : p.geometry.per_dim[d]) {
-        if (s.fsdp) continue;
-        const std::int64_t unit = std::max<std::int64_t>(1, s.unit);
+      for (const DimSplit& split : param.geometry.per_dim[d]) {
+        if (split.fsdp) continue;
+        const std::int64_t unit = std::max<std::int64_t>(1, split.unit);
         const std::string what =
-            p.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len);
+            param.name + " dim " + std::to_string(d) + ": extent " + std::to_string(len);
         if (first && unit > 1 && len % unit != 0) {
-          Diagnostic diag = param_diagnostic(p, DiagCode::EUnit, rule_loc(p, recipe));
+          Diagnostic diag = param_diagnostic(param, DiagCode::EUnit, rule_loc(param, recipe));
           diag.message = what + " is not a whole number of units of " + std::to_string(unit) +
                          " rows: a split would cut a unit";
           diag.hint = "the unit must divide the extent (a head is head_dim rows)";
-          rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
+          rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(d));
           return;
         }
         first = false;
         const std::int64_t units = len / unit;
-        if (s.rule == SplitRule::Even && units % s.ways != 0) {
-          if (stacked_expert(p) && d == 0) return;  // E-EXPERTS reports it
-          Diagnostic diag = param_diagnostic(p, DiagCode::EEven, rule_loc(p, recipe));
+        if (split.rule == SplitRule::Even && units % split.ways != 0) {
+          if (stacked_expert(param) && d == 0) return;  // E-EXPERTS reports it
+          Diagnostic diag = param_diagnostic(param, DiagCode::EEven, rule_loc(param, recipe));
           diag.message = unit > 1 ? what + " (" + std::to_string(units) + " units of " +
                                         std::to_string(unit) + " rows) cannot split evenly over " +
-                                        std::to_string(s.ways) + " (" + axes_text(s, mesh) +
+                                        std::to_string(split.ways) + " (" + axes_text(split, mesh) +
                                         ") without cutting a unit"
-                                  : what + " is not divisible by " + std::to_string(s.ways) + " (" +
-                                        axes_text(s, mesh) + ") under uneven: even";
-          if (units < s.ways) {
+                                  : what + " is not divisible by " + std::to_string(split.ways) +
+                                        " (" + axes_text(split, mesh) + ") under uneven: even";
+          if (units < split.ways) {
             // chunk / balanced would leave ranks without a unit (for a head
             // unit: TP ranks with no attention rows): never offer them.
             diag.hint = "valid sizes (divisors of " + std::to_string(units) +
                         (unit > 1 ? " units): " : "): ") + divisors_text(units) + "; " +
-                        std::to_string(units) + " < " + std::to_string(s.ways) +
-                        ", so chunk or balanced would leave " + std::to_string(s.ways - units) +
+                        std::to_string(units) + " < " + std::to_string(split.ways) +
+                        ", so chunk or balanced would leave " + std::to_string(split.ways - units) +
                         " ranks with nothing";
           } else {
             diag.hint = (unit > 1 ? "valid sizes (divisors of " + std::to_string(units) +
@@ -153,10 +154,10 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
                         "uneven: chunk (torch.chunk) or balanced" +
                         (unit > 1 ? " (whole units per rank)" : ", or a divisible mesh size");
           }
-          rep.add(std::move(diag), std::to_string(p.rule.index) + ":" + std::to_string(d));
+          rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(d));
           return;
         }
-        len = split_piece(len, 0, s).size;
+        len = split_piece(len, 0, split).size;
       }
     }
   }
@@ -164,33 +165,33 @@ void check_even(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
 
 // E-PAD: a padded extent whose padded tensor would not fit the front end's
 // numel bound (hostile pad multiples x mesh sizes).
-void check_padded_size(const PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
-  if (p.uneven != SplitRule::Pad) return;
+void check_padded_size(const PlannedParam& param, const Recipe& recipe, GroupedReporter& rep) {
+  if (param.uneven != SplitRule::Pad) return;
   constexpr std::int64_t kLimit = limits::kMaxNumel;
   std::int64_t total = 1;
   bool over = false;
-  for (std::size_t d = 0; d < p.geometry.per_dim.size() && !over; ++d) {
-    std::int64_t len = std::max<std::int64_t>(1, p.global_shape[d]);
-    for (const DimSplit& s : p.geometry.per_dim[d]) {
-      if (s.fsdp || s.rule != SplitRule::Pad) continue;
-      over = over || __builtin_mul_overflow(split_piece(len, 0, s).size, s.ways, &len) ||
+  for (std::size_t d = 0; d < param.geometry.per_dim.size() && !over; ++d) {
+    std::int64_t len = std::max<std::int64_t>(1, param.global_shape[d]);
+    for (const DimSplit& split : param.geometry.per_dim[d]) {
+      if (split.fsdp || split.rule != SplitRule::Pad) continue;
+      over = over || __builtin_mul_overflow(split_piece(len, 0, split).size, split.ways, &len) ||
              len >= kLimit;
     }
     over = over || __builtin_mul_overflow(total, len, &total) || total >= kLimit;
   }
   if (!over) return;
-  Diagnostic diag = param_diagnostic(p, DiagCode::EPad, rule_loc(p, recipe));
-  diag.message = p.name + ": the padded tensor would have 2^62 or more elements";
+  Diagnostic diag = param_diagnostic(param, DiagCode::EPad, rule_loc(param, recipe));
+  diag.message = param.name + ": the padded tensor would have 2^62 or more elements";
   diag.hint = "use a smaller pad multiple";
-  rep.add(std::move(diag), std::to_string(p.rule.index));
+  rep.add(std::move(diag), std::to_string(param.rule.index));
 }
 
 // The tp sharding the head-major dim of `p` (product of its rule splits).
-std::int64_t head_tp(const PlannedParam& p, int dim) {
+std::int64_t head_tp(const PlannedParam& param, int dim) {
   std::int64_t tp = 1;
-  if (dim >= static_cast<int>(p.geometry.per_dim.size())) return 1;
-  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)])
-    if (!s.fsdp) tp *= s.ways;
+  if (dim >= static_cast<int>(param.geometry.per_dim.size())) return 1;
+  for (const DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(dim)])
+    if (!split.fsdp) tp *= split.ways;
   return tp;
 }
 
@@ -199,30 +200,30 @@ std::int64_t head_tp(const PlannedParam& p, int dim) {
 // MLA's q_b_proj / kv_b_proj, KV heads on k/v, both on fused qkv), so KV
 // projections replicated on purpose never fail the q split. The message names
 // only the counts that fail; the hint lists the tp sizes that divide them.
-void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe,
+void check_heads(const PlannedParam& param, const Model& model, const Recipe& recipe,
                  GroupedReporter& rep) {
-  if (p.mesh != MeshKind::Dense || p.geometry.per_dim.empty()) return;
+  if (param.mesh != MeshKind::Dense || param.geometry.per_dim.empty()) return;
   bool bias = false;
-  const HeadModule* hm = head_module(param_module(p.name, bias));
+  const HeadModule* hm = head_module(param_module(param.name, bias));
   if (hm == nullptr || (bias && hm->dim != 0)) return;
-  if (hm->dim >= static_cast<int>(p.global_shape.size()))
+  if (hm->dim >= static_cast<int>(param.global_shape.size()))
     return;  // a row-parallel bias is not split by head
   // A vision or audio tower's projections are checked against its own head
   // counts (issue 27: a 16-head vision q_proj at tp 5 passed on the 40 text heads).
-  const ModelAttributes& attrs = model.attributes_of(p.name);
+  const ModelAttributes& attrs = model.attributes_of(param.name);
   const auto& heads = attrs.num_attention_heads;
-  const std::int64_t tp = head_tp(p, hm->dim);
+  const std::int64_t tp = head_tp(param, hm->dim);
   if (tp <= 1) return;
   if (!heads || *heads <= 0) {
     // Nothing to check against: say so, once per rule and tp (W-HEADS-UNKNOWN).
-    Diagnostic d =
-        param_diagnostic(p, DiagCode::WHeadsUnknown, rule_loc(p, recipe), Severity::Warning);
-    d.message = p.name + " is sharded by head (dim " + std::to_string(hm->dim) +
-                ") over tp=" + std::to_string(tp) +
-                " but the model gives no num_attention_heads: whole heads per rank not checked";
-    d.hint = std::string(diag_code_info(DiagCode::WHeadsUnknown).fix);
-    rep.add(std::move(d),
-            "heads-unknown:" + std::to_string(p.rule.index) + ":" + std::to_string(tp));
+    Diagnostic diag = param_diagnostic(param, DiagCode::WHeadsUnknown, rule_loc(param, recipe),
+                                       Severity::Warning);
+    diag.message = param.name + " is sharded by head (dim " + std::to_string(hm->dim) +
+                   ") over tp=" + std::to_string(tp) +
+                   " but the model gives no num_attention_heads: whole heads per rank not checked";
+    diag.hint = std::string(diag_code_info(DiagCode::WHeadsUnknown).fix);
+    rep.add(std::move(diag),
+            "heads-unknown:" + std::to_string(param.rule.index) + ":" + std::to_string(tp));
     return;
   }
   const std::int64_t kv = attrs.num_key_value_heads.value_or(*heads);
@@ -230,62 +231,64 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   // (chunk / balanced / pad may then give ranks different head counts).
   const std::int64_t count = ((hm->counts & kQ) != 0 ? *heads : 0) +
                              ((hm->counts & kKV) != 0 ? (hm->counts & kQ ? 2 : 1) * kv : 0);
-  const std::int64_t extent = p.global_shape[static_cast<std::size_t>(hm->dim)];
+  const std::int64_t extent = param.global_shape[static_cast<std::size_t>(hm->dim)];
   // Megatron-Core names KV heads "query groups" (num_query_groups); its
   // linear_qkv holds, per group, the group's q heads then its k and v head.
-  const bool megatron = param_module(p.name, bias) == "linear_qkv";
+  const bool megatron = param_module(param.name, bias) == "linear_qkv";
   const std::string kv_name = megatron ? " query groups (KV heads)" : " KV heads";
-  std::int64_t g = 0;
-  if ((hm->counts & kQ) != 0) g = std::gcd(g, *heads);
-  if ((hm->counts & kKV) != 0) g = std::gcd(g, kv);
-  if (megatron && (hm->counts & kKV) != 0 && kv > 0 && !p.geometry.parts.empty() &&
-      p.geometry.parts_dim == hm->dim && extent % kv == 0) {
+  std::int64_t heads_gcd = 0;
+  if ((hm->counts & kQ) != 0) heads_gcd = std::gcd(heads_gcd, *heads);
+  if ((hm->counts & kKV) != 0) heads_gcd = std::gcd(heads_gcd, kv);
+  if (megatron && (hm->counts & kKV) != 0 && kv > 0 && !param.geometry.parts.empty() &&
+      param.geometry.parts_dim == hm->dim && extent % kv == 0) {
     // issue 29: `packed` q|k|v blocks (right for Phi-3's qkv_proj) on
     // Megatron's per-group linear_qkv took rows of groups 0, 4 and 6 on rank 0.
-    Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
-    d.message =
-        p.name + " is packed in " + std::to_string(p.geometry.parts.size()) + " parts on dim " +
-        std::to_string(hm->dim) + " split over tp=" + std::to_string(tp) +
+    Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+    diag.message =
+        param.name + " is packed in " + std::to_string(param.geometry.parts.size()) +
+        " parts on dim " + std::to_string(hm->dim) + " split over tp=" + std::to_string(tp) +
         ", but Megatron-Core's linear_qkv is laid out by query group (each group's " +
         std::to_string(*heads / kv) + " q heads, then its k and v head: " + std::to_string(kv) +
         " groups of " + std::to_string(extent / kv) +
         " rows; attention.py get_query_key_value_tensors): each part's piece would take "
         "rows of several groups";
-    d.hint =
+    diag.hint =
         "drop `packed` and split whole query groups with `unit: " + std::to_string(extent / kv) +
         "`; valid tp sizes: " + divisors_text(kv);
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":packed");
+    rep.add(std::move(diag),
+            std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":packed");
     return;
   }
-  const bool whole_units = p.unit > 1 && p.uneven != SplitRule::Even && count > 0 &&
-                           extent % count == 0 && p.unit % (extent / count) == 0;
+  const bool whole_units = param.unit > 1 && param.uneven != SplitRule::Even && count > 0 &&
+                           extent % count == 0 && param.unit % (extent / count) == 0;
   if (whole_units) {
     // chunk / balanced / pad split whole units; fewer units than tp ranks
     // leave ranks with no head at all (issue 29: `uneven: balanced` at tp 16
     // with 8 query groups planned 8 TP ranks without attention rows).
-    const std::int64_t units = extent / p.unit;
+    const std::int64_t units = extent / param.unit;
     if (units >= tp) return;
-    Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
+    Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
     const std::string unit_name =
-        megatron && (hm->counts & kKV) != 0 && kv > 0 && p.unit * kv == extent
+        megatron && (hm->counts & kKV) != 0 && kv > 0 && param.unit * kv == extent
             ? " query groups"
-            : " units of " + std::to_string(p.unit) + " rows";
-    d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
-                " over tp=" + std::to_string(tp) + " in whole units, but it has only " +
-                std::to_string(units) + unit_name + ": " + std::to_string(tp - units) + " of " +
-                std::to_string(tp) + " tp ranks would hold no attention rows";
-    d.hint = "valid tp sizes: " + divisors_text(std::gcd(g, units)) +
-             (megatron ? " (Megatron-Core requires num_query_groups % tp == 0)" : "");
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":units");
+            : " units of " + std::to_string(param.unit) + " rows";
+    diag.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
+                   " over tp=" + std::to_string(tp) + " in whole units, but it has only " +
+                   std::to_string(units) + unit_name + ": " + std::to_string(tp - units) + " of " +
+                   std::to_string(tp) + " tp ranks would hold no attention rows";
+    diag.hint = "valid tp sizes: " + divisors_text(std::gcd(heads_gcd, units)) +
+                (megatron ? " (Megatron-Core requires num_query_groups % tp == 0)" : "");
+    rep.add(std::move(diag),
+            std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":units");
     return;
   }
   // Packed q | k | v with replicated parts (vLLM's num_kv_head_replicas): q splits over
   // tp / R_q ways, k and v over tp / R_kv.
   std::int64_t q_tp = tp;
   std::int64_t kv_tp = tp;
-  const auto& replicas = p.geometry.part_replicas;
+  const auto& replicas = param.geometry.part_replicas;
   const bool qkv_parts = (hm->counts & kQ) != 0 && (hm->counts & kKV) != 0 &&
-                         p.geometry.parts.size() == 3 && p.geometry.parts_dim == hm->dim;
+                         param.geometry.parts.size() == 3 && param.geometry.parts_dim == hm->dim;
   if (qkv_parts && replicas.size() == 3) {
     q_tp = tp / replicas[0];
     kv_tp = tp / std::max(replicas[1], replicas[2]);
@@ -296,55 +299,57 @@ void check_heads(const PlannedParam& p, const Model& model, const Recipe& recipe
   std::string what;
   if (q_fails) what = std::to_string(*heads) + " attention heads";
   if (kv_fails) what += (what.empty() ? "" : " and ") + std::to_string(kv) + kv_name;
-  Diagnostic d = param_diagnostic(p, DiagCode::EHeads, rule_loc(p, recipe));
-  const SubModel* sub = model.submodel_of(p.name);
+  Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+  const SubModel* sub = model.submodel_of(param.name);
   const std::int64_t ways = kv_fails ? kv_tp : q_tp;
-  d.message = p.name + " is sharded on dim " + std::to_string(hm->dim) +
-              " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
-              std::to_string(ways) +
-              (ways != tp ? " (tp " + std::to_string(tp) + " over the part's replicas)" : "") +
-              (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
-                                    (sub->config.empty() ? "" : ", " + sub->config) + ")"
-                              : "");
-  d.hint = "valid tp sizes: " + divisors_text(g);
+  diag.message = param.name + " is sharded on dim " + std::to_string(hm->dim) +
+                 " over tp=" + std::to_string(tp) + " but its " + what + " do" + " not divide by " +
+                 std::to_string(ways) +
+                 (ways != tp ? " (tp " + std::to_string(tp) + " over the part's replicas)" : "") +
+                 (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
+                                       (sub->config.empty() ? "" : ", " + sub->config) + ")"
+                                 : "");
+  diag.hint = "valid tp sizes: " + divisors_text(heads_gcd);
   if (qkv_parts && !q_fails && kv > 0 && tp % kv == 0) {
     // Fewer KV heads than tp: keep q split by head and give every rank one KV head, shared by
     // tp / kv consecutive ranks (vLLM QKVParallelLinear, num_kv_head_replicas).
-    const std::string r = std::to_string(tp / kv);
-    const auto& parts = p.geometry.parts;
-    d.hint +=
+    const std::string kv_replicas = std::to_string(tp / kv);
+    const auto& parts = param.geometry.parts;
+    diag.hint +=
         "; or replicate the KV heads as vLLM does: `packed: {dim: " + std::to_string(hm->dim) +
         ", parts: [{name: q, size: " + std::to_string(parts[0]) +
-        "}, {name: k, size: " + std::to_string(parts[1]) + ", replicas: " + r +
-        "}, {name: v, size: " + std::to_string(parts[2]) + ", replicas: " + r + "}]}`";
+        "}, {name: k, size: " + std::to_string(parts[1]) + ", replicas: " + kv_replicas +
+        "}, {name: v, size: " + std::to_string(parts[2]) + ", replicas: " + kv_replicas + "}]}`";
   }
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(tp) + ":" +
-                            std::to_string(hm->counts));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(tp) + ":" +
+                               std::to_string(hm->counts));
 }
 
 // The rule splits (FSDP excluded, ways > 1) of dim `dim` of `p`.
-std::vector<DimSplit> head_chain(const PlannedParam& p, int dim) {
+std::vector<DimSplit> head_chain(const PlannedParam& param, int dim) {
   std::vector<DimSplit> out;
-  if (dim < 0 || static_cast<std::size_t>(dim) >= p.geometry.per_dim.size()) return out;
-  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)])
-    if (!s.fsdp && s.ways > 1) out.push_back(s);
+  if (dim < 0 || static_cast<std::size_t>(dim) >= param.geometry.per_dim.size()) return out;
+  for (const DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(dim)])
+    if (!split.fsdp && split.ways > 1) out.push_back(split);
   return out;
 }
 
-bool same_chain(const std::vector<DimSplit>& a, const std::vector<DimSplit>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].axes != b[i].axes || a[i].ways != b[i].ways || a[i].rule != b[i].rule) return false;
+bool same_chain(const std::vector<DimSplit>& first, const std::vector<DimSplit>& second) {
+  if (first.size() != second.size()) return false;
+  for (std::size_t i = 0; i < first.size(); ++i)
+    if (first[i].axes != second[i].axes || first[i].ways != second[i].ways ||
+        first[i].rule != second[i].rule)
+      return false;
   return true;
 }
 
 std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh) {
   if (chain.empty()) return "replicated";
-  std::string t;
-  for (const DimSplit& s : chain)
-    t += (t.empty() ? "" : ", then ") + axes_text(s, mesh) + " (" + std::to_string(s.ways) +
-         " ways, " + split_rule_name(s.rule) + ")";
-  return "split over " + t;
+  std::string text;
+  for (const DimSplit& split : chain)
+    text += (text.empty() ? "" : ", then ") + axes_text(split, mesh) + " (" +
+            std::to_string(split.ways) + " ways, " + split_rule_name(split.rule) + ")";
+  return "split over " + text;
 }
 
 // The attention module of a head-indexed param: `a.self_attn.sinks` ->
@@ -373,8 +378,8 @@ const PlannedParam* head_projection(
   static constexpr std::string_view kK[] = {"k_proj", "wk",   "qkv_proj",        "qkv",
                                             "wqkv",   "Wqkv", "query_key_value", "linear_qkv"};
   const auto try_names = [&](const auto& names) -> const PlannedParam* {
-    for (std::string_view n : names) {
-      const std::string fqn = std::string(module) + "." + std::string(n) + ".weight";
+    for (std::string_view name : names) {
+      const std::string fqn = std::string(module) + "." + std::string(name) + ".weight";
       if (const auto it = by_name.find(fqn); it != by_name.end()) return &params[it->second];
     }
     return nullptr;
@@ -404,12 +409,12 @@ std::optional<HeadMismatch> head_mismatch(std::int64_t rows, const std::vector<D
   constexpr std::int64_t kMaxCoords = 4096;
   std::vector<int> axes;
   for (const auto* chain : {&want, &have})
-    for (const DimSplit& s : *chain)
-      for (int a : s.axes)
-        if (std::find(axes.begin(), axes.end(), a) == axes.end()) axes.push_back(a);
+    for (const DimSplit& split : *chain)
+      for (int axis : split.axes)
+        if (std::find(axes.begin(), axes.end(), axis) == axes.end()) axes.push_back(axis);
   std::int64_t total = 1;
-  for (int a : axes) {
-    total *= mesh.axes[static_cast<std::size_t>(a)].size;
+  for (int axis : axes) {
+    total *= mesh.axes[static_cast<std::size_t>(axis)].size;
     if (total > kMaxCoords) {
       if (same_chain(want, have)) return std::nullopt;
       return HeadMismatch{};
@@ -421,22 +426,22 @@ std::optional<HeadMismatch> head_mismatch(std::int64_t rows, const std::vector<D
   for (std::int64_t k = 0; k < total; ++k) {
     std::int64_t rem = k;
     for (std::size_t i = axes.size(); i-- > 0;) {
-      const auto a = static_cast<std::size_t>(axes[i]);
-      coords[a] = rem % mesh.axes[a].size;
-      rem /= mesh.axes[a].size;
+      const auto axis = static_cast<std::size_t>(axes[i]);
+      coords[axis] = rem % mesh.axes[axis].size;
+      rem /= mesh.axes[axis].size;
     }
-    const DimPiece q = apply_chain(rows, want, coords);
-    const DimPiece v = apply_chain(heads, have, coords);
+    const DimPiece row_piece = apply_chain(rows, want, coords);
+    const DimPiece head_piece = apply_chain(heads, have, coords);
     // Same heads: the pieces cover the same fraction of their extents.
-    const i128 qs = static_cast<i128>(q.start) * heads;
-    const i128 qe = static_cast<i128>(q.start + q.real) * heads;
-    const i128 vs = static_cast<i128>(v.start) * rows;
-    const i128 ve = static_cast<i128>(v.start + v.real) * rows;
-    if (qs == vs && (qe == ve || (q.real == 0 && v.real == 0))) continue;
+    const i128 qs = static_cast<i128>(row_piece.start) * heads;
+    const i128 qe = static_cast<i128>(row_piece.start + row_piece.real) * heads;
+    const i128 vs = static_cast<i128>(head_piece.start) * rows;
+    const i128 ve = static_cast<i128>(head_piece.start + head_piece.real) * rows;
+    if (qs == vs && (qe == ve || (row_piece.real == 0 && head_piece.real == 0))) continue;
     std::int64_t rank = 0;
     for (std::size_t a = 0; a < coords.size(); ++a) rank += coords[a] * stride[a];
-    return HeadMismatch{rank, v.start, v.start + v.real, static_cast<std::int64_t>(qs / rows),
-                        static_cast<std::int64_t>(qe / rows)};
+    return HeadMismatch{rank, head_piece.start, head_piece.start + head_piece.real,
+                        static_cast<std::int64_t>(qs / rows), static_cast<std::int64_t>(qe / rows)};
   }
   return std::nullopt;
 }
@@ -453,43 +458,43 @@ struct ParamLookup {
   const Recipe& recipe;
 };
 
-void check_head_indexed(const PlannedParam& p, const HeadIndexed& h, const ParamLookup& lookup,
-                        GroupedReporter& rep) {
+void check_head_indexed(const PlannedParam& param, const HeadIndexed& indexed,
+                        const ParamLookup& lookup, GroupedReporter& rep) {
   const PlannedParam* proj =
-      head_projection(attention_module(p.name), h.kv, lookup.params, lookup.by_name);
-  if (proj == nullptr || proj->mesh != p.mesh ||
+      head_projection(attention_module(param.name), indexed.kv, lookup.params, lookup.by_name);
+  if (proj == nullptr || proj->mesh != param.mesh ||
       proj->geometry.per_dim.size() != proj->global_shape.size() || proj->global_shape.empty())
     return;
   const std::vector<DimSplit> want = head_chain(*proj, 0);
-  const std::vector<DimSplit> have = head_chain(p, h.dim);
+  const std::vector<DimSplit> have = head_chain(param, indexed.dim);
   if (want.empty() && have.empty()) return;
   // A packed projection (q|k|v parts on dim 0) splits each part: its q (first) part
   // carries the q heads, the k part the KV heads.
   std::int64_t rows = proj->global_shape[0];
   if (!proj->geometry.parts.empty() && proj->geometry.parts_dim == 0)
-    rows = proj->geometry.parts[h.kv && proj->geometry.parts.size() > 1 ? 1 : 0];
-  const std::int64_t heads = p.global_shape[static_cast<std::size_t>(h.dim)];
-  const Mesh& mesh = lookup.plan.mesh_of(p);
+    rows = proj->geometry.parts[indexed.kv && proj->geometry.parts.size() > 1 ? 1 : 0];
+  const std::int64_t heads = param.global_shape[static_cast<std::size_t>(indexed.dim)];
+  const Mesh& mesh = lookup.plan.mesh_of(param);
   const std::optional<HeadMismatch> bad = head_mismatch(rows, want, heads, have, mesh);
   if (!bad) return;
-  const std::string what = std::string(h.kv ? "KV head" : "q head");
+  const std::string what = std::string(indexed.kv ? "KV head" : "q head");
   const bool replicated = have.empty();
-  Diagnostic d = param_diagnostic(p, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
-                                  rule_loc(p, lookup.recipe),
-                                  replicated ? Severity::Warning : Severity::Error);
-  d.message = p.name + " is indexed by " + what + " on dim " + std::to_string(h.dim) + " (" +
-              h.source + "), but it is " + chain_text(have, mesh) + " while " + proj->name +
-              " holds its heads " + chain_text(want, mesh) + ": rank " + std::to_string(bad->rank) +
-              " holds entries " + std::to_string(bad->start) + ".." + std::to_string(bad->end - 1) +
-              " but computes heads " + std::to_string(bad->head_start) + ".." +
-              std::to_string(bad->head_end - 1) +
-              (replicated ? " (every head's entries, not those of its own heads)" : "");
-  d.hint = want.empty() ? "replicate it as " + proj->name + " is"
-                        : "split dim " + std::to_string(h.dim) + " as " + proj->name +
-                              "'s dim 0: `Shard(" + std::to_string(h.dim) + ")` over " +
-                              axes_text(want.front(), mesh) + " with its rule's `uneven`";
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
-                            std::to_string(proj->rule.index));
+  Diagnostic diag = param_diagnostic(param, replicated ? DiagCode::WHeadIndexed : DiagCode::EHeads,
+                                     rule_loc(param, lookup.recipe),
+                                     replicated ? Severity::Warning : Severity::Error);
+  diag.message = param.name + " is indexed by " + what + " on dim " + std::to_string(indexed.dim) +
+                 " (" + indexed.source + "), but it is " + chain_text(have, mesh) + " while " +
+                 proj->name + " holds its heads " + chain_text(want, mesh) + ": rank " +
+                 std::to_string(bad->rank) + " holds entries " + std::to_string(bad->start) + ".." +
+                 std::to_string(bad->end - 1) + " but computes heads " +
+                 std::to_string(bad->head_start) + ".." + std::to_string(bad->head_end - 1) +
+                 (replicated ? " (every head's entries, not those of its own heads)" : "");
+  diag.hint = want.empty() ? "replicate it as " + proj->name + " is"
+                           : "split dim " + std::to_string(indexed.dim) + " as " + proj->name +
+                                 "'s dim 0: `Shard(" + std::to_string(indexed.dim) + ")` over " +
+                                 axes_text(want.front(), mesh) + " with its rule's `uneven`";
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
+                               std::to_string(proj->rule.index));
 }
 
 // A bitsandbytes quantization state and the weight it belongs to: 8-bit `X.SCB`
@@ -520,75 +525,79 @@ std::optional<QuantState> quant_state_of(std::string_view fqn) {
 // (vllm#11802: at tp 2 the int8 weight was row-split while its per-row SCB was
 // replicated, silently). A per-row state follows the weight's dim 0; a per-block state
 // of the flattened weight cannot follow any rule split.
-void check_quant_state(const PlannedParam& p, const QuantState& q, const ParamLookup& lookup,
-                       GroupedReporter& rep) {
-  const auto it = lookup.by_name.find(q.weight);
+void check_quant_state(const PlannedParam& param, const QuantState& quant,
+                       const ParamLookup& lookup, GroupedReporter& rep) {
+  const auto it = lookup.by_name.find(quant.weight);
   if (it == lookup.by_name.end()) return;
-  const PlannedParam& w = lookup.params[it->second];
-  if (w.geometry.per_dim.size() != w.global_shape.size() || w.global_shape.empty()) return;
-  const Mesh& mesh = lookup.plan.mesh_of(p);
-  Diagnostic d = param_diagnostic(p, DiagCode::EQuantState, rule_loc(p, lookup.recipe));
-  if (q.per_row) {
-    if (p.global_shape.size() != 1 || p.global_shape[0] != w.global_shape[0]) return;
-    const std::vector<DimSplit> want = head_chain(w, 0);
-    const std::vector<DimSplit> have = head_chain(p, 0);
-    if (same_chain(want, have) && w.mesh == p.mesh) return;
-    d.message = p.name + " holds one scale per row of " + w.name + " (bitsandbytes SCB), but it " +
-                "is " + chain_text(have, mesh) + " while the weight's rows are " +
-                chain_text(want, lookup.plan.mesh_of(w)) +
-                ": a rank would dequantize its rows with other rows' scales";
-    d.hint = want.empty()
-                 ? "replicate it as its weight's rows are"
-                 : "give it its weight's rule: `Shard(0)` over " +
-                       axes_text(want.front(), lookup.plan.mesh_of(w)) + " with the same `uneven`";
+  const PlannedParam& weight = lookup.params[it->second];
+  if (weight.geometry.per_dim.size() != weight.global_shape.size() || weight.global_shape.empty())
+    return;
+  const Mesh& mesh = lookup.plan.mesh_of(param);
+  Diagnostic diag = param_diagnostic(param, DiagCode::EQuantState, rule_loc(param, lookup.recipe));
+  if (quant.per_row) {
+    if (param.global_shape.size() != 1 || param.global_shape[0] != weight.global_shape[0]) return;
+    const std::vector<DimSplit> want = head_chain(weight, 0);
+    const std::vector<DimSplit> have = head_chain(param, 0);
+    if (same_chain(want, have) && weight.mesh == param.mesh) return;
+    diag.message = param.name + " holds one scale per row of " + weight.name +
+                   " (bitsandbytes SCB), but it " + "is " + chain_text(have, mesh) +
+                   " while the weight's rows are " + chain_text(want, lookup.plan.mesh_of(weight)) +
+                   ": a rank would dequantize its rows with other rows' scales";
+    diag.hint = want.empty() ? "replicate it as its weight's rows are"
+                             : "give it its weight's rule: `Shard(0)` over " +
+                                   axes_text(want.front(), lookup.plan.mesh_of(weight)) +
+                                   " with the same `uneven`";
   } else {
     bool split = false;
-    for (int dim = 0; dim < static_cast<int>(w.global_shape.size()); ++dim)
-      split = split || !head_chain(w, dim).empty();
-    for (int dim = 0; dim < static_cast<int>(p.global_shape.size()); ++dim)
-      split = split || !head_chain(p, dim).empty();
+    for (int dim = 0; dim < static_cast<int>(weight.global_shape.size()); ++dim)
+      split = split || !head_chain(weight, dim).empty();
+    for (int dim = 0; dim < static_cast<int>(param.global_shape.size()); ++dim)
+      split = split || !head_chain(param, dim).empty();
     if (!split) return;
-    d.message = p.name + " is a bitsandbytes 4-bit state of " + w.name +
-                " (blocks of the flattened weight), but the weight or the state is split by a "
-                "rule: the blocks of a rank's piece are not a piece of the state";
-    d.hint =
+    diag.message = param.name + " is a bitsandbytes 4-bit state of " + weight.name +
+                   " (blocks of the flattened weight), but the weight or the state is split by a "
+                   "rule: the blocks of a rank's piece are not a piece of the state";
+    diag.hint =
         "replicate the 4-bit weight and its states over the rule axes (FSDP may shard "
         "them), or plan the dequantized checkpoint";
   }
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(w.rule.index) +
-                            (q.per_row ? ":row" : ":block"));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" +
+                               std::to_string(weight.rule.index) +
+                               (quant.per_row ? ":row" : ":block"));
 }
 
-void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+void check_experts(const PlannedParam& param, const Plan& plan, const Recipe& recipe,
                    GroupedReporter& rep) {
-  if (!stacked_expert(p) || p.geometry.per_dim.empty()) return;
-  const std::int64_t e = p.global_shape[0];
+  if (!stacked_expert(param) || param.geometry.per_dim.empty()) return;
+  const std::int64_t experts = param.global_shape[0];
   std::int64_t ep = 1;
-  for (const DimSplit& s : p.geometry.per_dim[0])
-    if (!s.fsdp) ep *= s.ways;
-  if (ep <= 1 || e % ep == 0) return;
-  Diagnostic d = param_diagnostic(p, DiagCode::EExperts, rule_loc(p, recipe));
-  if (p.uneven == SplitRule::Even) {
-    d.code = DiagCode::EExperts;
-    d.message = "stacked " + p.name + ": " + std::to_string(e) +
-                " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
-    d.hint = "valid ep sizes divide " + std::to_string(e) + ": " + divisors_text(e);
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(e));
+  for (const DimSplit& split : param.geometry.per_dim[0])
+    if (!split.fsdp) ep *= split.ways;
+  if (ep <= 1 || experts % ep == 0) return;
+  Diagnostic diag = param_diagnostic(param, DiagCode::EExperts, rule_loc(param, recipe));
+  if (param.uneven == SplitRule::Even) {
+    diag.code = DiagCode::EExperts;
+    diag.message = "stacked " + param.name + ": " + std::to_string(experts) +
+                   " experts over ep=" + std::to_string(ep) + " do not divide under uneven: even";
+    diag.hint = "valid ep sizes divide " + std::to_string(experts) + ": " + divisors_text(experts);
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(experts));
     return;
   }
-  d.severity = Severity::Warning;
-  d.code = DiagCode::WExperts;
-  d.message = "stacked " + p.name + ": " + std::to_string(e) +
-              " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(p.uneven) + ")";
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WExperts;
+  diag.message = "stacked " + param.name + ": " + std::to_string(experts) +
+                 " experts over ep=" + std::to_string(ep) + " (" + split_rule_name(param.uneven) +
+                 ")";
   // Expert range of each ep coordinate: the dim-0 pieces of the non-FSDP splits.
-  const Mesh& mesh = plan.mesh_of(p);
+  const Mesh& mesh = plan.mesh_of(param);
   std::vector<std::int64_t> coords(mesh.axes.size(), 0);
   std::string ranges;
   // At most kMaxListed coordinates: ep may be near 2^31 on hostile meshes.
   constexpr std::int64_t kMaxListed = 256;
   for (std::int64_t k = 0; k < ep && k < kMaxListed; ++k) {
     std::int64_t rem = k;
-    for (auto it = p.geometry.per_dim[0].rbegin(); it != p.geometry.per_dim[0].rend(); ++it) {
+    for (auto it = param.geometry.per_dim[0].rbegin(); it != param.geometry.per_dim[0].rend();
+         ++it) {
       if (it->fsdp) continue;
       for (std::size_t i = it->axes.size(); i-- > 0;) {
         coords[static_cast<std::size_t>(it->axes[i])] = rem % it->axis_sizes[i];
@@ -596,25 +605,25 @@ void check_experts(const PlannedParam& p, const Plan& plan, const Recipe& recipe
       }
     }
     std::int64_t start = 0;
-    std::int64_t len = e;
-    for (const DimSplit& s : p.geometry.per_dim[0]) {
-      if (s.fsdp) continue;
-      const Piece piece = split_piece(len, split_coord(s, coords), s);
+    std::int64_t len = experts;
+    for (const DimSplit& split : param.geometry.per_dim[0]) {
+      if (split.fsdp) continue;
+      const Piece piece = split_piece(len, split_coord(split, coords), split);
       start += piece.start;
       len = piece.size;
     }
-    d.ranges.emplace_back(start, start + len);
+    diag.ranges.emplace_back(start, start + len);
     ranges += (ranges.empty() ? "" : ", ") + std::to_string(k) + ": [" + std::to_string(start) +
               ", " + std::to_string(start + len) + ")";
   }
   if (ep > kMaxListed) ranges += ", ... (" + std::to_string(ep - kMaxListed) + " more)";
-  d.hint = "experts per ep coordinate: " + ranges +
-           "; frameworks differ on uneven experts (this plan uses " + split_rule_name(p.uneven) +
-           ")";
+  diag.hint = "experts per ep coordinate: " + ranges +
+              "; frameworks differ on uneven experts (this plan uses " +
+              split_rule_name(param.uneven) + ")";
   // One warning per (entry, E, ep): every stacked param of an entry gets the
   // same expert ranges, so the flood groups as "(and N more like it)".
-  rep.add(std::move(d), std::to_string(p.rule.index) + ":" + std::to_string(e) + ":" +
-                            std::to_string(ep) + ":" + split_rule_name(p.uneven));
+  rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + std::to_string(experts) + ":" +
+                               std::to_string(ep) + ":" + split_rule_name(param.uneven));
 }
 
 }  // namespace
@@ -630,11 +639,12 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
   std::vector<std::optional<QuantState>> quant(params.size());
   bool any_head_indexed = false;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const PlannedParam& p = params[i];
-    indexed[i] = p.head_indexed;
-    if (!indexed[i] && p.stacked_from.empty())
-      indexed[i] = known_head_indexed(p.name, p.global_shape, model.attributes_of(p.name), "");
-    quant[i] = quant_state_of(p.name);
+    const PlannedParam& param = params[i];
+    indexed[i] = param.head_indexed;
+    if (!indexed[i] && param.stacked_from.empty())
+      indexed[i] =
+          known_head_indexed(param.name, param.global_shape, model.attributes_of(param.name), "");
+    quant[i] = quant_state_of(param.name);
     any_head_indexed = any_head_indexed || indexed[i].has_value() || quant[i].has_value();
   }
   std::unordered_map<std::string_view, std::size_t> by_name;
@@ -644,15 +654,15 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
   }
   const ParamLookup lookup{params, by_name, plan, recipe};
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const PlannedParam& p = params[i];
-    if (p.geometry.per_dim.size() != p.global_shape.size()) continue;  // placements failed
-    check_even(p, plan, recipe, even);
-    check_padded_size(p, recipe, even);
-    check_heads(p, model, recipe, heads);
-    if (indexed[i] && static_cast<std::size_t>(indexed[i]->dim) < p.global_shape.size())
-      check_head_indexed(p, *indexed[i], lookup, head_indexed);
-    if (quant[i]) check_quant_state(p, *quant[i], lookup, heads);
-    check_experts(p, plan, recipe, experts);
+    const PlannedParam& param = params[i];
+    if (param.geometry.per_dim.size() != param.global_shape.size()) continue;  // placements failed
+    check_even(param, plan, recipe, even);
+    check_padded_size(param, recipe, even);
+    check_heads(param, model, recipe, heads);
+    if (indexed[i] && static_cast<std::size_t>(indexed[i]->dim) < param.global_shape.size())
+      check_head_indexed(param, *indexed[i], lookup, head_indexed);
+    if (quant[i]) check_quant_state(param, *quant[i], lookup, heads);
+    check_experts(param, plan, recipe, experts);
   }
   even.flush(sink);
   heads.flush(sink);

@@ -30,53 +30,55 @@ struct Group {
 std::int64_t expert_index(const Captures& caps) {
   for (const auto& [name, value] : caps) {
     if (name != "E") continue;
-    std::int64_t e = -1;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), e);
-    if (ec != std::errc() || p != value.data() + value.size() || e < 0) return -1;
-    return e;
+    std::int64_t expert = -1;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), expert);
+    if (ec != std::errc() || p != value.data() + value.size() || expert < 0) return -1;
+    return expert;
   }
   return -1;
 }
 
 Captures without_expert(const Captures& caps) {
   Captures out;
-  for (const auto& c : caps)
-    if (c.first != "E") out.push_back(c);
+  for (const auto& capture : caps)
+    if (capture.first != "E") out.push_back(capture);
   return out;
 }
 
 // Checks one group and reports E-EXPERTS problems; true when it can be stacked.
-bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
-  const ExpertsEntry& entry = recipe.experts[g.entry];
-  std::sort(g.sources.begin(), g.sources.end(),
-            [](const Source& a, const Source& b) { return a.expert < b.expert; });
-  const auto n = static_cast<std::int64_t>(g.sources.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Source& s = g.sources[static_cast<std::size_t>(i)];
-    if (s.expert == i) continue;
-    const bool dup = i > 0 && g.sources[static_cast<std::size_t>(i - 1)].expert == s.expert;
-    sink.error(DiagCode::EExperts, model.params[s.param].loc,
-               "stacked " + g.name + ": expert index " + std::to_string(s.expert) +
-                   (dup ? " appears twice" : " leaves a gap (expected " + std::to_string(i) + ")"),
-               "expert indices of one stacked param must be exactly 0.." + std::to_string(n - 1));
+bool check_group(Group& group, const Model& model, const Recipe& recipe, DiagnosticSink& sink) {
+  const ExpertsEntry& entry = recipe.experts[group.entry];
+  std::sort(group.sources.begin(), group.sources.end(),
+            [](const Source& left, const Source& right) { return left.expert < right.expert; });
+  const auto count = static_cast<std::int64_t>(group.sources.size());
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Source& source = group.sources[static_cast<std::size_t>(i)];
+    if (source.expert == i) continue;
+    const bool dup =
+        i > 0 && group.sources[static_cast<std::size_t>(i - 1)].expert == source.expert;
+    sink.error(
+        DiagCode::EExperts, model.params[source.param].loc,
+        "stacked " + group.name + ": expert index " + std::to_string(source.expert) +
+            (dup ? " appears twice" : " leaves a gap (expected " + std::to_string(i) + ")"),
+        "expert indices of one stacked param must be exactly 0.." + std::to_string(count - 1));
     return false;
   }
-  const Param& first = model.params[g.sources.front().param];
-  for (const Source& s : g.sources) {
-    const Param& p = model.params[s.param];
-    if (p.shape != first.shape || p.dtype != first.dtype) {
-      sink.error(DiagCode::EExperts, p.loc,
-                 "stacked " + g.name + ": " + p.name + " is " + shape_text(p.shape) + " " +
-                     std::string(dtype_name(p.dtype)) + " but " + first.name + " is " +
+  const Param& first = model.params[group.sources.front().param];
+  for (const Source& source : group.sources) {
+    const Param& param = model.params[source.param];
+    if (param.shape != first.shape || param.dtype != first.dtype) {
+      sink.error(DiagCode::EExperts, param.loc,
+                 "stacked " + group.name + ": " + param.name + " is " + shape_text(param.shape) +
+                     " " + std::string(dtype_name(param.dtype)) + " but " + first.name + " is " +
                      shape_text(first.shape) + " " + std::string(dtype_name(first.dtype)),
                  "all experts of one stacked param need the same shape and dtype");
       return false;
     }
   }
   const auto& attr = model.attributes_of(first.name).num_experts;
-  if (attr && *attr > 0 && *attr != n) {
+  if (attr && *attr > 0 && *attr != count) {
     sink.error(DiagCode::EExperts, entry.loc,
-               "stacked " + g.name + " has " + std::to_string(n) +
+               "stacked " + group.name + " has " + std::to_string(count) +
                    " experts but the model's num_experts is " + std::to_string(*attr),
                "check the experts pattern, or the model's num_experts attribute");
     return false;
@@ -86,52 +88,53 @@ bool check_group(Group& g, const Model& model, const Recipe& recipe, DiagnosticS
 
 // Appends `p` as an unstacked param; moves its name, shape and location
 // when `take` (the caller gave up the model's params).
-void add_plain(std::vector<PlannedParam>& out, const Param& p, Param* take) {
-  PlannedParam& q = out.emplace_back();
-  q.dtype = p.dtype;
-  q.requires_grad = p.requires_grad;
-  q.fused = p.fused;
-  q.head_indexed = p.head_indexed;
+void add_plain(std::vector<PlannedParam>& out, const Param& param, Param* take) {
+  PlannedParam& planned = out.emplace_back();
+  planned.dtype = param.dtype;
+  planned.requires_grad = param.requires_grad;
+  planned.fused = param.fused;
+  planned.head_indexed = param.head_indexed;
   if (take != nullptr) {
-    q.name = std::move(take->name);
-    q.global_shape = std::move(take->shape);
-    q.loc = std::move(take->loc);
+    planned.name = std::move(take->name);
+    planned.global_shape = std::move(take->shape);
+    planned.loc = std::move(take->loc);
   } else {
-    q.name = p.name;
-    q.global_shape = p.shape;
-    q.loc = p.loc;
+    planned.name = param.name;
+    planned.global_shape = param.shape;
+    planned.loc = param.loc;
   }
 }
 
-void add_stacked(std::vector<PlannedParam>& out, const Group& g, const Model& model,
+void add_stacked(std::vector<PlannedParam>& out, const Group& group, const Model& model,
                  const Recipe& recipe, std::vector<Param>* owned) {
-  const Param& first = model.params[g.sources.front().param];
-  PlannedParam& q = out.emplace_back();
-  q.dtype = first.dtype;
-  q.requires_grad = first.requires_grad;
-  q.global_shape = first.shape;
-  q.loc = first.loc;
-  q.name = g.name;
-  q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(g.sources.size()));
+  const Param& first = model.params[group.sources.front().param];
+  PlannedParam& planned = out.emplace_back();
+  planned.dtype = first.dtype;
+  planned.requires_grad = first.requires_grad;
+  planned.global_shape = first.shape;
+  planned.loc = first.loc;
+  planned.name = group.name;
+  planned.global_shape.insert(planned.global_shape.begin(),
+                              static_cast<std::int64_t>(group.sources.size()));
   if (first.fused) {  // the expert's fused dim, one further in the stacked tensor
-    q.fused = first.fused;
-    ++q.fused->dim;
+    planned.fused = first.fused;
+    ++planned.fused->dim;
   }
   // Without an expert_mesh, stacked params live on the dense mesh (the recipe
   // schema's documented behaviour): their placements name dense axes.
-  q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
-  q.rule = {RuleRef::Kind::Experts, static_cast<int>(g.entry),
-            recipe.experts[g.entry].match.text()};
-  const ExpertsEntry& entry = recipe.experts[g.entry];
-  q.uneven = entry.uneven.value_or(recipe.uneven);
-  q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
-  q.unit = entry.unit;
-  q.stacked_from.reserve(g.sources.size());
-  for (const Source& s : g.sources) {
+  planned.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
+  planned.rule = {RuleRef::Kind::Experts, static_cast<int>(group.entry),
+                  recipe.experts[group.entry].match.text()};
+  const ExpertsEntry& entry = recipe.experts[group.entry];
+  planned.uneven = entry.uneven.value_or(recipe.uneven);
+  planned.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
+  planned.unit = entry.unit;
+  planned.stacked_from.reserve(group.sources.size());
+  for (const Source& source : group.sources) {
     if (owned != nullptr) {
-      q.stacked_from.push_back(std::move((*owned)[s.param].name));
+      planned.stacked_from.push_back(std::move((*owned)[source.param].name));
     } else {
-      q.stacked_from.push_back(model.params[s.param].name);
+      planned.stacked_from.push_back(model.params[source.param].name);
     }
   }
 }
@@ -162,62 +165,64 @@ std::pair<std::string, std::string> expert_name_parts(const ExpertsEntry& entry,
 // A pre-stacked expert param (`stacked_dim`): the expert count is its dim 0,
 // which must equal the model's num_experts and the other params of the
 // entry; false after E-EXPERTS.
-bool check_prestacked(const Param& p, std::int64_t* entry_count, const std::string** entry_first,
-                      const Model& model, DiagnosticSink& sink) {
+bool check_prestacked(const Param& param, std::int64_t* entry_count,
+                      const std::string** entry_first, const Model& model, DiagnosticSink& sink) {
   const std::string hint =
       "a pre-stacked expert param holds the experts on dim 0 ([E, ...]); narrow the `match` "
       "(the router's weight is not an expert param) or fix the model's num_experts";
-  if (p.shape.empty()) {
-    sink.error(DiagCode::EExperts, p.loc,
-               "pre-stacked experts: " + p.name + " is 0-d, it has no expert dim", hint);
+  if (param.shape.empty()) {
+    sink.error(DiagCode::EExperts, param.loc,
+               "pre-stacked experts: " + param.name + " is 0-d, it has no expert dim", hint);
     return false;
   }
-  const std::int64_t count = p.shape[0];
+  const std::int64_t count = param.shape[0];
   const auto& attr = model.attributes.num_experts;
   if (attr && *attr > 0 && *attr != count) {
-    sink.error(DiagCode::EExperts, p.loc,
-               "pre-stacked experts: " + p.name + " is " + shape_text(p.shape) + ", dim 0 holds " +
-                   std::to_string(count) + " experts but the model's num_experts is " +
-                   std::to_string(*attr),
+    sink.error(DiagCode::EExperts, param.loc,
+               "pre-stacked experts: " + param.name + " is " + shape_text(param.shape) +
+                   ", dim 0 holds " + std::to_string(count) +
+                   " experts but the model's num_experts is " + std::to_string(*attr),
                hint);
     return false;
   }
   if (*entry_count >= 0 && *entry_count != count) {
-    sink.error(DiagCode::EExperts, p.loc,
-               "pre-stacked experts: " + p.name + " has " + std::to_string(count) +
+    sink.error(DiagCode::EExperts, param.loc,
+               "pre-stacked experts: " + param.name + " has " + std::to_string(count) +
                    " experts on dim 0 but " + **entry_first + " of the same entry has " +
                    std::to_string(*entry_count),
                hint);
     return false;
   }
   if (count < 1) {
-    sink.error(DiagCode::EExperts, p.loc, "pre-stacked experts: " + p.name + " has no experts",
-               hint);
+    sink.error(DiagCode::EExperts, param.loc,
+               "pre-stacked experts: " + param.name + " has no experts", hint);
     return false;
   }
   *entry_count = count;
-  *entry_first = &p.name;
+  *entry_first = &param.name;
   return true;
 }
 
-void add_prestacked(std::vector<PlannedParam>& out, const Param& p, Param* take,
+void add_prestacked(std::vector<PlannedParam>& out, const Param& param, Param* take,
                     std::size_t entry_index, const Recipe& recipe,
                     std::pair<std::string, std::string> names) {
-  add_plain(out, p, take);
-  PlannedParam& q = out.back();
+  add_plain(out, param, take);
+  PlannedParam& planned = out.back();
   const ExpertsEntry& entry = recipe.experts[entry_index];
-  q.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
-  q.rule = {RuleRef::Kind::Experts, static_cast<int>(entry_index), entry.match.text()};
-  q.uneven = entry.uneven.value_or(recipe.uneven);
-  q.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
-  q.unit = entry.unit;
-  q.prestacked = PlannedParam::PreStacked{0, q.global_shape[0], std::move(names.first),
-                                          std::move(names.second)};
+  planned.mesh = recipe.expert_mesh ? MeshKind::Expert : MeshKind::Dense;
+  planned.rule = {RuleRef::Kind::Experts, static_cast<int>(entry_index), entry.match.text()};
+  planned.uneven = entry.uneven.value_or(recipe.uneven);
+  planned.pad_multiple = entry.uneven ? entry.pad_multiple : recipe.pad_multiple;
+  planned.unit = entry.unit;
+  planned.prestacked = PlannedParam::PreStacked{0, planned.global_shape[0], std::move(names.first),
+                                                std::move(names.second)};
 }
 
 // The output is filled once, front to back: huge pages save most of its
 // page faults (a 45,000-param model's PlannedParams are 16 MB).
-void reserve_params(std::vector<PlannedParam>& out, std::size_t n) { reserve_large(out, n); }
+void reserve_params(std::vector<PlannedParam>& out, std::size_t count) {
+  reserve_large(out, count);
+}
 
 Param* taken(std::vector<Param>* owned, std::size_t i) {
   return owned != nullptr ? &(*owned)[i] : nullptr;
@@ -252,18 +257,19 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   bool prestacked_ok = true;
   Captures caps;
   for (std::size_t i = 0; i < model.params.size(); ++i) {
-    const Param& p = model.params[i];
+    const Param& param = model.params[i];
     bool taken = false;
     for (std::size_t e = 0; e < recipe.experts.size() && !taken; ++e) {
       const ExpertsEntry& entry = recipe.experts[e];
-      if (!entry.match.match(p.name, &caps)) continue;
+      if (!entry.match.match(param.name, &caps)) continue;
       if (entry.stacked_dim) {
         taken = true;
-        if (!check_prestacked(p, &entry_count[e], &entry_first[e], model, sink)) {
+        if (!check_prestacked(param, &entry_count[e], &entry_first[e], model, sink)) {
           prestacked_ok = false;
           continue;
         }
-        slots.push_back({false, i, static_cast<int>(e), expert_name_parts(entry, p.name, caps)});
+        slots.push_back(
+            {false, i, static_cast<int>(e), expert_name_parts(entry, param.name, caps)});
         continue;
       }
       const std::int64_t ex = expert_index(caps);
@@ -289,8 +295,8 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
   }
   if (!prestacked_ok) return {};
   std::unordered_set<std::string> plain_names;
-  for (const Slot& s : slots)
-    if (!s.stacked) plain_names.insert(model.params[s.index].name);  // pre-stacked too
+  for (const Slot& slot : slots)
+    if (!slot.stacked) plain_names.insert(model.params[slot.index].name);  // pre-stacked too
   std::vector<bool> ok(groups.size(), true);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     ok[g] = check_group(groups[g], model, recipe, sink);
@@ -302,15 +308,15 @@ std::vector<PlannedParam> stack_experts(const Model& model, const Recipe& recipe
     }
   }
   reserve_params(out, slots.size());
-  for (Slot& s : slots) {
-    if (s.prestacked_entry >= 0) {
-      add_prestacked(out, model.params[s.index], taken(owned, s.index),
-                     static_cast<std::size_t>(s.prestacked_entry), recipe,
-                     std::move(s.expert_name));
-    } else if (!s.stacked) {
-      add_plain(out, model.params[s.index], taken(owned, s.index));
-    } else if (ok[s.index]) {
-      add_stacked(out, groups[s.index], model, recipe, owned);
+  for (Slot& slot : slots) {
+    if (slot.prestacked_entry >= 0) {
+      add_prestacked(out, model.params[slot.index], taken(owned, slot.index),
+                     static_cast<std::size_t>(slot.prestacked_entry), recipe,
+                     std::move(slot.expert_name));
+    } else if (!slot.stacked) {
+      add_plain(out, model.params[slot.index], taken(owned, slot.index));
+    } else if (ok[slot.index]) {
+      add_stacked(out, groups[slot.index], model, recipe, owned);
     }
   }
   return out;

@@ -59,21 +59,21 @@ std::vector<std::int64_t> dim_blocks(std::size_t ndim, std::span<const std::int6
 std::optional<Shape> scale_shape(const Shape& weight, std::span<const std::int64_t> block);
 
 /// The scale rows of weight rows `rows` ([start, start + size)) with block
-/// `b`: [start / b, ceil((start + size) / b)); an empty piece maps to an
+/// `block` (b): [start / b, ceil((start + size) / b)); an empty piece maps to an
 /// empty piece at start / b. Precondition: b >= 1, start, size >= 0.
-Piece block_image(Piece rows, std::int64_t b);
+Piece block_image(Piece rows, std::int64_t block);
 
 /// True when the real rows `rows` of a dim of extent `length` cut no block
-/// of `b` rows: empty, or start % b == 0 and the end is a multiple of b or
+/// of `block` (b) rows: empty, or start % b == 0 and the end is a multiple of b or
 /// the dim's end (the last block may be partial).
-bool block_aligned(Piece rows, std::int64_t length, std::int64_t b);
+bool block_aligned(Piece rows, std::int64_t length, std::int64_t block);
 
-/// The scale's split for a weight split `w` on a dim with block `b`: same
+/// The scale's split for a weight split `weight_split` on a dim with block `block` (b): same
 /// axes, ways and rule; the unit becomes U / b when b divides the weight's
 /// unit U (whole blocks then split exactly like whole units), else 1; a
 /// `pad` multiple M becomes M U / b when b divides M U (pieces of c U rows
 /// are c U / b blocks), else stays M (the check then reports a mismatch).
-DimSplit scale_split(const DimSplit& w, std::int64_t b);
+DimSplit scale_split(const DimSplit& weight_split, std::int64_t block);
 
 /// Whether one rank's piece can carry its scale: the weight's real rows
 /// `w_rows` (relative to a parent piece of `w_length` real rows whose start
@@ -84,14 +84,14 @@ struct PieceVerdict {
   std::int64_t boundary = -1;  ///< a boundary row cutting a block (relative), or -1
   bool mismatch = false;       ///< aligned, but `s_rows` is not the block image of `w_rows`
 };
-PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std::int64_t b);
+PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std::int64_t block);
 
 /// The ways n in [1, max_ways] for which splitting a dim of `length` rows
-/// (block `b`) like `ws` (its rule, unit, pad multiple) keeps every
+/// (block `block`) like `ws` (its rule, unit, pad multiple) keeps every
 /// boundary block-aligned and its scale (split like `scale_split`) the
 /// block image — the sizes to suggest in E-FP8-BLOCK. At most `max_listed`
 /// values. Cost O(max_ways x pieces).
-std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t b, const DimSplit& ws,
+std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t block, const DimSplit& ws,
                                      std::int64_t max_ways, std::size_t max_listed);
 
 }  // namespace shardc::fp8

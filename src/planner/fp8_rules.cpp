@@ -4,15 +4,14 @@
 #include <algorithm>
 
 #include "planner/fp8.hpp"
+#include "support/saturating.hpp"
 
 namespace shardc::fp8 {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
 // The real rows of an allocated piece `p` of a parent whose first `real` rows are real.
-Piece real_rows(Piece p, std::int64_t real) {
-  return {p.start, std::clamp(real - p.start, std::int64_t{0}, p.size)};
+Piece real_rows(Piece piece, std::int64_t real) {
+  return {piece.start, std::clamp(real - piece.start, std::int64_t{0}, piece.size)};
 }
 
 // Whether splitting a weight dim of `length` rows (block `block`) by `weight_split`
@@ -57,65 +56,66 @@ std::vector<std::int64_t> dim_blocks(std::size_t ndim, std::span<const std::int6
 
 std::optional<Shape> scale_shape(const Shape& weight, std::span<const std::int64_t> block) {
   if (weight.size() < 2 || block.size() != 2 || block[0] < 1 || block[1] < 1) return std::nullopt;
-  const std::vector<std::int64_t> b = dim_blocks(weight.size(), block);
+  const std::vector<std::int64_t> blocks = dim_blocks(weight.size(), block);
   Shape out(weight.size());
-  for (std::size_t d = 0; d < weight.size(); ++d) out[d] = ceil_div(weight[d], b[d]);
+  for (std::size_t d = 0; d < weight.size(); ++d)
+    out[d] = saturating::ceil_div(weight[d], blocks[d]);
   return out;
 }
 
-Piece block_image(Piece rows, std::int64_t b) {
-  const std::int64_t first = rows.start / b;
+Piece block_image(Piece rows, std::int64_t block) {
+  const std::int64_t first = rows.start / block;
   if (rows.size == 0) return {first, 0};
-  return {first, ceil_div(rows.start + rows.size, b) - first};
+  return {first, saturating::ceil_div(rows.start + rows.size, block) - first};
 }
 
-bool block_aligned(Piece rows, std::int64_t length, std::int64_t b) {
+bool block_aligned(Piece rows, std::int64_t length, std::int64_t block) {
   if (rows.size == 0) return true;
   const std::int64_t end = rows.start + rows.size;
-  return rows.start % b == 0 && (end % b == 0 || end == length);
+  return rows.start % block == 0 && (end % block == 0 || end == length);
 }
 
-DimSplit scale_split(const DimSplit& w, std::int64_t b) {
-  DimSplit s = w;
-  const std::int64_t unit = std::max<std::int64_t>(1, w.unit);
-  if (unit % b == 0) {
-    s.unit = unit / b;  // whole units of U rows are whole units of U / b blocks
-    return s;
+DimSplit scale_split(const DimSplit& weight_split, std::int64_t block) {
+  DimSplit scale = weight_split;
+  const std::int64_t unit = std::max<std::int64_t>(1, weight_split.unit);
+  if (unit % block == 0) {
+    scale.unit = unit / block;  // whole units of U rows are whole units of U / b blocks
+    return scale;
   }
-  s.unit = 1;
+  scale.unit = 1;
   std::int64_t rows = 0;  // a pad piece's rows are a multiple of M x U
-  if (w.rule == SplitRule::Pad && !__builtin_mul_overflow(w.pad_multiple, unit, &rows) &&
-      rows % b == 0)
-    s.pad_multiple = rows / b;
-  return s;
+  if (weight_split.rule == SplitRule::Pad &&
+      !__builtin_mul_overflow(weight_split.pad_multiple, unit, &rows) && rows % block == 0)
+    scale.pad_multiple = rows / block;
+  return scale;
 }
 
-PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std::int64_t b) {
-  PieceVerdict v;
-  if (!block_aligned(w_rows, w_length, b)) {
-    v.ok = false;
-    v.boundary = w_rows.start % b != 0 ? w_rows.start : w_rows.start + w_rows.size;
-    return v;
+PieceVerdict judge_piece(Piece w_rows, std::int64_t w_length, Piece s_rows, std::int64_t block) {
+  PieceVerdict verdict;
+  if (!block_aligned(w_rows, w_length, block)) {
+    verdict.ok = false;
+    verdict.boundary = w_rows.start % block != 0 ? w_rows.start : w_rows.start + w_rows.size;
+    return verdict;
   }
-  const Piece img = block_image(w_rows, b);
+  const Piece img = block_image(w_rows, block);
   const bool same =
       img.size == 0 ? s_rows.size == 0 : s_rows.start == img.start && s_rows.size == img.size;
   if (!same) {
-    v.ok = false;
-    v.mismatch = true;
+    verdict.ok = false;
+    verdict.mismatch = true;
   }
-  return v;
+  return verdict;
 }
 
-std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t b, const DimSplit& ws,
+std::vector<std::int64_t> valid_ways(std::int64_t length, std::int64_t block, const DimSplit& ws,
                                      std::int64_t max_ways, std::size_t max_listed) {
   std::vector<std::int64_t> out;
-  const std::int64_t scale_len = ceil_div(length, b);
+  const std::int64_t scale_len = saturating::ceil_div(length, block);
   for (std::int64_t n = 1; n <= max_ways && out.size() < max_listed; ++n) {
-    DimSplit w = ws;
-    w.ways = n;
-    const DimSplit s = scale_split(w, b);
-    if (split_aligned(length, scale_len, b, w, s)) out.push_back(n);
+    DimSplit weight_split = ws;
+    weight_split.ways = n;
+    const DimSplit scale = scale_split(weight_split, block);
+    if (split_aligned(length, scale_len, block, weight_split, scale)) out.push_back(n);
   }
   return out;
 }

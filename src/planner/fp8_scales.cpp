@@ -63,12 +63,13 @@ std::unordered_map<std::string, std::size_t> index_by_name(const std::vector<Pla
 
 // The scales of one stacked weight's experts, or {} when it has none (an
 // unquantized expert) or they cannot be stacked (reported).
-std::vector<std::size_t> expert_scales(const PlannedParam& w, const std::vector<PlannedParam>& ps,
+std::vector<std::size_t> expert_scales(const PlannedParam& weight,
+                                       const std::vector<PlannedParam>& ps,
                                        const std::unordered_map<std::string, std::size_t>& index,
                                        DiagnosticSink& sink) {
   std::vector<std::size_t> src;
   std::string missing;
-  for (const std::string& name : w.stacked_from) {
+  for (const std::string& name : weight.stacked_from) {
     auto it = index.find(fp8::scale_name(name));
     if (it != index.end()) {
       src.push_back(it->second);
@@ -80,18 +81,18 @@ std::vector<std::size_t> expert_scales(const PlannedParam& w, const std::vector<
   const PlannedParam& first = ps[src.front()];
   std::string problem;
   if (!missing.empty()) {
-    problem = std::to_string(src.size()) + " of its " + std::to_string(w.stacked_from.size()) +
+    problem = std::to_string(src.size()) + " of its " + std::to_string(weight.stacked_from.size()) +
               " experts have scales (" + missing + " is missing)";
   }
   for (std::size_t i : src)
     if (problem.empty() && (ps[i].global_shape != first.global_shape || ps[i].dtype != first.dtype))
       problem = ps[i].name + " is " + shape_text(ps[i].global_shape) + " but " + first.name +
                 " is " + shape_text(first.global_shape);
-  if (problem.empty() && index.count(fp8::scale_name(w.name)))
-    problem = "its stacked scale name " + fp8::scale_name(w.name) + " is already a parameter";
+  if (problem.empty() && index.count(fp8::scale_name(weight.name)))
+    problem = "its stacked scale name " + fp8::scale_name(weight.name) + " is already a parameter";
   if (!problem.empty()) {
     sink.error(DiagCode::EFp8Scale, first.loc,
-               "cannot stack the FP8 scales of stacked " + w.name + ": " + problem,
+               "cannot stack the FP8 scales of stacked " + weight.name + ": " + problem,
                "every expert of a stacked block-quantized weight needs its weight_scale_inv of "
                "one shape (a truncated checkpoint?); or `fp8_scales: rules`");
     return {};
@@ -108,21 +109,22 @@ std::unordered_set<std::string> stack_expert_scales(std::vector<PlannedParam>& p
   std::vector<bool> drop(params.size(), false);
   std::vector<std::pair<std::size_t, PlannedParam>> stacked;
   std::unordered_set<std::string> names;
-  for (const PlannedParam& w : params) {
-    if (w.stacked_from.empty()) continue;
-    const std::vector<std::size_t> src = expert_scales(w, params, index, sink);
+  for (const PlannedParam& weight : params) {
+    if (weight.stacked_from.empty()) continue;
+    const std::vector<std::size_t> src = expert_scales(weight, params, index, sink);
     if (src.empty()) continue;
-    PlannedParam q = params[src.front()];
-    q.name = fp8::scale_name(w.name);
-    q.global_shape.insert(q.global_shape.begin(), static_cast<std::int64_t>(src.size()));
-    q.mesh = w.mesh;
-    q.stacked_from.clear();
+    PlannedParam stacked_scale = params[src.front()];
+    stacked_scale.name = fp8::scale_name(weight.name);
+    stacked_scale.global_shape.insert(stacked_scale.global_shape.begin(),
+                                      static_cast<std::int64_t>(src.size()));
+    stacked_scale.mesh = weight.mesh;
+    stacked_scale.stacked_from.clear();
     for (std::size_t i : src) {
-      q.stacked_from.push_back(params[i].name);
+      stacked_scale.stacked_from.push_back(params[i].name);
       drop[i] = true;
     }
-    names.insert(q.name);
-    stacked.emplace_back(src.front(), std::move(q));
+    names.insert(stacked_scale.name);
+    stacked.emplace_back(src.front(), std::move(stacked_scale));
   }
   if (stacked.empty()) return names;
   for (auto& [at, q] : stacked) {
@@ -168,59 +170,61 @@ void pair_fp8_scales(std::vector<PlannedParam>& params, const Model& model, cons
       wname = params[i].name.substr(0, params[i].name.size() - fp8::kScaleSuffix.size());
     if (!wname) continue;
     const auto it = index.find(*wname);
-    const PlannedParam* w = it == index.end() ? nullptr : &params[it->second];
-    const std::string problem = pair_problem(params[i], w, *wname, model);
+    const PlannedParam* weight = it == index.end() ? nullptr : &params[it->second];
+    const std::string problem = pair_problem(params[i], weight, *wname, model);
     if (problem.empty()) {
       weight_of[i] = it->second;
       continue;
     }
-    Diagnostic d = param_diagnostic(params[i], DiagCode::EFp8Scale, params[i].loc);
-    d.message = problem;
-    d.hint = w == nullptr ? "a weight_scale_inv needs its weight (a truncated checkpoint or model "
-                            "file?); or `fp8_scales: rules` to place it by a rule"
-                          : "the model's weight_block_size (" + block_text(model) +
-                                ") disagrees with the checkpoint: copy "
-                                "quantization_config.weight_block_size from config.json; or "
-                                "`fp8_scales: rules`";
-    rep.add(std::move(d), w == nullptr ? "orphan" : "shape");
+    Diagnostic diag = param_diagnostic(params[i], DiagCode::EFp8Scale, params[i].loc);
+    diag.message = problem;
+    diag.hint = weight == nullptr
+                    ? "a weight_scale_inv needs its weight (a truncated checkpoint or model "
+                      "file?); or `fp8_scales: rules` to place it by a rule"
+                    : "the model's weight_block_size (" + block_text(model) +
+                          ") disagrees with the checkpoint: copy "
+                          "quantization_config.weight_block_size from config.json; or "
+                          "`fp8_scales: rules`";
+    rep.add(std::move(diag), weight == nullptr ? "orphan" : "shape");
     drop[i] = true;
   }
   // The other direction: a block-quantized (FP8) matrix without its scale would be handed to
   // ranks with no way to dequantize it (a checkpoint missing its *_scale_inv tensors).
   std::vector<bool> has_scale(params.size(), false);
-  for (const auto& w : weight_of)
-    if (w) has_scale[*w] = true;
+  for (const auto& weight : weight_of)
+    if (weight) has_scale[*weight] = true;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const PlannedParam& p = params[i];
-    const bool fp8 = p.dtype == DType::Float8E4M3fn || p.dtype == DType::Float8E5M2;
-    if (!fp8 || p.global_shape.size() < 2 || has_scale[i] || fp8::weight_of_scale(p.name)) continue;
-    Diagnostic d = param_diagnostic(p, DiagCode::EFp8Scale, p.loc);
-    d.message = p.name + " is an FP8 matrix (" + std::string(dtype_name(p.dtype)) +
-                ") of a block-quantized model but has no " + p.name +
-                std::string(fp8::kScaleSuffix) + " to follow it";
-    d.hint =
+    const PlannedParam& param = params[i];
+    const bool fp8 = param.dtype == DType::Float8E4M3fn || param.dtype == DType::Float8E5M2;
+    if (!fp8 || param.global_shape.size() < 2 || has_scale[i] || fp8::weight_of_scale(param.name))
+      continue;
+    Diagnostic diag = param_diagnostic(param, DiagCode::EFp8Scale, param.loc);
+    diag.message = param.name + " is an FP8 matrix (" + std::string(dtype_name(param.dtype)) +
+                   ") of a block-quantized model but has no " + param.name +
+                   std::string(fp8::kScaleSuffix) + " to follow it";
+    diag.hint =
         "the checkpoint lacks its weight_scale_inv tensors (a truncated download?); or "
         "`fp8_scales: rules` if the scales are placed some other way";
-    rep.add(std::move(d), "unscaled");
+    rep.add(std::move(diag), "unscaled");
   }
   rep.flush(sink);
   // Indices shift when dropped scales go: map old -> new first.
   std::vector<std::size_t> new_index(params.size(), 0);
-  std::size_t n = 0;
+  std::size_t kept_count = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    new_index[i] = n;
-    if (!drop[i]) ++n;
+    new_index[i] = kept_count;
+    if (!drop[i]) ++kept_count;
   }
   std::vector<PlannedParam> kept;
-  kept.reserve(n);
+  kept.reserve(kept_count);
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (drop[i]) continue;
-    PlannedParam& p = params[i];
+    PlannedParam& param = params[i];
     if (weight_of[i]) {
-      p.scale_of = new_index[*weight_of[i]];
-      p.rule = {};  // rules and experts entries never place a following scale
+      param.scale_of = new_index[*weight_of[i]];
+      param.rule = {};  // rules and experts entries never place a following scale
     }
-    kept.push_back(std::move(p));
+    kept.push_back(std::move(param));
   }
   params = std::move(kept);
 }
@@ -229,57 +233,58 @@ namespace {
 
 // A packed weight's parts on a block dim in blocks; nullopt (reported) when
 // a part boundary cuts a block.
-std::optional<std::vector<std::int64_t>> scale_parts(const PlannedParam& w, std::int64_t b,
+std::optional<std::vector<std::int64_t>> scale_parts(const PlannedParam& weight, std::int64_t block,
                                                      std::int64_t scale_extent,
                                                      const Recipe& recipe, GroupedReporter& rep) {
   std::vector<std::int64_t> out;
   std::int64_t at = 0;
-  for (std::size_t i = 0; i + 1 < w.geometry.parts.size(); ++i) {
-    at += w.geometry.parts[i];
-    if (at % b != 0) {
-      Diagnostic d = param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe));
-      d.message = w.name + ": packed part boundary at row " + std::to_string(at) + " of dim " +
-                  std::to_string(w.geometry.parts_dim) + " cuts a " + std::to_string(b) +
-                  "-row FP8 block, so its scale cannot be split part by part";
-      d.hint = "packed part extents must be multiples of the block; or `fp8_scales: rules`";
-      rep.add(std::move(d), "packed:" + std::to_string(w.rule.index));
+  for (std::size_t i = 0; i + 1 < weight.geometry.parts.size(); ++i) {
+    at += weight.geometry.parts[i];
+    if (at % block != 0) {
+      Diagnostic diag = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe));
+      diag.message = weight.name + ": packed part boundary at row " + std::to_string(at) +
+                     " of dim " + std::to_string(weight.geometry.parts_dim) + " cuts a " +
+                     std::to_string(block) +
+                     "-row FP8 block, so its scale cannot be split part by part";
+      diag.hint = "packed part extents must be multiples of the block; or `fp8_scales: rules`";
+      rep.add(std::move(diag), "packed:" + std::to_string(weight.rule.index));
       return std::nullopt;
     }
-    out.push_back(w.geometry.parts[i] / b);
+    out.push_back(weight.geometry.parts[i] / block);
   }
   std::int64_t sum = 0;
-  for (std::int64_t x : out) sum += x;
+  for (std::int64_t part : out) sum += part;
   out.push_back(scale_extent - sum);
   return out;
 }
 
 // The scale's geometry: the weight's rule splits in block units.
-bool follow_geometry(PlannedParam& s, const PlannedParam& w, const Model& model,
+bool follow_geometry(PlannedParam& scale, const PlannedParam& weight, const Model& model,
                      const Recipe& recipe, GroupedReporter& rep) {
   const std::vector<std::int64_t> blocks =
-      fp8::dim_blocks(s.global_shape.size(), model.attributes.weight_block_size);
-  ParamGeometry g;
-  g.global_shape = s.global_shape;
-  g.per_dim.resize(s.global_shape.size());
-  s.unit = 1;
+      fp8::dim_blocks(scale.global_shape.size(), model.attributes.weight_block_size);
+  ParamGeometry geom;
+  geom.global_shape = scale.global_shape;
+  geom.per_dim.resize(scale.global_shape.size());
+  scale.unit = 1;
   bool unit_seen = false;
-  for (std::size_t d = 0; d < g.per_dim.size(); ++d) {
-    for (const DimSplit& ws : w.geometry.per_dim[d]) {
-      g.per_dim[d].push_back(fp8::scale_split(ws, blocks[d]));
-      if (!unit_seen) s.unit = g.per_dim[d].back().unit;
+  for (std::size_t d = 0; d < geom.per_dim.size(); ++d) {
+    for (const DimSplit& ws : weight.geometry.per_dim[d]) {
+      geom.per_dim[d].push_back(fp8::scale_split(ws, blocks[d]));
+      if (!unit_seen) scale.unit = geom.per_dim[d].back().unit;
       unit_seen = true;
     }
   }
-  if (!w.geometry.parts.empty()) {
-    const auto d = static_cast<std::size_t>(w.geometry.parts_dim);
-    auto parts = scale_parts(w, blocks[d], s.global_shape[d], recipe, rep);
+  if (!weight.geometry.parts.empty()) {
+    const auto d = static_cast<std::size_t>(weight.geometry.parts_dim);
+    auto parts = scale_parts(weight, blocks[d], scale.global_shape[d], recipe, rep);
     if (!parts) return false;
-    g.parts = std::move(*parts);
-    g.parts_dim = w.geometry.parts_dim;
-    g.part_replicas = w.geometry.part_replicas;  // the same split, so the same replicas
-    g.part_names = w.geometry.part_names;
+    geom.parts = std::move(*parts);
+    geom.parts_dim = weight.geometry.parts_dim;
+    geom.part_replicas = weight.geometry.part_replicas;  // the same split, so the same replicas
+    geom.part_names = weight.geometry.part_names;
   }
-  s.geometry = std::move(g);
+  scale.geometry = std::move(geom);
   return true;
 }
 
@@ -288,19 +293,20 @@ bool follow_geometry(PlannedParam& s, const PlannedParam& w, const Model& model,
 void follow_fp8_weights(std::vector<PlannedParam>& params, const Model& model, const Recipe& recipe,
                         DiagnosticSink& sink) {
   GroupedReporter rep;
-  for (PlannedParam& s : params) {
-    if (!s.scale_of) continue;
-    const PlannedParam& w = params[*s.scale_of];
+  for (PlannedParam& scale : params) {
+    if (!scale.scale_of) continue;
+    const PlannedParam& weight = params[*scale.scale_of];
     // The weight's own problems (uncovered, bad placements) are reported already.
-    if (w.rule.index < 0 || w.geometry.per_dim.size() != s.global_shape.size()) continue;
-    if (!follow_geometry(s, w, model, recipe, rep)) continue;
-    s.mesh = w.mesh;
-    s.rule = w.rule;
-    s.uneven = w.uneven;
-    s.pad_multiple = w.pad_multiple;
-    s.stage = w.stage;
-    s.virtual_stage = w.virtual_stage;
-    s.placements = w.placements;
+    if (weight.rule.index < 0 || weight.geometry.per_dim.size() != scale.global_shape.size())
+      continue;
+    if (!follow_geometry(scale, weight, model, recipe, rep)) continue;
+    scale.mesh = weight.mesh;
+    scale.rule = weight.rule;
+    scale.uneven = weight.uneven;
+    scale.pad_multiple = weight.pad_multiple;
+    scale.stage = weight.stage;
+    scale.virtual_stage = weight.virtual_stage;
+    scale.placements = weight.placements;
   }
   rep.flush(sink);
 }

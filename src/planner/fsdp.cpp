@@ -23,48 +23,48 @@ struct FsdpAxes {
 
 // "dp_shard (8), tp (8)".
 std::string axis_list(const Mesh& mesh) {
-  std::string s;
-  for (const MeshAxis& a : mesh.axes)
-    s += (s.empty() ? "" : ", ") + a.name + " (" + std::to_string(a.size) + ")";
-  return s;
+  std::string text;
+  for (const MeshAxis& axis : mesh.axes)
+    text += (text.empty() ? "" : ", ") + axis.name + " (" + std::to_string(axis.size) + ")";
+  return text;
 }
 
 // Looks up the FSDP axes in `mesh`; reports E-AXIS for a missing one.
 std::optional<FsdpAxes> find_axes(const std::vector<std::string>& names,
                                   const std::vector<SourceLoc>& locs, const Mesh& mesh,
                                   const char* field, const SourceLoc& loc, DiagnosticSink& sink) {
-  FsdpAxes f;
-  f.field = field;
-  f.mesh = &mesh;
+  FsdpAxes fsdp;
+  fsdp.field = field;
+  fsdp.mesh = &mesh;
   const bool expert = std::string_view(field) == "expert_shard";
   const char* mesh_name = expert ? "expert_mesh" : "mesh";
   for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::string& n = names[i];
-    const int a = mesh.find(n);
-    if (a < 0) {
+    const std::string& name = names[i];
+    const int axis = mesh.find(name);
+    if (axis < 0) {
       sink.error(DiagCode::EAxis, i < locs.size() ? locs[i] : loc,
-                 std::string("fsdp.") + field + " names axis '" + n + "' but the " + mesh_name +
+                 std::string("fsdp.") + field + " names axis '" + name + "' but the " + mesh_name +
                      " has no such axis",
                  std::string("axes of the ") + mesh_name + ": " + axis_list(mesh) +
                      (expert ? "" : " (expert_mesh axes go in fsdp.expert_shard)"));
       return std::nullopt;
     }
-    f.axes.push_back(a);
-    f.locs.push_back(i < locs.size() && locs[i].line > 0 ? locs[i] : loc);
-    f.sizes.push_back(mesh.axes[static_cast<std::size_t>(a)].size);
-    f.ways *= mesh.axes[static_cast<std::size_t>(a)].size;
+    fsdp.axes.push_back(axis);
+    fsdp.locs.push_back(i < locs.size() && locs[i].line > 0 ? locs[i] : loc);
+    fsdp.sizes.push_back(mesh.axes[static_cast<std::size_t>(axis)].size);
+    fsdp.ways *= mesh.axes[static_cast<std::size_t>(axis)].size;
   }
-  return f;
+  return fsdp;
 }
 
 // Distinct extents of dim `d` after the placement splits (before FSDP).
-std::set<std::int64_t> local_extents(const ParamGeometry& g, std::size_t d) {
-  std::set<std::int64_t> cur{g.global_shape[d]};
-  for (const DimSplit& s : g.per_dim[d]) {
+std::set<std::int64_t> local_extents(const ParamGeometry& geom, std::size_t d) {
+  std::set<std::int64_t> cur{geom.global_shape[d]};
+  for (const DimSplit& split : geom.per_dim[d]) {
     std::set<std::int64_t> next;
     for (std::int64_t len : cur)
-      for (std::int64_t k = 0; k < s.ways; ++k) {
-        next.insert(split_piece(len, k, s).size);
+      for (std::int64_t k = 0; k < split.ways; ++k) {
+        next.insert(split_piece(len, k, split).size);
         if (next.size() > 4) break;  // chunk/balanced pieces take at most 3 sizes
       }
     cur = std::move(next);
@@ -72,21 +72,22 @@ std::set<std::int64_t> local_extents(const ParamGeometry& g, std::size_t d) {
   return cur;
 }
 
-int resolve_dim(const PlannedParam& p, const FsdpSpec& spec, const FsdpAxes& f) {
-  if (p.mesh == MeshKind::Dense || spec.expert_dim == ExpertDim::Zero) return spec.dim;
+int resolve_dim(const PlannedParam& param, const FsdpSpec& spec, const FsdpAxes& fsdp) {
+  if (param.mesh == MeshKind::Dense || spec.expert_dim == ExpertDim::Zero) return spec.dim;
   if (spec.expert_dim == ExpertDim::One) return 1;
   // auto (torchtitan): shard experts on dim 1 when the FSDP x EP ranks
   // outnumber the experts, else on dim 0.
   std::int64_t ep = 1;
-  for (const DimSplit& s : p.geometry.per_dim[0]) ep *= s.ways;
-  return f.ways * ep > p.global_shape[0] ? 1 : 0;
+  for (const DimSplit& split : param.geometry.per_dim[0]) ep *= split.ways;
+  return fsdp.ways * ep > param.global_shape[0] ? 1 : 0;
 }
 
-void label(PlannedParam& p, const FsdpAxes& f, int dim) {
+void label(PlannedParam& param, const FsdpAxes& fsdp, int dim) {
   std::int64_t sf = 1;
-  for (const DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(dim)]) sf *= s.ways;
-  for (int a : f.axes) {
-    auto& rp = p.placements[static_cast<std::size_t>(a)];
+  for (const DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(dim)])
+    sf *= split.ways;
+  for (int axis : fsdp.axes) {
+    auto& rp = param.placements[static_cast<std::size_t>(axis)];
     rp.dim = dim;
     rp.kind = sf > 1 ? ResolvedPlacement::Kind::StridedShard : ResolvedPlacement::Kind::Shard;
     rp.split_factor = sf;
@@ -95,71 +96,75 @@ void label(PlannedParam& p, const FsdpAxes& f, int dim) {
 
 // E-FSDP at the fsdp axis that a param's rule or experts entry already shards
 // on: names the axis, the entry, and the axes FSDP could use instead.
-Diagnostic axis_conflict(const PlannedParam& p, const FsdpAxes& f, std::size_t i, Diagnostic d) {
-  const bool experts = p.rule.kind == RuleRef::Kind::Experts;
-  const std::string& axis = f.mesh->axes[static_cast<std::size_t>(f.axes[i])].name;
+Diagnostic axis_conflict(const PlannedParam& param, const FsdpAxes& fsdp, std::size_t i,
+                         Diagnostic diag) {
+  const bool experts = param.rule.kind == RuleRef::Kind::Experts;
+  const std::string& axis = fsdp.mesh->axes[static_cast<std::size_t>(fsdp.axes[i])].name;
   const std::string entry = experts ? "experts entry" : "rule";
-  const std::string key = std::string("fsdp.") + f.field;
-  d.loc = f.locs[i];
-  d.message = key + " axis '" + axis + "' is also sharded by the " + entry + " `" + p.rule.match +
-              "` for " + p.name;
+  const std::string key = std::string("fsdp.") + fsdp.field;
+  diag.loc = fsdp.locs[i];
+  diag.message = key + " axis '" + axis + "' is also sharded by the " + entry + " `" +
+                 param.rule.match + "` for " + param.name;
   std::string free;
-  for (std::size_t a = 0; a < f.mesh->axes.size(); ++a) {
-    const bool used = p.placements[a].kind != ResolvedPlacement::Kind::Replicate;
-    const bool fsdp = std::find(f.axes.begin(), f.axes.end(), static_cast<int>(a)) != f.axes.end();
-    if (!used && !fsdp) free += (free.empty() ? "" : ", ") + f.mesh->axes[a].name;
+  for (std::size_t a = 0; a < fsdp.mesh->axes.size(); ++a) {
+    const bool used = param.placements[a].kind != ResolvedPlacement::Kind::Replicate;
+    const bool fsdp_axis =
+        std::find(fsdp.axes.begin(), fsdp.axes.end(), static_cast<int>(a)) != fsdp.axes.end();
+    if (!used && !fsdp_axis) free += (free.empty() ? "" : ", ") + fsdp.mesh->axes[a].name;
   }
-  const std::string mesh_name = std::string_view(f.field) == "shard" ? "a mesh" : "an expert_mesh";
-  d.hint = "FSDP shards on top of the placements, on axes of its own: set " + key + " to " +
-           mesh_name + " axis the " + entry + "'s placements do not use" +
-           (free.empty() ? " (add one, e.g. " + std::string(experts ? "efsdp" : "dp_shard") + ")"
-                         : " (" + free + ")") +
-           ", or take '" + axis + "' out of the " + entry + "'s placements";
-  return d;
+  const std::string mesh_name =
+      std::string_view(fsdp.field) == "shard" ? "a mesh" : "an expert_mesh";
+  diag.hint = "FSDP shards on top of the placements, on axes of its own: set " + key + " to " +
+              mesh_name + " axis the " + entry + "'s placements do not use" +
+              (free.empty() ? " (add one, e.g. " + std::string(experts ? "efsdp" : "dp_shard") + ")"
+                            : " (" + free + ")") +
+              ", or take '" + axis + "' out of the " + entry + "'s placements";
+  return diag;
 }
 
 // Applies FSDP to one param; false after reporting an error.
-bool shard_param(PlannedParam& p, const FsdpAxes& f, const FsdpSpec& spec, GroupedReporter& rep) {
-  const int ndim = static_cast<int>(p.global_shape.size());
-  int dim = resolve_dim(p, spec, f);
+bool shard_param(PlannedParam& param, const FsdpAxes& fsdp, const FsdpSpec& spec,
+                 GroupedReporter& rep) {
+  const int ndim = static_cast<int>(param.global_shape.size());
+  int dim = resolve_dim(param, spec, fsdp);
   if (dim < 0) dim += ndim;
-  Diagnostic d = param_diagnostic(p, DiagCode::EFsdp, spec.loc);
+  Diagnostic diag = param_diagnostic(param, DiagCode::EFsdp, spec.loc);
   if (dim < 0 || dim >= ndim) {
-    d.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + p.name +
-                " with " + std::to_string(ndim) + " dims";
-    d.hint = "FSDP usually shards dim 0";
-    rep.add(std::move(d), "dim");
+    diag.message = "fsdp dim " + std::to_string(spec.dim) + " is out of range for " + param.name +
+                   " with " + std::to_string(ndim) + " dims";
+    diag.hint = "FSDP usually shards dim 0";
+    rep.add(std::move(diag), "dim");
     return false;
   }
-  for (std::size_t i = 0; i < f.axes.size(); ++i) {
-    const auto a = static_cast<std::size_t>(f.axes[i]);
-    if (p.placements[a].kind == ResolvedPlacement::Kind::Replicate) continue;
-    rep.add(axis_conflict(p, f, i, std::move(d)),
-            "axis" + std::to_string(static_cast<int>(p.rule.kind)) + ":" +
-                std::to_string(p.rule.index) + ":" + std::to_string(a));
+  for (std::size_t i = 0; i < fsdp.axes.size(); ++i) {
+    const auto axis = static_cast<std::size_t>(fsdp.axes[i]);
+    if (param.placements[axis].kind == ResolvedPlacement::Kind::Replicate) continue;
+    rep.add(axis_conflict(param, fsdp, i, std::move(diag)),
+            "axis" + std::to_string(static_cast<int>(param.rule.kind)) + ":" +
+                std::to_string(param.rule.index) + ":" + std::to_string(axis));
     return false;
   }
   if (dim > 0) {
-    for (std::int64_t len : local_extents(p.geometry, static_cast<std::size_t>(dim))) {
-      if (len % f.ways == 0) continue;
-      d.message = "FSDP on dim " + std::to_string(dim) + " of " + p.name + ": local extent " +
-                  std::to_string(len) + " is not divisible by " + std::to_string(f.ways) +
-                  " FSDP ranks";
-      d.hint = "FSDP2 pads only dim 0; use dim 0, or sizes that divide";
-      rep.add(std::move(d), "div" + std::to_string(p.rule.index));
+    for (std::int64_t len : local_extents(param.geometry, static_cast<std::size_t>(dim))) {
+      if (len % fsdp.ways == 0) continue;
+      diag.message = "FSDP on dim " + std::to_string(dim) + " of " + param.name +
+                     ": local extent " + std::to_string(len) + " is not divisible by " +
+                     std::to_string(fsdp.ways) + " FSDP ranks";
+      diag.hint = "FSDP2 pads only dim 0; use dim 0, or sizes that divide";
+      rep.add(std::move(diag), "div" + std::to_string(param.rule.index));
       return false;
     }
   }
-  label(p, f, dim);
-  DimSplit s;
-  s.axes = f.axes;
-  s.axis_sizes = f.sizes;
-  s.ways = f.ways;
-  s.rule = SplitRule::Chunk;  // FSDP2 always chunks
-  s.fsdp = true;
-  p.geometry.per_dim[static_cast<std::size_t>(dim)].push_back(std::move(s));
-  p.geometry.fsdp_dim = dim;
-  p.geometry.fsdp_ways = f.ways;
+  label(param, fsdp, dim);
+  DimSplit split;
+  split.axes = fsdp.axes;
+  split.axis_sizes = fsdp.sizes;
+  split.ways = fsdp.ways;
+  split.rule = SplitRule::Chunk;  // FSDP2 always chunks
+  split.fsdp = true;
+  param.geometry.per_dim[static_cast<std::size_t>(dim)].push_back(std::move(split));
+  param.geometry.fsdp_dim = dim;
+  param.geometry.fsdp_ways = fsdp.ways;
   return true;
 }
 
@@ -172,7 +177,8 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
   auto dense = find_axes(spec.shard, spec.shard_locs, plan.dense, "shard", spec.loc, sink);
   std::optional<FsdpAxes> expert;
   bool has_stacked = false;
-  for (const PlannedParam& p : params) has_stacked = has_stacked || p.mesh == MeshKind::Expert;
+  for (const PlannedParam& param : params)
+    has_stacked = has_stacked || param.mesh == MeshKind::Expert;
   if (has_stacked && plan.expert) {
     if (!spec.expert_shard.empty()) {
       expert = find_axes(spec.expert_shard, spec.expert_shard_locs, *plan.expert, "expert_shard",
@@ -190,15 +196,16 @@ void apply_fsdp(std::vector<PlannedParam>& params, const Plan& plan, const Recip
           "axes of the mesh: " + axis_list(plan.dense));
   }
   GroupedReporter rep;
-  for (PlannedParam& p : params) {
+  for (PlannedParam& param : params) {
     // requires_grad false: out of FSDP (FSDP2's ignored_params) unless `fsdp.frozen: shard`
     // (FSDP2's default); 0-d params always stay out
-    const bool frozen_out = !p.requires_grad && spec.frozen == FrozenParams::Ignore;
-    if (frozen_out || p.global_shape.empty() || p.geometry.per_dim.size() != p.global_shape.size())
+    const bool frozen_out = !param.requires_grad && spec.frozen == FrozenParams::Ignore;
+    if (frozen_out || param.global_shape.empty() ||
+        param.geometry.per_dim.size() != param.global_shape.size())
       continue;
-    const auto& f = p.mesh == MeshKind::Expert ? expert : dense;
-    if (!f) continue;
-    shard_param(p, *f, spec, rep);
+    const auto& fsdp = param.mesh == MeshKind::Expert ? expert : dense;
+    if (!fsdp) continue;
+    shard_param(param, *fsdp, spec, rep);
   }
   rep.flush(sink);
 }

@@ -24,74 +24,79 @@ namespace {
 constexpr std::int64_t kLargeNumel = std::int64_t{1} << 24;  // 16 Mi elements
 
 bool has_vocab_name(std::string_view fqn) {
-  for (std::string_view s : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
-                             "tok_embeddings.weight", "word_embeddings.weight", "output.weight",
-                             "output_layer.weight", "embed_in.weight", "embed_out.weight"})
-    if (fqn.size() >= s.size() && fqn.substr(fqn.size() - s.size()) == s) return true;
+  for (std::string_view name : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
+                                "tok_embeddings.weight", "word_embeddings.weight", "output.weight",
+                                "output_layer.weight", "embed_in.weight", "embed_out.weight"})
+    if (fqn.size() >= name.size() && fqn.substr(fqn.size() - name.size()) == name) return true;
   return false;
 }
 
 // True when the rule that placed `p` says `axis: Replicate()` explicitly.
-bool explicitly_replicated(const PlannedParam& p, const Recipe& recipe, const std::string& axis) {
-  if (p.rule.kind != RuleRef::Kind::Rule || p.rule.index < 0) return false;
-  for (const AxisPlacement& ap : recipe.rules[static_cast<std::size_t>(p.rule.index)].placements)
+bool explicitly_replicated(const PlannedParam& param, const Recipe& recipe,
+                           const std::string& axis) {
+  if (param.rule.kind != RuleRef::Kind::Rule || param.rule.index < 0) return false;
+  for (const AxisPlacement& ap :
+       recipe.rules[static_cast<std::size_t>(param.rule.index)].placements)
     if (ap.axis == axis && ap.placement.kind == Placement::Kind::Replicate) return true;
   return false;
 }
 
-std::string divisor_list(std::int64_t n, std::int64_t limit) {
-  std::string t;
+std::string divisor_list(std::int64_t extent, std::int64_t limit) {
+  std::string text;
   for (std::int64_t k = 2; k <= limit; ++k)
-    if (n % k == 0) t += (t.empty() ? "" : ", ") + std::to_string(k);
-  return t.empty() ? "none up to " + std::to_string(limit) : t;
+    if (extent % k == 0) text += (text.empty() ? "" : ", ") + std::to_string(k);
+  return text.empty() ? "none up to " + std::to_string(limit) : text;
 }
 
 // Dense axes that shard some param by rule (not FSDP): the "TP-like" axes.
 std::set<int> rule_sharding_axes(const std::vector<PlannedParam>& params) {
   std::set<int> axes;
-  for (const PlannedParam& p : params) {
-    if (p.mesh != MeshKind::Dense) continue;
-    for (const auto& chain : p.geometry.per_dim)
-      for (const DimSplit& s : chain)
-        if (!s.fsdp)
-          for (int a : s.axes) axes.insert(a);
+  for (const PlannedParam& param : params) {
+    if (param.mesh != MeshKind::Dense) continue;
+    for (const auto& chain : param.geometry.per_dim)
+      for (const DimSplit& split : chain)
+        if (!split.fsdp)
+          for (int axis : split.axes) axes.insert(axis);
   }
   return axes;
 }
 
-void lint_replicated(const PlannedParam& p, const Plan& plan, const Recipe& recipe,
+void lint_replicated(const PlannedParam& param, const Plan& plan, const Recipe& recipe,
                      const std::set<int>& tp_axes, GroupedReporter& rep) {
-  if (p.mesh != MeshKind::Dense || numel(p.global_shape) < kLargeNumel) return;
-  for (int a : tp_axes) {
-    const auto& axis = plan.dense.axes[static_cast<std::size_t>(a)];
+  if (param.mesh != MeshKind::Dense || numel(param.global_shape) < kLargeNumel) return;
+  for (int axis_index : tp_axes) {
+    const auto& axis = plan.dense.axes[static_cast<std::size_t>(axis_index)];
     if (axis.size < 2) continue;
-    if (p.placements[static_cast<std::size_t>(a)].kind != ResolvedPlacement::Kind::Replicate)
+    if (param.placements[static_cast<std::size_t>(axis_index)].kind !=
+        ResolvedPlacement::Kind::Replicate)
       continue;
-    if (explicitly_replicated(p, recipe, axis.name)) continue;
-    Diagnostic d = param_diagnostic(p, DiagCode::WReplicatedLarge, p.loc, Severity::Warning);
-    d.message = p.name + " (" + std::to_string(numel(p.global_shape)) +
-                " elements) is replicated over '" + axis.name + "', which shards other params";
-    d.hint = "a rule placing it on " + axis.name +
-             " may be missing; if replicating it is meant, say `" + axis.name +
-             ": Replicate()` in its rule's placements (that silences this)";
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":" + axis.name);
+    if (explicitly_replicated(param, recipe, axis.name)) continue;
+    Diagnostic diag =
+        param_diagnostic(param, DiagCode::WReplicatedLarge, param.loc, Severity::Warning);
+    diag.message = param.name + " (" + std::to_string(numel(param.global_shape)) +
+                   " elements) is replicated over '" + axis.name + "', which shards other params";
+    diag.hint = "a rule placing it on " + axis.name +
+                " may be missing; if replicating it is meant, say `" + axis.name +
+                ": Replicate()` in its rule's placements (that silences this)";
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + axis.name);
   }
 }
 
-void lint_vocab(const PlannedParam& p, const Model& model, GroupedReporter& rep) {
-  if (!is_vocab_param(p, model) || p.geometry.per_dim.empty() || p.alias_of) return;
-  if (p.uneven == SplitRule::Pad) return;  // every piece allocates the same rows
+void lint_vocab(const PlannedParam& param, const Model& model, GroupedReporter& rep) {
+  if (!is_vocab_param(param, model) || param.geometry.per_dim.empty() || param.alias_of) return;
+  if (param.uneven == SplitRule::Pad) return;  // every piece allocates the same rows
   std::int64_t ways = 1;
-  for (const DimSplit& s : p.geometry.per_dim[0])
-    if (!s.fsdp) ways *= s.ways;
-  const std::int64_t vocab = p.global_shape[0];
+  for (const DimSplit& split : param.geometry.per_dim[0])
+    if (!split.fsdp) ways *= split.ways;
+  const std::int64_t vocab = param.global_shape[0];
   if (ways <= 1 || vocab % ways == 0) return;
-  Diagnostic d = param_diagnostic(p, DiagCode::WVocab, p.loc, Severity::Warning);
-  d.message = p.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
-              std::to_string(ways) + " ranks (uneven " + split_rule_name(p.uneven) + " pieces)";
-  d.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
-           "; or pad it like Megatron / vLLM: `uneven: {pad: 64}` on its rule";
-  rep.add(std::move(d), p.name);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WVocab, param.loc, Severity::Warning);
+  diag.message = param.name + ": vocab " + std::to_string(vocab) + " does not divide over " +
+                 std::to_string(ways) + " ranks (uneven " + split_rule_name(param.uneven) +
+                 " pieces)";
+  diag.hint = "sizes that divide it: " + divisor_list(vocab, std::max<std::int64_t>(ways * 4, 64)) +
+              "; or pad it like Megatron / vLLM: `uneven: {pad: 64}` on its rule";
+  rep.add(std::move(diag), param.name);
 }
 
 void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink) {
@@ -99,22 +104,23 @@ void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink)
                    const std::string& rule) {
     if (!mesh) return;
     for (const AxisPlacement& ap : pls) {
-      const int a = mesh->find(ap.axis);
-      if (a < 0 || ap.placement.kind != Placement::Kind::Shard) continue;
-      if (mesh->axes[static_cast<std::size_t>(a)].size != 1) continue;
-      Diagnostic d;
-      d.severity = Severity::Warning;
-      d.code = DiagCode::WAxisSize1;
-      d.loc = ap.loc;
-      d.rule = rule;
-      d.message = "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
-      d.hint = "drop it, or give the axis a size > 1";
-      sink.report(std::move(d));
+      const int axis = mesh->find(ap.axis);
+      if (axis < 0 || ap.placement.kind != Placement::Kind::Shard) continue;
+      if (mesh->axes[static_cast<std::size_t>(axis)].size != 1) continue;
+      Diagnostic diag;
+      diag.severity = Severity::Warning;
+      diag.code = DiagCode::WAxisSize1;
+      diag.loc = ap.loc;
+      diag.rule = rule;
+      diag.message =
+          "'" + ap.placement.text + "' on axis '" + ap.axis + "' of size 1 has no effect";
+      diag.hint = "drop it, or give the axis a size > 1";
+      sink.report(std::move(diag));
     }
   };
-  for (const Rule& r : recipe.rules) check(r.placements, &plan.dense, r.match_text());
-  for (const ExpertsEntry& e : recipe.experts)
-    check(e.placements, plan.expert ? &*plan.expert : nullptr, e.match.text());
+  for (const Rule& rule : recipe.rules) check(rule.placements, &plan.dense, rule.match_text());
+  for (const ExpertsEntry& entry : recipe.experts)
+    check(entry.placements, plan.expert ? &*plan.expert : nullptr, entry.match.text());
 }
 
 // W-PACKED-BUFFER: muon_allgather rebuilds a global tensor by concatenating
@@ -123,20 +129,23 @@ void lint_size_one(const Recipe& recipe, const Plan& plan, DiagnosticSink& sink)
 void lint_packed_buffers(const std::vector<PlannedParam>& params, const Plan& plan,
                          DiagnosticSink& sink) {
   bool muon = false;
-  for (const BufferSpec& b : plan.buffers) muon = muon || b.kind == BufferKind::MuonAllGather;
+  for (const BufferSpec& buffer : plan.buffers)
+    muon = muon || buffer.kind == BufferKind::MuonAllGather;
   if (!muon) return;
   GroupedReporter rep;
-  for (const PlannedParam& p : params) {
-    if (p.geometry.per_dim.size() != p.global_shape.size() || !packed_dim_split(p)) continue;
-    if (!p.requires_grad || p.global_shape.size() < 2) continue;
-    Diagnostic d = param_diagnostic(p, DiagCode::WPackedBuffer, p.loc, Severity::Warning);
-    d.message = p.name +
-                " is packed and split on its packed dim: the muon_allgather layout leaves it "
-                "out (listed as not communicated)";
-    d.hint =
+  for (const PlannedParam& param : params) {
+    if (param.geometry.per_dim.size() != param.global_shape.size() || !packed_dim_split(param))
+      continue;
+    if (!param.requires_grad || param.global_shape.size() < 2) continue;
+    Diagnostic diag =
+        param_diagnostic(param, DiagCode::WPackedBuffer, param.loc, Severity::Warning);
+    diag.message = param.name +
+                   " is packed and split on its packed dim: the muon_allgather layout leaves it "
+                   "out (listed as not communicated)";
+    diag.hint =
         "gather it per part in the runtime (the rank file's boxes say where each part "
         "piece sits), or drop `packed` from its rule";
-    rep.add(std::move(d), std::to_string(p.rule.index));
+    rep.add(std::move(diag), std::to_string(param.rule.index));
   }
   rep.flush(sink);
 }
@@ -148,10 +157,11 @@ void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const 
   const std::set<int> tp_axes = rule_sharding_axes(params);
   GroupedReporter replicated;
   GroupedReporter vocab;
-  for (const PlannedParam& p : params) {
-    if (p.geometry.per_dim.size() != p.global_shape.size() || p.placements.empty()) continue;
-    lint_replicated(p, plan, recipe, tp_axes, replicated);
-    lint_vocab(p, model, vocab);
+  for (const PlannedParam& param : params) {
+    if (param.geometry.per_dim.size() != param.global_shape.size() || param.placements.empty())
+      continue;
+    lint_replicated(param, plan, recipe, tp_axes, replicated);
+    lint_vocab(param, model, vocab);
   }
   replicated.flush(sink);
   vocab.flush(sink);
@@ -162,10 +172,11 @@ void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const 
 
 // A vocab tensor: by the model's vocab_size (2-D, dim 0 == vocab_size) when
 // the attribute is given, else by name.
-bool is_vocab_param(const PlannedParam& p, const Model& model) {
-  if (p.global_shape.size() != 2 || stacked_expert(p)) return false;
-  if (const auto& v = model.attributes_of(p.name).vocab_size) return p.global_shape[0] == *v;
-  return has_vocab_name(p.name);
+bool is_vocab_param(const PlannedParam& param, const Model& model) {
+  if (param.global_shape.size() != 2 || stacked_expert(param)) return false;
+  if (const auto& vocab = model.attributes_of(param.name).vocab_size)
+    return param.global_shape[0] == *vocab;
+  return has_vocab_name(param.name);
 }
 
 }  // namespace shardc::passes

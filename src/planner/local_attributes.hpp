@@ -76,14 +76,14 @@ struct LocalAttributes {
   std::vector<bool> vocab_held;
 };
 
-/// The rows [start, start + real) of dim `dim` of `p` that the rank at
+/// The rows [start, start + real) of dim `dim` of `param` that the rank at
 /// `coords` (on the param's mesh) holds after FSDP2's all-gather: the rule
 /// splits of that dim applied to its global extent (the FSDP split left
 /// out); `alloc` rows are allocated (the extra ones are `pad` padding).
 /// For a packed param's packed dim, `part` (>= 0) selects one part: its
 /// rows are then offsets into the global dim. Precondition (asserted): dim
 /// in [0, ndim), part < number of parts when given.
-DimPiece tp_local_rows(const PlannedParam& p, int dim, int part,
+DimPiece tp_local_rows(const PlannedParam& param, int dim, int part,
                        std::span<const std::int64_t> coords);
 
 /// The attributes of `plan` at `rank`. Cost O(modules x chain length).

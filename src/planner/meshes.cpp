@@ -17,26 +17,27 @@ std::optional<std::int64_t> mesh_product(const Mesh& mesh, const char* what, Dia
   std::int64_t product = 1;
   bool ok = true;
   std::set<std::string> names;
-  for (const MeshAxis& a : mesh.axes) {
-    if (a.size < 1) {
-      sink.error(DiagCode::EMesh, a.size_loc.line > 0 ? a.size_loc : a.loc,
-                 std::string(what) + " axis '" + a.name + "' has size " + std::to_string(a.size),
-                 "every mesh axis needs size >= 1");
+  for (const MeshAxis& axis : mesh.axes) {
+    if (axis.size < 1) {
+      sink.error(
+          DiagCode::EMesh, axis.size_loc.line > 0 ? axis.size_loc : axis.loc,
+          std::string(what) + " axis '" + axis.name + "' has size " + std::to_string(axis.size),
+          "every mesh axis needs size >= 1");
       ok = false;
       continue;
     }
-    if (!names.insert(a.name).second) {
-      sink.error(DiagCode::EMesh, a.loc,
-                 std::string(what) + " axis name '" + a.name + "' is repeated",
+    if (!names.insert(axis.name).second) {
+      sink.error(DiagCode::EMesh, axis.loc,
+                 std::string(what) + " axis name '" + axis.name + "' is repeated",
                  "axis names must be unique within a mesh");
       ok = false;
     }
-    if (product > kMaxWorld / a.size) {
-      sink.error(DiagCode::EMesh, a.loc, std::string(what) + " has more than 2^31-1 ranks",
+    if (product > kMaxWorld / axis.size) {
+      sink.error(DiagCode::EMesh, axis.loc, std::string(what) + " has more than 2^31-1 ranks",
                  "the product of the axis sizes (the world size) must be below 2^31");
       return std::nullopt;
     }
-    product *= a.size;
+    product *= axis.size;
   }
   if (mesh.axes.empty()) {
     sink.error(DiagCode::EMesh, mesh.loc, std::string(what) + " has no axes",
@@ -49,10 +50,10 @@ std::optional<std::int64_t> mesh_product(const Mesh& mesh, const char* what, Dia
 
 // "dp_shard 64 x tp 8 = 512 ranks".
 std::string product_text(const Mesh& mesh, std::int64_t product) {
-  std::string s;
+  std::string text;
   for (std::size_t i = 0; i < mesh.axes.size(); ++i)
-    s += (i ? " x " : "") + mesh.axes[i].name + " " + std::to_string(mesh.axes[i].size);
-  return s + " = " + std::to_string(product) + " ranks";
+    text += (i ? " x " : "") + mesh.axes[i].name + " " + std::to_string(mesh.axes[i].size);
+  return text + " = " + std::to_string(product) + " ranks";
 }
 
 // E-MESH when `mesh`'s product differs from the declared `world_size:`.

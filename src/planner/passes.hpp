@@ -85,13 +85,13 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
 /// O(params x shard classes + world).
 void check_balance(const Plan& plan, DiagnosticSink& sink);
 
-/// rules.cpp: where the rule (or experts entry) that placed `p` is written in
+/// rules.cpp: where the rule (or experts entry) that placed `param` is written in
 /// the recipe; diagnostics about a placement point there.
-SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe);
+SourceLoc rule_loc(const PlannedParam& param, const Recipe& recipe);
 
-/// rules.cpp: the `packed:` of the rule or experts entry that placed `p`, or
+/// rules.cpp: the `packed:` of the rule or experts entry that placed `param`, or
 /// null (none, or not placed by one).
-const PackedSpec* packed_spec(const PlannedParam& p, const Recipe& recipe);
+const PackedSpec* packed_spec(const PlannedParam& param, const Recipe& recipe);
 
 /// placements.cpp: the layout a `packed:` spec declares for a param of
 /// `shape` (dim normalized, parts, groups; part names "part i"), or nullopt
@@ -154,7 +154,7 @@ void run_lints(const std::vector<PlannedParam>& params, const Plan& plan, const 
 
 /// lints.cpp: a vocab tensor (embedding / output head): 2-D, not stacked,
 /// dim 0 equal to the model's `vocab_size`, or by name without it.
-bool is_vocab_param(const PlannedParam& p, const Model& model);
+bool is_vocab_param(const PlannedParam& param, const Model& model);
 
 /// local_attributes.cpp (contract §6.7): which params carry the local
 /// attributes a runtime sets (attention head counts, expert ids, vocab
@@ -168,16 +168,16 @@ LocalAttributeSpec find_local_attributes(const std::vector<PlannedParam>& params
 void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan& plan,
                             DiagnosticSink& sink);
 
-/// A diagnostic about param `p` placed by its rule: code, severity, location
+/// A diagnostic about `param` placed by its rule: code, severity, location
 /// and the param / rule context fields set; message and hint left to fill.
-Diagnostic param_diagnostic(const PlannedParam& p, DiagCode code, SourceLoc loc,
+Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc loc,
                             Severity severity = Severity::Error);
 
 /// Reports a diagnostic at most once per (code, key), counting the others;
 /// `flush` appends "(and N more params)" to each and reports them in order.
 class GroupedReporter {
  public:
-  void add(Diagnostic d, const std::string& key);
+  void add(Diagnostic diag, const std::string& key);
   void flush(DiagnosticSink& sink);
 
  private:

@@ -11,35 +11,35 @@
 namespace shardc::passes {
 namespace {
 
-const std::vector<AxisPlacement>& placements_of(const PlannedParam& p, const Recipe& recipe) {
-  const auto i = static_cast<std::size_t>(p.rule.index);
-  return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].placements
-                                               : recipe.rules[i].placements;
+const std::vector<AxisPlacement>& placements_of(const PlannedParam& param, const Recipe& recipe) {
+  const auto i = static_cast<std::size_t>(param.rule.index);
+  return param.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].placements
+                                                   : recipe.rules[i].placements;
 }
 
 std::string axis_names(const Mesh& mesh) {
-  std::string s;
-  for (const MeshAxis& a : mesh.axes) s += (s.empty() ? "" : ", ") + a.name;
-  return s;
+  std::string text;
+  for (const MeshAxis& axis : mesh.axes) text += (text.empty() ? "" : ", ") + axis.name;
+  return text;
 }
 
-Diagnostic make(DiagCode code, const AxisPlacement& ap, const PlannedParam& p, std::string message,
-                std::string hint) {
-  Diagnostic d = param_diagnostic(p, code, ap.loc);
-  d.message = std::move(message);
-  d.hint = std::move(hint);
-  return d;
+Diagnostic make(DiagCode code, const AxisPlacement& ap, const PlannedParam& param,
+                std::string message, std::string hint) {
+  Diagnostic diag = param_diagnostic(param, code, ap.loc);
+  diag.message = std::move(message);
+  diag.hint = std::move(hint);
+  return diag;
 }
 
 // Resolves one `axis: placement` entry into `out`; false after reporting.
-bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mesh, const Plan& plan,
-                 std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
+bool resolve_one(const AxisPlacement& ap, const PlannedParam& param, const Mesh& mesh,
+                 const Plan& plan, std::vector<ResolvedPlacement>& out, GroupedReporter& rep) {
   // Grouping key of this entry's diagnostics: built only when one is reported.
-  const auto key = [&] { return std::to_string(p.rule.index) + ':' + ap.axis; };
+  const auto key = [&] { return std::to_string(param.rule.index) + ':' + ap.axis; };
   const int axis = mesh.find(ap.axis);
-  const char* mesh_name = p.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
+  const char* mesh_name = param.mesh == MeshKind::Expert ? "expert_mesh" : "mesh";
   if (axis < 0) {
-    rep.add(make(DiagCode::EAxis, ap, p,
+    rep.add(make(DiagCode::EAxis, ap, param,
                  std::string("placement names axis '") + ap.axis + "' but the " + mesh_name +
                      " has no such axis",
                  std::string("axes of the ") + mesh_name + ": " + axis_names(mesh)),
@@ -47,29 +47,29 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Partial) {
-    rep.add(make(DiagCode::EPartial, ap, p,
-                 "'" + ap.placement.text + "' on parameter " + p.name +
+    rep.add(make(DiagCode::EPartial, ap, param,
+                 "'" + ap.placement.text + "' on parameter " + param.name +
                      ": parameters cannot be Partial (pending reductions belong to activations "
                      "and gradients)",
                  "use Shard(d) or Replicate()"),
             key());
     return false;
   }
-  const int pp = p.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  const int pp = param.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
   if (axis == pp) {
-    rep.add(make(DiagCode::EPipeline, ap, p,
+    rep.add(make(DiagCode::EPipeline, ap, param,
                  "rule places parameters on the pipeline axis '" + ap.axis + "'",
                  "the pipeline axis assigns stages; remove it from the placements"),
             key());
     return false;
   }
   if (ap.placement.kind == Placement::Kind::Replicate) return true;
-  const int ndim = static_cast<int>(p.global_shape.size());
+  const int ndim = static_cast<int>(param.global_shape.size());
   const int dim = ap.placement.dim < 0 ? ap.placement.dim + ndim : ap.placement.dim;
   if (dim < 0 || dim >= ndim) {
     rep.add(
-        make(DiagCode::EShardDim, ap, p,
-             "'" + ap.placement.text + "' is out of range for " + p.name + " with " +
+        make(DiagCode::EShardDim, ap, param,
+             "'" + ap.placement.text + "' is out of range for " + param.name + " with " +
                  std::to_string(ndim) + " dim" + (ndim == 1 ? "" : "s"),
              ndim == 0 ? std::string("a 0-d parameter can only be replicated")
                        : "valid dims: " + std::to_string(-ndim) + ".." + std::to_string(ndim - 1)),
@@ -82,33 +82,33 @@ bool resolve_one(const AxisPlacement& ap, const PlannedParam& p, const Mesh& mes
   return true;
 }
 
-void build_chains(PlannedParam& p, const Mesh& mesh) {
-  ParamGeometry& g = p.geometry;
-  g.global_shape = p.global_shape;
-  g.per_dim.assign(p.global_shape.size(), {});
-  for (std::size_t a = 0; a < p.placements.size(); ++a) {
-    const ResolvedPlacement& rp = p.placements[a];
+void build_chains(PlannedParam& param, const Mesh& mesh) {
+  ParamGeometry& geom = param.geometry;
+  geom.global_shape = param.global_shape;
+  geom.per_dim.assign(param.global_shape.size(), {});
+  for (std::size_t a = 0; a < param.placements.size(); ++a) {
+    const ResolvedPlacement& rp = param.placements[a];
     if (rp.kind == ResolvedPlacement::Kind::Replicate) continue;
-    DimSplit s;
-    s.axes = {static_cast<int>(a)};
-    s.axis_sizes = {mesh.axes[a].size};
-    s.ways = mesh.axes[a].size;
-    s.rule = p.uneven;
-    s.pad_multiple = p.pad_multiple;
-    s.unit = p.unit;
-    g.per_dim[static_cast<std::size_t>(rp.dim)].push_back(std::move(s));
+    DimSplit split;
+    split.axes = {static_cast<int>(a)};
+    split.axis_sizes = {mesh.axes[a].size};
+    split.ways = mesh.axes[a].size;
+    split.rule = param.uneven;
+    split.pad_multiple = param.pad_multiple;
+    split.unit = param.unit;
+    geom.per_dim[static_cast<std::size_t>(rp.dim)].push_back(std::move(split));
   }
 }
 
 // Parts with `replicas: R` (recipe.hpp PackedSpec): blocked parts on a dim the rule splits
 // exactly once (one placement, possibly over flattened axes) into W ways, R dividing W. E-PACKED
 // otherwise, naming the part, R, the split and the replica counts that would do.
-bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout& layout,
+bool resolve_replicas(PlannedParam& param, const PackedSpec& spec, const FusedLayout& layout,
                       GroupedReporter& rep) {
-  const bool any =
-      std::any_of(spec.replicas.begin(), spec.replicas.end(), [](std::int64_t r) { return r > 1; });
+  const bool any = std::any_of(spec.replicas.begin(), spec.replicas.end(),
+                               [](std::int64_t replicas) { return replicas > 1; });
   if (!any) return true;
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(layout.dim)];
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(layout.dim)];
   std::string why;
   std::string hint;
   std::int64_t ways = 1;
@@ -131,16 +131,16 @@ bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout
     }
   }
   if (!why.empty()) {
-    Diagnostic d = param_diagnostic(p, DiagCode::EPacked,
-                                    spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
-    d.message = p.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::string(p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
-                              std::to_string(p.rule.index) + ":replicas:" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPacked,
+                                       spec.replicas_loc.line > 0 ? spec.replicas_loc : spec.loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                                 std::to_string(param.rule.index) + ":replicas:" + why);
     return false;
   }
-  p.geometry.part_replicas = spec.replicas;
-  p.geometry.part_names = layout.part_names;
+  param.geometry.part_replicas = spec.replicas;
+  param.geometry.part_names = layout.part_names;
   return true;
 }
 
@@ -148,32 +148,32 @@ bool resolve_replicas(PlannedParam& p, const PackedSpec& spec, const FusedLayout
 // the dim is out of range or the parts do not add up to its extent. Blocked parts become the
 // geometry's parts (each split on its own, boxes); interleaved and per-group layouts hold every
 // part's piece in one contiguous run, so they split the dim in whole groups (the unit).
-bool resolve_packed(PlannedParam& p, const Recipe& recipe, GroupedReporter& rep) {
-  if (p.scale_of) return true;
-  const PackedSpec* packed = packed_spec(p, recipe);
+bool resolve_packed(PlannedParam& param, const Recipe& recipe, GroupedReporter& rep) {
+  if (param.scale_of) return true;
+  const PackedSpec* packed = packed_spec(param, recipe);
   if (packed == nullptr) return true;
   std::string why;
   std::string hint;
-  const std::optional<FusedLayout> layout = packed_layout(*packed, p.global_shape, &why, &hint);
+  const std::optional<FusedLayout> layout = packed_layout(*packed, param.global_shape, &why, &hint);
   if (!layout) {
-    Diagnostic d = param_diagnostic(p, DiagCode::EPacked, packed->loc);
-    d.message = p.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::string(p.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
-                              std::to_string(p.rule.index) + ":" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPacked, packed->loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::string(param.rule.kind == RuleRef::Kind::Experts ? "e" : "r") +
+                                 std::to_string(param.rule.index) + ":" + why);
     return false;
   }
   if (layout->groups > 1) {
     const std::int64_t group = fused_group_extent(*layout);
-    for (DimSplit& s : p.geometry.per_dim[static_cast<std::size_t>(layout->dim)])
-      s.unit = group * std::max<std::int64_t>(1, p.unit);  // `unit` counts groups there
-    p.geometry.group_dim = layout->dim;
-    p.geometry.group_extent = group;
+    for (DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(layout->dim)])
+      split.unit = group * std::max<std::int64_t>(1, param.unit);  // `unit` counts groups there
+    param.geometry.group_dim = layout->dim;
+    param.geometry.group_extent = group;
     return true;
   }
-  if (!resolve_replicas(p, *packed, *layout, rep)) return false;
-  p.geometry.parts = layout->parts;
-  p.geometry.parts_dim = layout->dim;
+  if (!resolve_replicas(param, *packed, *layout, rep)) return false;
+  param.geometry.parts = layout->parts;
+  param.geometry.parts_dim = layout->dim;
   return true;
 }
 
@@ -190,21 +190,21 @@ std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& sh
     return std::nullopt;
   }
   const std::int64_t extent = shape[static_cast<std::size_t>(dim)];
-  FusedLayout f;
-  f.dim = dim;
-  f.source = "recipe `packed`";
-  f.parts = spec.sizes;
-  if (f.parts.empty()) {
+  FusedLayout layout;
+  layout.dim = dim;
+  layout.source = "recipe `packed`";
+  layout.parts = spec.sizes;
+  if (layout.parts.empty()) {
     if (extent % spec.count != 0) {
       *why = "dim " + std::to_string(dim) + " extent " + std::to_string(extent) + " is not " +
              std::to_string(spec.count) + " equal parts";
       *hint = "give the part extents as a list, e.g. `parts: [q, k, v]`";
       return std::nullopt;
     }
-    f.parts.assign(static_cast<std::size_t>(spec.count), extent / spec.count);
+    layout.parts.assign(static_cast<std::size_t>(spec.count), extent / spec.count);
   }
   std::int64_t sum = 0;
-  for (std::int64_t x : f.parts) sum = x > extent - sum ? extent + 1 : sum + x;
+  for (std::int64_t part : layout.parts) sum = part > extent - sum ? extent + 1 : sum + part;
   if (sum != extent) {
     *why = "packed parts do not add up to dim " + std::to_string(dim) + " extent " +
            std::to_string(extent);
@@ -212,40 +212,40 @@ std::optional<FusedLayout> packed_layout(const PackedSpec& spec, const Shape& sh
     return std::nullopt;
   }
   if (spec.interleave > 0) {
-    for (std::int64_t x : f.parts)
-      if (x != f.parts.front() || x % spec.interleave != 0) {
+    for (std::int64_t part : layout.parts)
+      if (part != layout.parts.front() || part % spec.interleave != 0) {
         *why = "`interleave: " + std::to_string(spec.interleave) +
                "` needs equal parts that are whole blocks of it";
         *hint = "for unequal parts stored per group (GQA q|k|v per KV group) say `groups: G`";
         return std::nullopt;
       }
-    f.groups = f.parts.front() / spec.interleave;
+    layout.groups = layout.parts.front() / spec.interleave;
   } else if (spec.groups > 0) {
-    for (std::int64_t x : f.parts)
-      if (x % spec.groups != 0) {
-        *why = "part extent " + std::to_string(x) + " is not " + std::to_string(spec.groups) +
+    for (std::int64_t part : layout.parts)
+      if (part % spec.groups != 0) {
+        *why = "part extent " + std::to_string(part) + " is not " + std::to_string(spec.groups) +
                " whole groups";
         *hint =
             "every part holds the same number of elements in each group (Megatron "
             "linear_qkv: groups = query groups)";
         return std::nullopt;
       }
-    f.groups = spec.groups;
+    layout.groups = spec.groups;
   }
   if ((spec.interleave > 0 || spec.groups > 0) &&
       std::any_of(spec.replicas.begin(), spec.replicas.end(),
-                  [](std::int64_t r) { return r > 1; })) {
+                  [](std::int64_t replicas) { return replicas > 1; })) {
     *why = "`replicas` on a part of an interleaved or per-group layout";
     *hint =
         "replicas apply to blocked parts (q | k | v, each contiguous); a per-group layout "
         "already keeps each group's parts together";
     return std::nullopt;
   }
-  for (std::size_t i = 0; i < f.parts.size(); ++i)
-    f.part_names.push_back(i < spec.names.size() && !spec.names[i].empty()
-                               ? spec.names[i]
-                               : "part " + std::to_string(i));
-  return f;
+  for (std::size_t i = 0; i < layout.parts.size(); ++i)
+    layout.part_names.push_back(i < spec.names.size() && !spec.names[i].empty()
+                                    ? spec.names[i]
+                                    : "part " + std::to_string(i));
+  return layout;
 }
 
 namespace {
@@ -257,37 +257,37 @@ namespace {
 // stores, so every rank gets padded / ways whole rows and the optimizer state
 // is counted on the allocated rows. The multiple counts every axis that
 // splits dim 0 (TP; with a CP-like axis too, its product).
-bool pad_vocab(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
-  if (p.rule.kind != RuleRef::Kind::Rule) return true;
-  const Rule& rule = recipe.rules[static_cast<std::size_t>(p.rule.index)];
+bool pad_vocab(PlannedParam& param, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
+  if (param.rule.kind != RuleRef::Kind::Rule) return true;
+  const Rule& rule = recipe.rules[static_cast<std::size_t>(param.rule.index)];
   if (rule.vocab_divisible_by <= 0) return true;
   const auto fail = [&](const std::string& why, const std::string& hint) {
-    Diagnostic d = param_diagnostic(p, DiagCode::EPad, rule.vocab_loc);
-    d.message = p.name + ": " + why;
-    d.hint = hint;
-    rep.add(std::move(d), std::to_string(p.rule.index) + ":vocab:" + why);
+    Diagnostic diag = param_diagnostic(param, DiagCode::EPad, rule.vocab_loc);
+    diag.message = param.name + ": " + why;
+    diag.hint = hint;
+    rep.add(std::move(diag), std::to_string(param.rule.index) + ":vocab:" + why);
     return false;
   };
-  if (p.global_shape.empty())
+  if (param.global_shape.empty())
     return fail("`vocab_padding` pads dim 0 (the vocabulary), and the param is 0-d",
                 "match the embedding and output layer weights only ([vocab, hidden])");
   if (rule.packed)
     return fail("`vocab_padding` with `packed`: a fused tensor's dim 0 is not a vocabulary",
                 "give the embedding and output layer a rule of their own");
   std::int64_t ways = 1;
-  for (std::size_t a = 0; a < p.placements.size(); ++a)
-    if (p.placements[a].kind == ResolvedPlacement::Kind::Shard && p.placements[a].dim == 0)
+  for (std::size_t a = 0; a < param.placements.size(); ++a)
+    if (param.placements[a].kind == ResolvedPlacement::Kind::Shard && param.placements[a].dim == 0)
       ways *= mesh.axes[a].size;
   const std::int64_t multiple = rule.vocab_divisible_by * ways;  // both bounded: no overflow
-  const std::int64_t rows = p.global_shape[0];
+  const std::int64_t rows = param.global_shape[0];
   std::int64_t padded = 0;
   if (__builtin_add_overflow(rows, multiple - 1, &padded))
     return fail("dim 0 of " + std::to_string(rows) + " rows cannot be padded to a multiple of " +
                     std::to_string(multiple),
                 "check the model's vocabulary size");
-  p.vocab_rows = rows;
-  p.vocab_multiple = multiple;
-  p.global_shape[0] = padded / multiple * multiple;
+  param.vocab_rows = rows;
+  param.vocab_multiple = multiple;
+  param.global_shape[0] = padded / multiple * multiple;
   return true;
 }
 
@@ -296,16 +296,16 @@ bool pad_vocab(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedR
 void resolve_placements(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                         DiagnosticSink& sink) {
   GroupedReporter rep;
-  for (PlannedParam& p : params) {
-    if (p.rule.index < 0) continue;  // uncovered: already reported
-    const Mesh& mesh = plan.mesh_of(p);
-    p.placements.assign(mesh.axes.size(), ResolvedPlacement{});
+  for (PlannedParam& param : params) {
+    if (param.rule.index < 0) continue;  // uncovered: already reported
+    const Mesh& mesh = plan.mesh_of(param);
+    param.placements.assign(mesh.axes.size(), ResolvedPlacement{});
     bool ok = true;
-    for (const AxisPlacement& ap : placements_of(p, recipe))
-      ok = resolve_one(ap, p, mesh, plan, p.placements, rep) && ok;
-    if (!ok || !pad_vocab(p, mesh, recipe, rep)) continue;
-    build_chains(p, mesh);
-    if (!resolve_packed(p, recipe, rep)) p.geometry.per_dim.clear();
+    for (const AxisPlacement& ap : placements_of(param, recipe))
+      ok = resolve_one(ap, param, mesh, plan, param.placements, rep) && ok;
+    if (!ok || !pad_vocab(param, mesh, recipe, rep)) continue;
+    build_chains(param, mesh);
+    if (!resolve_packed(param, recipe, rep)) param.geometry.per_dim.clear();
   }
   rep.flush(sink);
 }

@@ -18,11 +18,11 @@ struct RuleUse {
 
 // True when some pattern of `r` matches; counts every pattern that has not
 // matched anything yet (so each unused list element can be reported).
-bool rule_matches(const Rule& r, const std::string& fqn, std::vector<std::int64_t>& hits) {
+bool rule_matches(const Rule& rule, const std::string& fqn, std::vector<std::int64_t>& hits) {
   bool any = false;
-  for (std::size_t j = 0; j < r.match.size(); ++j) {
+  for (std::size_t j = 0; j < rule.match.size(); ++j) {
     if (any && hits[j] > 0) continue;
-    if (!r.match[j].match(fqn)) continue;
+    if (!rule.match[j].match(fqn)) continue;
     ++hits[j];
     any = true;
   }
@@ -31,37 +31,37 @@ bool rule_matches(const Rule& r, const std::string& fqn, std::vector<std::int64_
 
 void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sink) {
   for (std::size_t i = 0; i < recipe.rules.size(); ++i) {
-    const Rule& r = recipe.rules[i];
+    const Rule& rule = recipe.rules[i];
     const std::string name = rule_label(recipe, false, static_cast<int>(i));
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.loc = r.loc;
-    d.rule = r.match_text();
-    if (use.matched[i] == 0 && r.match.size() <= 1) {
-      d.code = DiagCode::WUnusedRule;
-      d.message = name + " (" + d.rule + ") matches no parameter";
-      d.hint = "remove it or fix its pattern (`shardc inspect --match GLOB` lists FQNs)";
-      sink.report(std::move(d));
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.loc = rule.loc;
+    diag.rule = rule.match_text();
+    if (use.matched[i] == 0 && rule.match.size() <= 1) {
+      diag.code = DiagCode::WUnusedRule;
+      diag.message = name + " (" + diag.rule + ") matches no parameter";
+      diag.hint = "remove it or fix its pattern (`shardc inspect --match GLOB` lists FQNs)";
+      sink.report(std::move(diag));
       continue;
     }
-    for (std::size_t j = 0; j < r.match.size(); ++j) {
+    for (std::size_t j = 0; j < rule.match.size(); ++j) {
       if (use.pattern_hits[i][j] > 0) continue;
-      Diagnostic u = d;
-      u.code = DiagCode::WUnusedRule;
-      if (j < r.match_locs.size()) u.loc = r.match_locs[j];
-      u.message = name + ": pattern " + std::to_string(j + 1) + " of its match list (" +
-                  r.match[j].text() + ") matches no parameter";
-      u.hint =
+      Diagnostic unused = diag;
+      unused.code = DiagCode::WUnusedRule;
+      if (j < rule.match_locs.size()) unused.loc = rule.match_locs[j];
+      unused.message = name + ": pattern " + std::to_string(j + 1) + " of its match list (" +
+                       rule.match[j].text() + ") matches no parameter";
+      unused.hint =
           "fix the pattern (a typo?) or remove it from the list (`shardc inspect --match "
           "GLOB` lists FQNs)";
-      sink.report(std::move(u));
+      sink.report(std::move(unused));
     }
     if (use.matched[i] > 0 && use.won[i] == 0) {
-      d.code = DiagCode::WShadowedRule;
-      d.message = name + " (" + d.rule +
-                  ") never applies: every parameter it matches is taken by an earlier rule";
-      d.hint = "move it above the broader rule, or remove it";
-      sink.report(std::move(d));
+      diag.code = DiagCode::WShadowedRule;
+      diag.message = name + " (" + diag.rule +
+                     ") never applies: every parameter it matches is taken by an earlier rule";
+      diag.hint = "move it above the broader rule, or remove it";
+      sink.report(std::move(diag));
     }
   }
 }
@@ -69,74 +69,76 @@ void report_unused(const Recipe& recipe, const RuleUse& use, DiagnosticSink& sin
 }  // namespace
 
 void resolve_rules(std::vector<PlannedParam>& params, const Recipe& recipe, DiagnosticSink& sink) {
-  const std::size_t n = recipe.rules.size();
-  RuleUse use{{}, std::vector<std::int64_t>(n, 0), std::vector<std::int64_t>(n, 0)};
-  for (const Rule& r : recipe.rules) use.pattern_hits.emplace_back(r.match.size(), 0);
+  const std::size_t count = recipe.rules.size();
+  RuleUse use{{}, std::vector<std::int64_t>(count, 0), std::vector<std::int64_t>(count, 0)};
+  for (const Rule& rule : recipe.rules) use.pattern_hits.emplace_back(rule.match.size(), 0);
   std::vector<const PlannedParam*> uncovered;
-  for (PlannedParam& p : params) {
-    if (p.rule.kind == RuleRef::Kind::Experts || p.scale_of) continue;  // stacked / FP8 scale
+  for (PlannedParam& param : params) {
+    if (param.rule.kind == RuleRef::Kind::Experts || param.scale_of)
+      continue;  // stacked / FP8 scale
     int first = -1;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!rule_matches(recipe.rules[i], p.name, use.pattern_hits[i])) continue;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!rule_matches(recipe.rules[i], param.name, use.pattern_hits[i])) continue;
       ++use.matched[i];
       if (first < 0) first = static_cast<int>(i);
     }
     if (first < 0) {
-      uncovered.push_back(&p);
+      uncovered.push_back(&param);
       continue;
     }
-    const Rule& r = recipe.rules[static_cast<std::size_t>(first)];
+    const Rule& rule = recipe.rules[static_cast<std::size_t>(first)];
     ++use.won[static_cast<std::size_t>(first)];
-    p.rule = {RuleRef::Kind::Rule, first, r.match_text()};
-    p.uneven = r.uneven.value_or(recipe.uneven);
-    p.pad_multiple = r.uneven ? r.pad_multiple : recipe.pad_multiple;
-    p.unit = r.unit;
+    param.rule = {RuleRef::Kind::Rule, first, rule.match_text()};
+    param.uneven = rule.uneven.value_or(recipe.uneven);
+    param.pad_multiple = rule.uneven ? rule.pad_multiple : recipe.pad_multiple;
+    param.unit = rule.unit;
   }
   report_uncovered(uncovered, params, recipe, sink);
   report_unused(recipe, use, sink);
   report_unused_experts(params, recipe, sink);
 }
 
-Diagnostic param_diagnostic(const PlannedParam& p, DiagCode code, SourceLoc loc,
+Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc loc,
                             Severity severity) {
-  Diagnostic d;
-  d.severity = severity;
-  d.code = code;
-  d.loc = std::move(loc);
-  d.param = p.name;
-  d.rule = p.rule.match;
-  return d;
+  Diagnostic diag;
+  diag.severity = severity;
+  diag.code = code;
+  diag.loc = std::move(loc);
+  diag.param = param.name;
+  diag.rule = param.rule.match;
+  return diag;
 }
 
-SourceLoc rule_loc(const PlannedParam& p, const Recipe& recipe) {
-  if (p.rule.index < 0) return p.loc;
-  const auto i = static_cast<std::size_t>(p.rule.index);
-  return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].loc : recipe.rules[i].loc;
+SourceLoc rule_loc(const PlannedParam& param, const Recipe& recipe) {
+  if (param.rule.index < 0) return param.loc;
+  const auto i = static_cast<std::size_t>(param.rule.index);
+  return param.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].loc : recipe.rules[i].loc;
 }
 
-const PackedSpec* packed_spec(const PlannedParam& p, const Recipe& recipe) {
-  if (p.rule.index < 0) return nullptr;
-  const auto i = static_cast<std::size_t>(p.rule.index);
+const PackedSpec* packed_spec(const PlannedParam& param, const Recipe& recipe) {
+  if (param.rule.index < 0) return nullptr;
+  const auto i = static_cast<std::size_t>(param.rule.index);
   const std::optional<PackedSpec>& spec =
-      p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].packed : recipe.rules[i].packed;
+      param.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].packed : recipe.rules[i].packed;
   return spec ? &*spec : nullptr;
 }
 
-void GroupedReporter::add(Diagnostic d, const std::string& key) {
-  const std::string full = std::string(code_name(d.code)) + '\x1f' + key;
-  for (Entry& e : entries_) {
-    if (e.key == full) {
-      ++e.more;
+void GroupedReporter::add(Diagnostic diag, const std::string& key) {
+  const std::string full = std::string(code_name(diag.code)) + '\x1f' + key;
+  for (Entry& entry : entries_) {
+    if (entry.key == full) {
+      ++entry.more;
       return;
     }
   }
-  entries_.push_back({std::move(d), full, 0});
+  entries_.push_back({std::move(diag), full, 0});
 }
 
 void GroupedReporter::flush(DiagnosticSink& sink) {
-  for (Entry& e : entries_) {
-    if (e.more > 0) e.first.message += " (and " + std::to_string(e.more) + " more like it)";
-    sink.report(std::move(e.first));
+  for (Entry& entry : entries_) {
+    if (entry.more > 0)
+      entry.first.message += " (and " + std::to_string(entry.more) + " more like it)";
+    sink.report(std::move(entry.first));
   }
   entries_.clear();
 }

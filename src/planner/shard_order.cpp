@@ -24,10 +24,10 @@ namespace shardc {
 namespace passes {
 namespace {
 
-const std::vector<AxisPlacement>& placements_of(const PlannedParam& p, const Recipe& recipe) {
-  const auto i = static_cast<std::size_t>(p.rule.index);
-  return p.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].placements
-                                               : recipe.rules[i].placements;
+const std::vector<AxisPlacement>& placements_of(const PlannedParam& param, const Recipe& recipe) {
+  const auto i = static_cast<std::size_t>(param.rule.index);
+  return param.rule.kind == RuleRef::Kind::Experts ? recipe.experts[i].placements
+                                                   : recipe.rules[i].placements;
 }
 
 // (length, ways in execution order, order) -> mismatching coordinate tuples (order positions).
@@ -52,7 +52,7 @@ std::optional<std::vector<std::vector<std::int64_t>>> reading_mismatches(
   std::vector<std::size_t> by_mesh(order.size());
   for (std::size_t i = 0; i < by_mesh.size(); ++i) by_mesh[i] = i;
   std::sort(by_mesh.begin(), by_mesh.end(),
-            [&](std::size_t x, std::size_t y) { return order[x] < order[y]; });
+            [&](std::size_t left, std::size_t right) { return order[left] < order[right]; });
   std::vector<std::vector<std::int64_t>> bad;
   std::vector<std::int64_t> coords(ways.size(), 0);
   std::vector<MeshDimSplit> splits(ways.size());
@@ -76,28 +76,30 @@ std::optional<std::vector<std::vector<std::int64_t>>> reading_mismatches(
   return bad;
 }
 
-void warn_reading(const PlannedParam& p, const Plan& plan, int d,
+void warn_reading(const PlannedParam& param, const Plan& plan, int d,
                   std::map<Key, std::optional<std::vector<std::vector<std::int64_t>>>>& cache,
                   GroupedReporter& rep) {
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(d)];
   std::vector<std::int64_t> ways;
   std::vector<int> order;
-  for (const DimSplit& s : chain) {
-    if (s.fsdp) continue;
-    if (s.rule != SplitRule::Chunk && s.rule != SplitRule::Even) return;  // no DTensor spelling
-    if (s.unit > 1 || s.axes.size() != 1) return;
-    ways.push_back(s.ways);
-    order.push_back(s.axes.front());
+  for (const DimSplit& split : chain) {
+    if (split.fsdp) continue;
+    if (split.rule != SplitRule::Chunk && split.rule != SplitRule::Even)
+      return;  // no DTensor spelling
+    if (split.unit > 1 || split.axes.size() != 1) return;
+    ways.push_back(split.ways);
+    order.push_back(split.axes.front());
   }
   std::vector<std::int64_t> factors;
-  for (int a : order) factors.push_back(p.placements[static_cast<std::size_t>(a)].split_factor);
-  const std::int64_t length = p.global_shape[static_cast<std::size_t>(d)];
+  for (int axis : order)
+    factors.push_back(param.placements[static_cast<std::size_t>(axis)].split_factor);
+  const std::int64_t length = param.global_shape[static_cast<std::size_t>(d)];
   auto [it, fresh] = cache.try_emplace(Key{length, ways, order});
   if (fresh) it->second = reading_mismatches(length, ways, order, factors);
-  const Mesh& mesh = plan.mesh_of(p);
+  const Mesh& mesh = plan.mesh_of(param);
   if (!it->second) {
-    Diagnostic diag = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Note);
-    diag.message = p.name + ": the _StridedShard reading of dim " + std::to_string(d) +
+    Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
+    diag.message = param.name + ": the _StridedShard reading of dim " + std::to_string(d) +
                    " was not checked (the order's splits are too many for the check's budget)";
     diag.hint = "the plan states the shard order's nested chunks; see docs/shard-order.md";
     rep.add(std::move(diag), "unchecked-order");
@@ -105,58 +107,58 @@ void warn_reading(const PlannedParam& p, const Plan& plan, int d,
   }
   const auto& bad = *it->second;
   if (bad.empty()) return;
-  const ClassSpace cs = class_space(plan, p);
+  const ClassSpace cs = class_space(plan, param);
   std::vector<std::int64_t> coords(cs.sizes.size(), 0);
   RankSet ranks;
   constexpr std::size_t kMaxClasses = 64;
   for (std::size_t b = 0; b < bad.size() && b < kMaxClasses; ++b) {
     for (std::size_t i = 0; i < order.size(); ++i)
       coords[static_cast<std::size_t>(order[i])] = bad[b][i];
-    ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
-                          : ranks.unite(class_ranks(cs, coords, p.stage));
+    ranks = ranks.empty() ? class_ranks(cs, coords, param.stage)
+                          : ranks.unite(class_ranks(cs, coords, param.stage));
   }
   std::string order_text;
-  for (int a : order)
-    order_text += (order_text.empty() ? "" : ", ") + mesh.axes[static_cast<std::size_t>(a)].name;
-  Diagnostic diag = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Warning);
-  diag.message = p.name + ": DTensor reads the _StridedShard labels of dim " + std::to_string(d) +
-                 " with other rows than the shard order [" + order_text + "] on " +
-                 std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
+  for (int axis : order)
+    order_text += (order_text.empty() ? "" : ", ") + mesh.axes[static_cast<std::size_t>(axis)].name;
+  Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
+  diag.message = param.name + ": DTensor reads the _StridedShard labels of dim " +
+                 std::to_string(d) + " with other rows than the shard order [" + order_text +
+                 "] on " + std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
                  (bad.size() > kMaxClasses ? " and more" : "");
   std::int64_t product = 1;
-  for (std::int64_t w : ways) product *= w;
+  for (std::int64_t way : ways) product *= way;
   diag.hint =
       "the plan states the order's nested chunks (DTensorSpec.shard_order); a runtime "
       "that rebuilds the DTensor from the labels alone gets other rows: pad dim " +
       std::to_string(d) + " (extent " + std::to_string(length) + ") to a multiple of " +
       std::to_string(product) + ", or keep the shard order with the labels";
   std::string key = "order:" + std::to_string(length);
-  for (int a : order) key += ":" + std::to_string(a);
+  for (int axis : order) key += ":" + std::to_string(axis);
   rep.add(std::move(diag), key);
 }
 
 // Why labels of dim `d` that are no shard order cannot be stated as boxes (empty: they can):
 // a piece's boxes lie on one dim and follow DTensor's reading, which knows torch.chunk only.
-std::string strided_refusal(const PlannedParam& p, std::size_t d,
+std::string strided_refusal(const PlannedParam& param, std::size_t d,
                             const std::vector<std::int64_t>& factors, int strided_dim) {
-  if (!p.geometry.parts.empty())
+  if (!param.geometry.parts.empty())
     return "the param is packed (its boxes are its parts on dim " +
-           std::to_string(p.geometry.parts_dim) + ")";
+           std::to_string(param.geometry.parts_dim) + ")";
   if (strided_dim >= 0)
     return "dim " + std::to_string(strided_dim) +
            " is already read from such labels (one dim per param has boxes)";
-  if (p.geometry.group_dim == static_cast<int>(d))
+  if (param.geometry.group_dim == static_cast<int>(d))
     return "the dim is split in whole groups (`packed` interleave / groups)";
-  for (const DimSplit& s : p.geometry.per_dim[d]) {
-    if (s.rule != SplitRule::Chunk && s.rule != SplitRule::Even)
-      return std::string("`uneven: ") + split_rule_name(s.rule) +
+  for (const DimSplit& split : param.geometry.per_dim[d]) {
+    if (split.rule != SplitRule::Chunk && split.rule != SplitRule::Even)
+      return std::string("`uneven: ") + split_rule_name(split.rule) +
              "` has no DTensor reading (DTensor splits as torch.chunk)";
-    if (s.unit > 1) return "`unit` has no DTensor reading (DTensor splits as torch.chunk)";
-    if (s.axes.size() != 1) return "a split of the dim spans several mesh axes";
+    if (split.unit > 1) return "`unit` has no DTensor reading (DTensor splits as torch.chunk)";
+    if (split.axes.size() != 1) return "a split of the dim spans several mesh axes";
   }
   std::int64_t runs = 1;
-  for (std::int64_t f : factors) {
-    if (__builtin_mul_overflow(runs, f, &runs) || runs > kMaxParts)
+  for (std::int64_t factor : factors) {
+    if (__builtin_mul_overflow(runs, factor, &runs) || runs > kMaxParts)
       return "the product of the split factors exceeds " + std::to_string(kMaxParts) +
              " (kMaxParts: a piece has at most that many boxes)";
   }
@@ -164,46 +166,48 @@ std::string strided_refusal(const PlannedParam& p, std::size_t d,
 }
 
 // Reads the order of every dim from the written split factors; false after reporting.
-bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, GroupedReporter& rep) {
+bool order_param(PlannedParam& param, const Mesh& mesh, const Recipe& recipe,
+                 GroupedReporter& rep) {
   std::vector<std::int64_t> factor(mesh.axes.size(), 1);
   std::vector<const AxisPlacement*> written(mesh.axes.size(), nullptr);
   bool any = false;
-  for (const AxisPlacement& ap : placements_of(p, recipe)) {
-    const int a = mesh.find(ap.axis);
-    if (a < 0) continue;
-    factor[static_cast<std::size_t>(a)] = written_split_factor(ap.placement);
-    written[static_cast<std::size_t>(a)] = &ap;
-    any = any || factor[static_cast<std::size_t>(a)] > 1;
+  for (const AxisPlacement& ap : placements_of(param, recipe)) {
+    const int axis = mesh.find(ap.axis);
+    if (axis < 0) continue;
+    factor[static_cast<std::size_t>(axis)] = written_split_factor(ap.placement);
+    written[static_cast<std::size_t>(axis)] = &ap;
+    any = any || factor[static_cast<std::size_t>(axis)] > 1;
   }
   if (!any) return true;
   std::vector<std::int64_t> sizes;
   for (const MeshAxis& axis : mesh.axes) sizes.push_back(axis.size);
   int strided_dim = -1;  // the dim stated as DTensor reads its labels (at most one)
-  for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
+  for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d) {
     std::vector<int> dims;
     std::vector<std::int64_t> factors;
-    for (std::size_t a = 0; a < p.placements.size(); ++a) {
-      const ResolvedPlacement& rp = p.placements[a];
+    for (std::size_t a = 0; a < param.placements.size(); ++a) {
+      const ResolvedPlacement& rp = param.placements[a];
       if (rp.kind == ResolvedPlacement::Kind::Replicate || rp.dim != static_cast<int>(d)) continue;
       dims.push_back(static_cast<int>(a));
       factors.push_back(factor[a]);
     }
-    if (std::all_of(factors.begin(), factors.end(), [](std::int64_t f) { return f == 1; }))
+    if (std::all_of(factors.begin(), factors.end(),
+                    [](std::int64_t label_factor) { return label_factor == 1; }))
       continue;
     const std::optional<std::vector<int>> order = decode_split_factors(dims, factors, sizes);
     if (!order) {
-      const std::string why = strided_refusal(p, d, factors, strided_dim);
+      const std::string why = strided_refusal(param, d, factors, strided_dim);
       if (why.empty()) {
         // Stated as DTensor reads the labels (geometry.cpp `strided_dim`): the chain stays in
         // mesh order, each split carries its label's factor, the rows are several boxes.
-        auto& chain = p.geometry.per_dim[d];
+        auto& chain = param.geometry.per_dim[d];
         for (std::size_t i = 0; i < dims.size(); ++i) {
-          const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& s) {
-            return s.axes.size() == 1 && s.axes.front() == dims[i];
+          const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& split) {
+            return split.axes.size() == 1 && split.axes.front() == dims[i];
           });
-          SHARDC_ASSERT(it != chain.end(), p.name + ": no split for a labelled axis");
+          SHARDC_ASSERT(it != chain.end(), param.name + ": no split for a labelled axis");
           it->split_factor = factors[i];
-          ResolvedPlacement& rp = p.placements[static_cast<std::size_t>(dims[i])];
+          ResolvedPlacement& rp = param.placements[static_cast<std::size_t>(dims[i])];
           rp.kind = factors[i] > 1 ? ResolvedPlacement::Kind::StridedShard
                                    : ResolvedPlacement::Kind::Shard;
           rp.split_factor = factors[i];
@@ -219,8 +223,10 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
         if (at == nullptr && factors[i] > 1) at = ap;
         labels += (labels.empty() ? "" : ", ") + ap->axis + ": " + ap->placement.text;
       }
-      Diagnostic diag = param_diagnostic(p, DiagCode::EShardOrder, at != nullptr ? at->loc : p.loc);
-      diag.message = "the labels of dim " + std::to_string(d) + " of " + p.name + " (" + labels +
+      Diagnostic diag =
+          param_diagnostic(param, DiagCode::EShardOrder, at != nullptr ? at->loc : param.loc);
+      diag.message = "the labels of dim " + std::to_string(d) + " of " + param.name + " (" +
+                     labels +
                      ") are no shard order, and shardc cannot state their several boxes per "
                      "rank here: " +
                      why;
@@ -228,23 +234,23 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
                   ") on each axis and the order as `shard_order: {" + std::to_string(d) +
                   ": [outermost, ..., innermost]}`, or drop what the reason names "
                   "(docs/shard-order.md)";
-      rep.add(std::move(diag), "no-order:" + std::to_string(p.rule.index) + ":" + labels);
+      rep.add(std::move(diag), "no-order:" + std::to_string(param.rule.index) + ":" + labels);
       return false;
     }
-    auto& chain = p.geometry.per_dim[d];
+    auto& chain = param.geometry.per_dim[d];
     std::vector<DimSplit> next;
-    for (int a : *order) {
-      const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& s) {
-        return s.axes.size() == 1 && s.axes.front() == a;
+    for (int axis : *order) {
+      const auto it = std::find_if(chain.begin(), chain.end(), [&](const DimSplit& split) {
+        return split.axes.size() == 1 && split.axes.front() == axis;
       });
-      SHARDC_ASSERT(it != chain.end(), p.name + ": no split for an ordered axis");
+      SHARDC_ASSERT(it != chain.end(), param.name + ": no split for an ordered axis");
       next.push_back(*it);
     }
-    SHARDC_ASSERT(next.size() == chain.size(), p.name + ": the order covers every split");
+    SHARDC_ASSERT(next.size() == chain.size(), param.name + ": the order covers every split");
     chain = std::move(next);
     const std::vector<std::int64_t> labels = strided_split_factors(*order, sizes);
     for (std::size_t i = 0; i < order->size(); ++i) {
-      ResolvedPlacement& rp = p.placements[static_cast<std::size_t>((*order)[i])];
+      ResolvedPlacement& rp = param.placements[static_cast<std::size_t>((*order)[i])];
       rp.kind =
           labels[i] > 1 ? ResolvedPlacement::Kind::StridedShard : ResolvedPlacement::Kind::Shard;
       rp.split_factor = labels[i];
@@ -258,11 +264,12 @@ bool order_param(PlannedParam& p, const Mesh& mesh, const Recipe& recipe, Groupe
 void order_shards(std::vector<PlannedParam>& params, const Plan& plan, const Recipe& recipe,
                   DiagnosticSink& sink) {
   GroupedReporter rep;
-  for (PlannedParam& p : params) {
-    if (p.rule.index < 0 || p.scale_of || p.geometry.per_dim.size() != p.global_shape.size())
+  for (PlannedParam& param : params) {
+    if (param.rule.index < 0 || param.scale_of ||
+        param.geometry.per_dim.size() != param.global_shape.size())
       continue;
-    if (!order_param(p, plan.mesh_of(p), recipe, rep))
-      p.geometry.per_dim.clear();  // later passes skip it, as after a placement error
+    if (!order_param(param, plan.mesh_of(param), recipe, rep))
+      param.geometry.per_dim.clear();  // later passes skip it, as after a placement error
   }
   rep.flush(sink);
 }
@@ -271,11 +278,13 @@ void check_shard_order(const std::vector<PlannedParam>& params, const Plan& plan
                        DiagnosticSink& sink) {
   GroupedReporter rep;
   std::map<Key, std::optional<std::vector<std::vector<std::int64_t>>>> cache;
-  for (const PlannedParam& p : params) {
-    if (p.geometry.per_dim.size() != p.global_shape.size()) continue;
-    for (std::size_t d = 0; d < p.geometry.per_dim.size(); ++d) {
-      if (!p.geometry.parts.empty() && static_cast<int>(d) == p.geometry.parts_dim) continue;
-      if (out_of_mesh_order(p.geometry, d)) warn_reading(p, plan, static_cast<int>(d), cache, rep);
+  for (const PlannedParam& param : params) {
+    if (param.geometry.per_dim.size() != param.global_shape.size()) continue;
+    for (std::size_t d = 0; d < param.geometry.per_dim.size(); ++d) {
+      if (!param.geometry.parts.empty() && static_cast<int>(d) == param.geometry.parts_dim)
+        continue;
+      if (out_of_mesh_order(param.geometry, d))
+        warn_reading(param, plan, static_cast<int>(d), cache, rep);
     }
   }
   rep.flush(sink);

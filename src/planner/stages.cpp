@@ -17,10 +17,10 @@
 namespace shardc::passes {
 namespace {
 
-bool is_number(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
+bool is_number(std::string_view text) {
+  if (text.empty()) return false;
+  for (char ch : text)
+    if (ch < '0' || ch > '9') return false;
   return true;
 }
 
@@ -42,17 +42,17 @@ std::string block_key(std::string_view fqn) {
 
 // "14/14/13/13/13/13": layer blocks per model chunk (at most 16 listed).
 std::string chunk_sizes_text(std::int64_t blocks, std::int64_t chunks) {
-  std::string t;
+  std::string text;
   for (std::int64_t k = 0; k < chunks && k < 16; ++k)
-    t += (k > 0 ? "/" : "") + std::to_string(blocks / chunks + (k < blocks % chunks ? 1 : 0));
-  if (chunks > 16) t += "/...";
-  return t;
+    text += (k > 0 ? "/" : "") + std::to_string(blocks / chunks + (k < blocks % chunks ? 1 : 0));
+  if (chunks > 16) text += "/...";
+  return text;
 }
 
 // True when the model uses Megatron-Core's names (GPTModel's decoder.layers.N).
 bool megatron_names(const std::vector<PlannedParam>& params) {
-  for (const PlannedParam& p : params)
-    if (p.name.rfind("decoder.layers.", 0) == 0) return true;
+  for (const PlannedParam& param : params)
+    if (param.name.rfind("decoder.layers.", 0) == 0) return true;
   return false;
 }
 
@@ -63,37 +63,37 @@ bool megatron_names(const std::vector<PlannedParam>& params) {
 void warn_uneven_chunks(std::int64_t blocks, int stages, std::int64_t virtual_stages,
                         const PipelineSpec& spec, DiagnosticSink& sink) {
   const std::int64_t chunks = stages * virtual_stages;
-  Diagnostic d;
-  d.code = DiagCode::WPipelineSplit;
-  d.severity = Severity::Warning;
-  d.loc =
+  Diagnostic diag;
+  diag.code = DiagCode::WPipelineSplit;
+  diag.severity = Severity::Warning;
+  diag.loc =
       virtual_stages > 1 && spec.virtual_stages_loc.line > 0 ? spec.virtual_stages_loc : spec.loc;
-  d.message = "stages: auto cuts " + std::to_string(blocks) + " layer blocks into " +
-              std::to_string(chunks) + " model chunks (" + std::to_string(stages) + " stages" +
-              (virtual_stages > 1 ? " x " + std::to_string(virtual_stages) + " virtual stages"
-                                  : std::string()) +
-              ") of unequal sizes: " + chunk_sizes_text(blocks, chunks) +
-              "; Megatron-Core needs num_layers divisible by pp" +
-              (virtual_stages > 1 ? " x vp" : "") + " unless told where the rest goes";
+  diag.message = "stages: auto cuts " + std::to_string(blocks) + " layer blocks into " +
+                 std::to_string(chunks) + " model chunks (" + std::to_string(stages) + " stages" +
+                 (virtual_stages > 1 ? " x " + std::to_string(virtual_stages) + " virtual stages"
+                                     : std::string()) +
+                 ") of unequal sizes: " + chunk_sizes_text(blocks, chunks) +
+                 "; Megatron-Core needs num_layers divisible by pp" +
+                 (virtual_stages > 1 ? " x vp" : "") + " unless told where the rest goes";
   std::string sizes;
   for (std::int64_t k = 1; k <= blocks && k <= 1024; ++k) {
     if (blocks % (k * virtual_stages) == 0)
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(k);
   }
-  d.hint = "pp sizes that divide " + std::to_string(blocks) + " layers" +
-           (virtual_stages > 1 ? " with vp " + std::to_string(virtual_stages) : std::string()) +
-           ": " + (sizes.empty() ? "none" : sizes) +
-           "; or Megatron's num_layers_in_first_pipeline_stage / "
-           "num_layers_in_last_pipeline_stage, account_for_embedding_in_pipeline_split / "
-           "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout (write its "
-           "layout as explicit `stages`)";
-  sink.report(std::move(d));
+  diag.hint = "pp sizes that divide " + std::to_string(blocks) + " layers" +
+              (virtual_stages > 1 ? " with vp " + std::to_string(virtual_stages) : std::string()) +
+              ": " + (sizes.empty() ? "none" : sizes) +
+              "; or Megatron's num_layers_in_first_pipeline_stage / "
+              "num_layers_in_last_pipeline_stage, account_for_embedding_in_pipeline_split / "
+              "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout (write its "
+              "layout as explicit `stages`)";
+  sink.report(std::move(diag));
 }
 
 // Chunk k (model order) runs on stage k % stages as virtual stage k / stages.
-void set_chunk(PlannedParam& p, std::int64_t chunk, int stages) {
-  p.stage = static_cast<int>(chunk % stages);
-  p.virtual_stage = static_cast<int>(chunk / stages);
+void set_chunk(PlannedParam& param, std::int64_t chunk, int stages) {
+  param.stage = static_cast<int>(chunk % stages);
+  param.virtual_stage = static_cast<int>(chunk / stages);
 }
 
 void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSpec& spec,
@@ -125,19 +125,20 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
     warn_uneven_chunks(blocks, stages, spec.virtual_stages, spec, sink);
   }
   // Chunk c gets q + (c < r) blocks.
-  const std::int64_t q = blocks / chunks;
-  const std::int64_t r = blocks % chunks;
-  auto chunk_of_block = [&](std::int64_t b) {
-    const std::int64_t big = r * (q + 1);
-    return b < big ? b / (q + 1) : r + (b - big) / q;
+  const std::int64_t per_chunk = blocks / chunks;
+  const std::int64_t extra = blocks % chunks;
+  auto chunk_of_block = [&](std::int64_t block) {
+    const std::int64_t big = extra * (per_chunk + 1);
+    return block < big ? block / (per_chunk + 1) : extra + (block - big) / per_chunk;
   };
   if (spec.virtual_stages > 1) {
     for (std::int64_t c = 0; c < chunks; ++c) {
       ModelChunk mc;
       mc.stage = static_cast<int>(c % stages);
       mc.virtual_stage = static_cast<int>(c / stages);
-      mc.first_block = c < r ? c * (q + 1) : r * (q + 1) + (c - r) * q;
-      mc.end_block = mc.first_block + q + (c < r ? 1 : 0);
+      mc.first_block =
+          c < extra ? c * (per_chunk + 1) : extra * (per_chunk + 1) + (c - extra) * per_chunk;
+      mc.end_block = mc.first_block + per_chunk + (c < extra ? 1 : 0);
       plan.model_chunks.push_back(mc);
     }
   }
@@ -179,31 +180,31 @@ void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const Pipeli
     }
   }
   GroupedReporter rep;
-  for (PlannedParam& p : params) {
-    if (p.scale_of) continue;  // an FP8 scale takes its weight's stage (fp8_scales.cpp)
+  for (PlannedParam& param : params) {
+    if (param.scale_of) continue;  // an FP8 scale takes its weight's stage (fp8_scales.cpp)
     std::vector<std::int64_t> hits;
     for (std::int64_t s = 0; s < chunks; ++s) {
       for (const Pattern& pat : spec.stages[static_cast<std::size_t>(s)]) {
-        if (!pat.match(p.name)) continue;
+        if (!pat.match(param.name)) continue;
         hits.push_back(s);
         break;
       }
     }
     if (hits.size() == 1) {
-      set_chunk(p, hits.front(), stages);
+      set_chunk(param, hits.front(), stages);
       continue;
     }
     std::string list;
-    for (std::int64_t s : hits) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    Diagnostic d;
-    d.code = DiagCode::EPipeline;
-    d.loc = spec.loc;
-    d.param = p.name;
-    d.message = hits.empty() ? p.name + " is in no pipeline stage"
-                             : p.name + " is in pipeline stages " + list;
-    d.hint = "every parameter must match the globs of exactly one of the " +
-             std::to_string(chunks) + " stage lists under pipeline.stages";
-    rep.add(std::move(d), hits.empty() ? "none" : "many");
+    for (std::int64_t hit : hits) list += (list.empty() ? "" : ", ") + std::to_string(hit);
+    Diagnostic diag;
+    diag.code = DiagCode::EPipeline;
+    diag.loc = spec.loc;
+    diag.param = param.name;
+    diag.message = hits.empty() ? param.name + " is in no pipeline stage"
+                                : param.name + " is in pipeline stages " + list;
+    diag.hint = "every parameter must match the globs of exactly one of the " +
+                std::to_string(chunks) + " stage lists under pipeline.stages";
+    rep.add(std::move(diag), hits.empty() ? "none" : "many");
   }
   rep.flush(sink);
 }
@@ -211,26 +212,26 @@ void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const Pipeli
 // The expert mesh must partition ranks into the same stages as the dense mesh.
 void check_expert_pp(Plan& plan, const PipelineSpec& spec, DiagnosticSink& sink) {
   if (!plan.expert) return;
-  const int e = plan.expert->find(spec.axis);
-  auto stride = [](const Mesh& m, int a) {
-    std::int64_t s = 1;
-    for (std::size_t i = static_cast<std::size_t>(a) + 1; i < m.axes.size(); ++i)
-      s *= m.axes[i].size;
-    return s;
+  const int expert_axis = plan.expert->find(spec.axis);
+  auto stride = [](const Mesh& mesh, int axis) {
+    std::int64_t inner = 1;
+    for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < mesh.axes.size(); ++i)
+      inner *= mesh.axes[i].size;
+    return inner;
   };
   const Mesh& dense = plan.dense;
   const int d = plan.pipeline_axis;
-  if (e < 0 ||
-      plan.expert->axes[static_cast<std::size_t>(e)].size !=
+  if (expert_axis < 0 ||
+      plan.expert->axes[static_cast<std::size_t>(expert_axis)].size !=
           dense.axes[static_cast<std::size_t>(d)].size ||
-      stride(*plan.expert, e) != stride(dense, d)) {
+      stride(*plan.expert, expert_axis) != stride(dense, d)) {
     sink.error(DiagCode::EPipeline, plan.expert->loc,
                "expert_mesh must have the pipeline axis '" + spec.axis +
                    "' with the same size and position as the dense mesh",
                "put " + spec.axis + " first in both meshes, with the same size");
     return;
   }
-  plan.expert_pipeline_axis = e;
+  plan.expert_pipeline_axis = expert_axis;
 }
 
 }  // namespace
@@ -242,7 +243,8 @@ void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& 
   const int axis = plan.dense.find(spec.axis);
   if (axis < 0) {
     std::string axes;
-    for (const MeshAxis& a : plan.dense.axes) axes += (axes.empty() ? "" : ", ") + a.name;
+    for (const MeshAxis& mesh_axis : plan.dense.axes)
+      axes += (axes.empty() ? "" : ", ") + mesh_axis.name;
     sink.error(DiagCode::EAxis, spec.axis_loc.line > 0 ? spec.axis_loc : spec.loc,
                "pipeline axis '" + spec.axis + "' is not an axis of the mesh",
                "axes of the mesh: " + axes + " (the pipeline axis is a mesh axis, usually pp)");

@@ -31,70 +31,36 @@
 namespace shardc::passes {
 namespace {
 
-struct Interval {
-  std::int64_t start = 0;
-  std::int64_t size = 0;
-};
-
-// The sub-sequence [from, from+len) of a logical sequence of intervals.
-std::vector<Interval> take(const std::vector<Interval>& seq, std::int64_t from, std::int64_t len) {
-  std::vector<Interval> out;
-  for (const Interval& iv : seq) {
-    if (len <= 0) break;
-    if (from >= iv.size) {
-      from -= iv.size;
-      continue;
-    }
-    const std::int64_t n = std::min(iv.size - from, len);
-    out.push_back({iv.start + from, n});
-    len -= n;
-    from = 0;
-  }
-  return out;
+// Rows of the newest DTensor reading for FSDP coordinate `fsdp_coord` of `fsdp_ways` with
+// split factor `split_factor`, then the other splits' coordinates `coords` (outer first):
+// core's DTensor reading (shard_order.hpp dtensor_rows) with the FSDP axis first in mesh order.
+std::vector<RowRun> dtensor_reading(std::int64_t length, std::int64_t split_factor,
+                                    std::int64_t fsdp_ways, std::int64_t fsdp_coord,
+                                    const std::vector<std::int64_t>& ways,
+                                    const std::vector<std::int64_t>& coords) {
+  std::vector<MeshDimSplit> splits{{fsdp_ways, fsdp_coord, split_factor}};
+  for (std::size_t i = 0; i < ways.size(); ++i) splits.push_back({ways[i], coords[i], 1});
+  return dtensor_rows(length, splits);
 }
 
-// Rows of the newest DTensor reading for FSDP coord f and the other splits'
-// coords ks (outer first).
-std::vector<Interval> dtensor_rows(std::int64_t length, std::int64_t sf, std::int64_t w,
-                                   std::int64_t f, const std::vector<std::int64_t>& ways,
-                                   const std::vector<std::int64_t>& ks) {
-  std::vector<Interval> seq;
-  for (std::int64_t j = 0; j < sf; ++j) {
-    const Piece outer = split_piece(length, sf, j, SplitRule::Chunk);
-    const Piece inner = split_piece(outer.size, w, f, SplitRule::Chunk);
-    if (inner.size > 0) seq.push_back({outer.start + inner.start, inner.size});
-  }
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    std::int64_t total = 0;
-    for (const Interval& iv : seq) total += iv.size;
-    const Piece p = split_piece(total, ways[i], ks[i], SplitRule::Chunk);
-    seq = take(seq, p.start, p.size);
-  }
-  return seq;
+// Physical rows: the other splits in order, then the FSDP chunk (nested chunks).
+Piece physical_rows(std::int64_t length, std::int64_t fsdp_ways, std::int64_t fsdp_coord,
+                    std::vector<std::int64_t> ways, std::vector<std::int64_t> coords) {
+  ways.push_back(fsdp_ways);
+  coords.push_back(fsdp_coord);
+  return nested_piece(length, ways, coords);
 }
 
-// Physical rows: the other splits in order, then the FSDP chunk.
-Interval physical_rows(std::int64_t length, std::int64_t w, std::int64_t f,
-                       const std::vector<std::int64_t>& ways, const std::vector<std::int64_t>& ks) {
-  Interval iv{0, length};
-  for (std::size_t i = 0; i < ways.size(); ++i) {
-    const Piece p = split_piece(iv.size, ways[i], ks[i], SplitRule::Chunk);
-    iv = {iv.start + p.start, p.size};
-  }
-  const Piece p = split_piece(iv.size, w, f, SplitRule::Chunk);
-  return {iv.start + p.start, p.size};
-}
-
-bool same_rows(std::vector<Interval> got, Interval want) {
+// Whether the runs are exactly the rows [want.start, want.start + want.size), in order.
+bool same_rows(const std::vector<RowRun>& got, Piece want) {
   std::int64_t total = 0;
-  for (const Interval& iv : got) total += iv.size;
+  for (const RowRun& run : got) total += run.size;
   if (total != want.size) return false;
   if (total == 0) return true;
-  // Rows must be exactly [want.start, want.start + size) in order.
   std::int64_t next = want.start;
-  for (const Interval& iv : got) {
-    if (iv.start != next) return false;
-    next += iv.size;
+  for (const RowRun& run : got) {
+    if (run.start != next) return false;
+    next += run.size;
   }
   return true;
 }
@@ -104,22 +70,22 @@ using Key = std::tuple<std::int64_t, std::int64_t, std::vector<std::int64_t>>;
 // Mismatching (f, ks...) combos for one extent and split signature; cached.
 const std::vector<std::vector<std::int64_t>>& mismatches(
     std::map<Key, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
-    std::int64_t w, const std::vector<std::int64_t>& ways) {
-  auto [it, fresh] = cache.try_emplace(Key{length, w, ways});
+    std::int64_t fsdp_ways, const std::vector<std::int64_t>& ways) {
+  auto [it, fresh] = cache.try_emplace(Key{length, fsdp_ways, ways});
   if (!fresh) return it->second;
   std::int64_t sf = 1;
-  for (std::int64_t x : ways) sf *= x;
+  for (std::int64_t way : ways) sf *= way;
   if (length % sf == 0) return it->second;  // the readings agree (contract §5.3)
   std::vector<std::int64_t> ks(ways.size(), 0);
-  for (std::int64_t f = 0; f < w; ++f) {
+  for (std::int64_t f = 0; f < fsdp_ways; ++f) {
     for (std::int64_t c = 0; c < sf; ++c) {
       std::int64_t rem = c;
       for (std::size_t i = ways.size(); i-- > 0;) {
         ks[i] = rem % ways[i];
         rem /= ways[i];
       }
-      if (!same_rows(dtensor_rows(length, sf, w, f, ways, ks),
-                     physical_rows(length, w, f, ways, ks))) {
+      if (!same_rows(dtensor_reading(length, sf, fsdp_ways, f, ways, ks),
+                     physical_rows(length, fsdp_ways, f, ways, ks))) {
         std::vector<std::int64_t> combo{f};
         combo.insert(combo.end(), ks.begin(), ks.end());
         it->second.push_back(std::move(combo));
@@ -134,12 +100,13 @@ const std::vector<std::vector<std::int64_t>>& mismatches(
 // with a note (only hostile meshes get there: 2048 x 8 ranks is ~2^17).
 constexpr std::int64_t kMaxWork = std::int64_t{1} << 26;
 
-bool within_budget(std::int64_t length, std::int64_t w, const std::vector<std::int64_t>& ways) {
-  std::int64_t work = w;
+bool within_budget(std::int64_t length, std::int64_t fsdp_ways,
+                   const std::vector<std::int64_t>& ways) {
+  std::int64_t work = fsdp_ways;
   std::int64_t sf = 1;
-  for (std::int64_t x : ways) {
-    if (__builtin_mul_overflow(work, x, &work) || work > kMaxWork) return false;
-    sf *= x;
+  for (std::int64_t way : ways) {
+    if (__builtin_mul_overflow(work, way, &work) || work > kMaxWork) return false;
+    sf *= way;
   }
   const std::int64_t per = std::min(sf, length) + 1;
   return !__builtin_mul_overflow(work, per, &work) && work <= kMaxWork;
@@ -257,71 +224,68 @@ bool strided_checkable(const PlannedParam& p) {
 }
 
 // True when the param's FSDP dim has the checked layout.
-bool checkable(const PlannedParam& p) {
-  const int d = p.geometry.fsdp_dim;
+bool checkable(const PlannedParam& param) {
+  const int d = param.geometry.fsdp_dim;
   // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
-  if (d < 0 || !p.geometry.parts.empty() ||
-      out_of_mesh_order(p.geometry, static_cast<std::size_t>(d)) ||
-      strided_chain(p.geometry.per_dim[static_cast<std::size_t>(d)]))
+  if (d < 0 || !param.geometry.parts.empty() ||
+      out_of_mesh_order(param.geometry, static_cast<std::size_t>(d)) ||
+      strided_chain(param.geometry.per_dim[static_cast<std::size_t>(d)]))
     return false;
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2) return false;
   const int first_fsdp_axis = chain.back().axes.front();
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
     if (chain[i].rule != SplitRule::Chunk || chain[i].unit > 1) return false;
-    for (int a : chain[i].axes)
-      if (a < first_fsdp_axis) return false;
+    for (int axis : chain[i].axes)
+      if (axis < first_fsdp_axis) return false;
   }
   return true;
 }
 
-void warn(const PlannedParam& p, const Plan& plan,
+void warn(const PlannedParam& param, const Plan& plan,
           const std::vector<std::vector<std::int64_t>>& bad, const std::string& key, bool strided,
           GroupedReporter& rep) {
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
-  const ClassSpace cs = class_space(plan, p);
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
+  const ClassSpace cs = class_space(plan, param);
   std::vector<std::int64_t> coords(cs.sizes.size(), 0);
   RankSet ranks;
   constexpr std::size_t kMaxClasses = 64;
   for (std::size_t b = 0; b < bad.size() && b < kMaxClasses; ++b) {
     // Spread each split coordinate over its axes (row-major).
-    auto place = [&](const DimSplit& s, std::int64_t k) {
-      for (std::size_t i = s.axes.size(); i-- > 0;) {
-        coords[static_cast<std::size_t>(s.axes[i])] = k % s.axis_sizes[i];
-        k /= s.axis_sizes[i];
-      }
-    };
-    place(chain.back(), bad[b][0]);
-    for (std::size_t i = 0; i + 1 < chain.size(); ++i) place(chain[i], bad[b][i + 1]);
+    const DimSplit& fsdp = chain.back();
+    set_axes_coords(fsdp.axes, fsdp.axis_sizes, bad[b][0], coords);
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i)
+      set_axes_coords(chain[i].axes, chain[i].axis_sizes, bad[b][i + 1], coords);
     // Other dims' axes stay at 0: list the classes at coordinate 0 elsewhere.
-    ranks = ranks.empty() ? class_ranks(cs, coords, p.stage)
-                          : ranks.unite(class_ranks(cs, coords, p.stage));
+    ranks = ranks.empty() ? class_ranks(cs, coords, param.stage)
+                          : ranks.unite(class_ranks(cs, coords, param.stage));
   }
-  Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Warning);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
   const std::string shards = std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
                              (bad.size() > kMaxClasses ? " and more" : "");
   if (strided) {
-    d.message = p.name + ": DTensor reads FSDP2's _StridedShard label of dim " +
-                std::to_string(p.geometry.fsdp_dim) +
-                " (over the rule's _StridedShard split) with other rows than FSDP2 stores on " +
-                shards;
-    d.hint =
+    diag.message = param.name + ": DTensor reads FSDP2's _StridedShard label of dim " +
+                   std::to_string(param.geometry.fsdp_dim) +
+                   " (over the rule's _StridedShard split) with other rows than FSDP2 stores on " +
+                   shards;
+    diag.hint =
         "FSDP2 (torch 2.13 _init_sharding_spec_tp) labels its split of a _StridedShard shard "
         "as if that shard were contiguous; the plan describes what FSDP2 stores and "
         "all-gathers: gather with FSDP2, not the sharded param's full_tensor() or a DCP "
         "save, or set fsdp.dim to another dim";
-    rep.add(std::move(d), key);
+    rep.add(std::move(diag), key);
     return;
   }
-  d.message = p.name +
-              ": newest DTensor reads the _StridedShard label with different rows than "
-              "the physical FSDP2 layout on " +
-              shards;
-  d.hint = "the plan describes the physical layout; extent " +
-           std::to_string(p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)]) +
-           " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
-           "this param";
-  rep.add(std::move(d), key);
+  diag.message = param.name +
+                 ": newest DTensor reads the _StridedShard label with different rows than "
+                 "the physical FSDP2 layout on " +
+                 shards;
+  diag.hint =
+      "the plan describes the physical layout; extent " +
+      std::to_string(param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)]) +
+      " is not divisible by the split factor: pad it, or avoid DTensor redistribution of "
+      "this param";
+  rep.add(std::move(diag), key);
 }
 
 }  // namespace
@@ -333,25 +297,26 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
   // one warning each, "(and N more like it)", as for the other codes.
   std::map<StridedKey, std::vector<std::vector<std::int64_t>>> strided_cache;
   GroupedReporter rep;
-  for (const PlannedParam& p : params) {
-    const bool strided = strided_checkable(p);
-    if (!strided && !checkable(p)) continue;
-    const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+  for (const PlannedParam& param : params) {
+    const bool strided = strided_checkable(param);
+    if (!strided && !checkable(param)) continue;
+    const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     std::vector<std::int64_t> ways;
     std::vector<std::int64_t> factors;
     for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
       ways.push_back(chain[i].ways);
       factors.push_back(chain[i].split_factor);
     }
-    const std::int64_t length = p.global_shape[static_cast<std::size_t>(p.geometry.fsdp_dim)];
+    const std::int64_t length =
+        param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     if (strided ? !strided_within_budget(length, chain.back().ways, ways, factors)
                 : !within_budget(length, chain.back().ways, ways)) {
-      Diagnostic d = param_diagnostic(p, DiagCode::WStrided, p.loc, Severity::Note);
-      d.message = p.name +
-                  ": the _StridedShard reading was not checked (the mesh is too large "
-                  "for the check's budget)";
-      d.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
-      rep.add(std::move(d), "unchecked");
+      Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
+      diag.message = param.name +
+                     ": the _StridedShard reading was not checked (the mesh is too large "
+                     "for the check's budget)";
+      diag.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
+      rep.add(std::move(diag), "unchecked");
       continue;
     }
     const auto& bad =
@@ -362,7 +327,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
                       std::to_string(chain.back().ways);
     for (std::size_t i = 0; i < ways.size(); ++i)
       key += "x" + std::to_string(ways[i]) + (strided ? "/" + std::to_string(factors[i]) : "");
-    warn(p, plan, bad, key, strided, rep);
+    warn(param, plan, bad, key, strided, rep);
   }
   rep.flush(sink);
 }

@@ -36,9 +36,9 @@ std::int64_t layer_index(std::string_view fqn) {
   return -1;
 }
 
-bool expert_param(const PlannedParam& p) {
-  return !p.stacked_from.empty() || p.mesh == MeshKind::Expert ||
-         p.name.find(".experts.") != std::string::npos;
+bool expert_param(const PlannedParam& param) {
+  return !param.stacked_from.empty() || param.mesh == MeshKind::Expert ||
+         param.name.find(".experts.") != std::string::npos;
 }
 
 // Product of the sizes of the mesh axes that split some param of `select`
@@ -48,19 +48,20 @@ std::int64_t rule_split_degree(const std::vector<PlannedParam>& params, const Pl
                                Select select, bool skip_dim0) {
   std::set<int> dense_axes;
   std::set<int> expert_axes;
-  for (const PlannedParam& p : params) {
-    if (!select(p)) continue;
-    for (std::size_t dim = 0; dim < p.geometry.per_dim.size(); ++dim) {
+  for (const PlannedParam& param : params) {
+    if (!select(param)) continue;
+    for (std::size_t dim = 0; dim < param.geometry.per_dim.size(); ++dim) {
       if (skip_dim0 && dim == 0) continue;
-      for (const DimSplit& s : p.geometry.per_dim[dim]) {
-        if (s.fsdp) continue;
-        for (int a : s.axes) (p.mesh == MeshKind::Expert ? expert_axes : dense_axes).insert(a);
+      for (const DimSplit& split : param.geometry.per_dim[dim]) {
+        if (split.fsdp) continue;
+        for (int axis : split.axes)
+          (param.mesh == MeshKind::Expert ? expert_axes : dense_axes).insert(axis);
       }
     }
   }
   std::int64_t degree = 1;
-  for (int a : dense_axes) degree *= plan.dense.axes[static_cast<std::size_t>(a)].size;
-  for (int a : expert_axes) degree *= plan.expert->axes[static_cast<std::size_t>(a)].size;
+  for (int axis : dense_axes) degree *= plan.dense.axes[static_cast<std::size_t>(axis)].size;
+  for (int axis : expert_axes) degree *= plan.expert->axes[static_cast<std::size_t>(axis)].size;
   return degree;
 }
 
@@ -114,23 +115,25 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   }
   const std::int64_t tp = rule_split_degree(
       params, plan,
-      [](const PlannedParam& p) {
-        return p.mesh == MeshKind::Dense && !expert_param(p) && layer_index(p.name) >= 0;
+      [](const PlannedParam& param) {
+        return param.mesh == MeshKind::Dense && !expert_param(param) &&
+               layer_index(param.name) >= 0;
       },
       false);
   const std::int64_t expert_tp =
       plan.expert || std::any_of(params.begin(), params.end(), expert_param)
           ? rule_split_degree(
-                params, plan, [](const PlannedParam& p) { return !p.stacked_from.empty(); }, true)
+                params, plan, [](const PlannedParam& param) { return !param.stacked_from.empty(); },
+                true)
           : 1;
   const std::int64_t dense_world = plan.world_size;
   const std::int64_t dp =
       std::max<std::int64_t>(1, dense_world / std::max<std::int64_t>(1, pp * tp * cp));
   // Micro-batches per step.
-  std::int64_t m = pp > 1 ? pp * vp : 1;
+  std::int64_t micro_batches = pp > 1 ? pp * vp : 1;
   std::string from = pp > 1 ? "default: pp x virtual_stages" : "default: 1";
   if (shape.gradient_accumulation_steps) {
-    m = *shape.gradient_accumulation_steps;
+    micro_batches = *shape.gradient_accumulation_steps;
     from = "gradient_accumulation_steps";
   }
   if (shape.global_batch_size) {
@@ -145,25 +148,27 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
                 " / (" + std::to_string(pp) + " x " + std::to_string(tp) + " x " +
                 std::to_string(cp) + ")");
     } else {
-      m = *shape.global_batch_size / per_step;
+      micro_batches = *shape.global_batch_size / per_step;
       from = "global_batch_size / (micro_batch_size x dp)";
     }
   }
   if (schedule.microbatches) {
     if ((shape.gradient_accumulation_steps || shape.global_batch_size) &&
-        *schedule.microbatches != m && from != "default: 1" && from.rfind("default", 0) != 0) {
+        *schedule.microbatches != micro_batches && from != "default: 1" &&
+        from.rfind("default", 0) != 0) {
       error(sink, schedule.microbatches_loc, section,
             "`training.pipeline_schedule.microbatches` " + std::to_string(*schedule.microbatches) +
-                " disagrees with the " + std::to_string(m) + " micro-batches of " + from,
+                " disagrees with the " + std::to_string(micro_batches) + " micro-batches of " +
+                from,
             "write the micro-batch count once");
     }
-    m = *schedule.microbatches;
+    micro_batches = *schedule.microbatches;
     from = "pipeline_schedule.microbatches";
   }
-  if (schedule.kind == PipelineScheduleKind::Interleaved && pp > 1 && m % pp != 0) {
+  if (schedule.kind == PipelineScheduleKind::Interleaved && pp > 1 && micro_batches % pp != 0) {
     error(sink, schedule.microbatches_loc.line > 0 ? schedule.microbatches_loc : schedule.loc,
           section,
-          "the interleaved schedule runs " + std::to_string(m) +
+          "the interleaved schedule runs " + std::to_string(micro_batches) +
               " micro-batches, not a multiple of the " + std::to_string(pp) + " stages",
           "Megatron's interleaved 1F1B requires num_microbatches % pipeline size == 0 "
           "(schedules.py forward_backward_pipelining_with_interleaving)");
@@ -175,41 +180,42 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   std::vector<std::pair<std::int64_t, int>> layer_stage;
   std::vector<std::string> layer0;
   std::int64_t first_layer = -1;
-  for (const PlannedParam& p : params) {
-    const std::int64_t li = layer_index(p.name);
+  for (const PlannedParam& param : params) {
+    const std::int64_t li = layer_index(param.name);
     // A learned position embedding (GPT-2's wpe) tells activation_arch there is no RoPE.
-    if (li < 0 && (p.name.find("wpe") != std::string::npos ||
-                   p.name.find("position_embeddings") != std::string::npos)) {
-      layer0.push_back(p.name);
+    if (li < 0 && (param.name.find("wpe") != std::string::npos ||
+                   param.name.find("position_embeddings") != std::string::npos)) {
+      layer0.push_back(param.name);
     }
     if (li < 0) continue;
     if (first_layer < 0) first_layer = li;
-    if (li == first_layer) layer0.push_back(p.name);
-    if (expert_param(p)) moe.insert(li);
-    if (seen.insert(li).second) layer_stage.emplace_back(li, p.stage);
+    if (li == first_layer) layer0.push_back(param.name);
+    if (expert_param(param)) moe.insert(li);
+    if (seen.insert(li).second) layer_stage.emplace_back(li, param.stage);
   }
   const std::int64_t layers = static_cast<std::int64_t>(layer_stage.size());
-  for (const RecomputeRange& r : shape.recompute_ranges) {
-    if (r.end_layer > layers) {
+  for (const RecomputeRange& range : shape.recompute_ranges) {
+    if (range.end_layer > layers) {
       error(
-          sink, r.loc, section,
-          "`training.recompute` names layers [" + std::to_string(r.first_layer) + ", " +
-              std::to_string(r.end_layer) + ") but the model has " + std::to_string(layers) +
+          sink, range.loc, section,
+          "`training.recompute` names layers [" + std::to_string(range.first_layer) + ", " +
+              std::to_string(range.end_layer) + ") but the model has " + std::to_string(layers) +
               " layer blocks",
           "layer blocks are numbered 0.." + std::to_string(std::max<std::int64_t>(0, layers - 1)));
     }
   }
   for (const auto& [li, stage] : layer_stage) {
-    StageLayers& s = stages[static_cast<std::size_t>(std::clamp<std::int64_t>(stage, 0, pp - 1))];
+    StageLayers& counts =
+        stages[static_cast<std::size_t>(std::clamp<std::int64_t>(stage, 0, pp - 1))];
     const int kind = moe.count(li) > 0 ? 1 : 0;
-    ++s.count[kind][static_cast<int>(shape.recompute_of(li))];
+    ++counts.count[kind][static_cast<int>(shape.recompute_of(li))];
   }
   stages.front().embedding = true;
   stages.back().logits = true;
   out.active = shape.seq_len.has_value();
   out.degrees = ActivationLayout{tp, expert_tp, shape.sequence_parallel && tp > 1, cp};
   out.dp = dp;
-  out.microbatches = m;
+  out.microbatches = micro_batches;
   out.microbatches_from = from;
   out.schedule = schedule.written ? schedule.kind
                  : vp > 1         ? PipelineScheduleKind::Interleaved

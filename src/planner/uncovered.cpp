@@ -29,14 +29,14 @@ std::vector<std::string> segments(const std::string& fqn) {
   return out;
 }
 
-bool all_digits(const std::string& s) {
-  return !s.empty() &&
-         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+bool all_digits(const std::string& text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch); });
 }
 
-bool names_experts(const std::string& s) {
-  std::string lower = s;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+bool names_experts(const std::string& text) {
+  std::string lower = text;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return lower.find("expert") != std::string::npos;
 }
 
@@ -74,20 +74,20 @@ bool grouped_gemm_name(const std::vector<std::string>& segs) {
 }
 
 std::string join(const std::vector<std::string>& segs) {
-  std::string s;
-  for (std::size_t i = 0; i < segs.size(); ++i) s += (i ? "." : "") + segs[i];
-  return s;
+  std::string text;
+  for (std::size_t i = 0; i < segs.size(); ++i) text += (i ? "." : "") + segs[i];
+  return text;
 }
 
 // An `experts` entry that would stack this param: the expert number becomes
 // {E}, other numbers {L}, {L2}, ..., the projection name after {E} {P}.
-std::string suggested_entry(std::vector<std::string> segs, int e) {
+std::string suggested_entry(std::vector<std::string> segs, int expert_seg) {
   int layers = 0;
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    if (static_cast<int>(i) == e || !all_digits(segs[i])) continue;
+    if (static_cast<int>(i) == expert_seg || !all_digits(segs[i])) continue;
     segs[i] = ++layers == 1 ? "{L}" : "{L" + std::to_string(layers) + "}";
   }
-  const auto ue = static_cast<std::size_t>(e);
+  const auto ue = static_cast<std::size_t>(expert_seg);
   segs[ue] = "{E}";
   if (ue + 2 < segs.size()) segs[ue + 1] = "{P}";
   std::vector<std::string> stack;
@@ -101,8 +101,8 @@ std::string suggested_entry(std::vector<std::string> segs, int e) {
 // An `experts` entry for experts stacked by the checkpoint (segment `e`
 // names them): `stacked_dim: 0` over every tensor after it; for grouped
 // GEMM names, a {E} ending the last segment.
-std::string suggested_stacked_entry(std::vector<std::string> segs, int e) {
-  const auto ue = static_cast<std::size_t>(e);
+std::string suggested_stacked_entry(std::vector<std::string> segs, int expert_seg) {
+  const auto ue = static_cast<std::size_t>(expert_seg);
   if (grouped_gemm_name(segs)) {
     int layers = 0;
     for (std::size_t i = 0; i + 1 < segs.size(); ++i)
@@ -115,8 +115,8 @@ std::string suggested_stacked_entry(std::vector<std::string> segs, int e) {
     last += "{E}";
     return "{match: \"" + join(segs) + "\", stack: \"" + stack + "\", placements: {ep: Shard(0)}}";
   }
-  for (std::string& s : segs)
-    if (all_digits(s)) s = "*";
+  for (std::string& seg : segs)
+    if (all_digits(seg)) seg = "*";
   segs.resize(ue + 1);
   segs.emplace_back("*");
   return "{match: \"" + join(segs) + "\", stacked_dim: 0, placements: {ep: Shard(0)}}";
@@ -124,8 +124,8 @@ std::string suggested_stacked_entry(std::vector<std::string> segs, int e) {
 
 // A rule pattern for one uncovered param: numbers become `*`.
 std::string generalized(std::vector<std::string> segs) {
-  for (std::string& s : segs)
-    if (all_digits(s)) s = "*";
+  for (std::string& seg : segs)
+    if (all_digits(seg)) seg = "*";
   return join(segs);
 }
 
@@ -135,17 +135,17 @@ constexpr std::size_t kPatternsListed = 8;
 
 // "a, b, c (and 2 more patterns)".
 std::string pattern_list(const std::vector<std::string>& shapes) {
-  std::string s;
+  std::string text;
   for (std::size_t i = 0; i < shapes.size() && i < kPatternsListed; ++i)
-    s += (i ? ", " : "") + shapes[i];
+    text += (i ? ", " : "") + shapes[i];
   if (shapes.size() > kPatternsListed)
-    s += " (and " + std::to_string(shapes.size() - kPatternsListed) + " more patterns)";
-  return s;
+    text += " (and " + std::to_string(shapes.size() - kPatternsListed) + " more patterns)";
+  return text;
 }
 
 bool used(const std::vector<PlannedParam>& params, std::size_t entry) {
-  return std::any_of(params.begin(), params.end(), [&](const PlannedParam& p) {
-    return p.rule.kind == RuleRef::Kind::Experts && p.rule.index == static_cast<int>(entry);
+  return std::any_of(params.begin(), params.end(), [&](const PlannedParam& param) {
+    return param.rule.kind == RuleRef::Kind::Experts && param.rule.index == static_cast<int>(entry);
   });
 }
 
@@ -156,50 +156,50 @@ int unused_entry(const std::vector<PlannedParam>& params, const Recipe& recipe) 
   return -1;
 }
 
-std::string entry_name(const Recipe& recipe, int e) {
-  return rule_label(recipe, true, e) + " `" +
-         recipe.experts[static_cast<std::size_t>(e)].match.text() + "`";
+std::string entry_name(const Recipe& recipe, int entry) {
+  return rule_label(recipe, true, entry) + " `" +
+         recipe.experts[static_cast<std::size_t>(entry)].match.text() + "`";
 }
 
-Diagnostic expert_uncovered(const PlannedParam& p, const std::vector<std::string>& segs, int seg,
-                            int entry, const Recipe& recipe, bool stacked) {
-  Diagnostic d;
-  d.code = DiagCode::EUncovered;
-  d.param = p.name;
-  d.loc = p.loc;
+Diagnostic expert_uncovered(const PlannedParam& param, const std::vector<std::string>& segs,
+                            int seg, int entry, const Recipe& recipe, bool stacked) {
+  Diagnostic diag;
+  diag.code = DiagCode::EUncovered;
+  diag.param = param.name;
+  diag.loc = param.loc;
   const std::string replicate =
       "; do not add a catch-all rule or `placements: {}` for them: it would replicate every "
       "expert on every rank (no expert parallelism)";
   if (stacked) {
     const bool grouped = grouped_gemm_name(segs);
-    d.message = "parameter " + p.name + " is matched by no rule: it looks like " +
-                (grouped ? std::string("one expert's weight of a grouped-GEMM MoE layer")
-                         : "the experts of a MoE layer stacked in one tensor") +
-                ", and no `experts` entry " + (grouped ? "stacks" : "places") + " it";
-    d.hint = std::string(grouped ? "stack the experts" : "place the stacked experts") +
-             " for expert parallelism with an `experts` entry (docs/experts.md), e.g. " +
-             suggested_stacked_entry(segs, seg) + replicate;
-    return d;
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " +
+                   (grouped ? std::string("one expert's weight of a grouped-GEMM MoE layer")
+                            : "the experts of a MoE layer stacked in one tensor") +
+                   ", and no `experts` entry " + (grouped ? "stacks" : "places") + " it";
+    diag.hint = std::string(grouped ? "stack the experts" : "place the stacked experts") +
+                " for expert parallelism with an `experts` entry (docs/experts.md), e.g. " +
+                suggested_stacked_entry(segs, seg) + replicate;
+    return diag;
   }
   const std::string expert = "expert " + segs[static_cast<std::size_t>(seg)];
   if (entry >= 0) {
-    const ExpertsEntry& x = recipe.experts[static_cast<std::size_t>(entry)];
-    d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
-    d.rule = x.match.text();
-    d.message = "parameter " + p.name + " is matched by no rule: it looks like " + expert +
-                " of a MoE layer, and " + entry_name(recipe, entry) +
-                " matched no parameter (a typo in its pattern?)";
-    d.hint = "fix that entry's `match` so it stacks these experts, e.g. " +
-             suggested_entry(segs, seg) + replicate;
+    const ExpertsEntry& entry_spec = recipe.experts[static_cast<std::size_t>(entry)];
+    diag.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
+    diag.rule = entry_spec.match.text();
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
+                   " of a MoE layer, and " + entry_name(recipe, entry) +
+                   " matched no parameter (a typo in its pattern?)";
+    diag.hint = "fix that entry's `match` so it stacks these experts, e.g. " +
+                suggested_entry(segs, seg) + replicate;
   } else {
-    d.message = "parameter " + p.name + " is matched by no rule: it looks like " + expert +
-                " of a MoE layer, and no `experts` entry stacks it";
-    d.hint =
+    diag.message = "parameter " + param.name + " is matched by no rule: it looks like " + expert +
+                   " of a MoE layer, and no `experts` entry stacks it";
+    diag.hint =
         "stack the experts for expert parallelism with an `experts` entry (docs/formats.md, "
         "\"Experts\"), e.g. " +
         suggested_entry(segs, seg) + ", or give them their own rule" + replicate;
   }
-  return d;
+  return diag;
 }
 
 }  // namespace
@@ -219,42 +219,43 @@ void report_uncovered(const std::vector<const PlannedParam*>& uncovered,
   std::int64_t plain = 0;
   bool experts_uncovered = false;
   std::vector<std::string> shapes;  // distinct name patterns of the first plain params
-  for (const PlannedParam* p : uncovered) {
-    const bool maybe_expert =
-        p->name.find("xpert") != std::string::npos || p->name.find("XPERT") != std::string::npos;
-    int seg = maybe_expert ? expert_segment(segments(p->name)) : -1;
-    const bool stacked = maybe_expert && seg < 0 &&
-                         (seg = stacked_experts_segment(segments(p->name), p->global_shape)) >= 0;
+  for (const PlannedParam* param : uncovered) {
+    const bool maybe_expert = param->name.find("xpert") != std::string::npos ||
+                              param->name.find("XPERT") != std::string::npos;
+    int seg = maybe_expert ? expert_segment(segments(param->name)) : -1;
+    const bool stacked =
+        maybe_expert && seg < 0 &&
+        (seg = stacked_experts_segment(segments(param->name), param->global_shape)) >= 0;
     if (seg < 0) {
-      if (!first_plain) first_plain = p;
+      if (!first_plain) first_plain = param;
       if (plain < kPatternScan) {
-        std::string g = generalized(segments(p->name));
-        if (std::find(shapes.begin(), shapes.end(), g) == shapes.end()) shapes.push_back(g);
+        std::string shape = generalized(segments(param->name));
+        if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
       }
       ++plain;
       continue;
     }
     if (!experts_uncovered)
-      experts.add(
-          expert_uncovered(*p, segments(p->name), seg, stacked ? -1 : entry, recipe, stacked),
-          "experts");
+      experts.add(expert_uncovered(*param, segments(param->name), seg, stacked ? -1 : entry, recipe,
+                                   stacked),
+                  "experts");
     else
       experts.add(counted, "experts");
     experts_uncovered = true;
   }
   if (first_plain) {
-    Diagnostic d;
-    d.code = DiagCode::EUncovered;
-    d.loc = first_plain->loc;
-    d.param = first_plain->name;
-    d.message = "parameter " + first_plain->name + " is matched by no rule";
-    d.hint = "add a rule whose match covers it, e.g. `- {match: \"" + shapes.front() +
-             "\", placements: {}}`" +
-             (experts_uncovered ? " (not a catch-all `**`: it would also replicate the "
-                                  "uncovered experts)"
-                                : ", or a catch-all `match: \"**\"` last");
-    if (shapes.size() > 1) d.hint += "; uncovered names: " + pattern_list(shapes);
-    others.add(std::move(d), "");
+    Diagnostic diag;
+    diag.code = DiagCode::EUncovered;
+    diag.loc = first_plain->loc;
+    diag.param = first_plain->name;
+    diag.message = "parameter " + first_plain->name + " is matched by no rule";
+    diag.hint = "add a rule whose match covers it, e.g. `- {match: \"" + shapes.front() +
+                "\", placements: {}}`" +
+                (experts_uncovered ? " (not a catch-all `**`: it would also replicate the "
+                                     "uncovered experts)"
+                                   : ", or a catch-all `match: \"**\"` last");
+    if (shapes.size() > 1) diag.hint += "; uncovered names: " + pattern_list(shapes);
+    others.add(std::move(diag), "");
     for (std::int64_t i = 1; i < plain; ++i) others.add(counted, "");
   }
   experts.flush(sink);
@@ -265,33 +266,34 @@ void report_unused_experts(const std::vector<PlannedParam>& params, const Recipe
                            DiagnosticSink& sink) {
   for (std::size_t e = 0; e < recipe.experts.size(); ++e) {
     if (used(params, e)) continue;
-    const ExpertsEntry& x = recipe.experts[e];
-    Diagnostic d;
-    d.severity = Severity::Warning;
-    d.code = DiagCode::WUnusedRule;
-    d.loc = x.match_loc.line > 0 ? x.match_loc : x.loc;
-    d.rule = x.match.text();
-    d.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";
-    d.hint = "fix its pattern (`shardc inspect --match GLOB` lists FQNs) or remove it";
+    const ExpertsEntry& entry_spec = recipe.experts[e];
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WUnusedRule;
+    diag.loc = entry_spec.match_loc.line > 0 ? entry_spec.match_loc : entry_spec.loc;
+    diag.rule = entry_spec.match.text();
+    diag.message = entry_name(recipe, static_cast<int>(e)) + " matches no parameter";
+    diag.hint = "fix its pattern (`shardc inspect --match GLOB` lists FQNs) or remove it";
     std::int64_t placed = 0;
     const PlannedParam* example = nullptr;
-    for (const PlannedParam& p : params) {
-      if (p.rule.kind != RuleRef::Kind::Rule || p.rule.index < 0) continue;
-      if (p.name.find("xpert") == std::string::npos && p.name.find("XPERT") == std::string::npos)
+    for (const PlannedParam& param : params) {
+      if (param.rule.kind != RuleRef::Kind::Rule || param.rule.index < 0) continue;
+      if (param.name.find("xpert") == std::string::npos &&
+          param.name.find("XPERT") == std::string::npos)
         continue;
-      if (expert_segment(segments(p.name)) < 0) continue;
-      if (!example) example = &p;
+      if (expert_segment(segments(param.name)) < 0) continue;
+      if (!example) example = &param;
       ++placed;
     }
     if (example) {
-      d.message += "; " + std::to_string(placed) + " expert-looking parameter(s) such as " +
-                   example->name + " are placed by " +
-                   rule_label(recipe, false, example->rule.index) + " (" + example->rule.match +
-                   ") instead, without expert parallelism";
-      d.hint = "fix the entry's `match` so it stacks them, e.g. " +
-               suggested_entry(segments(example->name), expert_segment(segments(example->name)));
+      diag.message += "; " + std::to_string(placed) + " expert-looking parameter(s) such as " +
+                      example->name + " are placed by " +
+                      rule_label(recipe, false, example->rule.index) + " (" + example->rule.match +
+                      ") instead, without expert parallelism";
+      diag.hint = "fix the entry's `match` so it stacks them, e.g. " +
+                  suggested_entry(segments(example->name), expert_segment(segments(example->name)));
     }
-    sink.report(std::move(d));
+    sink.report(std::move(diag));
   }
 }
 

@@ -25,25 +25,28 @@
 namespace shardc::passes {
 namespace {
 
-bool expert_class(const PlannedParam& p) { return p.mesh == MeshKind::Expert || stacked_expert(p); }
+bool expert_class(const PlannedParam& param) {
+  return param.mesh == MeshKind::Expert || stacked_expert(param);
+}
 
 // True when some param of the class sits on `mesh_kind` and is sharded on axis `a`.
 bool axis_shards_class(const std::vector<PlannedParam>& params, bool experts, MeshKind mesh_kind,
-                       int a) {
-  for (const PlannedParam& p : params) {
-    if (expert_class(p) != experts || p.mesh != mesh_kind) continue;
-    const auto i = static_cast<std::size_t>(a);
-    if (i < p.placements.size() && p.placements[i].kind != ResolvedPlacement::Kind::Replicate)
+                       int axis) {
+  for (const PlannedParam& param : params) {
+    if (expert_class(param) != experts || param.mesh != mesh_kind) continue;
+    const auto i = static_cast<std::size_t>(axis);
+    if (i < param.placements.size() &&
+        param.placements[i].kind != ResolvedPlacement::Kind::Replicate)
       return true;
   }
   return false;
 }
 
 std::string axis_names(const Mesh& mesh) {
-  std::string s;
-  for (const MeshAxis& a : mesh.axes)
-    s += (s.empty() ? "" : ", ") + a.name + " (" + std::to_string(a.size) + ")";
-  return s;
+  std::string text;
+  for (const MeshAxis& axis : mesh.axes)
+    text += (text.empty() ? "" : ", ") + axis.name + " (" + std::to_string(axis.size) + ")";
+  return text;
 }
 
 // The section's key as written: `training.zero`, `training.zero_optimization`.
@@ -56,9 +59,10 @@ std::string section_of(const ZeroSpec& spec) {
 // "training.distributed_optimizer (ZeRO-1)".
 std::string stage_label(const ZeroSpec& spec) {
   if (spec.spelling == "distributed_optimizer") return "training.distributed_optimizer (ZeRO-1)";
-  const std::string n = std::to_string(spec.stage);
-  if (spec.spelling == "zero_optimization.stage") return "training.zero_optimization.stage " + n;
-  return "training.zero stage " + n;
+  const std::string stage = std::to_string(spec.stage);
+  if (spec.spelling == "zero_optimization.stage")
+    return "training.zero_optimization.stage " + stage;
+  return "training.zero stage " + stage;
 }
 
 struct GroupInput {
@@ -73,26 +77,26 @@ struct GroupInput {
 
 ZeroGroup resolve_group(const std::vector<PlannedParam>& params, const GroupInput& in,
                         const ZeroSpec& spec, DiagnosticSink& sink) {
-  ZeroGroup g;
-  g.mesh = in.mesh_kind;
+  ZeroGroup group;
+  group.mesh = in.mesh_kind;
   const Mesh& mesh = *in.mesh;
   const char* what = in.experts ? "stacked expert" : "dense param";
   if (in.names->empty()) {
     for (std::size_t i = 0; i < mesh.axes.size(); ++i) {
-      const int a = static_cast<int>(i);
-      if (a == in.pipeline_axis) continue;
-      if (axis_shards_class(params, in.experts, in.mesh_kind, a)) continue;
-      g.axes.push_back(a);
-      g.degree *= mesh.axes[i].size;
+      const int axis = static_cast<int>(i);
+      if (axis == in.pipeline_axis) continue;
+      if (axis_shards_class(params, in.experts, in.mesh_kind, axis)) continue;
+      group.axes.push_back(axis);
+      group.degree *= mesh.axes[i].size;
     }
-    return g;
+    return group;
   }
   const std::string field = section_of(spec) + "." + in.field;
   for (std::size_t k = 0; k < in.names->size(); ++k) {
     const std::string& name = (*in.names)[k];
     const SourceLoc loc = k < in.locs->size() && (*in.locs)[k].line > 0 ? (*in.locs)[k] : spec.loc;
-    const int a = mesh.find(name);
-    if (a < 0) {
+    const int axis = mesh.find(name);
+    if (axis < 0) {
       sink.error(DiagCode::EZero, loc,
                  field + " names axis '" + name + "' but the " +
                      (in.mesh_kind == MeshKind::Expert ? "expert_mesh" : "mesh") +
@@ -100,7 +104,7 @@ ZeroGroup resolve_group(const std::vector<PlannedParam>& params, const GroupInpu
                  "axes of that mesh: " + axis_names(mesh));
       continue;
     }
-    if (a == in.pipeline_axis) {
+    if (axis == in.pipeline_axis) {
       sink.error(DiagCode::EZero, loc,
                  field + " names the pipeline axis '" + name +
                      "': pipeline stages hold different params, they cannot share one "
@@ -108,7 +112,7 @@ ZeroGroup resolve_group(const std::vector<PlannedParam>& params, const GroupInpu
                  "list the data-parallel axes only");
       continue;
     }
-    if (axis_shards_class(params, in.experts, in.mesh_kind, a)) {
+    if (axis_shards_class(params, in.experts, in.mesh_kind, axis)) {
       sink.error(DiagCode::EZero, loc,
                  field + " names axis '" + name + "', which shards a " + what +
                      ": its ranks hold different pieces, not data-parallel copies",
@@ -116,23 +120,23 @@ ZeroGroup resolve_group(const std::vector<PlannedParam>& params, const GroupInpu
                      " is replicated on (or omit the list: it is inferred)");
       continue;
     }
-    g.axes.push_back(a);
-    g.degree *= mesh.axes[static_cast<std::size_t>(a)].size;
+    group.axes.push_back(axis);
+    group.degree *= mesh.axes[static_cast<std::size_t>(axis)].size;
   }
-  return g;
+  return group;
 }
 
 // Stage 3 records the FSDP axes (memory is FSDP's: nothing more is sharded).
 ZeroGroup fsdp_group(const Mesh& mesh, MeshKind kind, const std::vector<std::string>& names) {
-  ZeroGroup g;
-  g.mesh = kind;
-  for (const std::string& n : names) {
-    const int a = mesh.find(n);
-    if (a < 0) continue;  // E-AXIS from apply_fsdp
-    g.axes.push_back(a);
-    g.degree *= mesh.axes[static_cast<std::size_t>(a)].size;
+  ZeroGroup group;
+  group.mesh = kind;
+  for (const std::string& name : names) {
+    const int axis = mesh.find(name);
+    if (axis < 0) continue;  // E-AXIS from apply_fsdp
+    group.axes.push_back(axis);
+    group.degree *= mesh.axes[static_cast<std::size_t>(axis)].size;
   }
-  return g;
+  return group;
 }
 
 }  // namespace
@@ -144,19 +148,20 @@ namespace {
 // Megatron-FSDP is another layout; DeepSpeed's stage 3 partitions per param).
 void check_flat_buffers(const Recipe& recipe, DiagnosticSink& sink) {
   const int stage = recipe.training.zero.stage;
-  for (const BufferSpec& b : recipe.buffers) {
-    if (b.kind != BufferKind::MegatronDistOpt && b.kind != BufferKind::DeepSpeedZero) continue;
-    const char* kind = buffer_kind_name(b.kind);
+  for (const BufferSpec& buffer : recipe.buffers) {
+    if (buffer.kind != BufferKind::MegatronDistOpt && buffer.kind != BufferKind::DeepSpeedZero)
+      continue;
+    const char* kind = buffer_kind_name(buffer.kind);
     if (stage == 0) {
-      sink.error(DiagCode::EZero, b.loc,
+      sink.error(DiagCode::EZero, buffer.loc,
                  std::string("a ") + kind +
                      " buffer lays out the shards of a ZeRO stage, and the recipe shards no "
                      "optimizer state",
-                 b.kind == BufferKind::MegatronDistOpt
+                 buffer.kind == BufferKind::MegatronDistOpt
                      ? "add `training: {distributed_optimizer: true}` (or `zero: 1`)"
                      : "add `training: {zero_optimization: {stage: 1}}` (or 2, or 3 with `fsdp`)");
-    } else if (stage == 3 && b.kind == BufferKind::MegatronDistOpt) {
-      sink.error(DiagCode::EZero, b.loc,
+    } else if (stage == 3 && buffer.kind == BufferKind::MegatronDistOpt) {
+      sink.error(DiagCode::EZero, buffer.loc,
                  "a megatron_distopt buffer with ZeRO stage 3: Megatron's distributed optimizer "
                  "keeps the params whole (stage 1; its grads are reduce-scattered, stage 2)",
                  "use stage 1 or 2 for megatron_distopt, or deepspeed_zero for ZeRO-3's "
@@ -174,7 +179,7 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
   check_flat_buffers(recipe, sink);
   if (spec.stage == 0) return;
   plan.zero.stage = spec.stage;
-  for (const PlannedParam& p : params) plan.zero.has_experts |= expert_class(p);
+  for (const PlannedParam& param : params) plan.zero.has_experts |= expert_class(param);
   const std::string name = stage_label(spec);
   if (spec.stage == 3) {
     if (!recipe.fsdp) {

@@ -5,10 +5,10 @@ namespace shardc::reshard {
 
 void RankAccumulator::add(const Progression& run, std::int64_t value) {
   const std::int64_t stride = run.count == 1 ? 1 : run.stride;
-  auto& d = diff_[stride];
-  if (d.empty()) d.assign(static_cast<std::size_t>(world_ + stride), 0);
-  d[static_cast<std::size_t>(run.start)] += value;
-  d[static_cast<std::size_t>(run.start + run.count * stride)] -= value;
+  auto& diffs = diff_[stride];
+  if (diffs.empty()) diffs.assign(static_cast<std::size_t>(world_ + stride), 0);
+  diffs[static_cast<std::size_t>(run.start)] += value;
+  diffs[static_cast<std::size_t>(run.start + run.count * stride)] -= value;
 }
 
 std::vector<std::int64_t> RankAccumulator::finish() const {
@@ -16,9 +16,9 @@ std::vector<std::int64_t> RankAccumulator::finish() const {
   for (const auto& [stride, d] : diff_) {
     std::vector<std::int64_t> acc(d.begin(), d.begin() + world_);
     for (std::int64_t i = 0; i < world_; ++i) {
-      const auto u = static_cast<std::size_t>(i);
-      if (i >= stride) acc[u] += acc[u - static_cast<std::size_t>(stride)];
-      out[u] += acc[u];
+      const auto at = static_cast<std::size_t>(i);
+      if (i >= stride) acc[at] += acc[at - static_cast<std::size_t>(stride)];
+      out[at] += acc[at];
     }
   }
   return out;

@@ -8,30 +8,30 @@ namespace shardc::reshard {
 BoxIndex::BoxIndex(std::vector<Box> boxes) : boxes_(std::move(boxes)) {
   std::size_t ndim = 0;
   bool any = false;
-  for (const Box& b : boxes_) {
-    if (numel(b) == 0) continue;
-    if (!any) ndim = b.offset.size(), any = true;
-    if (b.offset.size() != ndim) grid_ = false;
+  for (const Box& box : boxes_) {
+    if (numel(box) == 0) continue;
+    if (!any) ndim = box.offset.size(), any = true;
+    if (box.offset.size() != ndim) grid_ = false;
   }
   if (!any || !grid_) return;
   dims_.assign(ndim, {});
   std::size_t nonempty = 0;
   for (std::size_t i = 0; i < boxes_.size(); ++i) {
-    const Box& b = boxes_[i];
-    if (numel(b) == 0) continue;
+    const Box& box = boxes_[i];
+    if (numel(box) == 0) continue;
     ++nonempty;
     for (std::size_t d = 0; d < ndim; ++d)
-      dims_[d].push_back({b.offset[d], b.offset[d] + b.shape[d]});
-    if (!by_offset_.emplace(b.offset, i).second) grid_ = false;  // two boxes, one offset
+      dims_[d].push_back({box.offset[d], box.offset[d] + box.shape[d]});
+    if (!by_offset_.emplace(box.offset, i).second) grid_ = false;  // two boxes, one offset
   }
   std::size_t cells = 1;
   for (auto& iv : dims_) {
-    std::sort(iv.begin(), iv.end(), [](const Interval& x, const Interval& y) {
-      return x.start != y.start ? x.start < y.start : x.end < y.end;
+    std::sort(iv.begin(), iv.end(), [](const Interval& left, const Interval& right) {
+      return left.start != right.start ? left.start < right.start : left.end < right.end;
     });
     iv.erase(std::unique(iv.begin(), iv.end(),
-                         [](const Interval& x, const Interval& y) {
-                           return x.start == y.start && x.end == y.end;
+                         [](const Interval& left, const Interval& right) {
+                           return left.start == right.start && left.end == right.end;
                          }),
              iv.end());
     for (std::size_t k = 1; k < iv.size(); ++k)
@@ -45,7 +45,7 @@ BoxIndex::BoxIndex(std::vector<Box> boxes) : boxes_(std::move(boxes)) {
 void BoxIndex::for_each_meeting_brute(
     const Box& box, const std::function<void(std::size_t, const Box&)>& fn) const {
   for (std::size_t i = 0; i < boxes_.size(); ++i)
-    if (auto m = intersect(boxes_[i], box)) fn(i, *m);
+    if (auto met = intersect(boxes_[i], box)) fn(i, *met);
 }
 
 void BoxIndex::for_each_meeting(const Box& box,
@@ -59,11 +59,12 @@ void BoxIndex::for_each_meeting(const Box& box,
     const std::int64_t b0 = box.offset[d], b1 = box.offset[d] + box.shape[d];
     if (b1 <= b0) return;
     lo[d] = static_cast<std::size_t>(
-        std::partition_point(iv.begin(), iv.end(), [&](const Interval& x) { return x.end <= b0; }) -
+        std::partition_point(iv.begin(), iv.end(),
+                             [&](const Interval& interval) { return interval.end <= b0; }) -
         iv.begin());
     hi[d] = static_cast<std::size_t>(
         std::partition_point(iv.begin(), iv.end(),
-                             [&](const Interval& x) { return x.start < b1; }) -
+                             [&](const Interval& interval) { return interval.start < b1; }) -
         iv.begin());
     if (lo[d] >= hi[d]) return;
   }
@@ -73,7 +74,7 @@ void BoxIndex::for_each_meeting(const Box& box,
     for (std::size_t d = 0; d < ndim; ++d) offset[d] = dims_[d][at[d]].start;
     const auto it = by_offset_.find(offset);
     if (it != by_offset_.end())
-      if (auto m = intersect(boxes_[it->second], box)) fn(it->second, *m);
+      if (auto met = intersect(boxes_[it->second], box)) fn(it->second, *met);
     std::size_t d = ndim;
     while (d > 0) {
       --d;

@@ -15,9 +15,9 @@ struct Held {
 
 // For every requested rank (by index in `ranks`), the B (param, class)
 // pairs it holds, in B order.
-std::vector<std::vector<Held>> index_ranks(const Layout& b,
+std::vector<std::vector<Held>> index_ranks(const Layout& layout_b,
                                            const std::vector<std::int64_t>& ranks) {
-  std::vector<std::int32_t> pos(static_cast<std::size_t>(b.world_size), -1);
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(layout_b.world_size), -1);
   for (std::size_t i = 0; i < ranks.size(); ++i)
     pos[static_cast<std::size_t>(ranks[i])] = static_cast<std::int32_t>(i);
   std::vector<std::vector<Held>> held(ranks.size());
@@ -27,8 +27,8 @@ std::vector<std::vector<Held>> index_ranks(const Layout& b,
       held[static_cast<std::size_t>(at)].push_back(
           {static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(k)});
   };
-  for (std::size_t j = 0; j < b.params.size(); ++j) {
-    const auto& classes = b.params[j].classes;
+  for (std::size_t j = 0; j < layout_b.params.size(); ++j) {
+    const auto& classes = layout_b.params[j].classes;
     for (std::size_t k = 0; k < classes.size(); ++k) {
       for (const Progression& run : classes[k].ranks.runs()) {
         const auto lo = std::lower_bound(ranks.begin(), ranks.end(), run.start);
@@ -46,19 +46,19 @@ std::vector<std::vector<Held>> index_ranks(const Layout& b,
   return held;
 }
 
-RankParamReads reads_of(const Layout& a, const Layout& b, const Result& r, std::int64_t rank,
-                        Held h, const Options& opt) {
+RankParamReads reads_of(const Layout& layout_a, const Layout& layout_b, const Result& result,
+                        std::int64_t rank, Held held, const Options& opt) {
   RankParamReads out;
-  out.b_param = h.param;
-  out.dst_class = h.cls;
-  const LayoutParam& pb = b.params[h.param];
+  out.b_param = held.param;
+  out.dst_class = held.cls;
+  const LayoutParam& pb = layout_b.params[held.param];
   out.shares_storage = pb.shares_storage;
-  const ParamPlan& pp = r.params[h.param];
+  const ParamPlan& pp = result.params[held.param];
   if (pb.shares_storage || !pp.a_param) return out;
-  const LayoutParam& pa = a.params[*pp.a_param];
-  const ShardClassBox& dst = pb.classes[h.cls];
+  const LayoutParam& pa = layout_a.params[*pp.a_param];
+  const ShardClassBox& dst = pb.classes[held.cls];
   const std::int64_t esize = element_size(pb.dtype);
-  for (std::size_t i = pp.class_pieces[h.cls]; i < pp.class_pieces[h.cls + 1]; ++i) {
+  for (std::size_t i = pp.class_pieces[held.cls]; i < pp.class_pieces[held.cls + 1]; ++i) {
     const Piece& piece = pp.pieces[i];
     std::size_t src_class = piece.src_class;
     std::size_t src_part = piece.src_part;
@@ -92,14 +92,15 @@ RankParamReads reads_of(const Layout& a, const Layout& b, const Result& r, std::
 }  // namespace
 
 void for_each_rank_reads(
-    const Layout& a, const Layout& b, const Result& r, const std::vector<std::int64_t>& ranks,
-    const Options& opt,
+    const Layout& layout_a, const Layout& layout_b, const Result& result,
+    const std::vector<std::int64_t>& ranks, const Options& opt,
     const std::function<void(std::int64_t, const std::vector<RankParamReads>&)>& fn) {
-  const auto held = index_ranks(b, ranks);
+  const auto held = index_ranks(layout_b, ranks);
   std::vector<RankParamReads> list;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     list.clear();
-    for (const Held& h : held[i]) list.push_back(reads_of(a, b, r, ranks[i], h, opt));
+    for (const Held& holder : held[i])
+      list.push_back(reads_of(layout_a, layout_b, result, ranks[i], holder, opt));
     fn(ranks[i], list);
   }
 }

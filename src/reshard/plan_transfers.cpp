@@ -18,68 +18,70 @@ struct Accumulators {
 };
 
 // "128,256 real rows padded to a multiple of 1,024 (768 padding rows)".
-std::string vocab_text(const LayoutParam& p) {
-  if (p.vocab_multiple <= 0) return std::to_string(p.global_shape[0]) + " rows, not padded";
-  return std::to_string(p.vocab_rows) + " real rows padded to a multiple of " +
-         std::to_string(p.vocab_multiple) + " (" +
-         std::to_string(p.global_shape[0] - p.vocab_rows) + " padding rows)";
+std::string vocab_text(const LayoutParam& param) {
+  if (param.vocab_multiple <= 0) return std::to_string(param.global_shape[0]) + " rows, not padded";
+  return std::to_string(param.vocab_rows) + " real rows padded to a multiple of " +
+         std::to_string(param.vocab_multiple) + " (" +
+         std::to_string(param.global_shape[0] - param.vocab_rows) + " padding rows)";
 }
 
 // A padded vocabulary whose checkpoint shape changes with the TP degree
 // (Megatron's make_vocab_size_divisible_by x TP): the reshard is refused with
 // the row mapping spelled out, since moving bytes cannot change the stored shape.
-bool padded_vocab_change(const LayoutParam& pa, const LayoutParam& pb, const Layout& a,
-                         const Layout& b, DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EReshardMismatch;
-  d.loc = pb.loc;
-  d.param = pb.name;
+bool padded_vocab_change(const LayoutParam& pa, const LayoutParam& pb, const Layout& layout_a,
+                         const Layout& layout_b, DiagnosticSink& sink) {
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMismatch;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
   const std::int64_t real_a = pa.vocab_multiple > 0 ? pa.vocab_rows : pa.global_shape[0];
   const std::int64_t real_b = pb.vocab_multiple > 0 ? pb.vocab_rows : pb.global_shape[0];
   std::string rest_same = "";
   for (std::size_t i = 1; i < pa.global_shape.size(); ++i)
     if (pa.global_shape[i] != pb.global_shape[i])
       rest_same = " (and dim " + std::to_string(i) + " differs)";
-  d.message = "param '" + pb.name + "' is a padded vocabulary whose checkpoint shape changes: " +
-              shape_text(pa.global_shape) + " in plan A (" + a.label + ": " + vocab_text(pa) +
-              ") but " + shape_text(pb.global_shape) + " in plan B (" + b.label + ": " +
-              vocab_text(pb) + ")" + rest_same;
+  diag.message = "param '" + pb.name + "' is a padded vocabulary whose checkpoint shape changes: " +
+                 shape_text(pa.global_shape) + " in plan A (" + layout_a.label + ": " +
+                 vocab_text(pa) + ") but " + shape_text(pb.global_shape) + " in plan B (" +
+                 layout_b.label + ": " + vocab_text(pb) + ")" + rest_same;
   if (real_a == real_b && rest_same.empty()) {
-    d.hint = "rows 0.." + std::to_string(real_a - 1) + " (the real vocabulary) map one to one; " +
-             "A's rows " + std::to_string(real_a) + ".." + std::to_string(pa.global_shape[0] - 1) +
-             " are padding to drop and B's rows " + std::to_string(real_b) + ".." +
-             std::to_string(pb.global_shape[0] - 1) +
-             " padding to fill (Megatron zero-fills them): resharding moves bytes and keeps "
-             "shapes, so re-pad the checkpoint (Megatron's checkpoint converter) and reshard the "
-             "rest, or plan both with the same vocab_padding multiple";
+    diag.hint =
+        "rows 0.." + std::to_string(real_a - 1) + " (the real vocabulary) map one to one; " +
+        "A's rows " + std::to_string(real_a) + ".." + std::to_string(pa.global_shape[0] - 1) +
+        " are padding to drop and B's rows " + std::to_string(real_b) + ".." +
+        std::to_string(pb.global_shape[0] - 1) +
+        " padding to fill (Megatron zero-fills them): resharding moves bytes and keeps "
+        "shapes, so re-pad the checkpoint (Megatron's checkpoint converter) and reshard the "
+        "rest, or plan both with the same vocab_padding multiple";
   } else {
-    d.hint = "the real vocabularies differ (" + std::to_string(real_a) + " vs " +
-             std::to_string(real_b) + " rows): compile both plans from the same model";
+    diag.hint = "the real vocabularies differ (" + std::to_string(real_a) + " vs " +
+                std::to_string(real_b) + " rows): compile both plans from the same model";
   }
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
 // Checks that A's param can feed B's: same global shape and dtype.
-bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& a, const Layout& b,
-                DiagnosticSink& sink) {
+bool compatible(const LayoutParam& pa, const LayoutParam& pb, const Layout& layout_a,
+                const Layout& layout_b, DiagnosticSink& sink) {
   if (pa.global_shape == pb.global_shape && pa.dtype == pb.dtype) return true;
   if (pa.dtype == pb.dtype && !pa.global_shape.empty() &&
       pa.global_shape.size() == pb.global_shape.size() &&
       (pa.vocab_multiple > 0 || pb.vocab_multiple > 0))
-    return padded_vocab_change(pa, pb, a, b, sink);
-  Diagnostic d;
-  d.code = DiagCode::EReshardMismatch;
-  d.loc = pb.loc;
-  d.param = pb.name;
-  d.message = "param '" + pb.name + "' differs between the plans: " + shape_text(pa.global_shape) +
-              " " + std::string(dtype_name(pa.dtype)) + " in plan A (" + a.label + ") but " +
-              shape_text(pb.global_shape) + " " + std::string(dtype_name(pb.dtype)) +
-              " in plan B (" + b.label + ")";
-  d.hint =
+    return padded_vocab_change(pa, pb, layout_a, layout_b, sink);
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMismatch;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
+  diag.message = "param '" + pb.name +
+                 "' differs between the plans: " + shape_text(pa.global_shape) + " " +
+                 std::string(dtype_name(pa.dtype)) + " in plan A (" + layout_a.label + ") but " +
+                 shape_text(pb.global_shape) + " " + std::string(dtype_name(pb.dtype)) +
+                 " in plan B (" + layout_b.label + ")";
+  diag.hint =
       "resharding moves bytes, it does not reshape or convert: compile both plans from the same "
       "model description (same vocab padding, expert count and dtypes)";
-  sink.report(std::move(d));
+  sink.report(std::move(diag));
   return false;
 }
 
@@ -98,24 +100,25 @@ SourceIndex index_sources(const LayoutParam& pa) {
   std::vector<std::pair<std::size_t, std::size_t>> owner;
   std::vector<std::int32_t> shared;
   std::vector<SourceOwners> owners;
-  const bool packed = std::any_of(pa.classes.begin(), pa.classes.end(),
-                                  [](const ShardClassBox& c) { return !c.parts.empty(); });
+  const bool packed =
+      std::any_of(pa.classes.begin(), pa.classes.end(),
+                  [](const ShardClassBox& shard_class) { return !shard_class.parts.empty(); });
   std::map<std::pair<Shape, Shape>, std::size_t> seen;  // packed only: box -> its index
   for (std::size_t i = 0; i < pa.classes.size(); ++i)
-    for_each_part(pa.classes[i], [&](std::size_t part, const Box& b) {
-      if (packed && numel(b) > 0) {
-        const auto [it, fresh] = seen.try_emplace({b.offset, b.shape}, boxes.size());
+    for_each_part(pa.classes[i], [&](std::size_t part, const Box& box) {
+      if (packed && numel(box) > 0) {
+        const auto [it, fresh] = seen.try_emplace({box.offset, box.shape}, boxes.size());
         if (!fresh) {
-          std::int32_t& k = shared[it->second];
-          if (k < 0) {
-            k = static_cast<std::int32_t>(owners.size());
+          std::int32_t& shared_index = shared[it->second];
+          if (shared_index < 0) {
+            shared_index = static_cast<std::int32_t>(owners.size());
             owners.push_back({owner[it->second]});
           }
-          owners[static_cast<std::size_t>(k)].emplace_back(i, part);
+          owners[static_cast<std::size_t>(shared_index)].emplace_back(i, part);
           return;
         }
       }
-      boxes.push_back(b);
+      boxes.push_back(box);
       owner.emplace_back(i, part);
       shared.push_back(-1);
     });
@@ -124,16 +127,17 @@ SourceIndex index_sources(const LayoutParam& pa) {
 
 // The pieces of B class `k` (appended to `pp.pieces`); false when A's parts
 // do not tile its parts exactly.
-bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, ParamPlan& pp) {
+bool cut_class(const SourceIndex& src, const ShardClassBox& shard_class, std::size_t k,
+               ParamPlan& pp) {
   const std::size_t first = pp.pieces.size();
   std::int64_t covered = 0;
   std::size_t dst_part = 0;
-  const auto add = [&](std::size_t i, const Box& m) {
-    covered += numel(m);
-    pp.pieces.push_back({m, src.owner[i].first, src.owner[i].second, k, dst_part, src.shared[i]});
+  const auto add = [&](std::size_t i, const Box& met) {
+    covered += numel(met);
+    pp.pieces.push_back({met, src.owner[i].first, src.owner[i].second, k, dst_part, src.shared[i]});
   };
   const auto cut = [&](bool brute) {
-    for_each_part(c, [&](std::size_t part, const Box& want) {
+    for_each_part(shard_class, [&](std::size_t part, const Box& want) {
       dst_part = part;
       if (brute) {
         src.index.for_each_meeting_brute(want, add);
@@ -143,12 +147,12 @@ bool cut_class(const SourceIndex& src, const ShardClassBox& c, std::size_t k, Pa
     });
   };
   cut(false);
-  if (covered == numel(c.box)) return true;
+  if (covered == numel(shard_class.box)) return true;
   if (!src.index.is_grid()) return false;
   pp.pieces.resize(first);
   covered = 0;
   cut(true);
-  return covered == numel(c.box);
+  return covered == numel(shard_class.box);
 }
 
 // A B param whose box A's shards do not tile, and the box (the first such of the param).
@@ -160,32 +164,33 @@ struct Uncovered {
 // One E-RESHARD-COVERAGE for every uncovered param (grouped: one cause, a count), at the
 // first: its box, then the count and the next few names. The hint blames an edited plan.json
 // only when plan A was read from one; a plan shardc planned in memory is shardc's fault.
-void report_coverage(const std::vector<Uncovered>& uncovered, const Layout& a, const Layout& b,
-                     DiagnosticSink& sink) {
+void report_coverage(const std::vector<Uncovered>& uncovered, const Layout& layout_a,
+                     const Layout& layout_b, DiagnosticSink& sink) {
   if (uncovered.empty()) return;
   constexpr std::size_t kNamed = 3;  // params named besides the first
-  const LayoutParam& first = b.params[uncovered.front().b_param];
+  const LayoutParam& first = layout_b.params[uncovered.front().b_param];
   const Box& want = uncovered.front().want;
-  Diagnostic d;
-  d.code = DiagCode::EReshardCoverage;
-  d.loc = first.loc;
-  d.param = first.name;
-  d.message = "the shards of '" + first.name + "' in plan A (" + a.label + ")" +
-              " do not tile the box at offset " + shape_text(want.offset) + " shape " +
-              shape_text(want.shape) + " exactly once";
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardCoverage;
+  diag.loc = first.loc;
+  diag.param = first.name;
+  diag.message = "the shards of '" + first.name + "' in plan A (" + layout_a.label + ")" +
+                 " do not tile the box at offset " + shape_text(want.offset) + " shape " +
+                 shape_text(want.shape) + " exactly once";
   if (uncovered.size() > 1) {
-    d.message += "; so for " + std::to_string(uncovered.size() - 1) + " more param" +
-                 (uncovered.size() > 2 ? "s" : "") + " (";
+    diag.message += "; so for " + std::to_string(uncovered.size() - 1) + " more param" +
+                    (uncovered.size() > 2 ? "s" : "") + " (";
     for (std::size_t i = 1; i < uncovered.size() && i <= kNamed; ++i)
-      d.message += (i > 1 ? ", '" : "'") + b.params[uncovered[i].b_param].name + "'";
-    if (uncovered.size() > kNamed + 1) d.message += ", ...";
-    d.message += ")";
+      diag.message += (i > 1 ? ", '" : "'") + layout_b.params[uncovered[i].b_param].name + "'";
+    if (uncovered.size() > kNamed + 1) diag.message += ", ...";
+    diag.message += ")";
   }
-  d.hint = a.in_memory
-               ? "plan A was planned by shardc in memory from its MODEL and RECIPE, so this is a "
-                 "shardc bug: please report it with both model and recipe files"
-               : "plan A is not a shardc plan or was edited: recompile it with shardc compile";
-  sink.report(std::move(d));
+  diag.hint =
+      layout_a.in_memory
+          ? "plan A was planned by shardc in memory from its MODEL and RECIPE, so this is a "
+            "shardc bug: please report it with both model and recipe files"
+          : "plan A is not a shardc plan or was edited: recompile it with shardc compile";
+  sink.report(std::move(diag));
 }
 
 // Pieces and per-rank bytes of one B param sourced from A's `pa`; false (no pieces) when A's
@@ -196,20 +201,20 @@ bool plan_param(const LayoutParam& pa, const LayoutParam& pb, ParamPlan& pp, Acc
   const std::int64_t esize = element_size(pb.dtype);
   for (std::size_t k = 0; k < pb.classes.size(); ++k) {
     pp.class_pieces.push_back(pp.pieces.size());
-    const ShardClassBox& c = pb.classes[k];
-    if (numel(c.box) == 0) continue;
+    const ShardClassBox& shard_class = pb.classes[k];
+    if (numel(shard_class.box) == 0) continue;
     const std::size_t first = pp.pieces.size();
-    if (!cut_class(src, c, k, pp)) {
-      want = c.box;
+    if (!cut_class(src, shard_class, k, pp)) {
+      want = shard_class.box;
       pp.pieces.clear();
       pp.class_pieces.clear();
       return false;
     }
-    acc.dest.add(c.ranks, numel(c.box) * esize);
+    acc.dest.add(shard_class.ranks, numel(shard_class.box) * esize);
     for (std::size_t i = first; i < pp.pieces.size(); ++i) {
       const Piece& piece = pp.pieces[i];
       const auto in_place = [&](std::size_t a_class) {
-        for (const auto& run : intersect_ranks(pa.classes[a_class].ranks, c.ranks))
+        for (const auto& run : intersect_ranks(pa.classes[a_class].ranks, shard_class.ranks))
           acc.in_place.add(run, numel(piece.box) * esize);
       };
       if (piece.shared < 0) {
@@ -225,59 +230,62 @@ bool plan_param(const LayoutParam& pa, const LayoutParam& pb, ParamPlan& pp, Acc
   return true;
 }
 
-void report_missing(const LayoutParam& pb, const Layout& a, DiagnosticSink& sink) {
-  Diagnostic d;
-  d.code = DiagCode::EReshardMissing;
-  d.loc = pb.loc;
-  d.param = pb.name;
-  d.message = "param '" + pb.name + "' of plan B is not in plan A (" + a.label + ")";
-  d.hint = "both plans must be compiled from the same model description";
-  sink.report(std::move(d));
+void report_missing(const LayoutParam& pb, const Layout& layout_a, DiagnosticSink& sink) {
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMissing;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
+  diag.message = "param '" + pb.name + "' of plan B is not in plan A (" + layout_a.label + ")";
+  diag.hint = "both plans must be compiled from the same model description";
+  sink.report(std::move(diag));
 }
 
 }  // namespace
 
-Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, DiagnosticSink& sink) {
+Result plan_reshard(const Layout& layout_a, const Layout& layout_b, const Options& opt,
+                    DiagnosticSink& sink) {
   (void)opt;  // the source choice happens at expansion; totals do not depend on it
   std::unordered_map<std::string, std::size_t> by_name;
-  for (std::size_t i = 0; i < a.params.size(); ++i) by_name.emplace(a.params[i].name, i);
-  Accumulators acc{RankAccumulator(b.world_size), RankAccumulator(b.world_size)};
-  Result r;
-  r.params.reserve(b.params.size());
+  for (std::size_t i = 0; i < layout_a.params.size(); ++i)
+    by_name.emplace(layout_a.params[i].name, i);
+  Accumulators acc{RankAccumulator(layout_b.world_size), RankAccumulator(layout_b.world_size)};
+  Result result;
+  result.params.reserve(layout_b.params.size());
   std::vector<Uncovered> uncovered;
-  for (std::size_t j = 0; j < b.params.size(); ++j) {
-    const LayoutParam& pb = b.params[j];
+  for (std::size_t j = 0; j < layout_b.params.size(); ++j) {
+    const LayoutParam& pb = layout_b.params[j];
     ParamPlan pp;
     pp.b_param = j;
     const auto it = by_name.find(pb.name);
     if (it == by_name.end()) {
-      report_missing(pb, a, sink);
-    } else if (compatible(a.params[it->second], pb, a, b, sink)) {
+      report_missing(pb, layout_a, sink);
+    } else if (compatible(layout_a.params[it->second], pb, layout_a, layout_b, sink)) {
       pp.a_param = it->second;
       if (pb.shares_storage) {
-        ++r.totals.shared_aliases;
+        ++result.totals.shared_aliases;
         pp.class_pieces.assign(pb.classes.size() + 1, 0);
       } else {
         Box want;
-        if (!plan_param(a.params[it->second], pb, pp, acc, want)) uncovered.push_back({j, want});
-        ++r.totals.params;
-        r.totals.pieces += static_cast<std::int64_t>(pp.pieces.size());
+        if (!plan_param(layout_a.params[it->second], pb, pp, acc, want))
+          uncovered.push_back({j, want});
+        ++result.totals.params;
+        result.totals.pieces += static_cast<std::int64_t>(pp.pieces.size());
       }
     }
     if (pp.class_pieces.empty()) pp.class_pieces.assign(pb.classes.size() + 1, 0);
-    r.params.push_back(std::move(pp));
+    result.params.push_back(std::move(pp));
   }
-  report_coverage(uncovered, a, b, sink);
-  r.dest_bytes = acc.dest.finish();
-  r.in_place_bytes = acc.in_place.finish();
-  r.moved_bytes.resize(r.dest_bytes.size());
-  for (std::size_t i = 0; i < r.dest_bytes.size(); ++i) {
-    r.moved_bytes[i] = r.dest_bytes[i] - r.in_place_bytes[i];
-    r.totals.dest_bytes += r.dest_bytes[i];
-    r.totals.in_place_bytes += r.in_place_bytes[i];
-    r.totals.moved_bytes += r.moved_bytes[i];
+  report_coverage(uncovered, layout_a, layout_b, sink);
+  result.dest_bytes = acc.dest.finish();
+  result.in_place_bytes = acc.in_place.finish();
+  result.moved_bytes.resize(result.dest_bytes.size());
+  for (std::size_t i = 0; i < result.dest_bytes.size(); ++i) {
+    result.moved_bytes[i] = result.dest_bytes[i] - result.in_place_bytes[i];
+    result.totals.dest_bytes += result.dest_bytes[i];
+    result.totals.in_place_bytes += result.in_place_bytes[i];
+    result.totals.moved_bytes += result.moved_bytes[i];
   }
-  return r;
+  return result;
 }
 
 }  // namespace shardc::reshard

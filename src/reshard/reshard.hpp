@@ -65,7 +65,7 @@ using shardc::offset_within;
 /// The intersection of two rank sets, as sorted non-interleaving
 /// progressions (each pair of runs meets in at most one progression, found
 /// by the Chinese remainder theorem). Cost O(runs(a) x runs(b)).
-std::vector<Progression> intersect_ranks(const RankSet& a, const RankSet& b);
+std::vector<Progression> intersect_ranks(const RankSet& first, const RankSet& second);
 
 /// The rank of `holders` that destination `dst` reads from: `dst` itself
 /// when it is a holder; else the lowest holder on dst's node when
@@ -93,14 +93,15 @@ struct ShardClassBox {
   std::vector<ShardPart> parts;
 };
 
-/// Calls `fn(part index, global box)` for every part of `c` (`c.box` alone,
-/// index 0, when `c.parts` is empty).
-void for_each_part(const ShardClassBox& c, const std::function<void(std::size_t, const Box&)>& fn);
+/// Calls `fn(part index, global box)` for every part of `shard_class` (`shard_class.box` alone,
+/// index 0, when `shard_class.parts` is empty).
+void for_each_part(const ShardClassBox& shard_class,
+                   const std::function<void(std::size_t, const Box&)>& fn);
 
-/// Where `piece` (inside part `part` of `c`) starts in the local tensor of a
-/// rank holding `c`: its offset within the part's box plus the part's
+/// Where `piece` (inside part `part` of `shard_class`) starts in the local tensor of a
+/// rank holding `shard_class`: its offset within the part's box plus the part's
 /// local offset.
-Shape local_offset_in(const Box& piece, const ShardClassBox& c, std::size_t part);
+Shape local_offset_in(const Box& piece, const ShardClassBox& shard_class, std::size_t part);
 
 struct LayoutParam {
   std::string name;
@@ -188,7 +189,7 @@ struct Result {
   std::vector<std::int64_t> in_place_bytes;  ///< per B rank
 };
 
-/// Plans the transfers from `a` to `b`. Errors (to `sink`, located at B's
+/// Plans the transfers from `layout_a` to `layout_b`. Errors (to `sink`, located at B's
 /// param): E-RESHARD-MISMATCH when a param's global shape or dtype differ
 /// between the plans, E-RESHARD-MISSING when a B param is absent from A,
 /// E-RESHARD-COVERAGE when A's shards do not cover a piece B needs: one
@@ -196,7 +197,8 @@ struct Result {
 /// the next few), blaming an edited plan.json only when A was read from one
 /// (`Layout::in_memory`: a shardc bug to report). A param with an error gets
 /// no pieces; the caller stops on `sink.has_errors()`.
-Result plan_reshard(const Layout& a, const Layout& b, const Options& opt, DiagnosticSink& sink);
+Result plan_reshard(const Layout& layout_a, const Layout& layout_b, const Options& opt,
+                    DiagnosticSink& sink);
 
 /// One box a destination reads.
 struct Read {
@@ -220,8 +222,8 @@ struct RankParamReads {
 /// reads. Finding the ranks' classes costs, per class run, the smaller of
 /// its length and the number of requested ranks in its span; then O(reads).
 void for_each_rank_reads(
-    const Layout& a, const Layout& b, const Result& r, const std::vector<std::int64_t>& ranks,
-    const Options& opt,
+    const Layout& layout_a, const Layout& layout_b, const Result& result,
+    const std::vector<std::int64_t>& ranks, const Options& opt,
     const std::function<void(std::int64_t, const std::vector<RankParamReads>&)>& fn);
 
 }  // namespace shardc::reshard

@@ -37,9 +37,9 @@ std::optional<std::int64_t> unit_factor(std::string_view text) {
   if (text.empty()) return 1;
   if (text == "b") return std::nullopt;  // bits
   std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const Unit& u : kUnits)
-    if (lower == u.name) return u.factor;
+  for (char ch : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const Unit& unit : kUnits)
+    if (lower == unit.name) return unit.factor;
   return std::nullopt;
 }
 
@@ -85,9 +85,9 @@ std::optional<std::int64_t> parse_byte_size(std::string_view text) {
 std::string byte_size_text(std::int64_t bytes) {
   constexpr std::array<std::string_view, 5> names = {"PiB", "TiB", "GiB", "MiB", "KiB"};
   std::int64_t factor = kKi * kKi * kKi * kKi * kKi;
-  for (std::string_view n : names) {
+  for (std::string_view name : names) {
     if (bytes > 0 && bytes % factor == 0)
-      return std::to_string(bytes / factor) + " " + std::string(n);
+      return std::to_string(bytes / factor) + " " + std::string(name);
     factor /= kKi;
   }
   return std::to_string(bytes) + " B";

@@ -67,7 +67,7 @@ constexpr std::array<Alias, 26> kAliases{{
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
 }
 
@@ -89,9 +89,9 @@ std::optional<DType> parse_dtype(std::string_view text) {
   return std::nullopt;
 }
 
-std::string_view dtype_name(DType t) { return kTypes.at(static_cast<std::size_t>(t)).name; }
+std::string_view dtype_name(DType dtype) { return kTypes.at(static_cast<std::size_t>(dtype)).name; }
 
-std::int64_t element_size(DType t) { return kTypes.at(static_cast<std::size_t>(t)).size; }
+std::int64_t element_size(DType dtype) { return kTypes.at(static_cast<std::size_t>(dtype)).size; }
 
 std::string_view dtype_names_list() {
   return "float64, float32, bfloat16, float16, float8_e4m3fn, float8_e5m2, int64, int32, "

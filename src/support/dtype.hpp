@@ -27,10 +27,10 @@ enum class DType {
 std::optional<DType> parse_dtype(std::string_view text);
 
 /// The canonical torch name, e.g. "bfloat16", "float8_e4m3fn".
-std::string_view dtype_name(DType t);
+std::string_view dtype_name(DType dtype);
 
 /// Size of one element in bytes (bool: 1).
-std::int64_t element_size(DType t);
+std::int64_t element_size(DType dtype);
 
 /// Comma-separated list of canonical names, for hints.
 std::string_view dtype_names_list();

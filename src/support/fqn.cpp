@@ -10,9 +10,9 @@ namespace shardc {
 std::string_view fqn_problem(std::string_view name, bool braces) {
   if (name.empty()) return "is empty";
   if (!is_valid_utf8(name)) return "is not valid UTF-8";
-  if (std::any_of(name.begin(), name.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u <= 0x20 || u == 0x7F;
+  if (std::any_of(name.begin(), name.end(), [](char ch) {
+        const auto code = static_cast<unsigned char>(ch);
+        return code <= 0x20 || code == 0x7F;
       }))
     return "contains whitespace or a control character";
   if (name.front() == '.' || name.back() == '.' || name.find("..") != std::string_view::npos)

@@ -13,14 +13,14 @@ using limits::kMaxCaptureNames;
 using limits::kMaxPatternBytes;
 constexpr std::size_t kMaxSegments = limits::kMaxPatternSegments;
 
-bool is_identifier(std::string_view s) {
-  if (s.empty()) return false;
-  auto ident_char = [](char c, bool first) {
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    return alpha || (!first && c >= '0' && c <= '9');
+bool is_identifier(std::string_view text) {
+  if (text.empty()) return false;
+  auto ident_char = [](char ch, bool first) {
+    bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+    return alpha || (!first && ch >= '0' && ch <= '9');
   };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (!ident_char(s[i], i == 0)) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (!ident_char(text[i], i == 0)) return false;
   }
   return true;
 }
@@ -68,9 +68,9 @@ std::size_t capture_start(std::string_view part) {
   const std::size_t open = part.rfind('{');
   if (open == std::string_view::npos) return open;
   for (std::size_t i = 0; i < open; ++i) {
-    const char c = part[i];
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '_' || c == '-';
+    const char ch = part[i];
+    const bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                       (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
     if (!plain) return std::string_view::npos;
   }
   return open;
@@ -92,8 +92,8 @@ std::optional<Pattern> Pattern::compile(std::string_view text, std::string& erro
     error = "pattern has more than 256 segments";
     return std::nullopt;
   }
-  Pattern p;
-  p.text_ = std::string(text);
+  Pattern pattern;
+  pattern.text_ = std::string(text);
   for (std::string_view part : parts) {
     if (part.empty()) {
       error = "empty segment in pattern `" + std::string(text) +
@@ -103,9 +103,10 @@ std::optional<Pattern> Pattern::compile(std::string_view text, std::string& erro
     }
     Segment seg;
     if (part == "**") {
-      if (!p.segments_.empty() && p.segments_.back().kind == Segment::Kind::DoubleStar) continue;
+      if (!pattern.segments_.empty() && pattern.segments_.back().kind == Segment::Kind::DoubleStar)
+        continue;
       seg.kind = Segment::Kind::DoubleStar;
-      ++p.double_stars_;
+      ++pattern.double_stars_;
     } else if (const std::size_t open = capture_start(part); open != std::string_view::npos) {
       std::string_view name = part.substr(open + 1, part.size() - open - 2);
       seg.prefix = std::string(part.substr(0, open));
@@ -115,38 +116,39 @@ std::optional<Pattern> Pattern::compile(std::string_view text, std::string& erro
       }
       seg.kind = Segment::Kind::Capture;
       seg.text = std::string(name);
-      auto it = std::find(p.names_.begin(), p.names_.end(), seg.text);
-      seg.bound_before = it != p.names_.end();
-      if (it == p.names_.end()) {
-        if (p.names_.size() == kMaxCaptureNames) {
+      auto it = std::find(pattern.names_.begin(), pattern.names_.end(), seg.text);
+      seg.bound_before = it != pattern.names_.end();
+      if (it == pattern.names_.end()) {
+        if (pattern.names_.size() == kMaxCaptureNames) {
           error = "pattern has more than 16 capture names";
           return std::nullopt;
         }
-        p.names_.push_back(seg.text);
-        it = p.names_.end() - 1;
+        pattern.names_.push_back(seg.text);
+        it = pattern.names_.end() - 1;
       }
-      seg.slot = static_cast<int>(it - p.names_.begin());
+      seg.slot = static_cast<int>(it - pattern.names_.begin());
     } else {
       if (!check_glob(part, error)) return std::nullopt;
       seg.text = std::string(part);
       seg.literal = part.find_first_of("*?[") == std::string_view::npos;
     }
-    p.segments_.push_back(std::move(seg));
+    pattern.segments_.push_back(std::move(seg));
   }
   // A `**` can memoize failures unless a later capture repeats a name bound before it.
-  for (std::size_t i = 0; i < p.segments_.size(); ++i) {
-    if (p.segments_[i].kind != Segment::Kind::DoubleStar) continue;
-    for (std::size_t j = i + 1; j < p.segments_.size(); ++j) {
-      const Segment& later = p.segments_[j];
+  for (std::size_t i = 0; i < pattern.segments_.size(); ++i) {
+    if (pattern.segments_[i].kind != Segment::Kind::DoubleStar) continue;
+    for (std::size_t j = i + 1; j < pattern.segments_.size(); ++j) {
+      const Segment& later = pattern.segments_[j];
       if (later.kind != Segment::Kind::Capture || !later.bound_before) continue;
       for (std::size_t k = 0; k < i; ++k) {
-        if (p.segments_[k].kind == Segment::Kind::Capture && p.segments_[k].slot == later.slot) {
-          p.segments_[i].memo_ok = false;
+        if (pattern.segments_[k].kind == Segment::Kind::Capture &&
+            pattern.segments_[k].slot == later.slot) {
+          pattern.segments_[i].memo_ok = false;
         }
       }
     }
   }
-  return p;
+  return pattern;
 }
 
 std::optional<std::string> Pattern::substitute(std::string_view templ, const Captures& captures) {
@@ -154,10 +156,10 @@ std::optional<std::string> Pattern::substitute(std::string_view templ, const Cap
   out.reserve(templ.size() + 16);
   std::size_t i = 0;
   while (i < templ.size()) {
-    char c = templ[i];
-    if (c == '}') return std::nullopt;
-    if (c != '{') {
-      out.push_back(c);
+    char ch = templ[i];
+    if (ch == '}') return std::nullopt;
+    if (ch != '{') {
+      out.push_back(ch);
       ++i;
       continue;
     }

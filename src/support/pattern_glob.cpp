@@ -6,7 +6,7 @@ namespace {
 
 // Whether `c` is in the class starting at glob[open] == '['; `end` receives
 // the index after ']'. The class was validated at compile time.
-bool class_contains(std::string_view glob, std::size_t open, char c, std::size_t& end) {
+bool class_contains(std::string_view glob, std::size_t open, char ch, std::size_t& end) {
   std::size_t i = open + 1;
   bool negate = i < glob.size() && (glob[i] == '!' || glob[i] == '^');
   if (negate) ++i;
@@ -20,7 +20,7 @@ bool class_contains(std::string_view glob, std::size_t open, char c, std::size_t
       hi = glob[i + 2];
       i += 2;
     }
-    if (c >= lo && c <= hi) found = true;
+    if (ch >= lo && ch <= hi) found = true;
     ++i;
   }
   end = i + 1;
@@ -53,32 +53,34 @@ bool glob_class_end(std::string_view glob, std::size_t open, std::size_t& end, s
 }
 
 bool glob_match(std::string_view glob, std::string_view text) {
-  std::size_t p = 0;
-  std::size_t t = 0;
+  std::size_t glob_pos = 0;
+  std::size_t text_pos = 0;
   std::size_t star_p = std::string_view::npos;
   std::size_t star_t = 0;
-  while (t < text.size()) {
-    if (p < glob.size()) {
-      char g = glob[p];
-      if (g == '*') {
-        star_p = ++p;
-        star_t = t;
+  while (text_pos < text.size()) {
+    if (glob_pos < glob.size()) {
+      char glob_char = glob[glob_pos];
+      if (glob_char == '*') {
+        star_p = ++glob_pos;
+        star_t = text_pos;
         continue;
       }
-      std::size_t next = p + 1;
-      bool ok = g == '?' || (g == '[' ? class_contains(glob, p, text[t], next) : g == text[t]);
+      std::size_t next = glob_pos + 1;
+      bool ok = glob_char == '?' ||
+                (glob_char == '[' ? class_contains(glob, glob_pos, text[text_pos], next)
+                                  : glob_char == text[text_pos]);
       if (ok) {
-        p = next;
-        ++t;
+        glob_pos = next;
+        ++text_pos;
         continue;
       }
     }
     if (star_p == std::string_view::npos) return false;
-    p = star_p;
-    t = ++star_t;
+    glob_pos = star_p;
+    text_pos = ++star_t;
   }
-  while (p < glob.size() && glob[p] == '*') ++p;
-  return p == glob.size();
+  while (glob_pos < glob.size() && glob[glob_pos] == '*') ++glob_pos;
+  return glob_pos == glob.size();
 }
 
 }  // namespace shardc

@@ -73,33 +73,33 @@ struct Matcher {
 };
 
 std::size_t count_segments(std::string_view fqn) {
-  std::size_t n = 1;
-  for (char c : fqn) n += c == '.' ? 1 : 0;
-  return n;
+  std::size_t count = 1;
+  for (char ch : fqn) count += ch == '.' ? 1 : 0;
+  return count;
 }
 
 }  // namespace
 
 bool Pattern::match(std::string_view fqn, Captures* captures) const {
-  Matcher m{segments_, fqn};
+  Matcher matcher{segments_, fqn};
   std::array<std::uint8_t, kStackMemo> stack_memo;
   std::vector<std::uint8_t> heap_memo;
   if (double_stars_ >= 2) {
-    m.memo_stride = count_segments(fqn) + 2;
-    std::size_t size = segments_.size() * m.memo_stride;
+    matcher.memo_stride = count_segments(fqn) + 2;
+    std::size_t size = segments_.size() * matcher.memo_stride;
     if (size <= kStackMemo) {
       std::memset(stack_memo.data(), 0, size);
-      m.memo = stack_memo.data();
+      matcher.memo = stack_memo.data();
     } else {
       heap_memo.assign(size, 0);
-      m.memo = heap_memo.data();
+      matcher.memo = heap_memo.data();
     }
   }
-  if (!m.run(0, 0, 0)) return false;
+  if (!matcher.run(0, 0, 0)) return false;
   if (captures != nullptr) {
     captures->clear();
     for (std::size_t i = 0; i < names_.size(); ++i) {
-      captures->emplace_back(names_[i], std::string(m.bound[i]));
+      captures->emplace_back(names_[i], std::string(matcher.bound[i]));
     }
   }
   return true;

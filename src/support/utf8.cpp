@@ -15,7 +15,7 @@ std::size_t sequence_length(unsigned char lead) {
   return 0;
 }
 
-bool continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+bool continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
 
 // Second-byte bounds that exclude overlongs, surrogates and > U+10FFFF.
 bool second_byte_ok(unsigned char lead, unsigned char second) {
@@ -56,12 +56,12 @@ std::string printable(std::string_view text) {
   out.reserve(text.size());
   std::size_t i = 0;
   while (i < text.size()) {
-    auto c = static_cast<unsigned char>(text[i]);
+    auto byte = static_cast<unsigned char>(text[i]);
     std::size_t len = valid_sequence_at(text, i);
-    if (len == 0 || c < 0x20 || c == 0x7F) {
+    if (len == 0 || byte < 0x20 || byte == 0x7F) {
       out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
+      out.push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 0xF]);
       ++i;
       continue;
     }

@@ -22,17 +22,17 @@ std::string read_diagnostics_page() {
   return ss.str();
 }
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(' ');
-  const auto e = s.find_last_not_of(' ');
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+std::string trim(const std::string& text) {
+  const auto begin = text.find_first_not_of(' ');
+  const auto end = text.find_last_not_of(' ');
+  return begin == std::string::npos ? std::string() : text.substr(begin, end - begin + 1);
 }
 
 // The page's "exit" cell for a code: its exit class; a warning's applies
 // under --strict only.
 std::string exit_text(const shardc::DiagCodeInfo& info) {
-  const std::string n = std::to_string(static_cast<int>(info.exit));
-  return info.severity == shardc::Severity::Error ? n : n + " with `--strict`";
+  const std::string exit_text = std::to_string(static_cast<int>(info.exit));
+  return info.severity == shardc::Severity::Error ? exit_text : exit_text + " with `--strict`";
 }
 
 // The cells of every "| E-XXX | exit | meaning | fix |" row of the
@@ -117,10 +117,10 @@ TEST_CASE("every code has a tests/bad case (or the test docs/diagnostics.md name
     const std::string text = ss.str();
     std::string enumerator = "DiagCode::" + std::string(1, info.name[0]);
     for (std::size_t i = 2; i < info.name.size(); ++i) {
-      const char c = info.name[i];
-      if (c == '-') continue;
+      const char ch = info.name[i];
+      if (ch == '-') continue;
       const bool upper = info.name[i - 1] == '-';
-      enumerator += upper ? c : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      enumerator += upper ? ch : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     }
     CHECK((text.find(std::string(info.name)) != std::string::npos ||
            text.find(enumerator) != std::string::npos));

@@ -5,14 +5,14 @@
 using namespace shardc;
 
 namespace {
-std::vector<std::int64_t> sizes(std::int64_t len, std::int64_t n, SplitRule r) {
+std::vector<std::int64_t> sizes(std::int64_t len, std::int64_t ways, SplitRule rule) {
   std::vector<std::int64_t> out;
-  for (std::int64_t k = 0; k < n; ++k) out.push_back(split_piece(len, n, k, r).size);
+  for (std::int64_t k = 0; k < ways; ++k) out.push_back(split_piece(len, ways, k, rule).size);
   return out;
 }
-std::vector<std::int64_t> starts(std::int64_t len, std::int64_t n, SplitRule r) {
+std::vector<std::int64_t> starts(std::int64_t len, std::int64_t ways, SplitRule rule) {
   std::vector<std::int64_t> out;
-  for (std::int64_t k = 0; k < n; ++k) out.push_back(split_piece(len, n, k, r).start);
+  for (std::int64_t k = 0; k < ways; ++k) out.push_back(split_piece(len, ways, k, rule).start);
   return out;
 }
 using V = std::vector<std::int64_t>;
@@ -40,10 +40,10 @@ TEST_CASE("pieces of every rule tile the dim exactly") {
       for (std::int64_t n = 1; n < 12; ++n) {
         std::int64_t next = 0;
         for (std::int64_t k = 0; k < n; ++k) {
-          Piece p = split_piece(len, n, k, rule);
-          if (p.size > 0) {
-            CHECK(p.start == next);
-            next += p.size;
+          Piece piece = split_piece(len, n, k, rule);
+          if (piece.size > 0) {
+            CHECK(piece.start == next);
+            next += piece.size;
           }
         }
         CHECK(next == len);

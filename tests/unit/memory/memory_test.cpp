@@ -18,11 +18,11 @@ namespace {
 
 Plan plan_of(const std::string& model_path, const std::string& recipe_text) {
   DiagnosticSink sink;
-  auto m = parse_model({model_path, slurp(model_path)}, sink);
-  auto r = parse_recipe({"recipe.yaml", recipe_text}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  auto plan = build_plan(*m, *r, sink);
+  auto model = parse_model({model_path, slurp(model_path)}, sink);
+  auto recipe = parse_recipe({"recipe.yaml", recipe_text}, sink);
+  REQUIRE(model);
+  REQUIRE(recipe);
+  auto plan = build_plan(*model, *recipe, sink);
   REQUIRE(plan);
   return *plan;
 }
@@ -38,8 +38,8 @@ void mixed_precision_adamw(Plan& plan) {
   plan.training.master_weights = DType::Float32;
 }
 
-std::int64_t kind(const MemoryReport& m, std::int64_t rank, MemoryKind k) {
-  return m.ranks.at(static_cast<std::size_t>(rank)).of(k);
+std::int64_t kind(const MemoryReport& report, std::int64_t rank, MemoryKind k) {
+  return report.ranks.at(static_cast<std::size_t>(rank)).of(k);
 }
 
 constexpr std::int64_t kMuonCap = 512LL * 1024 * 1024;  // default max_batch_numel, elements
@@ -49,15 +49,15 @@ constexpr std::int64_t kMuonCap = 512LL * 1024 * 1024;  // default max_batch_num
 TEST_CASE("Llama-3.1-8B, dp 8 x tp 8, bf16 + AdamW + fp32 master: every rank, by hand") {
   Plan plan = shipped("llama-3.1-8b", "llama-3.1-8b-dp8-tp8");
   mixed_precision_adamw(plan);
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   // TP-local elements per rank (tp = 8, no FSDP, everything bf16):
   //   per layer q 4096*4096/8 + k 1024*4096/8 + v 1024*4096/8 + o 4096*4096/8
   //             + gate, up, down 3 * 14336*4096/8 + 2 norms * 4096 (replicated)
   const std::int64_t layer = 2097152 + 524288 + 524288 + 2097152 + 3 * 7340032 + 2 * 4096;
   CHECK(layer == 27271168);
   //   embed and lm_head 128256*4096/8 each, final norm 4096.
-  const std::int64_t n = 32 * layer + 2 * (128256LL * 4096 / 8) + 4096;
-  CHECK(n == 1004015616);
+  const std::int64_t elements = 32 * layer + 2 * (128256LL * 4096 / 8) + 4096;
+  CHECK(elements == 1004015616);
   // Muon: the o/down group (Shard(1) on tp) batches 4096*4096 + 4096*14336 per layer
   // (75,497,472 global elements) until a batch reaches 512 Mi elements: the largest
   // batch is down + 7 x (o + down) = 587,202,560 elements, gathered to global bf16.
@@ -67,18 +67,19 @@ TEST_CASE("Llama-3.1-8B, dp 8 x tp 8, bf16 + AdamW + fp32 master: every rank, by
   CHECK(largest - od < kMuonCap);  // the batch closed exactly when it reached the cap
   const std::int64_t muon = largest * 2;
   CHECK(muon == 1174405120);
-  for (std::int64_t r : {0, 17, 63}) {
-    CAPTURE(r);
-    CHECK(kind(m, r, MemoryKind::Params) == 2 * n);
-    CHECK(kind(m, r, MemoryKind::Grads) == 2 * n);
-    CHECK(kind(m, r, MemoryKind::MasterWeights) == 4 * n);
-    CHECK(kind(m, r, MemoryKind::OptimizerState) == 8 * n);  // exp_avg + exp_avg_sq in fp32
-    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == 0);
-    CHECK(kind(m, r, MemoryKind::MuonAllGather) == muon);
-    CHECK(m.ranks[static_cast<std::size_t>(r)].total == 16 * n + muon);
+  for (std::int64_t rank : {0, 17, 63}) {
+    CAPTURE(rank);
+    CHECK(kind(report, rank, MemoryKind::Params) == 2 * elements);
+    CHECK(kind(report, rank, MemoryKind::Grads) == 2 * elements);
+    CHECK(kind(report, rank, MemoryKind::MasterWeights) == 4 * elements);
+    CHECK(kind(report, rank, MemoryKind::OptimizerState) ==
+          8 * elements);  // exp_avg + exp_avg_sq in fp32
+    CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == 0);
+    CHECK(kind(report, rank, MemoryKind::MuonAllGather) == muon);
+    CHECK(report.ranks[static_cast<std::size_t>(rank)].total == 16 * elements + muon);
   }
-  CHECK(m.peak == 17238654976);
-  CHECK(m.peak_ranks.to_string() == "0-63");
+  CHECK(report.peak == 17238654976);
+  CHECK(report.peak_ranks.to_string() == "0-63");
 }
 
 // ZeRO (Rajbhandari, Rasley, Ruwase, He: "ZeRO: Memory Optimizations Toward
@@ -103,8 +104,8 @@ TEST_CASE("ZeRO model-state formula: (2+2+12) Psi (DDP) and (2+2+12) Psi / N_d (
     CAPTURE(nd);
     Plan plan = plan_of("plans/llama-3.1-8b.model.yaml", recipe);
     mixed_precision_adamw(plan);
-    const MemoryReport m = compute_memory(plan);
-    const RankMemory& rm = m.ranks.back();
+    const MemoryReport report = compute_memory(plan);
+    const RankMemory& rm = report.ranks.back();
     const std::int64_t model_states = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
                                       rm.of(MemoryKind::MasterWeights) +
                                       rm.of(MemoryKind::OptimizerState);
@@ -116,7 +117,7 @@ TEST_CASE("ZeRO model-state formula: (2+2+12) Psi (DDP) and (2+2+12) Psi / N_d (
 TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
   Plan plan = shipped("llama-3.1-70b", "llama-3.1-70b-hsdp");
   mixed_precision_adamw(plan);
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   // Per rank: TP-local, then FSDP 8 on dim 0 (HSDP: dp_replicate holds copies).
   //   q [8192,8192] -> [1024,8192] -> [128,8192];  k, v [1024,8192] -> [16,8192]
   //   o [8192,8192] -> [8192,1024] -> [1024,1024]; gate, up, down -> 3,670,016 each
@@ -125,8 +126,8 @@ TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
   CHECK(layer == 13371392);
   //   embed, lm_head [128256,8192] -> [16032,8192] -> [2004,8192]; norm [8192] -> [1024]
   const std::int64_t root = 2 * (2004LL * 8192) + 1024;
-  const std::int64_t n = 80 * layer + root;
-  CHECK(n == 1102545920);  // every split even: no FSDP padding
+  const std::int64_t elements = 80 * layer + root;
+  CHECK(elements == 1102545920);  // every split even: no FSDP padding
   // FSDP2 units in module order: the root (embed, norm, lm_head; first param embed), then
   // each layer; bf16, gathered x 8. Peak: the root and layer 0 (consecutive, the largest).
   const std::int64_t layer_unit = layer * 2 * 8;
@@ -136,25 +137,25 @@ TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
   // Muon: embed (128256 x 8192 = 1,050,673,152 elements, over the 512 Mi cap alone) is
   // one batch; its last stage gathers the TP-local pieces to the global tensor in bf16.
   const std::int64_t muon = 128256LL * 8192 * 2;
-  for (std::int64_t r : {0, 100, 255}) {
-    CAPTURE(r);
-    CHECK(kind(m, r, MemoryKind::Params) == 2 * n);
-    CHECK(kind(m, r, MemoryKind::Grads) == 2 * n);
-    CHECK(kind(m, r, MemoryKind::MasterWeights) == 4 * n);
-    CHECK(kind(m, r, MemoryKind::OptimizerState) == 8 * n);
-    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == 739295232);
-    CHECK(kind(m, r, MemoryKind::Fsdp2AllGather) == fsdp2);
-    CHECK(kind(m, r, MemoryKind::MuonAllGather) == muon);
-    CHECK(m.ranks[static_cast<std::size_t>(r)].total == 16 * n + muon);
+  for (std::int64_t rank : {0, 100, 255}) {
+    CAPTURE(rank);
+    CHECK(kind(report, rank, MemoryKind::Params) == 2 * elements);
+    CHECK(kind(report, rank, MemoryKind::Grads) == 2 * elements);
+    CHECK(kind(report, rank, MemoryKind::MasterWeights) == 4 * elements);
+    CHECK(kind(report, rank, MemoryKind::OptimizerState) == 8 * elements);
+    CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == 739295232);
+    CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == fsdp2);
+    CHECK(kind(report, rank, MemoryKind::MuonAllGather) == muon);
+    CHECK(report.ranks[static_cast<std::size_t>(rank)].total == 16 * elements + muon);
   }
-  CHECK(m.fsdp_degree == 8);
+  CHECK(report.fsdp_degree == 8);
 }
 
 TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only stage" *
           doctest::test_suite("models")) {
   Plan plan = shipped("deepseek-v3", "deepseek-v3-pp16-ep64");
   mixed_precision_adamw(plan);
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   // Dense mesh pp 16 x dp_shard 16 x tp 8; FSDP 16 on dim 0 of the TP-local tensor.
   // MLA attention + norms per layer (elements per rank):
   //   q_a [1536,7168] -> 96 rows: 688,128   q_a_norm 96   q_b [24576,1536] -> [3072,..] -> 192 rows
@@ -198,16 +199,16 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
   for (const Pin& pin : {Pin{0, bf16_0, fp32_0, moe_layer_unit + expert_unit},
                          Pin{128, bf16_1, fp32_1, moe_layer_unit + expert_unit}}) {
     CAPTURE(pin.rank);
-    CHECK(kind(m, pin.rank, MemoryKind::Params) == 2 * pin.bf16 + 4 * pin.fp32);
-    CHECK(kind(m, pin.rank, MemoryKind::Grads) == 2 * pin.bf16 + 4 * pin.fp32);
-    CHECK(kind(m, pin.rank, MemoryKind::MasterWeights) == 4 * pin.bf16);
-    CHECK(kind(m, pin.rank, MemoryKind::OptimizerState) == 8 * (pin.bf16 + pin.fp32));
-    CHECK(kind(m, pin.rank, MemoryKind::Fsdp2AllGather) == pin.fsdp2);
+    CHECK(kind(report, pin.rank, MemoryKind::Params) == 2 * pin.bf16 + 4 * pin.fp32);
+    CHECK(kind(report, pin.rank, MemoryKind::Grads) == 2 * pin.bf16 + 4 * pin.fp32);
+    CHECK(kind(report, pin.rank, MemoryKind::MasterWeights) == 4 * pin.bf16);
+    CHECK(kind(report, pin.rank, MemoryKind::OptimizerState) == 8 * (pin.bf16 + pin.fp32));
+    CHECK(kind(report, pin.rank, MemoryKind::Fsdp2AllGather) == pin.fsdp2);
     // Muon gathers one stacked expert param to its global [256, 2048, 7168] bf16 tensor
     // (above the batch cap alone): 7 GiB, the largest transient of every MoE stage.
-    CHECK(kind(m, pin.rank, MemoryKind::MuonAllGather) == 256LL * 2048 * 7168 * 2);
+    CHECK(kind(report, pin.rank, MemoryKind::MuonAllGather) == 256LL * 2048 * 7168 * 2);
   }
-  CHECK(m.peak_ranks.to_string() == "128-1663");  // stages 1-12: four MoE layers each
+  CHECK(report.peak_ranks.to_string() == "128-1663");  // stages 1-12: four MoE layers each
 }
 
 TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads, not state" *
@@ -220,15 +221,17 @@ TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads,
   recipe = replace_all(recipe, "{name: efsdp, size: 2}", "{name: efsdp, size: 8}");
   Plan plan = plan_of("plans/deepseek-v3.model.yaml", recipe);
   mixed_precision_adamw(plan);
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   const std::int64_t first = 0;      // pp 0, dp_shard 0, tp 0: 253 embed rows
   const std::int64_t last = 63 * 8;  // pp 0, dp_shard 63, tp 0: 221 rows, padded to 253
   const std::int64_t missing = (253 - 221) * 7168;
-  CHECK(kind(m, last, MemoryKind::Params) == kind(m, first, MemoryKind::Params));
-  CHECK(kind(m, last, MemoryKind::Grads) == kind(m, first, MemoryKind::Grads));
-  CHECK(kind(m, first, MemoryKind::MasterWeights) - kind(m, last, MemoryKind::MasterWeights) ==
+  CHECK(kind(report, last, MemoryKind::Params) == kind(report, first, MemoryKind::Params));
+  CHECK(kind(report, last, MemoryKind::Grads) == kind(report, first, MemoryKind::Grads));
+  CHECK(kind(report, first, MemoryKind::MasterWeights) -
+            kind(report, last, MemoryKind::MasterWeights) ==
         4 * missing);
-  CHECK(kind(m, first, MemoryKind::OptimizerState) - kind(m, last, MemoryKind::OptimizerState) ==
+  CHECK(kind(report, first, MemoryKind::OptimizerState) -
+            kind(report, last, MemoryKind::OptimizerState) ==
         8 * missing);
   const RankBytes bytes = rank_bytes(plan);
   CHECK(bytes.padded_param_bytes[last] - bytes.param_bytes[last] == 2 * missing);
@@ -245,12 +248,12 @@ TEST_CASE("params kind = padded param bytes on every shipped plan (aliases once,
     const char* recipe_name = recipe;  // clang 14 cannot capture structured bindings
     CAPTURE(recipe_name);
     const Plan plan = shipped(model, recipe);
-    const MemoryReport m = compute_memory(plan);
+    const MemoryReport report = compute_memory(plan);
     const RankBytes bytes = rank_bytes(plan);
-    for (std::size_t r = 0; r < m.ranks.size(); ++r) {
-      CHECK(m.ranks[r].of(MemoryKind::Params) == bytes.padded_param_bytes[r]);
+    for (std::size_t r = 0; r < report.ranks.size(); ++r) {
+      CHECK(report.ranks[r].of(MemoryKind::Params) == bytes.padded_param_bytes[r]);
       // Defaults (no `training:`): grads and both AdamW moments in the param dtype.
-      CHECK(m.ranks[r].of(MemoryKind::MasterWeights) == 0);
+      CHECK(report.ranks[r].of(MemoryKind::MasterWeights) == 0);
     }
   }
 }
@@ -261,26 +264,26 @@ TEST_CASE("per-param rules: optimizers, master copies, dtypes, frozen params") {
   matrix.global_shape = {64, 32};
   PlannedParam vec = matrix;
   vec.global_shape = {64};
-  TrainingSpec t;
-  auto rule = [&t](const PlannedParam& p) { return param_memory_rule(p, t); };
+  TrainingSpec training;
+  auto rule = [&training](const PlannedParam& param) { return param_memory_rule(param, training); };
   CHECK(rule(matrix).state_count == 2);  // adamw default
   CHECK(rule(matrix).state_bytes == 4);  // 2 x bf16 (torch.zeros_like(p))
   CHECK(rule(matrix).master_bytes == 0);
-  t.master_weights = DType::Float32;
+  training.master_weights = DType::Float32;
   CHECK(rule(matrix).master_bytes == 4);
   CHECK(rule(matrix).state_bytes == 8);  // moments follow the fp32 master
-  t.optimizer = Optimizer::Muon;
+  training.optimizer = Optimizer::Muon;
   CHECK(rule(matrix).state_count == 1);  // momentum only for ndim >= 2
   CHECK(rule(vec).state_count == 2);     // AdamW for the rest
-  t.optimizer = Optimizer::Sgd;
+  training.optimizer = Optimizer::Sgd;
   CHECK(rule(vec).state_count == 1);
-  t.optimizer = Optimizer::None;
+  training.optimizer = Optimizer::None;
   CHECK(rule(matrix).state_bytes == 0);
   CHECK(rule(matrix).master_bytes == 0);
   CHECK(rule(matrix).grad_bytes == 2);
-  t.optimizer = Optimizer::AdamW;
-  t.state_dtype = DType::BFloat16;
-  t.grad_dtype = DType::Float32;
+  training.optimizer = Optimizer::AdamW;
+  training.state_dtype = DType::BFloat16;
+  training.grad_dtype = DType::Float32;
   CHECK(rule(matrix).state_bytes == 4);
   CHECK(rule(matrix).grad_bytes == 4);
   PlannedParam fp32 = matrix;
@@ -297,9 +300,9 @@ TEST_CASE("per-param rules: optimizers, master copies, dtypes, frozen params") {
 TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP degree") {
   Plan plan = shipped("llama-3.1-70b", "llama-3.1-70b-hsdp");
   mixed_precision_adamw(plan);
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   DiagnosticSink fits;
-  check_budget(plan, m, 80LL << 30, SourceLoc{}, fits);
+  check_budget(plan, report, 80LL << 30, SourceLoc{}, fits);
   CHECK(fits.items().empty());
   // 16 GiB: the FSDP-sharded state (16 n = 17,640,734,720 B) must fit next to the muon
   // buffer (2,101,346,304 B): 17,179,869,184 - 2,101,346,304 = 15,078,522,880 B of room,
@@ -307,7 +310,7 @@ TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP de
   // ranks (tp 8 kept, 32 data-parallel ranks: dp_replicate 4 x dp_shard 8): the hint gives
   // the next divisor of 32, 16 (issue 27: it used to ask for 10).
   DiagnosticSink over;
-  check_budget(plan, m, 16LL << 30, SourceLoc{"r.yaml", 3, 11}, over);
+  check_budget(plan, report, 16LL << 30, SourceLoc{"r.yaml", 3, 11}, over);
   REQUIRE(over.items().size() == 1);
   const Diagnostic& d = over.items().front();
   CHECK(d.code == shardc::DiagCode::EBudget);
@@ -319,7 +322,7 @@ TEST_CASE("budget: E-BUDGET names the worst ranks, the breakdown and the FSDP de
                     "on 256 ranks divide 32) would bring it under") != std::string::npos);
   // 1 GiB: the muon buffer alone (1.96 GiB) is over, whatever FSDP does.
   DiagnosticSink hopeless;
-  check_budget(plan, m, 1LL << 30, SourceLoc{}, hopeless);
+  check_budget(plan, report, 1LL << 30, SourceLoc{}, hopeless);
   REQUIRE(hopeless.items().size() == 1);
   const std::string& hint = hopeless.items().front().hint;
   CHECK(hint.find("; no FSDP degree brings this rank under the budget: ") != std::string::npos);
@@ -351,30 +354,30 @@ namespace {
 // per-rank table) are the same partition with the same memory, and give the same stage
 // statistics, peak and peak ranks.
 void same_classes(const Plan& plan) {
-  const MemoryReport a = compute_memory(plan);
+  const MemoryReport by_ranks = compute_memory(plan);
   std::string why;
-  const std::optional<MemoryReport> b = memory_classes_by_runs(plan, &why);
-  REQUIRE_MESSAGE(b, why);
-  CHECK(b->ranks.empty());
-  REQUIRE(a.classes.size() == b->classes.size());
-  for (std::size_t k = 0; k < a.classes.size(); ++k) {
-    const MemoryClass& x = a.classes[k];
-    const MemoryClass& y = b->classes[k];
+  const std::optional<MemoryReport> by_runs = memory_classes_by_runs(plan, &why);
+  REQUIRE_MESSAGE(by_runs, why);
+  CHECK(by_runs->ranks.empty());
+  REQUIRE(by_ranks.classes.size() == by_runs->classes.size());
+  for (std::size_t k = 0; k < by_ranks.classes.size(); ++k) {
+    const MemoryClass& want = by_ranks.classes[k];
+    const MemoryClass& got = by_runs->classes[k];
     CAPTURE(k);
-    CHECK(x.stage == y.stage);
-    CHECK(x.memory.bytes == y.memory.bytes);
-    CHECK(x.memory.total == y.memory.total);
-    CHECK(x.memory.fsdp_scaled == y.memory.fsdp_scaled);
-    CHECK(x.count == y.count);
-    CHECK(x.ranks.to_string() == y.ranks.to_string());
+    CHECK(want.stage == got.stage);
+    CHECK(want.memory.bytes == got.memory.bytes);
+    CHECK(want.memory.total == got.memory.total);
+    CHECK(want.memory.fsdp_scaled == got.memory.fsdp_scaled);
+    CHECK(want.count == got.count);
+    CHECK(want.ranks.to_string() == got.ranks.to_string());
   }
   std::int64_t covered = 0;
-  for (const MemoryClass& c : b->classes) covered += c.count;
+  for (const MemoryClass& memory_class : by_runs->classes) covered += memory_class.count;
   CHECK(covered == plan.world_size);
-  CHECK(a.peak == b->peak);
-  CHECK(a.peak_ranks.to_string() == b->peak_ranks.to_string());
-  const auto sa = stage_memory(plan, a);
-  const auto sb = stage_memory(plan, *b);
+  CHECK(by_ranks.peak == by_runs->peak);
+  CHECK(by_ranks.peak_ranks.to_string() == by_runs->peak_ranks.to_string());
+  const auto sa = stage_memory(plan, by_ranks);
+  const auto sb = stage_memory(plan, *by_runs);
   REQUIRE(sa.size() == sb.size());
   for (std::size_t s = 0; s < sa.size(); ++s) {
     CHECK(sa[s].num_ranks == sb[s].num_ranks);
@@ -385,8 +388,8 @@ void same_classes(const Plan& plan) {
     }
     CHECK(sa[s].total.max == sb[s].total.max);
   }
-  for (std::int64_t r : {std::int64_t{0}, plan.world_size / 3, plan.world_size - 1})
-    CHECK(a.at(r).total == b->at(r).total);
+  for (std::int64_t rank : {std::int64_t{0}, plan.world_size / 3, plan.world_size - 1})
+    CHECK(by_ranks.at(rank).total == by_runs->at(rank).total);
 }
 
 }  // namespace

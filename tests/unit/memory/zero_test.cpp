@@ -23,27 +23,27 @@ struct Planned {
 };
 
 void plan_into(Planned& out, const std::string& model_path, const std::string& recipe_text) {
-  auto m = parse_model({model_path, slurp(model_path)}, out.sink);
-  auto r = parse_recipe({"recipe.yaml", recipe_text}, out.sink);
-  REQUIRE(m);
-  if (!r) return;
-  out.plan = build_plan(*m, *r, out.sink);
+  auto model = parse_model({model_path, slurp(model_path)}, out.sink);
+  auto recipe = parse_recipe({"recipe.yaml", recipe_text}, out.sink);
+  REQUIRE(model);
+  if (!recipe) return;
+  out.plan = build_plan(*model, *recipe, out.sink);
 }
 
 Plan plan_ok(const std::string& model_path, const std::string& recipe_text) {
-  Planned p;
-  plan_into(p, model_path, recipe_text);
-  for (const Diagnostic& d : p.sink.items()) CAPTURE(d.message);
-  REQUIRE(p.plan);
-  REQUIRE(!p.sink.has_errors());
-  return *p.plan;
+  Planned planned;
+  plan_into(planned, model_path, recipe_text);
+  for (const Diagnostic& d : planned.sink.items()) CAPTURE(d.message);
+  REQUIRE(planned.plan);
+  REQUIRE(!planned.sink.has_errors());
+  return *planned.plan;
 }
 
 // The first error's code name and message, "" when none.
 std::string first_error(const std::string& model_path, const std::string& recipe_text) {
-  Planned p;
-  plan_into(p, model_path, recipe_text);
-  for (const Diagnostic& d : p.sink.items()) {
+  Planned planned;
+  plan_into(planned, model_path, recipe_text);
+  for (const Diagnostic& d : planned.sink.items()) {
     if (d.severity == Severity::Error) return std::string(code_name(d.code)) + ": " + d.message;
   }
   return "";
@@ -62,8 +62,8 @@ const std::string kMoeRecipe = "tests/data/megatron/mixtral-8x7b-tp2-ep8-distopt
 const std::string kMoeEtpRecipe =
     "tests/data/megatron/mixtral-8x7b-tp2-ep8-etp2-distopt.recipe.yaml";
 
-const RankMemory& rank(const MemoryReport& m, std::int64_t r) {
-  return m.ranks.at(static_cast<std::size_t>(r));
+const RankMemory& rank(const MemoryReport& report, std::int64_t rank_id) {
+  return report.ranks.at(static_cast<std::size_t>(rank_id));
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -92,22 +92,23 @@ TEST_CASE("Megatron Llama-3-70B, TP 8 x PP 8 x DP 8, distributed optimizer: 6 + 
   CHECK(first == 1201831936);
   // Stage 7 adds the final norm to the same count.
   const std::int64_t last = first + 8192;
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   const std::int64_t d = 8;
   CHECK(first % d == 0);
   CHECK(last % d == 0);
-  const RankMemory& r0 = rank(m, 0);  // pp 0, dp 0, tp 0
+  const RankMemory& r0 = rank(report, 0);  // pp 0, dp 0, tp 0
   CHECK(r0.of(MemoryKind::Params) == 2 * first);
   CHECK(r0.of(MemoryKind::Grads) == 4 * first);
   CHECK(r0.of(MemoryKind::MasterWeights) == 4 * first / d);
   CHECK(r0.of(MemoryKind::OptimizerState) == 8 * first / d);
   CHECK(r0.total == 6 * first + 12 * first / d);
-  CHECK(m.peak == 6 * last + 12 * last / d);
-  CHECK(m.peak == 9013800960);
-  CHECK(static_cast<double>(m.peak) / kGiB == doctest::Approx(8.3948).epsilon(1e-4));
-  CHECK(rank(m, 448).total == m.peak);  // pp 7, dp 0, tp 0
+  CHECK(report.peak == 6 * last + 12 * last / d);
+  CHECK(report.peak == 9013800960);
+  CHECK(static_cast<double>(report.peak) / kGiB == doctest::Approx(8.3948).epsilon(1e-4));
+  CHECK(rank(report, 448).total == report.peak);  // pp 7, dp 0, tp 0
   // Every dp rank of a (pp, tp) position holds the same: the 1/8 shard differs, not its size.
-  for (std::int64_t r : {448 + 8, 448 + 7 * 8}) CHECK(rank(m, r).total == m.peak);
+  for (std::int64_t rank_id : {448 + 8, 448 + 7 * 8})
+    CHECK(rank(report, rank_id).total == report.peak);
   // Without the distributed optimizer (what shardc reported before): 18 bytes per param.
   const Plan ddp =
       plan_ok(kDense, replace_all(dense_without_layout(), "distributed_optimizer: true",
@@ -138,18 +139,18 @@ TEST_CASE("Megatron Mixtral-8x7B, TP 2 x EP 8, distributed optimizer: experts ov
   const std::int64_t experts = 32 * (28672LL * 4096 + 4096LL * 14336);
   CHECK(experts == 5637144576);
   const std::int64_t all = dense + experts;
-  const MemoryReport m = compute_memory(plan);
-  for (std::int64_t r : {0, 1, 17, 63}) {
-    CAPTURE(r);
-    const RankMemory& rm = rank(m, r);
+  const MemoryReport report = compute_memory(plan);
+  for (std::int64_t rank_id : {0, 1, 17, 63}) {
+    CAPTURE(rank_id);
+    const RankMemory& rm = rank(report, rank_id);
     CHECK(rm.of(MemoryKind::Params) == 2 * all);
     CHECK(rm.of(MemoryKind::Grads) == 4 * all);
     CHECK(rm.of(MemoryKind::MasterWeights) == 4 * dense / 32 + 4 * experts / 8);
     CHECK(rm.of(MemoryKind::OptimizerState) == 8 * dense / 32 + 8 * experts / 8);
     CHECK(rm.total == 6 * all + 12 * dense / 32 + 12 * experts / 8);
   }
-  CHECK(m.peak == 47400740352);
-  CHECK(static_cast<double>(m.peak) / kGiB == doctest::Approx(44.146).epsilon(1e-4));
+  CHECK(report.peak == 47400740352);
+  CHECK(static_cast<double>(report.peak) / kGiB == doctest::Approx(44.146).epsilon(1e-4));
   // Without it: 18 bytes per param, the 107.97 GiB shardc used to report.
   const Plan ddp =
       plan_ok(kMoe, replace_all(slurp(kMoeRecipe), "  distributed_optimizer: true\n", ""));
@@ -170,20 +171,20 @@ TEST_CASE("Megatron Mixtral-8x7B with expert TP 2: its own axis, expert-DP 4") {
   const std::int64_t dense = 32 * layer + 2 * 16000LL * 4096 + 4096;
   const std::int64_t experts = 32 * (14336LL * 4096 + 4096LL * 7168);
   const std::int64_t all = dense + experts;
-  const MemoryReport m = compute_memory(plan);
-  for (std::int64_t r : {0, 1, 17, 63}) {
-    CAPTURE(r);
-    const RankMemory& rm = rank(m, r);
+  const MemoryReport report = compute_memory(plan);
+  for (std::int64_t rank_id : {0, 1, 17, 63}) {
+    CAPTURE(rank_id);
+    const RankMemory& rm = rank(report, rank_id);
     CHECK(rm.of(MemoryKind::Params) == 2 * all);
     CHECK(rm.total == 6 * all + 12 * dense / 32 + 12 * experts / 4);
   }
-  for (const PlannedParam& p : plan.params) {
-    if (p.name != "decoder.layers.0.mlp.experts.linear_fc1") continue;
+  for (const PlannedParam& param : plan.params) {
+    if (param.name != "decoder.layers.0.mlp.experts.linear_fc1") continue;
     // rank 1: edp 0, ep 0, etp 1: gate rows 7168.. and up rows 21504.. of expert 0
-    const ShardGeom g = shard_at(p.geometry, mesh_coords(*plan.expert, 1));
-    REQUIRE(g.boxes.size() == 2);
-    CHECK(g.boxes[0].global_offset == Shape{0, 7168, 0});
-    CHECK(g.boxes[1].global_offset == Shape{0, 21504, 0});
+    const ShardGeom shard = shard_at(param.geometry, mesh_coords(*plan.expert, 1));
+    REQUIRE(shard.boxes.size() == 2);
+    CHECK(shard.boxes[0].global_offset == Shape{0, 7168, 0});
+    CHECK(shard.boxes[1].global_offset == Shape{0, 21504, 0});
   }
 }
 
@@ -205,9 +206,9 @@ TEST_CASE("ZeRO-2 shards the grads over the same groups") {
                                               "zero_optimization: {stage: 2}"));
   const std::int64_t dense = 803475456;
   const std::int64_t experts = 5637144576;
-  const MemoryReport m = compute_memory(plan);
-  CHECK(rank(m, 5).of(MemoryKind::Grads) == 4 * dense / 32 + 4 * experts / 8);
-  CHECK(rank(m, 5).total == 2 * (dense + experts) + 16 * dense / 32 + 16 * experts / 8);
+  const MemoryReport report = compute_memory(plan);
+  CHECK(rank(report, 5).of(MemoryKind::Grads) == 4 * dense / 32 + 4 * experts / 8);
+  CHECK(rank(report, 5).total == 2 * (dense + experts) + 16 * dense / 32 + 16 * experts / 8);
 }
 
 // bf16 grads (Megatron without grad_reduce_in_fp32): the optimizer steps on an fp32 copy of
@@ -218,10 +219,10 @@ TEST_CASE("ZeRO-1 with grads narrower than the master adds the fp32 grad copy of
       plan_ok(kMoe, replace_all(slurp(kMoeRecipe), "grad_dtype: float32", "grad_dtype: bfloat16"));
   const std::int64_t dense = 803475456;
   const std::int64_t experts = 5637144576;
-  const MemoryReport m = compute_memory(plan);
-  CHECK(rank(m, 0).of(MemoryKind::Grads) ==
+  const MemoryReport report = compute_memory(plan);
+  CHECK(rank(report, 0).of(MemoryKind::Grads) ==
         2 * (dense + experts) + 4 * dense / 32 + 4 * experts / 8);
-  CHECK(rank(m, 0).total == 4 * (dense + experts) + 16 * dense / 32 + 16 * experts / 8);
+  CHECK(rank(report, 0).total == 4 * (dense + experts) + 16 * dense / 32 + 16 * experts / 8);
 }
 
 TEST_CASE("ZeRO groups: the pipeline axis and sharding axes are never inferred") {
@@ -279,9 +280,9 @@ TEST_CASE("E-ZERO: every refusal names what is wrong") {
 
 TEST_CASE("E-BUDGET under ZeRO-1 names what stays whole") {
   const Plan plan = plan_ok(kMoe, slurp(kMoeRecipe));
-  const MemoryReport m = compute_memory(plan);
+  const MemoryReport report = compute_memory(plan);
   DiagnosticSink sink;
-  check_budget(plan, m, 40LL * 1024 * 1024 * 1024, SourceLoc{}, sink);
+  check_budget(plan, report, 40LL * 1024 * 1024 * 1024, SourceLoc{}, sink);
   REQUIRE(sink.items().size() == 1);
   const std::string& hint = sink.items()[0].hint;
   CHECK(hint.find("with ZeRO-1 (`training.distributed_optimizer`) over 32 DP ranks (experts over "

@@ -68,14 +68,14 @@ struct Parsed {
 };
 
 Parsed agree_all(std::string_view text) {
-  Parsed p;
-  p.plans += agree(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
-  p.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
-  p.manifests +=
+  Parsed parsed;
+  parsed.plans += agree(text, &readback::parse_plan_file, &readback::parse_plan_file_reference);
+  parsed.ranks += agree(text, &readback::parse_rank_file, &readback::parse_rank_file_reference);
+  parsed.manifests +=
       agree(text, &readback::parse_manifest_file, &readback::parse_manifest_file_reference);
-  p.memories +=
+  parsed.memories +=
       agree(text, &readback::parse_rank_memory_file, &readback::parse_rank_memory_file_reference);
-  return p;
+  return parsed;
 }
 
 struct Compiled : test::DriverFixture {
@@ -107,21 +107,21 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers read compiled outputs as the refer
     CHECK(rank.memories == 1);
   }
   std::string error;
-  const auto p = readback::parse_plan_file(file("plan.json"), error);
-  REQUIRE(p);
-  REQUIRE(p->per_rank_memory);  // compile writes summary.per_rank_memory
-  CHECK(p->per_rank_memory->kinds.back().first == "total");
-  CHECK_FALSE(p->params.front().rule.empty());
-  const auto m = readback::parse_rank_memory_file(file("ranks/rank-0.json"), error);
-  REQUIRE(m);
-  CHECK(m->rank == 0);
-  CHECK(m->world_size == 8);
-  CHECK(m->total > 0);
-  const auto f = readback::parse_rank_file(file("ranks/rank-0.json"), error);
-  REQUIRE(f);
-  CHECK(f->buffers.size() == 2);
-  CHECK_FALSE(f->buffers[0].groups.empty());
-  CHECK_FALSE(f->buffers[1].units.empty());
+  const auto plan_file = readback::parse_plan_file(file("plan.json"), error);
+  REQUIRE(plan_file);
+  REQUIRE(plan_file->per_rank_memory);  // compile writes summary.per_rank_memory
+  CHECK(plan_file->per_rank_memory->kinds.back().first == "total");
+  CHECK_FALSE(plan_file->params.front().rule.empty());
+  const auto memory = readback::parse_rank_memory_file(file("ranks/rank-0.json"), error);
+  REQUIRE(memory);
+  CHECK(memory->rank == 0);
+  CHECK(memory->world_size == 8);
+  CHECK(memory->total > 0);
+  const auto rank_file = readback::parse_rank_file(file("ranks/rank-0.json"), error);
+  REQUIRE(rank_file);
+  CHECK(rank_file->buffers.size() == 2);
+  CHECK_FALSE(rank_file->buffers[0].groups.empty());
+  CHECK_FALSE(rank_file->buffers[1].units.empty());
 }
 
 TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the reference does") {
@@ -166,9 +166,9 @@ TEST_CASE_FIXTURE(Compiled, "readback parsers word hostile texts as the referenc
       edit(rank, "\"buffers\":[", "\"buffers\":{},\"y\":["),
   };
   int parsed = 0;
-  for (const std::string& t : texts) {
-    CAPTURE(t.substr(0, 120));
-    parsed += agree_all(t).ranks;
+  for (const std::string& text : texts) {
+    CAPTURE(text.substr(0, 120));
+    parsed += agree_all(text).ranks;
   }
   CHECK(parsed > 0);  // duplicate keys that leave a valid file, -0, an escaped key
 }
@@ -216,6 +216,48 @@ TEST_CASE_FIXTURE(Compiled, "readback refuses muon sizes whose derived numels wr
     tampered["buffers"][0]["groups"][0]["batches"][0]["total_numel"][0] = std::int64_t{1} << 62;
     refused(tampered, "times the stage's ranks passes 2^63 elements");
   }
+  {
+    // A stage tensor_dim outside the param's dims (verify reports it) is not gathered, so
+    // no gathered shape bounds its split sizes; the slice-back start still sums them up to
+    // the rank's index: 2^23 members of 2^40 rows sum to 2^63.
+    json tampered = rank;
+    for (json& group : tampered["buffers"][0]["groups"])
+      for (json& param : group["params"])
+        if (param["param"] == emb) {
+          group["stages"][0]["tensor_dim"] = 7;
+          group["stages"][0]["index"] = std::int64_t{1} << 23;
+          param["split_sizes"][0] =
+              json::array({json::array({std::int64_t{1} << 40, std::int64_t{1} << 23})});
+        }
+    refused(tampered, "split_sizes[0][0]: the split sizes sum to more than 2^62 elements");
+  }
+}
+
+// Hostile shapes of an FSDP2 member (the held param's, which verify multiplies out in
+// elements and in bytes): both readers refuse the file naming the member, no product wraps.
+TEST_CASE_FIXTURE(Compiled, "readback refuses FSDP2 member shapes whose numels wrap int64") {
+  using nlohmann::json;
+  const json rank = json::parse(file("ranks/rank-0.json"));
+  std::size_t emb = 0;
+  while (rank["params"][emb]["name"] != "emb.weight") ++emb;
+  REQUIRE(rank["buffers"][1]["kind"] == "fsdp2_allgather");
+  const auto refused = [&](const char* field, const json& value, const std::string& says) {
+    json tampered = rank;
+    tampered["params"][emb][field] = value;
+    std::string error;
+    CHECK_FALSE(
+        agree(tampered.dump(), &readback::parse_rank_file, &readback::parse_rank_file_reference));
+    CHECK_FALSE(readback::parse_rank_file(tampered.dump(), error));
+    CHECK_MESSAGE(error.find(says) != std::string::npos, error);
+  };
+  // 3037000500^2 > 2^63: numel(padded_shape) wrapped in verify's unit check.
+  const json huge = json::array({std::int64_t{3037000500}, std::int64_t{3037000500}});
+  refused("padded_shape", huge, "or padded_shape [3037000500, 3037000500] has a negative extent");
+  // The FSDP2 simulator multiplied the local shape out.
+  refused("local_shape", huge, "has a negative extent or 2^62 or more elements");
+  // 2^61 elements are 2^64 bytes of float64: the unit's byte total wrapped.
+  refused("padded_shape", json::array({std::int64_t{1} << 61}),
+          "emb.weight: the unit's padded members pass 2^62 bytes");
 }
 
 TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
@@ -232,10 +274,10 @@ TEST_CASE("readback parsers agree with the reference on the fuzz corpus") {
     // As the fuzz entry reads it: the whole input, and the file after the selector byte.
     for (const std::string_view text :
          {std::string_view(all), std::string_view(all).substr(all.empty() ? 0 : 1)}) {
-      const Parsed p = agree_all(text);
-      total.plans += p.plans;
-      total.ranks += p.ranks;
-      total.manifests += p.manifests;
+      const Parsed parsed = agree_all(text);
+      total.plans += parsed.plans;
+      total.ranks += parsed.ranks;
+      total.manifests += parsed.manifests;
     }
     ++files;
   }

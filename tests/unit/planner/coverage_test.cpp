@@ -18,39 +18,40 @@ using namespace shardc;
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream stream;
+  stream << in.rdbuf();
+  return stream.str();
 }
 
 std::optional<Plan> load_plan(const std::string& model, const std::string& recipe) {
   const std::filesystem::path root = SHARDC_SOURCE_DIR;
   DiagnosticSink sink;
-  auto m = parse_model({model, slurp(root / model)}, sink);
-  auto r = parse_recipe({recipe, slurp(root / recipe)}, sink);
-  if (!m || !r) return std::nullopt;
-  return build_plan(*m, *r, sink);
+  auto parsed_model = parse_model({model, slurp(root / model)}, sink);
+  auto parsed_recipe = parse_recipe({recipe, slurp(root / recipe)}, sink);
+  if (!parsed_model || !parsed_recipe) return std::nullopt;
+  return build_plan(*parsed_model, *parsed_recipe, sink);
 }
 
-std::int64_t replicas(const Plan& plan, const PlannedParam& p) {
-  const ClassSpace cs = class_space(plan, p);
-  std::int64_t n = 1;
+std::int64_t replicas(const Plan& plan, const PlannedParam& param) {
+  const ClassSpace cs = class_space(plan, param);
+  std::int64_t count = 1;
   for (std::size_t a = 0; a < cs.sizes.size(); ++a)
-    if (!cs.varying[a] && static_cast<int>(a) != cs.pipeline_axis) n *= cs.sizes[a];
-  return n;
+    if (!cs.varying[a] && static_cast<int>(a) != cs.pipeline_axis) count *= cs.sizes[a];
+  return count;
 }
 
 // The 1-D real pieces of dim d over every combination of its chain's
 // coordinates tile [0, L) (product structure: each axis splits one dim);
 // padded pieces allocate at least their real rows. Packed dims are checked
 // by the element test instead (their pieces are several runs).
-void check_dim_tiling(const PlannedParam& p, std::size_t d, std::size_t naxes) {
-  if (!p.geometry.parts.empty() && static_cast<std::size_t>(p.geometry.parts_dim) == d) return;
-  const auto& chain = p.geometry.per_dim[d];
+void check_dim_tiling(const PlannedParam& param, std::size_t d, std::size_t naxes) {
+  if (!param.geometry.parts.empty() && static_cast<std::size_t>(param.geometry.parts_dim) == d)
+    return;
+  const auto& chain = param.geometry.per_dim[d];
   std::int64_t combos = 1;
-  for (const DimSplit& s : chain) combos *= s.ways;
+  for (const DimSplit& split : chain) combos *= split.ways;
   std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
   std::vector<std::int64_t> coords(naxes, 0);
   for (std::int64_t c = 0; c < combos; ++c) {
@@ -64,81 +65,82 @@ void check_dim_tiling(const PlannedParam& p, std::size_t d, std::size_t naxes) {
         kk /= chain[i].axis_sizes[j];
       }
     }
-    const DimPiece piece = apply_chain(p.global_shape[d], chain, coords);
-    REQUIRE_MESSAGE(piece.real <= piece.alloc, p.name << " dim " << d);
+    const DimPiece piece = apply_chain(param.global_shape[d], chain, coords);
+    REQUIRE_MESSAGE(piece.real <= piece.alloc, param.name << " dim " << d);
     if (piece.real > 0) pieces.emplace_back(piece.start, piece.real);
   }
   std::sort(pieces.begin(), pieces.end());
   std::int64_t next = 0;
   for (const auto& piece : pieces) {
     const std::int64_t start = piece.first;  // not a structured binding: clang 14 cannot
-    REQUIRE_MESSAGE(start == next, p.name << " dim " << d << " gap or overlap at " << start);
+    REQUIRE_MESSAGE(start == next, param.name << " dim " << d << " gap or overlap at " << start);
     next += piece.second;
   }
-  CHECK_MESSAGE(next == p.global_shape[d], p.name << " dim " << d);
+  CHECK_MESSAGE(next == param.global_shape[d], param.name << " dim " << d);
 }
 
 // The boxes of a piece: its `boxes` (packed) or the one box at global_offset.
 // Packed boxes must concatenate, in order on the packed dim, to the local
 // tensor: local offsets contiguous from 0, extents summing to local_shape.
-std::vector<ShardBox> boxes_of(const PlannedParam& p, const ShardGeom& g) {
-  if (p.geometry.parts.empty())
-    return {ShardBox{g.global_offset, Shape(g.local_shape.size(), 0), g.local_shape}};
-  const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+std::vector<ShardBox> boxes_of(const PlannedParam& param, const ShardGeom& shard) {
+  if (param.geometry.parts.empty())
+    return {ShardBox{shard.global_offset, Shape(shard.local_shape.size(), 0), shard.local_shape}};
+  const auto pd = static_cast<std::size_t>(param.geometry.parts_dim);
   std::int64_t local = 0;
-  for (const ShardBox& b : g.boxes) {
-    REQUIRE_MESSAGE(b.local_offset[pd] == local, p.name << " box not contiguous");
-    for (std::size_t d = 0; d < b.shape.size(); ++d)
-      if (d != pd) REQUIRE_MESSAGE(b.shape[d] == g.local_shape[d], p.name);
-    local += b.shape[pd];
+  for (const ShardBox& box : shard.boxes) {
+    REQUIRE_MESSAGE(box.local_offset[pd] == local, param.name << " box not contiguous");
+    for (std::size_t d = 0; d < box.shape.size(); ++d)
+      if (d != pd) REQUIRE_MESSAGE(box.shape[d] == shard.local_shape[d], param.name);
+    local += box.shape[pd];
   }
-  if (numel(g.local_shape) > 0) REQUIRE_MESSAGE(local == g.local_shape[pd], p.name);
-  return g.boxes;
+  if (numel(shard.local_shape) > 0) REQUIRE_MESSAGE(local == shard.local_shape[pd], param.name);
+  return shard.boxes;
 }
 
 // Every logical element is held exactly `reps` times; the real rows fit in
 // the allocation (pad rows, held by no logical index, follow them).
-void check_elements(const Plan& plan, const PlannedParam& p, std::int64_t reps) {
-  const std::int64_t n = numel(p.global_shape);
-  std::vector<std::int64_t> held(static_cast<std::size_t>(n), 0);
-  for (const ShardClass& c : enumerate_shards(plan, p)) {
-    for (std::size_t d = 0; d < c.geom.local_shape.size(); ++d)
-      REQUIRE_MESSAGE(c.geom.local_shape[d] <= c.geom.padded_shape[d], p.name);
-    if (numel(c.geom.local_shape) == 0) continue;
-    const std::size_t nd = p.global_shape.size();
-    for (const ShardBox& b : boxes_of(p, c.geom)) {
+void check_elements(const Plan& plan, const PlannedParam& param, std::int64_t reps) {
+  const std::int64_t elements = numel(param.global_shape);
+  std::vector<std::int64_t> held(static_cast<std::size_t>(elements), 0);
+  for (const ShardClass& shard_class : enumerate_shards(plan, param)) {
+    for (std::size_t d = 0; d < shard_class.geom.local_shape.size(); ++d)
+      REQUIRE_MESSAGE(shard_class.geom.local_shape[d] <= shard_class.geom.padded_shape[d],
+                      param.name);
+    if (numel(shard_class.geom.local_shape) == 0) continue;
+    const std::size_t nd = param.global_shape.size();
+    for (const ShardBox& box : boxes_of(param, shard_class.geom)) {
       std::vector<std::int64_t> idx(nd, 0);
-      for (std::int64_t e = 0; e < numel(b.shape); ++e) {
+      for (std::int64_t e = 0; e < numel(box.shape); ++e) {
         std::int64_t flat = 0;
         for (std::size_t d = 0; d < nd; ++d)
-          flat = flat * p.global_shape[d] + b.global_offset[d] + idx[d];
-        REQUIRE(flat < n);
-        held[static_cast<std::size_t>(flat)] += c.ranks.size();
+          flat = flat * param.global_shape[d] + box.global_offset[d] + idx[d];
+        REQUIRE(flat < elements);
+        held[static_cast<std::size_t>(flat)] += shard_class.ranks.size();
         for (std::size_t d = nd; d-- > 0;) {
-          if (++idx[d] < b.shape[d]) break;
+          if (++idx[d] < box.shape[d]) break;
           idx[d] = 0;
         }
       }
     }
   }
-  for (std::int64_t v : held) REQUIRE_MESSAGE(v == reps, p.name);
+  for (std::int64_t times : held) REQUIRE_MESSAGE(times == reps, param.name);
 }
 
 // Packed params of any size: for every position on the other dims, the
 // boxes' runs on the packed dim cover [0, L) exactly `reps` times.
-void check_packed_boxes(const Plan& plan, const PlannedParam& p, std::int64_t reps) {
-  const auto pd = static_cast<std::size_t>(p.geometry.parts_dim);
+void check_packed_boxes(const Plan& plan, const PlannedParam& param, std::int64_t reps) {
+  const auto pd = static_cast<std::size_t>(param.geometry.parts_dim);
   std::map<std::pair<Shape, Shape>, std::map<std::int64_t, std::int64_t>> sweep;
-  for (const ShardClass& c : enumerate_shards(plan, p)) {
-    if (numel(c.geom.local_shape) == 0) continue;
-    for (const ShardBox& b : boxes_of(p, c.geom)) {
-      Shape off = b.global_offset;
-      Shape ext = b.shape;
+  for (const ShardClass& shard_class : enumerate_shards(plan, param)) {
+    if (numel(shard_class.geom.local_shape) == 0) continue;
+    for (const ShardBox& box : boxes_of(param, shard_class.geom)) {
+      Shape off = box.global_offset;
+      Shape ext = box.shape;
       off[pd] = 0;
       ext[pd] = 0;
       auto& events = sweep[{off, ext}];
-      events[b.global_offset[pd]] += c.ranks.size();
-      events[b.global_offset[pd] + b.shape[pd]] -= c.ranks.size();
+      events[box.global_offset[pd]] += shard_class.ranks.size();
+      events[box.global_offset[pd] + box.shape[pd]] -= shard_class.ranks.size();
     }
   }
   REQUIRE(!sweep.empty());
@@ -146,39 +148,41 @@ void check_packed_boxes(const Plan& plan, const PlannedParam& p, std::int64_t re
     std::int64_t depth = 0;
     std::int64_t pos = 0;
     for (const auto& [at, delta] : events) {
-      if (at > pos) REQUIRE_MESSAGE(depth == reps, p.name << " packed rows at " << pos);
+      if (at > pos) REQUIRE_MESSAGE(depth == reps, param.name << " packed rows at " << pos);
       depth += delta;
       pos = at;
     }
-    CHECK_MESSAGE(pos == p.global_shape[pd], p.name);
+    CHECK_MESSAGE(pos == param.global_shape[pd], param.name);
   }
 }
 
 void check_plan(const Plan& plan) {
-  for (const PlannedParam& p : plan.params) {
-    const std::int64_t reps = replicas(plan, p);
-    for (std::size_t d = 0; d < p.global_shape.size(); ++d)
-      check_dim_tiling(p, d, plan.mesh_of(p).axes.size());
-    const auto shards = enumerate_shards(plan, p);
+  for (const PlannedParam& param : plan.params) {
+    const std::int64_t reps = replicas(plan, param);
+    for (std::size_t d = 0; d < param.global_shape.size(); ++d)
+      check_dim_tiling(param, d, plan.mesh_of(param).axes.size());
+    const auto shards = enumerate_shards(plan, param);
     std::int64_t held_ranks = 0;
-    for (const ShardClass& c : shards) {
-      held_ranks += c.ranks.size();
-      if (numel(c.geom.local_shape) > 0) CHECK_MESSAGE(c.ranks.size() == reps, p.name);
+    for (const ShardClass& shard_class : shards) {
+      held_ranks += shard_class.ranks.size();
+      if (numel(shard_class.geom.local_shape) > 0)
+        CHECK_MESSAGE(shard_class.ranks.size() == reps, param.name);
       // Spot-check the rank set against shard_at on its first and last rank.
-      for (std::int64_t r : {c.ranks.first(), c.ranks.runs().back().last()}) {
-        CHECK(plan.holds(r, p));
-        CHECK(shard_at(p.geometry, mesh_coords(plan.mesh_of(p), r)).global_offset ==
-              c.geom.global_offset);
+      for (std::int64_t rank :
+           {shard_class.ranks.first(), shard_class.ranks.runs().back().last()}) {
+        CHECK(plan.holds(rank, param));
+        CHECK(shard_at(param.geometry, mesh_coords(plan.mesh_of(param), rank)).global_offset ==
+              shard_class.geom.global_offset);
       }
     }
-    CHECK_MESSAGE(held_ranks == plan.world_size / plan.num_stages, p.name);
-    if (p.alias_of) {
-      const auto src = enumerate_shards(plan, plan.params[*p.alias_of]);
+    CHECK_MESSAGE(held_ranks == plan.world_size / plan.num_stages, param.name);
+    if (param.alias_of) {
+      const auto src = enumerate_shards(plan, plan.params[*param.alias_of]);
       REQUIRE(src.size() == shards.size());
       for (std::size_t i = 0; i < src.size(); ++i) CHECK(src[i].geom == shards[i].geom);
     }
-    if (numel(p.global_shape) <= (1 << 16)) check_elements(plan, p, reps);
-    if (!p.geometry.parts.empty()) check_packed_boxes(plan, p, reps);
+    if (numel(param.global_shape) <= (1 << 16)) check_elements(plan, param, reps);
+    if (!param.geometry.parts.empty()) check_packed_boxes(plan, param, reps);
   }
 }
 

@@ -26,27 +26,27 @@ const std::string kRecipe = "plans/megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml"
 
 Plan plan_ok(const std::string& recipe_text) {
   DiagnosticSink sink;
-  auto m = parse_model({kModel, slurp(kModel)}, sink);
-  auto r = parse_recipe({"recipe.yaml", recipe_text}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  std::optional<Plan> plan = build_plan(*m, *r, sink);
+  auto parsed_model = parse_model({kModel, slurp(kModel)}, sink);
+  auto parsed_recipe = parse_recipe({"recipe.yaml", recipe_text}, sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  std::optional<Plan> plan = build_plan(*parsed_model, *parsed_recipe, sink);
   for (const Diagnostic& d : sink.items()) CAPTURE(d.message);
   REQUIRE(plan);
   REQUIRE(!sink.has_errors());
   return *plan;
 }
 
-const PlannedParam& param(const Plan& plan, const std::string& name) {
-  for (const PlannedParam& p : plan.params)
-    if (p.name == name) return p;
+const PlannedParam& param_named(const Plan& plan, const std::string& name) {
+  for (const PlannedParam& param : plan.params)
+    if (param.name == name) return param;
   FAIL("no param " << name);
   return plan.params.front();
 }
 
 BufferSpec distopt_spec(const Plan& plan) {
-  for (const BufferSpec& b : plan.buffers)
-    if (b.kind == BufferKind::MegatronDistOpt) return b;
+  for (const BufferSpec& buffer : plan.buffers)
+    if (buffer.kind == BufferKind::MegatronDistOpt) return buffer;
   FAIL("the shipped recipe has no megatron_distopt buffer");
   return {};
 }
@@ -56,18 +56,18 @@ BufferSpec distopt_spec(const Plan& plan) {
 TEST_CASE("vocab_padding: Megatron's checkpoint shape, 129,024 rows at TP 8, 128,512 at TP 4") {
   const Plan tp8 = plan_ok(slurp(kRecipe));
   for (const char* name : {"embedding.word_embeddings.weight", "output_layer.weight"}) {
-    const PlannedParam& p = param(tp8, name);
-    CHECK(p.global_shape == Shape{129024, 8192});  // 128,256 up to 128 x 8 = 1,024
-    CHECK(p.vocab_rows == 128256);
-    CHECK(p.vocab_multiple == 1024);
+    const PlannedParam& param = param_named(tp8, name);
+    CHECK(param.global_shape == Shape{129024, 8192});  // 128,256 up to 128 x 8 = 1,024
+    CHECK(param.vocab_rows == 128256);
+    CHECK(param.vocab_multiple == 1024);
   }
   // TP 4 x DP 16 on the same 512 ranks: 128,256 up to 128 x 4 = 512.
   const std::string tp4_text =
       replace_all(replace_all(slurp(kRecipe), "{name: tp, size: 8}", "{name: tp, size: 4}"),
                   "{name: dp, size: 8}", "{name: dp, size: 16}");
   const Plan tp4 = plan_ok(tp4_text);
-  CHECK(param(tp4, "embedding.word_embeddings.weight").global_shape == Shape{128512, 8192});
-  CHECK(param(tp4, "output_layer.weight").vocab_multiple == 512);
+  CHECK(param_named(tp4, "embedding.word_embeddings.weight").global_shape == Shape{128512, 8192});
+  CHECK(param_named(tp4, "output_layer.weight").vocab_multiple == 512);
   // Optimizer state is counted on the allocated rows: 16,128 per rank at TP 8 (the
   // memory test of zero_test.cpp keeps 8.39 GiB), 32,128 at TP 4.
   const MemoryReport m4 = compute_memory(tp4);
@@ -76,9 +76,9 @@ TEST_CASE("vocab_padding: Megatron's checkpoint shape, 129,024 rows at TP 8, 128
   CHECK(m4.ranks.at(0).of(MemoryKind::MasterWeights) > 0);
   // The reshard between them states the shape change and the row mapping.
   DiagnosticSink sink;
-  const reshard::Layout a = reshard::layout_from_plan(tp8, "tp8");
-  const reshard::Layout b = reshard::layout_from_plan(tp4, "tp4");
-  (void)reshard::plan_reshard(a, b, {}, sink);
+  const reshard::Layout layout_tp8 = reshard::layout_from_plan(tp8, "tp8");
+  const reshard::Layout layout_tp4 = reshard::layout_from_plan(tp4, "tp4");
+  (void)reshard::plan_reshard(layout_tp8, layout_tp4, {}, sink);
   REQUIRE(sink.has_errors());
   bool named = false;
   for (const Diagnostic& d : sink.items()) {
@@ -110,13 +110,13 @@ TEST_CASE("megatron_distopt: the DistOpt buckets of the shipped plan, by hand") 
   const FlatRankLayout l0 = flat_for_rank(plan, spec, 0);
   REQUIRE(l0.buffers.size() == 5);  // one per model chunk (virtual stages 0..4)
   for (std::size_t k = 0; k < 5; ++k) {
-    const FlatRankBuffer& b = l0.buffers[k];
-    CHECK(b.virtual_stage == static_cast<int>(k));
-    CHECK(b.param_dtype == DType::BFloat16);
-    CHECK(b.grad_dtype == DType::Float32);
-    CHECK(b.ranks == std::vector<std::int64_t>{0, 8, 16, 24, 32, 40, 48, 56});  // dp stride 8
-    CHECK(b.index == 0);
-    CHECK(b.bucket_size == (k == 0 ? 40000000 : -1));  // later chunks never bucket
+    const FlatRankBuffer& buffer = l0.buffers[k];
+    CHECK(buffer.virtual_stage == static_cast<int>(k));
+    CHECK(buffer.param_dtype == DType::BFloat16);
+    CHECK(buffer.grad_dtype == DType::Float32);
+    CHECK(buffer.ranks == std::vector<std::int64_t>{0, 8, 16, 24, 32, 40, 48, 56});  // dp stride 8
+    CHECK(buffer.index == 0);
+    CHECK(buffer.bucket_size == (k == 0 ? 40000000 : -1));  // later chunks never bucket
   }
   const FlatRankBuffer& c0 = l0.buffers[0];
   REQUIRE(c0.buckets.size() == 4);
@@ -146,16 +146,16 @@ TEST_CASE("megatron_distopt: the DistOpt buckets of the shipped plan, by hand") 
   // Over the dp group every element is owned once: the shards add up to the buffer.
   std::int64_t owned = 0;
   for (std::int64_t dp = 0; dp < 8; ++dp)
-    for (const FlatRankBuffer& b : flat_for_rank(plan, spec, dp * 8).buffers)
-      owned += b.owned_numel;
+    for (const FlatRankBuffer& buffer : flat_for_rank(plan, spec, dp * 8).buffers)
+      owned += buffer.owned_numel;
   std::int64_t whole = 0;
-  for (const FlatRankBuffer& b : l0.buffers) whole += b.numel;
+  for (const FlatRankBuffer& buffer : l0.buffers) whole += buffer.numel;
   CHECK(owned == whole);
   // pp rank 1 (rank 64) never buckets; bucket ends padded to 128.
-  for (const FlatRankBuffer& b : flat_for_rank(plan, spec, 64).buffers) {
-    CHECK(b.bucket_size == -1);
-    CHECK(b.buckets.size() == 1);
-    CHECK(b.numel % 128 == 0);
+  for (const FlatRankBuffer& buffer : flat_for_rank(plan, spec, 64).buffers) {
+    CHECK(buffer.bucket_size == -1);
+    CHECK(buffer.buckets.size() == 1);
+    CHECK(buffer.numel % 128 == 0);
   }
 }
 

@@ -14,15 +14,15 @@ namespace {
 
 Model fp8_model(std::vector<std::pair<std::string, Shape>> weights,
                 std::vector<std::int64_t> block = {128, 128}) {
-  Model m;
-  m.attributes.weight_block_size = std::move(block);
+  Model model;
+  model.attributes.weight_block_size = std::move(block);
   for (auto& [name, shape] : weights) {
-    m.params.push_back(param(name, shape, DType::Float8E4M3fn));
-    auto scale = fp8::scale_shape(shape, m.attributes.weight_block_size);
+    model.params.push_back(param(name, shape, DType::Float8E4M3fn));
+    auto scale = fp8::scale_shape(shape, model.attributes.weight_block_size);
     REQUIRE(scale);
-    m.params.push_back(param(name + "_scale_inv", *scale, DType::Float32));
+    model.params.push_back(param(name + "_scale_inv", *scale, DType::Float32));
   }
-  return m;
+  return model;
 }
 
 const Diagnostic* find_code(const DiagnosticSink& sink, const std::string& code) {
@@ -32,8 +32,8 @@ const Diagnostic* find_code(const DiagnosticSink& sink, const std::string& code)
 }
 
 const PlannedParam& planned(const Plan& plan, const std::string& name) {
-  for (const PlannedParam& p : plan.params)
-    if (p.name == name) return p;
+  for (const PlannedParam& param : plan.params)
+    if (param.name == name) return param;
   FAIL("no param " << name);
   return plan.params.front();
 }
@@ -66,17 +66,17 @@ TEST_CASE("fp8 arithmetic: scale names, shapes, block images, alignment") {
 }
 
 TEST_CASE("fp8 scale_split: units and pad multiples in blocks") {
-  DimSplit w;
-  w.ways = 4;
-  w.unit = 256;
-  CHECK(fp8::scale_split(w, 128).unit == 2);
-  w.unit = 192;  // a DeepSeek-V3 q head: not whole blocks
-  CHECK(fp8::scale_split(w, 128).unit == 1);
-  w.unit = 1;
-  w.rule = SplitRule::Pad;
-  w.pad_multiple = 256;
-  CHECK(fp8::scale_split(w, 128).pad_multiple == 2);
-  CHECK(fp8::scale_split(w, 1).pad_multiple == 256);
+  DimSplit weight_split;
+  weight_split.ways = 4;
+  weight_split.unit = 256;
+  CHECK(fp8::scale_split(weight_split, 128).unit == 2);
+  weight_split.unit = 192;  // a DeepSeek-V3 q head: not whole blocks
+  CHECK(fp8::scale_split(weight_split, 128).unit == 1);
+  weight_split.unit = 1;
+  weight_split.rule = SplitRule::Pad;
+  weight_split.pad_multiple = 256;
+  CHECK(fp8::scale_split(weight_split, 128).pad_multiple == 2);
+  CHECK(fp8::scale_split(weight_split, 1).pad_multiple == 256);
 }
 
 TEST_CASE("fp8 valid_ways: every boundary a multiple of the block, torch.chunk included") {
@@ -90,33 +90,33 @@ TEST_CASE("fp8 valid_ways: every boundary a multiple of the block, torch.chunk i
 }
 
 TEST_CASE("DeepSeek-V3 q_b_proj on tp 8: scale [192, 12] split into [24, 12] per rank") {
-  Model m = fp8_model({{"model.layers.0.self_attn.q_b_proj.weight", {24576, 1536}}});
-  Recipe r;
-  r.mesh = mesh({{"tp", 8}});
-  r.rules = {rule("**.q_b_proj.weight", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"model.layers.0.self_attn.q_b_proj.weight", {24576, 1536}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 8}});
+  recipe.rules = {rule("**.q_b_proj.weight", {{"tp", shard(0)}})};
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
-  const std::string s = "model.layers.0.self_attn.q_b_proj.weight_scale_inv";
-  CHECK(sizes(*plan, s, 0) == V{24, 24, 24, 24, 24, 24, 24, 24});
-  CHECK(offsets(*plan, s, 0) == V{0, 24, 48, 72, 96, 120, 144, 168});
-  CHECK(sizes(*plan, s, 1) == V{12, 12, 12, 12, 12, 12, 12, 12});
+  const std::string text = "model.layers.0.self_attn.q_b_proj.weight_scale_inv";
+  CHECK(sizes(*plan, text, 0) == V{24, 24, 24, 24, 24, 24, 24, 24});
+  CHECK(offsets(*plan, text, 0) == V{0, 24, 48, 72, 96, 120, 144, 168});
+  CHECK(sizes(*plan, text, 1) == V{12, 12, 12, 12, 12, 12, 12, 12});
   // The weight: 3072 rows per rank = 24 blocks of 128.
   CHECK(offsets(*plan, "model.layers.0.self_attn.q_b_proj.weight", 0) ==
         V{0, 3072, 6144, 9216, 12288, 15360, 18432, 21504});
-  const PlannedParam& sp = planned(*plan, s);
+  const PlannedParam& sp = planned(*plan, text);
   CHECK(sp.scale_of.has_value());
   CHECK(sp.rule.index == 0);  // the weight's rule, although it does not match the scale
   CHECK(sp.placements[0].label() == "Shard(0)");
 }
 
 TEST_CASE("a tp size that cuts a block is E-FP8-BLOCK with the rank, boundary and valid sizes") {
-  Model m = fp8_model({{"model.layers.0.mlp.gate_proj.weight", {18432, 7168}}});
-  Recipe r;
-  r.mesh = mesh({{"dp", 2}, {"tp", 32}});
-  r.rules = {rule("**", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"model.layers.0.mlp.gate_proj.weight", {18432, 7168}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"dp", 2}, {"tp", 32}});
+  recipe.rules = {rule("**", {{"tp", shard(0)}})};
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   const Diagnostic* d = find_code(sink, "E-FP8-BLOCK");
   REQUIRE(d != nullptr);
   // 18432 / 32 = 576 rows per rank = 4.5 blocks: rank 0 holds [0, 576), cut at 576.
@@ -133,15 +133,15 @@ TEST_CASE("a tp size that cuts a block is E-FP8-BLOCK with the rank, boundary an
 TEST_CASE("the ranks holding a cut piece are counted on the param's stage") {
   // 1280 rows = 10 blocks over tp 4 (chunk 320): [0,320) [320,640) [640,960) [960,1280);
   // 320 and 960 cut a block (640 does not), and every piece touches 320 or 960.
-  Model m = fp8_model(
+  Model model = fp8_model(
       {{"model.layers.0.a.weight", {1280, 128}}, {"model.layers.1.a.weight", {1280, 128}}});
-  Recipe r;
-  r.mesh = mesh({{"pp", 2}, {"tp", 4}});
-  r.rules = {rule("**.a.weight", {{"tp", shard(0)}})};
-  r.pipeline = PipelineSpec{};
-  r.pipeline->axis = "pp";
+  Recipe recipe;
+  recipe.mesh = mesh({{"pp", 2}, {"tp", 4}});
+  recipe.rules = {rule("**.a.weight", {{"tp", shard(0)}})};
+  recipe.pipeline = PipelineSpec{};
+  recipe.pipeline->axis = "pp";
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   std::vector<const Diagnostic*> found;
   for (const Diagnostic& d : sink.items())
     if (d.code == shardc::DiagCode::EFp8Block) found.push_back(&d);
@@ -151,11 +151,11 @@ TEST_CASE("the ranks holding a cut piece are counted on the param's stage") {
         std::string::npos);
   CHECK(found[0]->hint.find("(extent 1280 = 10 blocks, chunk): 1, 2, 5, 10") != std::string::npos);
   // Alone on stage 1, layer 1's representative rank is the first of that stage.
-  m.params.erase(m.params.begin(), m.params.begin() + 2);
-  m.params.insert(m.params.begin(), param("model.layers.0.n.weight", {8}));
-  r.rules.push_back(rule("**", {}));
+  model.params.erase(model.params.begin(), model.params.begin() + 2);
+  model.params.insert(model.params.begin(), param("model.layers.0.n.weight", {8}));
+  recipe.rules.push_back(rule("**", {}));
   DiagnosticSink s1;
-  CHECK_FALSE(build_plan(m, r, s1));
+  CHECK_FALSE(build_plan(model, recipe, s1));
   REQUIRE(find_code(s1, "E-FP8-BLOCK") != nullptr);
   CHECK(find_code(s1, "E-FP8-BLOCK")->message.find("rank 4 holds elements [0, 320)") !=
         std::string::npos);
@@ -163,12 +163,12 @@ TEST_CASE("the ranks holding a cut piece are counted on the param's stage") {
 
 TEST_CASE("uneven torch.chunk pieces that stay aligned are followed exactly") {
   // Blocks of 2: 14 rows = 7 blocks over tp 4 -> 4, 4, 4, 2 rows -> 2, 2, 2, 1 scale rows.
-  Model m = fp8_model({{"w.weight", {14, 4}}}, {2, 2});
-  Recipe r;
-  r.mesh = mesh({{"tp", 4}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"w.weight", {14, 4}}}, {2, 2});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 4}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
   CHECK(sizes(*plan, "w.weight", 0) == V{4, 4, 4, 2});
   CHECK(sizes(*plan, "w.weight_scale_inv", 0) == V{2, 2, 2, 1});
@@ -178,16 +178,16 @@ TEST_CASE("uneven torch.chunk pieces that stay aligned are followed exactly") {
 TEST_CASE("`unit: B` splits whole blocks: uneven block counts, boundaries always aligned") {
   // 1280 rows = 10 blocks over tp 4: chunk cuts at 320; with unit 128 torch.chunk of the
   // 10 blocks gives 3, 3, 3, 1 blocks -> rows 384, 384, 384, 128 and scale rows 3, 3, 3, 1.
-  Model m = fp8_model({{"w.weight", {1280, 256}}});
-  Recipe r;
-  r.mesh = mesh({{"tp", 4}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"w.weight", {1280, 256}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 4}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
   DiagnosticSink bad;
-  CHECK_FALSE(build_plan(m, r, bad));
+  CHECK_FALSE(build_plan(model, recipe, bad));
   CHECK(bad.has_code(DiagCode::EFp8Block));
-  r.rules[0].unit = 128;
+  recipe.rules[0].unit = 128;
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
   CHECK(sizes(*plan, "w.weight", 0) == V{384, 384, 384, 128});
   CHECK(sizes(*plan, "w.weight_scale_inv", 0) == V{3, 3, 3, 1});
@@ -197,12 +197,12 @@ TEST_CASE("`unit: B` splits whole blocks: uneven block counts, boundaries always
 
 TEST_CASE("nested shards on one dim: every level must stay aligned") {
   // 1536 rows = 12 blocks; a 2 -> 768 (6 blocks) each; then b 4 -> 192 rows: cut.
-  Model m = fp8_model({{"w.weight", {1536, 128}}});
-  Recipe r;
-  r.mesh = mesh({{"a", 2}, {"b", 4}});
-  r.rules = {rule("w.weight", {{"a", shard(0)}, {"b", shard(0)}})};
+  Model model = fp8_model({{"w.weight", {1536, 128}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"a", 2}, {"b", 4}});
+  recipe.rules = {rule("w.weight", {{"a", shard(0)}, {"b", shard(0)}})};
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   const Diagnostic* d = find_code(sink, "E-FP8-BLOCK");
   REQUIRE(d != nullptr);
   CHECK(d->message.find("rank 0 holds elements [0, 192)") != std::string::npos);
@@ -210,9 +210,9 @@ TEST_CASE("nested shards on one dim: every level must stay aligned") {
   CHECK(d->hint.find("sizes of b") != std::string::npos);
   CHECK(d->hint.find("(extent 768 = 6 blocks, chunk): 1, 2, 3, 6") != std::string::npos);
   // b 2 keeps 384 rows = 3 blocks per piece: nested scale pieces of 3 rows.
-  r.mesh = mesh({{"a", 2}, {"b", 2}});
+  recipe.mesh = mesh({{"a", 2}, {"b", 2}});
   DiagnosticSink ok;
-  auto plan = build_plan(m, r, ok);
+  auto plan = build_plan(model, recipe, ok);
   REQUIRE(plan);
   CHECK(offsets(*plan, "w.weight_scale_inv", 0) == V{0, 3, 6, 9});
 }
@@ -220,14 +220,14 @@ TEST_CASE("nested shards on one dim: every level must stay aligned") {
 TEST_CASE("FSDP is exempt: the scale is FSDP-sharded as its own param") {
   // 384 rows (3 blocks) FSDP over 2: weight chunks of 192 rows cut block 1, but FSDP2
   // all-gathers before use; the scale [3, 1] is chunked 2 + 1 by FSDP on its own.
-  Model m = fp8_model({{"w.weight", {384, 128}}});
-  Recipe r;
-  r.mesh = mesh({{"dp", 2}});
-  r.rules = {rule("w.weight", {})};
-  r.fsdp = FsdpSpec{};
-  r.fsdp->shard = {"dp"};
+  Model model = fp8_model({{"w.weight", {384, 128}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"dp", 2}});
+  recipe.rules = {rule("w.weight", {})};
+  recipe.fsdp = FsdpSpec{};
+  recipe.fsdp->shard = {"dp"};
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
   CHECK(sizes(*plan, "w.weight", 0) == V{192, 192});
   CHECK(sizes(*plan, "w.weight_scale_inv", 0) == V{2, 1});
@@ -235,43 +235,43 @@ TEST_CASE("FSDP is exempt: the scale is FSDP-sharded as its own param") {
 }
 
 TEST_CASE("expert scales are stacked like their stacked weights") {
-  Model m;
-  m.attributes.weight_block_size = {128, 128};
+  Model model;
+  model.attributes.weight_block_size = {128, 128};
   for (int e = 0; e < 4; ++e) {
     const std::string base = "model.layers.1.mlp.experts." + std::to_string(e) + ".w1.weight";
-    m.params.push_back(param(base, {256, 128}, DType::Float8E4M3fn));
-    m.params.push_back(param(base + "_scale_inv", {2, 1}, DType::Float32));
+    model.params.push_back(param(base, {256, 128}, DType::Float8E4M3fn));
+    model.params.push_back(param(base + "_scale_inv", {2, 1}, DType::Float32));
   }
-  Recipe r;
-  r.mesh = mesh({{"dp", 2}});
-  r.expert_mesh = mesh({{"ep", 2}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"dp", 2}});
+  recipe.expert_mesh = mesh({{"ep", 2}});
   ExpertsEntry entry;
   entry.match = pat("model.layers.{L}.mlp.experts.{E}.{P}.weight");
   entry.stack = "model.layers.{L}.mlp.experts.{P}";
   entry.placements.push_back({"ep", shard(0), {}});
-  r.experts = {entry};
+  recipe.experts = {entry};
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
   REQUIRE(plan->params.size() == 2);
-  const PlannedParam& s = plan->params[1];
-  CHECK(s.name == "model.layers.1.mlp.experts.w1_scale_inv");
-  CHECK(s.global_shape == Shape{4, 2, 1});
-  CHECK(s.mesh == MeshKind::Expert);
-  CHECK(s.stacked_from.size() == 4);
-  CHECK(s.stacked_from[3] == "model.layers.1.mlp.experts.3.w1.weight_scale_inv");
-  CHECK(sizes(*plan, s.name, 0) == V{2, 2});
-  CHECK(offsets(*plan, s.name, 0) == V{0, 2});
+  const PlannedParam& param = plan->params[1];
+  CHECK(param.name == "model.layers.1.mlp.experts.w1_scale_inv");
+  CHECK(param.global_shape == Shape{4, 2, 1});
+  CHECK(param.mesh == MeshKind::Expert);
+  CHECK(param.stacked_from.size() == 4);
+  CHECK(param.stacked_from[3] == "model.layers.1.mlp.experts.3.w1.weight_scale_inv");
+  CHECK(sizes(*plan, param.name, 0) == V{2, 2});
+  CHECK(offsets(*plan, param.name, 0) == V{0, 2});
 }
 
 TEST_CASE("E-FP8-SCALE: a scale of the wrong shape, a scale without weight, follow without block") {
-  Model m = fp8_model({{"w.weight", {256, 256}}});
-  m.params[1].shape = {2, 3};
-  Recipe r;
-  r.mesh = mesh({{"tp", 2}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"w.weight", {256, 256}}});
+  model.params[1].shape = {2, 3};
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 2}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   const Diagnostic* d = find_code(sink, "E-FP8-SCALE");
   REQUIRE(d != nullptr);
   CHECK(d->message.find("is [2, 3] but w.weight [256, 256] in blocks of [128, 128] needs [2, 2]") !=
@@ -281,47 +281,47 @@ TEST_CASE("E-FP8-SCALE: a scale of the wrong shape, a scale without weight, foll
   Model orphan = fp8_model({{"w.weight", {256, 256}}});
   orphan.params.erase(orphan.params.begin());
   DiagnosticSink s2;
-  CHECK_FALSE(build_plan(orphan, r, s2));
+  CHECK_FALSE(build_plan(orphan, recipe, s2));
   REQUIRE(find_code(s2, "E-FP8-SCALE") != nullptr);
   CHECK(find_code(s2, "E-FP8-SCALE")->message.find("has no weight w.weight") != std::string::npos);
 
   Model no_block = fp8_model({{"w.weight", {256, 256}}});
   no_block.attributes.weight_block_size.clear();
-  r.fp8_scales = Fp8Scales::Follow;
+  recipe.fp8_scales = Fp8Scales::Follow;
   DiagnosticSink s3;
-  CHECK_FALSE(build_plan(no_block, r, s3));
+  CHECK_FALSE(build_plan(no_block, recipe, s3));
   CHECK(s3.has_code(DiagCode::EFp8Scale));
 }
 
 TEST_CASE("fp8_scales: rules (and auto without a block size) place scales by rules") {
-  Model m = fp8_model({{"w.weight", {256, 256}}});
-  Recipe r;
-  r.mesh = mesh({{"tp", 2}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
-  r.fp8_scales = Fp8Scales::Rules;
+  Model model = fp8_model({{"w.weight", {256, 256}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 2}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  recipe.fp8_scales = Fp8Scales::Rules;
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   CHECK(sink.has_code(DiagCode::EUncovered));  // nothing places the scale now
-  r.rules.push_back(rule("**.weight_scale_inv", {}));
+  recipe.rules.push_back(rule("**.weight_scale_inv", {}));
   DiagnosticSink ok;
-  auto plan = build_plan(m, r, ok);
+  auto plan = build_plan(model, recipe, ok);
   REQUIRE(plan);
   CHECK(sizes(*plan, "w.weight_scale_inv", 0) == V{2, 2});  // replicated
   CHECK_FALSE(planned(*plan, "w.weight_scale_inv").scale_of);
 }
 
 TEST_CASE("a following scale takes its weight's pipeline stage, whatever the globs say") {
-  Model m =
+  Model model =
       fp8_model({{"model.layers.0.w.weight", {256, 256}}, {"model.layers.1.w.weight", {256, 256}}});
-  Recipe r;
-  r.mesh = mesh({{"pp", 2}, {"tp", 2}});
-  r.rules = {rule("**", {{"tp", shard(1)}})};
-  r.pipeline = PipelineSpec{};
-  r.pipeline->axis = "pp";
-  r.pipeline->auto_stages = false;
-  r.pipeline->stages = {{pat("model.layers.0.w.weight")}, {pat("model.layers.1.w.weight")}};
+  Recipe recipe;
+  recipe.mesh = mesh({{"pp", 2}, {"tp", 2}});
+  recipe.rules = {rule("**", {{"tp", shard(1)}})};
+  recipe.pipeline = PipelineSpec{};
+  recipe.pipeline->axis = "pp";
+  recipe.pipeline->auto_stages = false;
+  recipe.pipeline->stages = {{pat("model.layers.0.w.weight")}, {pat("model.layers.1.w.weight")}};
   DiagnosticSink sink;
-  auto plan = build_plan(m, r, sink);
+  auto plan = build_plan(model, recipe, sink);
   REQUIRE(plan);
   CHECK(planned(*plan, "model.layers.0.w.weight_scale_inv").stage == 0);
   CHECK(planned(*plan, "model.layers.1.w.weight_scale_inv").stage == 1);
@@ -330,12 +330,12 @@ TEST_CASE("a following scale takes its weight's pipeline stage, whatever the glo
 TEST_CASE("hostile mesh: the block check stays bounded and still reports the cut") {
   // 2^31 rows over tp 2^30: 2 rows per rank, block 128 -> cut at row 2; the walk stops at
   // its step budget and says "at least".
-  Model m = fp8_model({{"w.weight", {std::int64_t{1} << 31, 1}}});
-  Recipe r;
-  r.mesh = mesh({{"tp", std::int64_t{1} << 30}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  Model model = fp8_model({{"w.weight", {std::int64_t{1} << 31, 1}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", std::int64_t{1} << 30}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   const Diagnostic* d = find_code(sink, "E-FP8-BLOCK");
   REQUIRE(d != nullptr);
   CHECK(d->message.find("rank 0 holds elements [0, 2)") != std::string::npos);
@@ -345,23 +345,23 @@ TEST_CASE("hostile mesh: the block check stays bounded and still reports the cut
 TEST_CASE("a split the scale cannot mirror (pad multiple not in whole blocks) is E-FP8-BLOCK") {
   // 1024 rows over tp 4 with pad 64: every piece allocates 256 rows (aligned), but the
   // scale (8 rows) padded to multiples of 64 puts all 8 rows on rank 0.
-  Model m = fp8_model({{"w.weight", {1024, 128}}});
-  Recipe r;
-  r.mesh = mesh({{"tp", 4}});
-  r.rules = {rule("w.weight", {{"tp", shard(0)}})};
-  r.rules[0].uneven = SplitRule::Pad;
-  r.rules[0].pad_multiple = 64;
+  Model model = fp8_model({{"w.weight", {1024, 128}}});
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 4}});
+  recipe.rules = {rule("w.weight", {{"tp", shard(0)}})};
+  recipe.rules[0].uneven = SplitRule::Pad;
+  recipe.rules[0].pad_multiple = 64;
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
+  CHECK_FALSE(build_plan(model, recipe, sink));
   const Diagnostic* d = find_code(sink, "E-FP8-BLOCK");
   REQUIRE(d != nullptr);
   CHECK(d->message.find("rank 0 holds elements [0, 256) of 1024 = FP8 blocks [0, 2) of 128, but "
                         "the pad 64 split gives w.weight_scale_inv elements [0, 8) there") !=
         std::string::npos);
   // A pad multiple of whole blocks is mirrored: 128 rows -> 1 block per pad unit.
-  r.rules[0].pad_multiple = 128;
+  recipe.rules[0].pad_multiple = 128;
   DiagnosticSink ok;
-  auto plan = build_plan(m, r, ok);
+  auto plan = build_plan(model, recipe, ok);
   REQUIRE(plan);
   CHECK(sizes(*plan, "w.weight_scale_inv", 0) == V{2, 2, 2, 2});
 }

@@ -18,13 +18,13 @@ namespace {
 
 Plan plan_of(const std::string& model, const std::string& recipe) {
   DiagnosticSink sink;
-  auto m = parse_model({"m.yaml", model}, sink);
-  auto r = parse_recipe({"r.yaml", recipe}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  auto p = build_plan(*m, *r, sink);
-  REQUIRE_MESSAGE(p, (sink.items().empty() ? std::string() : sink.items().front().message));
-  return std::move(*p);
+  auto parsed_model = parse_model({"m.yaml", model}, sink);
+  auto parsed_recipe = parse_recipe({"r.yaml", recipe}, sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  auto planned = build_plan(*parsed_model, *parsed_recipe, sink);
+  REQUIRE_MESSAGE(planned, (sink.items().empty() ? std::string() : sink.items().front().message));
+  return std::move(*planned);
 }
 
 const std::string kLlama =
@@ -53,15 +53,15 @@ TEST_CASE("dense GQA split like q: q, KV and used KV heads per tp rank (FSDP doe
   CHECK(plan.local_attributes.attention[0].module == "model.layers.0.self_attn");
   for (std::int64_t rank = 0; rank < 4; ++rank) {
     const std::int64_t tp = rank % 2;
-    const LocalAttributes a = local_attributes_at(plan, rank);
-    REQUIRE(a.attention[0]);
-    CHECK(a.attention[0]->query == range(4 * tp, 4 * tp + 4));
-    CHECK(a.attention[0]->key_value == range(tp, tp + 1));
-    CHECK(a.attention[0]->kv_used == range(tp, tp + 1));
+    const LocalAttributes attrs = local_attributes_at(plan, rank);
+    REQUIRE(attrs.attention[0]);
+    CHECK(attrs.attention[0]->query == range(4 * tp, 4 * tp + 4));
+    CHECK(attrs.attention[0]->key_value == range(tp, tp + 1));
+    CHECK(attrs.attention[0]->kv_used == range(tp, tp + 1));
     // The vocab tensors are FSDP-sharded only: every rank's forward sees all of them.
-    REQUIRE(a.vocab.size() == 2);
-    CHECK(a.vocab[0].ids == range(0, 37));
-    CHECK(a.vocab[0].padding_rows == 0);
+    REQUIRE(attrs.vocab.size() == 2);
+    CHECK(attrs.vocab[0].ids == range(0, 37));
+    CHECK(attrs.vocab[0].padding_rows == 0);
   }
 }
 
@@ -73,11 +73,11 @@ TEST_CASE("GQA with kv < tp: k/v replicated, each rank uses the one KV head its 
                             "  - {match: '**.o_proj.weight', placements: {tp: Shard(1)}}\n"
                             "  - {match: '**', placements: {}}\n");
   for (std::int64_t tp = 0; tp < 4; ++tp) {
-    const LocalAttributes a = local_attributes_at(plan, tp);
-    REQUIRE(a.attention[0]);
-    CHECK(a.attention[0]->query == range(2 * tp, 2 * tp + 2));
-    CHECK(a.attention[0]->key_value == range(0, 2));  // all held
-    CHECK(a.attention[0]->kv_used == range(tp / 2, tp / 2 + 1));
+    const LocalAttributes attrs = local_attributes_at(plan, tp);
+    REQUIRE(attrs.attention[0]);
+    CHECK(attrs.attention[0]->query == range(2 * tp, 2 * tp + 2));
+    CHECK(attrs.attention[0]->key_value == range(0, 2));  // all held
+    CHECK(attrs.attention[0]->kv_used == range(tp / 2, tp / 2 + 1));
   }
   const std::string text = render_local_attributes_json(plan, 3);
   CHECK(text.find("\"model.layers.0.self_attn\":{\"q_heads\":2,\"q_head_range\":[6,8],"
@@ -109,9 +109,9 @@ TEST_CASE("MoE with uneven EP: 10 experts over ep 4 (chunk 3, 3, 3, 1), expert F
   CHECK(plan.local_attributes.experts[0].params.size() == 2);
   const IdRange want[] = {range(0, 3), range(3, 6), range(6, 9), range(9, 10)};
   for (std::int64_t rank = 0; rank < 8; ++rank) {
-    const LocalAttributes a = local_attributes_at(plan, rank);
-    REQUIRE(a.experts[0]);
-    CHECK(*a.experts[0] == want[rank % 4]);  // efsdp does not change what the forward sees
+    const LocalAttributes attrs = local_attributes_at(plan, rank);
+    REQUIRE(attrs.experts[0]);
+    CHECK(*attrs.experts[0] == want[rank % 4]);  // efsdp does not change what the forward sees
   }
   CHECK(render_local_attributes_json(plan, 7).find(
             "\"model.layers.0.mlp.experts\":{\"num_experts\":10,\"local_experts\":1,"
@@ -130,11 +130,11 @@ TEST_CASE(
   const IdRange ids[] = {range(0, 16), range(16, 32), range(32, 37), range(37, 37)};
   const std::int64_t padding[] = {0, 0, 11, 16};
   for (std::int64_t tp = 0; tp < 4; ++tp) {
-    const LocalAttributes a = local_attributes_at(plan, tp);
-    REQUIRE(a.vocab.size() == 2);
-    for (const VocabLocal& v : a.vocab) {
-      CHECK(v.ids == ids[tp]);
-      CHECK(v.padding_rows == padding[tp]);
+    const LocalAttributes attrs = local_attributes_at(plan, tp);
+    REQUIRE(attrs.vocab.size() == 2);
+    for (const VocabLocal& vocab : attrs.vocab) {
+      CHECK(vocab.ids == ids[tp]);
+      CHECK(vocab.padding_rows == padding[tp]);
     }
   }
   CHECK(render_local_attributes_json(plan, 2).find(
@@ -157,16 +157,16 @@ TEST_CASE("fused q|k|v: heads part by part under packed, null when a plain split
                               "    packed: {parts: [32, 16, 16]}\n");
   REQUIRE(packed.local_attributes.attention.size() == 1);
   for (std::int64_t tp = 0; tp < 2; ++tp) {
-    const LocalAttributes a = local_attributes_at(packed, tp);
-    REQUIRE(a.attention[0]);
-    CHECK(a.attention[0]->query == range(2 * tp, 2 * tp + 2));
-    CHECK(a.attention[0]->key_value == range(tp, tp + 1));
+    const LocalAttributes attrs = local_attributes_at(packed, tp);
+    REQUIRE(attrs.attention[0]);
+    CHECK(attrs.attention[0]->query == range(2 * tp, 2 * tp + 2));
+    CHECK(attrs.attention[0]->key_value == range(tp, tp + 1));
   }
   const Plan plain = plan_of(model,
                              "mesh: [{name: tp, size: 2}]\n"
                              "rules: [{match: '**', placements: {tp: Shard(0)}}]\n");
-  const LocalAttributes a = local_attributes_at(plain, 0);
-  CHECK_FALSE(a.attention[0]);  // W-FUSED-SPLIT: rank 0 holds q and no k
+  const LocalAttributes attrs = local_attributes_at(plain, 0);
+  CHECK_FALSE(attrs.attention[0]);  // W-FUSED-SPLIT: rank 0 holds q and no k
   CHECK(render_local_attributes_json(plain, 0).find("\"model.layers.0.self_attn\":null") !=
         std::string::npos);
 }
@@ -186,9 +186,9 @@ TEST_CASE(
                             "pipeline: {axis: pp, stages: auto}\n"
                             "rules: [{match: '**', placements: {}}]\n");
   REQUIRE(plan.local_attributes.attention.size() == 2);
-  const LocalAttributes a = local_attributes_at(plan, 1);
-  CHECK_FALSE(a.attention_held[0]);
-  CHECK(a.attention_held[1]);
+  const LocalAttributes attrs = local_attributes_at(plan, 1);
+  CHECK_FALSE(attrs.attention_held[0]);
+  CHECK(attrs.attention_held[1]);
   const std::string text = render_local_attributes_json(plan, 1);
   CHECK(text.find("model.layers.0.") == std::string::npos);
   CHECK(text.find("\"model.layers.1.self_attn\":{\"q_heads\":2") != std::string::npos);

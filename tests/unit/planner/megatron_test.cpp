@@ -18,11 +18,11 @@ namespace {
 std::vector<Diagnostic> diagnostics(const std::string& folder) {
   DiagnosticSink sink;
   const std::string model = folder + "/model.yaml";
-  auto m = parse_model({model, slurp(model)}, sink);
-  auto r = parse_recipe({"recipe.yaml", slurp(folder + "/recipe.yaml")}, sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  (void)build_plan(*m, *r, sink);
+  auto parsed_model = parse_model({model, slurp(model)}, sink);
+  auto parsed_recipe = parse_recipe({"recipe.yaml", slurp(folder + "/recipe.yaml")}, sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  (void)build_plan(*parsed_model, *parsed_recipe, sink);
   return sink.items();
 }
 
@@ -57,18 +57,18 @@ TEST_CASE("following the old hint (uneven: balanced) is refused, not planned wit
 
 TEST_CASE("a Hugging Face k_proj keeps saying KV heads") {
   DiagnosticSink sink;
-  auto m = parse_model({"m.yaml",
-                        "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
-                        "attributes: {num_attention_heads: 8, num_key_value_heads: 2}\n"
-                        "params:\n  - {name: a.k_proj.weight, shape: [256, 64]}\n"},
-                       sink);
-  auto r = parse_recipe({"r.yaml",
-                         "mesh: [{name: tp, size: 4}]\n"
-                         "rules: [{match: '**', placements: {tp: Shard(0)}}]\n"},
-                        sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  (void)build_plan(*m, *r, sink);
+  auto parsed_model = parse_model({"m.yaml",
+                                   "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
+                                   "attributes: {num_attention_heads: 8, num_key_value_heads: 2}\n"
+                                   "params:\n  - {name: a.k_proj.weight, shape: [256, 64]}\n"},
+                                  sink);
+  auto parsed_recipe = parse_recipe({"r.yaml",
+                                     "mesh: [{name: tp, size: 4}]\n"
+                                     "rules: [{match: '**', placements: {tp: Shard(0)}}]\n"},
+                                    sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  (void)build_plan(*parsed_model, *parsed_recipe, sink);
   const Diagnostic* heads = find(sink.items(), DiagCode::EHeads);
   REQUIRE(heads != nullptr);
   CHECK(heads->message.find("2 KV heads do not divide") != std::string::npos);
@@ -83,16 +83,16 @@ struct Planned {
 };
 
 void plan_into(Planned& out, const std::string& model_path, const std::string& recipe_text) {
-  auto m = parse_model({model_path, slurp(model_path)}, out.sink);
-  auto r = parse_recipe({"recipe.yaml", recipe_text}, out.sink);
-  REQUIRE(m);
-  REQUIRE(r);
-  out.plan = build_plan(*m, *r, out.sink);
+  auto parsed_model = parse_model({model_path, slurp(model_path)}, out.sink);
+  auto parsed_recipe = parse_recipe({"recipe.yaml", recipe_text}, out.sink);
+  REQUIRE(parsed_model);
+  REQUIRE(parsed_recipe);
+  out.plan = build_plan(*parsed_model, *parsed_recipe, out.sink);
 }
 
-const PlannedParam& param(const Plan& plan, const std::string& name) {
-  for (const PlannedParam& p : plan.params)
-    if (p.name == name) return p;
+const PlannedParam& param_named(const Plan& plan, const std::string& name) {
+  for (const PlannedParam& param : plan.params)
+    if (param.name == name) return param;
   FAIL("no param " << name);
   return plan.params.front();
 }
@@ -101,17 +101,17 @@ const std::string kModel = "plans/megatron-llama-3-70b.model.yaml";
 const std::string kRecipe = "plans/megatron-llama-3-70b-tp8-pp8-dp8.recipe.yaml";
 
 // The recipe with `virtual_stages: v` (or none for v = 0).
-std::string with_virtual(int v, const std::string& pp = "8") {
-  std::string r =
-      replace_all(slurp(kRecipe), "virtual_stages: 5", "virtual_stages: " + std::to_string(v));
-  if (v == 0) r = replace_all(r, ", virtual_stages: 0", "");
-  return replace_all(r, "{name: pp, size: 8}", "{name: pp, size: " + pp + "}");
+std::string with_virtual(int virtual_stages, const std::string& pp = "8") {
+  std::string text = replace_all(slurp(kRecipe), "virtual_stages: 5",
+                                 "virtual_stages: " + std::to_string(virtual_stages));
+  if (virtual_stages == 0) text = replace_all(text, ", virtual_stages: 0", "");
+  return replace_all(text, "{name: pp, size: 8}", "{name: pp, size: " + pp + "}");
 }
 
 int count(const DiagnosticSink& sink, DiagCode code) {
-  int n = 0;
-  for (const Diagnostic& d : sink.items()) n += d.code == code ? 1 : 0;
-  return n;
+  int count = 0;
+  for (const Diagnostic& d : sink.items()) count += d.code == code ? 1 : 0;
+  return count;
 }
 
 }  // namespace
@@ -136,24 +136,24 @@ TEST_CASE("virtual_stages: Megatron's round-robin model chunks, layer by layer")
       const int offset = vp_stage * (layers / vp) + rank * (layers / (pp * vp));
       for (int l = offset; l < offset + layers / (pp * vp); ++l) {
         CAPTURE(l);
-        const PlannedParam& p = param(
+        const PlannedParam& param = param_named(
             plan, "decoder.layers." + std::to_string(l) + ".self_attention.linear_qkv.weight");
-        CHECK(p.stage == rank);
-        CHECK(p.virtual_stage == vp_stage);
+        CHECK(param.stage == rank);
+        CHECK(param.virtual_stage == vp_stage);
       }
-      const ModelChunk& c = plan.model_chunks[static_cast<std::size_t>(vp_stage * pp + rank)];
-      CHECK(c.stage == rank);
-      CHECK(c.virtual_stage == vp_stage);
-      CHECK(c.first_block == offset);
-      CHECK(c.end_block == offset + 2);
+      const ModelChunk& chunk = plan.model_chunks[static_cast<std::size_t>(vp_stage * pp + rank)];
+      CHECK(chunk.stage == rank);
+      CHECK(chunk.virtual_stage == vp_stage);
+      CHECK(chunk.first_block == offset);
+      CHECK(chunk.end_block == offset + 2);
     }
   }
   // The embedding runs in the first model chunk, the final norm and output layer in the last.
-  CHECK(param(plan, "embedding.word_embeddings.weight").stage == 0);
-  CHECK(param(plan, "embedding.word_embeddings.weight").virtual_stage == 0);
-  CHECK(param(plan, "output_layer.weight").stage == 7);
-  CHECK(param(plan, "output_layer.weight").virtual_stage == 4);
-  CHECK(param(plan, "decoder.final_layernorm.weight").virtual_stage == 4);
+  CHECK(param_named(plan, "embedding.word_embeddings.weight").stage == 0);
+  CHECK(param_named(plan, "embedding.word_embeddings.weight").virtual_stage == 0);
+  CHECK(param_named(plan, "output_layer.weight").stage == 7);
+  CHECK(param_named(plan, "output_layer.weight").virtual_stage == 4);
+  CHECK(param_named(plan, "decoder.final_layernorm.weight").virtual_stage == 4);
 }
 
 TEST_CASE("W-PIPELINE-SPLIT: chunks Megatron would refuse, named with its options") {
@@ -211,10 +211,10 @@ TEST_CASE("virtual_stages with explicit stages: one glob list per model chunk") 
                 "    - ['decoder.layers.[7-9][0-9].**', decoder.final_layernorm.*, "
                 "output_layer.*]\n");
   REQUIRE(ok.plan);
-  CHECK(param(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").stage == 0);
-  CHECK(param(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").virtual_stage == 1);
-  CHECK(param(*ok.plan, "output_layer.weight").stage == 1);
-  CHECK(param(*ok.plan, "output_layer.weight").virtual_stage == 1);
+  CHECK(param_named(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").stage == 0);
+  CHECK(param_named(*ok.plan, "decoder.layers.45.mlp.linear_fc1.weight").virtual_stage == 1);
+  CHECK(param_named(*ok.plan, "output_layer.weight").stage == 1);
+  CHECK(param_named(*ok.plan, "output_layer.weight").virtual_stage == 1);
   CHECK(ok.plan->model_chunks.size() == 4);
   CHECK(ok.plan->model_chunks[3].first_block == -1);
 }

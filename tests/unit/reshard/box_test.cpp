@@ -9,20 +9,20 @@ using namespace shardc;
 using namespace shardc::reshard;
 
 TEST_CASE("box intersection: overlap, containment, touching and empty boxes") {
-  const Box a{{0, 0}, {4, 6}};
-  const Box b{{2, 3}, {4, 6}};
-  REQUIRE(intersect(a, b));
-  CHECK(*intersect(a, b) == Box{{2, 3}, {2, 3}});
-  CHECK(numel(*intersect(a, b)) == 6);
+  const Box first{{0, 0}, {4, 6}};
+  const Box second{{2, 3}, {4, 6}};
+  REQUIRE(intersect(first, second));
+  CHECK(*intersect(first, second) == Box{{2, 3}, {2, 3}});
+  CHECK(numel(*intersect(first, second)) == 6);
   const Box inner{{1, 1}, {1, 2}};
-  CHECK(*intersect(a, inner) == inner);
-  CHECK_FALSE(intersect(a, Box{{4, 0}, {2, 6}}));  // touches along dim 0: no element
-  CHECK_FALSE(intersect(a, Box{{0, 6}, {4, 0}}));  // an empty shard at the sentinel offset
-  CHECK_FALSE(intersect(a, Box{{0}, {4}}));        // different ndim
-  CHECK(numel(Box{{}, {}}) == 1);                  // a 0-dim param has one element
+  CHECK(*intersect(first, inner) == inner);
+  CHECK_FALSE(intersect(first, Box{{4, 0}, {2, 6}}));  // touches along dim 0: no element
+  CHECK_FALSE(intersect(first, Box{{0, 6}, {4, 0}}));  // an empty shard at the sentinel offset
+  CHECK_FALSE(intersect(first, Box{{0}, {4}}));        // different ndim
+  CHECK(numel(Box{{}, {}}) == 1);                      // a 0-dim param has one element
   CHECK(intersect(Box{{}, {}}, Box{{}, {}}));
-  CHECK(offset_within(Box{{2, 3}, {2, 3}}, b) == Shape{0, 0});
-  CHECK(offset_within(Box{{2, 3}, {2, 3}}, a) == Shape{2, 3});
+  CHECK(offset_within(Box{{2, 3}, {2, 3}}, second) == Shape{0, 0});
+  CHECK(offset_within(Box{{2, 3}, {2, 3}}, first) == Shape{2, 3});
 }
 
 namespace {
@@ -42,19 +42,20 @@ std::vector<ShardClassBox> grid(const std::vector<std::int64_t>& rows,
 
 std::vector<Box> boxes_of(const std::vector<ShardClassBox>& classes) {
   std::vector<Box> out;
-  for (const auto& c : classes) out.push_back(c.box);
+  for (const auto& shard_class : classes) out.push_back(shard_class.box);
   return out;
 }
 
 std::vector<std::pair<std::size_t, Box>> collect(const BoxIndex& idx, const Box& box, bool brute) {
   std::vector<std::pair<std::size_t, Box>> out;
-  const auto add = [&](std::size_t i, const Box& m) { out.emplace_back(i, m); };
+  const auto add = [&](std::size_t i, const Box& met) { out.emplace_back(i, met); };
   if (brute) {
     idx.for_each_meeting_brute(box, add);
   } else {
     idx.for_each_meeting(box, add);
   }
-  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& left, const auto& right) { return left.first < right.first; });
   return out;
 }
 
@@ -68,14 +69,14 @@ TEST_CASE("the grid index finds exactly the boxes brute force finds") {
   std::mt19937 rng(7);
   for (int t = 0; t < 500; ++t) {
     std::uniform_int_distribution<std::int64_t> r0(0, 9), c0(0, 15);
-    const std::int64_t r = r0(rng), c = c0(rng);
-    std::uniform_int_distribution<std::int64_t> rl(1, 10 - r), cl(1, 16 - c);
-    const Box q{{r, c}, {rl(rng), cl(rng)}};
-    const auto fast = collect(idx, q, false);
-    CHECK(fast == collect(idx, q, true));
+    const std::int64_t row = r0(rng), col = c0(rng);
+    std::uniform_int_distribution<std::int64_t> rl(1, 10 - row), cl(1, 16 - col);
+    const Box query{{row, col}, {rl(rng), cl(rng)}};
+    const auto fast = collect(idx, query, false);
+    CHECK(fast == collect(idx, query, true));
     std::int64_t covered = 0;
     for (const auto& [i, m] : fast) covered += numel(m);
-    CHECK(covered == numel(q));
+    CHECK(covered == numel(query));
   }
 }
 
@@ -87,8 +88,8 @@ TEST_CASE("boxes that are not a grid fall back to testing every class") {
                                      {Box{{1, 5}, {1, 3}}, RankSet::from_sorted({3}), {}}};
   const BoxIndex idx(boxes_of(classes));
   CHECK_FALSE(idx.is_grid());
-  const Box q{{0, 2}, {2, 4}};
-  const auto got = collect(idx, q, false);
+  const Box query{{0, 2}, {2, 4}};
+  const auto got = collect(idx, query, false);
   REQUIRE(got.size() == 4);
   CHECK(got[0].second == Box{{0, 2}, {1, 1}});
   CHECK(got[1].second == Box{{0, 3}, {1, 3}});

@@ -19,9 +19,9 @@ RankSet random_set(std::mt19937& rng, std::int64_t world) {
   if (k == 0) {  // one progression, as a replica set on a row-major mesh
     for (std::int64_t r = start(rng), s = stride(rng); r < world; r += s) ranks.push_back(r);
   } else if (k == 1) {  // a product: several progressions
-    const std::int64_t s = stride(rng), block = stride(rng) * 16;
+    const std::int64_t step = stride(rng), block = stride(rng) * 16;
     for (std::int64_t b = start(rng) % block; b < world; b += block)
-      for (std::int64_t r = b; r < std::min(world, b + 8 * s); r += s) ranks.push_back(r);
+      for (std::int64_t r = b; r < std::min(world, b + 8 * step); r += step) ranks.push_back(r);
   } else {
     std::bernoulli_distribution coin(0.3);
     for (std::int64_t r = 0; r < world; ++r)
@@ -35,8 +35,8 @@ RankSet random_set(std::mt19937& rng, std::int64_t world) {
 
 std::vector<std::int64_t> expand(const std::vector<Progression>& runs) {
   std::vector<std::int64_t> out;
-  for (const auto& p : runs)
-    for (std::int64_t i = 0; i < p.count; ++i) out.push_back(p.start + i * p.stride);
+  for (const auto& run : runs)
+    for (std::int64_t i = 0; i < run.count; ++i) out.push_back(run.start + i * run.stride);
   return out;
 }
 
@@ -46,11 +46,11 @@ TEST_CASE("rank-set intersection equals the intersection of the expanded sets") 
   std::mt19937 rng(11);
   for (int t = 0; t < 400; ++t) {
     const std::int64_t world = 1 + t % 200;
-    const RankSet a = random_set(rng, world), b = random_set(rng, world);
+    const RankSet first = random_set(rng, world), second = random_set(rng, world);
     std::vector<std::int64_t> want;
-    const auto ea = a.expand(), eb = b.expand();
+    const auto ea = first.expand(), eb = second.expand();
     std::set_intersection(ea.begin(), ea.end(), eb.begin(), eb.end(), std::back_inserter(want));
-    const auto got = expand(intersect_ranks(a, b));
+    const auto got = expand(intersect_ranks(first, second));
     CHECK(got == want);  // also sorted: the runs do not interleave
   }
   // Strides 6 and 4 meet every 12 from 6: CRT with gcd 2.
@@ -80,10 +80,10 @@ TEST_CASE("per-rank sums over progressions match adding rank by rank") {
   RankAccumulator acc(world);
   std::vector<std::int64_t> want(world, 0);
   for (int t = 0; t < 200; ++t) {
-    const RankSet s = random_set(rng, world);
-    const std::int64_t v = t + 1;
-    acc.add(s, v);
-    for (const auto r : s.expand()) want[static_cast<std::size_t>(r)] += v;
+    const RankSet set = random_set(rng, world);
+    const std::int64_t value = t + 1;
+    acc.add(set, value);
+    for (const auto rank : set.expand()) want[static_cast<std::size_t>(rank)] += value;
   }
   CHECK(acc.finish() == want);
 }

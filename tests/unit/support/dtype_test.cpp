@@ -6,10 +6,10 @@
 using shardc::DType;
 
 TEST_CASE("canonical torch dtype names parse and print back") {
-  for (DType t : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16,
-                  DType::Float8E4M3fn, DType::Float8E5M2, DType::Int64, DType::Int32, DType::Int16,
-                  DType::Int8, DType::UInt8, DType::Bool}) {
-    CHECK(shardc::parse_dtype(shardc::dtype_name(t)) == t);
+  for (DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16,
+                      DType::Float8E4M3fn, DType::Float8E5M2, DType::Int64, DType::Int32,
+                      DType::Int16, DType::Int8, DType::UInt8, DType::Bool}) {
+    CHECK(shardc::parse_dtype(shardc::dtype_name(dtype)) == dtype);
   }
 }
 

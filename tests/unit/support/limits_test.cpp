@@ -33,8 +33,8 @@ std::string row_of(const std::string& table, const std::string& constant) {
 }
 
 // 8000000 -> "8,000,000".
-std::string grouped(std::uint64_t v) {
-  std::string digits = std::to_string(v);
+std::string grouped(std::uint64_t value) {
+  std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
     digits.insert(static_cast<std::size_t>(i), ",");
   }
@@ -42,15 +42,15 @@ std::string grouped(std::uint64_t v) {
 }
 
 // 2^k -> "2^k", 2^k - 1 -> "2^k - 1".
-std::string power(std::uint64_t v) {
-  if (std::has_single_bit(v)) return "2^" + std::to_string(std::countr_zero(v));
-  REQUIRE(std::has_single_bit(v + 1));
-  return "2^" + std::to_string(std::countr_zero(v + 1)) + " - 1";
+std::string power(std::uint64_t value) {
+  if (std::has_single_bit(value)) return "2^" + std::to_string(std::countr_zero(value));
+  REQUIRE(std::has_single_bit(value + 1));
+  return "2^" + std::to_string(std::countr_zero(value + 1)) + " - 1";
 }
 
 template <typename T>
-std::uint64_t u(T v) {
-  return static_cast<std::uint64_t>(v);
+std::uint64_t u(T value) {
+  return static_cast<std::uint64_t>(value);
 }
 
 // Every `inline constexpr ... kName` of src/support/limits.hpp.

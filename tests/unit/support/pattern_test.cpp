@@ -12,9 +12,9 @@ namespace {
 
 Pattern compiled(std::string_view text) {
   std::string error;
-  std::optional<Pattern> p = Pattern::compile(text, error);
-  REQUIRE_MESSAGE(p.has_value(), error);
-  return *p;
+  std::optional<Pattern> pattern = Pattern::compile(text, error);
+  REQUIRE_MESSAGE(pattern.has_value(), error);
+  return *pattern;
 }
 
 bool matches(std::string_view pattern, std::string_view fqn) {
@@ -23,8 +23,8 @@ bool matches(std::string_view pattern, std::string_view fqn) {
 
 std::string compile_error(std::string_view text) {
   std::string error;
-  std::optional<Pattern> p = Pattern::compile(text, error);
-  CHECK_FALSE(p.has_value());
+  std::optional<Pattern> pattern = Pattern::compile(text, error);
+  CHECK_FALSE(pattern.has_value());
   return error;
 }
 
@@ -81,34 +81,34 @@ TEST_CASE("question marks and character classes match one character") {
 }
 
 TEST_CASE("captures bind whole segments in first-binding order") {
-  Pattern p = compiled("model.layers.{L}.mlp.experts.{E}.{P}.weight");
+  Pattern pattern = compiled("model.layers.{L}.mlp.experts.{E}.{P}.weight");
   Captures caps;
-  REQUIRE(p.match("model.layers.3.mlp.experts.17.gate_proj.weight", &caps));
+  REQUIRE(pattern.match("model.layers.3.mlp.experts.17.gate_proj.weight", &caps));
   REQUIRE(caps.size() == 3);
   CHECK(caps[0] == std::pair<std::string, std::string>{"L", "3"});
   CHECK(caps[1] == std::pair<std::string, std::string>{"E", "17"});
   CHECK(caps[2] == std::pair<std::string, std::string>{"P", "gate_proj"});
-  CHECK(p.capture_names() == std::vector<std::string>{"L", "E", "P"});
-  CHECK_FALSE(p.match("model.layers.3.mlp.experts.17.weight", &caps));
+  CHECK(pattern.capture_names() == std::vector<std::string>{"L", "E", "P"});
+  CHECK_FALSE(pattern.match("model.layers.3.mlp.experts.17.weight", &caps));
 }
 
 TEST_CASE("a capture name used twice must bind the same value") {
   CHECK(matches("a.{x}.b.{x}", "a.1.b.1"));
   CHECK_FALSE(matches("a.{x}.b.{x}", "a.1.b.2"));
   SUBCASE("backtracking through double stars finds the consistent binding") {
-    Pattern p = compiled("**.{x}.**.{x}");
+    Pattern pattern = compiled("**.{x}.**.{x}");
     Captures caps;
-    CHECK(p.match("q.a.b.c.b", &caps));
+    CHECK(pattern.match("q.a.b.c.b", &caps));
     REQUIRE(caps.size() == 1);
     CHECK(caps[0].second == "b");
-    CHECK_FALSE(p.match("q.a.b.c.d"));
+    CHECK_FALSE(pattern.match("q.a.b.c.d"));
   }
 }
 
 TEST_CASE("captures are cleared before a match fills them") {
-  Pattern p = compiled("x.{i}");
+  Pattern pattern = compiled("x.{i}");
   Captures caps{{"old", "1"}};
-  REQUIRE(p.match("x.5", &caps));
+  REQUIRE(pattern.match("x.5", &caps));
   REQUIRE(caps.size() == 1);
   CHECK(caps[0].first == "i");
 }
@@ -134,13 +134,13 @@ TEST_CASE("pattern syntax errors are reported with a reason") {
 }
 
 TEST_CASE("a capture may end a segment after a literal prefix (grouped-GEMM weight{E})") {
-  const Pattern p = compiled("decoder.layers.{L}.mlp.experts.linear_fc1.weight{E}");
+  const Pattern pattern = compiled("decoder.layers.{L}.mlp.experts.linear_fc1.weight{E}");
   Captures caps;
-  REQUIRE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight17", &caps));
+  REQUIRE(pattern.match("decoder.layers.3.mlp.experts.linear_fc1.weight17", &caps));
   CHECK(caps == Captures{{"L", "3"}, {"E", "17"}});
-  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight"));  // nothing to bind
-  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.bias17"));
-  CHECK_FALSE(p.match("decoder.layers.3.mlp.experts.linear_fc1.weight17.x"));
+  CHECK_FALSE(pattern.match("decoder.layers.3.mlp.experts.linear_fc1.weight"));  // nothing to bind
+  CHECK_FALSE(pattern.match("decoder.layers.3.mlp.experts.linear_fc1.bias17"));
+  CHECK_FALSE(pattern.match("decoder.layers.3.mlp.experts.linear_fc1.weight17.x"));
   // a repeated name compares the rest of the segment
   CHECK(matches("a.{E}.b.w{E}", "a.5.b.w5"));
   CHECK_FALSE(matches("a.{E}.b.w{E}", "a.5.b.w6"));
@@ -160,7 +160,7 @@ TEST_CASE("matching many double stars against a long name stays fast") {
   std::string fqn;
   for (int i = 0; i < 200; ++i) fqn += "s" + std::to_string(i) + ".";
   fqn += "end";
-  Pattern p = compiled("**.a.**.b.**.c.**.d.**.e.**.f");
-  for (int i = 0; i < 100; ++i) CHECK_FALSE(p.match(fqn));
+  Pattern pattern = compiled("**.a.**.b.**.c.**.d.**.e.**.f");
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(pattern.match(fqn));
   CHECK(compiled("**.s199.**.end").match(fqn));
 }

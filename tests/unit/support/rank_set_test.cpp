@@ -13,27 +13,27 @@ TEST_CASE("rank sets print in the compact range syntax with steps") {
 }
 
 TEST_CASE("structural progressions print like the sorted list") {
-  auto a = RankSet::from_progressions({{0, 1, 4}, {8, 1, 4}});
-  CHECK(a.to_string() == RankSet::from_sorted({0, 1, 2, 3, 8, 9, 10, 11}).to_string());
-  auto b = RankSet::from_progressions({{0, 5, 2}, {10, 5, 2}});
-  CHECK(b.to_string() == RankSet::from_sorted({0, 5, 10, 15}).to_string());
-  auto c = RankSet::from_progressions({{0, 2, 3}, {6, 2, 3}});
-  CHECK(c.to_string() == "0-10:2");
+  auto blocks = RankSet::from_progressions({{0, 1, 4}, {8, 1, 4}});
+  CHECK(blocks.to_string() == RankSet::from_sorted({0, 1, 2, 3, 8, 9, 10, 11}).to_string());
+  auto strided = RankSet::from_progressions({{0, 5, 2}, {10, 5, 2}});
+  CHECK(strided.to_string() == RankSet::from_sorted({0, 5, 10, 15}).to_string());
+  auto evens = RankSet::from_progressions({{0, 2, 3}, {6, 2, 3}});
+  CHECK(evens.to_string() == "0-10:2");
 }
 
 TEST_CASE("rank sets parse, round-trip and reject bad input") {
   std::string err;
-  auto s = RankSet::parse("0-7,16,20-23", 64, err);
-  REQUIRE(s);
-  CHECK(s->size() == 13);
-  CHECK(s->contains(16));
-  CHECK_FALSE(s->contains(17));
-  CHECK(s->to_string() == "0-7,16,20-23");
-  auto t = RankSet::parse("3-99:8", 0, err);
-  REQUIRE(t);
-  CHECK(t->to_string() == "3-99:8");
-  CHECK(t->contains(99));
-  CHECK_FALSE(t->contains(98));
+  auto set = RankSet::parse("0-7,16,20-23", 64, err);
+  REQUIRE(set);
+  CHECK(set->size() == 13);
+  CHECK(set->contains(16));
+  CHECK_FALSE(set->contains(17));
+  CHECK(set->to_string() == "0-7,16,20-23");
+  auto stepped = RankSet::parse("3-99:8", 0, err);
+  REQUIRE(stepped);
+  CHECK(stepped->to_string() == "3-99:8");
+  CHECK(stepped->contains(99));
+  CHECK_FALSE(stepped->contains(98));
   CHECK_FALSE(RankSet::parse("7-3", 64, err));
   CHECK_FALSE(RankSet::parse("64", 64, err));
   CHECK_FALSE(RankSet::parse("a", 64, err));
@@ -43,9 +43,9 @@ TEST_CASE("rank sets parse, round-trip and reject bad input") {
 }
 
 TEST_CASE("union of rank sets") {
-  auto a = RankSet::from_sorted({1, 2, 3});
-  auto b = RankSet::from_sorted({5, 6, 7});
-  CHECK(a.unite(b).to_string() == "1-3,5-7");
+  auto low = RankSet::from_sorted({1, 2, 3});
+  auto high = RankSet::from_sorted({5, 6, 7});
+  CHECK(low.unite(high).to_string() == "1-3,5-7");
 }
 
 TEST_CASE("group_closure spans the sub-mesh of every stage's axes") {
@@ -71,10 +71,10 @@ TEST_CASE("ordered rank lists keep their order and round-trip") {
   CHECK(rank_list_text({8, 0, 9}) == "8,0,9");  // order kept, never sorted
   CHECK(rank_list_text({5, 6, 7, 0, 2, 4, 4}) == "5-7,0-4:2,4");
   CHECK(rank_list_text({}).empty());
-  for (const V& v : {group, V{8, 0, 9}, V{5, 6, 7, 0, 2, 4, 4}, V{3}, V{}}) {
-    const auto back = parse_rank_list(rank_list_text(v), err);
+  for (const V& ranks : {group, V{8, 0, 9}, V{5, 6, 7, 0, 2, 4, 4}, V{3}, V{}}) {
+    const auto back = parse_rank_list(rank_list_text(ranks), err);
     REQUIRE(back);
-    CHECK(*back == v);
+    CHECK(*back == ranks);
   }
   CHECK_FALSE(parse_rank_list("0-", err));
   CHECK_FALSE(parse_rank_list("7-3", err));
