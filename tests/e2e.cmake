@@ -314,7 +314,7 @@ add_test(NAME layers/refused-include
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layers
                  -P ${PROJECT_SOURCE_DIR}/tests/layers/check_rooms.cmake)
 set_tests_properties(layers/refused-include PROPERTIES LABELS "docs" TIMEOUT 60)
-# The agreed names and parameter counts (.clang-tidy) on the files tools/tidy lists.
+# The agreed names and parameter counts (.clang-tidy) on every .cpp under src/ and tests/unit/.
 add_test(NAME tidy/names COMMAND ${PROJECT_SOURCE_DIR}/tools/tidy ${PROJECT_BINARY_DIR})
 set_tests_properties(tidy/names PROPERTIES LABELS "tidy;lint" TIMEOUT 300)
 

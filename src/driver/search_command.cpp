@@ -102,7 +102,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
        << ", \"cp\": " << layout.cp << ", \"tp\": " << layout.tp << ", \"ep\": " << layout.ep
        << ", \"efsdp\": " << layout.efsdp
        << ", \"recompute\": " << json_string(recompute_name(layout.recompute))
-    << ", \"recompute_block\": " << layout.recompute_block
+       << ", \"recompute_block\": " << layout.recompute_block
        << ", \"sequence_parallel\": " << (layout.sequence_parallel ? "true" : "false")
        << ", \"schedule\": " << json_string(pipeline_schedule_name(layout.schedule))
        << ", \"virtual_stages\": " << layout.virtual_stages

@@ -253,17 +253,17 @@ struct StridedOffender {
 };
 
 // The block indices of `runs` in local order (each run's block image), or nullopt with the
-// first boundary that cuts a block of `b` rows in a dim of `length`.
+// first boundary that cuts a block of `block` rows in a dim of `length`.
 std::optional<std::vector<std::int64_t>> blocks_of(const std::vector<RowRun>& runs,
-                                                   std::int64_t length, std::int64_t b,
+                                                   std::int64_t length, std::int64_t block,
                                                    std::int64_t& boundary) {
   std::vector<std::int64_t> out;
-  for (const RowRun& r : runs) {
-    if (!fp8::block_aligned({r.start, r.size}, length, b)) {
-      boundary = r.start % b != 0 ? r.start : r.start + r.size;
+  for (const RowRun& run : runs) {
+    if (!fp8::block_aligned({run.start, run.size}, length, block)) {
+      boundary = run.start % block != 0 ? run.start : run.start + run.size;
       return std::nullopt;
     }
-    const Piece img = fp8::block_image({r.start, r.size}, b);
+    const Piece img = fp8::block_image({run.start, run.size}, block);
     for (std::int64_t k = 0; k < img.size; ++k) out.push_back(img.start + k);
   }
   return out;
@@ -271,17 +271,17 @@ std::optional<std::vector<std::int64_t>> blocks_of(const std::vector<RowRun>& ru
 
 std::vector<std::int64_t> rows_of(const std::vector<RowRun>& runs) {
   std::vector<std::int64_t> out;
-  for (const RowRun& r : runs)
-    for (std::int64_t k = 0; k < r.size; ++k) out.push_back(r.start + k);
+  for (const RowRun& run : runs)
+    for (std::int64_t k = 0; k < run.size; ++k) out.push_back(run.start + k);
   return out;
 }
 
-StridedOffender check_strided_dim(std::int64_t length, std::int64_t scale_length, std::int64_t b,
-                                  const std::vector<DimSplit>& wc, const std::vector<DimSplit>& sc,
-                                  std::int64_t& budget) {
-  StridedOffender o;
+StridedOffender check_strided_dim(std::int64_t length, std::int64_t scale_length,
+                                  std::int64_t block, const std::vector<DimSplit>& wc,
+                                  const std::vector<DimSplit>& sc, std::int64_t& budget) {
+  StridedOffender offender;
   std::int64_t combos = 1;
-  for (const DimSplit& s : wc) combos *= s.ways;
+  for (const DimSplit& split : wc) combos *= split.ways;
   std::vector<std::int64_t> ks(wc.size(), 0);
   std::vector<MeshDimSplit> weight(wc.size());
   std::vector<MeshDimSplit> scale(sc.size());
@@ -299,60 +299,61 @@ StridedOffender check_strided_dim(std::int64_t length, std::int64_t scale_length
     const std::vector<RowRun> s_runs = dtensor_rows(scale_length, scale);
     budget -= static_cast<std::int64_t>(w_runs.size() + s_runs.size()) + 1;
     if (budget <= 0) {
-      o.skipped = true;
-      return o;
+      offender.skipped = true;
+      return offender;
     }
     std::int64_t boundary = -1;
-    const auto blocks = blocks_of(w_runs, length, b, boundary);
+    const auto blocks = blocks_of(w_runs, length, block, boundary);
     if (blocks && *blocks == rows_of(s_runs)) continue;
-    ++o.bad;
-    if (o.found) continue;
-    o = {true, blocks.has_value(), ks, w_runs, s_runs, boundary, o.bad, false};
+    ++offender.bad;
+    if (offender.found) continue;
+    offender = {true, blocks.has_value(), ks, w_runs, s_runs, boundary, offender.bad, false};
   }
-  return o;
+  return offender;
 }
 
 std::string runs_text(const std::vector<RowRun>& runs) {
-  std::string t;
+  std::string text;
   constexpr std::size_t kShown = 4;
   for (std::size_t i = 0; i < runs.size() && i < kShown; ++i)
-    t += (t.empty() ? "" : " + ") + rows_text({runs[i].start, runs[i].size});
-  if (runs.size() > kShown) t += " + " + std::to_string(runs.size() - kShown) + " more";
-  return t.empty() ? "nothing" : t;
+    text += (text.empty() ? "" : " + ") + rows_text({runs[i].start, runs[i].size});
+  if (runs.size() > kShown) text += " + " + std::to_string(runs.size() - kShown) + " more";
+  return text.empty() ? "nothing" : text;
 }
 
 // E-FP8-BLOCK for a strided dim's first offender.
-Diagnostic strided_diagnostic(const BlockedDim& at, const StridedOffender& o, std::int64_t ranks,
-                              const Plan& plan, const Recipe& recipe) {
-  const PlannedParam& w = at.weight;
+Diagnostic strided_diagnostic(const BlockedDim& at, const StridedOffender& offender,
+                              std::int64_t ranks, const Plan& plan, const Recipe& recipe) {
+  const PlannedParam& weight = at.weight;
   const std::size_t d = at.dim;
-  const std::int64_t b = at.block;
-  const std::int64_t rank = representative_rank(plan, w, at.chain, o.path);
-  Diagnostic diag = param_diagnostic(w, DiagCode::EFp8Block, rule_loc(w, recipe));
+  const std::int64_t block = at.block;
+  const std::int64_t rank = representative_rank(plan, weight, at.chain, offender.path);
+  Diagnostic diag = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe));
   std::string labels;
-  for (const DimSplit& s : at.chain)
-    labels += (labels.empty() ? "" : ", ") + axes_text(s, plan.mesh_of(w)) +
-              (s.split_factor > 1 ? ": _StridedShard(" + std::to_string(d) +
-                                        ", sf=" + std::to_string(s.split_factor) + ")"
-                                  : ": Shard(" + std::to_string(d) + ")");
-  const std::string where = w.name + " dim " + std::to_string(d) + " (" + labels + "): rank " +
-                            std::to_string(rank) + " holds elements " + runs_text(o.rows) + " of " +
-                            std::to_string(w.global_shape[d]);
-  const std::string others = " (" + std::string(o.skipped ? "at least " : "") +
+  for (const DimSplit& split : at.chain)
+    labels += (labels.empty() ? "" : ", ") + axes_text(split, plan.mesh_of(weight)) +
+              (split.split_factor > 1 ? ": _StridedShard(" + std::to_string(d) +
+                                            ", sf=" + std::to_string(split.split_factor) + ")"
+                                      : ": Shard(" + std::to_string(d) + ")");
+  const std::string where = weight.name + " dim " + std::to_string(d) + " (" + labels + "): rank " +
+                            std::to_string(rank) + " holds elements " + runs_text(offender.rows) +
+                            " of " + std::to_string(weight.global_shape[d]);
+  const std::string others = " (" + std::string(offender.skipped ? "at least " : "") +
                              std::to_string(ranks) + " of " + std::to_string(plan.world_size) +
                              " ranks hold such a shard)";
-  if (!o.mismatch) {
-    diag.message = where + "; a run boundary at element " + std::to_string(o.boundary) +
-                   " cuts an FP8 block of " + std::to_string(b) + " (" +
-                   std::to_string(o.boundary) + " = " + std::to_string(o.boundary / b) + " x " +
-                   std::to_string(b) + " + " + std::to_string(o.boundary % b) + "), so " +
-                   at.scale.name + " cannot follow it in whole blocks" + others;
+  if (!offender.mismatch) {
+    diag.message = where + "; a run boundary at element " + std::to_string(offender.boundary) +
+                   " cuts an FP8 block of " + std::to_string(block) + " (" +
+                   std::to_string(offender.boundary) + " = " +
+                   std::to_string(offender.boundary / block) + " x " + std::to_string(block) +
+                   " + " + std::to_string(offender.boundary % block) + "), so " + at.scale.name +
+                   " cannot follow it in whole blocks" + others;
   } else {
     diag.message = where + ", but the same labels give " + at.scale.name + " elements " +
-                   runs_text(o.scale_rows) + ", not the FP8 blocks of those runs" + others;
+                   runs_text(offender.scale_rows) + ", not the FP8 blocks of those runs" + others;
   }
   diag.hint = "every run DTensor's _StridedShard labels give a rank must be whole blocks of " +
-              std::to_string(b) + ": make the extent a multiple of " + std::to_string(b) +
+              std::to_string(block) + ": make the extent a multiple of " + std::to_string(block) +
               " x the split factors x the ways (each label's sf pieces split into whole "
               "blocks), or `fp8_scales: rules` and replicate the scales (FSDP shards are "
               "exempt: FSDP2 all-gathers before use)";
@@ -380,10 +381,10 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
       const std::vector<DimSplit> sc = rule_splits(scale, d);
       if (block <= 1 || wc.empty() || wc.size() != sc.size()) continue;
       if (strided_chain(wc)) {
-        const StridedOffender offender = check_strided_dim(
-            weight.global_shape[d], scale.global_shape[d], block, wc, sc, budget);
-        const std::string key = std::to_string(weight.rule.index) + ":" + std::to_string(d) +
-                                ":" + std::to_string(weight.global_shape[d]) + ":strided";
+        const StridedOffender offender =
+            check_strided_dim(weight.global_shape[d], scale.global_shape[d], block, wc, sc, budget);
+        const std::string key = std::to_string(weight.rule.index) + ":" + std::to_string(d) + ":" +
+                                std::to_string(weight.global_shape[d]) + ":strided";
         if (!offender.found) {
           if (offender.skipped) {
             Diagnostic note = param_diagnostic(weight, DiagCode::EFp8Block,
@@ -404,10 +405,10 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
         const int pp_axis =
             weight.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
         const std::int64_t stages = pp_axis >= 0 ? plan.num_stages : 1;
-        rep.add(strided_diagnostic({weight, scale, d, block, wc}, offender,
-                                   offender.bad * (plan.world_size / stages / leaves), plan,
-                                   recipe),
-                key);
+        rep.add(
+            strided_diagnostic({weight, scale, d, block, wc}, offender,
+                               offender.bad * (plan.world_size / stages / leaves), plan, recipe),
+            key);
         continue;
       }
       const bool packed = !weight.geometry.parts.empty() &&

@@ -117,12 +117,12 @@ bool within_budget(std::int64_t length, std::int64_t fsdp_ways,
 // Runs with adjacent ones merged (the same rows, however they were cut).
 std::vector<RowRun> merged(const std::vector<RowRun>& runs) {
   std::vector<RowRun> out;
-  for (const RowRun& r : runs) {
-    if (r.size == 0) continue;
-    if (!out.empty() && out.back().start + out.back().size == r.start) {
-      out.back().size += r.size;
+  for (const RowRun& run : runs) {
+    if (run.size == 0) continue;
+    if (!out.empty() && out.back().start + out.back().size == run.start) {
+      out.back().size += run.size;
     } else {
-      out.push_back(r);
+      out.push_back(run);
     }
   }
   return out;
@@ -132,15 +132,15 @@ std::vector<RowRun> merged(const std::vector<RowRun>& runs) {
 std::vector<RowRun> take_runs(const std::vector<RowRun>& runs, std::int64_t from,
                               std::int64_t len) {
   std::vector<RowRun> out;
-  for (const RowRun& r : runs) {
+  for (const RowRun& run : runs) {
     if (len <= 0) break;
-    if (from >= r.size) {
-      from -= r.size;
+    if (from >= run.size) {
+      from -= run.size;
       continue;
     }
-    const std::int64_t n = std::min(r.size - from, len);
-    out.push_back({r.start + from, n});
-    len -= n;
+    const std::int64_t count = std::min(run.size - from, len);
+    out.push_back({run.start + from, count});
+    len -= count;
     from = 0;
   }
   return out;
@@ -155,20 +155,20 @@ using StridedKey =
 // split factor on its own axis (the shards of the dim).
 const std::vector<std::vector<std::int64_t>>& strided_mismatches(
     std::map<StridedKey, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
-    std::int64_t w, const std::vector<std::int64_t>& ways,
+    std::int64_t fsdp_ways, const std::vector<std::int64_t>& ways,
     const std::vector<std::int64_t>& factors) {
-  auto [it, fresh] = cache.try_emplace(StridedKey{length, w, ways, factors});
+  auto [it, fresh] = cache.try_emplace(StridedKey{length, fsdp_ways, ways, factors});
   if (!fresh) return it->second;
   std::int64_t label = 1;
   std::int64_t combos = 1;
-  for (std::int64_t x : ways) {
-    label *= x;
-    combos *= x;
+  for (std::int64_t way : ways) {
+    label *= way;
+    combos *= way;
   }
   std::vector<std::int64_t> ks(ways.size(), 0);
   std::vector<MeshDimSplit> rule(ways.size());
   std::vector<MeshDimSplit> read(ways.size() + 1);
-  for (std::int64_t f = 0; f < w; ++f) {
+  for (std::int64_t f = 0; f < fsdp_ways; ++f) {
     for (std::int64_t c = 0; c < combos; ++c) {
       std::int64_t rem = c;
       for (std::size_t i = ways.size(); i-- > 0;) {
@@ -179,11 +179,11 @@ const std::vector<std::vector<std::int64_t>>& strided_mismatches(
         rule[i] = {ways[i], ks[i], factors[i]};
         read[i + 1] = rule[i];
       }
-      read[0] = {w, f, label};
+      read[0] = {fsdp_ways, f, label};
       const std::vector<RowRun> rows = shardc::dtensor_rows(length, rule);
       std::int64_t total = 0;
-      for (const RowRun& r : rows) total += r.size;
-      const Piece cut = split_piece(total, w, f, SplitRule::Chunk);
+      for (const RowRun& run : rows) total += run.size;
+      const Piece cut = split_piece(total, fsdp_ways, f, SplitRule::Chunk);
       if (merged(take_runs(rows, cut.start, cut.size)) !=
           merged(shardc::dtensor_rows(length, read))) {
         std::vector<std::int64_t> combo{f};
@@ -196,11 +196,11 @@ const std::vector<std::vector<std::int64_t>>& strided_mismatches(
 }
 
 // Work of `strided_mismatches`: (f, ks) combos times the runs each reading walks.
-bool strided_within_budget(std::int64_t length, std::int64_t w,
+bool strided_within_budget(std::int64_t length, std::int64_t fsdp_ways,
                            const std::vector<std::int64_t>& ways,
                            const std::vector<std::int64_t>& factors) {
-  std::int64_t work = w;
-  std::int64_t runs = w;
+  std::int64_t work = fsdp_ways;
+  std::int64_t runs = fsdp_ways;
   for (std::size_t i = 0; i < ways.size(); ++i) {
     if (__builtin_mul_overflow(work, ways[i], &work) || work > kMaxWork) return false;
     if (__builtin_mul_overflow(runs, factors[i] * ways[i], &runs) || runs > kMaxWork) return false;
@@ -211,10 +211,10 @@ bool strided_within_budget(std::int64_t length, std::int64_t w,
 
 // True when FSDP shards a dim whose rule labels are read as boxes (no shard order), each
 // rule split one axis torch.chunk'ed (order_shards refuses the rest).
-bool strided_checkable(const PlannedParam& p) {
-  const int d = p.geometry.fsdp_dim;
-  if (d < 0 || !p.geometry.parts.empty()) return false;
-  const auto& chain = p.geometry.per_dim[static_cast<std::size_t>(d)];
+bool strided_checkable(const PlannedParam& param) {
+  const int d = param.geometry.fsdp_dim;
+  if (d < 0 || !param.geometry.parts.empty()) return false;
+  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(d)];
   if (chain.size() < 2 || !strided_chain(chain)) return false;
   for (std::size_t i = 0; i + 1 < chain.size(); ++i)
     if ((chain[i].rule != SplitRule::Chunk && chain[i].rule != SplitRule::Even) ||

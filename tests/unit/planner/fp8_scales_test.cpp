@@ -377,30 +377,30 @@ TEST_CASE("scales of _StridedShard labels that are no order: checked run by run"
                      {},
                      "_StridedShard(" + std::to_string(d) + ", sf=" + std::to_string(sf) + ")"};
   };
-  Recipe r;
-  r.mesh = mesh({{"tp", 2}});
-  r.rules = {rule("**.w.weight", {{"tp", strided(0, 2)}})};
+  Recipe recipe;
+  recipe.mesh = mesh({{"tp", 2}});
+  recipe.rules = {rule("**.w.weight", {{"tp", strided(0, 2)}})};
   {
-    Model m = fp8_model({{"model.layers.0.w.weight", {1024, 256}}});
+    Model model = fp8_model({{"model.layers.0.w.weight", {1024, 256}}});
     DiagnosticSink sink;
-    const auto plan = build_plan(m, r, sink);
+    const auto plan = build_plan(model, recipe, sink);
     REQUIRE(plan);
-    const PlannedParam& s = planned(*plan, "model.layers.0.w.weight_scale_inv");
+    const PlannedParam& scale = planned(*plan, "model.layers.0.w.weight_scale_inv");
     // rank 1: weight rows [256, 512) + [768, 1024) = blocks 2, 3, 6, 7
-    const ShardGeom g = shard_at(s.geometry, mesh_coords(plan->dense, 1));
-    REQUIRE(g.boxes.size() == 2);
-    CHECK(g.boxes[0] == ShardBox{{2, 0}, {0, 0}, {2, 2}});
-    CHECK(g.boxes[1] == ShardBox{{6, 0}, {2, 0}, {2, 2}});
+    const ShardGeom geom = shard_at(scale.geometry, mesh_coords(plan->dense, 1));
+    REQUIRE(geom.boxes.size() == 2);
+    CHECK(geom.boxes[0] == ShardBox{{2, 0}, {0, 0}, {2, 2}});
+    CHECK(geom.boxes[1] == ShardBox{{6, 0}, {2, 0}, {2, 2}});
   }
-  Model m = fp8_model({{"model.layers.0.w.weight", {768, 256}}});
+  Model model = fp8_model({{"model.layers.0.w.weight", {768, 256}}});
   DiagnosticSink sink;
-  CHECK_FALSE(build_plan(m, r, sink));
-  const Diagnostic* d = find_code(sink, "E-FP8-BLOCK");
-  REQUIRE(d != nullptr);
-  CHECK(d->message.find("(tp: _StridedShard(0, sf=2)): rank 0 holds elements [0, 192) + [384, "
-                        "576) of 768") != std::string::npos);
-  CHECK(d->message.find("run boundary at element 192 cuts an FP8 block of 128") !=
+  CHECK_FALSE(build_plan(model, recipe, sink));
+  const Diagnostic* diag = find_code(sink, "E-FP8-BLOCK");
+  REQUIRE(diag != nullptr);
+  CHECK(diag->message.find("(tp: _StridedShard(0, sf=2)): rank 0 holds elements [0, 192) + [384, "
+                           "576) of 768") != std::string::npos);
+  CHECK(diag->message.find("run boundary at element 192 cuts an FP8 block of 128") !=
         std::string::npos);
-  CHECK(d->message.find("(2 of 2 ranks") != std::string::npos);
+  CHECK(diag->message.find("(2 of 2 ranks") != std::string::npos);
   CHECK(sink.error_count() == 1);
 }

@@ -238,19 +238,19 @@ TEST_CASE("a tie across pipeline stages lists its gradient-sync rank groups") {
 }
 
 TEST_CASE("fsdp.frozen: requires_grad false params out of FSDP by default, sharded with `shard`") {
-  Model m;
-  m.params = {param("base", {5, 2}), param("lora", {4, 2})};
-  m.params[0].requires_grad = false;
-  Recipe r;
-  r.mesh = mesh({{"dp_shard", 2}});
-  r.rules = {rule("**", {})};
-  r.fsdp = FsdpSpec{};
-  r.fsdp->shard = {"dp_shard"};
+  Model model;
+  model.params = {param("base", {5, 2}), param("lora", {4, 2})};
+  model.params[0].requires_grad = false;
+  Recipe recipe;
+  recipe.mesh = mesh({{"dp_shard", 2}});
+  recipe.rules = {rule("**", {})};
+  recipe.fsdp = FsdpSpec{};
+  recipe.fsdp->shard = {"dp_shard"};
   for (const FrozenParams frozen : {FrozenParams::Ignore, FrozenParams::Shard}) {
     CAPTURE(static_cast<int>(frozen));
-    r.fsdp->frozen = frozen;
+    recipe.fsdp->frozen = frozen;
     DiagnosticSink sink;
-    const auto plan = build_plan(m, r, sink);
+    const auto plan = build_plan(model, recipe, sink);
     REQUIRE(plan);
     const PlannedParam& base = plan->params[0];
     CHECK(plan->params[1].geometry.fsdp_dim == 0);  // trainable: always
@@ -261,10 +261,10 @@ TEST_CASE("fsdp.frozen: requires_grad false params out of FSDP by default, shard
       // FSDP2's default: chunked like any param, 3 + 2 rows, padded to 3
       CHECK(base.geometry.fsdp_dim == 0);
       CHECK(base.placements[0].label() == "Shard(0)");
-      const ShardGeom g = shard_at(base.geometry, mesh_coords(plan->dense, 1));
-      CHECK(g.local_shape == Shape{2, 2});
-      CHECK(g.padded_shape == Shape{3, 2});
-      CHECK(g.global_offset == Shape{3, 0});
+      const ShardGeom geom = shard_at(base.geometry, mesh_coords(plan->dense, 1));
+      CHECK(geom.local_shape == Shape{2, 2});
+      CHECK(geom.padded_shape == Shape{3, 2});
+      CHECK(geom.global_offset == Shape{3, 0});
     }
   }
 }
