@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/pipeline_chunks.hpp"
 #include "planner/passes.hpp"
 
 namespace shardc::passes {
@@ -124,21 +125,16 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   if (blocks % chunks != 0 && (spec.virtual_stages > 1 || megatron_names(params))) {
     warn_uneven_chunks(blocks, stages, spec.virtual_stages, spec, sink);
   }
-  // Chunk c gets q + (c < r) blocks.
-  const std::int64_t per_chunk = blocks / chunks;
-  const std::int64_t extra = blocks % chunks;
-  auto chunk_of_block = [&](std::int64_t block) {
-    const std::int64_t big = extra * (per_chunk + 1);
-    return block < big ? block / (per_chunk + 1) : extra + (block - big) / per_chunk;
-  };
+  // Chunk c gets blocks / chunks + (c < blocks % chunks) blocks (core/pipeline_chunks.hpp,
+  // the rule the layout search cuts its recompute ranges by).
   if (spec.virtual_stages > 1) {
+    const std::vector<ChunkBlocks> cut = auto_chunk_blocks(blocks, chunks);
     for (std::int64_t c = 0; c < chunks; ++c) {
       ModelChunk mc;
       mc.stage = static_cast<int>(c % stages);
       mc.virtual_stage = static_cast<int>(c / stages);
-      mc.first_block =
-          c < extra ? c * (per_chunk + 1) : extra * (per_chunk + 1) + (c - extra) * per_chunk;
-      mc.end_block = mc.first_block + per_chunk + (c < extra ? 1 : 0);
+      mc.first_block = cut[static_cast<std::size_t>(c)].first;
+      mc.end_block = cut[static_cast<std::size_t>(c)].end;
       plan.model_chunks.push_back(mc);
     }
   }
@@ -146,7 +142,7 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (block_of[i] >= 0) {
       seen_layer = true;
-      set_chunk(params[i], chunk_of_block(block_of[i]), stages);
+      set_chunk(params[i], auto_chunk_of_block(block_of[i], blocks, chunks), stages);
     } else {
       set_chunk(params[i], seen_layer ? chunks - 1 : 0, stages);
     }
