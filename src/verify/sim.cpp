@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "support/shape.hpp"
 #include "verify/engine.hpp"
 
 namespace shardc::verify {
@@ -103,6 +104,36 @@ Shape moved(const Shape& shape, std::size_t d) {
   return out;
 }
 
+// True when the flat indices of every member's box origin and corner (offset, and offset +
+// shape, dim by dim, times the global strides) fit int64, else `why` names the first that does not.
+// The unpackers multiply offsets by strides: a tampered rank file's offset far past the tensor
+// would overflow them (a box merely past the extent is theirs to report, with its reason).
+template <typename Member>
+bool members_addressable(const Shape& global, const std::vector<Member>& members,
+                         std::string& why) {
+  const Shape strides = strides_of(global);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const Box& box = members[k].box;
+    std::int64_t flat = 0;
+    bool fits = true;
+    for (std::size_t d = 0; d < box.offset.size() && d < box.shape.size() && fits; ++d) {
+      const std::int64_t stride = d < strides.size() ? strides[d] : 0;
+      std::int64_t corner = 0;
+      std::int64_t term = 0;
+      std::int64_t origin = 0;
+      fits = !__builtin_mul_overflow(box.offset[d], stride, &origin) &&
+             !__builtin_add_overflow(box.offset[d], box.shape[d], &corner) &&
+             !__builtin_mul_overflow(corner, stride, &term) &&
+             !__builtin_add_overflow(flat, term, &flat);
+    }
+    if (fits) continue;
+    why = "member " + std::to_string(k) + "'s box " + shape_text(box.offset) + " + " +
+          shape_text(box.shape) + " lies outside any tensor of shape " + shape_text(global);
+    return false;
+  }
+  return true;
+}
+
 // Global flat index of `origin` (dims it lacks read as 0).
 std::int64_t flat_origin(const Shape& gs, const Shape& origin) {
   std::int64_t index = 0;
@@ -151,6 +182,7 @@ bool check_reads(const std::vector<MuonMember>& members, const MuonMember& own, 
 // not leave int32, is equal throughout.
 std::optional<Box> muon_unpack_elements(const Shape& global, const std::vector<MuonMember>& members,
                                         std::size_t receiver, std::string& why) {
+  if (!members_addressable(global, members, why)) return std::nullopt;
   const MuonMember& own = members[receiver];
   const int d = own.entry->tensor_dim;
   const auto du = static_cast<std::size_t>(d);
@@ -214,6 +246,7 @@ std::optional<Box> muon_unpack_elements(const Shape& global, const std::vector<M
 
 std::optional<Box> muon_unpack_boxes(const Shape& global, const std::vector<MuonMember>& members,
                                      std::size_t receiver, std::string& why) {
+  if (!members_addressable(global, members, why)) return std::nullopt;
   const MuonMember& own = members[receiver];
   const int d = own.entry->tensor_dim;
   const auto du = static_cast<std::size_t>(d);
@@ -318,6 +351,7 @@ bool fsdp2_shapes_ok(const std::vector<Fsdp2Member>& members, const Fsdp2Member&
 std::optional<Box> fsdp2_unpack_elements(const Shape& global,
                                          const std::vector<Fsdp2Member>& members,
                                          std::size_t receiver, std::string& why) {
+  if (!members_addressable(global, members, why)) return std::nullopt;
   const Fsdp2Member& own = members[receiver];
   if (!fsdp2_shapes_ok(members, own, why)) return std::nullopt;
   const Shape& pad = own.entry->padded_shape;
@@ -423,6 +457,7 @@ std::optional<Box> fsdp2_unpack_elements(const Shape& global,
 
 std::optional<Box> fsdp2_unpack_boxes(const Shape& global, const std::vector<Fsdp2Member>& members,
                                       std::size_t receiver, std::string& why) {
+  if (!members_addressable(global, members, why)) return std::nullopt;
   const Fsdp2Member& own = members[receiver];
   if (!fsdp2_shapes_ok(members, own, why)) return std::nullopt;
   const auto d = static_cast<std::size_t>(own.entry->shard_dim);
