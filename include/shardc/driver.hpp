@@ -208,6 +208,11 @@ struct SearchOptions {
   std::string fix;                  ///< `--fix pp=16,tp=8`: degrees held fixed
   bool fp8_gemm = false;            ///< `--fp8`: FP8 GEMMs in the cost model
   std::int64_t moe_node_limit = 0;  ///< `--moe-node-limit M` (0 = unlimited)
+  /// `--kernels eager|fused`: training.kernels for every layout (empty: the --training
+  /// file's, else eager).
+  std::string kernels;
+  /// `--schedules 1f1b,interleaved,zero_bubble`: the pipeline schedules enumerated (empty: all).
+  std::string schedules;
   /// `--report PAGE`: also write the results as one HTML page (docs/report.md), also when
   /// nothing is ranked (E-SEARCH); the line saying so goes to `err`.
   std::string report;

@@ -83,6 +83,9 @@ void write_shape(json::Writer& writer, const Plan& plan) {
   writer.member("cp", tl.degrees.cp).member("dp", tl.dp);
   writer.member("pipeline_schedule", pipeline_schedule_name(tl.schedule));
   writer.member("attention", attention_impl_name(shape.attention));
+  // Only when not the default: plan.json and memory JSON of eager recipes keep their bytes.
+  if (shape.kernels != ActivationKernels::Eager)
+    writer.member("kernels", activation_kernels_name(shape.kernels));
   writer.member("activation_dtype", dtype_name(tl.activation_dtype));
   writer.key("moe").begin_object();
   if (shape.moe.capacity_factor) {

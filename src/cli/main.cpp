@@ -280,6 +280,13 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--moe-node-limit", opt.moe_node_limit,
                   "Node-limited routing: each token to experts on at most M nodes")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--kernels", opt.kernels,
+                  "Activation model: eager (transformers' modules, default) or fused "
+                  "(Megatron-Core + Transformer Engine)")
+      ->check(CLI::IsMember({"eager", "fused"}));
+  cmd->add_option("--schedules", opt.schedules,
+                  "Pipeline schedules your framework runs, e.g. 1f1b,interleaved (default: "
+                  "1f1b, interleaved and zero_bubble)");
   add_diag_format(*cmd, cli);
   cmd->footer(
       "Enumerates pp x dp_replicate x dp_shard x cp x tp (x ep for MoE) with recompute, sequence\n"

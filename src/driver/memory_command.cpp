@@ -106,7 +106,9 @@ void print_activations(const Plan& plan, const MemoryReport& memory, bool explai
       << shape.micro_batch_size << ", " << tl.microbatches << " micro-batches per step ("
       << tl.microbatches_from << "), recompute " << recompute_name(shape.recompute)
       << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << ", attention "
-      << attention_impl_name(shape.attention) << ", activation_dtype "
+      << attention_impl_name(shape.attention)
+      << (shape.kernels == ActivationKernels::Fused ? ", kernels fused" : "")
+      << ", activation_dtype "
       << dtype_name(tl.activation_dtype) << ", schedule " << pipeline_schedule_name(tl.schedule)
       << "\n";
   out << "layout: tp " << tl.degrees.tp

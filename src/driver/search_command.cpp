@@ -251,6 +251,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     return ExitCode::Usage;
   }
   shape.attention = opt.training_path.empty() ? AttentionImpl::Flash : shape.attention;
+  if (!opt.kernels.empty())
+    shape.kernels = opt.kernels == "fused" ? ActivationKernels::Fused : ActivationKernels::Eager;
   std::int64_t budget = static_cast<std::int64_t>(hw->hbm_bytes);
   if (!opt.budget.empty()) {
     const auto parsed = parse_byte_size(opt.budget);
@@ -272,6 +274,28 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   req.hardware = *hw;
   req.fp8_gemm = opt.fp8_gemm;
   req.moe_node_limit = opt.moe_node_limit;
+  if (!opt.schedules.empty()) {
+    std::string_view rest = opt.schedules;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      bool known = false;
+      for (const PipelineScheduleKind kind :
+           {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
+            PipelineScheduleKind::ZeroBubble}) {
+        if (name != pipeline_schedule_name(kind)) continue;
+        known = true;
+        if (std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
+          req.schedules.push_back(kind);
+      }
+      if (!known) {
+        driver::print_error(err, "--schedules: unknown schedule '" + std::string(name) +
+                                     "' (1f1b, interleaved, zero_bubble)");
+        return ExitCode::Usage;
+      }
+    }
+  }
   if (!opt.fix.empty()) {
     static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
                                                               "cp", "tp",           "ep"};
@@ -350,7 +374,20 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << ", \"global_batch_tokens\": " << tokens
         << ", \"optimizer\": " << json_string(optimizer_name(training.optimizer))
         << ", \"fp8_gemm\": " << (req.fp8_gemm ? "true" : "false")
-        << ", \"moe_node_limit\": " << req.moe_node_limit << "},\n"
+        << ", \"moe_node_limit\": " << req.moe_node_limit
+        << ", \"kernels\": " << json_string(activation_kernels_name(shape.kernels))
+        << ", \"schedules\": [";
+    bool first_schedule = true;
+    for (const PipelineScheduleKind kind :
+         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
+          PipelineScheduleKind::ZeroBubble}) {
+      if (!req.schedules.empty() &&
+          std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
+        continue;
+      out << (first_schedule ? "" : ", ") << json_string(pipeline_schedule_name(kind));
+      first_schedule = false;
+    }
+    out << "]},\n"
         << " \"enumerated\": " << result.enumerated << ", \"screened\": " << result.screened
         << ", \"checked\": " << result.checked.size() << ",\n \"pruned\": {";
     for (int i = 0; i < kScreenReasons; ++i) {
@@ -378,7 +415,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
         << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
         << " tokens), optimizer " << optimizer_name(training.optimizer) << ", attention "
-        << attention_impl_name(shape.attention) << (req.fp8_gemm ? ", FP8 GEMMs" : "")
+        << attention_impl_name(shape.attention)
+        << (shape.kernels == ActivationKernels::Fused ? ", fused kernels" : "")
+        << (req.fp8_gemm ? ", FP8 GEMMs" : "")
         << (req.moe_node_limit > 0
                 ? ", node-limited routing (M = " + std::to_string(req.moe_node_limit) + ")"
                 : std::string())

@@ -172,6 +172,7 @@ TrainingSpec parse_training(const Node& node, Reader& reader) {
                      "context_parallel",
                      "pipeline_schedule",
                      "attention",
+                     "kernels",
                      "activation_dtype",
                      "moe",
                      "offload",

@@ -137,6 +137,23 @@ void parse_attention(const Node& node, Reader& reader, AttentionImpl& attention)
                "eager stores the s x s attention scores per head; flash and sdpa do not");
 }
 
+// `training.kernels: eager | fused` (src/core/recipe.hpp ActivationKernels); fused
+// kernels run flash attention, so `attention: eager` beside them is refused.
+void parse_kernels(const Node& node, Reader& reader, TrainingShape& shape) {
+  shape.kernels_loc = reader.loc(node);
+  if (node.is_scalar() && !node.quoted) {
+    for (ActivationKernels candidate : {ActivationKernels::Eager, ActivationKernels::Fused}) {
+      if (node.text() == activation_kernels_name(candidate)) {
+        shape.kernels = candidate;
+        return;
+      }
+    }
+  }
+  reader.error(node, "`training.kernels` must be eager or fused, got " + describe(node),
+               "eager: Hugging Face transformers' modules (the default); fused: Megatron-Core "
+               "with Transformer Engine's fused norm-linear, SwiGLU, RoPE and cross entropy");
+}
+
 void parse_activation_dtype(const Node& node, Reader& reader, TrainingShape& shape) {
   shape.activation_dtype_loc = reader.loc(node);
   std::optional<std::string> text = reader.get_string(node, "`training.activation_dtype`");
@@ -258,6 +275,17 @@ void parse_training_shape(const Node& node, Reader& reader, TrainingShape& shape
     parse_schedule(*schedule, reader, shape.pipeline_schedule);
   if (const Node* attention = node.find("attention"))
     parse_attention(*attention, reader, shape.attention);
+  if (const Node* kernels = node.find("kernels")) {
+    parse_kernels(*kernels, reader, shape);
+    const Node* attention = node.find("attention");
+    if (shape.kernels == ActivationKernels::Fused && attention != nullptr &&
+        shape.attention == AttentionImpl::Eager) {
+      reader.error(DiagCode::ETraining, reader.loc(*attention),
+                   "`training.attention: eager` beside `kernels: fused`: the fused kernels run "
+                   "flash attention (Transformer Engine's DotProductAttention)",
+                   "drop `attention` or set it to flash");
+    }
+  }
   if (const Node* activation_dtype = node.find("activation_dtype"))
     parse_activation_dtype(*activation_dtype, reader, shape);
   if (const Node* moe = node.find("moe")) parse_moe(*moe, reader, shape.moe);

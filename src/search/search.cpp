@@ -93,8 +93,13 @@ constexpr std::int64_t kMaxVirtualStages = 16;
 
 // Every layout of `world` (degrees x choices), each passed to `visit`.
 void enumerate(const ModelStats& st, std::int64_t world,
+               const std::vector<PipelineScheduleKind>& schedules,
                const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
+  auto allowed = [&schedules](PipelineScheduleKind kind) {
+    return schedules.empty() || std::find(schedules.begin(), schedules.end(), kind) !=
+                                    schedules.end();
+  };
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;
     for (const std::int64_t tp : divisors(r1)) {
@@ -136,6 +141,7 @@ void enumerate(const ModelStats& st, std::int64_t world,
                   }
                   for (const PipelineScheduleKind kind :
                        {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble}) {
+                    if (!allowed(kind)) continue;
                     layout.schedule = kind;
                     layout.virtual_stages = 1;
                     visit(layout);
@@ -145,6 +151,7 @@ void enumerate(const ModelStats& st, std::int64_t world,
                   // point-to-point traffic grows by v); v = 2 always (a layout with
                   // fewer layers than 2 pp is counted under LayersPp), larger v while
                   // pp x v blocks exist.
+                  if (!allowed(PipelineScheduleKind::Interleaved)) continue;
                   layout.schedule = PipelineScheduleKind::Interleaved;
                   for (std::int64_t virtual_stages = 2; virtual_stages <= kMaxVirtualStages;
                        virtual_stages *= 2) {
@@ -429,6 +436,8 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
   if (layout.pp > 1)
     out << "  pipeline_schedule: {kind: " << pipeline_schedule_name(layout.schedule) << "}\n";
   out << "  attention: " << attention_impl_name(shape.attention) << "\n";
+  if (shape.kernels != ActivationKernels::Eager)
+    out << "  kernels: " << activation_kernels_name(shape.kernels) << "\n";
   if (shape.activation_dtype)
     out << "  activation_dtype: " << dtype_name(*shape.activation_dtype) << "\n";
   if (shape.moe.capacity_factor)
@@ -485,7 +494,7 @@ struct Scored {
 std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
   const ModelStats st = search::model_stats(*req.model);
   std::int64_t count = 0;
-  enumerate(st, world, [&](const Layout& layout) {
+  enumerate(st, world, req.schedules, [&](const Layout& layout) {
     if (!screen(st, req, layout)) ++count;
   });
   return count;
@@ -500,7 +509,7 @@ SearchResult run_search(const SearchRequest& req) {
   }
   std::vector<Scored> scored;
   ActivationMemo memo;
-  enumerate(st, req.world, [&](const Layout& layout) {
+  enumerate(st, req.world, req.schedules, [&](const Layout& layout) {
     ++result.enumerated;
     if (const auto reason = screen(st, req, layout)) {
       ++result.pruned[static_cast<std::size_t>(*reason)];

@@ -166,6 +166,10 @@ struct SearchRequest {
   /// `--moe-node-limit M`: node-limited routing, each token sent to experts
   /// on at most M nodes (DeepSeek-V3 Sec. 2.1.2: M = 4); 0 = unlimited.
   std::int64_t moe_node_limit = 0;
+  /// `--schedules 1f1b,interleaved`: the pipeline schedules the framework runs (Megatron-LM:
+  /// 1F1B and interleaved; torchtitan also zero bubble); empty = 1F1B, interleaved and
+  /// zero bubble. Layouts without a pipeline are enumerated whatever it says.
+  std::vector<PipelineScheduleKind> schedules;
 };
 
 /// One layout checked by the planner.
