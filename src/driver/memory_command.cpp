@@ -108,9 +108,8 @@ void print_activations(const Plan& plan, const MemoryReport& memory, bool explai
       << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << ", attention "
       << attention_impl_name(shape.attention)
       << (shape.kernels == ActivationKernels::Fused ? ", kernels fused" : "")
-      << ", activation_dtype "
-      << dtype_name(tl.activation_dtype) << ", schedule " << pipeline_schedule_name(tl.schedule)
-      << "\n";
+      << ", activation_dtype " << dtype_name(tl.activation_dtype) << ", schedule "
+      << pipeline_schedule_name(tl.schedule) << "\n";
   out << "layout: tp " << tl.degrees.tp
       << (tl.degrees.sequence_parallel ? " (sequence parallel)" : "") << ", expert tp "
       << tl.degrees.expert_tp << ", cp " << tl.degrees.cp << ", dp " << tl.dp << ", pp "

@@ -360,6 +360,27 @@ Diagnostic strided_diagnostic(const BlockedDim& at, const StridedOffender& offen
   return diag;
 }
 
+// The note when a weight's block check ran out of its budget (hostile meshes only).
+Diagnostic skipped_note(const PlannedParam& weight, const Recipe& recipe) {
+  Diagnostic note =
+      param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe), Severity::Note);
+  note.message = "FP8 block check of " + weight.name + " skipped: more than 2^24 shard pieces";
+  note.hint = "only hostile meshes get here; check the block alignment by hand";
+  return note;
+}
+
+// Ranks that hold one leaf of the rule splits `chain` of `weight` (a stage's ranks over the
+// leaves): a count of bad leaves times this is the count of ranks holding a bad shard.
+std::int64_t ranks_per_leaf(const Plan& plan, const PlannedParam& weight,
+                            const std::vector<DimSplit>& chain) {
+  std::int64_t leaves = 1;
+  for (const DimSplit& split : chain) leaves *= split.ways;
+  const int pp_axis =
+      weight.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
+  const std::int64_t stages = pp_axis >= 0 ? plan.num_stages : 1;
+  return plan.world_size / stages / leaves;
+}
+
 }  // namespace
 
 void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan, const Model& model,
@@ -386,29 +407,16 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
         const std::string key = std::to_string(weight.rule.index) + ":" + std::to_string(d) + ":" +
                                 std::to_string(weight.global_shape[d]) + ":strided";
         if (!offender.found) {
-          if (offender.skipped) {
-            Diagnostic note = param_diagnostic(weight, DiagCode::EFp8Block,
-                                               rule_loc(weight, recipe), Severity::Note);
-            note.message =
-                "FP8 block check of " + weight.name + " skipped: more than 2^24 shard pieces";
-            note.hint = "only hostile meshes get here; check the block alignment by hand";
-            rep.add(std::move(note), "skipped");
-          }
+          if (offender.skipped) rep.add(skipped_note(weight, recipe), "skipped");
           continue;
         }
         if (!seen.insert(key).second) {
           rep.add(param_diagnostic(weight, DiagCode::EFp8Block, {}), key);
           continue;
         }
-        std::int64_t leaves = 1;
-        for (const DimSplit& split : wc) leaves *= split.ways;
-        const int pp_axis =
-            weight.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
-        const std::int64_t stages = pp_axis >= 0 ? plan.num_stages : 1;
-        rep.add(
-            strided_diagnostic({weight, scale, d, block, wc}, offender,
-                               offender.bad * (plan.world_size / stages / leaves), plan, recipe),
-            key);
+        rep.add(strided_diagnostic({weight, scale, d, block, wc}, offender,
+                                   offender.bad * ranks_per_leaf(plan, weight, wc), plan, recipe),
+                key);
         continue;
       }
       const bool packed = !weight.geometry.parts.empty() &&
@@ -430,14 +438,7 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
       const std::string key = std::to_string(weight.rule.index) + ":" + std::to_string(d) + ":" +
                               std::to_string(weight.global_shape[d]);
       if (!walk.first.found) {
-        if (walk.skipped) {
-          Diagnostic note = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe),
-                                             Severity::Note);
-          note.message =
-              "FP8 block check of " + weight.name + " skipped: more than 2^24 shard pieces";
-          note.hint = "only hostile meshes get here; check the block alignment by hand";
-          rep.add(std::move(note), "skipped");
-        }
+        if (walk.skipped) rep.add(skipped_note(weight, recipe), "skipped");
         continue;
       }
       const std::string full = key + (walk.first.verdict.mismatch ? ":m" : "");
@@ -445,12 +446,7 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
         rep.add(param_diagnostic(weight, DiagCode::EFp8Block, {}), full);
         continue;
       }
-      std::int64_t leaves = 1;
-      for (const DimSplit& split : wc) leaves *= split.ways;
-      const int pp =
-          weight.mesh == MeshKind::Expert ? plan.expert_pipeline_axis : plan.pipeline_axis;
-      const std::int64_t stages = pp >= 0 ? plan.num_stages : 1;
-      const std::int64_t ranks = bad * (plan.world_size / stages / leaves);
+      const std::int64_t ranks = bad * ranks_per_leaf(plan, weight, wc);
       rep.add(offender_diagnostic({weight, scale, d, block, wc}, walk, ranks, plan, recipe), full);
     }
   }

@@ -97,8 +97,8 @@ void enumerate(const ModelStats& st, std::int64_t world,
                const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
   auto allowed = [&schedules](PipelineScheduleKind kind) {
-    return schedules.empty() || std::find(schedules.begin(), schedules.end(), kind) !=
-                                    schedules.end();
+    return schedules.empty() ||
+           std::find(schedules.begin(), schedules.end(), kind) != schedules.end();
   };
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;
