@@ -28,8 +28,7 @@ std::string render_cost_json(const Plan& plan, const CommReport& report) {
   const CommLayout& layout = report.layout;
   writer.line_break().key("assumptions").begin_object();
   writer.member("reshard_after_forward", layout.reshards());
-  writer.member("reshard_after_forward_from",
-                layout.reshard_after_forward ? "--reshard-after-forward" : "torchtitan default");
+  writer.member("reshard_after_forward_from", layout.reshard_after_forward_from);
   writer.member("tp_inputs", layout.tp_per_linear ? "per_linear" : "fused");
   writer.member("loss_parallel", layout.loss_parallel)
       .member("vocab_parallel", layout.vocab_parallel);

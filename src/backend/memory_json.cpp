@@ -229,6 +229,7 @@ std::string render_memory_json(const Plan& plan, const MemoryReport& memory,
   writer.line_break().key("layouts").begin_object();
   writer.member("fsdp2_allgather", memory.fsdp2_declared)
       .member("muon_allgather", memory.muon_declared);
+  if (memory.fsdp2_every_unit) writer.member("fsdp2_every_unit_gathered", true);
   writer.end_object();
   writer.line_break().member(
       "not_counted", memory.activations_counted ? backend::kNotCountedStep : backend::kNotCounted);

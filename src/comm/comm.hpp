@@ -195,6 +195,9 @@ struct CommLayout {
   /// FSDP2 reshard_after_forward; nullopt = torchtitan's default (true
   /// without a pipeline, false with one).
   std::optional<bool> reshard_after_forward;
+  /// Where `reshard_after_forward` comes from: "--reshard-after-forward",
+  /// "recipe" (`fsdp.reshard_after_forward`) or "torchtitan default".
+  const char* reshard_after_forward_from = "torchtitan default";
   int zero_stage = 0;         ///< 1/2: the Zero groups carry reduce-scatter + all-gather
   bool loss_parallel = true;  ///< vocab-parallel loss (else the logits are all-gathered)
   /// TP input-gradient all-reduces per layer in backward: 2 (fused: one per

@@ -224,7 +224,14 @@ CommReport plan_communication(const Plan& plan, const CommOptions& options) {
   layout.virtual_stages = plan.virtual_stages;
   layout.microbatches = tl.microbatches;
   layout.schedule = tl.schedule;
+  // The command's option, else the recipe's `fsdp.reshard_after_forward`.
   layout.reshard_after_forward = options.reshard_after_forward;
+  if (options.reshard_after_forward) {
+    layout.reshard_after_forward_from = "--reshard-after-forward";
+  } else if (plan.fsdp_reshard_after_forward) {
+    layout.reshard_after_forward = plan.fsdp_reshard_after_forward;
+    layout.reshard_after_forward_from = "recipe";
+  }
   layout.zero_stage = plan.zero.stage;
   layout.loss_parallel = options.loss_parallel;
   layout.tp_per_linear = options.tp_inputs == CommOptions::TpInputs::PerLinear;

@@ -355,6 +355,8 @@ struct Plan {
   std::vector<TieSyncGroups> tie_sync;
   std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
   TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
+  /// `fsdp.reshard_after_forward`, copied from the recipe (nullopt: unstated).
+  std::optional<bool> fsdp_reshard_after_forward;
   ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)
   TrainingLayout training_layout;       ///< the activation model's inputs (resolve_training)
   std::vector<Diagnostic> diagnostics;  ///< warnings kept for the manifest

@@ -198,6 +198,11 @@ struct FsdpSpec {
   int dim = 0;
   ExpertDim expert_dim = ExpertDim::Auto;
   FrozenParams frozen = FrozenParams::Ignore;
+  /// `fsdp.reshard_after_forward`: FSDP2's `fully_shard(reshard_after_forward=)`.
+  /// nullopt = unstated: torchtitan's default (`not pp_enabled`,
+  /// parallelize.py apply_fsdp), which under a pipeline changes no memory
+  /// (src/memory/memory.hpp) and without one is FSDP2's own default, true.
+  std::optional<bool> reshard_after_forward;
   SourceLoc loc;
 };
 

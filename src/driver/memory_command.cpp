@@ -53,6 +53,14 @@ void print_assumptions(const Plan& plan, const MemoryReport& memory, std::ostrea
     if (plan.zero.has_experts) out << "; experts over " << group(plan.zero.expert);
     out << "\n";
   }
+  if (memory.fsdp2_every_unit) {
+    out << "fsdp2: every unit of a rank stays gathered at the peak ("
+        << (plan.num_stages > 1
+                ? "a pipeline: torch.distributed.pipelining keeps each stage's units gathered and "
+                  "their unsharded grads until the step's last micro-batch"
+                : "reshard_after_forward: false")
+        << ")\n";
+  }
   if (!memory.fsdp2_declared && (memory.fsdp_degree > 1 || memory.expert_fsdp_degree > 1)) {
     out << "note: no fsdp2_allgather buffer in the recipe: FSDP2 all-gather memory is not "
            "counted (add one with the FSDP units to count it)\n";

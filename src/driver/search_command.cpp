@@ -107,6 +107,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
        << ", \"schedule\": " << json_string(pipeline_schedule_name(layout.schedule))
        << ", \"virtual_stages\": " << layout.virtual_stages
        << ", \"zero1\": " << (layout.zero1 ? "true" : "false")
+       << ", \"reshard_after_forward\": " << (layout.reshard_after_forward ? "true" : "false")
        << ", \"valid\": " << (checked.valid ? "true" : "false");
   if (!checked.valid) {
     json << ", \"first_code\": " << json_string(checked.first_code)

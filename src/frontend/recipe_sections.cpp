@@ -108,6 +108,9 @@ void parse_fsdp_fields(const Node& node, Reader& reader, FsdpSpec& fsdp) {
   if (const Node* frozen = node.find("frozen")) {
     fsdp.frozen = parse_frozen(*frozen, reader).value_or(FrozenParams::Ignore);
   }
+  if (const Node* reshard = node.find("reshard_after_forward")) {
+    fsdp.reshard_after_forward = reader.get_bool(*reshard, "`fsdp.reshard_after_forward`");
+  }
 }
 
 std::optional<std::int64_t> positive_int(const Node& node, Reader& reader, std::string_view what) {
@@ -277,7 +280,8 @@ std::optional<PipelineSpec> parse_pipeline(const Node& node, Reader& reader) {
 
 std::optional<FsdpSpec> parse_fsdp(const Node& node, Reader& reader) {
   if (!reader.expect_map(node, "`fsdp`")) return std::nullopt;
-  reader.check_keys(node, {"shard", "replicate", "expert_shard", "dim", "expert_dim", "frozen"},
+  reader.check_keys(node, {"shard", "replicate", "expert_shard", "dim", "expert_dim", "frozen",
+                     "reshard_after_forward"},
                     "`fsdp`");
   FsdpSpec fsdp;
   fsdp.loc = reader.loc(node);

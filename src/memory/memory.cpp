@@ -60,25 +60,45 @@ bool fsdp_scaled(const PlannedParam& param, bool plan_has_fsdp) {
   return trainable(param) && !param.global_shape.empty();
 }
 
+// True when FSDP2 holds every unit of the rank gathered at its peak
+// (memory.hpp, fsdp2_allgather): under a pipeline, or with
+// `fsdp.reshard_after_forward: false`.
+bool every_unit_gathered(const Plan& plan) {
+  return plan.num_stages > 1 || plan.fsdp_reshard_after_forward == std::optional<bool>(false);
+}
+
+// The unsharded gradients of one rank alive at once, in gathered param bytes
+// (memory.hpp, fsdp2_reduce_scatter): every unit's under a pipeline, else the
+// largest unit's.
+std::int64_t unsharded_grads_of(const Plan& plan, std::int64_t every_unit,
+                                std::int64_t largest_unit) {
+  return plan.num_stages > 1 ? every_unit : largest_unit;
+}
+
 // The transient peak of one layout kind (FSDP2: `gathered_peak`, a unit plus
-// the next one prefetched; muon: `call_peak`, the largest single call).
-std::int64_t peak_of(const std::vector<BufferRankBytes>& buffers, BufferKind kind,
-                     std::size_t rank) {
+// the next one prefetched, or `gathered` when every unit stays gathered;
+// muon: `call_peak`, the largest single call).
+std::int64_t peak_of(const Plan& plan, const std::vector<BufferRankBytes>& buffers,
+                     BufferKind kind, std::size_t rank) {
   std::int64_t best = 0;
   for (const BufferRankBytes& buffer : buffers) {
     if (buffer.kind != kind) continue;
     const std::vector<std::int64_t>& per_rank =
-        kind == BufferKind::Fsdp2AllGather ? buffer.gathered_peak : buffer.call_peak;
+        kind != BufferKind::Fsdp2AllGather ? buffer.call_peak
+        : every_unit_gathered(plan)        ? buffer.gathered
+                                           : buffer.gathered_peak;
     if (rank < per_rank.size()) best = std::max(best, per_rank[rank]);
   }
   return best;
 }
 
-std::int64_t largest_unit_of(const std::vector<BufferRankBytes>& buffers, std::size_t rank) {
+std::int64_t unsharded_grads_of(const Plan& plan, const std::vector<BufferRankBytes>& buffers,
+                                std::size_t rank) {
   std::int64_t best = 0;
   for (const BufferRankBytes& buffer : buffers)
     if (buffer.kind == BufferKind::Fsdp2AllGather && rank < buffer.largest_unit.size())
-      best = std::max(best, buffer.largest_unit[rank]);
+      best = std::max(best,
+                      unsharded_grads_of(plan, buffer.gathered[rank], buffer.largest_unit[rank]));
   return best;
 }
 
@@ -119,13 +139,13 @@ void fsdp_degrees(const Plan& plan, MemoryReport& report) {
 
 // The peak of a whole step with the training shape (src/memory/memory.hpp):
 // activations, the gradient side of the buffers and offload.
-void step_peak(const Plan& plan, std::int64_t largest_unit_bytes, std::int64_t rank,
+void step_peak(const Plan& plan, std::int64_t unsharded_grads_bytes, std::int64_t rank,
                const MemoryReport& report, RankMemory& rm) {
   const int stage = plan.stage_of_rank(rank);
   for (const StageActivations& sa : report.stage_activations)
     if (sa.stage == stage) rm.activations = sa.bytes;
-  // The unit's reduce-scatter input: its unsharded grads in the reduce dtype.
-  const std::int64_t unit = largest_unit_bytes;
+  // The reduce-scatter input: the unsharded grads in the reduce dtype.
+  const std::int64_t unit = unsharded_grads_bytes;
   if (unit > 0) {
     const std::int64_t param_size = element_size(plan.params.front().dtype);
     const std::int64_t grad_size =
@@ -260,7 +280,10 @@ RankMemory finish_rank(const Plan& plan, const std::int64_t* sums, std::int64_t 
 
 void declared_layouts(const Plan& plan, MemoryReport& report) {
   for (const BufferSpec& spec : plan.buffers) {
-    if (spec.kind == BufferKind::Fsdp2AllGather) report.fsdp2_declared = true;
+    if (spec.kind == BufferKind::Fsdp2AllGather) {
+      report.fsdp2_declared = true;
+      report.fsdp2_every_unit = every_unit_gathered(plan);
+    }
     if (spec.kind == BufferKind::MuonAllGather) report.muon_declared = true;
   }
 }
@@ -310,11 +333,12 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   report.ranks.resize(world);
   for (std::size_t r = 0; r < world; ++r) {
     report.ranks[r] =
-        finish_rank(plan, &sums[r * kWidth], peak_of(buffer_bytes, BufferKind::Fsdp2AllGather, r),
-                    peak_of(buffer_bytes, BufferKind::MuonAllGather, r));
+        finish_rank(plan, &sums[r * kWidth],
+                    peak_of(plan, buffer_bytes, BufferKind::Fsdp2AllGather, r),
+                    peak_of(plan, buffer_bytes, BufferKind::MuonAllGather, r));
     if (report.activations_counted) {
-      step_peak(plan, largest_unit_of(buffer_bytes, r), static_cast<std::int64_t>(r), report,
-                report.ranks[r]);
+      step_peak(plan, unsharded_grads_of(plan, buffer_bytes, r), static_cast<std::int64_t>(r),
+                report, report.ranks[r]);
     }
   }
   // The classes: ranks of one stage with equal memory (first-seen order = lowest rank).
@@ -551,14 +575,18 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     }
     std::int64_t fsdp2 = 0;
     std::int64_t muon = 0;
-    std::int64_t largest_unit = 0;
+    std::int64_t unsharded_grads = 0;
     for (const BufferBytesAt& bytes : buffer_bytes_at(plan, buffers, rank)) {
-      fsdp2 = std::max(fsdp2, bytes.gathered_peak);
+      if (bytes.kind == BufferKind::Fsdp2AllGather) {
+        fsdp2 = std::max(fsdp2,
+                         every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
+        unsharded_grads = std::max(unsharded_grads,
+                                   unsharded_grads_of(plan, bytes.gathered, bytes.largest_unit));
+      }
       muon = std::max(muon, bytes.call_peak);
-      largest_unit = std::max(largest_unit, bytes.largest_unit);
     }
     RankMemory rm = finish_rank(plan, cols.data(), fsdp2, muon);
-    if (report.activations_counted) step_peak(plan, largest_unit, rank, report, rm);
+    if (report.activations_counted) step_peak(plan, unsharded_grads, rank, report, rm);
     const int stage = plan.stage_of_rank(rank);
     auto [it, fresh] = index.try_emplace(class_key(stage, rm), members.size());
     if (fresh) {

@@ -53,6 +53,18 @@
 //    unsharded output plus the next unit's, prefetched — the largest sum of
 //    two consecutive units in module order). 0 when the recipe plans no
 //    fsdp2_allgather buffer (`fsdp2_declared` false: the output says so).
+//    Every unit of the rank at once (BufferRankBytes::gathered,
+//    `fsdp2_every_unit`) when
+//    - the plan has a pipeline: torch.distributed.pipelining runs every
+//      backward but the step's last with the stage module's
+//      `set_reshard_after_backward(False)` and `set_requires_gradient_sync(False)`
+//      (stage.py backward_maybe_with_nosync; `perform_reduce_grad` after
+//      the last micro-batch reshards and reduces), so after the first
+//      backward every unit of every model chunk of the rank stays gathered,
+//      whatever reshard_after_forward says;
+//    - or `fsdp.reshard_after_forward: false` without a pipeline: after the
+//      forward every unit stays gathered until its backward
+//      (FSDPParamGroup.post_forward does not reshard).
 //  * muon_allgather: the largest output of one muon all-gather call
 //    (BufferRankBytes::call_peak).
 //  * total = params + grads + master_weights + optimizer_state +
@@ -69,7 +81,11 @@
 //    (FSDP2 FSDPParamGroup.post_backward: the unit's unsharded gradients,
 //    `reduce_scatter_input` of numel unit x world, in the reduce dtype =
 //    grad_dtype or the param's) alive with the gathered units: the largest
-//    unit's gathered bytes x grad/param element size.
+//    unit's gathered bytes x grad/param element size. Under a pipeline every
+//    unit's: with gradient sync off until the last micro-batch
+//    (stage.py, above) each unsharded param accumulates its unsharded
+//    gradient (FSDPParam.to_accumulated_grad_if_needed) until
+//    `perform_reduce_grad`: the rank's gathered bytes x grad/param size.
 //  * muon_grad_copy: the muon step's gathered gradient is orthogonalized
 //    into a second full matrix of the same size (Newton-Schulz output)
 //    before it is scattered back: one more call_peak.
@@ -166,6 +182,9 @@ struct MemoryReport {
   std::vector<MemoryClass> classes;
   bool fsdp2_declared = false;  ///< an fsdp2_allgather layout was planned
   bool muon_declared = false;   ///< a muon_allgather layout was planned
+  /// FSDP2 holds every unit of a rank gathered at its peak (a pipeline, or
+  /// `fsdp.reshard_after_forward: false`), not a unit and the next one.
+  bool fsdp2_every_unit = false;
   std::int64_t peak = 0;        ///< the largest total
   RankSet peak_ranks;           ///< ranks whose total is `peak`
   /// The FSDP degree of dense params (product of the fsdp.shard axes), 1

@@ -23,6 +23,7 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   plan.expert = recipe.expert_mesh;
   plan.buffers = recipe.buffers;
   plan.training = recipe.training;
+  if (recipe.fsdp) plan.fsdp_reshard_after_forward = recipe.fsdp->reshard_after_forward;
 
   std::vector<PlannedParam> params = passes::stack_experts(model, recipe, sink, owned);
   passes::pair_fp8_scales(params, model, recipe, sink);

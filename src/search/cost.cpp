@@ -158,9 +158,7 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
   cl.virtual_stages = layout.virtual_stages;
   cl.microbatches = std::max<std::int64_t>(1, microbatches);
   cl.schedule = layout.schedule;
-  // What the memory model counts: one unit gathered (and the next prefetched),
-  // so every forward and backward gathers (reshard_after_forward true).
-  cl.reshard_after_forward = true;
+  cl.reshard_after_forward = layout.reshard_after_forward;
   cl.zero_stage = layout.zero1 ? 1 : 0;
   cl.loss_parallel = true;
   // The shipped rule sets split the embedding and lm_head over tp (vocab-parallel).

@@ -59,6 +59,7 @@ std::string layout_name(const Layout& layout) {
   if (out.empty()) add("single");
   if (layout.sequence_parallel) add("sp");
   if (layout.zero1) add("zero1");
+  if (layout.pp == 1 && layout.dp_shard > 1 && !layout.reshard_after_forward) add("no-reshard");
   if (layout.recompute == Recompute::Full && layout.recompute_block > 0) {
     add("recompute=block" + std::to_string(layout.recompute_block));
   } else {
@@ -136,9 +137,14 @@ void enumerate(const ModelStats& st, std::int64_t world,
                   if (pp == 1) {
                     layout.schedule = PipelineScheduleKind::OneFOneB;
                     layout.virtual_stages = 1;
+                    layout.reshard_after_forward = true;
+                    visit(layout);
+                    if (dp_shard == 1) continue;
+                    layout.reshard_after_forward = false;
                     visit(layout);
                     continue;
                   }
+                  layout.reshard_after_forward = dp_shard == 1;
                   for (const PipelineScheduleKind kind :
                        {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble}) {
                     if (!allowed(kind)) continue;
@@ -229,9 +235,22 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   double bytes = dense / shard * (2 * pb + state_bytes / zero_dense) +
                  expert / eshard * (2 * pb + state_bytes / zero_expert);
   if (layout.dp_shard > 1) {
+    // The FSDP2 buffers (src/memory/memory.hpp): a unit and the next one
+    // gathered plus one unit's unsharded grads; every unit gathered without
+    // resharding after forward; under a pipeline every unit gathered and
+    // every unit's unsharded grads.
+    const double gb = training.grad_dtype ? static_cast<double>(element_size(*training.grad_dtype))
+                                          : pb;
     const double layer =
-        st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers));
-    bytes += 3 * layer / tp * pb;  // unit + prefetched unit + reduce-scatter
+        st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers)) / tp;
+    const double stage = dense + expert;
+    if (layout.pp > 1) {
+      bytes += stage * (pb + gb);
+    } else if (!layout.reshard_after_forward) {
+      bytes += stage * pb + layer * gb;
+    } else {
+      bytes += 2 * layer * pb + layer * gb;
+    }
   }
   if (!st.arch || !training.shape.seq_len) return bytes;
   TrainingShape shape = training.shape;
@@ -376,6 +395,7 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     if (moe && layout.efsdp > 1) out << "  expert_shard: efsdp\n";
     out << "  dim: 0\n";
     if (moe) out << "  expert_dim: auto\n";
+    if (!layout.reshard_after_forward) out << "  reshard_after_forward: false\n";
   }
   // The FSDP2 units: each layer block (its experts first), then the rest.
   std::string layers_prefix;

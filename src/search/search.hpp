@@ -92,11 +92,19 @@ struct Layout {
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
   std::int64_t virtual_stages = 1;
   bool zero1 = false;  ///< optimizer state sharded over dp_replicate (ZeRO-1)
+  /// FSDP2 reshard_after_forward (dp_shard > 1). Without a pipeline both are
+  /// enumerated (false: every unit stays gathered from its forward to its
+  /// backward, one all-gather per micro-batch fewer); with one it is false,
+  /// torchtitan's default: torch.distributed.pipelining keeps every unit
+  /// gathered until the step's last micro-batch either way
+  /// (src/memory/memory.hpp), so true would only add all-gathers.
+  bool reshard_after_forward = true;
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
 };
 
 /// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only; block
-/// recompute of N layers per model chunk: "recompute=block3").
+/// recompute of N layers per model chunk: "recompute=block3"; FSDP without a
+/// pipeline and reshard_after_forward false: "no-reshard").
 std::string layout_name(const Layout& layout);
 
 /// One communication term of a step, per rank, with its time (not comm.hpp's CommTerm:

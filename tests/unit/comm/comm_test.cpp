@@ -393,6 +393,51 @@ TEST_CASE("comm: the shipped Llama-3.1-70B HSDP 4 x 8 x TP 8: FSDP bytes are the
   CHECK(report.peak == report.total.max);
 }
 
+TEST_CASE("comm: the recipe's fsdp.reshard_after_forward, unless the command says otherwise") {
+  // Qwen2.5-0.5B over pp 2 x dp_shard 4: unstated, torchtitan's default under PP (false).
+  const std::string recipe =
+      "format: shardc.recipe/v1\nmesh:\n  - {name: pp, size: 2}\n"
+      "  - {name: dp_shard, size: 4}\nrules:\n  - {match: \"**\", placements: {}}\n"
+      "pipeline:\n  axis: pp\n  stages: auto\nfsdp:\n  shard: dp_shard\n";
+  const std::string training = "training:\n  seq_len: 4096\n  global_batch_size: 64\n";
+  auto report_of = [&](const std::string& fsdp_extra, const CommOptions& options) {
+    DiagnosticSink sink;
+    auto model = parse_model({"model.yaml", slurp("plans/qwen2.5-0.5b.model.yaml")}, sink);
+    auto parsed = parse_recipe({"recipe.yaml", recipe + fsdp_extra + training}, sink);
+    REQUIRE(model);
+    REQUIRE(parsed);
+    auto plan = build_plan(*model, *parsed, sink);
+    REQUIRE(plan);
+    const CommReport report = plan_communication(*plan, options);
+    REQUIRE(report.counted);
+    REQUIRE_FALSE(report.classes.empty());
+    return report;
+  };
+  auto gathers = [](const CommReport& report) {
+    std::int64_t calls = 0;
+    for (const CommTerm& term : report.classes.front().comm.terms)
+      if (term.role == CommRole::Fsdp && term.collective == Collective::AllGather)
+        calls += term.calls;
+    return calls;
+  };
+  const CommReport by_default = report_of("", CommOptions{});
+  CHECK_FALSE(by_default.layout.reshards());
+  CHECK(std::string(by_default.layout.reshard_after_forward_from) == "torchtitan default");
+  // Stated in the recipe: every forward and backward gathers again.
+  const std::string stated = "  reshard_after_forward: true\n";
+  const CommReport from_recipe = report_of(stated, CommOptions{});
+  CHECK(from_recipe.layout.reshards());
+  CHECK(std::string(from_recipe.layout.reshard_after_forward_from) == "recipe");
+  CHECK(gathers(from_recipe) > gathers(by_default));
+  // The command's option wins over the recipe.
+  CommOptions options;
+  options.reshard_after_forward = false;
+  const CommReport from_option = report_of(stated, options);
+  CHECK_FALSE(from_option.layout.reshards());
+  CHECK(std::string(from_option.layout.reshard_after_forward_from) == "--reshard-after-forward");
+  CHECK(gathers(from_option) == gathers(by_default));
+}
+
 TEST_CASE("comm: no training shape, nothing counted, and the note says why") {
   const auto plan =
       plan_of("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml", "");

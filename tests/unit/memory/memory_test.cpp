@@ -188,16 +188,23 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
     std::int64_t rank, bf16, fp32, fsdp2;
   };
   // FSDP2 units (module order): the root (embed, on stage 0), each layer's non-expert part
-  // over dp_shard 16, then its routed experts over efsdp 2. The peak is the largest pair of
-  // consecutive units (one in use, the next prefetched): on both stages an MoE layer's
-  // non-expert unit ((attn + moe_rest) bf16 + the fp32 bias, x 16) and its experts
-  // (88,080,384 x 2 B x 2) — more than root + layer 0 (7,239,680 x 2 x 16 + 5,387,264 x 2 x 16).
+  // over dp_shard 16, then its routed experts over efsdp 2. Without a pipeline the peak
+  // would be the largest pair of consecutive units (one in use, the next prefetched): an MoE
+  // layer's non-expert unit ((attn + moe_rest) bf16 + the fp32 bias, x 16) and its experts
+  // (88,080,384 x 2 B x 2). Under the pipeline torch.distributed.pipelining keeps every unit
+  // of the stage gathered until the step's last micro-batch (stage.py
+  // backward_maybe_with_nosync: set_reshard_after_backward(False)): every dense element
+  // gathered x 16 (every row count divides: no padding), every expert x 2.
   const std::int64_t expert_unit = experts * 2 * 2;
   const std::int64_t moe_layer_unit = ((attn + moe_rest) * 2 + 16 * 4) * 16;
   CHECK(moe_layer_unit == 87983104);
-  CHECK(moe_layer_unit + expert_unit > (embed + attn + dense_mlp) * 2 * 16);
-  for (const Pin& pin : {Pin{0, bf16_0, fp32_0, moe_layer_unit + expert_unit},
-                         Pin{128, bf16_1, fp32_1, moe_layer_unit + expert_unit}}) {
+  auto every_unit = [&](std::int64_t bf16, std::int64_t fp32, std::int64_t moe_layers) {
+    return (bf16 - moe_layers * experts) * 2 * 16 + fp32 * 4 * 16 + moe_layers * expert_unit;
+  };
+  CHECK(every_unit(bf16_0, fp32_0, 1) == 1189151744);
+  CHECK(every_unit(bf16_1, fp32_1, 4) == 1761218560);
+  for (const Pin& pin : {Pin{0, bf16_0, fp32_0, every_unit(bf16_0, fp32_0, 1)},
+                         Pin{128, bf16_1, fp32_1, every_unit(bf16_1, fp32_1, 4)}}) {
     CAPTURE(pin.rank);
     CHECK(kind(report, pin.rank, MemoryKind::Params) == 2 * pin.bf16 + 4 * pin.fp32);
     CHECK(kind(report, pin.rank, MemoryKind::Grads) == 2 * pin.bf16 + 4 * pin.fp32);
@@ -209,6 +216,58 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
     CHECK(kind(report, pin.rank, MemoryKind::MuonAllGather) == 256LL * 2048 * 7168 * 2);
   }
   CHECK(report.peak_ranks.to_string() == "128-1663");  // stages 1-12: four MoE layers each
+}
+
+TEST_CASE("FSDP2 gathered units: a unit and the next, every unit without reshard or under PP") {
+  // Qwen2.5-0.5B, every dim divides 8: a rank's gathered unit bytes are its shard bytes x
+  // the FSDP degree, no padding.
+  const std::string units =
+      "buffers:\n"
+      "  - {kind: fsdp2_allgather, units: [\"model.layers.{i}\", \"**\"]}\n"
+      "training:\n  seq_len: 1024\n  global_batch_size: 32\n  grad_dtype: float32\n";
+  const std::string flat = "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 8}\n"
+                           "rules:\n  - {match: \"**\", placements: {}}\nfsdp:\n  shard: dp_shard\n";
+  auto memory_of = [&](const std::string& recipe) {
+    return compute_memory(plan_of("plans/qwen2.5-0.5b.model.yaml", recipe + units));
+  };
+  const MemoryReport resharding = memory_of(flat);
+  const MemoryReport kept = memory_of(flat + "  reshard_after_forward: false\n");
+  const std::int64_t params = kind(kept, 0, MemoryKind::Params);
+  CHECK_FALSE(resharding.fsdp2_every_unit);
+  CHECK(kept.fsdp2_every_unit);
+  // Without resharding after forward every unit stays gathered until its backward.
+  CHECK(kind(kept, 0, MemoryKind::Fsdp2AllGather) == params * 8);
+  // FSDP2's default: the largest unit and the next one (root + layer 0, 151936 x 896
+  // embedding + one layer's 14,912,384 elements, bf16, gathered).
+  const std::int64_t layer = (896 * 896 + 896 + 2 * (128 * 896 + 128) + 896 * 896 +
+                              3 * 4864 * 896 + 2 * 896) * 2;
+  CHECK(kind(resharding, 0, MemoryKind::Fsdp2AllGather) ==
+        (151936LL * 896 + 896) * 2 + layer);
+  // The reduce-scatter input in backward: one unit's unsharded grads (float32) either way.
+  CHECK(resharding.ranks[0].fsdp2_reduce_scatter == (151936LL * 896 + 896) * 4);
+  CHECK(kept.ranks[0].fsdp2_reduce_scatter == resharding.ranks[0].fsdp2_reduce_scatter);
+  // Under a pipeline torch.distributed.pipelining keeps every unit of the stage gathered
+  // and accumulates every unit's unsharded grads until the step's last micro-batch,
+  // whatever reshard_after_forward says.
+  const std::string piped = "format: shardc.recipe/v1\nmesh:\n  - {name: pp, size: 2}\n"
+                            "  - {name: dp_shard, size: 4}\nrules:\n  - {match: \"**\", placements: {}}\n"
+                            "pipeline:\n  axis: pp\n  stages: auto\nfsdp:\n  shard: dp_shard\n";
+  for (const char* reshard : {"", "  reshard_after_forward: true\n"}) {
+    const MemoryReport report = memory_of(piped + reshard);
+    CHECK(report.fsdp2_every_unit);
+    for (const std::int64_t rank : {0, 4}) {
+      CAPTURE(rank);
+      const std::int64_t stage = kind(report, rank, MemoryKind::Params) * 4;
+      CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == stage);
+      CHECK(report.ranks[static_cast<std::size_t>(rank)].fsdp2_reduce_scatter == stage * 2);
+    }
+  }
+  // The class report (memory, search) agrees with the per-rank one.
+  const std::optional<MemoryReport> classes = memory_classes_by_runs(
+      plan_of("plans/qwen2.5-0.5b.model.yaml", flat + "  reshard_after_forward: false\n" + units),
+      nullptr);
+  REQUIRE(classes);
+  CHECK(classes->at(0).of(MemoryKind::Fsdp2AllGather) == params * 8);
 }
 
 TEST_CASE("DeepSeek-V3 with dp_shard 64: FSDP padding shows in params and grads, not state" *
