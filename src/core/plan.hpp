@@ -353,8 +353,8 @@ struct Plan {
   std::vector<ModelChunk> model_chunks;
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;
-  std::vector<BufferSpec> buffers;      ///< copied from the recipe, patterns included
-  TrainingSpec training;                ///< copied from the recipe (memory report assumptions)
+  std::vector<BufferSpec> buffers;  ///< copied from the recipe, patterns included
+  TrainingSpec training;            ///< copied from the recipe (memory report assumptions)
   /// `fsdp.reshard_after_forward`, copied from the recipe (nullopt: unstated).
   std::optional<bool> fsdp_reshard_after_forward;
   ZeroPlan zero;                        ///< optimizer-state sharding (training.zero resolved)

@@ -44,11 +44,10 @@ void print_header(const Plan& plan, const CommReport& report, std::ostream& out)
       << ", recompute " << recompute_name(shape.recompute)
       << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << "\n";
   out << "assumptions: reshard_after_forward " << (layout.reshards() ? "true" : "false")
-      << (!layout.reshard_after_forward                                     ? " (torchtitan default: not pp)"
+      << (!layout.reshard_after_forward ? " (torchtitan default: not pp)"
           : std::string_view(layout.reshard_after_forward_from) == "recipe" ? " (recipe)"
                                                                             : "")
-      << ", tp inputs "
-      << (layout.tp_per_linear ? "per linear" : "fused") << ", loss_parallel "
+      << ", tp inputs " << (layout.tp_per_linear ? "per linear" : "fused") << ", loss_parallel "
       << (layout.loss_parallel ? "true" : "false") << ", vocab-parallel embedding/lm_head "
       << (layout.vocab_parallel ? "yes" : "no") << "\n";
   out << "bytes moved = bytes each rank SENDS per step (ring: all-gather, reduce-scatter, "

@@ -280,7 +280,8 @@ std::optional<PipelineSpec> parse_pipeline(const Node& node, Reader& reader) {
 
 std::optional<FsdpSpec> parse_fsdp(const Node& node, Reader& reader) {
   if (!reader.expect_map(node, "`fsdp`")) return std::nullopt;
-  reader.check_keys(node, {"shard", "replicate", "expert_shard", "dim", "expert_dim", "frozen",
+  reader.check_keys(node,
+                    {"shard", "replicate", "expert_shard", "dim", "expert_dim", "frozen",
                      "reshard_after_forward"},
                     "`fsdp`");
   FsdpSpec fsdp;

@@ -78,15 +78,15 @@ std::int64_t unsharded_grads_of(const Plan& plan, std::int64_t every_unit,
 // The transient peak of one layout kind (FSDP2: `gathered_peak`, a unit plus
 // the next one prefetched, or `gathered` when every unit stays gathered;
 // muon: `call_peak`, the largest single call).
-std::int64_t peak_of(const Plan& plan, const std::vector<BufferRankBytes>& buffers,
-                     BufferKind kind, std::size_t rank) {
+std::int64_t peak_of(const Plan& plan, const std::vector<BufferRankBytes>& buffers, BufferKind kind,
+                     std::size_t rank) {
   std::int64_t best = 0;
   for (const BufferRankBytes& buffer : buffers) {
     if (buffer.kind != kind) continue;
-    const std::vector<std::int64_t>& per_rank =
-        kind != BufferKind::Fsdp2AllGather ? buffer.call_peak
-        : every_unit_gathered(plan)        ? buffer.gathered
-                                           : buffer.gathered_peak;
+    const std::vector<std::int64_t>& per_rank = kind != BufferKind::Fsdp2AllGather
+                                                    ? buffer.call_peak
+                                                : every_unit_gathered(plan) ? buffer.gathered
+                                                                            : buffer.gathered_peak;
     if (rank < per_rank.size()) best = std::max(best, per_rank[rank]);
   }
   return best;
@@ -332,10 +332,9 @@ MemoryReport compute_memory(const Plan& plan, const std::vector<BufferRankBytes>
   const auto world = static_cast<std::size_t>(plan.world_size);
   report.ranks.resize(world);
   for (std::size_t r = 0; r < world; ++r) {
-    report.ranks[r] =
-        finish_rank(plan, &sums[r * kWidth],
-                    peak_of(plan, buffer_bytes, BufferKind::Fsdp2AllGather, r),
-                    peak_of(plan, buffer_bytes, BufferKind::MuonAllGather, r));
+    report.ranks[r] = finish_rank(plan, &sums[r * kWidth],
+                                  peak_of(plan, buffer_bytes, BufferKind::Fsdp2AllGather, r),
+                                  peak_of(plan, buffer_bytes, BufferKind::MuonAllGather, r));
     if (report.activations_counted) {
       step_peak(plan, unsharded_grads_of(plan, buffer_bytes, r), static_cast<std::int64_t>(r),
                 report, report.ranks[r]);
@@ -578,10 +577,9 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     std::int64_t unsharded_grads = 0;
     for (const BufferBytesAt& bytes : buffer_bytes_at(plan, buffers, rank)) {
       if (bytes.kind == BufferKind::Fsdp2AllGather) {
-        fsdp2 = std::max(fsdp2,
-                         every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
-        unsharded_grads = std::max(unsharded_grads,
-                                   unsharded_grads_of(plan, bytes.gathered, bytes.largest_unit));
+        fsdp2 = std::max(fsdp2, every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
+        unsharded_grads =
+            std::max(unsharded_grads, unsharded_grads_of(plan, bytes.gathered, bytes.largest_unit));
       }
       muon = std::max(muon, bytes.call_peak);
     }

@@ -185,8 +185,8 @@ struct MemoryReport {
   /// FSDP2 holds every unit of a rank gathered at its peak (a pipeline, or
   /// `fsdp.reshard_after_forward: false`), not a unit and the next one.
   bool fsdp2_every_unit = false;
-  std::int64_t peak = 0;        ///< the largest total
-  RankSet peak_ranks;           ///< ranks whose total is `peak`
+  std::int64_t peak = 0;  ///< the largest total
+  RankSet peak_ranks;     ///< ranks whose total is `peak`
   /// The FSDP degree of dense params (product of the fsdp.shard axes), 1
   /// without FSDP; of stacked experts (fsdp.expert_shard), 1 without.
   std::int64_t fsdp_degree = 1;

@@ -239,8 +239,8 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
     // gathered plus one unit's unsharded grads; every unit gathered without
     // resharding after forward; under a pipeline every unit gathered and
     // every unit's unsharded grads.
-    const double gb = training.grad_dtype ? static_cast<double>(element_size(*training.grad_dtype))
-                                          : pb;
+    const double gb =
+        training.grad_dtype ? static_cast<double>(element_size(*training.grad_dtype)) : pb;
     const double layer =
         st.largest_layer / static_cast<double>(std::max<std::int64_t>(1, st.layers)) / tp;
     const double stage = dense + expert;

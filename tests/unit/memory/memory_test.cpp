@@ -225,8 +225,9 @@ TEST_CASE("FSDP2 gathered units: a unit and the next, every unit without reshard
       "buffers:\n"
       "  - {kind: fsdp2_allgather, units: [\"model.layers.{i}\", \"**\"]}\n"
       "training:\n  seq_len: 1024\n  global_batch_size: 32\n  grad_dtype: float32\n";
-  const std::string flat = "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 8}\n"
-                           "rules:\n  - {match: \"**\", placements: {}}\nfsdp:\n  shard: dp_shard\n";
+  const std::string flat =
+      "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 8}\n"
+      "rules:\n  - {match: \"**\", placements: {}}\nfsdp:\n  shard: dp_shard\n";
   auto memory_of = [&](const std::string& recipe) {
     return compute_memory(plan_of("plans/qwen2.5-0.5b.model.yaml", recipe + units));
   };
@@ -239,19 +240,19 @@ TEST_CASE("FSDP2 gathered units: a unit and the next, every unit without reshard
   CHECK(kind(kept, 0, MemoryKind::Fsdp2AllGather) == params * 8);
   // FSDP2's default: the largest unit and the next one (root + layer 0, 151936 x 896
   // embedding + one layer's 14,912,384 elements, bf16, gathered).
-  const std::int64_t layer = (896 * 896 + 896 + 2 * (128 * 896 + 128) + 896 * 896 +
-                              3 * 4864 * 896 + 2 * 896) * 2;
-  CHECK(kind(resharding, 0, MemoryKind::Fsdp2AllGather) ==
-        (151936LL * 896 + 896) * 2 + layer);
+  const std::int64_t layer =
+      (896 * 896 + 896 + 2 * (128 * 896 + 128) + 896 * 896 + 3 * 4864 * 896 + 2 * 896) * 2;
+  CHECK(kind(resharding, 0, MemoryKind::Fsdp2AllGather) == (151936LL * 896 + 896) * 2 + layer);
   // The reduce-scatter input in backward: one unit's unsharded grads (float32) either way.
   CHECK(resharding.ranks[0].fsdp2_reduce_scatter == (151936LL * 896 + 896) * 4);
   CHECK(kept.ranks[0].fsdp2_reduce_scatter == resharding.ranks[0].fsdp2_reduce_scatter);
   // Under a pipeline torch.distributed.pipelining keeps every unit of the stage gathered
   // and accumulates every unit's unsharded grads until the step's last micro-batch,
   // whatever reshard_after_forward says.
-  const std::string piped = "format: shardc.recipe/v1\nmesh:\n  - {name: pp, size: 2}\n"
-                            "  - {name: dp_shard, size: 4}\nrules:\n  - {match: \"**\", placements: {}}\n"
-                            "pipeline:\n  axis: pp\n  stages: auto\nfsdp:\n  shard: dp_shard\n";
+  const std::string piped =
+      "format: shardc.recipe/v1\nmesh:\n  - {name: pp, size: 2}\n"
+      "  - {name: dp_shard, size: 4}\nrules:\n  - {match: \"**\", placements: {}}\n"
+      "pipeline:\n  axis: pp\n  stages: auto\nfsdp:\n  shard: dp_shard\n";
   for (const char* reshard : {"", "  reshard_after_forward: true\n"}) {
     const MemoryReport report = memory_of(piped + reshard);
     CHECK(report.fsdp2_every_unit);
