@@ -91,6 +91,14 @@ if(SHARDC_TORCH_PYTHON)
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/activation-witness PROPERTIES LABELS "e2e;torch" TIMEOUT 900
                        ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
+  # FSDP2's gathered units and unsharded grads (without resharding after forward, and as
+  # torch.distributed.pipelining runs a stage) vs `shardc memory` (docs/memory.md).
+  add_test(NAME torch/fsdp2-gathered
+           COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
+                   ${SHARDC_TORCH_DIR}/test_fsdp2_gathered.py
+           WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
+  set_tests_properties(torch/fsdp2-gathered PROPERTIES LABELS "e2e;torch" TIMEOUT 300
+                       ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")
   # torchtitan 0.3.0 parallelizes its own Llama-3 / DeepSeek-V3 (docs/torchtitan.md)
   add_test(NAME torch/torchtitan
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
