@@ -106,7 +106,7 @@ shardc_room(outputs USES planner LIBS simdjson::simdjson nlohmann_json::nlohmann
 shardc_room(reshard USES outputs)
 shardc_room(backend USES reshard memory comm)
 shardc_room(verify USES backend)
-shardc_room(search USES memory comm frontend)
+shardc_room(search USES memory comm frontend LIBS Threads::Threads)
 shardc_room(report USES backend search)
 shardc_room(driver USES verify import report search LIBS spdlog::spdlog Threads::Threads
             PUBLIC_HEADERS driver.hpp)

@@ -4,8 +4,11 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <map>
+#include <span>
 #include <sstream>
+#include <thread>
 
 #include "core/activations.hpp"
 #include "core/pipeline_chunks.hpp"
@@ -467,6 +470,12 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
 
 namespace {
 
+// At most this many exact checks at once (each plans the whole model: DeepSeek-V3's
+// 45,395 tensors take a few hundred MB).
+constexpr std::size_t kMaxExactWorkers = 4;
+// At most this many threads score the enumerated layouts (phase 1).
+constexpr std::size_t kMaxScoreWorkers = 4;
+
 // Phase 2 for one layout: the recipe through parse_recipe, build_plan and memory_classes.
 CheckedLayout check_exactly(const SearchRequest& req, const Layout& layout, const StepCost& cost,
                             double estimate) {
@@ -527,35 +536,70 @@ SearchResult run_search(const SearchRequest& req) {
     result.error = "the training shape needs seq_len and a global batch";
     return result;
   }
+  // Phase 1 over the enumerated layouts in a few contiguous parts at once (each with its
+  // own activation memo), joined in enumeration order: the same counts and candidates as
+  // one thread.
+  std::vector<Layout> layouts;
+  enumerate(st, req.world, req.schedules,
+            [&layouts](const Layout& layout) { layouts.push_back(layout); });
+  struct Part {
+    std::vector<Scored> scored;
+    std::array<std::int64_t, kScreenReasons> pruned{};
+    std::int64_t enumerated = 0;
+    std::int64_t screened = 0;
+  };
+  auto score = [&st, &req](std::span<const Layout> part_layouts, Part& part) {
+    ActivationMemo memo;
+    for (const Layout& layout : part_layouts) {
+      ++part.enumerated;
+      if (const auto reason = screen(st, req, layout)) {
+        ++part.pruned[static_cast<std::size_t>(*reason)];
+        continue;
+      }
+      const double estimate = estimate_memory(st, req, layout, memo);
+      if (req.budget > 0 && estimate > 1.25 * static_cast<double>(req.budget)) {
+        ++part.pruned[static_cast<std::size_t>(ScreenReason::OverBudget)];
+        // Kept (not costed) for the "closest" hint: the smallest estimate.
+        part.scored.push_back({layout, 0, -estimate});
+        continue;
+      }
+      ++part.screened;
+      part.scored.push_back({layout, search::step_cost(st, req, layout, false).step, estimate});
+      // Beside full recompute, block recompute of the fewest layers that fit (when
+      // keeping every layer's activations does not).
+      if (layout.recompute != Recompute::Full) continue;
+      const std::optional<std::int64_t> block = fitting_block(st, req, layout, memo);
+      if (!block) continue;
+      Layout partial = layout;
+      partial.recompute_block = *block;
+      ++part.enumerated;
+      ++part.screened;
+      part.scored.push_back({partial, search::step_cost(st, req, partial, false).step,
+                             estimate_memory(st, req, partial, memo)});
+    }
+  };
+  const std::size_t score_workers =
+      std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, kMaxScoreWorkers);
+  std::vector<Part> parts(score_workers);
+  {
+    std::vector<std::jthread> threads;
+    const std::size_t per_part = (layouts.size() + score_workers - 1) / score_workers;
+    for (std::size_t worker = 0; worker < score_workers; ++worker) {
+      const std::size_t begin = std::min(layouts.size(), worker * per_part);
+      const std::size_t end = std::min(layouts.size(), begin + per_part);
+      const std::span<const Layout> part_layouts(layouts.data() + begin, end - begin);
+      threads.emplace_back(
+          [&score, part_layouts, &part = parts[worker]] { score(part_layouts, part); });
+    }
+  }
   std::vector<Scored> scored;
-  ActivationMemo memo;
-  enumerate(st, req.world, req.schedules, [&](const Layout& layout) {
-    ++result.enumerated;
-    if (const auto reason = screen(st, req, layout)) {
-      ++result.pruned[static_cast<std::size_t>(*reason)];
-      return;
-    }
-    const double estimate = estimate_memory(st, req, layout, memo);
-    if (req.budget > 0 && estimate > 1.25 * static_cast<double>(req.budget)) {
-      ++result.pruned[static_cast<std::size_t>(ScreenReason::OverBudget)];
-      // Kept (not costed) for the "closest" hint: the smallest estimate.
-      scored.push_back({layout, 0, -estimate});
-      return;
-    }
-    ++result.screened;
-    scored.push_back({layout, search::step_cost(st, req, layout, false).step, estimate});
-    // Beside full recompute, block recompute of the fewest layers that fit (when
-    // keeping every layer's activations does not).
-    if (layout.recompute != Recompute::Full) return;
-    const std::optional<std::int64_t> block = fitting_block(st, req, layout, memo);
-    if (!block) return;
-    Layout partial = layout;
-    partial.recompute_block = *block;
-    ++result.enumerated;
-    ++result.screened;
-    scored.push_back({partial, search::step_cost(st, req, partial, false).step,
-                      estimate_memory(st, req, partial, memo)});
-  });
+  for (Part& part : parts) {
+    result.enumerated += part.enumerated;
+    result.screened += part.screened;
+    for (std::size_t reason = 0; reason < result.pruned.size(); ++reason)
+      result.pruned[reason] += part.pruned[reason];
+    scored.insert(scored.end(), part.scored.begin(), part.scored.end());
+  }
   // Candidates by estimated step time (ties: fewer bytes, then the name: deterministic),
   // those whose estimate is within the budget first: the estimate is within a few per
   // cent of the exact peak (docs/search.md), so a layout estimated over the budget is
@@ -577,14 +621,37 @@ SearchResult run_search(const SearchRequest& req) {
     if (lhs->estimate != rhs->estimate) return lhs->estimate < rhs->estimate;
     return layout_name(lhs->layout) < layout_name(rhs->layout);
   });
-  for (const Scored* candidate : order) {
-    if (static_cast<int>(result.ranked.size()) >= req.top) break;
-    if (static_cast<int>(result.checked.size()) >= req.max_exact) break;
-    CheckedLayout checked =
-        check_exactly(req, candidate->layout, search::step_cost(st, req, candidate->layout, true),
-                      candidate->estimate);
-    result.checked.push_back(checked);
-    if (checked.valid && checked.fits) result.ranked.push_back(checked);
+  // The exact checks, a few at a time (the front end, planner and memory model are pure):
+  // the results are taken in candidate order and a batch's checks past the point where one
+  // thread would have stopped are dropped, so the output is what one thread gives.
+  const std::size_t workers =
+      std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, kMaxExactWorkers);
+  std::size_t next = 0;
+  bool done = false;
+  while (!done && next < order.size()) {
+    const auto room = static_cast<std::size_t>(
+        std::max(0, req.max_exact - static_cast<int>(result.checked.size())));
+    const std::size_t batch = std::min({workers, order.size() - next, room});
+    if (batch == 0 || static_cast<int>(result.ranked.size()) >= req.top) break;
+    std::vector<std::future<CheckedLayout>> checks;
+    for (std::size_t i = 0; i < batch; ++i) {
+      const Scored* candidate = order[next + i];
+      checks.push_back(std::async(std::launch::async, [&req, &st, candidate] {
+        return check_exactly(req, candidate->layout,
+                             search::step_cost(st, req, candidate->layout, true),
+                             candidate->estimate);
+      }));
+    }
+    next += batch;
+    for (std::future<CheckedLayout>& check : checks) {
+      CheckedLayout checked = check.get();
+      if (done || static_cast<int>(result.ranked.size()) >= req.top) {
+        done = true;
+        continue;
+      }
+      if (checked.valid && checked.fits) result.ranked.push_back(checked);
+      result.checked.push_back(std::move(checked));
+    }
   }
   if (result.ranked.empty()) {
     // The closest thing: the smallest exact peak among the checked, else the
