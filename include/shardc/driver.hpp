@@ -169,6 +169,9 @@ struct ImportOptions {
   std::string output;  ///< file to write (atomically); empty = `out`
   ImportFormat format = ImportFormat::Yaml;
   DiagFormat diag_format = DiagFormat::Text;
+  /// The transformers major version (4 or 5) whose modules' registration order
+  /// the params follow (they differ for Qwen3-MoE only; docs/import.md).
+  int transformers_major = 4;
 };
 
 struct RecipeOptions {

@@ -415,11 +415,16 @@ void add_import(CLI::App& app, Cli& cli, shardc::ImportOptions& opt, std::string
   cmd->add_option("-o,--out", opt.output, "Output file, written atomically (default: stdout)");
   add_output_format(*cmd, format, "yaml (compact model, default) or json (plain inventory)",
                     {"yaml", "json"});
+  cmd->add_option("--transformers", opt.transformers_major,
+                  "Module order of this transformers major version: 4 (default) or 5; they "
+                  "differ for Qwen3-MoE (5 registers experts before the router)")
+      ->check(CLI::IsMember({4, 5}));
   add_diag_format(*cmd, cli);
   cmd->footer(
       "Reads only the safetensors headers, never the weights. Params come out in module\n"
       "(named_parameters) order for known architectures; others get natural order and a\n"
-      "W-MODULE-ORDER warning.\n"
+      "W-MODULE-ORDER warning. FSDP2 and muon offsets follow that order: give the\n"
+      "transformers major version your runtime uses with --transformers.\n"
       "Example:\n  shardc import ~/ckpt/Llama-3.1-8B -o llama-3.1-8b.model.yaml");
   cmd->callback([&] {
     opt.format = format == "json" ? shardc::ImportFormat::Json : shardc::ImportFormat::Yaml;

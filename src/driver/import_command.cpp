@@ -11,7 +11,11 @@ namespace {
 
 std::optional<ImportedModel> load(const ImportOptions& opt, FileSystem& fs,
                                   driver::Session& session) {
-  if (is_checkpoint_path(fs, opt.path)) return import_checkpoint(fs, opt.path, session.sink);
+  if (is_checkpoint_path(fs, opt.path)) {
+    return import_checkpoint(
+        fs, opt.path, session.sink,
+        opt.transformers_major == 5 ? TransformersOrder::V5 : TransformersOrder::V4);
+  }
   std::optional<SourceFile> file =
       driver::read_input(fs, opt.path, "model", DiagCode::EModel,
                          "give a checkpoint directory, a .safetensors file or a model file "

@@ -530,7 +530,8 @@ bool is_checkpoint_path(FileSystem& fs, const std::string& path) {
 }
 
 std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string& path,
-                                               DiagnosticSink& sink) {
+                                               DiagnosticSink& sink,
+                                               TransformersOrder transformers) {
   const std::optional<std::vector<std::string>> listing = fs.list_dir(path);
   const std::optional<Layout> layout = find_layout(fs, path, listing, sink);
   if (!layout) return std::nullopt;
@@ -561,14 +562,14 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
     return std::nullopt;
   }
   warn_quantization(*config, where, sink);
-  const imp::ArchRules* rules = imp::find_arch_rules(*config);
+  const imp::ArchRules* rules = imp::find_arch_rules(*config, transformers);
   add_base_prefix(model.params, rules);
   add_ties(model);
   const std::string arch_name =
       config->architectures.empty() ? config->model_type : config->architectures.front();
   add_untied_head(model, *config, arch_name, where, sink);
   model.submodels = find_submodels(model.params, *config);
-  const std::size_t natural = order_params(model.params, *config);
+  const std::size_t natural = order_params(model.params, *config, transformers);
   if (natural > 0) {
     const std::string arch = arch_name;
     model.module_order = "natural";
@@ -600,6 +601,8 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   im.source = base_name(path);
   if (!config->architectures.empty())
     im.comments.emplace_back("architecture", config->architectures.front());
+  if (transformers == TransformersOrder::V5)
+    im.comments.emplace_back("module order", "transformers 5 (shardc import --transformers 5)");
   for (auto& comment : imp::prestacked_expert_comments(model))
     im.comments.push_back(std::move(comment));
   model.sha256 = sha256_hex(render_model_yaml(im));

@@ -112,6 +112,12 @@ struct CheckpointConfig {
 std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std::string& path,
                                                 DiagnosticSink& sink);
 
+/// Whose modules' registration order `order_params` follows: transformers 4
+/// (the default) or 5. They differ for Qwen3-MoE only: transformers 5's
+/// Qwen3MoeSparseMoeBlock registers `experts` before `gate` (4.x: `gate`
+/// first), which moves FSDP2 and muon offsets.
+enum class TransformersOrder { V4, V5 };
+
 /// Puts `params` in the module's registration (named_parameters()) order.
 /// For the architectures with ordering rules (see module_order_rules.cpp:
 /// Llama, Qwen2, Qwen3-MoE, Mixtral, DeepSeek-V3, Gemma-2, GPT-2; matched by
@@ -119,7 +125,8 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
 /// names the rules do not know, the natural order is used: names compared
 /// segment by segment, numeric segments as numbers. Returns the number of
 /// params that were placed by the natural order (0 = exact).
-std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config);
+std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config,
+                         TransformersOrder transformers = TransformersOrder::V4);
 
 /// A model with what the compact writer needs beyond `Model`.
 struct ImportedModel {
@@ -146,8 +153,9 @@ bool is_checkpoint_path(FileSystem& fs, const std::string& path);
 /// names repeated across files. `model.sha256` is the digest of the compact
 /// YAML `render_model_yaml` writes for it (so compiling the directory and
 /// compiling `shardc import DIR -o m.yaml` give the same plan.json).
-std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string& path,
-                                               DiagnosticSink& sink);
+std::optional<ImportedModel> import_checkpoint(
+    FileSystem& fs, const std::string& path, DiagnosticSink& sink,
+    TransformersOrder transformers = TransformersOrder::V4);
 
 /// Imports a model description or plain inventory (`*.params.json`) already
 /// read: parse_model, plus the inventory's raw `attributes` and header keys

@@ -138,11 +138,13 @@ std::string_view template_of(std::string_view name, std::string& buf,
 
 }  // namespace
 
-const ArchRules* find_arch_rules(const CheckpointConfig& config) {
+const ArchRules* find_arch_rules(const CheckpointConfig& config, TransformersOrder transformers) {
   const auto texts = arch_rule_texts();
   const auto& rules = all_rules();
+  const int major = transformers == TransformersOrder::V5 ? 5 : 4;
   auto find = [&](std::string_view what) -> const ArchRules* {
     for (std::size_t i = 0; i < texts.size(); ++i) {
+      if (texts[i].transformers_major != 0 && texts[i].transformers_major != major) continue;
       for (std::string_view key : texts[i].keys) {
         if (!key.empty() && key == what) return &rules[i];
       }
@@ -157,8 +159,9 @@ const ArchRules* find_arch_rules(const CheckpointConfig& config) {
 
 }  // namespace imp
 
-std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config) {
-  const imp::ArchRules* rules = imp::find_arch_rules(config);
+std::size_t order_params(std::vector<Param>& params, const CheckpointConfig& config,
+                         TransformersOrder transformers) {
+  const imp::ArchRules* rules = imp::find_arch_rules(config, transformers);
   struct Template {
     std::vector<imp::Rank> key;  // numbers as kNumberBase placeholders
     bool exact = true;

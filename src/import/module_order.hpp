@@ -18,6 +18,8 @@ struct ArchRuleText {
   std::array<std::string_view, 4> keys;  ///< architectures / model_type values; "" unused
   std::string_view base_prefix;          ///< prefix the hub files may omit (GPT-2: "transformer")
   std::string_view text;                 ///< `parent: child child ...` lines
+  /// The transformers major version whose modules these are (4 or 5); 0: both.
+  int transformers_major = 0;
 };
 
 std::span<const ArchRuleText> arch_rule_texts();
@@ -28,8 +30,10 @@ struct ArchRules {
   std::unordered_map<std::string, std::unordered_map<std::string, std::int64_t>> children;
 };
 
-/// The rules for a config (architectures first, then model_type); nullptr when none.
-const ArchRules* find_arch_rules(const CheckpointConfig& config);
+/// The rules for a config (architectures first, then model_type) as the modules of
+/// `transformers` register their children; nullptr when none.
+const ArchRules* find_arch_rules(const CheckpointConfig& config,
+                                 TransformersOrder transformers = TransformersOrder::V4);
 
 /// Leaf parameter order inside a module without its own rule
 /// (FP8Linear registers weight, then weight_scale_inv, then bias).

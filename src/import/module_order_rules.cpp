@@ -36,6 +36,17 @@ model.layers.#.mlp.experts.#: gate_proj up_proj down_proj
 model.layers.#.mlp.experts: gate_up_proj down_proj
 )";
 
+// transformers 5's Qwen3MoeSparseMoeBlock.__init__ sets `self.experts` before `self.gate`.
+constexpr std::string_view kQwen3MoeTransformers5 = R"(
+: model lm_head
+model: embed_tokens layers norm
+model.layers.#: self_attn mlp input_layernorm post_attention_layernorm
+model.layers.#.self_attn: q_proj k_proj v_proj o_proj q_norm k_norm
+model.layers.#.mlp: experts gate gate_proj up_proj down_proj
+model.layers.#.mlp.experts.#: gate_proj up_proj down_proj
+model.layers.#.mlp.experts: gate_up_proj down_proj
+)";
+
 constexpr std::string_view kMixtral = R"(
 : model lm_head
 model: embed_tokens layers norm
@@ -112,7 +123,8 @@ language_model.model.layers.#.feed_forward.shared_expert: gate_proj up_proj down
 constexpr ArchRuleText kRules[] = {
     {{"LlamaForCausalLM", "llama", "MistralForCausalLM", "mistral"}, "", kLlama},
     {{"Qwen2ForCausalLM", "qwen2", "Qwen3ForCausalLM", "qwen3"}, "", kLlama},
-    {{"Qwen3MoeForCausalLM", "qwen3_moe", "", ""}, "", kQwen3Moe},
+    {{"Qwen3MoeForCausalLM", "qwen3_moe", "", ""}, "", kQwen3Moe, 4},
+    {{"Qwen3MoeForCausalLM", "qwen3_moe", "", ""}, "", kQwen3MoeTransformers5, 5},
     {{"MixtralForCausalLM", "mixtral", "", ""}, "", kMixtral},
     {{"DeepseekV3ForCausalLM", "deepseek_v3", "", ""}, "", kDeepseekV3},
     {{"Gemma2ForCausalLM", "gemma2", "", ""}, "", kGemma2},

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import transformers
 
 import hf_truth
 
@@ -43,28 +44,34 @@ ARCHS = ["gpt2", "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Qwen2.5-0.5
 # that shardc imports as trainable params; dtype: module params whose dtype differs from
 # the checkpoint's (HF upcasts them when loading).
 KNOWN: dict[str, dict[str, Any]] = {
-    # transformers 5 Qwen3MoeSparseMoeBlock registers `experts` before `gate`
-    # (transformers 4 had `gate` first); shardc's module-order rule follows 4.x.
-    "Qwen3-30B-A3B": {"order": ("model.layers.0.mlp.gate.weight",
-                                "model.layers.0.mlp.experts.gate_up_proj")},
-    "Qwen3-235B-A22B": {"order": ("model.layers.0.mlp.gate.weight",
-                                  "model.layers.0.mlp.experts.gate_up_proj")},
     # DeepseekV3TopkRouter: e_score_correction_bias is a persistent buffer (an nn.Parameter in
     # DeepSeek's own modeling_deepseek.py, which the shipped inventory follows; shardc keeps it
     # trainable as the shipped plans do), the router weight fp32.
     "DeepSeek-V3": {"buffers": 58, "dtype": {"mlp.gate.weight": ("bfloat16", "float32")}},
 }
 
+# The installed transformers' major version: `shardc import --transformers` follows its
+# modules' registration order.
+TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
 
-def imported(shardc: str, name: str, tmp: Path,
-             extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+# Without --transformers 5 import follows transformers 4, whose Qwen3MoeSparseMoeBlock
+# registers `gate` before `experts` (5: `experts` first): (shardc's, transformers 5's) param
+# at the first difference.
+ORDER_4X = {
+    "Qwen3-30B-A3B": ("model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.gate_up_proj"),
+}
+
+
+def imported(shardc: str, name: str, tmp: Path, extra: list[dict[str, Any]] | None = None,
+             transformers_major: int | None = TRANSFORMERS_MAJOR) -> dict[str, Any]:
     """`shardc import --format json` of the architecture's sparse hub checkpoint, with the
     `extra` tensors ({name, shape, dtype}) stored beside the inventory's."""
     inv, cfg = cu.load_inventory(name), cu.load_config(name)
     if extra:
         inv = dict(inv, params=list(inv["params"]) + extra)
     cu.write_checkpoint(inv, cfg, tmp / "ckpt")
-    res = subprocess.run([shardc, "import", str(tmp / "ckpt"), "--format", "json"],
+    version = [] if transformers_major is None else ["--transformers", str(transformers_major)]
+    res = subprocess.run([shardc, "import", str(tmp / "ckpt"), "--format", "json", *version],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
@@ -122,6 +129,26 @@ def test_hf_module_agrees(shardc: str, tmp_path: Path, name: str) -> None:
             suffix = next((s for s in dtype_known if target.endswith(s)), None)
             assert suffix and dtype_known[suffix] == (by_name[k]["dtype"], dtype), (
                 f"{k}: dtype shardc {by_name[k]['dtype']}, module {dtype}")
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_4X))
+def test_transformers_4_order(shardc: str, tmp_path: Path, name: str) -> None:
+    """Without `--transformers 5` import follows transformers 4's registration order: against
+    transformers 5's module the first difference is the known one (with it, none: above)."""
+    assert TRANSFORMERS_MAJOR == 5, "the pinned transformers is 5.x (tools/python/requirements.txt)"
+    hf = hf_truth.hf_module(cu.load_config(name))
+    imp = imported(shardc, name, tmp_path, transformers_major=None)
+    tied = imp.get("tied_weights") or {}
+    keys = [p["name"] for p in imp["params"] if p["name"] not in tied]
+    mapping = hf_truth.checkpoint_to_module_keys(hf, keys)
+    hf_names = [n for n, _, _ in hf.params]
+    order: list[str] = []
+    for k in keys:
+        if mapping[k][0] in hf_names and mapping[k][0] not in order:
+            order.append(mapping[k][0])
+    assert order != hf_names, "transformers 4's order equals 5's: update ORDER_4X"
+    i = next(i for i, (a, b) in enumerate(zip(order, hf_names)) if a != b)
+    assert (order[i], hf_names[i]) == ORDER_4X[name]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "Qwen2.5-0.5B"])

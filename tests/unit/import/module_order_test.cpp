@@ -92,3 +92,31 @@ TEST_CASE("a literal '#' segment does not share the template of a number (fuzz_s
   CHECK(names_of(params).size() == 5);
   CHECK(names_of(params).front() == "0");
 }
+
+TEST_CASE("Qwen3-MoE: transformers 4 registers the router first, transformers 5 the experts") {
+  const std::vector<std::string> v4 = {"model.layers.0.mlp.gate.weight",
+                                       "model.layers.0.mlp.experts.0.gate_proj.weight",
+                                       "model.layers.0.mlp.experts.0.up_proj.weight",
+                                       "model.layers.0.mlp.experts.0.down_proj.weight",
+                                       "model.layers.0.mlp.experts.1.gate_proj.weight"};
+  std::vector<std::string> v5 = v4;
+  std::rotate(v5.begin(), v5.begin() + 1, v5.end());  // the router after the experts
+  shardc::CheckpointConfig config;
+  config.architectures = {"Qwen3MoeForCausalLM"};
+  std::vector<std::string> sorted = v4;
+  std::sort(sorted.begin(), sorted.end());
+  auto params = params_of(sorted);
+  CHECK(shardc::order_params(params, config) == 0);  // transformers 4: the default
+  CHECK(names_of(params) == v4);
+  params = params_of(sorted);
+  CHECK(shardc::order_params(params, config, shardc::TransformersOrder::V5) == 0);
+  CHECK(names_of(params) == v5);
+  // Architectures whose modules did not change order the same under both.
+  shardc::CheckpointConfig llama;
+  llama.architectures = {"LlamaForCausalLM"};
+  auto four = params_of({"model.norm.weight", "model.embed_tokens.weight", "lm_head.weight"});
+  auto five = four;
+  shardc::order_params(four, llama);
+  shardc::order_params(five, llama, shardc::TransformersOrder::V5);
+  CHECK(names_of(four) == names_of(five));
+}
