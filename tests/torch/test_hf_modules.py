@@ -44,10 +44,12 @@ ARCHS = ["gpt2", "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Qwen2.5-0.5
 # that shardc imports as trainable params; dtype: module params whose dtype differs from
 # the checkpoint's (HF upcasts them when loading).
 KNOWN: dict[str, dict[str, Any]] = {
-    # DeepseekV3TopkRouter: e_score_correction_bias is a persistent buffer (an nn.Parameter in
-    # DeepSeek's own modeling_deepseek.py, which the shipped inventory follows; shardc keeps it
-    # trainable as the shipped plans do), the router weight fp32.
-    "DeepSeek-V3": {"buffers": 58, "dtype": {"mlp.gate.weight": ("bfloat16", "float32")}},
+    # DeepseekV3TopkRouter: the router weight is float32 in the module
+    # (_keep_in_fp32_modules_strict), bfloat16 in the checkpoint; shardc plans the
+    # checkpoint's dtype. (Its e_score_correction_bias is a buffer: with --transformers 5
+    # import freezes it; without, it is trainable, as DeepSeek's own modeling_deepseek.py
+    # and the shipped inventory have it: test_transformers_4_buffers.)
+    "DeepSeek-V3": {"dtype": {"mlp.gate.weight": ("bfloat16", "float32")}},
 }
 
 # The installed transformers' major version: `shardc import --transformers` follows its
@@ -149,6 +151,16 @@ def test_transformers_4_order(shardc: str, tmp_path: Path, name: str) -> None:
     assert order != hf_names, "transformers 4's order equals 5's: update ORDER_4X"
     i = next(i for i, (a, b) in enumerate(zip(order, hf_names)) if a != b)
     assert (order[i], hf_names[i]) == ORDER_4X[name]
+
+
+def test_transformers_4_buffers(shardc: str, tmp_path: Path) -> None:
+    """DeepSeek-V3's e_score_correction_bias: trainable without --transformers 5 (DeepSeek's
+    own modeling has it as a Parameter), frozen with it (transformers 5: an nn.Buffer)."""
+    for major, trainable in ((None, True), (5, False)):
+        imp = imported(shardc, "DeepSeek-V3", tmp_path / str(major), transformers_major=major)
+        biases = [p for p in imp["params"] if p["name"].endswith("e_score_correction_bias")]
+        assert len(biases) == 58
+        assert all(p.get("requires_grad", True) == trainable for p in biases), major
 
 
 @pytest.mark.parametrize("name", ["gpt2", "Qwen2.5-0.5B"])
