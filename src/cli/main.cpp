@@ -285,8 +285,9 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
                   "(Megatron-Core + Transformer Engine)")
       ->check(CLI::IsMember({"eager", "fused"}));
   cmd->add_option("--schedules", opt.schedules,
-                  "Pipeline schedules your framework runs, e.g. 1f1b,interleaved (default: "
-                  "1f1b, interleaved and zero_bubble)");
+                  "Pipeline schedules your framework runs, e.g. 1f1b,interleaved, of 1f1b, "
+                  "interleaved, zero_bubble, gpipe (default: all but gpipe, which 1f1b "
+                  "dominates)");
   add_diag_format(*cmd, cli);
   cmd->footer(
       "Enumerates pp x dp_replicate x dp_shard x cp x tp (x ep for MoE) with recompute, sequence\n"

@@ -284,7 +284,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       bool known = false;
       for (const PipelineScheduleKind kind :
            {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-            PipelineScheduleKind::ZeroBubble}) {
+            PipelineScheduleKind::ZeroBubble, PipelineScheduleKind::GPipe}) {
         if (name != pipeline_schedule_name(kind)) continue;
         known = true;
         if (std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
@@ -292,7 +292,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       }
       if (!known) {
         driver::print_error(err, "--schedules: unknown schedule '" + std::string(name) +
-                                     "' (1f1b, interleaved, zero_bubble)");
+                                     "' (1f1b, interleaved, zero_bubble, gpipe)");
         return ExitCode::Usage;
       }
     }
@@ -381,9 +381,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     bool first_schedule = true;
     for (const PipelineScheduleKind kind :
          {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-          PipelineScheduleKind::ZeroBubble}) {
-      if (!req.schedules.empty() &&
-          std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
+          PipelineScheduleKind::ZeroBubble, PipelineScheduleKind::GPipe}) {
+      if (req.schedules.empty() ? kind == PipelineScheduleKind::GPipe
+                                : std::find(req.schedules.begin(), req.schedules.end(), kind) ==
+                                      req.schedules.end())
         continue;
       out << (first_schedule ? "" : ", ") << json_string(pipeline_schedule_name(kind));
       first_schedule = false;

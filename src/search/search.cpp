@@ -100,9 +100,11 @@ void enumerate(const ModelStats& st, std::int64_t world,
                const std::vector<PipelineScheduleKind>& schedules,
                const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
+  // GPipe only when asked for: it has 1F1B's bubble and keeps every micro-batch's
+  // activations, so by default it never ranks above 1F1B.
   auto allowed = [&schedules](PipelineScheduleKind kind) {
-    return schedules.empty() ||
-           std::find(schedules.begin(), schedules.end(), kind) != schedules.end();
+    if (schedules.empty()) return kind != PipelineScheduleKind::GPipe;
+    return std::find(schedules.begin(), schedules.end(), kind) != schedules.end();
   };
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;
@@ -149,7 +151,8 @@ void enumerate(const ModelStats& st, std::int64_t world,
                   }
                   layout.reshard_after_forward = dp_shard == 1;
                   for (const PipelineScheduleKind kind :
-                       {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble}) {
+                       {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::ZeroBubble,
+                        PipelineScheduleKind::GPipe}) {
                     if (!allowed(kind)) continue;
                     layout.schedule = kind;
                     layout.virtual_stages = 1;

@@ -134,6 +134,14 @@ def main():
                   "llama405b-paper-fused: the JSON names the kernels and schedules")
             check(all(x["schedule"] != "zero_bubble" for x in doc["ranked"]),
                   "--schedules 1f1b,interleaved: no zero-bubble layout ranks")
+        # GPipe only when asked for (1F1B dominates it): then the pipelined layouts run it,
+        # and the emitted recipe compiles with memory equal to search's (property_checks).
+        doc = property_checks(shardc, tmp, LLAMA8B, small + ["--schedules", "gpipe", "--fix",
+                                                             "pp=2"], "llama8b-gpipe", 1)
+        if doc:
+            check(all(x["schedule"] == "gpipe" for x in doc["ranked"]),
+                  "--schedules gpipe: the pipelined layouts run GPipe")
+            check(doc["training"]["schedules"] == ["gpipe"], "the JSON names gpipe")
         r = run([shardc, "search", LLAMA8B, *small, "--schedules", "1f1b,dualpipe"])
         check(r.returncode == 2 and "unknown schedule 'dualpipe'" in r.stderr,
               f"--schedules with an unknown schedule: exit 2 naming it ({r.returncode})")
