@@ -97,8 +97,8 @@ std::int64_t unsharded_grads_of(const Plan& plan, const std::vector<BufferRankBy
   std::int64_t best = 0;
   for (const BufferRankBytes& buffer : buffers)
     if (buffer.kind == BufferKind::Fsdp2AllGather && rank < buffer.largest_unit.size())
-      best = std::max(best,
-                      unsharded_grads_of(plan, buffer.gathered[rank], buffer.largest_unit[rank]));
+      best = std::max(best, unsharded_grads_of(plan, buffer.trainable_gathered[rank],
+                                               buffer.largest_unit[rank]));
   return best;
 }
 
@@ -579,7 +579,8 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
       if (bytes.kind == BufferKind::Fsdp2AllGather) {
         fsdp2 = std::max(fsdp2, every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
         unsharded_grads =
-            std::max(unsharded_grads, unsharded_grads_of(plan, bytes.gathered, bytes.largest_unit));
+            std::max(unsharded_grads,
+                     unsharded_grads_of(plan, bytes.trainable_gathered, bytes.largest_unit));
       }
       muon = std::max(muon, bytes.call_peak);
     }

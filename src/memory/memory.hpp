@@ -81,11 +81,13 @@
 //    (FSDP2 FSDPParamGroup.post_backward: the unit's unsharded gradients,
 //    `reduce_scatter_input` of numel unit x world, in the reduce dtype =
 //    grad_dtype or the param's) alive with the gathered units: the largest
-//    unit's gathered bytes x grad/param element size. Under a pipeline every
+//    unit's gathered bytes of its requires_grad members (frozen members,
+//    `fsdp.frozen: shard`, have no gradient) x grad/param element size. Under a pipeline every
 //    unit's: with gradient sync off until the last micro-batch
 //    (stage.py, above) each unsharded param accumulates its unsharded
 //    gradient (FSDPParam.to_accumulated_grad_if_needed) until
-//    `perform_reduce_grad`: the rank's gathered bytes x grad/param size.
+//    `perform_reduce_grad`: the rank's gathered bytes of requires_grad
+//    members x grad/param size.
 //  * muon_grad_copy: the muon step's gathered gradient is orthogonalized
 //    into a second full matrix of the same size (Newton-Schulz output)
 //    before it is scattered back: one more call_peak.

@@ -46,7 +46,8 @@ std::int64_t representative(const ClassAxes& classes, std::int64_t k, const Mesh
 struct Sizes {
   std::int64_t pack = 0;
   std::int64_t gathered = 0;
-  std::int64_t peak = 0;  // muon: largest one-call output (fsdp2 uses `gathered`)
+  std::int64_t peak = 0;       // muon: largest one-call output (fsdp2 uses `gathered`)
+  std::int64_t trainable = 0;  // fsdp2: `gathered` of the requires_grad members only
 };
 
 int pp_axis_of(const Plan& plan, MeshKind kind) {
@@ -88,7 +89,8 @@ void add_per_rank(const Plan& plan, const TableRanks& ranks, const std::vector<S
         peak = std::max(peak, last + sizes.gathered);
         last = sizes.gathered;
         auto& largest = out.largest_unit[static_cast<std::size_t>(r)];
-        largest = std::max(largest, sizes.gathered);
+        largest = std::max(largest, sizes.trainable);
+        out.trainable_gathered[static_cast<std::size_t>(r)] += sizes.trainable;
       }
     }
     for (std::size_t a = coords.size(); a-- > 0;) {  // odometer, rank-major
@@ -210,17 +212,22 @@ Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& unit,
   const ParamGeometry& first = plan.params[unit.params.front()].geometry;
   const std::int64_t ways = first.per_dim[static_cast<std::size_t>(first.fsdp_dim)].back().ways;
   std::int64_t slot = 0;
+  std::int64_t trainable = 0;
   for (std::size_t i : unit.params) {
     const PlannedParam& param = plan.params[i];
-    slot += numel(shard_at(param.geometry, coords).padded_shape) * element_size(param.dtype);
+    const std::int64_t bytes =
+        numel(shard_at(param.geometry, coords).padded_shape) * element_size(param.dtype);
+    slot += bytes;
+    if (param.requires_grad) trainable += bytes;
   }
-  return {slot, slot * ways, slot * ways};
+  return {slot, slot * ways, slot * ways, trainable * ways};
 }
 
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
   out.gathered_peak.assign(prev.size(), 0);
   out.largest_unit.assign(prev.size(), 0);
+  out.trainable_gathered.assign(prev.size(), 0);
   for (const Fsdp2Unit& unit : fsdp2.units) {
     const Mesh& mesh = unit.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
     const ClassAxes classes = fsdp2_unit_axes(plan, unit, mesh);
@@ -329,12 +336,10 @@ std::vector<BufferRankBytes> buffer_rank_bytes(const Plan& plan,
   std::vector<BufferRankBytes> out;
   const auto world = static_cast<std::size_t>(plan.world_size);
   for (const PlannedBuffer& buffer : buffers) {
-    BufferRankBytes bytes{buffer.spec.kind,
-                          std::vector<std::int64_t>(world, 0),
-                          std::vector<std::int64_t>(world, 0),
-                          {},
-                          {},
-                          {}};
+    BufferRankBytes bytes;
+    bytes.kind = buffer.spec.kind;
+    bytes.pack.assign(world, 0);
+    bytes.gathered.assign(world, 0);
     if (buffer.muon) {
       bytes.call_peak.assign(world, 0);
       muon_bytes(plan, *buffer.muon, bytes);
@@ -380,7 +385,8 @@ std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
         bytes.gathered += sizes.gathered;
         bytes.gathered_peak = std::max(bytes.gathered_peak, prev + sizes.gathered);
         prev = sizes.gathered;
-        bytes.largest_unit = std::max(bytes.largest_unit, sizes.gathered);
+        bytes.largest_unit = std::max(bytes.largest_unit, sizes.trainable);
+        bytes.trainable_gathered += sizes.trainable;
       }
     }
     if (buffer.spec.kind == BufferKind::MegatronDistOpt ||

@@ -375,9 +375,13 @@ struct BufferRankBytes {
   std::vector<std::int64_t> pack;           ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered;       ///< per rank, sum over stages / units
   std::vector<std::int64_t> gathered_peak;  ///< per rank, FSDP2 only: unit + prefetched unit
-  /// Per rank, FSDP2 only: the largest single unit's gathered bytes (its
-  /// reduce-scatter input in backward has as many elements).
+  /// Per rank, FSDP2 only: the largest single unit's gathered bytes of its
+  /// requires_grad members (its reduce-scatter input in backward has as many
+  /// elements: frozen members, `fsdp.frozen: shard`, have no gradient).
   std::vector<std::int64_t> largest_unit;
+  /// Per rank, FSDP2 only: every unit's gathered bytes of its requires_grad
+  /// members (the unsharded grads a pipeline accumulates: src/memory/memory.hpp).
+  std::vector<std::int64_t> trainable_gathered;
   /// Muon only (empty for FSDP2): the largest output of one all-gather call
   /// (one stage of one batch; a stage's output is unpacked before the next).
   std::vector<std::int64_t> call_peak;
@@ -406,7 +410,8 @@ struct BufferBytesAt {
   std::int64_t gathered = 0;
   std::int64_t gathered_peak = 0;
   std::int64_t call_peak = 0;
-  std::int64_t largest_unit = 0;  ///< FSDP2: the largest unit's gathered bytes
+  std::int64_t largest_unit = 0;        ///< FSDP2: the largest unit's trainable gathered bytes
+  std::int64_t trainable_gathered = 0;  ///< FSDP2: every unit's trainable gathered bytes
 };
 std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
                                            const std::vector<PlannedBuffer>& buffers,

@@ -263,6 +263,20 @@ TEST_CASE("FSDP2 gathered units: a unit and the next, every unit without reshard
       CHECK(report.ranks[static_cast<std::size_t>(rank)].fsdp2_reduce_scatter == stage * 2);
     }
   }
+  // Frozen members (`fsdp.frozen: shard`, a LoRA-style base) are gathered but have no
+  // gradient: the unsharded grads leave them out.
+  Plan frozen = plan_of("plans/qwen2.5-0.5b.model.yaml", piped + "  frozen: shard\n" + units);
+  std::int64_t embed_gathered = 0;
+  for (PlannedParam& param : frozen.params) {
+    if (param.name != "model.embed_tokens.weight") continue;
+    param.requires_grad = false;
+    embed_gathered = 151936LL * 896 * 2;
+  }
+  REQUIRE(embed_gathered > 0);
+  const MemoryReport lora = compute_memory(frozen);
+  const std::int64_t stage0 = kind(memory_of(piped), 0, MemoryKind::Params) * 4;
+  CHECK(kind(lora, 0, MemoryKind::Fsdp2AllGather) == stage0);
+  CHECK(lora.ranks[0].fsdp2_reduce_scatter == (stage0 - embed_gathered) * 2);
   // The class report (memory, search) agrees with the per-rank one.
   const std::optional<MemoryReport> classes = memory_classes_by_runs(
       plan_of("plans/qwen2.5-0.5b.model.yaml", flat + "  reshard_after_forward: false\n" + units),
