@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "driver/text_format.hpp"
+#include "memory/memory.hpp"
 #include "planner/buffers.hpp"
 
 namespace shardc::driver {
@@ -71,9 +72,16 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
   }
   std::int64_t sum = 0;
   for (const std::int64_t bytes : gathered) sum += bytes;
-  out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered))
-      << " (largest unit + the next one prefetched); sum over units " << binary_bytes_text(sum)
-      << " (never all live at once)\n";
+  if (fsdp2_every_unit_gathered(plan)) {
+    out << "    gathered peak " << binary_bytes_text(sum) << " (every unit: "
+        << (plan.num_stages > 1 ? "a pipeline keeps them gathered until the last micro-batch"
+                                : "reshard_after_forward: false")
+        << "; docs/memory.md)\n";
+  } else {
+    out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered))
+        << " (largest unit + the next one prefetched); sum over units " << binary_bytes_text(sum)
+        << " (never all live at once)\n";
+  }
   out << "    not communicated: " << layout.not_communicated->size() << " params\n";
 }
 

@@ -182,6 +182,9 @@ void print_summary(const Plan& plan, std::int64_t rank, std::ostream& out) {
     out << "  " << buffer_kind_name(buffer.kind) << ": pack " << binary_bytes_text(buffer.pack);
     if (buffer.kind == BufferKind::MuonAllGather)
       out << ", gathered " << binary_bytes_text(buffer.gathered) << " (sum over stages)\n";
+    else if (buffer.kind == BufferKind::Fsdp2AllGather && fsdp2_every_unit_gathered(plan))
+      out << ", gathered peak " << binary_bytes_text(buffer.gathered)
+          << " (every unit: docs/memory.md)\n";
     else
       out << ", gathered peak " << binary_bytes_text(buffer.gathered_peak)
           << " (largest unit + the next one prefetched), sum over units "

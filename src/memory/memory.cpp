@@ -60,12 +60,7 @@ bool fsdp_scaled(const PlannedParam& param, bool plan_has_fsdp) {
   return trainable(param) && !param.global_shape.empty();
 }
 
-// True when FSDP2 holds every unit of the rank gathered at its peak
-// (memory.hpp, fsdp2_allgather): under a pipeline, or with
-// `fsdp.reshard_after_forward: false`.
-bool every_unit_gathered(const Plan& plan) {
-  return plan.num_stages > 1 || plan.fsdp_reshard_after_forward == std::optional<bool>(false);
-}
+bool every_unit_gathered(const Plan& plan) { return fsdp2_every_unit_gathered(plan); }
 
 // The unsharded gradients of one rank alive at once, in gathered param bytes
 // (memory.hpp, fsdp2_reduce_scatter): every unit's under a pipeline, else the
@@ -167,6 +162,10 @@ void step_peak(const Plan& plan, std::int64_t unsharded_grads_bytes, std::int64_
 }
 
 }  // namespace
+
+bool fsdp2_every_unit_gathered(const Plan& plan) {
+  return plan.num_stages > 1 || plan.fsdp_reshard_after_forward == std::optional<bool>(false);
+}
 
 const char* memory_kind_name(MemoryKind kind) {
   switch (kind) {

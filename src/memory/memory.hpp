@@ -132,6 +132,11 @@ inline constexpr std::size_t kMemoryKinds = 6;
 /// "optimizer_state", "fsdp2_allgather", "muon_allgather".
 const char* memory_kind_name(MemoryKind kind);
 
+/// True when FSDP2 holds every unit of a rank gathered at its peak (the
+/// fsdp2_allgather rule above): under a pipeline, or with
+/// `fsdp.reshard_after_forward: false`; else a unit and the next one.
+bool fsdp2_every_unit_gathered(const Plan& plan);
+
 /// One rank's memory, in bytes.
 struct RankMemory {
   std::array<std::int64_t, kMemoryKinds> bytes{};  ///< indexed by MemoryKind

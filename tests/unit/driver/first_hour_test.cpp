@@ -240,6 +240,18 @@ TEST_CASE_FIXTURE(MoeFixture, "inspect --summary prints totals per kind and the 
   CHECK(text.find("gathered peak ") != std::string::npos);
   CHECK(text.find("(largest unit + the next one prefetched), sum over units ") !=
         std::string::npos);
+  // fsdp.reshard_after_forward: false keeps every unit gathered: the peak is their sum.
+  fs.files["r.yaml"] =
+      replaced(kMoeRecipe, "fsdp: {shard: dp_shard, expert_shard: efsdp}",
+               "fsdp: {shard: dp_shard, expert_shard: efsdp, reshard_after_forward: false}");
+  out.str("");
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
+  CHECK(out.str().find("(every unit: docs/memory.md)") != std::string::npos);
+  out.str("");
+  options.summary = false;
+  CHECK(run_inspect(options, fs, out, err) == ExitCode::Ok);
+  CHECK(out.str().find("(every unit: reshard_after_forward: false; docs/memory.md)") !=
+        std::string::npos);
 }
 
 TEST_CASE_FIXTURE(MoeFixture, "verify on a partial compile: not verifiable, and the fix") {
