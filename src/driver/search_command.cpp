@@ -382,10 +382,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     for (const PipelineScheduleKind kind :
          {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
           PipelineScheduleKind::ZeroBubble, PipelineScheduleKind::GPipe}) {
-      if (req.schedules.empty()
-              ? kind == PipelineScheduleKind::GPipe
-              : std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
-        continue;
+      if (!schedule_enumerated(req.schedules, kind)) continue;
       out << (first_schedule ? "" : ", ") << json_string(pipeline_schedule_name(kind));
       first_schedule = false;
     }

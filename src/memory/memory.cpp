@@ -60,8 +60,6 @@ bool fsdp_scaled(const PlannedParam& param, bool plan_has_fsdp) {
   return trainable(param) && !param.global_shape.empty();
 }
 
-bool every_unit_gathered(const Plan& plan) { return fsdp2_every_unit_gathered(plan); }
-
 // The unsharded gradients of one rank alive at once, in gathered param bytes
 // (memory.hpp, fsdp2_reduce_scatter): every unit's under a pipeline, else the
 // largest unit's.
@@ -78,10 +76,10 @@ std::int64_t peak_of(const Plan& plan, const std::vector<BufferRankBytes>& buffe
   std::int64_t best = 0;
   for (const BufferRankBytes& buffer : buffers) {
     if (buffer.kind != kind) continue;
-    const std::vector<std::int64_t>& per_rank = kind != BufferKind::Fsdp2AllGather
-                                                    ? buffer.call_peak
-                                                : every_unit_gathered(plan) ? buffer.gathered
-                                                                            : buffer.gathered_peak;
+    const std::vector<std::int64_t>& per_rank =
+        kind != BufferKind::Fsdp2AllGather ? buffer.call_peak
+        : fsdp2_every_unit_gathered(plan)  ? buffer.gathered
+                                           : buffer.gathered_peak;
     if (rank < per_rank.size()) best = std::max(best, per_rank[rank]);
   }
   return best;
@@ -281,7 +279,7 @@ void declared_layouts(const Plan& plan, MemoryReport& report) {
   for (const BufferSpec& spec : plan.buffers) {
     if (spec.kind == BufferKind::Fsdp2AllGather) {
       report.fsdp2_declared = true;
-      report.fsdp2_every_unit = every_unit_gathered(plan);
+      report.fsdp2_every_unit = fsdp2_every_unit_gathered(plan);
     }
     if (spec.kind == BufferKind::MuonAllGather) report.muon_declared = true;
   }
@@ -576,7 +574,8 @@ std::optional<MemoryReport> memory_classes_by_runs(const Plan& plan, std::string
     std::int64_t unsharded_grads = 0;
     for (const BufferBytesAt& bytes : buffer_bytes_at(plan, buffers, rank)) {
       if (bytes.kind == BufferKind::Fsdp2AllGather) {
-        fsdp2 = std::max(fsdp2, every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
+        fsdp2 =
+            std::max(fsdp2, fsdp2_every_unit_gathered(plan) ? bytes.gathered : bytes.gathered_peak);
         unsharded_grads =
             std::max(unsharded_grads,
                      unsharded_grads_of(plan, bytes.trainable_gathered, bytes.largest_unit));

@@ -48,6 +48,12 @@ const char* screen_reason_text(ScreenReason reason) {
   return "";
 }
 
+bool schedule_enumerated(const std::vector<PipelineScheduleKind>& requested,
+                         PipelineScheduleKind kind) {
+  if (requested.empty()) return kind != PipelineScheduleKind::GPipe;
+  return std::find(requested.begin(), requested.end(), kind) != requested.end();
+}
+
 std::string layout_name(const Layout& layout) {
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
@@ -100,11 +106,8 @@ void enumerate(const ModelStats& st, std::int64_t world,
                const std::vector<PipelineScheduleKind>& schedules,
                const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
-  // GPipe only when asked for: it has 1F1B's bubble and keeps every micro-batch's
-  // activations, so by default it never ranks above 1F1B.
   auto allowed = [&schedules](PipelineScheduleKind kind) {
-    if (schedules.empty()) return kind != PipelineScheduleKind::GPipe;
-    return std::find(schedules.begin(), schedules.end(), kind) != schedules.end();
+    return schedule_enumerated(schedules, kind);
   };
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;

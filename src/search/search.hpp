@@ -102,6 +102,12 @@ struct Layout {
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
 };
 
+/// True when the search enumerates pipeline schedule `kind` given `--schedules`
+/// (`requested`; empty = the default: every schedule but GPipe, which has 1F1B's
+/// bubble and holds every micro-batch's activations, so it never ranks above 1F1B).
+bool schedule_enumerated(const std::vector<PipelineScheduleKind>& requested,
+                         PipelineScheduleKind kind);
+
 /// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only; block
 /// recompute of N layers per model chunk: "recompute=block3"; FSDP without a
 /// pipeline and reshard_after_forward false: "no-reshard").
