@@ -86,11 +86,13 @@ std::string byte_size_text(std::int64_t bytes) {
   constexpr std::array<std::string_view, 5> names = {"PiB", "TiB", "GiB", "MiB", "KiB"};
   std::int64_t factor = kKi * kKi * kKi * kKi * kKi;
   for (std::string_view name : names) {
-    if (bytes > 0 && bytes % factor == 0)
+    // Whole in the unit and below 1024 of it ("80 GiB"); 80 GB (78,125,000 KiB) is
+    // no such number and reads as the tables do ("74.51 GiB").
+    if (bytes > 0 && bytes % factor == 0 && bytes / factor < kKi)
       return std::to_string(bytes / factor) + " " + std::string(name);
     factor /= kKi;
   }
-  return std::to_string(bytes) + " B";
+  return binary_bytes_text(bytes);
 }
 
 std::string binary_bytes_text(std::int64_t bytes) {

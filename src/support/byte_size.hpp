@@ -16,8 +16,9 @@ namespace shardc {
 /// bytes. nullopt on anything else, on a negative value, or above 2^62 bytes.
 std::optional<std::int64_t> parse_byte_size(std::string_view text);
 
-/// "80 GiB" for exact multiples of a binary unit, else the plain byte count;
-/// the inverse of `parse_byte_size` for messages.
+/// "80 GiB" for a whole number below 1024 of a binary unit (exact, the
+/// inverse of `parse_byte_size`), else `binary_bytes_text` ("74.51 GiB" for
+/// 80 GB, never "78125000 KiB"): for messages.
 std::string byte_size_text(std::int64_t bytes);
 
 /// "512 B", "1.50 KiB", "17.24 GiB": binary units up to PiB with two decimals (rounded), for

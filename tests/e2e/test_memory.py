@@ -10,7 +10,8 @@ Checks (shipped Llama-3.1-8B dp 8 x tp 8 and a tiny model written here):
   * `validate --budget 80GiB` exits 0; `--budget 5GiB` exits 1 with E-BUDGET naming the
     worst ranks and a hint; `memory --budget 5GiB` prints the report and exits 1
   * the recipe's `training.budget` does the same, located at the budget value; `--budget`
-    overrides it; a malformed `--budget` is a usage error (exit 2)
+    overrides it; a malformed `--budget` is a usage error (exit 2); a decimal budget
+    (`80GB`) prints in GiB like the table (not "78125000 KiB")
   * `training:` changes the figures exactly: master_weights float32 adds 4 bytes per local
     element and moves the two AdamW moments to float32
   * `inspect --rank R` shows the rank's breakdown
@@ -110,6 +111,14 @@ def main() -> int:
             "memory --budget 5GiB prints the report and exits 1")
     p = run([s, "memory", MODEL, RECIPE, "--budget", "5GiB", "--format", "json"])
     c.check(p.returncode == 1 and json.loads(p.stdout)["fits"] is False, "json fits false")
+    # A decimal budget (80 GB, the H100 preset's HBM, what `search --emit-recipe` writes)
+    # reads in the table's unit: it printed "budget 78125000 KiB".
+    p = run([s, "memory", MODEL, RECIPE, "--budget", "80GB"])
+    c.check(p.returncode == 0 and "\nbudget 74.51 GiB: fits, headroom " in p.stdout
+            and "KiB" not in p.stdout, f"memory --budget 80GB prints 74.51 GiB ({p.stdout[-300:]})")
+    p = run([s, "validate", MODEL, RECIPE, "--budget", "5GB"])
+    c.check(p.returncode == 1 and "over the budget of 4.66 GiB by " in p.stderr,
+            f"E-BUDGET states a decimal budget in GiB ({p.stderr[:300]})")
     for bad in ["lots", "-1GiB", "5Gb!"]:
         p = run([s, "validate", MODEL, RECIPE, "--budget", bad])
         c.check(p.returncode == 2, f"--budget {bad!r} is a usage error (exit {p.returncode})")

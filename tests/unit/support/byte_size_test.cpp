@@ -38,3 +38,13 @@ TEST_CASE("binary_bytes_text: bytes below 1 KiB whole, then two decimals of the 
   CHECK(shardc::binary_bytes_text(std::int64_t{17} << 30) == "17.00 GiB");
   CHECK(shardc::binary_bytes_text(std::int64_t{5} << 60) == "5120.00 PiB");  // no unit above PiB
 }
+
+TEST_CASE("byte_size_text: a whole number below 1024 of a unit, else the tables' two decimals") {
+  CHECK(shardc::byte_size_text(std::int64_t{80} << 30) == "80 GiB");
+  CHECK(shardc::byte_size_text(std::int64_t{512} << 10) == "512 KiB");
+  CHECK(shardc::byte_size_text(1000) == "1000 B");
+  // 80 GB (the H100 preset's HBM) was "78125000 KiB", 1 GB "1000000000 B".
+  CHECK(shardc::byte_size_text(80'000'000'000) == "74.51 GiB");
+  CHECK(shardc::byte_size_text(1'000'000'000) == "953.67 MiB");
+  CHECK(shardc::byte_size_text(std::int64_t{1536} << 20) == "1.50 GiB");
+}
