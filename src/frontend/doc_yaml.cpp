@@ -86,6 +86,12 @@ class Converter {
       value.set_key(doc_.save(key.Scalar()));
       value.key_line = std::max(key.Mark().line, 0) + 1;
       value.key_col = std::max(key.Mark().column, 0) + 1;
+      if (value.is_null() && value.line > value.key_line) {
+        // `key:` with nothing after the colon: yaml-cpp marks the empty value at the
+        // next token (the next line); a diagnostic about it belongs on the key.
+        value.line = value.key_line;
+        value.col = value.key_col;
+      }
       items.push_back(value);
     }
     out.set_items(doc_.store(items));
