@@ -236,9 +236,10 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
   // linear_qkv holds, per group, the group's q heads then its k and v head.
   const bool megatron = param_module(param.name, bias) == "linear_qkv";
   const std::string kv_name = megatron ? " query groups (KV heads)" : " KV heads";
-  std::int64_t heads_gcd = 0;
-  if ((hm->counts & kQ) != 0) heads_gcd = std::gcd(heads_gcd, *heads);
-  if ((hm->counts & kKV) != 0) heads_gcd = std::gcd(heads_gcd, kv);
+  // The tp sizes a hint suggests must pass every heads rule of the attention,
+  // not only this projection's: q heads and KV heads (issue: tp 16 offered for a
+  // q_proj of 32 heads when k_proj's 8 KV heads fail it).
+  const std::int64_t heads_gcd = std::gcd(*heads, kv);
   if (megatron && (hm->counts & kKV) != 0 && kv > 0 && !param.geometry.parts.empty() &&
       param.geometry.parts_dim == hm->dim && extent % kv == 0) {
     // issue 29: `packed` q|k|v blocks (right for Phi-3's qkv_proj) on
@@ -309,7 +310,10 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
                  (sub != nullptr ? " (sub-model `" + sub->prefix + "`" +
                                        (sub->config.empty() ? "" : ", " + sub->config) + ")"
                                  : "");
-  diag.hint = "valid tp sizes: " + divisors_text(heads_gcd);
+  diag.hint = "valid tp sizes: " + divisors_text(heads_gcd) +
+              (kv != *heads ? " (dividing both the " + std::to_string(*heads) +
+                                  " attention heads and the " + std::to_string(kv) + kv_name + ")"
+                            : std::string());
   if (qkv_parts && !q_fails && kv > 0 && tp % kv == 0) {
     // Fewer KV heads than tp: keep q split by head and give every rank one KV head, shared by
     // tp / kv consecutive ranks (vLLM QKVParallelLinear, num_kv_head_replicas).
