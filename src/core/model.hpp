@@ -107,6 +107,9 @@ struct ModelAttributes {
   /// config.json `quantization_config.weight_block_size` (DeepSeek-V3: [128, 128]).
   std::vector<std::int64_t> weight_block_size;
   SourceLoc num_experts_loc;
+  /// The `attributes:` key in the model file, or the file alone when it has
+  /// none: where a missing size is reported (E-TRAINING of `shardc cost`).
+  SourceLoc loc;
 };
 
 /// A sub-model (contract §3.2): a vision or audio tower whose config

@@ -328,6 +328,7 @@ struct TrainingLayout {
   bool active = false;  ///< training.seq_len given
   std::optional<ActivationArch> arch;
   std::string arch_missing;
+  SourceLoc arch_missing_loc;  ///< the model's `attributes:` (or its file) when `arch` is nullopt
   ActivationLayout degrees;
   std::int64_t dp = 1;            ///< data-parallel ranks a global batch is split over
   std::int64_t microbatches = 1;  ///< micro-batches per step per data-parallel rank

@@ -122,10 +122,21 @@ ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std
   if (!report.counted) {
     // The command cannot answer without the training shape: an input error, exit 2.
     session.sink = DiagnosticSink{};
-    session.sink.error(DiagCode::ETraining, plan.training.loc,
-                       "`shardc cost` cannot count communication: " + report.note,
-                       "give the recipe a `training:` section with `seq_len` (and the model its "
-                       "config.json sizes); docs/communication.md");
+    const TrainingLayout& tl = plan.training_layout;
+    if (tl.active && !tl.arch) {
+      // The model lacks a size: its `attributes:` is where the fix goes.
+      session.sink.error(DiagCode::ETraining, tl.arch_missing_loc,
+                         "`shardc cost` cannot count communication: " + report.note,
+                         "add `" + tl.arch_missing +
+                             ": N` to the model's `attributes:` (the value of config.json or "
+                             "of the model's own config); docs/communication.md");
+    } else {
+      session.sink.error(DiagCode::ETraining, plan.training.loc,
+                         "`shardc cost` cannot count communication: " + report.note,
+                         tl.active ? "docs/limits.md lists the per-rank report limit"
+                                   : "give the recipe a `training:` section with `seq_len`; "
+                                     "docs/communication.md");
+    }
     driver::print_diagnostics(opt.common, session, err);
     return ExitCode::Usage;
   }

@@ -217,8 +217,11 @@ void parse_top(const Node& root, Reader& reader, Model& model, ParamsShortcut& s
   if (const Node* dtype = root.find("dtype")) {
     default_dtype = parse_dtype_node(*dtype, reader).value_or(DType::Float32);
   }
-  if (const Node* attrs = root.find("attributes"))
+  model.attributes.loc = SourceLoc{reader.file(), 0, 0};
+  if (const Node* attrs = root.find("attributes")) {
+    model.attributes.loc = reader.key_loc(*attrs);
     parse_attributes(*attrs, reader, model.attributes);
+  }
   if (const Node* tie = root.find("tie_word_embeddings"); tie != nullptr && !tie->is_null()) {
     model.attributes.tie_word_embeddings = reader.get_bool(*tie, "`tie_word_embeddings`");
   }

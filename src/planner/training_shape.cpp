@@ -226,7 +226,11 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   if (!out.active) return;
   std::string missing;
   out.arch = activation_arch(model.attributes, layer0, missing);
-  if (!out.arch) out.arch_missing = missing;
+  if (!out.arch) {
+    out.arch_missing = missing;
+    out.arch_missing_loc = model.attributes.loc.file.empty() ? SourceLoc{model.source_path, 0, 0}
+                                                             : model.attributes.loc;
+  }
 }
 
 }  // namespace shardc::passes

@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PLANS = ROOT / "plans"
 SHAPE = "training:\n  seq_len: 4096\n  sequence_parallel: true\n  ranks_per_node: 8\n"
 CASES = [("llama-3.1-8b", "llama-3.1-8b-dp8-tp8"), ("llama-3.1-70b", "llama-3.1-70b-hsdp"),
-         ("mixtral-8x7b", "mixtral-8x7b-ep8-tp8")]
+         ("mixtral-8x7b", "mixtral-8x7b-ep8-tp8"),
+         # torchtitan's own modules: their model files carry the sizes `cost` reads
+         # (intermediate_size, MLA and MoE widths; tests/torch/titan.py `attributes`).
+         ("torchtitan-llama3-8b", "torchtitan-llama3-8b-fsdp-tp"),
+         ("torchtitan-deepseek_v3-16b", "torchtitan-deepseek_v3-16b-fsdp-tp-ep")]
 
 
 def main() -> int:

@@ -246,10 +246,31 @@ def attributes(family: str, flavor: str) -> dict[str, Any]:
                            "hidden_size": cfg.dim, "num_hidden_layers": len(cfg.layers),
                            "vocab_size": cfg.vocab_size,
                            "tie_word_embeddings": bool(cfg.enable_weight_tying)}
-    for layer in cfg.layers:
+    # The sizes the activation and communication models read (config.json names, as
+    # `shardc import` writes them for Hugging Face models): the dense MLP width, the
+    # head width, MLA's ranks and widths, the routed experts' width, top-k and shared
+    # experts, the leading dense layers.
+    qkv = getattr(attention, "qkv_linear", None)
+    if getattr(qkv, "head_dim", None):
+        out["head_dim"] = qkv.head_dim
+    dense = [layer for layer in cfg.layers if getattr(layer, "feed_forward", None) is not None]
+    if dense:
+        out["intermediate_size"] = dense[0].feed_forward.w1.out_features
+    if getattr(attention, "kv_lora_rank", None):
+        if attention.q_lora_rank:
+            out["q_lora_rank"] = attention.q_lora_rank
+        for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            out[key] = getattr(attention, key)
+    for index, layer in enumerate(cfg.layers):
         moe = getattr(layer, "moe", None)
         if moe is not None:
             out["num_experts"] = moe.num_experts
+            width = moe.routed_experts.inner_experts.hidden_dim
+            out["moe_intermediate_size"] = width
+            out["num_experts_per_tok"] = moe.routed_experts.token_dispatcher.top_k
+            shared = getattr(moe, "shared_experts", None)
+            out["n_shared_experts"] = shared.w1.out_features // width if shared else 0
+            out["first_k_dense_replace"] = index
             break
     return out
 
