@@ -332,9 +332,9 @@ inline constexpr std::array kDiagCodes = {
     DiagCodeInfo{
         DiagCode::WPipelineSplit, "W-PIPELINE-SPLIT", Severity::Warning, ExitCode::Invalid,
         "`stages: auto` cuts the layer blocks into model chunks (stages x `virtual_stages`) of "
-        "unequal sizes (e.g. 80 layers over pp 6: 14/14/13/13/13/13); reported with "
-        "`virtual_stages` or Megatron-Core names (`decoder.layers.N`): Megatron refuses it unless "
-        "told how (transformer_config.py)",
+        "unequal sizes (e.g. 80 layers over pp 6: 14/14/13/13/13/13); reported for "
+        "Megatron-Core names (`decoder.layers.N`) only: Megatron refuses it unless told how "
+        "(transformer_config.py), torchtitan cuts unequal stages itself",
         "a pp (x vp) dividing the layers, or Megatron's `num_layers_in_first_pipeline_stage` / "
         "`num_layers_in_last_pipeline_stage`, `account_for_embedding_in_pipeline_split` / "
         "`account_for_loss_in_pipeline_split`, `pipeline_model_parallel_layout` with explicit "

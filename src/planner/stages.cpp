@@ -6,8 +6,8 @@
 // model order, chunk k on stage k % stages as its virtual stage k / stages
 // (megatron/core/transformer/transformer_layer.py
 // get_transformer_layer_offset: offset = vp_stage x L / vp + pp_rank x
-// L / (pp x vp)); W-PIPELINE-SPLIT when the chunks are unequal where
-// Megatron would refuse them.
+// L / (pp x vp)); W-PIPELINE-SPLIT when the chunks are unequal and the
+// model is Megatron-Core's (decoder.layers.N), which would refuse them.
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -41,13 +41,24 @@ std::string block_key(std::string_view fqn) {
   return {};
 }
 
-// "14/14/13/13/13/13": layer blocks per model chunk (at most 16 listed).
+// "14/14/13/13/13/13": layer blocks per model chunk; past 16 chunks by runs,
+// "chunks 0-28: 2 blocks, chunks 29-31: 1 block", so the sizes that differ show.
 std::string chunk_sizes_text(std::int64_t blocks, std::int64_t chunks) {
+  const std::int64_t small = blocks / chunks;
+  const std::int64_t larger = blocks % chunks;  // chunks [0, larger) hold small + 1
   std::string text;
-  for (std::int64_t k = 0; k < chunks && k < 16; ++k)
-    text += (k > 0 ? "/" : "") + std::to_string(blocks / chunks + (k < blocks % chunks ? 1 : 0));
-  if (chunks > 16) text += "/...";
-  return text;
+  if (chunks <= 16) {
+    for (std::int64_t k = 0; k < chunks; ++k)
+      text += (k > 0 ? "/" : "") + std::to_string(small + (k < larger ? 1 : 0));
+    return text;
+  }
+  const auto run = [](std::int64_t first, std::int64_t end, std::int64_t size) {
+    return (end - first == 1 ? "chunk " + std::to_string(first)
+                             : "chunks " + std::to_string(first) + "-" + std::to_string(end - 1)) +
+           ": " + std::to_string(size) + (size == 1 ? " block" : " blocks");
+  };
+  if (larger > 0) text = run(0, larger, small + 1) + ", ";
+  return text + run(larger, chunks, small);
 }
 
 // True when the model uses Megatron-Core's names (GPTModel's decoder.layers.N).
@@ -122,7 +133,10 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
                "use fewer stages, or list the stages explicitly");
     return;
   }
-  if (blocks % chunks != 0 && (spec.virtual_stages > 1 || megatron_names(params))) {
+  // Megatron-Core refuses unequal chunks; torchtitan (and the layout search's
+  // recipes, its FSDP2 style) cuts unequal stages and interleaved chunks as
+  // `stages: auto` does (pipeline_module_split), so only Megatron's names warn.
+  if (blocks % chunks != 0 && megatron_names(params)) {
     warn_uneven_chunks(blocks, stages, spec.virtual_stages, spec, sink);
   }
   // Chunk c gets blocks / chunks + (c < blocks % chunks) blocks (core/pipeline_chunks.hpp,

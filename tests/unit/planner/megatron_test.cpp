@@ -173,11 +173,17 @@ TEST_CASE("W-PIPELINE-SPLIT: chunks Megatron would refuse, named with its option
     }
   }
   {
-    // pp 8 x vp 3: 80 layers into 24 chunks.
+    // pp 8 x vp 3: 80 layers into 24 chunks. Past 16 chunks the sizes are listed by runs,
+    // so the unequal ones show (the list stopped at 16 chunks of 4: "4/4/.../4/...").
     Planned pl;
     plan_into(pl, kModel, with_virtual(3));
     REQUIRE(pl.plan);
     CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 1);
+    for (const Diagnostic& d : pl.sink.items()) {
+      if (d.code != DiagCode::WPipelineSplit) continue;
+      CHECK(d.message.find("of unequal sizes: chunks 0-7: 4 blocks, chunks 8-23: 3 blocks;") !=
+            std::string::npos);
+    }
   }
   {
     // Hugging Face names, no virtual stages: torchtitan-style uneven stages stay quiet.
@@ -187,6 +193,18 @@ TEST_CASE("W-PIPELINE-SPLIT: chunks Megatron would refuse, named with its option
               "pipeline: {axis: pp}\n"
               "rules: [{match: '**', placements: {}}]\n");
     REQUIRE(pl.plan);
+    CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 0);
+  }
+  {
+    // Hugging Face names with virtual stages (an interleaved layout `search --emit-recipe`
+    // writes, FSDP2 style): torchtitan cuts unequal chunks itself, so no Megatron warning.
+    Planned pl;
+    plan_into(pl, "plans/llama-3.1-70b.model.yaml",
+              "mesh: [{name: pp, size: 8}, {name: tp, size: 8}]\n"
+              "pipeline: {axis: pp, stages: auto, virtual_stages: 3}\n"
+              "rules: [{match: '**', placements: {}}]\n");
+    REQUIRE(pl.plan);
+    CHECK(pl.plan->model_chunks.size() == 24);
     CHECK(count(pl.sink, DiagCode::WPipelineSplit) == 0);
   }
 }
