@@ -69,9 +69,9 @@ ExitCode print_or_write(const std::string& text, const std::string& output, File
 std::optional<SourceFile> read_input(FileSystem& fs, const std::string& path, const char* what,
                                      DiagCode code, const char* hint, Session& session);
 
-/// The exit code the diagnostics call for: 2 when an input could not be
-/// read or parsed (E-MODEL, E-RECIPE, E-CHECKPOINT), 1 for any other error, 1 for
-/// warnings under --strict, else 0.
+/// The exit code the diagnostics call for: the largest exit class of the
+/// errors (kDiagCodes: 2 for an input that cannot be read, parsed or used, e.g.
+/// E-MODEL, E-RECIPE, E-TRAINING), 1 for warnings under --strict, else 0.
 ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& sink);
 
 /// Renders the sink in `opt.diag_format` to `os` (nothing when empty), plus

@@ -90,6 +90,28 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("the page's exit-code paragraph names every error of exit class 2") {
+  const std::string text = read_diagnostics_page();
+  const auto start = text.find("\n<!-- generated exit codes from src/core/diag_code.hpp");
+  REQUIRE(start != std::string::npos);
+  const auto end = text.find("\n<!-- end of generated exit codes -->", start + 1);
+  REQUIRE(end != std::string::npos);
+  const std::string paragraph = text.substr(start, end - start);
+  for (const shardc::DiagCodeInfo& info : shardc::kDiagCodes) {
+    CAPTURE(info.name);
+    const bool usage =
+        info.severity == shardc::Severity::Error && info.exit == shardc::ExitCode::Usage;
+    const std::string named = std::string(info.name);
+    const auto at = paragraph.find(named);
+    const bool listed =
+        at != std::string::npos &&
+        (at + named.size() == paragraph.size() ||
+         (std::isalnum(static_cast<unsigned char>(paragraph[at + named.size()])) == 0 &&
+          paragraph[at + named.size()] != '-'));
+    CHECK(listed == usage);  // E-TRAINING exits 2 and was left out
+  }
+}
+
 TEST_CASE("every code has a tests/bad case (or the test docs/diagnostics.md names instead)") {
   namespace fs = std::filesystem;
   const fs::path root(SHARDC_SOURCE_DIR);
