@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "driver/session.hpp"
+#include "driver/text_format.hpp"
 #include "frontend/frontend.hpp"
 #include "report/report.hpp"
 #include "search/search.hpp"
@@ -423,20 +424,19 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << "\n";
     out << "layouts: " << result.enumerated << " enumerated, " << result.screened << " screened, "
         << result.checked.size() << " planned exactly (in order of estimated step time)\n\n";
-    out << "rank  layout                                                  peak GiB  headroom  "
-           "step s  tok/s/GPU  MFU    dominant\n";
+    // Column widths from the cells, so any layout name keeps the columns aligned.
+    driver::TextTable table(
+        {"rank", "layout", "peak GiB", "headroom", "step s", "tok/s/GPU", "MFU", "dominant"},
+        {false, false, true, true, true, true, true, false});
     int rank = 0;
     for (const CheckedLayout& checked : result.ranked) {
-      std::string name = layout_name(checked.layout);
-      if (name.size() < 56) name.resize(56, ' ');
-      std::array<char, 256> line{};
-      std::snprintf(line.data(), line.size(), "%-4d  %s  %8s  %8s  %6.2f  %9.0f  %4.1f%%  %s\n",
-                    ++rank, name.c_str(), gib(static_cast<double>(checked.peak)).c_str(),
-                    gib(static_cast<double>(budget - checked.peak)).c_str(), checked.cost.step,
-                    checked.cost.tokens_per_second_per_gpu, 100 * checked.cost.mfu,
-                    checked.cost.dominant.c_str());
-      out << line.data();
+      table.add_row({std::to_string(++rank), layout_name(checked.layout),
+                     gib(static_cast<double>(checked.peak)),
+                     gib(static_cast<double>(budget - checked.peak)), fixed(checked.cost.step, 2),
+                     fixed(checked.cost.tokens_per_second_per_gpu, 0),
+                     fixed(100 * checked.cost.mfu, 1) + "%", checked.cost.dominant});
     }
+    out << table.render();
     out << "\nterms:\n";
     rank = 0;
     for (const CheckedLayout& checked : result.ranked) print_terms(checked, ++rank, out);
@@ -505,6 +505,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       driver::print_error(err, "cannot write '" + opt.emit_recipe + "': " + error);
       return ExitCode::Usage;
     }
+    err << "search: wrote " << opt.emit_recipe << ": #" << pick << " "
+        << layout_name(result.ranked[pick - 1].layout) << "\n";
   }
   return finish(opt, session, err, ExitCode::Ok);
 }

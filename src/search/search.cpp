@@ -442,6 +442,8 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
   out << "  seq_len: " << shape.seq_len.value_or(0) << "\n";
   out << "  micro_batch_size: " << shape.micro_batch_size << "\n";
   out << "  global_batch_size: " << shape.global_batch_size.value_or(0) << "\n";
+  // The hardware's node size, so `cost` of the recipe crosses nodes where search's links do.
+  out << "  ranks_per_node: " << req.hardware.gpus_per_node << "\n";
   if (layout.recompute == Recompute::Full && layout.recompute_block > 0) {
     // Block recompute as per-layer ranges: the first blocks of every model chunk, cut
     // as `stages: auto` cuts them (core/pipeline_chunks.hpp).

@@ -15,6 +15,7 @@ Usage: test_search.py --shardc BIN
 """
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,8 +68,33 @@ def property_checks(shardc, tmp, model, args, label, picks):
         rec = tmp / f"{label}-{i}.recipe.yaml"
         r = run([shardc, "search", model, *args, "--emit-recipe", rec, "--pick", i])
         check(r.returncode == 0 and rec.exists(), f"{label}: --emit-recipe --pick {i}")
+        layout = doc["ranked"][i - 1]["layout"]
+        check(f"search: wrote {rec}: #{i} {layout}\n" in r.stderr,
+              f"{label} #{i}: --emit-recipe says what it wrote on stderr ({r.stderr[-200:]!r})")
+        check(not list(tmp.glob(f".{rec.name}*")) and not list(tmp.glob(f"{rec.name}.*")),
+              f"{label} #{i}: no temporary file left beside the emitted recipe")
+        text = rec.read_text() if rec.exists() else ""
+        check(f"\n  ranks_per_node: {doc['gpus_per_node']}\n" in text,
+              f"{label} #{i}: the emitted recipe says ranks_per_node: {doc['gpus_per_node']}")
         v = run([shardc, "validate", model, rec])
         check(v.returncode == 0, f"{label} #{i}: the emitted recipe validates (exit {v.returncode})")
+        # W-PIPELINE-SPLIT is Megatron-Core's refusal of unequal chunks: an emitted (FSDP2,
+        # torchtitan-style) interleaved layout never gets it.
+        check("W-PIPELINE-SPLIT" not in v.stdout + v.stderr,
+              f"{label} #{i}: no W-PIPELINE-SPLIT on the emitted recipe")
+        # `cost` of the emitted recipe crosses nodes where search's links do.
+        c = run([shardc, "cost", model, rec, "--format", "json"])
+        check(c.returncode == 0, f"{label} #{i}: cost of the emitted recipe (exit {c.returncode})")
+        if c.returncode == 0:
+            cost = json.loads(c.stdout)
+            check(cost["training"]["shape"]["ranks_per_node"] == doc["gpus_per_node"],
+                  f"{label} #{i}: cost reads ranks_per_node {doc['gpus_per_node']}")
+            crosses = {g["axes"]: g["crosses_nodes"] for g in cost["groups"]}
+            for term in doc["ranked"][i - 1]["comm"]:
+                if term["axis"] in crosses:
+                    check(crosses[term["axis"]] == term["inter_node"],
+                          f"{label} #{i}: axis {term['axis']} crosses nodes in cost as in search "
+                          f"({crosses[term['axis']]} vs {term['inter_node']})")
         m = run([shardc, "memory", model, rec, "--format", "json"])
         peak = None
         if m.returncode == 0:
@@ -91,6 +117,26 @@ def main():
         small = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
                  "--global-batch-tokens", str(8192 * 256), "--budget", "80GB"]
         property_checks(shardc, tmp, LLAMA8B, small, "llama8b-64", 5)
+        # The text table: columns aligned for any layout name (they broke past 56 characters),
+        # widths from the cells.
+        r = run([shardc, "search", LLAMA, "--world", "16384", "--hardware", "h100", "--seq-len",
+                 "8192", "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB",
+                 "--fix", "pp=16,tp=8,cp=1", "--schedules", "interleaved", "--top", "3"])
+        lines = r.stdout.splitlines()
+        start = next((k for k, line in enumerate(lines) if line.startswith("rank  layout")), None)
+        check(r.returncode == 0 and start is not None, "search text: the ranked table prints")
+        if start is not None:
+            table = lines[start:lines.index("", start)]
+            header = table[0]
+            ends = [header.index(col) + len(col)
+                    for col in ("peak GiB", "headroom", "step s", "tok/s/GPU", "MFU")]
+            names = [row[6:].split("  ")[0] for row in table[1:]]
+            check(max(map(len, names)) > 56, f"search text: a layout name over 56 characters "
+                  f"({max(names, key=len)!r})")
+            for row in table[1:]:
+                cells_end = [m.end() for m in re.finditer(r"\S+", row)]
+                check(all(end in cells_end for end in ends),
+                      f"search text: right-aligned figures end under their headers: {row!r}")
         # Llama 3 405B, the paper's layout and its long-context layout.
         l3 = ["--world", "16384", "--hardware", "h100", "--seq-len", "8192",
               "--global-batch-tokens", str(16 * 1024 * 1024), "--budget", "80GB"]
