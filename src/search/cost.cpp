@@ -253,6 +253,116 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
   return in;
 }
 
+namespace {
+
+// What the overlap rules need of a layout.
+struct OverlapContext {
+  const Layout& layout;
+  double work = 0;          // compute + recompute seconds per step
+  double microbatches = 1;  // per pipeline per step
+  bool describe = false;    // write each rule in words
+};
+
+// Overlap. TP, CP and PP traffic sits on the critical path. FSDP's prefetched
+// all-gathers / reduce-scatters, EP's dispatch and combine (with a pipeline) and the
+// data-parallel gradient reduction can hide behind compute, but they share the links:
+// the terms that cross nodes share each GPU's NIC and the others its NVLink, so each
+// link hides at most `work` seconds of them in all, filled in the order FSDP, EP,
+// DP (the replicate reduction only within the last micro-batch's backward).
+//
+// FSDP2 under a pipeline (torch.distributed.pipelining, torch 2.13 stage.py /
+// schedules.py): every backward runs with gradient sync off; the REDUCE_GRAD action
+// after a stage's last backward calls each unit's post_backward (the reduce-scatter,
+// and HSDP's all-reduce over dp_replicate) and FSDP's root post-backward callback makes
+// the compute stream wait for them (_fsdp_state.py, _root_post_backward_final_callback):
+// exposed. The units are gathered once, in the first micro-batch's forward: the
+// all-gathers hide at most behind that forward (a third of one micro-batch's work).
+// Returns the exposed seconds of all axes; sets each used axis's `exposed` and `overlap`.
+double apply_overlap(const OverlapContext& ctx, std::array<AxisCommTime, kAxes>& axes,
+                     const std::array<bool, kAxes>& used,
+                     const std::array<double, kAxes>& gathers) {
+  const Layout& layout = ctx.layout;
+  const bool fsdp_under_pipeline = layout.pp > 1 && layout.dp_shard > 1;
+  std::array<double, 2> link_window = {ctx.work, ctx.work};  // [intra, inter]
+  // Hides up to `seconds` of a term in `window` (and what its link has left); returns the rest.
+  auto hide = [&link_window](bool inter_node, double seconds, double window) {
+    double& left = link_window[inter_node ? 1 : 0];
+    const double hidden = std::min({seconds, window, left});
+    left -= hidden;
+    return seconds - hidden;
+  };
+  const char* link_note =
+      " (sharing the link's window: the overlapped terms on one link hide "
+      "at most the compute time in all)";
+  double exposed = 0;
+  for (const std::size_t axis : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
+    if (!used[axis]) continue;
+    AxisCommTime& axis_time = axes[axis];
+    axis_time.axis = kAxisNames[axis];
+    std::string overlap;
+    switch (axis) {
+      case kTp:
+        axis_time.exposed = axis_time.seconds;
+        overlap = "none: between the layer's matrix multiplies";
+        break;
+      case kCp:
+        axis_time.exposed = axis_time.seconds;
+        overlap = "none (all-gather based context parallelism)";
+        break;
+      case kEp:
+        if (layout.pp > 1 && ctx.microbatches >= 2) {
+          axis_time.exposed = hide(axis_time.inter_node, axis_time.seconds, ctx.work);
+          overlap = std::string(
+                        "behind another micro-batch's compute (DeepSeek-V3 DualPipe, "
+                        "Sec. 3.2.1)") +
+                    link_note;
+        } else {
+          axis_time.exposed = axis_time.seconds;
+          overlap = "none without a pipeline (one micro-batch at a time)";
+        }
+        break;
+      case kDpShard:
+        if (fsdp_under_pipeline) {
+          const double gather = gathers[axis];
+          axis_time.exposed =
+              hide(axis_time.inter_node, gather, ctx.work / ctx.microbatches / 3.0) +
+              (axis_time.seconds - gather);
+          overlap = std::string(
+                        "all-gathers behind the first micro-batch's forward; reduce-scatters "
+                        "exposed (torch pipelining reduces after the stage's last backward and "
+                        "the compute stream waits for them)") +
+                    link_note;
+        } else {
+          axis_time.exposed = hide(axis_time.inter_node, axis_time.seconds, ctx.work);
+          overlap =
+              std::string("prefetched: behind the compute (FSDP2 implicit prefetch)") + link_note;
+        }
+        break;
+      case kDpReplicate:
+        if (fsdp_under_pipeline) {
+          axis_time.exposed = axis_time.seconds;
+          overlap =
+              "none: HSDP's all-reduce runs with FSDP's reduce-scatters after the stage's "
+              "last backward (torch pipelining)";
+        } else {
+          axis_time.exposed = hide(axis_time.inter_node, axis_time.seconds,
+                                   ctx.work / ctx.microbatches * 2.0 / 3.0);
+          overlap = std::string("bucketed behind the last micro-batch's backward") + link_note;
+        }
+        break;
+      default:
+        axis_time.exposed = axis_time.seconds;
+        overlap = "none (on the schedule's critical path)";
+        break;
+    }
+    if (ctx.describe) axis_time.overlap = overlap;
+    exposed += axis_time.exposed;
+  }
+  return exposed;
+}
+
+}  // namespace
+
 StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout,
                    bool describe) {
   const Hardware& hw = req.hardware;
@@ -296,6 +406,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const CommInputs in = comm_inputs(st, req, layout);
   std::array<AxisCommTime, kAxes> axes{};
   std::array<bool, kAxes> used{};
+  std::array<double, kAxes> gathers{};  // the all-gather part of each axis's seconds
   if (st.arch) {
     const std::int64_t element_bytes =
         element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
@@ -329,6 +440,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       }
       axis_time.bytes += bytes;
       axis_time.seconds += seconds;
+      if (term.collective == Collective::AllGather) gathers[axis] += seconds;
       axis_time.inter_node = axis_time.inter_node || inter;
       if (describe) {
         const std::string part = std::string(comm_role_name(term.role)) + " " +
@@ -338,65 +450,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       }
     }
   }
-  // Overlap. TP, CP and PP traffic sits on the critical path. FSDP's prefetched
-  // all-gathers / reduce-scatters, EP's dispatch and combine (with a pipeline) and the
-  // data-parallel gradient reduction can hide behind compute, but they share the links:
-  // the terms that cross nodes share each GPU's NIC and the others its NVLink, so each
-  // link hides at most `work` seconds of them in all, filled in the order FSDP, EP,
-  // DP (the replicate reduction only within the last micro-batch's backward).
-  std::array<double, 2> link_window = {work, work};  // [intra, inter]
-  auto hide = [&link_window](AxisCommTime& term, double window) {
-    double& left = link_window[term.inter_node ? 1 : 0];
-    const double hidden = std::min({term.seconds, window, left});
-    left -= hidden;
-    term.exposed = term.seconds - hidden;
-  };
-  const char* link_note =
-      " (sharing the link's window: the overlapped terms on one link hide "
-      "at most the compute time in all)";
-  for (const std::size_t axis : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
-    if (!used[axis]) continue;
-    AxisCommTime& axis_time = axes[axis];
-    axis_time.axis = kAxisNames[axis];
-    std::string overlap;
-    switch (axis) {
-      case kTp:
-        axis_time.exposed = axis_time.seconds;
-        overlap = "none: between the layer's matrix multiplies";
-        break;
-      case kCp:
-        axis_time.exposed = axis_time.seconds;
-        overlap = "none (all-gather based context parallelism)";
-        break;
-      case kEp:
-        if (layout.pp > 1 && microbatches >= 2) {
-          hide(axis_time, work);
-          overlap = std::string(
-                        "behind another micro-batch's compute (DeepSeek-V3 DualPipe, "
-                        "Sec. 3.2.1)") +
-                    link_note;
-        } else {
-          axis_time.exposed = axis_time.seconds;
-          overlap = "none without a pipeline (one micro-batch at a time)";
-        }
-        break;
-      case kDpShard:
-        hide(axis_time, work);
-        overlap =
-            std::string("prefetched: behind the compute (FSDP2 implicit prefetch)") + link_note;
-        break;
-      case kDpReplicate:
-        hide(axis_time, work / microbatches * 2.0 / 3.0);
-        overlap = std::string("bucketed behind the last micro-batch's backward") + link_note;
-        break;
-      default:
-        axis_time.exposed = axis_time.seconds;
-        overlap = "none (on the schedule's critical path)";
-        break;
-    }
-    if (describe) axis_time.overlap = overlap;
-    cost.exposed_comm += axis_time.exposed;
-  }
+  cost.exposed_comm = apply_overlap({layout, work, microbatches, describe}, axes, used, gathers);
   for (std::size_t axis = 0; axis < kAxes; ++axis) {
     if (used[axis]) cost.comm.push_back(std::move(axes[axis]));
   }

@@ -180,6 +180,15 @@ def main():
                   "llama405b-paper-fused: the JSON names the kernels and schedules")
             check(all(x["schedule"] != "zero_bubble" for x in doc["ranked"]),
                   "--schedules 1f1b,interleaved: no zero-bubble layout ranks")
+        # Meta's stack at 8K with the context-parallel degree the paper ran at 8K (cp 1: the
+        # paper brings CP in for long context, Sec. 3.3.2): the paper's layout ranks in the
+        # top 5 of that search (docs/search.md "Against the papers").
+        doc = search_json(shardc, LLAMA, *fused, "--fix", "cp=1", "--top", "5")[1]
+        ranked = (doc or {}).get("ranked", [])
+        check(any((x["pp"], x["tp"], x["cp"], x["dp_shard"], x["dp_replicate"]) ==
+                  (16, 8, 1, 128, 1) for x in ranked),
+              "llama405b-paper-fused cp 1: the paper's layout (pp16 tp8 dp_shard128) is in the "
+              "top 5 (" + ", ".join(x["layout"] for x in ranked) + ")")
         # GPipe only when asked for (1F1B dominates it): then the pipelined layouts run it,
         # and the emitted recipe compiles with memory equal to search's (property_checks).
         doc = property_checks(shardc, tmp, LLAMA8B, small + ["--schedules", "gpipe", "--fix",

@@ -121,6 +121,37 @@ TEST_CASE("search cost: overlapped terms on one link hide at most the compute in
   CHECK(cost.step == doctest::Approx(work + cost.bubble + cost.exposed_comm + cost.optimizer));
 }
 
+TEST_CASE("search cost: FSDP under a pipeline reduce-scatters after the last backward, exposed") {
+  // Llama-3.1-405B on 16,384 H100s at 8K, the paper's layout: pp16 x dp_shard128 x tp8.
+  // torch.distributed.pipelining's REDUCE_GRAD runs FSDP's reduce-scatters after the
+  // stage's last backward and the compute stream waits for them; the all-gathers run once,
+  // in the first micro-batch's forward (a third of one micro-batch's work).
+  Fixture llama = fixture("plans/llama-3.1-405b.model.yaml",
+                          "plans/llama-3.1-405b-dp2048-tp8.recipe.yaml", 16384, "h100", 8192, 2048);
+  llama.request.model = &llama.model;
+  llama.request.rules = &llama.rules;
+  const search::ModelStats st = search::model_stats(llama.model);
+  Layout layout = layout_of(16, 1, 128, 8);
+  layout.schedule = PipelineScheduleKind::Interleaved;
+  layout.virtual_stages = 4;
+  const StepCost piped = search::step_cost(st, llama.request, layout, true);
+  const double microbatches = 2048.0 / 128.0;
+  const double first_forward = (piped.compute + piped.recompute) / microbatches / 3.0;
+  const AxisCommTime* fsdp = nullptr;
+  for (const AxisCommTime& axis_time : piped.comm)
+    if (axis_time.axis == "dp_shard") fsdp = &axis_time;
+  REQUIRE(fsdp != nullptr);
+  CHECK(fsdp->overlap.find("reduce-scatters exposed") != std::string::npos);
+  // At most the first micro-batch's forward is hidden; the reduce-scatter half never is.
+  CHECK(fsdp->seconds - fsdp->exposed <= first_forward * (1 + 1e-9));
+  CHECK(fsdp->exposed >= fsdp->seconds / 2);
+  // Without a pipeline (dp_shard 2048 over the same ranks) FSDP prefetches behind the compute.
+  const StepCost flat = search::step_cost(st, llama.request, layout_of(1, 1, 2048, 8), true);
+  for (const AxisCommTime& axis_time : flat.comm)
+    if (axis_time.axis == "dp_shard")
+      CHECK(axis_time.overlap.find("prefetched: behind the compute") != std::string::npos);
+}
+
 TEST_CASE("search: FSDP with efsdp 1 is screened (E-FSDP), and the ranked layouts fit" *
           doctest::test_suite("models")) {
   Fixture deepseek = fixture("plans/deepseek-v3.model.yaml",
