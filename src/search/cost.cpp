@@ -167,7 +167,8 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
   // pp x [dp_replicate] x efsdp|edp x ep, row-major (the recipe's order).
   const AxisSpan tp{layout.tp, 1};
   const AxisSpan cp{layout.cp, layout.tp};
-  const AxisSpan shard{layout.dp_shard, layout.cp * layout.tp};
+  // FSDP shards over dp_shard x cp (torchtitan's dp_shard_cp, adjacent in the rank order).
+  const AxisSpan shard{layout.fsdp_degree(), layout.tp};
   const AxisSpan replicate{layout.dp_replicate, layout.dp_shard * layout.cp * layout.tp};
   const AxisSpan pp{layout.pp, req.world / std::max<std::int64_t>(1, layout.pp)};
   CommGroups& gr = in.groups;
@@ -176,10 +177,12 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
   gr.of(CommRole::Pp) = group_of({pp}, gpus_per_node);
   // Gradients are summed over every axis but pp and tp (plan_communication's
   // grad_axes): dp_replicate x dp_shard x cp.
-  gr.of(CommRole::DataParallel) = group_of({replicate, shard, cp}, gpus_per_node);
+  // (`shard` already spans cp when there is FSDP; without it, it is one rank.)
+  gr.of(CommRole::DataParallel) = layout.dp_shard > 1 ? group_of({replicate, shard}, gpus_per_node)
+                                                      : group_of({replicate, cp}, gpus_per_node);
   if (layout.dp_shard > 1) {
     gr.of(CommRole::Fsdp) = group_of({shard}, gpus_per_node);
-    gr.of(CommRole::Replicate) = group_of({replicate, cp}, gpus_per_node);
+    gr.of(CommRole::Replicate) = group_of({replicate}, gpus_per_node);
   }
   // ZeRO's dense group: the axes that shard no dense param (planner zero.cpp).
   if (layout.zero1) gr.of(CommRole::Zero) = group_of({replicate, cp}, gpus_per_node);
@@ -232,7 +235,7 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
                             : pbytes;
   auto whole = [](double bytes) { return static_cast<std::int64_t>(std::ceil(bytes)); };
   if (layout.dp_shard > 1) {
-    const double shard_degree = static_cast<double>(layout.dp_shard);
+    const double shard_degree = static_cast<double>(layout.fsdp_degree());
     stage_bytes.fsdp_param_bytes = whole(dense / shard_degree * pbytes);
     stage_bytes.fsdp_grad_bytes = whole(dense / shard_degree * gbytes);
     stage_bytes.fsdp_root_param_bytes = layout.pp == 1 ? whole(outside / shard_degree * pbytes) : 0;
@@ -460,7 +463,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   const double dense_stage =
       (st.layer_dense / tpd + st.layer_vector) / pp + st.outside / tpd / (layout.pp > 1 ? 2 : 1);
   const double expert_stage = st.expert / pp / static_cast<double>(layout.ep);
-  const double dense_local = dense_stage / static_cast<double>(layout.dp_shard);
+  const double dense_local = dense_stage / static_cast<double>(layout.fsdp_degree());
   const double expert_local =
       expert_stage / static_cast<double>(layout.dp_shard > 1 ? layout.efsdp : 1);
   const double state_bytes = req.training.optimizer == Optimizer::None  ? 0

@@ -226,7 +226,7 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                        ActivationMemo& memo) {
   const double pp = static_cast<double>(layout.pp);
   const double tp = static_cast<double>(layout.tp);
-  const double shard = static_cast<double>(layout.dp_shard);
+  const double shard = static_cast<double>(layout.fsdp_degree());
   const double eshard = layout.dp_shard > 1 ? static_cast<double>(layout.efsdp) : 1;
   const double dense =
       (st.layer_dense / tp + st.layer_vector) / pp + st.outside / tp / (layout.pp > 1 ? 2 : 1);
@@ -399,7 +399,8 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     if (layout.virtual_stages > 1) out << "  virtual_stages: " << layout.virtual_stages << "\n";
   }
   if (layout.dp_shard > 1) {
-    out << "fsdp:\n  shard: dp_shard\n";
+    // torchtitan shards FSDP over dp_shard x cp (its `dp_shard_cp` mesh).
+    out << (layout.cp > 1 ? "fsdp:\n  shard: [dp_shard, cp]\n" : "fsdp:\n  shard: dp_shard\n");
     if (layout.dp_replicate > 1) out << "  replicate: dp_replicate\n";
     if (moe && layout.efsdp > 1) out << "  expert_shard: efsdp\n";
     out << "  dim: 0\n";

@@ -100,6 +100,10 @@ struct Layout {
   /// (src/memory/memory.hpp), so true would only add all-gathers.
   bool reshard_after_forward = true;
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
+  /// The ranks FSDP shards a dense param over: dp_shard x cp when dp_shard > 1
+  /// (torchtitan's `dp_shard_cp` mesh: the emitted recipe's `fsdp.shard: [dp_shard, cp]`),
+  /// else 1 (no FSDP).
+  [[nodiscard]] std::int64_t fsdp_degree() const { return dp_shard > 1 ? dp_shard * cp : 1; }
 };
 
 /// True when the search enumerates pipeline schedule `kind` given `--schedules`

@@ -117,6 +117,17 @@ def main():
         small = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
                  "--global-batch-tokens", str(8192 * 256), "--budget", "80GB"]
         property_checks(shardc, tmp, LLAMA8B, small, "llama8b-64", 5)
+        # FSDP with context parallelism shards over dp_shard x cp (torchtitan's dp_shard_cp):
+        # the emitted recipe says so, and `cost` of it reduce-scatters over that group.
+        property_checks(shardc, tmp, LLAMA8B, small + ["--fix", "pp=1,dp_shard=4,cp=2"],
+                        "llama8b-fsdp-cp", 1)
+        rec = tmp / "llama8b-fsdp-cp-1.recipe.yaml"
+        check(rec.exists() and "\n  shard: [dp_shard, cp]\n" in rec.read_text(),
+              "fsdp with cp: the emitted recipe shards over [dp_shard, cp]")
+        c = run([shardc, "cost", LLAMA8B, rec, "--format", "json"])
+        groups = json.loads(c.stdout)["groups"] if c.returncode == 0 else []
+        check(any(g["axes"] == "dp_shard x cp" for g in groups),
+              f"fsdp with cp: cost reduces over dp_shard x cp ({[g['axes'] for g in groups]})")
         # The text table: columns aligned for any layout name (they broke past 56 characters),
         # widths from the cells.
         r = run([shardc, "search", LLAMA, "--world", "16384", "--hardware", "h100", "--seq-len",
