@@ -330,6 +330,19 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     }
   }
   const SearchResult result = run_search(req);
+  if (!result.arch_missing.empty()) {
+    // The peak of every layout would leave the activations out: refuse, at the model's
+    // `attributes:` where the fix goes (as `shardc cost` does).
+    const SourceLoc loc = model->attributes.loc.file.empty() ? SourceLoc{model->source_path, 0, 0}
+                                                             : model->attributes.loc;
+    session.sink.error(DiagCode::ETraining, loc,
+                       "`shardc search` cannot size activations: the model has no `" +
+                           result.arch_missing + "` attribute",
+                       "add `" + result.arch_missing +
+                           ": N` to the model's `attributes:` (the value of config.json or of "
+                           "the model's own config); docs/search.md");
+    return finish(opt, session, err, ExitCode::Usage);
+  }
   if (!result.error.empty()) {
     driver::print_error(err, result.error);
     return ExitCode::Usage;

@@ -52,7 +52,8 @@ void parse_block_size(const Node& node, Reader& reader, std::vector<std::int64_t
 }
 
 // The activation model's sizes (ModelAttributes), by config.json name (GPT-2's
-// n_layer / n_inner as transformers' GPT2Config.attribute_map).
+// n_layer / n_inner as transformers' GPT2Config.attribute_map; n_embd and n_head in
+// parse_attributes).
 std::optional<std::int64_t>* architecture_size(std::string_view key, ModelAttributes& attributes) {
   if (key == "num_hidden_layers" || key == "n_layer") return &attributes.num_hidden_layers;
   if (key == "intermediate_size" || key == "n_inner") return &attributes.intermediate_size;
@@ -71,7 +72,10 @@ std::optional<std::int64_t>* architecture_size(std::string_view key, ModelAttrib
 void parse_attributes(const Node& attrs, Reader& reader, ModelAttributes& out) {
   if (attrs.is_null() || !reader.expect_map(attrs, "`attributes`")) return;
   for (const Node& attr : attrs.items()) {
-    if (attr.key() == "num_attention_heads") {
+    // GPT-2's config.json names (transformers' GPT2Config.attribute_map: hidden_size is
+    // n_embd, num_attention_heads is n_head); the standard name wins when both are given.
+    if (attr.key() == "num_attention_heads" ||
+        (attr.key() == "n_head" && attrs.find("num_attention_heads") == nullptr)) {
       out.num_attention_heads = positive_attr(attr, reader, 1);
     } else if (attr.key() == "num_key_value_heads") {
       out.num_key_value_heads = positive_attr(attr, reader, 1);
@@ -80,7 +84,8 @@ void parse_attributes(const Node& attrs, Reader& reader, ModelAttributes& out) {
       out.num_experts_loc = reader.loc(attr);
     } else if (attr.key() == "vocab_size") {
       out.vocab_size = positive_attr(attr, reader, 1);
-    } else if (attr.key() == "hidden_size") {
+    } else if (attr.key() == "hidden_size" ||
+               (attr.key() == "n_embd" && attrs.find("hidden_size") == nullptr)) {
       out.hidden_size = positive_attr(attr, reader, 1);
     } else if (attr.key() == "head_dim" && !attr.is_null()) {
       out.head_dim = positive_attr(attr, reader, 1);

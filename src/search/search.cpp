@@ -545,6 +545,10 @@ SearchResult run_search(const SearchRequest& req) {
     result.error = "the training shape needs seq_len and a global batch";
     return result;
   }
+  if (!st.arch) {
+    result.arch_missing = st.arch_missing;
+    return result;
+  }
   // Phase 1 over the enumerated layouts in a few contiguous parts at once (each with its
   // own activation memo), joined in enumeration order: the same counts and candidates as
   // one thread.

@@ -215,6 +215,9 @@ struct SearchResult {
   /// the world sizes one node (gpus_per_node) away that have screened layouts.
   std::optional<CheckedLayout> smallest;
   std::string error;  ///< why the search itself could not run ("" = it ran)
+  /// The model attribute the activation model lacks (`hidden_size`, ...): the search
+  /// did not run, since every layout's peak would leave the activations out.
+  std::string arch_missing;
 };
 
 SearchResult run_search(const SearchRequest& request);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs bad-input folders (tests/bad/<name>/) through `shardc validate --format json`
-(or `shardc cost MODEL RECIPE --diag-format json` when `command` is "cost", `shardc reshard ... --diag-format json` when `command` is "reshard", `shardc report
+(or `shardc cost MODEL RECIPE --diag-format json` when `command` is "cost", `shardc search
+MODEL --rules RECIPE --diag-format json ARGS` when it is "search", `shardc reshard ... --diag-format json` when `command` is "reshard", `shardc report
 OUTDIR -o PAGE --diag-format json` when it is "report": `inputs` names the OUTDIR folder, `file`
 a file in it, e.g. "out/plan.json"; a refused report writes no page).
 
@@ -8,7 +9,7 @@ a file in it, e.g. "out/plan.json"; a refused report writes no page).
 
 Each folder holds a model file, a recipe file and `expect.json`:
 
-    {"command": "validate" | "compile" | "cost", "exit": 1 | 2, "codes": ["E-..."],
+    {"command": "validate" | "compile" | "cost" | "search", "exit": 1 | 2, "codes": ["E-..."],
      "file": "model" | "recipe", "line": N, "column": N,        # optional location
      "model": "model.json", "recipe": "recipe.yaml",             # optional file names
      "args": ["--strict"],                                       # optional extra arguments
@@ -220,7 +221,7 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
     problems: list[str] = []
     expect = json.loads((folder / "expect.json").read_text(encoding="utf-8"))
     command = expect.get("command", "validate")
-    if command not in ("validate", "compile", "cost", "reshard", "report"):
+    if command not in ("validate", "compile", "cost", "search", "reshard", "report"):
         return [f"unsupported command {command!r}"]
     with tempfile.TemporaryDirectory(prefix="shardc-bad-") as tmp_name:
         tmp = Path(tmp_name)
@@ -237,6 +238,9 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
         elif command == "cost":  # diagnostics on stderr (--format is the report's)
             cmd = [shardc, "cost", str(paths["model"]), str(paths["recipe"]), "--diag-format",
                    "json"] + expect.get("args", [])
+        elif command == "search":  # diagnostics on stderr; `args`: --world and the shape
+            cmd = [shardc, "search", str(paths["model"]), "--rules", str(paths["recipe"]),
+                   "--diag-format", "json"] + expect.get("args", [])
         elif command == "report":  # `inputs`: an OUTDIR in the folder; the page goes to tmp
             inputs = [folder / name for name in expect["inputs"]]
             paths.update({name: folder / name for name in expect["inputs"]})
@@ -268,7 +272,7 @@ def check_folder(folder: Path, shardc: str, timeout: float, sanitizer: bool) -> 
         problems.append(f"exit {code}, expected {expect['exit']}")
     if "max_rss_mb" in expect and not sanitizer and rss_mb > expect["max_rss_mb"]:
         problems.append(f"peak RSS {rss_mb:.0f} MB over the limit {expect['max_rss_mb']} MB")
-    if command in ("compile", "cost"):  # the summary or report on stdout, diagnostics on stderr
+    if command in ("compile", "cost", "search"):  # the summary or report on stdout, diagnostics on stderr
         stdout = stderr
     try:
         diags = json.loads(stdout)

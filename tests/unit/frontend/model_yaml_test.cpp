@@ -83,6 +83,34 @@ tied: [[model.embed_tokens.weight, lm_head.weight]]
   CHECK(model.tied[0].alias == "lm_head.weight");
 }
 
+TEST_CASE("GPT-2's config names n_embd, n_head, n_layer and n_inner read as the standard sizes") {
+  // transformers' GPT2Config.attribute_map; search counted no activations for gpt2 (its
+  // model file has n_embd, not hidden_size) and ranked layouts by a peak without them.
+  auto parsed = model_from(R"(format: shardc.model/v1
+name: gpt2
+dtype: float32
+attributes: {n_embd: 768, n_head: 12, n_layer: 12, n_inner: 3072}
+params:
+  - {name: w, shape: [2]}
+)");
+  INFO(parsed.all_messages());
+  REQUIRE(parsed.model.has_value());
+  CHECK(parsed.model->attributes.hidden_size == 768);
+  CHECK(parsed.model->attributes.num_attention_heads == 12);
+  CHECK(parsed.model->attributes.num_hidden_layers == 12);
+  CHECK(parsed.model->attributes.intermediate_size == 3072);
+  // The standard name wins when both are written, in either order.
+  auto both = model_from(R"(format: shardc.model/v1
+name: both
+attributes: {n_embd: 1, hidden_size: 64, num_attention_heads: 4, n_head: 2}
+params:
+  - {name: w, shape: [2]}
+)");
+  REQUIRE(both.model.has_value());
+  CHECK(both.model->attributes.hidden_size == 64);
+  CHECK(both.model->attributes.num_attention_heads == 4);
+}
+
 TEST_CASE("a model without a dtype defaults to float32") {
   auto parsed = model_from("params:\n  - {name: w, shape: [2]}\n");
   REQUIRE(parsed.model.has_value());
