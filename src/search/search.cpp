@@ -342,6 +342,45 @@ std::optional<std::int64_t> fitting_block(const ModelStats& st, const SearchRequ
   return low;
 }
 
+// The rule set with `axis`'s entries dropped from one-line flow placement maps
+// (`placements: {tp: Shard(0)}` -> `placements: {}`): the emitted recipe keeps a size-1
+// tp or ep axis for the rule set's names, and a placement on it has no effect
+// (W-AXIS-SIZE-1 on every rule). Block-style maps are left as written.
+std::string without_axis_placements(std::string_view rules, std::string_view axis) {
+  std::string out;
+  std::size_t pos = 0;
+  const std::string key = std::string(axis) + ":";
+  while (pos < rules.size()) {
+    std::size_t end = rules.find('\n', pos);
+    if (end == std::string_view::npos) end = rules.size();
+    std::string line(rules.substr(pos, end - pos));
+    pos = end + 1;
+    const std::size_t open = line.find("placements: {");
+    const std::size_t close = open == std::string::npos ? open : line.find('}', open);
+    if (close != std::string::npos) {
+      const std::size_t body = open + std::string_view("placements: {").size();
+      std::string kept;
+      std::size_t item = body;
+      while (item < close) {
+        std::size_t comma = line.find(',', item);
+        // Commas inside an entry's parentheses (_StridedShard(0, split_factor=2)).
+        const std::size_t paren = line.find('(', item);
+        if (paren < comma && paren < close) comma = line.find(',', line.find(')', paren));
+        if (comma == std::string::npos || comma > close) comma = close;
+        std::string entry = line.substr(item, comma - item);
+        const std::size_t first = entry.find_first_not_of(' ');
+        entry = first == std::string::npos ? "" : entry.substr(first);
+        if (!entry.empty() && entry.rfind(key, 0) != 0) kept += (kept.empty() ? "" : ", ") + entry;
+        item = comma + 1;
+      }
+      line = line.substr(0, body) + kept + line.substr(close);
+    }
+    out += line;
+    if (end < rules.size()) out += '\n';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string rule_set_text(std::string_view recipe_text) {
@@ -392,8 +431,11 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     axis(expert_dp, layout.efsdp, false);
     axis("ep", layout.ep, true);  // the rule set's experts name ep
   }
-  out << req.rules_text;
-  if (!req.rules_text.empty() && req.rules_text.back() != '\n') out << "\n";
+  std::string rules = req.rules_text;
+  if (layout.tp == 1) rules = without_axis_placements(rules, "tp");
+  if (moe && layout.ep == 1) rules = without_axis_placements(rules, "ep");
+  out << rules;
+  if (!rules.empty() && rules.back() != '\n') out << "\n";
   if (layout.pp > 1) {
     out << "pipeline:\n  axis: pp\n  stages: auto\n";
     if (layout.virtual_stages > 1) out << "  virtual_stages: " << layout.virtual_stages << "\n";

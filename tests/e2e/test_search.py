@@ -82,6 +82,10 @@ def property_checks(shardc, tmp, model, args, label, picks):
         # torchtitan-style) interleaved layout never gets it.
         check("W-PIPELINE-SPLIT" not in v.stdout + v.stderr,
               f"{label} #{i}: no W-PIPELINE-SPLIT on the emitted recipe")
+        # A size-1 tp or ep axis stays in the mesh for the rule set's names; its placements
+        # are dropped (they would have no effect: W-AXIS-SIZE-1 on every rule).
+        check("W-AXIS-SIZE-1" not in v.stdout + v.stderr,
+              f"{label} #{i}: no W-AXIS-SIZE-1 on the emitted recipe")
         # `cost` of the emitted recipe crosses nodes where search's links do.
         c = run([shardc, "cost", model, rec, "--format", "json"])
         check(c.returncode == 0, f"{label} #{i}: cost of the emitted recipe (exit {c.returncode})")
@@ -121,6 +125,13 @@ def main():
         # the emitted recipe says so, and `cost` of it reduce-scatters over that group.
         property_checks(shardc, tmp, LLAMA8B, small + ["--fix", "pp=1,dp_shard=4,cp=2"],
                         "llama8b-fsdp-cp", 1)
+        # GPT-2 (config names n_embd, n_head) with tp 1: activations counted, no size-1
+        # placements in the emitted recipe.
+        gpt2 = ["--world", "8", "--hardware", "a100", "--seq-len", "1024",
+                "--global-batch-tokens", str(1024 * 512), "--budget", "40GiB", "--fix", "tp=1"]
+        doc = property_checks(shardc, tmp, PLANS / "gpt2.model.yaml", gpt2, "gpt2-tp1", 1)
+        check(doc is not None and doc["ranked"][0]["activation_bytes"] > 2**30,
+              "gpt2-tp1: the peak counts activations (over 1 GiB at 1024 tokens, eager)")
         rec = tmp / "llama8b-fsdp-cp-1.recipe.yaml"
         check(rec.exists() and "\n  shard: [dp_shard, cp]\n" in rec.read_text(),
               "fsdp with cp: the emitted recipe shards over [dp_shard, cp]")
