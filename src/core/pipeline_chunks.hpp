@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace shardc {
@@ -27,9 +28,26 @@ struct ChunkBlocks {
 /// blocks % chunks) blocks (Megatron-Core's even split when chunks divide
 /// blocks). Empty when chunks < 1; chunks > blocks gives empty chunks at the end
 /// (the planner refuses that layout first: E-PIPELINE).
-std::vector<ChunkBlocks> auto_chunk_blocks(std::int64_t blocks, std::int64_t chunks);
+///
+/// With `first_less` / `last_less` > 0 (the recipe's `first_stage_less_layers` /
+/// `last_stage_less_layers`), torchtitan's `generate_llm_fqn_per_model_part`
+/// (torchtitan/distributed/pipeline_parallel.py, its
+/// pipeline_parallel_first/last_stage_less_layers): the input modules count as
+/// `first_less` blocks of chunk 0 and the output modules as `last_less` blocks of
+/// the last chunk; the blocks + first_less + last_less effective blocks are cut
+/// as above, and chunks 0 and chunks - 1 hold that many fewer layer blocks. One
+/// chunk holds every block. Empty (refused, see `weighted_cut_error`) when a
+/// chunk would hold no effective block or fewer than its weight.
+std::vector<ChunkBlocks> auto_chunk_blocks(std::int64_t blocks, std::int64_t chunks,
+                                           std::int64_t first_less = 0, std::int64_t last_less = 0);
 
-/// The model chunk holding `block` under the same rule (0 <= block < blocks).
+/// Why torchtitan refuses the weighted cut of `blocks` into `chunks` ("" when it
+/// does not): more chunks than effective blocks, or a weight above the
+/// effective blocks per chunk (its ValueErrors).
+std::string weighted_cut_error(std::int64_t blocks, std::int64_t chunks, std::int64_t first_less,
+                               std::int64_t last_less);
+
+/// The model chunk holding `block` under the even cut (0 <= block < blocks).
 std::int64_t auto_chunk_of_block(std::int64_t block, std::int64_t blocks, std::int64_t chunks);
 
 }  // namespace shardc

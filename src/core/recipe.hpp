@@ -177,6 +177,13 @@ struct PipelineSpec {
   /// the list then has stages x v glob lists, one per model chunk in order.
   std::int64_t virtual_stages = 1;
   SourceLoc virtual_stages_loc;
+  /// `first_stage_less_layers` / `last_stage_less_layers` (torchtitan's
+  /// pipeline_parallel_first/last_stage_less_layers, with `stages: auto` only): the
+  /// embedding and the output count as that many layer blocks of the first and last
+  /// model chunk (core/pipeline_chunks.hpp). 0 (the default): the even cut.
+  std::int64_t first_stage_less_layers = 0;
+  std::int64_t last_stage_less_layers = 0;
+  SourceLoc less_layers_loc;  ///< the first of the two keys written
   SourceLoc loc;
 };
 

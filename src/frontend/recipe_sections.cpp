@@ -244,7 +244,10 @@ TiedSpec parse_tied_spec(const Node& node, Reader& reader) {
 
 std::optional<PipelineSpec> parse_pipeline(const Node& node, Reader& reader) {
   if (!reader.expect_map(node, "`pipeline`")) return std::nullopt;
-  reader.check_keys(node, {"axis", "stages", "virtual_stages"}, "`pipeline`");
+  reader.check_keys(
+      node,
+      {"axis", "stages", "virtual_stages", "first_stage_less_layers", "last_stage_less_layers"},
+      "`pipeline`");
   PipelineSpec pipeline;
   pipeline.loc = reader.loc(node);
   pipeline.axis = "pp";
@@ -259,9 +262,28 @@ std::optional<PipelineSpec> parse_pipeline(const Node& node, Reader& reader) {
                                   .value_or(1);
     pipeline.virtual_stages_loc = reader.loc(*virtual_stages);
   }
+  const Node* first_less = nullptr;
+  for (const char* key : {"first_stage_less_layers", "last_stage_less_layers"}) {
+    const Node* less = node.find(key);
+    if (less == nullptr) continue;
+    if (first_less == nullptr) first_less = less;
+    const std::int64_t value = parse_bounded(*less, reader, std::string("`pipeline.") + key + "`",
+                                             0, limits::kMaxVirtualStages)
+                                   .value_or(0);
+    (std::string_view(key) == "first_stage_less_layers" ? pipeline.first_stage_less_layers
+                                                        : pipeline.last_stage_less_layers) = value;
+    if (pipeline.less_layers_loc.line == 0) pipeline.less_layers_loc = reader.loc(*less);
+  }
   const Node* stages = node.find("stages");
   if (stages == nullptr || stages->is_null() || (stages->is_scalar() && stages->text() == "auto")) {
     return pipeline;
+  }
+  if (first_less != nullptr) {
+    reader.error(*first_less,
+                 "`first_stage_less_layers` / `last_stage_less_layers` weight the cut of "
+                 "`stages: auto`; explicit stages say which blocks each stage holds",
+                 "drop them, or write `stages: auto`");
+    return std::nullopt;
   }
   if (!stages->is_seq() || stages->items().empty()) {
     reader.error(

@@ -133,16 +133,31 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
                "use fewer stages, or list the stages explicitly");
     return;
   }
+  const std::int64_t first_less = spec.first_stage_less_layers;
+  const std::int64_t last_less = spec.last_stage_less_layers;
+  if (const std::string why = weighted_cut_error(blocks, chunks, first_less, last_less);
+      !why.empty()) {
+    sink.error(DiagCode::EPipeline, spec.less_layers_loc,
+               "stages: auto cannot weight the cut: " + why,
+               "lower first_stage_less_layers / last_stage_less_layers or the stages "
+               "(torchtitan's generate_llm_fqn_per_model_part refuses the same)");
+    return;
+  }
   // Megatron-Core refuses unequal chunks; torchtitan (and the layout search's
   // recipes, its FSDP2 style) cuts unequal stages and interleaved chunks as
   // `stages: auto` does (pipeline_module_split), so only Megatron's names warn.
-  if (blocks % chunks != 0 && megatron_names(params)) {
+  if (blocks % chunks != 0 && first_less == 0 && last_less == 0 && megatron_names(params)) {
     warn_uneven_chunks(blocks, stages, spec.virtual_stages, spec, sink);
   }
-  // Chunk c gets blocks / chunks + (c < blocks % chunks) blocks (core/pipeline_chunks.hpp,
-  // the rule the layout search cuts its recompute ranges by).
+  // Chunk c gets blocks / chunks + (c < blocks % chunks) blocks, less the weights of the
+  // first and last chunk (core/pipeline_chunks.hpp, the rule the layout search cuts its
+  // recompute ranges by).
+  const std::vector<ChunkBlocks> cut = auto_chunk_blocks(blocks, chunks, first_less, last_less);
+  std::vector<std::int64_t> chunk_of_block(static_cast<std::size_t>(blocks), chunks - 1);
+  for (std::size_t c = 0; c < cut.size(); ++c)
+    for (std::int64_t b = cut[c].first; b < cut[c].end; ++b)
+      chunk_of_block[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(c);
   if (spec.virtual_stages > 1) {
-    const std::vector<ChunkBlocks> cut = auto_chunk_blocks(blocks, chunks);
     for (std::int64_t c = 0; c < chunks; ++c) {
       ModelChunk mc;
       mc.stage = static_cast<int>(c % stages);
@@ -156,7 +171,7 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (block_of[i] >= 0) {
       seen_layer = true;
-      set_chunk(params[i], auto_chunk_of_block(block_of[i], blocks, chunks), stages);
+      set_chunk(params[i], chunk_of_block[static_cast<std::size_t>(block_of[i])], stages);
     } else {
       set_chunk(params[i], seen_layer ? chunks - 1 : 0, stages);
     }
