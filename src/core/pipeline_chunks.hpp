@@ -21,6 +21,7 @@ struct ChunkBlocks {
   std::int64_t first = 0;
   std::int64_t end = 0;
   [[nodiscard]] std::int64_t size() const { return end - first; }
+  bool operator==(const ChunkBlocks&) const = default;
 };
 
 /// `blocks` layer blocks cut into `chunks` model chunks as evenly as possible,

@@ -81,8 +81,9 @@ void print_terms(const CheckedLayout& checked, int rank, std::ostream& out) {
   const StepCost& cost = checked.cost;
   out << "#" << rank << " " << layout_name(checked.layout) << ": step " << fixed(cost.step, 3)
       << " s = compute " << fixed(cost.compute, 3) << " + recompute " << fixed(cost.recompute, 3)
-      << " + bubble " << fixed(cost.bubble, 3) << " + exposed comm " << fixed(cost.exposed_comm, 3)
-      << " + optimizer " << fixed(cost.optimizer, 3) << "\n";
+      << " + imbalance " << fixed(cost.imbalance, 3) << " + bubble " << fixed(cost.bubble, 3)
+      << " + exposed comm " << fixed(cost.exposed_comm, 3) << " + optimizer "
+      << fixed(cost.optimizer, 3) << "\n";
   for (const AxisCommTime& term : cost.comm) {
     out << "    comm " << term.axis << " (" << term.collective << ", "
         << (term.inter_node ? "inter-node" : "intra-node") << "): " << fixed(term.bytes / 1e9, 2)
@@ -125,6 +126,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
        << ", \"step_seconds\": " << json_number(cost.step)
        << ", \"compute_seconds\": " << json_number(cost.compute)
        << ", \"recompute_seconds\": " << json_number(cost.recompute)
+       << ", \"imbalance_seconds\": " << json_number(cost.imbalance)
        << ", \"bubble_seconds\": " << json_number(cost.bubble)
        << ", \"exposed_comm_seconds\": " << json_number(cost.exposed_comm)
        << ", \"optimizer_seconds\": " << json_number(cost.optimizer)

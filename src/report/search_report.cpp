@@ -40,6 +40,7 @@ constexpr std::array<const char*, 8> kCommColours = {"#e15759", "#ff9da7", "#edc
 std::vector<Term> step_terms(const StepCost& cost) {
   std::vector<Term> terms = {{"compute", cost.compute, "#4e79a7"},
                              {"recompute", cost.recompute, "#a0cbe8"},
+                             {"imbalance", cost.imbalance, "#86bcb6"},
                              {"bubble", cost.bubble, "#f28e2b"}};
   for (std::size_t i = 0; i < cost.comm.size(); ++i) {
     terms.push_back(
@@ -153,7 +154,8 @@ void write_terms(const SearchReportInput& in, std::string& page) {
   page +=
       "<section id=\"terms\" aria-labelledby=\"terms-h\">\n<h2 id=\"terms-h\">Step time, term by "
       "term</h2>\n<p>Seconds per optimizer step on one rank: compute, recompute, pipeline "
-      "bubble, each axis's exposed communication, optimizer step (docs/search.md, the cost "
+      "imbalance, bubble, each axis's exposed communication, optimizer step (docs/search.md, the "
+      "cost "
       "model).</p>\n<div class=\"legend\">";
   std::vector<std::pair<std::string, const char*>> legend;
   for (const CheckedLayout& layout : result.ranked) {
@@ -212,6 +214,7 @@ void write_terms(const SearchReportInput& in, std::string& page) {
     };
     row("compute", cost.compute, "");
     row("recompute", cost.recompute, "");
+    row("imbalance", cost.imbalance, "the slowest pipeline stage's work above the mean stage's");
     row("bubble", cost.bubble, "");
     for (const AxisCommTime& term : cost.comm) {
       row("comm " + term.axis, term.exposed,

@@ -92,10 +92,38 @@ double sum_moe_layers(const ModelStats& st) {
 
 }  // namespace
 
+std::vector<ChunkBlocks> layout_chunks(const ModelStats& st, const Layout& layout) {
+  const std::int64_t less = layout.pp > 1 ? kStageLessLayers : 0;
+  return auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages, less, less);
+}
+
+double stage_imbalance(const ModelStats& st, const Layout& layout, std::int64_t seq_len) {
+  if (layout.pp <= 1 || st.layers == 0 ||
+      st.block_active.size() != static_cast<std::size_t>(st.layers))
+    return 1.0;
+  const double attention_per_block =
+      attention_flops_per_token(st, seq_len) / static_cast<double>(st.layers);
+  std::vector<double> stage_flops(static_cast<std::size_t>(layout.pp), 0.0);
+  const std::vector<ChunkBlocks> chunks = layout_chunks(st, layout);
+  for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+    double& flops = stage_flops[chunk % static_cast<std::size_t>(layout.pp)];
+    for (std::int64_t block = chunks[chunk].first; block < chunks[chunk].end; ++block)
+      flops += 6.0 * st.block_active[static_cast<std::size_t>(block)] + attention_per_block;
+  }
+  stage_flops.back() += 6.0 * st.head_active;
+  double total = 0;
+  double slowest = 0;
+  for (const double flops : stage_flops) {
+    total += flops;
+    slowest = std::max(slowest, flops);
+  }
+  const double mean = total / static_cast<double>(layout.pp);
+  return mean > 0 ? std::max(1.0, slowest / mean) : 1.0;
+}
+
 StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_t stage) {
   StageLayers counts;
-  const std::vector<ChunkBlocks> chunks =
-      auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages);
+  const std::vector<ChunkBlocks> chunks = layout_chunks(st, layout);
   const bool block = layout.recompute == Recompute::Full && layout.recompute_block > 0;
   for (auto chunk = static_cast<std::size_t>(stage); chunk < chunks.size();
        chunk += static_cast<std::size_t>(layout.pp)) {
@@ -117,7 +145,7 @@ double recomputed_fraction(const ModelStats& st, const Layout& layout) {
   if (layout.recompute != Recompute::Full || st.layers == 0) return 0;
   if (layout.recompute_block == 0) return 1;
   std::int64_t recomputed = 0;
-  for (const ChunkBlocks& blocks : auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages))
+  for (const ChunkBlocks& blocks : layout_chunks(st, layout))
     recomputed += std::min(blocks.size(), layout.recompute_block);
   return static_cast<double>(recomputed) / static_cast<double>(st.layers);
 }
@@ -394,9 +422,15 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (layout.recompute == Recompute::Full)
     cost.recompute = cost.compute / 3.0 * recomputed_fraction(st, layout);
   if (layout.recompute == Recompute::Selective) cost.recompute = attention_s / 3.0;
-  const double work = cost.compute + cost.recompute;
-  // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (pp - 1) / m of the work for
-  // 1F1B and GPipe, / v interleaved; zero bubble (Qi et al. 2023, ZB-H1) a third of 1F1B's.
+  // Stage imbalance: the pipeline runs at its slowest stage's pace, so every micro-batch
+  // takes that stage's time (the output head on the last stage; torchtitan's
+  // less-layers cut balances most of it).
+  cost.imbalance = (stage_imbalance(st, layout, shape.seq_len.value_or(1)) - 1.0) *
+                   (cost.compute + cost.recompute);
+  const double work = cost.compute + cost.recompute + cost.imbalance;
+  // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (pp - 1) / m of the (slowest
+  // stage's) work for 1F1B and GPipe, / v interleaved; zero bubble (Qi et al. 2023,
+  // ZB-H1) a third of 1F1B's.
   if (layout.pp > 1) {
     double bubble = (pp - 1) / microbatches * work;
     if (layout.schedule == PipelineScheduleKind::Interleaved)
@@ -484,7 +518,11 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   cost.mfu = cost.flops_per_token * cost.tokens_per_second_per_gpu / hw.peak_flops;
   // The dominant term.
   cost.dominant = "compute";
-  double best = work;
+  double best = cost.compute + cost.recompute;
+  if (cost.imbalance > best) {
+    best = cost.imbalance;
+    cost.dominant = "imbalance";
+  }
   if (cost.bubble > best) {
     best = cost.bubble;
     cost.dominant = "bubble";

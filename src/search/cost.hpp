@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "comm/comm.hpp"
+#include "core/pipeline_chunks.hpp"
 #include "search/model_stats.hpp"
 #include "search/search.hpp"
 
@@ -13,9 +15,26 @@ namespace shardc::search {
 /// apart (the product of the faster axes' sizes) spans more than one node.
 bool group_inter_node(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node);
 
+/// The embedding and the output count as this many layer blocks of the first and
+/// the last model chunk in the layouts search emits with a pipeline (the recipe's
+/// `first_stage_less_layers` / `last_stage_less_layers`: torchtitan's default, and the
+/// Llama 3 paper's "one Transformer layer less on the first and last stage").
+inline constexpr std::int64_t kStageLessLayers = 1;
+
+/// The model chunks of `layout` (pp x virtual stages), cut as its emitted recipe's
+/// `stages: auto` with kStageLessLayers cuts them (core/pipeline_chunks.hpp); one
+/// chunk without a pipeline.
+std::vector<ChunkBlocks> layout_chunks(const ModelStats& st, const Layout& layout);
+
+/// The slowest pipeline stage's forward + backward FLOPs per token over the mean
+/// stage's (>= 1; 1 without a pipeline): a pipeline runs at its slowest stage's pace
+/// (every micro-batch passes every stage). A stage's FLOPs: its blocks' active params
+/// (6 N) and attention, the last stage's output head.
+double stage_imbalance(const ModelStats& st, const Layout& layout, std::int64_t seq_len);
+
 /// The layer blocks pipeline stage `stage` of `layout` runs, by kind (dense,
 /// MoE) and recompute mode, cut as the planner's `stages: auto` cuts them
-/// (core/pipeline_chunks.hpp: the stage's model chunks c with c % pp == stage);
+/// (layout_chunks: the stage's model chunks c with c % pp == stage);
 /// under block recompute the first `recompute_block` blocks of each chunk are
 /// recomputed fully and the rest keep their activations. `embedding` on stage
 /// 0, `logits` on the last.

@@ -44,6 +44,7 @@ ModelStats model_stats(const Model& model) {
   ModelStats stats;
   const ModelAttributes& attrs = model.attributes;
   std::map<std::int64_t, double> per_layer;
+  std::map<std::int64_t, double> per_layer_expert;  // routed experts' elements per block
   std::map<std::int64_t, bool> moe;
   std::vector<std::string> layer0;
   std::int64_t first = -1;
@@ -62,6 +63,7 @@ ModelStats model_stats(const Model& model) {
       per_layer[layer] += elements;
       if (expert) {
         moe[layer] = true;
+        per_layer_expert[layer] += elements;
         stats.expert += elements;
       } else if (param.shape.size() >= 2) {
         stats.layer_dense += elements;
@@ -106,6 +108,12 @@ ModelStats model_stats(const Model& model) {
       stats.experts > 0 ? static_cast<double>(stats.top_k) / static_cast<double>(stats.experts) : 0;
   stats.active = stats.layer_dense + stats.layer_vector + stats.expert * expert_share +
                  stats.outside - stats.embedding + (lm_head ? 0 : stats.embedding);
+  stats.head_active = stats.outside - stats.embedding + (lm_head ? 0 : stats.embedding);
+  for (const auto& [layer, elements] : per_layer) {
+    const auto found = per_layer_expert.find(layer);
+    const double experts = found == per_layer_expert.end() ? 0 : found->second;
+    stats.block_active.push_back(elements - experts + experts * expert_share);
+  }
   stats.arch = activation_arch(attrs, layer0, stats.arch_missing);
   return stats;
 }

@@ -24,6 +24,10 @@ struct ModelStats {
   double embedding = 0;      ///< the token embedding (no FLOPs)
   double largest_layer = 0;  ///< the largest layer block (non-expert + expert)
   double active = 0;         ///< params a token's FLOPs use (embedding out, experts x k / E)
+  /// Per layer block, in model order: the params a token's FLOPs use in that block
+  /// (experts x k / E); `active` = their sum + `head_active`.
+  std::vector<double> block_active;
+  double head_active = 0;  ///< outside the blocks: lm_head (or the tied embedding), final norm
   std::int64_t heads = 0;
   std::int64_t kv_heads = 0;
   std::int64_t vocab = 0;

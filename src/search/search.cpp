@@ -437,7 +437,10 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
   out << rules;
   if (!rules.empty() && rules.back() != '\n') out << "\n";
   if (layout.pp > 1) {
-    out << "pipeline:\n  axis: pp\n  stages: auto\n";
+    // torchtitan's default cut: the embedding and the output count as one layer each.
+    out << "pipeline:\n  axis: pp\n  stages: auto\n  first_stage_less_layers: "
+        << search::kStageLessLayers << "\n  last_stage_less_layers: " << search::kStageLessLayers
+        << "\n";
     if (layout.virtual_stages > 1) out << "  virtual_stages: " << layout.virtual_stages << "\n";
   }
   if (layout.dp_shard > 1) {
@@ -495,8 +498,7 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
            "--recompute-num-layers "
         << layout.recompute_block << ")\n";
     out << "  recompute:\n";
-    for (const ChunkBlocks& chunk :
-         auto_chunk_blocks(st.layers, layout.pp * layout.virtual_stages)) {
+    for (const ChunkBlocks& chunk : search::layout_chunks(st, layout)) {
       const std::int64_t end = std::min(chunk.end, chunk.first + layout.recompute_block);
       if (end > chunk.first)
         out << "    - {layers: [" << chunk.first << ", " << end << "], mode: full}\n";

@@ -134,6 +134,7 @@ struct StepCost {
   double flops_per_token = 0;  ///< model FLOPs: 6 N_active + attention (no recompute)
   double compute = 0;          ///< model FLOPs / (peak x efficiency), per rank
   double recompute = 0;        ///< the extra forward work recompute adds
+  double imbalance = 0;        ///< the slowest pipeline stage's work above the mean stage's
   double bubble = 0;           ///< pipeline fill and drain
   double optimizer = 0;        ///< optimizer step: bytes read and written / HBM bandwidth
   std::vector<AxisCommTime> comm;

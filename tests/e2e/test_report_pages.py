@@ -248,7 +248,8 @@ def search_page_checks(shardc, tmp):
         bar = re.search(r'<g class="step-bar" data-rank="%d".*?</g>' % i, html, re.S)
         terms = dict(re.findall(r'data-term="([^"]+)" data-seconds="([^"]+)"', bar.group(0) if bar else ""))
         expect = {"compute": want["compute_seconds"], "recompute": want["recompute_seconds"],
-                  "bubble": want["bubble_seconds"], "optimizer": want["optimizer_seconds"]}
+                  "imbalance": want["imbalance_seconds"], "bubble": want["bubble_seconds"],
+                  "optimizer": want["optimizer_seconds"]}
         for c in want["comm"]:
             expect["comm " + c["axis"]] = c["exposed_seconds"]
         same = set(terms) == set(expect) and all(

@@ -105,7 +105,7 @@ TEST_CASE("search cost: overlapped terms on one link hide at most the compute in
   layout.recompute = Recompute::Full;
   layout.schedule = PipelineScheduleKind::ZeroBubble;
   const StepCost cost = search::step_cost(st, deepseek.request, layout, true);
-  const double work = cost.compute + cost.recompute;
+  const double work = cost.compute + cost.recompute + cost.imbalance;
   double overlapped = 0;
   double hidden = 0;
   for (const AxisCommTime& axis_time : cost.comm) {
@@ -136,7 +136,8 @@ TEST_CASE("search cost: FSDP under a pipeline reduce-scatters after the last bac
   layout.virtual_stages = 4;
   const StepCost piped = search::step_cost(st, llama.request, layout, true);
   const double microbatches = 2048.0 / 128.0;
-  const double first_forward = (piped.compute + piped.recompute) / microbatches / 3.0;
+  const double first_forward =
+      (piped.compute + piped.recompute + piped.imbalance) / microbatches / 3.0;
   const AxisCommTime* fsdp = nullptr;
   for (const AxisCommTime& axis_time : piped.comm)
     if (axis_time.axis == "dp_shard") fsdp = &axis_time;
@@ -202,8 +203,9 @@ TEST_CASE("search: interleaved layouts with v = 4 are enumerated while pp x v bl
 
 TEST_CASE("pipeline chunks: stages: auto's cut is the one the planner makes") {
   // Llama-3.1-8B's 32 layer blocks on pp x v model chunks, even and uneven: the
-  // planner's model_chunks (stages.cpp) equal auto_chunk_blocks, which the search's
-  // block recompute ranges and stage layer counts use.
+  // planner's model_chunks (stages.cpp) of the emitted recipe (first/last_stage_less_layers
+  // 1) equal search::layout_chunks, which the search's block recompute ranges and stage
+  // layer counts use.
   Fixture llama = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml",
                           64, "h100", 8192, 256);
   llama.request.model = &llama.model;
@@ -219,12 +221,18 @@ TEST_CASE("pipeline chunks: stages: auto's cut is the one the planner makes") {
     layout.virtual_stages = virtual_stages;
     const std::optional<Plan> plan = plan_of(llama, layout);
     REQUIRE(plan);
-    const std::vector<ChunkBlocks> chunks = auto_chunk_blocks(32, pp * virtual_stages);
+    const std::vector<ChunkBlocks> chunks =
+        search::layout_chunks(search::model_stats(llama.model), layout);
+    CHECK(chunks == auto_chunk_blocks(32, pp * virtual_stages, 1, 1));
+    CHECK(chunks.front().size() + 1 == chunks[1].size());  // the embedding counts as a layer
     REQUIRE(plan->model_chunks.size() == chunks.size());
     for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
       CHECK(plan->model_chunks[chunk].first_block == chunks[chunk].first);
       CHECK(plan->model_chunks[chunk].end_block == chunks[chunk].end);
-      CHECK(auto_chunk_of_block(chunks[chunk].first, 32, pp * virtual_stages) ==
+    }
+    for (std::size_t chunk = 0; chunk < 4; ++chunk) {  // the even cut (weights 0)
+      const std::vector<ChunkBlocks> even = auto_chunk_blocks(32, pp * virtual_stages);
+      CHECK(auto_chunk_of_block(even[chunk].first, 32, pp * virtual_stages) ==
             static_cast<std::int64_t>(chunk));
     }
   }
@@ -270,9 +278,10 @@ TEST_CASE("search: block recompute keeps the activations of all but the first la
   CHECK(layout_name(layout).find("recompute=block" + std::to_string(layout.recompute_block)) !=
         std::string::npos);
   const search::ModelStats st = search::model_stats(deepseek.model);
-  // 61 blocks over 16 chunks: 13 chunks of 4 and 3 of 3 (auto_chunk_blocks).
+  // 61 blocks over 16 chunks, the embedding and the output counting as one each: 3,
+  // 14 chunks of 4, 2 (auto_chunk_blocks with first/last_stage_less_layers 1).
   std::int64_t recomputed = 0;
-  for (const ChunkBlocks& chunk : auto_chunk_blocks(61, 16))
+  for (const ChunkBlocks& chunk : auto_chunk_blocks(61, 16, 1, 1))
     recomputed += std::min(chunk.size(), layout.recompute_block);
   CHECK(search::recomputed_fraction(st, layout) ==
         doctest::Approx(static_cast<double>(recomputed) / 61));
@@ -280,7 +289,7 @@ TEST_CASE("search: block recompute keeps the activations of all but the first la
   // recompute_block blocks of each chunk are `full`, the rest `none`.
   const std::optional<Plan> plan = plan_of(deepseek, layout);
   REQUIRE(plan);
-  const std::vector<ChunkBlocks> chunks = auto_chunk_blocks(61, 16);
+  const std::vector<ChunkBlocks> chunks = auto_chunk_blocks(61, 16, 1, 1);
   for (std::size_t stage = 0; stage < plan->training_layout.stages.size(); ++stage) {
     const StageLayers& counts = plan->training_layout.stages[stage];
     const std::int64_t full = counts.count[0][2] + counts.count[1][2];
