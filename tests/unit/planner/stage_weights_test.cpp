@@ -19,7 +19,7 @@ namespace {
 
 std::vector<std::int64_t> sizes(const std::vector<ChunkBlocks>& cut) {
   std::vector<std::int64_t> out;
-  for (const ChunkBlocks& c : cut) out.push_back(c.size());
+  for (const ChunkBlocks& chunk : cut) out.push_back(chunk.size());
   return out;
 }
 
