@@ -207,6 +207,7 @@ struct SearchOptions {
   std::string hardware = "h100";  ///< preset name or file
   std::string emit_recipe;        ///< write the best layout's recipe here
   int pick = 1;                   ///< which ranked layout `emit_recipe` writes (1-based)
+  bool force = false;             ///< `emit_recipe` may replace an existing file
   bool explain_pruned = false;
   std::string fix;                  ///< `--fix pp=16,tp=8`: degrees held fixed
   bool fp8_gemm = false;            ///< `--fp8`: FP8 GEMMs in the cost model

@@ -29,6 +29,31 @@ const CLI::Validator kNonNegativeInt(
     },
     "INT>=0");
 
+// A whole number >= 1 (CLI11's PositiveNumber prints a range up to DBL_MAX).
+const CLI::Validator kPositiveInt(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.size() > 18 ||
+          text.find_first_not_of("0123456789") != std::string::npos ||
+          text.find_first_not_of('0') == std::string::npos)
+        return "expected a positive integer, got '" + text + "'";
+      return {};
+    },
+    "INT>=1");
+
+// A positive byte size such as 80GiB; a bare number below 1 MiB is taken for a
+// forgotten unit (`--budget 80` is 80 bytes).
+const CLI::Validator kBudgetSize(
+    [](std::string& text) -> std::string {
+      const auto bytes = shardc::parse_byte_size(text);
+      if (!bytes || *bytes <= 0)
+        return "expected a positive byte size such as 80GiB, 80GB or 512MiB, got '" + text + "'";
+      if (text.find_first_not_of("0123456789") == std::string::npos && *bytes < (1 << 20))
+        return "'" + text + "' is " + text + " bytes: write the unit (" + text + "GiB, " + text +
+               "GB)";
+      return {};
+    },
+    "SIZE");
+
 // A positive byte size such as 80GiB.
 const CLI::Validator kByteSize(
     [](std::string& text) -> std::string {
@@ -249,26 +274,32 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("--rules", opt.rules_path,
                   "Recipe whose rule set every layout uses (default: <model stem>-*.recipe.yaml "
                   "next to the model)");
-  cmd->add_option("--world", opt.world, "Number of GPUs")->check(CLI::PositiveNumber);
-  cmd->add_option("--nodes", opt.nodes, "Nodes (with --gpus-per-node)")->check(CLI::PositiveNumber);
+  cmd->add_option("--world", opt.world, "Number of GPUs")->check(kPositiveInt);
+  cmd->add_option("--nodes", opt.nodes, "Nodes (with --gpus-per-node)")->check(kPositiveInt);
   cmd->add_option("--gpus-per-node", opt.gpus_per_node, "GPUs per node (default: the hardware's)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
   cmd->add_option("--seq-len", opt.seq_len, "Tokens per sequence (default 4096)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--micro-batch", opt.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--global-batch-tokens", opt.global_batch_tokens, "Tokens per optimizer step")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
   cmd->add_option("--training", opt.training_path,
                   "A recipe (or a file of one `training:` section): optimizer, dtypes, shape");
-  cmd->add_option("--budget", opt.budget, "Per-rank memory budget (default: the GPU's HBM)");
+  cmd->add_option("--budget", opt.budget,
+                  "Per-rank memory budget, e.g. 80GiB or 80GB (default: the --training file's "
+                  "`budget`, else the GPU's HBM)")
+      ->check(kBudgetSize);
   cmd->add_option("--top", opt.top, "Layouts to rank (default 5)")->check(CLI::Range(1, 100));
   cmd->add_option("--max-planned", opt.max_exact, "Layouts planned exactly at most (default 24)")
       ->check(CLI::Range(1, 10000));
   add_output_format(*cmd, format, "Output: text (default) or json", {"text", "json"});
   cmd->add_option("--hardware", opt.hardware,
                   "a100, h100 (default), h800, h200, b200, mi300x, or a hardware file");
-  cmd->add_option("--emit-recipe", opt.emit_recipe, "Write the chosen layout as a recipe");
+  cmd->add_option("--emit-recipe", opt.emit_recipe,
+                  "Write the chosen layout as a recipe (not over an existing file without "
+                  "--force, never over the model or the rules)");
+  cmd->add_flag("--force", opt.force, "--emit-recipe may replace an existing file");
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");

@@ -253,9 +253,9 @@ inline constexpr std::array kDiagCodes = {
         "recompile; never edit plan.json by hand"},
     DiagCodeInfo{DiagCode::ESearch, "E-SEARCH", Severity::Error, ExitCode::Invalid,
                  "`search`: no layout of the world size is valid, or none fits the budget",
-                 "the message names the closest layout found (its memory) and the world sizes "
-                 "one node away that have layouts; raise the budget, recompute more, or change "
-                 "the GPU count"},
+                 "the message names why: the screen's reasons with counts, the planner's "
+                 "error on the best layout, or the smallest memory found; the hint names the "
+                 "world sizes near it (a node either way, whole nodes) that have layouts"},
     DiagCodeInfo{DiagCode::EHardware, "E-HARDWARE", Severity::Error, ExitCode::Usage,
                  "`search --hardware`: an unknown preset, or a hardware file with an unknown key "
                  "or a value out of range",

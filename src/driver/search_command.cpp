@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <ostream>
 #include <sstream>
 
@@ -148,6 +150,23 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
   return json.str();
 }
 
+// True when `text` has a line whose key (after indentation) is `key:`.
+bool yaml_key_written(std::string_view text, std::string_view key) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    const std::size_t first = line.find_first_not_of(' ');
+    if (first == std::string_view::npos) continue;
+    line.remove_prefix(first);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ':')
+      return true;
+  }
+  return false;
+}
+
 ExitCode finish(const SearchOptions& opt, driver::Session& session, std::ostream& err,
                 ExitCode code) {
   CommonOptions common;
@@ -189,6 +208,13 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     }
   }
   if (opt.gpus_per_node > 0) hw->gpus_per_node = opt.gpus_per_node;
+  if (opt.world > 0 && opt.nodes > 0 && opt.world != opt.nodes * hw->gpus_per_node) {
+    driver::print_error(err, "--world " + std::to_string(opt.world) + " is not --nodes " +
+                                 std::to_string(opt.nodes) + " x " +
+                                 std::to_string(hw->gpus_per_node) +
+                                 " GPUs per node: give one of them");
+    return ExitCode::Usage;
+  }
   const std::int64_t world = opt.world > 0 ? opt.world : opt.nodes * hw->gpus_per_node;
   if (world < 1 || world > limits::kMaxWorld) {
     driver::print_error(err, "give --world N (1 <= N <= " + std::to_string(limits::kMaxWorld) +
@@ -213,6 +239,28 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   if (!rules_file) return finish(opt, session, err, ExitCode::Usage);
   std::optional<Recipe> rules = parse_recipe(*rules_file, session.sink, false);
   if (!rules) return finish(opt, session, err, ExitCode::Usage);
+  // --emit-recipe: never over the inputs, over an existing file only with --force
+  // (checked before the search runs).
+  if (!opt.emit_recipe.empty()) {
+    const auto same_path = [](const std::string& lhs, const std::string& rhs) {
+      return std::filesystem::absolute(lhs).lexically_normal() ==
+             std::filesystem::absolute(rhs).lexically_normal();
+    };
+    if (same_path(opt.emit_recipe, opt.model_path) || same_path(opt.emit_recipe, rules_path)) {
+      driver::print_error(err, "--emit-recipe '" + opt.emit_recipe +
+                                   "' is the model or the rules recipe search read: give "
+                                   "another path");
+      return ExitCode::Usage;
+    }
+    std::int64_t existing_size = 0;
+    std::string exists_error;
+    if (!opt.force &&
+        fs.read_range(opt.emit_recipe, 0, 0, existing_size, exists_error).has_value()) {
+      driver::print_error(err, "--emit-recipe '" + opt.emit_recipe +
+                                   "' exists: give --force to replace it, or another path");
+      return ExitCode::Usage;
+    }
+  }
   // Training: the file's section, then the flags.
   TrainingSpec training;
   training.master_weights = DType::Float32;
@@ -229,12 +277,17 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     auto parsed = parse_recipe(wrapped, session.sink, false);
     if (!parsed) return finish(opt, session, err, ExitCode::Usage);
     training = parsed->training;
-    if (!training.shape.recompute_ranges.empty() || training.shape.offload.optimizer ||
+    // The flags' defaults where the file is silent (master weights in float32, flash
+    // attention), so a file and flags describing one shape give one answer.
+    if (!yaml_key_written(wrapped.text, "master_weights")) training.master_weights = DType::Float32;
+    if (!yaml_key_written(wrapped.text, "attention"))
+      training.shape.attention = AttentionImpl::Flash;
+    if (yaml_key_written(wrapped.text, "recompute") || training.shape.offload.optimizer ||
         training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
       session.sink.error(
           DiagCode::ETraining, training.loc,
           "search chooses recompute, ZeRO and the layout itself: the training file may "
-          "not set recompute ranges, offload or zero",
+          "not set recompute, offload or zero",
           "leave them out; search prints the recompute mode and ZeRO-1 of each layout");
       return finish(opt, session, err, ExitCode::Usage);
     }
@@ -254,10 +307,11 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     driver::print_error(err, "give --global-batch-tokens (or `global_batch_size` in --training)");
     return ExitCode::Usage;
   }
-  shape.attention = opt.training_path.empty() ? AttentionImpl::Flash : shape.attention;
+  if (opt.training_path.empty()) shape.attention = AttentionImpl::Flash;
   if (!opt.kernels.empty())
     shape.kernels = opt.kernels == "fused" ? ActivationKernels::Fused : ActivationKernels::Eager;
-  std::int64_t budget = static_cast<std::int64_t>(hw->hbm_bytes);
+  // --budget, else the --training file's `budget`, else the GPU's memory.
+  std::int64_t budget = training.budget_bytes.value_or(static_cast<std::int64_t>(hw->hbm_bytes));
   if (!opt.budget.empty()) {
     const auto parsed = parse_byte_size(opt.budget);
     if (!parsed || *parsed <= 0) {
@@ -330,6 +384,12 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       }
       req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
     }
+  }
+  if (req.fixed[5] > 1 && model->attributes.num_experts.value_or(0) == 0) {
+    driver::print_error(err, "--fix ep=" + std::to_string(req.fixed[5]) + ": " + model->name +
+                                 " has no routed experts (no `num_experts` attribute); expert "
+                                 "parallelism applies to MoE models");
+    return ExitCode::Usage;
   }
   const SearchResult result = run_search(req);
   if (!result.arch_missing.empty()) {
@@ -420,6 +480,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     out << "search: " << model->name << " on " << world << " ranks (" << hw->gpus_per_node
         << " per node), rules " << rules_path << ", budget " << gib(static_cast<double>(budget))
         << " GiB\n";
+    if (!rules_shard_over(&*rules, "tp"))
+      out << "note: the rule set shards nothing over tp, so every layout has tp 1\n";
     out << "hardware " << hw->name << ": " << fixed(hw->peak_flops / 1e12, 1)
         << " TFLOP/s BF16 dense x GEMM efficiency " << fixed(hw->gemm_efficiency, 2) << ", HBM "
         << fixed(hw->hbm_bytes / 1e9, 0) << " GB at " << fixed(hw->hbm_bandwidth / 1e12, 2)
@@ -482,33 +544,61 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     }
   }
   if (result.ranked.empty()) {
-    std::string closest;
-    if (result.smallest) {
-      closest = "the smallest memory found is " + gib(static_cast<double>(result.smallest->peak)) +
-                " GiB per rank (" + layout_name(result.smallest->layout) + ")";
-    } else if (!result.checked.empty()) {
-      closest = "the best layout planned, " + layout_name(result.checked.front().layout) + ", is " +
-                result.checked.front().first_code + ": " + result.checked.front().first_message;
-    } else {
-      closest = "no layout passed the screen";
-    }
     std::string near;
-    for (const std::int64_t neighbour : {world - hw->gpus_per_node, world + hw->gpus_per_node}) {
-      if (neighbour < 1) continue;
+    // A node more or less, and the whole numbers of nodes around a partial one (97 on
+    // 8-GPU nodes: 96 and 104).
+    const std::int64_t gpn = hw->gpus_per_node;
+    std::vector<std::int64_t> neighbours = {world - gpn, world / gpn * gpn,
+                                            (world + gpn - 1) / gpn * gpn, world + gpn};
+    std::sort(neighbours.begin(), neighbours.end());
+    neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
+    for (const std::int64_t neighbour : neighbours) {
+      if (neighbour < 1 || neighbour == world) continue;
       const std::int64_t count = screened_layouts(req, neighbour);
       if (count > 0)
         near += (near.empty() ? "" : ", ") + std::to_string(neighbour) +
                 " ranks: " + std::to_string(count) + " layouts";
     }
-    session.sink.error(DiagCode::ESearch, cli,
-                       "no valid layout of " + model->name + " on " + std::to_string(world) +
-                           " ranks fits " + gib(static_cast<double>(budget)) + " GiB: " + closest,
-                       "one node away: " + (near.empty() ? std::string("none either") : near) +
-                           "; raise --budget, give a smaller --micro-batch or a larger world");
+    const std::string away = "near it: " + (near.empty() ? std::string("none either") : near);
+    std::string message;
+    std::string hint;
+    if (result.smallest) {
+      // Valid layouts exist; none fits the budget.
+      message = "no valid layout of " + model->name + " on " + std::to_string(world) +
+                " ranks fits " + gib(static_cast<double>(budget)) +
+                " GiB: the smallest memory found is " +
+                gib(static_cast<double>(result.smallest->peak)) + " GiB per rank (" +
+                layout_name(result.smallest->layout) + ")";
+      hint = away + "; raise --budget, give a smaller --micro-batch or a larger world";
+    } else if (!result.checked.empty()) {
+      // Layouts were planned and the planner refused every one: not a memory question.
+      message = "no layout of " + model->name + " on " + std::to_string(world) +
+                " ranks is valid: the best planned, " + layout_name(result.checked.front().layout) +
+                ", is " + result.checked.front().first_code + ": " +
+                result.checked.front().first_message;
+      hint = "the rule set may not suit this model (--rules " + rules_path + "); " + away;
+    } else {
+      // Nothing passed the screen: name the reasons that pruned the most.
+      std::vector<std::pair<std::int64_t, int>> reasons;
+      for (int i = 0; i < kScreenReasons; ++i)
+        if (result.pruned[static_cast<std::size_t>(i)] > 0)
+          reasons.emplace_back(result.pruned[static_cast<std::size_t>(i)], i);
+      std::sort(reasons.begin(), reasons.end(), std::greater<>());
+      std::string why;
+      for (std::size_t i = 0; i < reasons.size() && i < 3; ++i)
+        why += (i > 0 ? "; " : "") + std::to_string(reasons[i].first) + " by " +
+               screen_reason_text(static_cast<ScreenReason>(reasons[i].second));
+      message = "no layout of " + model->name + " on " + std::to_string(world) +
+                " ranks passes the screen (" + std::to_string(result.enumerated) +
+                " enumerated: " + (why.empty() ? std::string("none") : why) + ")";
+      hint = away + "; --explain-pruned counts every reason";
+    }
+    session.sink.error(DiagCode::ESearch, cli, message, hint);
     return finish(opt, session, err, ExitCode::Invalid);
   }
   if (!opt.emit_recipe.empty()) {
     const std::size_t pick = static_cast<std::size_t>(std::max(1, opt.pick));
+
     if (pick > result.ranked.size()) {
       driver::print_error(err, "--pick " + std::to_string(pick) + ": only " +
                                    std::to_string(result.ranked.size()) + " layouts ranked");

@@ -515,7 +515,9 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
                    std::max(1.0, hw.hbm_bandwidth);
   cost.step = work + cost.bubble + cost.exposed_comm + cost.optimizer;
   cost.tokens_per_second_per_gpu = tokens / world / cost.step;
-  cost.mfu = cost.flops_per_token * cost.tokens_per_second_per_gpu / hw.peak_flops;
+  // MFU against the peak the GEMMs run at: the FP8 dense peak (twice BF16) with --fp8,
+  // so it never exceeds 1.
+  cost.mfu = cost.flops_per_token * cost.tokens_per_second_per_gpu / linear_peak;
   // The dominant term.
   cost.dominant = "compute";
   double best = cost.compute + cost.recompute;

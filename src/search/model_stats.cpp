@@ -52,7 +52,12 @@ ModelStats model_stats(const Model& model) {
   for (const Param& param : model.params) {
     const double elements = numel(param);
     const std::int64_t layer = layer_of(param.name);
-    const bool expert = param.name.find(".experts.") != std::string::npos;
+    // Routed experts: a name segment `experts` (transformers, Megatron's
+    // `mlp.experts.local_experts`), or torchtitan's `routed_experts` /
+    // `inner_experts` (its DeepSeek-V3 GroupedExperts); never `shared_experts`.
+    const bool expert = param.name.find(".experts.") != std::string::npos ||
+                        param.name.find(".routed_experts.") != std::string::npos ||
+                        param.name.find(".inner_experts.") != std::string::npos;
     if (layer < 0 && (param.name.find("wpe") != std::string::npos ||
                       param.name.find("position_embeddings") != std::string::npos)) {
       layer0.push_back(param.name);

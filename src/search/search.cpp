@@ -101,9 +101,23 @@ std::vector<std::int64_t> divisors(std::int64_t value) {
 // 126-layer models on 8 stages).
 constexpr std::int64_t kMaxVirtualStages = 16;
 
-// Every layout of `world` (degrees x choices), each passed to `visit`.
+}  // namespace
+
+bool rules_shard_over(const Recipe* rules, std::string_view axis) {
+  if (rules == nullptr) return true;
+  for (const Rule& rule : rules->rules)
+    for (const AxisPlacement& placement : rule.placements)
+      if (placement.axis == axis && placement.placement.kind != Placement::Kind::Replicate)
+        return true;
+  return false;
+}
+
+namespace {
+
+// Every layout of `world` (degrees x choices), each passed to `visit`; tp > 1 only
+// when `tp_shards` (the rule set shards over tp).
 void enumerate(const ModelStats& st, std::int64_t world,
-               const std::vector<PipelineScheduleKind>& schedules,
+               const std::vector<PipelineScheduleKind>& schedules, bool tp_shards,
                const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
   auto allowed = [&schedules](PipelineScheduleKind kind) {
@@ -112,6 +126,7 @@ void enumerate(const ModelStats& st, std::int64_t world,
   for (const std::int64_t pp : divisors(world)) {
     const std::int64_t r1 = world / pp;
     for (const std::int64_t tp : divisors(r1)) {
+      if (tp > 1 && !tp_shards) continue;
       const std::int64_t r2 = r1 / tp;
       for (const std::int64_t cp : divisors(r2)) {
         const std::int64_t r3 = r2 / cp;
@@ -374,6 +389,11 @@ std::string without_axis_placements(std::string_view rules, std::string_view axi
         item = comma + 1;
       }
       line = line.substr(0, body) + kept + line.substr(close);
+      // An emptied map's comment described the dropped placement ("colwise", "-> 16032
+      // rows per rank"): dropped with it.
+      const std::size_t comment = line.find(" #", body + kept.size());
+      if (kept.empty() && comment != std::string::npos)
+        line.erase(line.find_last_not_of(' ', comment) + 1);
     }
     out += line;
     if (end < rules.size()) out += '\n';
@@ -576,7 +596,7 @@ struct Scored {
 std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
   const ModelStats st = search::model_stats(*req.model);
   std::int64_t count = 0;
-  enumerate(st, world, req.schedules, [&](const Layout& layout) {
+  enumerate(st, world, req.schedules, rules_shard_over(req.rules, "tp"), [&](const Layout& layout) {
     if (!screen(st, req, layout)) ++count;
   });
   return count;
@@ -597,7 +617,7 @@ SearchResult run_search(const SearchRequest& req) {
   // own activation memo), joined in enumeration order: the same counts and candidates as
   // one thread.
   std::vector<Layout> layouts;
-  enumerate(st, req.world, req.schedules,
+  enumerate(st, req.world, req.schedules, rules_shard_over(req.rules, "tp"),
             [&layouts](const Layout& layout) { layouts.push_back(layout); });
   struct Part {
     std::vector<Scored> scored;

@@ -141,7 +141,7 @@ struct StepCost {
   double exposed_comm = 0;
   double step = 0;
   double tokens_per_second_per_gpu = 0;
-  double mfu = 0;        ///< model FLOPs per second / peak
+  double mfu = 0;        ///< model FLOPs per second / peak (the FP8 peak with fp8_gemm)
   std::string dominant;  ///< the largest term: "compute", "bubble", "comm tp", ...
 };
 
@@ -222,6 +222,11 @@ struct SearchResult {
 };
 
 SearchResult run_search(const SearchRequest& request);
+
+/// True when a rule of `rules` places a param on mesh axis `axis` with a Shard: a rule
+/// set that shards nothing over tp (a tp-1 recipe search emitted, used as rules) would
+/// make "tp 8" layouts that split no weight, so the search then keeps tp at 1.
+bool rules_shard_over(const Recipe* rules, std::string_view axis);
 
 /// The layout as a shardc recipe (YAML): the rule set, the meshes, pipeline,
 /// fsdp, buffers and training section. Axes of size 1 are left out, except

@@ -246,6 +246,62 @@ def main():
             tokens = paper[0]["tokens_per_second_per_gpu"]
             check(abs(tokens / 1543.0 - 1) <= 0.30,
                   f"deepseek-v3: {tokens:.0f} tokens/s/GPU within 30 % of the paper's 1,543")
+        # Fresh-user findings (session 2026-12-05), each with its input.
+        g = ["--world", "64", "--hardware", "h100", "--global-batch-tokens", "4194304"]
+        keep = tmp / "keep.yaml"
+        keep.write_text("keep\n")
+        r = run([shardc, "search", LLAMA8B, *g, "--emit-recipe", keep])
+        check(r.returncode == 2 and "--force" in r.stderr and keep.read_text() == "keep\n",
+              f"--emit-recipe over an existing file: exit 2, file kept ({r.returncode})")
+        r = run([shardc, "search", LLAMA8B, *g, "--emit-recipe", keep, "--force"])
+        check(r.returncode == 0 and "world_size: 64" in keep.read_text(),
+              f"--emit-recipe --force replaces it ({r.returncode})")
+        rules8b = PLANS / "llama-3.1-8b-dp8-tp8.recipe.yaml"
+        before = rules8b.read_bytes()
+        r = run([shardc, "search", LLAMA8B, *g, "--rules", rules8b, "--emit-recipe", rules8b,
+                 "--force"])
+        check(r.returncode == 2 and rules8b.read_bytes() == before,
+              f"--emit-recipe onto the rules recipe: refused even with --force ({r.returncode})")
+        r = run([shardc, "search", LLAMA8B, *g, "--nodes", "4"])
+        check(r.returncode == 2 and "is not --nodes 4 x 8" in r.stderr,
+              f"--world 64 --nodes 4: exit 2 ({r.returncode}, {r.stderr[-200:]!r})")
+        r = run([shardc, "search", LLAMA8B, "--world", "0", "--global-batch-tokens", "4194304"])
+        check(r.returncode != 0 and "expected a positive integer, got '0'" in r.stderr,
+              f"--world 0: a readable message ({r.stderr[-200:]!r})")
+        r = run([shardc, "search", LLAMA8B, *g, "--budget", "80"])
+        check(r.returncode != 0 and "write the unit" in r.stderr,
+              f"--budget 80 (bytes): refused, asking for the unit ({r.stderr[-200:]!r})")
+        # A --training file and the flags describing one shape give one answer; its budget
+        # is used; a recompute mode in it is refused, not ignored.
+        tr = tmp / "basic.training.yaml"
+        tr.write_text("training:\n  seq_len: 8192\n  global_batch_size: 512\n")
+        a = search_json(shardc, LLAMA8B, "--world", "64", "--training", tr, "--top", "1")[1]
+        b = search_json(shardc, LLAMA8B, "--world", "64", "--seq-len", "8192",
+                        "--global-batch-tokens", str(8192 * 512), "--top", "1")[1]
+        check(a and b and a["ranked"][0]["layout"] == b["ranked"][0]["layout"] and
+              a["ranked"][0]["peak_bytes"] == b["ranked"][0]["peak_bytes"],
+              "--training FILE and the same shape as flags rank the same best layout and peak")
+        tr.write_text("training:\n  seq_len: 4096\n  global_batch_size: 1024\n  budget: 30GiB\n")
+        a = search_json(shardc, LLAMA8B, "--world", "64", "--training", tr, "--top", "1")[1]
+        check(a and a["budget_bytes"] == 30 * 2**30,
+              "--training FILE's budget is the search's budget")
+        tr.write_text("training:\n  seq_len: 4096\n  global_batch_size: 1024\n  recompute: full\n")
+        r = run([shardc, "search", LLAMA8B, "--world", "64", "--training", tr])
+        check(r.returncode == 2 and "E-TRAINING" in r.stderr,
+              f"--training FILE with recompute: refused ({r.returncode})")
+        # --fp8: MFU against the FP8 peak, below 100 %.
+        a = search_json(shardc, LLAMA8B, *g, "--fp8", "--top", "3")[1]
+        check(a and all(0 < x["mfu"] < 1 for x in a["ranked"]), "--fp8: MFU below 100 %")
+        # A rule set that shards nothing over tp (an emitted tp-1 recipe used as rules): tp 1.
+        tp1 = tmp / "tp1.recipe.yaml"
+        r = run([shardc, "search", LLAMA8B, *g, "--fix", "tp=1", "--emit-recipe", tp1])
+        a = search_json(shardc, LLAMA8B, *g, "--rules", tp1, "--top", "5")[1]
+        check(a and all(x["tp"] == 1 for x in a["ranked"]),
+              "rules without a tp split: every ranked layout has tp 1")
+        # torchtitan's DeepSeek-V3 16B (routed_experts.inner_experts names) is searched as MoE.
+        a = search_json(shardc, PLANS / "torchtitan-deepseek_v3-16b.model.yaml", *g, "--top", "3")[1]
+        check(a and a["ranked"] and all(x["ep"] > 1 for x in a["ranked"]),
+              "torchtitan DeepSeek-V3 16B: MoE layouts with ep ranked")
         # Bad input.
         r = run([shardc, "search", LLAMA8B, "--world", "64", "--hardware", "tpu-v9",
                  "--global-batch-tokens", "1048576"])
@@ -264,8 +320,18 @@ def main():
         # One sequence per step, two per micro-batch: no data-parallel degree divides it.
         r = run([shardc, "search", LLAMA8B, "--world", "8", "--seq-len", "8192", "--micro-batch",
                  "2", "--global-batch-tokens", "8192", "--budget", "80GB"])
-        check(r.returncode == 1 and "E-SEARCH" in r.stderr and "one node away" in r.stderr,
-              f"no valid layout: E-SEARCH naming the worlds one node away (exit {r.returncode})")
+        check(r.returncode == 1 and "E-SEARCH" in r.stderr and "passes the screen" in r.stderr
+              and "near it:" in r.stderr,
+              f"no valid layout: E-SEARCH naming the screen's reasons and the worlds near it "
+              f"(exit {r.returncode})")
+        # World 97 on 8-GPU nodes: the whole nodes around it (96) are named.
+        r = run([shardc, "search", LLAMA8B, "--world", "97", "--global-batch-tokens", "4194304"])
+        check(r.returncode == 1 and "near it: 96 ranks" in r.stderr,
+              f"world 97: E-SEARCH suggests 96 ranks ({r.stderr[-300:]!r})")
+        r = run([shardc, "search", LLAMA8B, "--world", "64", "--global-batch-tokens", "4194304",
+                 "--fix", "ep=8"])
+        check(r.returncode == 2 and "no routed experts" in r.stderr,
+              f"--fix ep on a dense model: exit 2 saying so ({r.returncode})")
     print(f"test_search: {len(FAILED)} failed")
     return 1 if FAILED else 0
 
