@@ -239,6 +239,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   if (!rules_file) return finish(opt, session, err, ExitCode::Usage);
   std::optional<Recipe> rules = parse_recipe(*rules_file, session.sink, false);
   if (!rules) return finish(opt, session, err, ExitCode::Usage);
+  if (opt.pick != 1 && opt.emit_recipe.empty()) {
+    driver::print_error(err, "--pick chooses the layout --emit-recipe writes: give --emit-recipe");
+    return ExitCode::Usage;
+  }
   // --emit-recipe: never over the inputs, over an existing file only with --force
   // (checked before the search runs).
   if (!opt.emit_recipe.empty()) {
@@ -336,7 +340,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     std::string_view rest = opt.schedules;
     while (!rest.empty()) {
       const std::size_t comma = rest.find(',');
-      const std::string_view name = rest.substr(0, comma);
+      std::string_view name = rest.substr(0, comma);
+      while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+      while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       bool known = false;
       for (const PipelineScheduleKind kind :

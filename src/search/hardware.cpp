@@ -7,10 +7,13 @@
 // reference systems). Latencies and the GEMM efficiency are assumptions
 // (docs/search.md), the same for every preset. Every field can be
 // overridden with a hardware file.
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "search/search.hpp"
 
@@ -75,8 +78,12 @@ std::vector<Hardware> presets() {
 }  // namespace
 
 std::optional<Hardware> hardware_preset(std::string_view name) {
+  // Case-insensitive: `H100` is the h100 preset.
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   for (Hardware& preset : presets()) {
-    if (preset.name == name) return preset;
+    if (preset.name == lower) return preset;
   }
   return std::nullopt;
 }
@@ -122,7 +129,19 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       error = "line " + std::to_string(number) + ": expected `key: value`, got `" + body + "`";
       return std::nullopt;
     }
-    lines.push_back({number, trim(body.substr(0, colon)), trim(body.substr(colon + 1))});
+    Line parsed_line{number, trim(body.substr(0, colon)), trim(body.substr(colon + 1))};
+    for (const Line& seen : lines) {
+      if (seen.key == parsed_line.key) {
+        error = "line " + std::to_string(number) + ": `" + parsed_line.key +
+                "` is given twice (first on line " + std::to_string(seen.number) + ")";
+        return std::nullopt;
+      }
+    }
+    lines.push_back(std::move(parsed_line));
+  }
+  if (lines.empty()) {
+    error = "the hardware file holds no `key: value` line (start from `preset: h100`)";
+    return std::nullopt;
   }
   for (const Line& line : lines) {
     if (line.key != "preset") continue;
@@ -137,6 +156,15 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
     if (line.key == "name") {
       hw->name = line.value;
       continue;
+    }
+    static constexpr std::array<std::string_view, 9> kNumberKeys = {
+        "peak_tflops", "hbm_gb",           "hbm_tbs",          "gpus_per_node",  "intra_gbs",
+        "inter_gbs",   "intra_latency_us", "inter_latency_us", "gemm_efficiency"};
+    if (std::find(kNumberKeys.begin(), kNumberKeys.end(), line.key) == kNumberKeys.end()) {
+      error = "line " + std::to_string(line.number) + ": unknown key `" + line.key +
+              "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
+              "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency)";
+      return std::nullopt;
     }
     double parsed = 0;
     try {
@@ -155,7 +183,12 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       hw->hbm_bytes = parsed * kGiga;
     } else if (line.key == "hbm_tbs") {
       hw->hbm_bandwidth = parsed * kTera;
-    } else if (line.key == "gpus_per_node" && parsed == std::floor(parsed) && parsed <= 1024) {
+    } else if (line.key == "gpus_per_node") {
+      if (parsed != std::floor(parsed) || parsed > 1024) {
+        error = "line " + std::to_string(line.number) +
+                ": `gpus_per_node` is a whole number from 1 to 1024, got `" + line.value + "`";
+        return std::nullopt;
+      }
       hw->gpus_per_node = static_cast<std::int64_t>(parsed);
     } else if (line.key == "intra_gbs") {
       hw->intra_bandwidth = parsed * kGiga;
@@ -165,11 +198,16 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       hw->intra_latency = parsed * 1e-6;
     } else if (line.key == "inter_latency_us") {
       hw->inter_latency = parsed * 1e-6;
-    } else if (line.key == "gemm_efficiency" && parsed <= 1) {
+    } else if (line.key == "gemm_efficiency") {
+      if (parsed > 1) {
+        error = "line " + std::to_string(line.number) +
+                ": `gemm_efficiency` is a fraction of the peak in (0, 1], got `" + line.value + "`";
+        return std::nullopt;
+      }
       hw->gemm_efficiency = parsed;
     } else {
-      error = "line " + std::to_string(line.number) + ": unknown key or value out of range: `" +
-              line.key + ": " + line.value +
+      error = "line " + std::to_string(line.number) + ": unknown key: `" + line.key + ": " +
+              line.value +
               "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
               "gpus_per_node, intra_gbs, inter_gbs, intra_latency_us, inter_latency_us, "
               "gemm_efficiency)";
