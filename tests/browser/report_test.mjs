@@ -428,7 +428,7 @@ for (const [model, recipe, rank, what] of plans) {
     check(row.layout === want.layout && row.peak === want.peak_bytes && row.headroom === want.headroom_bytes && near(row.step, want.step_seconds),
           `search: row ${i + 1} ${JSON.stringify(row)} vs ${want.layout} ${want.peak_bytes} ${want.headroom_bytes} ${want.step_seconds}`);
     const bar = dom.bars[i] ?? {};
-    const expect = { compute: want.compute_seconds, recompute: want.recompute_seconds, bubble: want.bubble_seconds, optimizer: want.optimizer_seconds };
+    const expect = { compute: want.compute_seconds, recompute: want.recompute_seconds, imbalance: want.imbalance_seconds, bubble: want.bubble_seconds, optimizer: want.optimizer_seconds };
     for (const c of want.comm) expect[`comm ${c.axis}`] = c.exposed_seconds;
     check(Object.keys(bar).length === Object.keys(expect).length && Object.entries(expect).every(([k, v]) => near(bar[k], v)),
           `search: step bar ${i + 1} ${JSON.stringify(bar)} vs ${JSON.stringify(expect)}`);
