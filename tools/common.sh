@@ -55,6 +55,9 @@ shardc_ensure_browser() {
 # cache a previous build of the same sources filled. Callers cd to the repo root first.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+# Four builds (test, sanitize with debug info, bench, fuzz) outgrow ccache's 5 GB default,
+# and evicted sanitizer objects made a CI run's sanitizer build 6 minutes instead of 1.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 
 # True when clang++ can link a libFuzzer target (Debian: clang libclang-rt-14-dev).
 shardc_have_libfuzzer() {
