@@ -20,46 +20,42 @@ namespace {
 
 using shardc::ExitCode;
 
-// A whole number >= 0 (CLI11's NonNegativeNumber prints a floating-point range).
-const CLI::Validator kNonNegativeInt(
-    [](std::string& text) -> std::string {
-      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-        return "expected a non-negative integer, got '" + text + "'";
-      return {};
-    },
-    "INT>=0");
+// A whole number >= `minimum` (0 or 1) of at most 18 digits: CLI11's NonNegativeNumber and
+// PositiveNumber print a floating-point range up to DBL_MAX instead.
+CLI::Validator whole_number(int minimum) {
+  return {[minimum](std::string& text) -> std::string {
+            if (text.empty() || text.size() > 18 ||
+                text.find_first_not_of("0123456789") != std::string::npos ||
+                (minimum > 0 && text.find_first_not_of('0') == std::string::npos))
+              return std::string("expected a ") + (minimum > 0 ? "positive" : "non-negative") +
+                     " integer, got '" + text + "'";
+            return {};
+          },
+          minimum > 0 ? "INT>=1" : "INT>=0"};
+}
+const CLI::Validator kNonNegativeInt = whole_number(0);
+const CLI::Validator kPositiveInt = whole_number(1);
 
-// A whole number >= 1 (CLI11's PositiveNumber prints a range up to DBL_MAX).
-const CLI::Validator kPositiveInt(
-    [](std::string& text) -> std::string {
-      if (text.empty() || text.size() > 18 ||
-          text.find_first_not_of("0123456789") != std::string::npos ||
-          text.find_first_not_of('0') == std::string::npos)
-        return "expected a positive integer, got '" + text + "'";
-      return {};
-    },
-    "INT>=1");
-
-// A positive byte size such as 80GiB; a bare number below 1 MiB is taken for a
-// forgotten unit (`--budget 80` is 80 bytes).
-const CLI::Validator kBudgetSize(
-    [](std::string& text) -> std::string {
-      const auto bytes = shardc::parse_byte_size(text);
-      if (!bytes || *bytes <= 0)
-        return "expected a positive byte size such as 80GiB, 80GB or 512MiB, got '" + text + "'";
-      if (text.find_first_not_of("0123456789") == std::string::npos && *bytes < (1 << 20))
-        return "'" + text + "' is " + text + " bytes: write the unit (" + text + "GiB, " + text +
-               "GB)";
-      return {};
-    },
-    "SIZE");
+// "" when `text` is a positive byte size such as 80GiB, else why not.
+std::string byte_size_error(const std::string& text) {
+  const auto bytes = shardc::parse_byte_size(text);
+  if (!bytes || *bytes <= 0)
+    return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
+  return {};
+}
 
 // A positive byte size such as 80GiB.
-const CLI::Validator kByteSize(
+const CLI::Validator kByteSize([](std::string& text) { return byte_size_error(text); }, "SIZE");
+
+// A per-rank budget: a byte size, and a bare number below 1 MiB is taken for a forgotten
+// unit (`--budget 80` is 80 bytes).
+const CLI::Validator kBudgetSize(
     [](std::string& text) -> std::string {
-      const auto bytes = shardc::parse_byte_size(text);
-      if (!bytes || *bytes <= 0)
-        return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
+      if (std::string error = byte_size_error(text); !error.empty()) return error;
+      if (text.find_first_not_of("0123456789") == std::string::npos &&
+          *shardc::parse_byte_size(text) < (1 << 20))
+        return "'" + text + "' is " + text + " bytes: write the unit (" + text + "GiB, " + text +
+               "GB)";
       return {};
     },
     "SIZE");

@@ -45,11 +45,15 @@ std::string weighted_cut_error(std::int64_t blocks, std::int64_t chunks, std::in
   return "";
 }
 
-std::int64_t auto_chunk_of_block(std::int64_t block, std::int64_t blocks, std::int64_t chunks) {
-  const std::int64_t per_chunk = blocks / chunks;
-  const std::int64_t larger = blocks % chunks;
-  const std::int64_t in_larger = larger * (per_chunk + 1);
-  return block < in_larger ? block / (per_chunk + 1) : larger + (block - in_larger) / per_chunk;
+std::vector<std::int64_t> chunk_of_each_block(const std::vector<ChunkBlocks>& cut,
+                                              std::int64_t blocks) {
+  std::vector<std::int64_t> chunk_of(
+      static_cast<std::size_t>(std::max<std::int64_t>(blocks, 0)),
+      std::max<std::int64_t>(0, static_cast<std::int64_t>(cut.size()) - 1));
+  for (std::size_t chunk = 0; chunk < cut.size(); ++chunk)
+    for (std::int64_t block = cut[chunk].first; block < cut[chunk].end && block < blocks; ++block)
+      chunk_of[static_cast<std::size_t>(block)] = static_cast<std::int64_t>(chunk);
+  return chunk_of;
 }
 
 }  // namespace shardc

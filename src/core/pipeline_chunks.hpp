@@ -48,7 +48,10 @@ std::vector<ChunkBlocks> auto_chunk_blocks(std::int64_t blocks, std::int64_t chu
 std::string weighted_cut_error(std::int64_t blocks, std::int64_t chunks, std::int64_t first_less,
                                std::int64_t last_less);
 
-/// The model chunk holding `block` under the even cut (0 <= block < blocks).
-std::int64_t auto_chunk_of_block(std::int64_t block, std::int64_t blocks, std::int64_t chunks);
+/// The model chunk of each layer block under `cut` (auto_chunk_blocks' result over
+/// `blocks` blocks): element b is the chunk holding block b; blocks no chunk holds (an
+/// empty cut) go to the last chunk.
+std::vector<std::int64_t> chunk_of_each_block(const std::vector<ChunkBlocks>& cut,
+                                              std::int64_t blocks);
 
 }  // namespace shardc

@@ -391,6 +391,7 @@ struct TrainingShape {
   SourceLoc context_parallel_loc;
   PipelineSchedule pipeline_schedule;
   AttentionImpl attention = AttentionImpl::Sdpa;
+  SourceLoc attention_loc;  ///< where `attention` is written (line 0: defaulted)
   ActivationKernels kernels = ActivationKernels::Eager;
   SourceLoc kernels_loc;
   std::optional<DType> activation_dtype;  ///< default: the dtype of the model's params
@@ -416,6 +417,7 @@ struct TrainingSpec {
   /// float32 master copies of params stored in a narrower float dtype
   /// (`master_weights: float32`); nullopt = none (`master_weights: none`).
   std::optional<DType> master_weights;
+  SourceLoc master_weights_loc;     ///< where `master_weights` is written (line 0: defaulted)
   std::optional<DType> grad_dtype;  ///< default: the param's dtype
   std::optional<DType>
       state_dtype;  ///< default: master dtype when a master copy exists, else the param's

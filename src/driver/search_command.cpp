@@ -150,23 +150,6 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
   return json.str();
 }
 
-// True when `text` has a line whose key (after indentation) is `key:`.
-bool yaml_key_written(std::string_view text, std::string_view key) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    const std::size_t first = line.find_first_not_of(' ');
-    if (first == std::string_view::npos) continue;
-    line.remove_prefix(first);
-    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ':')
-      return true;
-  }
-  return false;
-}
-
 ExitCode finish(const SearchOptions& opt, driver::Session& session, std::ostream& err,
                 ExitCode code) {
   CommonOptions common;
@@ -283,13 +266,13 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     training = parsed->training;
     // The flags' defaults where the file is silent (master weights in float32, flash
     // attention), so a file and flags describing one shape give one answer.
-    if (!yaml_key_written(wrapped.text, "master_weights")) training.master_weights = DType::Float32;
-    if (!yaml_key_written(wrapped.text, "attention"))
-      training.shape.attention = AttentionImpl::Flash;
-    if (yaml_key_written(wrapped.text, "recompute") || training.shape.offload.optimizer ||
+    if (training.master_weights_loc.line == 0) training.master_weights = DType::Float32;
+    if (training.shape.attention_loc.line == 0) training.shape.attention = AttentionImpl::Flash;
+    if (training.shape.recompute_loc.line > 0 || training.shape.offload.optimizer ||
         training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
       session.sink.error(
-          DiagCode::ETraining, training.loc,
+          DiagCode::ETraining,
+          training.shape.recompute_loc.line > 0 ? training.shape.recompute_loc : training.loc,
           "search chooses recompute, ZeRO and the layout itself: the training file may "
           "not set recompute, offload or zero",
           "leave them out; search prints the recompute mode and ZeRO-1 of each layout");

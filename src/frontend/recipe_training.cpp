@@ -182,8 +182,10 @@ TrainingSpec parse_training(const Node& node, Reader& reader) {
   parse_training_shape(node, reader, training.shape);
   if (const Node* optimizer = node.find("optimizer"))
     training.optimizer = parse_optimizer(*optimizer, reader).value_or(training.optimizer);
-  if (const Node* master = node.find("master_weights"))
+  if (const Node* master = node.find("master_weights")) {
     training.master_weights = parse_master(*master, reader);
+    training.master_weights_loc = reader.loc(*master);
+  }
   if (const Node* grad = node.find("grad_dtype"))
     training.grad_dtype = parse_float_dtype(*grad, reader, "`grad_dtype`");
   if (const Node* state = node.find("state_dtype")) {

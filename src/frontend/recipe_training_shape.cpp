@@ -273,8 +273,10 @@ void parse_training_shape(const Node& node, Reader& reader, TrainingShape& shape
   }
   if (const Node* schedule = node.find("pipeline_schedule"))
     parse_schedule(*schedule, reader, shape.pipeline_schedule);
-  if (const Node* attention = node.find("attention"))
+  if (const Node* attention = node.find("attention")) {
     parse_attention(*attention, reader, shape.attention);
+    shape.attention_loc = reader.loc(*attention);
+  }
   if (const Node* kernels = node.find("kernels")) {
     parse_kernels(*kernels, reader, shape);
     const Node* attention = node.find("attention");

@@ -153,10 +153,7 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   // first and last chunk (core/pipeline_chunks.hpp, the rule the layout search cuts its
   // recompute ranges by).
   const std::vector<ChunkBlocks> cut = auto_chunk_blocks(blocks, chunks, first_less, last_less);
-  std::vector<std::int64_t> chunk_of_block(static_cast<std::size_t>(blocks), chunks - 1);
-  for (std::size_t c = 0; c < cut.size(); ++c)
-    for (std::int64_t b = cut[c].first; b < cut[c].end; ++b)
-      chunk_of_block[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(c);
+  const std::vector<std::int64_t> chunk_of_block = chunk_of_each_block(cut, blocks);
   if (spec.virtual_stages > 1) {
     for (std::int64_t c = 0; c < chunks; ++c) {
       ModelChunk mc;
