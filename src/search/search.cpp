@@ -334,8 +334,11 @@ const char* optimizer_text(Optimizer optimizer) { return optimizer_name(optimize
 std::optional<std::int64_t> fitting_block(const ModelStats& st, const SearchRequest& req,
                                           const Layout& full_layout, ActivationMemo& memo) {
   const double budget = static_cast<double>(req.budget);
-  const std::int64_t largest_chunk = (st.layers + full_layout.pp * full_layout.virtual_stages - 1) /
-                                     (full_layout.pp * full_layout.virtual_stages);
+  // The largest model chunk of the emitted cut (the weighted cut's middle chunks can hold
+  // one block more than layers / chunks rounded up).
+  std::int64_t largest_chunk = 0;
+  for (const ChunkBlocks& chunk : search::layout_chunks(st, full_layout))
+    largest_chunk = std::max(largest_chunk, chunk.size());
   if (req.budget <= 0 || largest_chunk < 2 || !st.arch || !req.training.shape.seq_len)
     return std::nullopt;
   Layout probe = full_layout;
