@@ -313,7 +313,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
       ->check(CLI::IsMember({"eager", "fused"}));
   cmd->add_option("--schedules", opt.schedules,
                   "Pipeline schedules your framework runs, e.g. 1f1b,interleaved, of 1f1b, "
-                  "interleaved, zero_bubble, gpipe (default: all but gpipe, which 1f1b "
+                  "interleaved, gpipe, zero_bubble, zbv, dualpipev (default: 1f1b, "
+                  "interleaved, zbv, dualpipev: torch's schedules but gpipe, which 1f1b "
                   "dominates)");
   add_diag_format(*cmd, cli);
   cmd->footer(

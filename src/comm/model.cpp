@@ -303,8 +303,13 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
   // PP: activations forward, their gradients backward, per micro-batch and chunk.
   if (layout.pp > 1) {
     const std::int64_t virtual_stages = std::max<std::int64_t>(1, layout.virtual_stages);
-    const bool last = bytes.stage == layout.pp - 1;
-    const bool first = bytes.stage == 0;
+    // Looped chunks: the last stage sends no activation on (its last chunk ends the
+    // model), the first no gradient back. In a V (zbv, dualpipev) stage 0 holds the
+    // first and the last chunk, and the last stage passes between its two chunks
+    // locally: both ends send one fewer each way.
+    const bool v_shape = v_shaped(layout.schedule);
+    const bool last = bytes.stage == layout.pp - 1 || (v_shape && bytes.stage == 0);
+    const bool first = bytes.stage == 0 || (v_shape && bytes.stage == layout.pp - 1);
     const std::int64_t boundary = deg.sequence_parallel ? ceil_div(hidden_bytes, tp) : hidden_bytes;
     const std::string text = deg.sequence_parallel ? eth + " / t" : eth;
     const char* src =

@@ -485,8 +485,26 @@ std::int64_t microbatches_in_flight(PipelineScheduleKind kind, std::int64_t stag
       const std::int64_t warmup = 2 * (stages - stage - 1) + (chunks - 1) * stages;
       return std::min(mul(microbatch_count, chunks), warmup + 1);
     }
+    case PipelineScheduleKind::ZeroBubble: {
+      const std::int64_t chunks = std::max<std::int64_t>(1, virtual_stages);
+      if (chunks == 1) return std::min(microbatch_count, stages - stage);
+      // torch ScheduleInterleavedZeroBubble: _get_warmup_ops with multiply_factor 1,
+      // (chunks - 1) x microbatches_per_round + (pp - 1 - p), one more in steady state.
+      const std::int64_t rounds = std::max<std::int64_t>(1, microbatch_count / stages);
+      const std::int64_t per_round = microbatch_count / rounds;
+      const std::int64_t warmup = (chunks - 1) * per_round + (stages - 1 - stage);
+      return std::min(mul(microbatch_count, chunks), warmup + 1);
+    }
+    case PipelineScheduleKind::ZeroBubbleV:
+      // ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory", and the
+      // zero-bubble paper's ZB-V): 1F1B's peak, pp micro-batches of a whole stage, on
+      // every rank alike: 2 pp chunk micro-batches.
+      return std::min(mul(microbatch_count, 2), 2 * stages);
+    case PipelineScheduleKind::DualPipeV:
+      // deepseek-ai/DualPipe README: activation per device PP + 1 chunk micro-batches,
+      // PP the number of stages (2 x the ranks).
+      return std::min(mul(microbatch_count, 2), 2 * stages + 1);
     case PipelineScheduleKind::OneFOneB:
-    case PipelineScheduleKind::ZeroBubble:
       return std::min(microbatch_count, stages - stage);
   }
   return 1;
@@ -559,7 +577,19 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
           "transformers ForCausalLMLoss: logits.float(), cross_entropy's log_softmax output; "
           "Megatron theoretical_memory_usage.py: 4 s b h (1 + V / h) for the output layer and CE");
     }
-    merge(activations.per_microbatch, terms.out(), 1);
+    // With model chunks the output terms live in the model's last chunk, whose backward
+    // follows its forward (every chunked schedule turns around there): held once.
+    if (activations.virtual_stages > 1) {
+      for (const ActivationTerm& term : terms.out()) {
+        ActivationTerm held = term;
+        held.source +=
+            "; held once: the model's last chunk runs its backward right after "
+            "its forward";
+        activations.once.push_back(std::move(held));
+      }
+    } else {
+      merge(activations.per_microbatch, terms.out(), 1);
+    }
   }
   activations.per_microbatch_bytes = sum(activations.per_microbatch);
   if (working > 0) {
@@ -568,12 +598,17 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
                                 "torch.utils.checkpoint / Megatron full recompute: the layer being "
                                 "recomputed holds its activations during its backward"});
   }
-  // Interleaved: each in-flight unit is one model chunk's micro-batch (layers / v).
+  // Interleaved, zero bubble with chunks, zbv, dualpipev: each in-flight unit is one model
+  // chunk's micro-batch (layers / v); the output terms are among `once` (above). Without
+  // chunks the last stage has 1F1B's one micro-batch in flight, GPipe's m (every forward
+  // before the first backward).
   const std::int64_t per_unit =
       activations.virtual_stages > 1
           ? ceil_div(activations.per_microbatch_bytes, activations.virtual_stages)
           : activations.per_microbatch_bytes;
-  activations.bytes = add(mul(per_unit, in_flight), working);
+  std::int64_t held_once = 0;
+  for (const ActivationTerm& term : activations.once) held_once = add(held_once, term.bytes);
+  activations.bytes = add(mul(per_unit, in_flight), held_once);
   return activations;
 }
 

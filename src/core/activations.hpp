@@ -95,7 +95,15 @@
 // for p = 0 this is Megatron's theoretical penalty 1 + (pp - 1) / (pp v));
 // zero bubble: as 1F1B (Qi et al. 2023, "Zero Bubble Pipeline Parallelism",
 // Sec. 3: ZB-H1 keeps 1F1B's peak; its deferred weight-gradient inputs are
-// already among the saved tensors). Without a pipeline: 1 (gradient
+// already among the saved tensors); zero bubble with v virtual stages (torch
+// ScheduleInterleavedZeroBubble): min(m v, (v - 1) r + pp - p) model chunks, r =
+// m / max(1, m / pp) micro-batches per round (torch _get_warmup_ops, factor 1);
+// zbv: min(2 m, 2 pp) chunks on every stage (1F1B's first-stage peak: the V
+// balances it); dualpipev: min(2 m, 2 pp + 1) chunks (deepseek-ai/DualPipe:
+// PP + 1 for PP = 2 pp stages). With model chunks (v > 1) the output terms
+// (logits, loss) count once: they live in the model's last chunk, whose
+// backward follows its forward; without chunks they count per micro-batch in
+// flight (1 on 1F1B's last stage, m under GPipe). Without a pipeline: 1 (gradient
 // accumulation runs micro-batches one after the other).
 //
 // Not counted: backward's transient activation gradients, NCCL and

@@ -56,4 +56,19 @@ std::vector<std::int64_t> chunk_of_each_block(const std::vector<ChunkBlocks>& cu
   return chunk_of;
 }
 
+ChunkPlace chunk_place(std::int64_t chunk, std::int64_t stages, bool v_shape) {
+  const std::int64_t pp = std::max<std::int64_t>(1, stages);
+  const std::int64_t round = chunk / pp;
+  const std::int64_t offset = chunk % pp;
+  const std::int64_t stage = v_shape && round % 2 == 1 ? pp - 1 - offset : offset;
+  return {static_cast<int>(stage), static_cast<int>(round)};
+}
+
+std::int64_t chunk_at(const ChunkPlace& place, std::int64_t stages, bool v_shape) {
+  const std::int64_t pp = std::max<std::int64_t>(1, stages);
+  const std::int64_t offset =
+      v_shape && place.virtual_stage % 2 == 1 ? pp - 1 - place.stage : place.stage;
+  return static_cast<std::int64_t>(place.virtual_stage) * pp + offset;
+}
+
 }  // namespace shardc

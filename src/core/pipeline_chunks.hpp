@@ -54,4 +54,25 @@ std::string weighted_cut_error(std::int64_t blocks, std::int64_t chunks, std::in
 std::vector<std::int64_t> chunk_of_each_block(const std::vector<ChunkBlocks>& cut,
                                               std::int64_t blocks);
 
+/// Where model chunk `chunk` (model order, of stages x virtual stages) runs: its
+/// stage (pipeline rank) and its virtual stage there (the chunk's position among the
+/// rank's chunks, in model order).
+struct ChunkPlace {
+  int stage = 0;
+  int virtual_stage = 0;
+  bool operator==(const ChunkPlace&) const = default;
+};
+
+/// Looped (`v_shape` false; Megatron-Core get_transformer_layer_offset, torch
+/// generate_stage_to_rank_mapping(style="loop")): chunk c on stage c % stages as
+/// virtual stage c / stages. V (`v_shape` true, the zbv and dualpipev schedules; torch
+/// generate_stage_to_rank_mapping(style="v")): the chunks go down the ranks and back
+/// up, chunk c on stage c when c / stages is even and on stage stages - 1 - c % stages
+/// when it is odd, its virtual stage c / stages (with two chunks per rank, rank r runs
+/// chunks r and 2 stages - 1 - r: rank 0 holds the first and the last chunk).
+ChunkPlace chunk_place(std::int64_t chunk, std::int64_t stages, bool v_shape);
+
+/// The model chunk at `place` (chunk_place's inverse).
+std::int64_t chunk_at(const ChunkPlace& place, std::int64_t stages, bool v_shape);
+
 }  // namespace shardc

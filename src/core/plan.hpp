@@ -351,6 +351,9 @@ struct Plan {
   /// `pipeline.virtual_stages` (1 = none); model_chunks has num_stages x
   /// virtual_stages entries in model order when it is > 1, else none.
   int virtual_stages = 1;
+  /// The chunks sit in a V (the zbv and dualpipev schedules: core/pipeline_chunks.hpp
+  /// chunk_place) instead of looped; model_chunks and each param's stage say where.
+  bool v_shape = false;
   std::vector<ModelChunk> model_chunks;
   std::vector<PlannedParam> params;  ///< model order; stacked params at their first source
   std::vector<TieSyncGroups> tie_sync;

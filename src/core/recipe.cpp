@@ -55,6 +55,10 @@ const char* pipeline_schedule_name(PipelineScheduleKind kind) {
       return "gpipe";
     case PipelineScheduleKind::ZeroBubble:
       return "zero_bubble";
+    case PipelineScheduleKind::ZeroBubbleV:
+      return "zbv";
+    case PipelineScheduleKind::DualPipeV:
+      return "dualpipev";
   }
   return "1f1b";
 }

@@ -314,8 +314,30 @@ struct RecomputeRange {
 /// forward_backward_pipelining_with_interleaving, torch
 /// ScheduleInterleaved1F1B; its virtual stages are `pipeline.virtual_stages`),
 /// GPipe (all forwards, then all backwards: torch ScheduleGPipe), zero bubble
-/// (torch ScheduleZBVZeroBubble / ScheduleInterleavedZeroBubble).
-enum class PipelineScheduleKind { OneFOneB, Interleaved, GPipe, ZeroBubble };
+/// (`zero_bubble`: ZB-H1, Qi et al. 2023, with one stage per rank; with
+/// `virtual_stages` > 1 torch ScheduleInterleavedZeroBubble, chunks placed as the
+/// interleaved schedule places them), and the two V schedules, exactly two model
+/// chunks per rank placed in a V (rank r runs chunks r and 2 pp - 1 - r: torch
+/// generate_stage_to_rank_mapping(style="v"), torchtitan's pipeline_module_split):
+/// `zbv` (torch ScheduleZBVZeroBubble) and `dualpipev` (torch ScheduleDualPipeV,
+/// DeepSeek's DualPipe cut in half: deepseek-ai/DualPipe).
+enum class PipelineScheduleKind {
+  OneFOneB,
+  Interleaved,
+  GPipe,
+  ZeroBubble,
+  ZeroBubbleV,
+  DualPipeV
+};
+/// Every kind, in the order messages and `--schedules` list them.
+inline constexpr PipelineScheduleKind kPipelineScheduleKinds[] = {
+    PipelineScheduleKind::OneFOneB,    PipelineScheduleKind::Interleaved,
+    PipelineScheduleKind::GPipe,       PipelineScheduleKind::ZeroBubble,
+    PipelineScheduleKind::ZeroBubbleV, PipelineScheduleKind::DualPipeV};
+/// True for the V schedules (zbv, dualpipev): two chunks per rank in a V.
+constexpr bool v_shaped(PipelineScheduleKind kind) {
+  return kind == PipelineScheduleKind::ZeroBubbleV || kind == PipelineScheduleKind::DualPipeV;
+}
 const char* pipeline_schedule_name(PipelineScheduleKind kind);
 
 struct PipelineSchedule {

@@ -6,6 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "core/fused.hpp"
+#include "core/pipeline_chunks.hpp"
 #include "driver/session.hpp"
 #include "driver/suggest.hpp"
 #include "driver/text_format.hpp"
@@ -274,7 +275,7 @@ void print_explanation(const Plan& plan, const Recipe& recipe, const Model& mode
   }
   if (plan.virtual_stages > 1) {
     const std::int64_t chunk =
-        static_cast<std::int64_t>(param.virtual_stage) * plan.num_stages + param.stage;
+        chunk_at({param.stage, param.virtual_stage}, plan.num_stages, plan.v_shape);
     std::string text =
         std::to_string(param.stage) + ", virtual stage " + std::to_string(param.virtual_stage) +
         " of " + std::to_string(plan.virtual_stages) + ": model chunk " + std::to_string(chunk) +

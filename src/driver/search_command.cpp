@@ -328,9 +328,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       bool known = false;
-      for (const PipelineScheduleKind kind :
-           {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-            PipelineScheduleKind::ZeroBubble, PipelineScheduleKind::GPipe}) {
+      for (const PipelineScheduleKind kind : kPipelineScheduleKinds) {
         if (name != pipeline_schedule_name(kind)) continue;
         known = true;
         if (std::find(req.schedules.begin(), req.schedules.end(), kind) == req.schedules.end())
@@ -338,7 +336,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       }
       if (!known) {
         driver::print_error(err, "--schedules: unknown schedule '" + std::string(name) +
-                                     "' (1f1b, interleaved, zero_bubble, gpipe)");
+                                     "' (1f1b, interleaved, gpipe, zero_bubble, zbv, dualpipev)");
         return ExitCode::Usage;
       }
     }
@@ -444,9 +442,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << ", \"kernels\": " << json_string(activation_kernels_name(shape.kernels))
         << ", \"schedules\": [";
     bool first_schedule = true;
-    for (const PipelineScheduleKind kind :
-         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-          PipelineScheduleKind::ZeroBubble, PipelineScheduleKind::GPipe}) {
+    for (const PipelineScheduleKind kind : kPipelineScheduleKinds) {
       if (!schedule_enumerated(req.schedules, kind)) continue;
       out << (first_schedule ? "" : ", ") << json_string(pipeline_schedule_name(kind));
       first_schedule = false;

@@ -98,9 +98,7 @@ void parse_schedule(const Node& node, Reader& reader, PipelineSchedule& schedule
   reader.check_keys(node, {"kind", "microbatches"}, "`training.pipeline_schedule`");
   if (const Node* kind = node.find("kind")) {
     bool known = false;
-    for (PipelineScheduleKind candidate :
-         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
-          PipelineScheduleKind::GPipe, PipelineScheduleKind::ZeroBubble}) {
+    for (PipelineScheduleKind candidate : kPipelineScheduleKinds) {
       if (kind->is_scalar() && !kind->quoted && kind->text() == pipeline_schedule_name(candidate)) {
         schedule.kind = candidate;
         schedule.written = true;
@@ -109,10 +107,11 @@ void parse_schedule(const Node& node, Reader& reader, PipelineSchedule& schedule
     }
     if (!known) {
       reader.error(*kind,
-                   "`training.pipeline_schedule.kind` must be 1f1b, interleaved, gpipe or "
-                   "zero_bubble, got " +
+                   "`training.pipeline_schedule.kind` must be 1f1b, interleaved, gpipe, "
+                   "zero_bubble, zbv or dualpipev, got " +
                        describe(*kind),
-                   "interleaved takes its virtual stages from `pipeline.virtual_stages`");
+                   "interleaved takes its virtual stages from `pipeline.virtual_stages`; zbv and "
+                   "dualpipev take exactly 2");
     }
   }
   if (const Node* microbatches = node.find("microbatches")) {

@@ -113,7 +113,9 @@ void stage_activation_bytes(const Plan& plan, MemoryReport& report) {
                                static_cast<std::int64_t>(stage), tl.microbatches);
     const StagePosition position{
         static_cast<int>(stage), in_flight,
-        tl.schedule == PipelineScheduleKind::Interleaved ? plan.virtual_stages : 1};
+        tl.schedule == PipelineScheduleKind::OneFOneB || tl.schedule == PipelineScheduleKind::GPipe
+            ? 1
+            : plan.virtual_stages};
     report.stage_activations.push_back(stage_activations(*tl.arch, plan.training.shape, esize,
                                                          tl.degrees, tl.stages[stage], position));
   }

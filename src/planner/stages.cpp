@@ -6,13 +6,16 @@
 // model order, chunk k on stage k % stages as its virtual stage k / stages
 // (megatron/core/transformer/transformer_layer.py
 // get_transformer_layer_offset: offset = vp_stage x L / vp + pp_rank x
-// L / (pp x vp)); W-PIPELINE-SPLIT when the chunks are unequal and the
+// L / (pp x vp)), or in a V under the zbv and dualpipev schedules (rank r
+// runs chunks r and 2 pp - 1 - r: torch generate_stage_to_rank_mapping
+// style "v"); W-PIPELINE-SPLIT when the chunks are unequal and the
 // model is Megatron-Core's (decoder.layers.N), which would refuse them.
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "core/pipeline_chunks.hpp"
+#include "core/recipe.hpp"
 #include "planner/passes.hpp"
 
 namespace shardc::passes {
@@ -102,10 +105,20 @@ void warn_uneven_chunks(std::int64_t blocks, int stages, std::int64_t virtual_st
   sink.report(std::move(diag));
 }
 
-// Chunk k (model order) runs on stage k % stages as virtual stage k / stages.
-void set_chunk(PlannedParam& param, std::int64_t chunk, int stages) {
-  param.stage = static_cast<int>(chunk % stages);
-  param.virtual_stage = static_cast<int>(chunk / stages);
+// Chunk k (model order) runs on stage k % stages as virtual stage k / stages, or in a V
+// under the zbv and dualpipev schedules (core/pipeline_chunks.hpp chunk_place).
+void set_chunk(PlannedParam& param, std::int64_t chunk, const Plan& plan) {
+  const ChunkPlace place = chunk_place(chunk, plan.num_stages, plan.v_shape);
+  param.stage = place.stage;
+  param.virtual_stage = place.virtual_stage;
+}
+
+ModelChunk model_chunk(std::int64_t chunk, const Plan& plan) {
+  const ChunkPlace place = chunk_place(chunk, plan.num_stages, plan.v_shape);
+  ModelChunk mc;
+  mc.stage = place.stage;
+  mc.virtual_stage = place.virtual_stage;
+  return mc;
 }
 
 void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSpec& spec,
@@ -156,9 +169,7 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   const std::vector<std::int64_t> chunk_of_block = chunk_of_each_block(cut, blocks);
   if (spec.virtual_stages > 1) {
     for (std::int64_t c = 0; c < chunks; ++c) {
-      ModelChunk mc;
-      mc.stage = static_cast<int>(c % stages);
-      mc.virtual_stage = static_cast<int>(c / stages);
+      ModelChunk mc = model_chunk(c, plan);
       mc.first_block = cut[static_cast<std::size_t>(c)].first;
       mc.end_block = cut[static_cast<std::size_t>(c)].end;
       plan.model_chunks.push_back(mc);
@@ -168,9 +179,9 @@ void auto_stages(std::vector<PlannedParam>& params, Plan& plan, const PipelineSp
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (block_of[i] >= 0) {
       seen_layer = true;
-      set_chunk(params[i], chunk_of_block[static_cast<std::size_t>(block_of[i])], stages);
+      set_chunk(params[i], chunk_of_block[static_cast<std::size_t>(block_of[i])], plan);
     } else {
-      set_chunk(params[i], seen_layer ? chunks - 1 : 0, stages);
+      set_chunk(params[i], seen_layer ? chunks - 1 : 0, plan);
     }
   }
 }
@@ -189,17 +200,13 @@ void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const Pipeli
                         : std::string()),
                spec.virtual_stages > 1
                    ? "with virtual_stages list one glob list per model chunk, in model order "
-                     "(chunk k runs on stage k % pp), or use stages: auto"
+                     "(chunk k runs on stage k % pp, or in a V under zbv and dualpipev), or "
+                     "use stages: auto"
                    : "list one glob list per stage, or use stages: auto");
     return;
   }
   if (spec.virtual_stages > 1) {
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      ModelChunk mc;
-      mc.stage = static_cast<int>(c % stages);
-      mc.virtual_stage = static_cast<int>(c / stages);
-      plan.model_chunks.push_back(mc);
-    }
+    for (std::int64_t c = 0; c < chunks; ++c) plan.model_chunks.push_back(model_chunk(c, plan));
   }
   GroupedReporter rep;
   for (PlannedParam& param : params) {
@@ -213,7 +220,7 @@ void explicit_stages(std::vector<PlannedParam>& params, Plan& plan, const Pipeli
       }
     }
     if (hits.size() == 1) {
-      set_chunk(param, hits.front(), stages);
+      set_chunk(param, hits.front(), plan);
       continue;
     }
     std::string list;
@@ -275,6 +282,7 @@ void assign_stages(std::vector<PlannedParam>& params, Plan& plan, const Recipe& 
   plan.pipeline_axis = axis;
   plan.num_stages = static_cast<int>(plan.dense.axes[static_cast<std::size_t>(axis)].size);
   plan.virtual_stages = static_cast<int>(spec.virtual_stages);
+  plan.v_shape = v_shaped(recipe.training.shape.pipeline_schedule.kind);
   check_expert_pp(plan, spec, sink);
   if (spec.auto_stages)
     auto_stages(params, plan, spec, sink);

@@ -90,6 +90,31 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
           "set `pipeline.virtual_stages: 2` (Megatron's --num-layers-per-virtual-pipeline-stage), "
           "or use kind 1f1b");
   }
+  // Chunks per rank the schedule runs: one for 1F1B and GPipe (torch's single-stage
+  // schedules), exactly two for the V schedules (ZBV and DualPipeV raise otherwise).
+  const bool single_stage = schedule.kind == PipelineScheduleKind::OneFOneB ||
+                            schedule.kind == PipelineScheduleKind::GPipe;
+  if (schedule.written && pp > 1 && single_stage && vp > 1) {
+    error(sink, schedule.loc, section,
+          std::string("`training.pipeline_schedule.kind: ") +
+              pipeline_schedule_name(schedule.kind) +
+              "` runs one model chunk per stage; the plan "
+              "has `pipeline.virtual_stages: " +
+              std::to_string(vp) + "`",
+          "use kind interleaved (or zero_bubble, zbv, dualpipev) with virtual stages, or drop "
+          "`pipeline.virtual_stages` (torch's Schedule1F1B / ScheduleGPipe take one stage per "
+          "rank)");
+  }
+  if (v_shaped(schedule.kind) && pp > 1 && vp != 2) {
+    error(sink, schedule.loc, section,
+          std::string("`training.pipeline_schedule.kind: ") +
+              pipeline_schedule_name(schedule.kind) +
+              "` runs exactly two model chunks per stage in a V; the plan has "
+              "`pipeline.virtual_stages: " +
+              std::to_string(vp) + "`",
+          "set `pipeline.virtual_stages: 2` (torch's ScheduleZBVZeroBubble and "
+          "ScheduleDualPipeV raise unless each rank has 2 stages)");
+  }
   // The context-parallel axis.
   std::int64_t cp = 1;
   if (shape.context_parallel) {
@@ -173,6 +198,13 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
           "Megatron's interleaved 1F1B requires num_microbatches % pipeline size == 0 "
           "(schedules.py forward_backward_pipelining_with_interleaving)");
   }
+  if (schedule.kind == PipelineScheduleKind::DualPipeV && pp > 1 && micro_batches < 2 * pp) {
+    error(sink, schedule.microbatches_loc.line > 0 ? schedule.microbatches_loc : schedule.loc,
+          section,
+          "dualpipev runs " + std::to_string(micro_batches) + " micro-batches, fewer than its " +
+              std::to_string(2 * pp) + " stages (2 x " + std::to_string(pp) + " ranks)",
+          "torch's ScheduleDualPipeV requires at least as many micro-batches as stages");
+  }
   // Layers per stage by kind and recompute mode.
   std::vector<StageLayers> stages(static_cast<std::size_t>(std::max<std::int64_t>(1, pp)));
   std::set<std::int64_t> seen;
@@ -211,7 +243,8 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
     ++counts.count[kind][static_cast<int>(shape.recompute_of(li))];
   }
   stages.front().embedding = true;
-  stages.back().logits = true;
+  // Under a V schedule the last chunk runs on stage 0 (core/pipeline_chunks.hpp).
+  (plan.v_shape ? stages.front() : stages.back()).logits = true;
   out.active = shape.seq_len.has_value();
   out.degrees = ActivationLayout{tp, expert_tp, shape.sequence_parallel && tp > 1, cp};
   out.dp = dp;

@@ -105,12 +105,14 @@ double stage_imbalance(const ModelStats& st, const Layout& layout, std::int64_t 
       attention_flops_per_token(st, seq_len) / static_cast<double>(st.layers);
   std::vector<double> stage_flops(static_cast<std::size_t>(layout.pp), 0.0);
   const std::vector<ChunkBlocks> chunks = layout_chunks(st, layout);
+  const bool v_shape = v_shaped(layout.schedule);
   for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
-    double& flops = stage_flops[chunk % static_cast<std::size_t>(layout.pp)];
+    double& flops = stage_flops[static_cast<std::size_t>(
+        chunk_place(static_cast<std::int64_t>(chunk), layout.pp, v_shape).stage)];
     for (std::int64_t block = chunks[chunk].first; block < chunks[chunk].end; ++block)
       flops += 6.0 * st.block_active[static_cast<std::size_t>(block)] + attention_per_block;
   }
-  stage_flops.back() += 6.0 * st.head_active;
+  (v_shape ? stage_flops.front() : stage_flops.back()) += 6.0 * st.head_active;
   double total = 0;
   double slowest = 0;
   for (const double flops : stage_flops) {
@@ -125,8 +127,9 @@ StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_
   StageLayers counts;
   const std::vector<ChunkBlocks> chunks = layout_chunks(st, layout);
   const bool block = layout.recompute == Recompute::Full && layout.recompute_block > 0;
-  for (auto chunk = static_cast<std::size_t>(stage); chunk < chunks.size();
-       chunk += static_cast<std::size_t>(layout.pp)) {
+  const bool v_shape = v_shaped(layout.schedule);
+  for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+    if (chunk_place(static_cast<std::int64_t>(chunk), layout.pp, v_shape).stage != stage) continue;
     const ChunkBlocks& blocks = chunks[chunk];
     for (std::int64_t layer = blocks.first; layer < blocks.end; ++layer) {
       const int kind = st.moe_layer[static_cast<std::size_t>(layer)] ? 1 : 0;
@@ -137,7 +140,7 @@ StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_
     }
   }
   counts.embedding = stage == 0;
-  counts.logits = stage == layout.pp - 1;
+  counts.logits = stage == (v_shape ? 0 : layout.pp - 1);
   return counts;
 }
 
@@ -294,8 +297,11 @@ struct OverlapContext {
   bool describe = false;    // write each rule in words
 };
 
-// Overlap. TP, CP and PP traffic sits on the critical path. FSDP's prefetched
-// all-gathers / reduce-scatters, EP's dispatch and combine (with a pipeline) and the
+// Overlap. TP, CP and PP traffic sits on the critical path (PP and EP hide under
+// dualpipev: DualPipe's overlapped forward and backward chunks, DeepSeek-V3 Sec.
+// 3.2.1; torch's other schedules run one chunk's work at a time, so EP's all-to-all
+// is exposed there). FSDP's prefetched all-gathers / reduce-scatters, EP's dispatch and
+// combine (under dualpipev) and the
 // data-parallel gradient reduction can hide behind compute, but they share the links:
 // the terms that cross nodes share each GPU's NIC and the others its NVLink, so each
 // link hides at most `work` seconds of them in all, filled in the order FSDP, EP,
@@ -314,6 +320,10 @@ double apply_overlap(const OverlapContext& ctx, std::array<AxisCommTime, kAxes>&
                      const std::array<double, kAxes>& gathers) {
   const Layout& layout = ctx.layout;
   const bool fsdp_under_pipeline = layout.pp > 1 && layout.dp_shard > 1;
+  // DualPipeV overlaps one micro-batch's forward chunk with another's backward chunk
+  // (torch ScheduleDualPipeV's OVERLAP_F_B; DeepSeek's overlapped_forward_backward).
+  const bool dualpipe =
+      layout.schedule == PipelineScheduleKind::DualPipeV && layout.pp > 1 && ctx.microbatches >= 2;
   std::array<double, 2> link_window = {ctx.work, ctx.work};  // [intra, inter]
   // Hides up to `seconds` of a term in `window` (and what its link has left); returns the rest.
   auto hide = [&link_window](bool inter_node, double seconds, double window) {
@@ -327,7 +337,7 @@ double apply_overlap(const OverlapContext& ctx, std::array<AxisCommTime, kAxes>&
       "at most the compute time in all)";
   double exposed = 0;
   for (const std::size_t axis : {kDpShard, kEp, kDpReplicate, kTp, kCp, kPp}) {
-    if (!used[axis]) continue;
+    if (axis >= kAxes || !used[axis]) continue;  // the bound quiets g++ 12 -Warray-bounds
     AxisCommTime& axis_time = axes[axis];
     axis_time.axis = kAxisNames[axis];
     std::string overlap;
@@ -341,15 +351,20 @@ double apply_overlap(const OverlapContext& ctx, std::array<AxisCommTime, kAxes>&
         overlap = "none (all-gather based context parallelism)";
         break;
       case kEp:
-        if (layout.pp > 1 && ctx.microbatches >= 2) {
+      case kPp:
+        if (dualpipe) {
+          // DeepSeek-V3 Sec. 3.2.1: "both all-to-all and PP communication can be fully hidden".
           axis_time.exposed = hide(axis_time.inter_node, axis_time.seconds, ctx.work);
           overlap = std::string(
-                        "behind another micro-batch's compute (DeepSeek-V3 DualPipe, "
-                        "Sec. 3.2.1)") +
+                        "behind another micro-batch's compute (DualPipeV's overlapped "
+                        "forward and backward chunks: DeepSeek-V3 Sec. 3.2.1)") +
                     link_note;
         } else {
           axis_time.exposed = axis_time.seconds;
-          overlap = "none without a pipeline (one micro-batch at a time)";
+          overlap = axis == kPp     ? "none (on the schedule's critical path)"
+                    : layout.pp > 1 ? "none: the schedule runs one micro-batch's chunk at a time "
+                                      "(only dualpipev overlaps another micro-batch's compute)"
+                                    : "none without a pipeline (one micro-batch at a time)";
         }
         break;
       case kDpShard:
@@ -435,7 +450,12 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     double bubble = (pp - 1) / microbatches * work;
     if (layout.schedule == PipelineScheduleKind::Interleaved)
       bubble /= static_cast<double>(layout.virtual_stages);
-    if (layout.schedule == PipelineScheduleKind::ZeroBubble) bubble /= 3.0;
+    // ZB-H1, ZB-V and DualPipeV: (pp - 1)(F + B - 2W) resp. (PP/2 - 1)(F&B + B - 3W) with
+    // PP = 2 pp chunk stages (deepseek-ai/DualPipe README); with B = 2F, W = F and F&B = F
+    // + B per chunk (compute does not overlap compute) each is (pp - 1) F of a whole
+    // stage: a third of 1F1B's (pp - 1)(F + B).
+    if (layout.schedule == PipelineScheduleKind::ZeroBubble || v_shaped(layout.schedule))
+      bubble /= 3.0;
     cost.bubble = bubble;
   }
 

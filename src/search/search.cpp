@@ -36,7 +36,8 @@ const char* screen_reason_text(ScreenReason reason) {
     case ScreenReason::SeqCp:
       return "E-TRAINING: seq_len not divisible by cp";
     case ScreenReason::MicrobatchesPp:
-      return "E-TRAINING: interleaved schedule needs micro-batches divisible by pp";
+      return "E-TRAINING: too few micro-batches for the schedule (interleaved: a multiple of pp; "
+             "dualpipev: at least 2 pp)";
     case ScreenReason::ExpertFsdpAxis:
       return "E-FSDP: ep spans dp_shard x cp x tp, so FSDP leaves the experts no expert FSDP axis "
              "(efsdp 1)";
@@ -50,7 +51,8 @@ const char* screen_reason_text(ScreenReason reason) {
 
 bool schedule_enumerated(const std::vector<PipelineScheduleKind>& requested,
                          PipelineScheduleKind kind) {
-  if (requested.empty()) return kind != PipelineScheduleKind::GPipe;
+  if (requested.empty())
+    return kind != PipelineScheduleKind::GPipe && kind != PipelineScheduleKind::ZeroBubble;
   return std::find(requested.begin(), requested.end(), kind) != requested.end();
 }
 
@@ -76,7 +78,8 @@ std::string layout_name(const Layout& layout) {
   }
   if (layout.pp > 1) {
     add(pipeline_schedule_name(layout.schedule));
-    if (layout.virtual_stages > 1) add("v" + std::to_string(layout.virtual_stages));
+    if (layout.virtual_stages > 1 && !v_shaped(layout.schedule))
+      add("v" + std::to_string(layout.virtual_stages));
   }
   return out;
 }
@@ -176,6 +179,15 @@ void enumerate(const ModelStats& st, std::int64_t world,
                     layout.virtual_stages = 1;
                     visit(layout);
                   }
+                  // The V schedules (torch ScheduleZBVZeroBubble, ScheduleDualPipeV):
+                  // exactly two model chunks per rank, placed in a V.
+                  for (const PipelineScheduleKind kind :
+                       {PipelineScheduleKind::ZeroBubbleV, PipelineScheduleKind::DualPipeV}) {
+                    if (!allowed(kind)) continue;
+                    layout.schedule = kind;
+                    layout.virtual_stages = 2;
+                    visit(layout);
+                  }
                   // Interleaved 1F1B with v = 2, 4, 8, 16 model chunks per rank
                   // (Narayanan et al. 2021, Sec. 2.2: the bubble shrinks by v, the
                   // point-to-point traffic grows by v); v = 2 always (a layout with
@@ -224,6 +236,8 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
   if (shape.seq_len.value_or(0) % layout.cp != 0) return ScreenReason::SeqCp;
   const std::int64_t microbatches = batch / (layout.dp() * shape.micro_batch_size);
   if (layout.schedule == PipelineScheduleKind::Interleaved && microbatches % layout.pp != 0)
+    return ScreenReason::MicrobatchesPp;
+  if (layout.schedule == PipelineScheduleKind::DualPipeV && microbatches < 2 * layout.pp)
     return ScreenReason::MicrobatchesPp;
   return std::nullopt;
 }

@@ -13,7 +13,8 @@
 //     budget when none does not fit), sequence
 //     parallel (tp > 1), the pipeline schedule (pp > 1: 1f1b, interleaved
 //     with v = 2, 4, 8, 16 virtual stages while pp x v layer blocks exist,
-//     zero bubble) and ZeRO-1 over dp_replicate
+//     the V schedules zbv and dualpipev with 2; zero bubble and GPipe when
+//     asked) and ZeRO-1 over dp_replicate
 //     (dp_replicate > 1, no FSDP: the planner refuses ZeRO beside `fsdp`). Each layout is screened
 //     by the model's own sizes (heads, KV heads and vocab over tp, experts over ep, layers over pp,
 //     the batch over dp, an expert FSDP axis under FSDP; see `ScreenReason`) and costed
@@ -107,8 +108,10 @@ struct Layout {
 };
 
 /// True when the search enumerates pipeline schedule `kind` given `--schedules`
-/// (`requested`; empty = the default: every schedule but GPipe, which has 1F1B's
-/// bubble and holds every micro-batch's activations, so it never ranks above 1F1B).
+/// (`requested`; empty = the default: the schedules torch.distributed.pipelining runs
+/// but GPipe, which has 1F1B's bubble and holds every micro-batch's activations, so it
+/// never ranks above 1F1B: 1f1b, interleaved, zbv, dualpipev. `zero_bubble` (ZB-H1 with
+/// one chunk per rank, which torch has no schedule for) only when asked).
 bool schedule_enumerated(const std::vector<PipelineScheduleKind>& requested,
                          PipelineScheduleKind kind);
 
@@ -154,7 +157,7 @@ enum class ScreenReason {
   LayersPp,        ///< E-TRAINING: fewer layers than pipeline stages (x virtual)
   BatchDp,         ///< E-TRAINING: global batch not divisible by dp x micro-batch
   SeqCp,           ///< E-TRAINING: seq_len not divisible by cp (x 2 for load balance)
-  MicrobatchesPp,  ///< E-TRAINING: interleaved needs micro-batches divisible by pp
+  MicrobatchesPp,  ///< E-TRAINING: interleaved needs m % pp == 0, dualpipev m >= 2 pp
   ExpertFsdpAxis,  ///< E-FSDP: FSDP with ep = dp_shard x cp x tp leaves the experts no FSDP axis
   OverBudget,      ///< estimated memory above the budget by more than the margin
   Fixed,           ///< a degree other than `SearchRequest::fixed` holds

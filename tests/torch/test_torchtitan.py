@@ -38,6 +38,11 @@ SETTINGS = [
             dp_shard=8, tp=8),
     Setting("torchtitan-llama3-8b-pp-fsdp-tp", "llama3", "8B", world=64, pp=4, dp_shard=4,
             tp=4),
+    # A V schedule: two stages per rank, rank r holding stages r and 2 pp - 1 - r.
+    Setting("torchtitan-llama3-8b-pp-zbv-fsdp-tp", "llama3", "8B", world=64, pp=4, dp_shard=4,
+            tp=4, schedule="ZBVZeroBubble"),
+    Setting("torchtitan-llama3-8b-pp-zbv-fsdp-tp", "llama3", "8B", world=64, pp=4, dp_shard=4,
+            tp=4, schedule="DualPipeV"),
     Setting("torchtitan-deepseek_v3-16b-fsdp-ep", "deepseek_v3", "16B", world=64, ep=8),
     Setting("torchtitan-deepseek_v3-16b-fsdp-tp-ep", "deepseek_v3", "16B", world=128,
             dp_shard=32, tp=4, ep=16),

@@ -112,6 +112,7 @@ class Setting:
     pp: int = 1  # pipeline_parallel_degree
     ep: int = 1  # expert_parallel_degree
     backend: str = "partial_dtensor"  # spmd_backend
+    schedule: str = "1F1B"  # pipeline_parallel_schedule
 
     @property
     def model_name(self) -> str:
@@ -124,7 +125,8 @@ class Setting:
             data_parallel_shard_degree=self.dp_shard,
             data_parallel_replicate_degree=self.dp_replicate,
             tensor_parallel_degree=self.tp, pipeline_parallel_degree=self.pp,
-            expert_parallel_degree=self.ep, spmd_backend=self.backend)  # type: ignore[arg-type]
+            expert_parallel_degree=self.ep, spmd_backend=self.backend,  # type: ignore[arg-type]
+            pipeline_parallel_schedule=self.schedule)
 
 
 def model_spec(family: str, flavor: str) -> Any:

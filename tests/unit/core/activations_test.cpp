@@ -223,6 +223,50 @@ TEST_CASE("activations: micro-batches in flight per schedule") {
   CHECK(microbatches_in_flight(PipelineScheduleKind::Interleaved, 8, 5, 7, 64) == 33);
   // No pipeline: one micro-batch at a time.
   CHECK(microbatches_in_flight(PipelineScheduleKind::GPipe, 1, 1, 0, 64) == 1);
+  // Zero bubble with chunks (torch ScheduleInterleavedZeroBubble, _get_warmup_ops with
+  // factor 1): pp 8, v 2, m 64: 8 rounds of 8; stage 0 warms up 1 x 8 + 7 = 15, + 1.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::ZeroBubble, 8, 2, 0, 64) == 16);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::ZeroBubble, 8, 2, 7, 64) == 9);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::ZeroBubble, 8, 1, 0, 64) == 8);
+  // ZB-V: 1F1B's first-stage peak on every rank, 2 pp chunks; DualPipeV: PP + 1 chunks
+  // for PP = 2 pp stages (deepseek-ai/DualPipe); both at most 2 m.
+  CHECK(microbatches_in_flight(PipelineScheduleKind::ZeroBubbleV, 8, 2, 0, 64) == 16);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::ZeroBubbleV, 8, 2, 7, 64) == 16);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::DualPipeV, 8, 2, 3, 64) == 17);
+  CHECK(microbatches_in_flight(PipelineScheduleKind::DualPipeV, 8, 2, 0, 4) == 8);
+}
+
+TEST_CASE("activations: with model chunks the logits count once, not per chunk in flight") {
+  // Llama-3.1-8B's last stage under the interleaved schedule (pp 8, v 4, in flight 25
+  // chunk micro-batches): the output terms live in the model's last chunk, whose backward
+  // follows its forward; 1F1B's last stage has one micro-batch in flight either way.
+  DiagnosticSink sink;
+  const std::string path = "plans/llama-3.1-8b.model.yaml";
+  const auto model = parse_model({path, shardc::test::slurp(path)}, sink);
+  REQUIRE(model);
+  std::string missing;
+  const auto arch = activation_arch(model->attributes, {}, missing);
+  REQUIRE(arch);
+  TrainingShape shape;
+  shape.seq_len = 8192;
+  StageLayers layers;
+  layers.count[0][0] = 4;
+  layers.logits = true;
+  StageLayers no_logits = layers;
+  no_logits.logits = false;
+  const ActivationLayout layout{1, 1, false, 1};
+  const StageActivations with = stage_activations(*arch, shape, 2, layout, layers, {7, 25, 4});
+  const StageActivations without =
+      stage_activations(*arch, shape, 2, layout, no_logits, {7, 25, 4});
+  std::int64_t logits = 0;
+  for (const ActivationTerm& term : with.once)
+    if (term.name.rfind("logits.", 0) == 0) logits += term.bytes;
+  REQUIRE(logits > 0);
+  CHECK(with.per_microbatch_bytes == without.per_microbatch_bytes);
+  CHECK(with.bytes - without.bytes == logits);
+  // Without chunks (1F1B's last stage) they are per micro-batch, one in flight.
+  const StageActivations single = stage_activations(*arch, shape, 2, layout, layers, {7, 1, 1});
+  CHECK(single.per_microbatch_bytes - without.per_microbatch_bytes == logits);
 }
 
 TEST_CASE("activations: Korthikanti et al. 2022 per-layer formula (GPT shapes of the paper)") {

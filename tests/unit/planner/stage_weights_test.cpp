@@ -110,3 +110,67 @@ TEST_CASE("a weighted cut torchtitan refuses is E-PIPELINE at the weight") {
   CHECK(d.loc.line > 0);
   CHECK(d.message.find("exceeds the 10 effective layers per model chunk") != std::string::npos);
 }
+
+TEST_CASE("V schedules place chunk c on rank c, then back up: torch's style \"v\"") {
+  // torch generate_stage_to_rank_mapping(4, 8, style="v"): stages 0-3 on ranks 0-3, 4-7 on
+  // ranks 3-0; looped ("loop"): stage s on rank s % 4.
+  const std::vector<int> v_ranks = {0, 1, 2, 3, 3, 2, 1, 0};
+  for (std::int64_t chunk = 0; chunk < 8; ++chunk) {
+    const ChunkPlace v_place = chunk_place(chunk, 4, true);
+    CHECK(v_place.stage == v_ranks[static_cast<std::size_t>(chunk)]);
+    CHECK(v_place.virtual_stage == chunk / 4);
+    CHECK(chunk_at(v_place, 4, true) == chunk);
+    const ChunkPlace loop_place = chunk_place(chunk, 4, false);
+    CHECK(loop_place.stage == chunk % 4);
+    CHECK(chunk_at(loop_place, 4, false) == chunk);
+  }
+}
+
+TEST_CASE("the shipped zbv plan puts the embedding and the output on rank 0") {
+  DiagnosticSink sink;
+  const std::map<std::string, int> stage =
+      stages_of(slurp("plans/torchtitan-llama3-8b-pp-zbv-fsdp-tp.recipe.yaml"), sink);
+  REQUIRE_FALSE(sink.has_errors());
+  CHECK(stage.at("tok_embeddings.weight") == 0);
+  CHECK(stage.at("layers.3.attention.wo.weight") == 0);
+  CHECK(stage.at("layers.29.attention.wo.weight") == 0);
+  CHECK(stage.at("lm_head.weight") == 0);
+  CHECK(stage.at("layers.4.attention.wo.weight") == 1);
+  CHECK(stage.at("layers.28.attention.wo.weight") == 1);
+  CHECK(stage.at("layers.16.attention.wo.weight") == 3);
+  CHECK(stage.at("layers.17.attention.wo.weight") == 3);
+}
+
+TEST_CASE("schedules and virtual stages that torch refuses are E-TRAINING") {
+  const std::string base = slurp("plans/torchtitan-llama3-8b-pp-zbv-fsdp-tp.recipe.yaml");
+  auto with = [&base](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const std::size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+  struct Row {
+    std::string text;
+    std::string message;
+  };
+  const std::vector<Row> rows = {
+      {with("virtual_stages: 2", "virtual_stages: 4"), "exactly two model chunks per stage"},
+      {with("{kind: zbv}", "{kind: 1f1b}"), "runs one model chunk per stage"},
+      {with("{kind: zbv}", "{kind: gpipe}"), "runs one model chunk per stage"},
+      {with("{kind: zbv}", "{kind: dualpipev, microbatches: 4}"), "fewer than its 8 stages"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.message);
+    DiagnosticSink sink;
+    (void)stages_of(row.text, sink);
+    REQUIRE(sink.has_errors());
+    bool found = false;
+    for (const Diagnostic& d : sink.items()) {
+      if (d.code == DiagCode::ETraining && d.message.find(row.message) != std::string::npos) {
+        found = true;
+        CHECK(d.loc.line > 0);
+      }
+    }
+    CHECK(found);
+  }
+}
