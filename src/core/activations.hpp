@@ -226,7 +226,7 @@ struct StageActivations {
 
 /// Where a stage sits in the pipeline schedule: its index, the micro-batches (model-chunk
 /// micro-batches) alive at its peak (microbatches_in_flight) and the model chunks per rank
-/// (1 unless the schedule is interleaved).
+/// (`pipeline.virtual_stages`: 1 for 1F1B and GPipe, 2 for zbv and dualpipev).
 struct StagePosition {
   int stage = 0;
   std::int64_t in_flight = 1;

@@ -111,11 +111,8 @@ void stage_activation_bytes(const Plan& plan, MemoryReport& report) {
     const std::int64_t in_flight =
         microbatches_in_flight(tl.schedule, plan.num_stages, plan.virtual_stages,
                                static_cast<std::int64_t>(stage), tl.microbatches);
-    const StagePosition position{
-        static_cast<int>(stage), in_flight,
-        tl.schedule == PipelineScheduleKind::OneFOneB || tl.schedule == PipelineScheduleKind::GPipe
-            ? 1
-            : plan.virtual_stages};
+    // 1F1B and GPipe run one chunk per stage: the planner refuses them with virtual stages.
+    const StagePosition position{static_cast<int>(stage), in_flight, plan.virtual_stages};
     report.stage_activations.push_back(stage_activations(*tl.arch, plan.training.shape, esize,
                                                          tl.degrees, tl.stages[stage], position));
   }

@@ -7,6 +7,8 @@
 
 #include "planner/passes.hpp"
 
+#include "core/pipeline_chunks.hpp"
+
 namespace shardc::passes {
 namespace {
 
@@ -91,29 +93,27 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
           "or use kind 1f1b");
   }
   // Chunks per rank the schedule runs: one for 1F1B and GPipe (torch's single-stage
-  // schedules), exactly two for the V schedules (ZBV and DualPipeV raise otherwise).
+  // schedules, Schedule1F1B / ScheduleGPipe), exactly two for the V schedules
+  // (ScheduleZBVZeroBubble and ScheduleDualPipeV raise otherwise).
+  const auto chunks_error = [&](const std::string& runs, const std::string& hint) {
+    error(sink, schedule.loc, section,
+          std::string("`training.pipeline_schedule.kind: ") +
+              pipeline_schedule_name(schedule.kind) + "` runs " + runs +
+              "; the plan has `pipeline.virtual_stages: " + std::to_string(vp) + "`",
+          hint);
+  };
   const bool single_stage = schedule.kind == PipelineScheduleKind::OneFOneB ||
                             schedule.kind == PipelineScheduleKind::GPipe;
   if (schedule.written && pp > 1 && single_stage && vp > 1) {
-    error(sink, schedule.loc, section,
-          std::string("`training.pipeline_schedule.kind: ") +
-              pipeline_schedule_name(schedule.kind) +
-              "` runs one model chunk per stage; the plan "
-              "has `pipeline.virtual_stages: " +
-              std::to_string(vp) + "`",
-          "use kind interleaved (or zero_bubble, zbv, dualpipev) with virtual stages, or drop "
-          "`pipeline.virtual_stages` (torch's Schedule1F1B / ScheduleGPipe take one stage per "
-          "rank)");
+    chunks_error("one model chunk per stage",
+                 "use kind interleaved (or zero_bubble, zbv, dualpipev) with virtual stages, or "
+                 "drop `pipeline.virtual_stages` (torch's Schedule1F1B / ScheduleGPipe take one "
+                 "stage per rank)");
   }
   if (v_shaped(schedule.kind) && pp > 1 && vp != 2) {
-    error(sink, schedule.loc, section,
-          std::string("`training.pipeline_schedule.kind: ") +
-              pipeline_schedule_name(schedule.kind) +
-              "` runs exactly two model chunks per stage in a V; the plan has "
-              "`pipeline.virtual_stages: " +
-              std::to_string(vp) + "`",
-          "set `pipeline.virtual_stages: 2` (torch's ScheduleZBVZeroBubble and "
-          "ScheduleDualPipeV raise unless each rank has 2 stages)");
+    chunks_error("exactly two model chunks per stage in a V",
+                 "set `pipeline.virtual_stages: 2` (torch's ScheduleZBVZeroBubble and "
+                 "ScheduleDualPipeV raise unless each rank has 2 stages)");
   }
   // The context-parallel axis.
   std::int64_t cp = 1;
@@ -243,8 +243,10 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
     ++counts.count[kind][static_cast<int>(shape.recompute_of(li))];
   }
   stages.front().embedding = true;
-  // Under a V schedule the last chunk runs on stage 0 (core/pipeline_chunks.hpp).
-  (plan.v_shape ? stages.front() : stages.back()).logits = true;
+  // The logits sit with the model's last chunk: the last stage, or stage 0 in a V.
+  stages[static_cast<std::size_t>(
+             std::clamp<std::int64_t>(chunk_place(pp * vp - 1, pp, plan.v_shape).stage, 0, pp - 1))]
+      .logits = true;
   out.active = shape.seq_len.has_value();
   out.degrees = ActivationLayout{tp, expert_tp, shape.sequence_parallel && tp > 1, cp};
   out.dp = dp;

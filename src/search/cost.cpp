@@ -112,7 +112,10 @@ double stage_imbalance(const ModelStats& st, const Layout& layout, std::int64_t 
     for (std::int64_t block = chunks[chunk].first; block < chunks[chunk].end; ++block)
       flops += 6.0 * st.block_active[static_cast<std::size_t>(block)] + attention_per_block;
   }
-  (v_shape ? stage_flops.front() : stage_flops.back()) += 6.0 * st.head_active;
+  // The output head sits with the model's last chunk.
+  stage_flops[static_cast<std::size_t>(
+      chunk_place(layout.pp * layout.virtual_stages - 1, layout.pp, v_shape).stage)] +=
+      6.0 * st.head_active;
   double total = 0;
   double slowest = 0;
   for (const double flops : stage_flops) {
@@ -140,7 +143,8 @@ StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_
     }
   }
   counts.embedding = stage == 0;
-  counts.logits = stage == (v_shape ? 0 : layout.pp - 1);
+  counts.logits =
+      stage == chunk_place(layout.pp * layout.virtual_stages - 1, layout.pp, v_shape).stage;
   return counts;
 }
 
