@@ -4,6 +4,7 @@
 // writes the chosen layout's recipe.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -112,6 +113,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
        << ", \"virtual_stages\": " << layout.virtual_stages
        << ", \"zero1\": " << (layout.zero1 ? "true" : "false")
        << ", \"reshard_after_forward\": " << (layout.reshard_after_forward ? "true" : "false")
+       << ", \"vocab_padding\": " << (layout.vocab_padding ? "true" : "false")
        << ", \"valid\": " << (checked.valid ? "true" : "false");
   if (!checked.valid) {
     json << ", \"first_code\": " << json_string(checked.first_code)
@@ -124,7 +126,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
        << ", \"activation_bytes\": " << checked.activations
        << ", \"headroom_bytes\": " << (budget - checked.peak)
        << ", \"fits\": " << (checked.fits ? "true" : "false")
-       << ", \"estimated_memory_bytes\": " << json_number(checked.estimated_memory)
+       << ", \"estimated_memory_bytes\": " << std::llround(checked.estimated_memory)
        << ", \"step_seconds\": " << json_number(cost.step)
        << ", \"compute_seconds\": " << json_number(cost.compute)
        << ", \"recompute_seconds\": " << json_number(cost.recompute)
@@ -140,7 +142,7 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
     const AxisCommTime& term = cost.comm[i];
     json << (i > 0 ? ", " : "") << "{\"axis\": " << json_string(term.axis)
          << ", \"collective\": " << json_string(term.collective)
-         << ", \"bytes\": " << json_number(term.bytes)
+         << ", \"bytes\": " << std::llround(term.bytes)
          << ", \"inter_node\": " << (term.inter_node ? "true" : "false")
          << ", \"seconds\": " << json_number(term.seconds)
          << ", \"exposed_seconds\": " << json_number(term.exposed)
@@ -462,9 +464,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       out << (i > 0 ? ",\n  " : "\n  ") << layout_json(result.checked[i], budget);
     out << "]}\n";
   } else {
-    out << "search: " << model->name << " on " << world << " ranks (" << hw->gpus_per_node
-        << " per node), rules " << rules_path << ", budget " << gib(static_cast<double>(budget))
-        << " GiB\n";
+    out << "search: " << model->name << " on " << world << (world == 1 ? " rank (" : " ranks (")
+        << hw->gpus_per_node << " per node), rules " << rules_path << ", budget "
+        << gib(static_cast<double>(budget)) << " GiB\n";
     if (!rules_shard_over(&*rules, "tp"))
       out << "note: the rule set shards nothing over tp, so every layout has tp 1\n";
     out << "hardware " << hw->name << ": " << fixed(hw->peak_flops / 1e12, 1)
@@ -485,7 +487,11 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                 : std::string())
         << "\n";
     out << "layouts: " << result.enumerated << " enumerated, " << result.screened << " screened, "
-        << result.checked.size() << " planned exactly (in order of estimated step time)\n\n";
+        << result.checked.size() << " planned exactly (in order of estimated step time"
+        << (result.closest_planned
+                ? "; the last for the closest answer: the layout of the smallest memory estimate"
+                : "")
+        << ")\n\n";
     // Column widths from the cells, so any layout name keeps the columns aligned.
     driver::TextTable table(
         {"rank", "layout", "peak GiB", "headroom", "step s", "tok/s/GPU", "MFU", "dominant"},
@@ -498,10 +504,14 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                      fixed(checked.cost.tokens_per_second_per_gpu, 0),
                      fixed(100 * checked.cost.mfu, 1) + "%", checked.cost.dominant});
     }
-    out << table.render();
-    out << "\nterms:\n";
-    rank = 0;
-    for (const CheckedLayout& checked : result.ranked) print_terms(checked, ++rank, out);
+    if (!result.ranked.empty()) {
+      out << table.render();
+      out << "\nterms:\n";
+      rank = 0;
+      for (const CheckedLayout& checked : result.ranked) print_terms(checked, ++rank, out);
+    } else {
+      out << "no layout ranked\n";
+    }
     int invalid = 0;
     int over = 0;
     for (const CheckedLayout& checked : result.checked) {

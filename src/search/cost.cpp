@@ -414,7 +414,7 @@ double apply_overlap(const OverlapContext& ctx, std::array<AxisCommTime, kAxes>&
 }  // namespace
 
 StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout,
-                   bool describe) {
+                   bool describe, const StageComm* exact_comm) {
   const Hardware& hw = req.hardware;
   const TrainingShape& shape = req.training.shape;
   const double seq = static_cast<double>(shape.seq_len.value_or(1));
@@ -464,15 +464,19 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   }
 
   // Communication: comm/'s bytes per (role, collective), timed per axis.
-  const CommInputs in = comm_inputs(st, req, layout);
   std::array<AxisCommTime, kAxes> axes{};
   std::array<bool, kAxes> used{};
   std::array<double, kAxes> gathers{};  // the all-gather part of each axis's seconds
   if (st.arch) {
-    const std::int64_t element_bytes =
-        element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
-    const StageComm comm =
-        stage_communication(*st.arch, shape, element_bytes, in.layout, in.groups, in.bytes);
+    StageComm estimated;
+    if (exact_comm == nullptr) {
+      const CommInputs in = comm_inputs(st, req, layout);
+      const std::int64_t element_bytes =
+          element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
+      estimated =
+          stage_communication(*st.arch, shape, element_bytes, in.layout, in.groups, in.bytes);
+    }
+    const StageComm& comm = exact_comm != nullptr ? *exact_comm : estimated;
     const std::int64_t ep_nodes = std::max<std::int64_t>(1, layout.ep / hw.gpus_per_node);
     for (const CommTerm& term : comm.terms) {
       const Axis axis = axis_of(term.role);

@@ -63,7 +63,10 @@ CommInputs comm_inputs(const ModelStats& st, const SearchRequest& req, const Lay
 /// The estimated step of `layout` (request.training.shape has seq_len and
 /// global_batch_size; the caller checked the batch divides). `describe`
 /// fills the per-axis collective and overlap texts (the printed layouts).
+/// `exact_comm`: the communication terms of the layout's planned recipe (its peak
+/// rank's, `plan_communication`: what `cost` prints), used instead of the estimate
+/// from comm_inputs (phase 2: the bytes of the stages as the planner cuts them).
 StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout& layout,
-                   bool describe);
+                   bool describe, const StageComm* exact_comm = nullptr);
 
 }  // namespace shardc::search

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comm/comm.hpp"
 #include "core/activations.hpp"
 #include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
@@ -26,7 +27,8 @@ const char* screen_reason_text(ScreenReason reason) {
     case ScreenReason::HeadsTp:
       return "E-HEADS: attention or KV heads not divisible by tp";
     case ScreenReason::VocabTp:
-      return "E-EVEN: vocab rows not divisible by tp (the rule set's `uneven: even`)";
+      return "E-EVEN: vocab rows not divisible by tp under `uneven: even`, on a rule that cannot "
+             "pad them (`packed`, a `unit`)";
     case ScreenReason::ExpertsEp:
       return "E-EXPERTS: routed experts not divisible by ep";
     case ScreenReason::LayersPp:
@@ -69,6 +71,7 @@ std::string layout_name(const Layout& layout) {
     add((layout.dp_shard > 1 ? "efsdp" : "edp") + std::to_string(layout.efsdp));
   if (out.empty()) add("single");
   if (layout.sequence_parallel) add("sp");
+  if (layout.vocab_padding) add("padded-vocab");
   if (layout.zero1) add("zero1");
   if (layout.pp == 1 && layout.dp_shard > 1 && !layout.reshard_after_forward) add("no-reshard");
   if (layout.recompute == Recompute::Full && layout.recompute_block > 0) {
@@ -117,11 +120,164 @@ bool rules_shard_over(const Recipe* rules, std::string_view axis) {
 
 namespace {
 
+// Megatron's make_vocab_size_divisible_by default: the padded vocabulary is a multiple
+// of 128 x tp rows (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding).
+constexpr std::int64_t kVocabDivisibleBy = 128;
+
+// The vocabulary params (2-D, dim 0 = the model's vocab_size) whose first matching rule
+// splits dim 0 over tp under `uneven: even` with no `vocab_padding` of its own: at a tp
+// that does not divide the vocabulary the planner refuses them (E-EVEN) unless padded.
+struct VocabSplit {
+  struct Split {
+    std::string fqn;
+    std::size_t rule = 0;    ///< index of its first matching rule
+    std::string placements;  ///< that rule's map as written: "{tp: Shard(0)}"
+  };
+  std::vector<Split> params;
+  std::int64_t vocab = 0;
+  /// Every one may take `vocab_padding` (not `packed`, no `unit`, an FQN without pattern
+  /// characters) and the rule set's `rules:` is a block list (a rule can be edited there).
+  bool paddable = true;
+  [[nodiscard]] bool needs_padding(std::int64_t tp) const {
+    return !params.empty() && vocab > 0 && vocab % tp != 0;
+  }
+};
+
+// The first rule of `rules` matching `fqn` (contract §4: the first match wins).
+std::optional<std::size_t> first_rule(const Recipe& rules, std::string_view fqn) {
+  for (std::size_t i = 0; i < rules.rules.size(); ++i) {
+    const std::vector<Pattern>& match = rules.rules[i].match;
+    if (std::any_of(match.begin(), match.end(),
+                    [fqn](const Pattern& pattern) { return pattern.match(fqn); }))
+      return i;
+  }
+  return std::nullopt;
+}
+
+// The lines of the `rules:` block list of a rule set's text: [begin, end) of each item
+// (offsets into the text), the item's indentation ("  ") and whether it is a flow map.
+struct RuleItem {
+  std::size_t begin = 0;
+  std::size_t end = 0;  ///< past the item's last line's newline
+  std::string indent;
+  bool flow = false;
+};
+std::vector<RuleItem> rule_items(std::string_view text) {
+  std::vector<RuleItem> items;
+  std::size_t pos = 0;
+  bool in_rules = false;
+  std::string indent;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    const std::string_view line = text.substr(pos, end - pos);
+    const std::size_t first = line.find_first_not_of(" \n");
+    if (!in_rules) {
+      in_rules = line.substr(0, line.find_last_not_of(" \n") + 1) == "rules:";
+    } else if (first != std::string_view::npos) {
+      if (items.empty() && line[first] == '-') indent = std::string(line.substr(0, first));
+      if (indent.empty() && items.empty()) break;  // `rules:` not followed by a block list
+      if (first < indent.size()) break;            // the next top-level key
+      if (first == indent.size() && line[first] == '-') {
+        const std::size_t value = line.find_first_not_of(' ', first + 1);
+        items.push_back({pos, end, indent, value != std::string_view::npos && line[value] == '{'});
+      } else if (first == indent.size()) {
+        break;
+      } else if (!items.empty()) {
+        items.back().end = end;
+      }
+    }
+    pos = end;
+  }
+  return items;
+}
+
+VocabSplit vocab_split(const SearchRequest& req, std::int64_t vocab) {
+  VocabSplit out;
+  out.vocab = vocab;
+  if (req.rules == nullptr || req.model == nullptr || vocab <= 0) return out;
+  for (const Param& param : req.model->params) {
+    if (param.shape.size() != 2 || param.shape[0] != vocab) continue;
+    const std::optional<std::size_t> index = first_rule(*req.rules, param.name);
+    if (!index) continue;
+    const Rule& rule = req.rules->rules[*index];
+    if (rule.vocab_divisible_by > 0) continue;
+    if (rule.uneven.value_or(req.rules->uneven) != SplitRule::Even) continue;
+    const bool splits_rows = std::any_of(
+        rule.placements.begin(), rule.placements.end(), [](const AxisPlacement& placement) {
+          return placement.axis == "tp" && placement.placement.kind == Placement::Kind::Shard &&
+                 placement.placement.dim == 0;
+        });
+    if (!splits_rows) continue;
+    std::string placements;
+    for (const AxisPlacement& placement : rule.placements)
+      placements +=
+          (placements.empty() ? "" : ", ") + placement.axis + ": " + placement.placement.text;
+    out.params.push_back({param.name, *index, "{" + placements + "}"});
+    if (rule.packed || rule.unit > 1 || param.name.find_first_of("*?[]{}\"'#") != std::string::npos)
+      out.paddable = false;
+  }
+  if (!out.params.empty() && rule_items(req.rules_text).size() != req.rules->rules.size())
+    out.paddable = false;
+  return out;
+}
+
+// The rule set with the split vocabulary params padded (`vocab_padding: {divisible_by:
+// 128}`): added to their rule where it is the first match of vocabulary params only (a
+// block item gets the key as its last line, a flow item before its closing brace), else
+// a rule of their own put in front of it with the same placements (the first match wins).
+// Cost: one pass over the params, only for a layout that pads.
+std::string with_vocab_padding(const SearchRequest& req, const VocabSplit& vocab) {
+  const std::vector<RuleItem> items = rule_items(req.rules_text);
+  if (items.size() != req.rules->rules.size() || vocab.params.empty()) return req.rules_text;
+  const std::string padding =
+      "vocab_padding: {divisible_by: " + std::to_string(kVocabDivisibleBy) + "}";
+  // Rules that are the first match of a param other than a split vocabulary param.
+  std::vector<bool> shared(items.size(), false);
+  for (const Param& param : req.model->params) {
+    const std::optional<std::size_t> index = first_rule(*req.rules, param.name);
+    if (!index) continue;
+    const bool split =
+        std::any_of(vocab.params.begin(), vocab.params.end(),
+                    [&param](const VocabSplit::Split& entry) { return entry.fqn == param.name; });
+    if (!split) shared[*index] = true;
+  }
+  // Edits from the last item back, so earlier offsets stay valid.
+  std::string out = req.rules_text;
+  std::vector<bool> edited(items.size(), false);
+  for (std::size_t i = vocab.params.size(); i-- > 0;) {
+    const VocabSplit::Split& split = vocab.params[i];
+    const RuleItem& item = items[split.rule];
+    if (!shared[split.rule]) {
+      if (edited[split.rule]) continue;
+      edited[split.rule] = true;
+      if (!item.flow) {
+        std::string line = item.indent + "  " + padding + "\n";
+        if (item.end > 0 && out[item.end - 1] != '\n') line.insert(0, "\n");
+        out.insert(item.end, line);
+        continue;
+      }
+      // A flow item `- {match: ..., placements: {...}}  # comment`: before its last `}`.
+      const std::string_view text(out.data() + item.begin, item.end - item.begin);
+      const std::size_t comment = text.find(" #");
+      const std::size_t close = text.substr(0, comment).rfind('}');
+      if (close != std::string_view::npos) {
+        out.insert(item.begin + close, ", " + padding);
+        continue;
+      }
+    }
+    out.insert(item.begin, item.indent + "- match: \"" + split.fqn + "\"\n" + item.indent +
+                               "  placements: " + split.placements + "\n" + item.indent + "  " +
+                               padding + "\n");
+  }
+  return out;
+}
+
 // Every layout of `world` (degrees x choices), each passed to `visit`; tp > 1 only
 // when `tp_shards` (the rule set shards over tp).
 void enumerate(const ModelStats& st, std::int64_t world,
                const std::vector<PipelineScheduleKind>& schedules, bool tp_shards,
-               const std::function<void(const Layout&)>& visit) {
+               const VocabSplit& vocab, const std::function<void(const Layout&)>& visit) {
   const bool moe = st.expert > 0 && st.experts > 0;
   auto allowed = [&schedules](PipelineScheduleKind kind) {
     return schedule_enumerated(schedules, kind);
@@ -141,6 +297,7 @@ void enumerate(const ModelStats& st, std::int64_t world,
           base.cp = cp;
           base.dp_shard = dp_shard;
           base.dp_replicate = dp_replicate;
+          base.vocab_padding = tp > 1 && vocab.needs_padding(tp) && vocab.paddable;
           // The expert mesh: ep within dp_shard x cp x tp (torchtitan) when FSDP
           // shards, else within all non-pipeline ranks (Megatron's expert DP).
           const std::int64_t expert_ranks = dp_shard > 1 ? dp_shard * cp * tp : r1;
@@ -212,7 +369,7 @@ void enumerate(const ModelStats& st, std::int64_t world,
 }
 
 std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& req,
-                                   const Layout& layout) {
+                                   const VocabSplit& vocab, const Layout& layout) {
   const std::array<std::int64_t, 6> degrees = {layout.pp, layout.dp_replicate, layout.dp_shard,
                                                layout.cp, layout.tp,           layout.ep};
   for (std::size_t i = 0; i < degrees.size(); ++i) {
@@ -221,7 +378,7 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
   if (st.heads > 0 &&
       (st.heads % layout.tp != 0 || (st.kv_heads > 0 && st.kv_heads % layout.tp != 0)))
     return ScreenReason::HeadsTp;
-  if (req.rules->uneven == SplitRule::Even && st.vocab > 0 && st.vocab % layout.tp != 0)
+  if (layout.tp > 1 && vocab.needs_padding(layout.tp) && !vocab.paddable)
     return ScreenReason::VocabTp;
   if (st.experts > 0 && layout.ep > 1 && st.experts % layout.ep != 0)
     return ScreenReason::ExpertsEp;
@@ -477,6 +634,7 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     axis("ep", layout.ep, true);  // the rule set's experts name ep
   }
   std::string rules = req.rules_text;
+  if (layout.vocab_padding) rules = with_vocab_padding(req, vocab_split(req, st.vocab));
   if (layout.tp == 1) rules = without_axis_placements(rules, "tp");
   if (moe && layout.ep == 1) rules = without_axis_placements(rules, "ep");
   out << rules;
@@ -574,12 +732,13 @@ constexpr std::size_t kMaxExactWorkers = 4;
 // At most this many threads score the enumerated layouts (phase 1).
 constexpr std::size_t kMaxScoreWorkers = 4;
 
-// Phase 2 for one layout: the recipe through parse_recipe, build_plan and memory_classes.
-CheckedLayout check_exactly(const SearchRequest& req, const Layout& layout, const StepCost& cost,
+// Phase 2 for one layout: the recipe through parse_recipe, build_plan and memory_classes;
+// its step costed with the planned recipe's communication (plan_communication's peak
+// rank: what `cost` prints for the emitted recipe), else with the estimate.
+CheckedLayout check_exactly(const SearchRequest& req, const ModelStats& st, const Layout& layout,
                             double estimate) {
   CheckedLayout checked;
   checked.layout = layout;
-  checked.cost = cost;
   checked.estimated_memory = estimate;
   DiagnosticSink sink;
   const SourceFile file{"<search layout>", layout_recipe_text(req, layout)};
@@ -598,7 +757,16 @@ CheckedLayout check_exactly(const SearchRequest& req, const Layout& layout, cons
     checked.first_message = diagnostic.message;
     break;
   }
-  if (!memory || sink.has_errors()) return checked;
+  if (!memory || sink.has_errors()) {
+    checked.cost = search::step_cost(st, req, layout, true);
+    return checked;
+  }
+  const CommReport comm = plan_communication(*plan, CommOptions{});
+  const auto peak =
+      std::find_if(comm.classes.begin(), comm.classes.end(),
+                   [&comm](const CommClass& cls) { return cls.comm.bytes == comm.peak; });
+  checked.cost = search::step_cost(
+      st, req, layout, true, comm.counted && peak != comm.classes.end() ? &peak->comm : nullptr);
   checked.valid = true;
   checked.peak = memory->peak;
   checked.peak_rank = memory->peak_ranks.first();
@@ -620,10 +788,12 @@ struct Scored {
 
 std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
   const ModelStats st = search::model_stats(*req.model);
+  const VocabSplit vocab = vocab_split(req, st.vocab);
   std::int64_t count = 0;
-  enumerate(st, world, req.schedules, rules_shard_over(req.rules, "tp"), [&](const Layout& layout) {
-    if (!screen(st, req, layout)) ++count;
-  });
+  enumerate(st, world, req.schedules, rules_shard_over(req.rules, "tp"), vocab,
+            [&](const Layout& layout) {
+              if (!screen(st, req, vocab, layout)) ++count;
+            });
   return count;
 }
 
@@ -642,7 +812,8 @@ SearchResult run_search(const SearchRequest& req) {
   // own activation memo), joined in enumeration order: the same counts and candidates as
   // one thread.
   std::vector<Layout> layouts;
-  enumerate(st, req.world, req.schedules, rules_shard_over(req.rules, "tp"),
+  const VocabSplit vocab = vocab_split(req, st.vocab);
+  enumerate(st, req.world, req.schedules, rules_shard_over(req.rules, "tp"), vocab,
             [&layouts](const Layout& layout) { layouts.push_back(layout); });
   struct Part {
     std::vector<Scored> scored;
@@ -650,11 +821,11 @@ SearchResult run_search(const SearchRequest& req) {
     std::int64_t enumerated = 0;
     std::int64_t screened = 0;
   };
-  auto score = [&st, &req](std::span<const Layout> part_layouts, Part& part) {
+  auto score = [&st, &req, &vocab](std::span<const Layout> part_layouts, Part& part) {
     ActivationMemo memo;
     for (const Layout& layout : part_layouts) {
       ++part.enumerated;
-      if (const auto reason = screen(st, req, layout)) {
+      if (const auto reason = screen(st, req, vocab, layout)) {
         ++part.pruned[static_cast<std::size_t>(*reason)];
         continue;
       }
@@ -739,9 +910,7 @@ SearchResult run_search(const SearchRequest& req) {
     for (std::size_t i = 0; i < batch; ++i) {
       const Scored* candidate = order[next + i];
       checks.push_back(std::async(std::launch::async, [&req, &st, candidate] {
-        return check_exactly(req, candidate->layout,
-                             search::step_cost(st, req, candidate->layout, true),
-                             candidate->estimate);
+        return check_exactly(req, st, candidate->layout, candidate->estimate);
       }));
     }
     next += batch;
@@ -755,6 +924,12 @@ SearchResult run_search(const SearchRequest& req) {
       result.checked.push_back(std::move(checked));
     }
   }
+  // Ranked by the step of the planned recipes (their communication exact): the order
+  // checked was the estimate's.
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const CheckedLayout& lhs, const CheckedLayout& rhs) {
+                     return lhs.cost.step < rhs.cost.step;
+                   });
   if (result.ranked.empty()) {
     // The closest thing: the smallest exact peak among the checked, else the
     // layout of the smallest estimate, checked now.
@@ -764,9 +939,9 @@ SearchResult run_search(const SearchRequest& req) {
     }
     if (!result.smallest && smallest != nullptr) {
       CheckedLayout checked =
-          check_exactly(req, smallest->layout, search::step_cost(st, req, smallest->layout, true),
-                        std::abs(smallest->estimate));
+          check_exactly(req, st, smallest->layout, std::abs(smallest->estimate));
       result.checked.push_back(checked);
+      result.closest_planned = true;
       if (checked.valid) result.smallest = checked;
     }
   }

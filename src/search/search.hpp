@@ -15,9 +15,10 @@
 //     with v = 2, 4, 8, 16 virtual stages while pp x v layer blocks exist,
 //     the V schedules zbv and dualpipev with 2; zero bubble and GPipe when
 //     asked) and ZeRO-1 over dp_replicate
-//     (dp_replicate > 1, no FSDP: the planner refuses ZeRO beside `fsdp`). Each layout is screened
-//     by the model's own sizes (heads, KV heads and vocab over tp, experts over ep, layers over pp,
-//     the batch over dp, an expert FSDP axis under FSDP; see `ScreenReason`) and costed
+//     (dp_replicate > 1, no FSDP: the planner refuses ZeRO beside `fsdp`); a vocabulary tp
+//     does not divide under `uneven: even` is padded (`Layout::vocab_padding`). Each layout is
+//     screened by the model's own sizes (heads, KV heads and vocab over tp, experts over ep, layers
+//     over pp, the batch over dp, an expert FSDP axis under FSDP; see `ScreenReason`) and costed
 //     (src/search/cost.cpp, docs/search.md): compute, exposed communication per axis, pipeline
 //     bubble, optimizer step. Its memory is estimated from the params'
 //     sizes and the activation model (src/core/activations.hpp).
@@ -100,6 +101,11 @@ struct Layout {
   /// gathered until the step's last micro-batch either way
   /// (src/memory/memory.hpp), so true would only add all-gathers.
   bool reshard_after_forward = true;
+  /// The vocabulary params (embedding, lm_head) are padded to a multiple of 128 x tp rows
+  /// (Megatron's `make_vocab_size_divisible_by` 128, the recipe rule's `vocab_padding`):
+  /// set when the rule set splits them over tp under `uneven: even` and tp does not divide
+  /// the vocabulary, which would otherwise be E-EVEN. Named "padded-vocab".
+  bool vocab_padding = false;
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
   /// The ranks FSDP shards a dense param over: dp_shard x cp when dp_shard > 1
   /// (torchtitan's `dp_shard_cp` mesh: the emitted recipe's `fsdp.shard: [dp_shard, cp]`),
@@ -117,7 +123,8 @@ bool schedule_enumerated(const std::vector<PipelineScheduleKind>& requested,
 
 /// "pp16 dp_shard128 tp8 sp recompute=full 1f1b" (degrees > 1 only; block
 /// recompute of N layers per model chunk: "recompute=block3"; FSDP without a
-/// pipeline and reshard_after_forward false: "no-reshard").
+/// pipeline and reshard_after_forward false: "no-reshard"; a padded vocabulary:
+/// "padded-vocab").
 std::string layout_name(const Layout& layout);
 
 /// One communication term of a step, per rank, with its time (not comm.hpp's CommTerm:
@@ -151,8 +158,11 @@ struct StepCost {
 /// Why phase 1 drops a layout (counted per reason, `--explain-pruned`),
 /// each named after the planner diagnostic the layout would get.
 enum class ScreenReason {
-  HeadsTp,         ///< E-HEADS: attention / KV heads not divisible by tp
-  VocabTp,         ///< E-EVEN: vocab rows not divisible by tp (recipe `uneven: even`)
+  HeadsTp,  ///< E-HEADS: attention / KV heads not divisible by tp
+  /// E-EVEN: vocab rows not divisible by tp (recipe `uneven: even`) and a vocabulary param
+  /// the rule set splits cannot be padded (`packed`, a `unit`, not 2-D); otherwise the
+  /// layout pads the vocabulary (`Layout::vocab_padding`)
+  VocabTp,
   ExpertsEp,       ///< E-EXPERTS: experts not divisible by ep
   LayersPp,        ///< E-TRAINING: fewer layers than pipeline stages (x virtual)
   BatchDp,         ///< E-TRAINING: global batch not divisible by dp x micro-batch
@@ -218,6 +228,9 @@ struct SearchResult {
   /// Closest when nothing is ranked: the smallest exact peak found, and
   /// the world sizes one node (gpus_per_node) away that have screened layouts.
   std::optional<CheckedLayout> smallest;
+  /// The last of `checked` was planned only for `smallest` (nothing ranked, none of the
+  /// checked valid): the layout of the smallest memory estimate, the screen's included.
+  bool closest_planned = false;
   std::string error;  ///< why the search itself could not run ("" = it ran)
   /// The model attribute the activation model lacks (`hidden_size`, ...): the search
   /// did not run, since every layout's peak would leave the activations out.

@@ -94,6 +94,21 @@ def property_checks(shardc, tmp, model, args, label, picks):
             cost = json.loads(c.stdout)
             check(cost["training"]["shape"]["ranks_per_node"] == doc["gpus_per_node"],
                   f"{label} #{i}: cost reads ranks_per_node {doc['gpus_per_node']}")
+            # search's communication per axis is the peak rank's of the planned recipe:
+            # what `cost` prints for it (roles summed per mesh axis as search names them).
+            axis_of = {"fsdp": "dp_shard", "expert_fsdp": "dp_shard", "replicate": "dp_replicate",
+                       "expert_replicate": "dp_replicate", "dp": "dp_replicate",
+                       "expert_dp": "dp_replicate", "zero": "dp_replicate",
+                       "expert_zero": "dp_replicate", "tp": "tp", "cp": "cp", "ep": "ep",
+                       "pp": "pp", "tied": "pp"}
+            peak_class = max(cost["classes"], key=lambda cls: cls["bytes"])
+            by_axis = {}
+            for term in peak_class["terms"]:
+                axis = axis_of[term["role"]]
+                by_axis[axis] = by_axis.get(axis, 0) + term["bytes"]
+            searched = {term["axis"]: term["bytes"] for term in doc["ranked"][i - 1]["comm"]}
+            check(searched == by_axis, f"{label} #{i}: search's bytes per axis are cost's for the "
+                  f"peak rank ({searched} vs {by_axis})")
             crosses = {g["axes"]: g["crosses_nodes"] for g in cost["groups"]}
             for term in doc["ranked"][i - 1]["comm"]:
                 if term["axis"] in crosses:
@@ -133,6 +148,29 @@ def main():
         doc = property_checks(shardc, tmp, PLANS / "gpt2.model.yaml", gpt2, "gpt2-tp1", 1)
         check(doc is not None and doc["ranked"][0]["activation_bytes"] > 2**30,
               "gpt2-tp1: the peak counts activations (over 1 GiB at 1024 tokens, eager)")
+        # A vocabulary tp does not divide (128,257 rows) under a rule set with `uneven: even`:
+        # the tp layouts pad it (Megatron's 128 x tp) instead of being pruned as E-EVEN; the
+        # emitted recipe puts `vocab_padding` in the embedding's and lm_head's own rules
+        # (no shadowed rule), validates without a warning, and `memory` gives search's peak.
+        odd = tmp / "llama-odd-vocab.model.yaml"
+        odd.write_text(LLAMA8B.read_text().replace("128256", "128257"))
+        odd_args = ["--world", "16", "--hardware", "h100", "--seq-len", "4096",
+                    "--global-batch-tokens", str(4096 * 256), "--budget", "80GB", "--fix", "tp=8",
+                    "--rules", PLANS / "llama-3.1-8b-dp8-tp8.recipe.yaml"]
+        doc = property_checks(shardc, tmp, odd, odd_args, "odd-vocab", 2)
+        check(doc is not None and all(x["vocab_padding"] and "padded-vocab" in x["layout"]
+                                      for x in doc["ranked"]),
+              "odd-vocab: every tp 8 layout pads the vocabulary")
+        check(doc is not None and doc["pruned"].get(
+            "E-EVEN: vocab rows not divisible by tp under `uneven: even`, on a rule that cannot "
+            "pad them (`packed`, a `unit`)", 0) == 0,
+            "odd-vocab: nothing pruned as E-EVEN")
+        rec = tmp / "odd-vocab-1.recipe.yaml"
+        v = run([shardc, "validate", odd, rec])
+        check(v.returncode == 0 and "warning" not in v.stdout + v.stderr
+              and rec.read_text().count("vocab_padding: {divisible_by: 128}") == 2,
+              f"odd-vocab: the emitted recipe pads both vocabulary rules, no warning "
+              f"({(v.stdout + v.stderr)[-300:]!r})")
         rec = tmp / "llama8b-fsdp-cp-1.recipe.yaml"
         check(rec.exists() and "\n  shard: [dp_shard, cp]\n" in rec.read_text(),
               "fsdp with cp: the emitted recipe shards over [dp_shard, cp]")

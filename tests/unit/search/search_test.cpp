@@ -318,3 +318,132 @@ TEST_CASE("search: block recompute keeps the activations of all but the first la
   CHECK(some.recompute == doctest::Approx(all.recompute * search::recomputed_fraction(st, layout)));
   CHECK(some.step < all.step);
 }
+
+namespace {
+
+// Llama-3.1-8B with one more vocabulary row (128,257: no tp > 1 divides it) and a rule
+// set of the given text (`uneven: even`, the embedding and lm_head Shard(0) over tp).
+Fixture odd_vocab(const std::string& rules_text, std::int64_t world) {
+  Fixture out = fixture("plans/llama-3.1-8b.model.yaml", "plans/llama-3.1-8b-dp8-tp8.recipe.yaml",
+                        world, "h100", 4096, 256);
+  DiagnosticSink sink;
+  auto rules = parse_recipe({"<rules>", rules_text}, sink, false);
+  REQUIRE(rules);
+  out.rules = std::move(*rules);
+  out.request.rules_text = rule_set_text(rules_text);
+  out.model.attributes.vocab_size = 128257;
+  for (Param& param : out.model.params)
+    if (param.shape.size() == 2 && param.shape[0] == 128256) param.shape[0] = 128257;
+  return out;
+}
+
+// The rule set text of the shipped 8B plan with its mesh, for parse_recipe.
+std::string shipped_llama_rules() { return slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml"); }
+
+// Every error and warning the planner gives the layout's recipe, "W-CODE: message" each.
+std::vector<std::string> diagnostics_of(const Fixture& setup, const Layout& layout) {
+  DiagnosticSink sink;
+  const std::optional<Recipe> recipe =
+      parse_recipe({"<layout>", layout_recipe_text(setup.request, layout)}, sink, false);
+  if (recipe) (void)build_plan(setup.model, *recipe, sink);
+  std::vector<std::string> out;
+  for (const Diagnostic& diagnostic : sink.items())
+    out.push_back(std::string(code_name(diagnostic.code)) + ": " + diagnostic.message);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("search: a vocabulary tp does not divide is padded (Megatron's 128 x tp), not pruned" *
+          doctest::test_suite("models")) {
+  // The rule set's own rules for the embedding and lm_head (block items) get the key.
+  Fixture odd = odd_vocab(shipped_llama_rules(), 16);
+  odd.request.model = &odd.model;
+  odd.request.rules = &odd.rules;
+  odd.request.fixed = {0, 0, 0, 0, 8, 0};
+  odd.request.top = 3;
+  const SearchResult result = run_search(odd.request);
+  REQUIRE(result.error.empty());
+  CHECK(result.pruned[static_cast<std::size_t>(ScreenReason::VocabTp)] == 0);
+  REQUIRE(result.ranked.size() == 3);
+  for (const CheckedLayout& checked : result.ranked) {
+    CHECK(checked.layout.vocab_padding);
+    CHECK(layout_name(checked.layout).find("padded-vocab") != std::string::npos);
+  }
+  const Layout& best = result.ranked.front().layout;
+  const std::string text = layout_recipe_text(odd.request, best);
+  CHECK(text.find("  - match: model.embed_tokens.weight") != std::string::npos);
+  std::size_t keys = 0;
+  for (std::size_t at = text.find("vocab_padding: {divisible_by: 128}"); at != std::string::npos;
+       at = text.find("vocab_padding: {divisible_by: 128}", at + 1))
+    ++keys;
+  CHECK(keys == 2);
+  CHECK(diagnostics_of(odd, best).empty());  // no error, no shadowed rule
+  const std::optional<Plan> plan = plan_of(odd, best);
+  REQUIRE(plan);
+  for (const PlannedParam& param : plan->params) {
+    if (param.name == "lm_head.weight" || param.name == "model.embed_tokens.weight")
+      CHECK(param.global_shape[0] == 129024);  // 128,257 up to a multiple of 128 x 8
+  }
+  // tp 1 pads nothing.
+  Layout flat = best;
+  flat.tp = 1;
+  flat.vocab_padding = false;
+  CHECK(layout_recipe_text(odd.request, flat).find("vocab_padding") == std::string::npos);
+}
+
+TEST_CASE("search: vocabulary padding of flow rules and of a rule shared with other params" *
+          doctest::test_suite("models")) {
+  // The embedding shares its rule with the q/k/v projections (a rule of its own goes in
+  // front); lm_head has a flow item of its own (the key goes inside its braces).
+  const std::string rules =
+      "format: shardc.recipe/v1\n"
+      "mesh:\n  - {name: dp, size: 2}\n  - {name: tp, size: 8}\n"
+      "uneven: even\n"
+      "rules:\n"
+      "  - match: [model.embed_tokens.weight, \"model.layers.*.self_attn.[qkv]_proj.weight\","
+      " \"model.layers.*.mlp.gate_proj.weight\", \"model.layers.*.mlp.up_proj.weight\"]\n"
+      "    placements: {tp: Shard(0)}\n"
+      "  - {match: \"model.layers.*.self_attn.o_proj.weight\", placements: {tp: Shard(1)}}\n"
+      "  - {match: \"model.layers.*.mlp.down_proj.weight\", placements: {tp: Shard(1)}}\n"
+      "  - {match: lm_head.weight, placements: {tp: Shard(0)}}  # colwise\n"
+      "  - match: \"**\"\n    placements: {}\n";
+  Fixture odd = odd_vocab(rules, 16);
+  odd.request.model = &odd.model;
+  odd.request.rules = &odd.rules;
+  Layout layout = layout_of(1, 2, 1, 8);
+  layout.vocab_padding = true;
+  const std::string text = layout_recipe_text(odd.request, layout);
+  CHECK(
+      text.find("  - match: \"model.embed_tokens.weight\"\n    placements: {tp: Shard(0)}\n"
+                "    vocab_padding: {divisible_by: 128}\n  - match: [model.embed_tokens.weight") !=
+      std::string::npos);
+  CHECK(text.find("  - {match: lm_head.weight, placements: {tp: Shard(0)}, vocab_padding: "
+                  "{divisible_by: 128}}  # colwise\n") != std::string::npos);
+  CHECK(diagnostics_of(odd, layout).empty());
+  const std::optional<Plan> plan = plan_of(odd, layout);
+  REQUIRE(plan);
+  for (const PlannedParam& param : plan->params) {
+    if (param.name == "lm_head.weight" || param.name == "model.embed_tokens.weight")
+      CHECK(param.global_shape[0] == 129024);
+    if (param.name == "model.layers.0.self_attn.q_proj.weight")
+      CHECK(param.global_shape[0] == 4096);  // the shared rule's other params: not padded
+  }
+}
+
+TEST_CASE("search: a vocabulary param that cannot be padded is still E-EVEN (pruned)" *
+          doctest::test_suite("models")) {
+  // `unit: 2` on the embedding's rule: vocab_padding does not apply to a split by units.
+  std::string rules = shipped_llama_rules();
+  const std::string embed = "  - match: model.embed_tokens.weight";
+  const std::size_t at = rules.find(embed);
+  REQUIRE(at != std::string::npos);
+  rules.insert(rules.find('\n', at) + 1, "    unit: 2\n");
+  Fixture odd = odd_vocab(rules, 16);
+  odd.request.model = &odd.model;
+  odd.request.rules = &odd.rules;
+  odd.request.fixed = {0, 0, 0, 0, 8, 0};
+  const SearchResult result = run_search(odd.request);
+  CHECK(result.pruned[static_cast<std::size_t>(ScreenReason::VocabTp)] > 0);
+  CHECK(result.ranked.empty());
+}
