@@ -278,7 +278,9 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--micro-batch", opt.micro_batch, "Sequences per micro-batch (default 1)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--global-batch-tokens", opt.global_batch_tokens, "Tokens per optimizer step")
+  cmd->add_option("--global-batch-tokens", opt.global_batch_tokens,
+                  "Tokens per optimizer step, a multiple of --seq-len (required, unless a "
+                  "--training file gives global_batch_size)")
       ->check(kPositiveInt);
   cmd->add_option("--training", opt.training_path,
                   "A recipe (or a file of one `training:` section): optimizer, dtypes, shape");
@@ -301,7 +303,9 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
   cmd->add_option("--report", opt.report,
                   "Also write the results as one self-contained HTML page (docs/report.md)");
-  cmd->add_option("--fix", opt.fix, "Hold degrees fixed, e.g. pp=16,tp=8,cp=1");
+  cmd->add_option("--fix", opt.fix,
+                  "Hold degrees fixed, e.g. pp=16,tp=8,cp=1 (axes pp, dp_replicate, dp_shard, "
+                  "cp, tp, ep; each once, each dividing the world)");
   cmd->add_flag("--fp8", opt.fp8_gemm,
                 "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");
   cmd->add_option("--moe-node-limit", opt.moe_node_limit,

@@ -60,6 +60,7 @@ enum class DiagCode {
   EReshardCoverage,
   EReshardInput,
   ESearch,
+  ESearchOption,
   EHardware,
   EReportInput,
   WUnusedRule,
@@ -255,7 +256,17 @@ inline constexpr std::array kDiagCodes = {
                  "`search`: no layout of the world size is valid, or none fits the budget",
                  "the message names why: the screen's reasons with counts, the planner's "
                  "error on the best layout, or the smallest memory found; the hint names the "
-                 "world sizes near it (a node either way, whole nodes) that have layouts"},
+                 "world sizes near it (a GPU and a node either way, whole nodes) that have "
+                 "layouts estimated to fit, else the first doubling of the world that has some"},
+    DiagCodeInfo{DiagCode::ESearchOption, "E-SEARCH-OPTION", Severity::Error, ExitCode::Usage,
+                 "`search`: an option is missing, malformed or contradicts another (no "
+                 "--global-batch-tokens, --world and --nodes that disagree, a --fix axis given "
+                 "twice or a degree that does not divide the world, --pick without "
+                 "--emit-recipe or past the ranked layouts, --emit-recipe over an input, an "
+                 "existing file or a directory, an unknown --schedules name, a budget without a "
+                 "unit, no rule set)",
+                 "the message names the option and the hint the value it takes; `shardc "
+                 "search --help` lists them"},
     DiagCodeInfo{DiagCode::EHardware, "E-HARDWARE", Severity::Error, ExitCode::Usage,
                  "`search --hardware`: an unknown preset, or a hardware file with an unknown key "
                  "or a value out of range",

@@ -152,6 +152,27 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
   return json.str();
 }
 
+// "1, 2, 4, 8" (every divisor of `value`; the first and last 6 of a longer list).
+std::string divisor_list(std::int64_t value) {
+  std::vector<std::int64_t> low;
+  std::vector<std::int64_t> high;
+  for (std::int64_t divisor = 1; divisor * divisor <= value; ++divisor) {
+    if (value % divisor != 0) continue;
+    low.push_back(divisor);
+    if (divisor != value / divisor) high.push_back(value / divisor);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  std::string out;
+  for (std::size_t i = 0; i < low.size(); ++i) {
+    if (low.size() > 12 && i >= 6 && i < low.size() - 6) {
+      if (i == 6) out += ", ...";
+      continue;
+    }
+    out += (out.empty() ? "" : ", ") + std::to_string(low[i]);
+  }
+  return out;
+}
+
 ExitCode finish(const SearchOptions& opt, driver::Session& session, std::ostream& err,
                 ExitCode code) {
   CommonOptions common;
@@ -168,6 +189,11 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   driver::SessionScope scope(common);
   driver::Session& session = *scope;
   const SourceLoc cli{};
+  // A refused option: E-SEARCH-OPTION (exit 2) with the value it takes as the hint.
+  const auto option_error = [&](const std::string& message, const std::string& hint) {
+    session.sink.error(DiagCode::ESearchOption, cli, message, hint);
+    return finish(opt, session, err, ExitCode::Usage);
+  };
   // Hardware: a preset or a file.
   std::optional<Hardware> hw = hardware_preset(opt.hardware);
   if (!hw) {
@@ -183,28 +209,24 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
           "presets: " + names + "; or a file of `key: value` lines (docs/search.md)");
       return finish(opt, session, err, ExitCode::Usage);
     }
-    hw = parse_hardware_text(*text, error);
+    std::string hint;
+    hw = parse_hardware_text(*text, error, &hint);
     if (!hw) {
-      session.sink.error(
-          DiagCode::EHardware, SourceLoc{opt.hardware, 0, 0}, error,
-          "keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
-          "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency");
+      session.sink.error(DiagCode::EHardware, SourceLoc{opt.hardware, 0, 0}, error, hint);
       return finish(opt, session, err, ExitCode::Usage);
     }
   }
   if (opt.gpus_per_node > 0) hw->gpus_per_node = opt.gpus_per_node;
   if (opt.world > 0 && opt.nodes > 0 && opt.world != opt.nodes * hw->gpus_per_node) {
-    driver::print_error(err, "--world " + std::to_string(opt.world) + " is not --nodes " +
-                                 std::to_string(opt.nodes) + " x " +
-                                 std::to_string(hw->gpus_per_node) +
-                                 " GPUs per node: give one of them");
-    return ExitCode::Usage;
+    return option_error("--world " + std::to_string(opt.world) + " is not --nodes " +
+                            std::to_string(opt.nodes) + " x " + std::to_string(hw->gpus_per_node) +
+                            " GPUs per node",
+                        "give one of them (--gpus-per-node sets the node size)");
   }
   const std::int64_t world = opt.world > 0 ? opt.world : opt.nodes * hw->gpus_per_node;
   if (world < 1 || world > limits::kMaxWorld) {
-    driver::print_error(err, "give --world N (1 <= N <= " + std::to_string(limits::kMaxWorld) +
-                                 ") or --nodes K [--gpus-per-node G]");
-    return ExitCode::Usage;
+    return option_error("no world size: give --world N or --nodes K [--gpus-per-node G]",
+                        "1 <= N <= " + std::to_string(limits::kMaxWorld));
   }
   // Model and rule set.
   auto model_file = read_file(fs, opt.model_path, "model", DiagCode::EModel, session);
@@ -214,19 +236,21 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   const std::string rules_path =
       opt.rules_path.empty() ? default_rules_path(fs, opt.model_path) : opt.rules_path;
   if (rules_path.empty()) {
-    driver::print_error(err,
-                        "no rule set: give --rules RECIPE (a recipe for this architecture, "
-                        "e.g. one of plans/; none named `<model stem>-*.recipe.yaml` lies "
-                        "next to the model)");
-    return ExitCode::Usage;
+    return option_error(
+        "no rule set: none named `<model stem>-*.recipe.yaml` lies next to the "
+        "model",
+        "give --rules RECIPE, a recipe for this architecture (e.g. one of "
+        "plans/): its rules, experts, tied and uneven sections are used");
   }
   auto rules_file = read_file(fs, rules_path, "rules recipe", DiagCode::ERecipe, session);
   if (!rules_file) return finish(opt, session, err, ExitCode::Usage);
   std::optional<Recipe> rules = parse_recipe(*rules_file, session.sink, false);
   if (!rules) return finish(opt, session, err, ExitCode::Usage);
   if (opt.pick != 1 && opt.emit_recipe.empty()) {
-    driver::print_error(err, "--pick chooses the layout --emit-recipe writes: give --emit-recipe");
-    return ExitCode::Usage;
+    return option_error(
+        "--pick chooses the layout --emit-recipe writes, and no --emit-recipe "
+        "is given",
+        "give --emit-recipe FILE, or leave --pick out");
   }
   // --emit-recipe: never over the inputs, over an existing file only with --force
   // (checked before the search runs).
@@ -236,18 +260,27 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
              std::filesystem::absolute(rhs).lexically_normal();
     };
     if (same_path(opt.emit_recipe, opt.model_path) || same_path(opt.emit_recipe, rules_path)) {
-      driver::print_error(err, "--emit-recipe '" + opt.emit_recipe +
-                                   "' is the model or the rules recipe search read: give "
-                                   "another path");
-      return ExitCode::Usage;
+      return option_error(
+          "--emit-recipe '" + opt.emit_recipe + "' is the model or the rules recipe search read",
+          "give another path");
     }
+    std::error_code code;
+    if (std::filesystem::is_directory(opt.emit_recipe, code))
+      return option_error(
+          "--emit-recipe '" + opt.emit_recipe + "' is a directory",
+          "give a file path, e.g. " +
+              (std::filesystem::path(opt.emit_recipe) / "best.recipe.yaml").string());
+    const std::filesystem::path parent = std::filesystem::path(opt.emit_recipe).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, code))
+      return option_error(
+          "--emit-recipe '" + opt.emit_recipe + "': no directory '" + parent.string() + "'",
+          "create it first, or give a path in an existing directory");
     std::int64_t existing_size = 0;
     std::string exists_error;
     if (!opt.force &&
         fs.read_range(opt.emit_recipe, 0, 0, existing_size, exists_error).has_value()) {
-      driver::print_error(err, "--emit-recipe '" + opt.emit_recipe +
-                                   "' exists: give --force to replace it, or another path");
-      return ExitCode::Usage;
+      return option_error("--emit-recipe '" + opt.emit_recipe + "' exists",
+                          "give --force to replace it, or another path");
     }
   }
   // Training: the file's section, then the flags.
@@ -287,14 +320,20 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   if (!shape.seq_len) shape.seq_len = 4096;
   if (opt.global_batch_tokens) {
     if (*opt.global_batch_tokens % *shape.seq_len != 0) {
-      driver::print_error(err, "--global-batch-tokens must be a multiple of the sequence length");
-      return ExitCode::Usage;
+      return option_error(
+          "--global-batch-tokens " + std::to_string(*opt.global_batch_tokens) +
+              " is not a multiple of the sequence length " + std::to_string(*shape.seq_len),
+          "give a multiple of " + std::to_string(*shape.seq_len) + " (e.g. " +
+              std::to_string(std::max<std::int64_t>(1, *opt.global_batch_tokens / *shape.seq_len) *
+                             *shape.seq_len) +
+              "), or set --seq-len");
     }
     shape.global_batch_size = *opt.global_batch_tokens / *shape.seq_len;
   }
   if (!shape.global_batch_size) {
-    driver::print_error(err, "give --global-batch-tokens (or `global_batch_size` in --training)");
-    return ExitCode::Usage;
+    return option_error("no global batch: --global-batch-tokens is required",
+                        "give --global-batch-tokens N (tokens per optimizer step, a multiple of "
+                        "--seq-len), or `global_batch_size` in a --training file");
   }
   if (opt.training_path.empty()) shape.attention = AttentionImpl::Flash;
   if (!opt.kernels.empty())
@@ -304,8 +343,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   if (!opt.budget.empty()) {
     const auto parsed = parse_byte_size(opt.budget);
     if (!parsed || *parsed <= 0) {
-      driver::print_error(err, "--budget: not a byte size: '" + opt.budget + "' (e.g. 80GiB)");
-      return ExitCode::Usage;
+      return option_error("--budget: not a byte size: '" + opt.budget + "'",
+                          "a number and a unit, e.g. 80GiB, 80GB, 79.6GiB");
     }
     budget = *parsed;
   }
@@ -337,9 +376,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
           req.schedules.push_back(kind);
       }
       if (!known) {
-        driver::print_error(err, "--schedules: unknown schedule '" + std::string(name) +
-                                     "' (1f1b, interleaved, gpipe, zero_bubble, zbv, dualpipev)");
-        return ExitCode::Usage;
+        return option_error("--schedules: unknown schedule '" + std::string(name) + "'",
+                            "a comma-separated list of 1f1b, interleaved, gpipe, zero_bubble, "
+                            "zbv, dualpipev");
       }
     }
   }
@@ -365,20 +404,26 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         }
       }
       if (axis == kAxes.end() || value < 1) {
-        driver::print_error(err,
-                            "--fix: expected AXIS=N[,AXIS=N...] with AXIS one of pp, "
-                            "dp_replicate, dp_shard, cp, tp, ep; got '" +
-                                std::string(item) + "'");
-        return ExitCode::Usage;
+        return option_error("--fix: '" + std::string(item) + "' is not AXIS=N with N >= 1",
+                            "AXIS=N[,AXIS=N...], AXIS one of pp, dp_replicate, dp_shard, cp, "
+                            "tp, ep (lower case), e.g. --fix pp=16,tp=8");
       }
-      req.fixed[static_cast<std::size_t>(axis - kAxes.begin())] = value;
+      const auto index = static_cast<std::size_t>(axis - kAxes.begin());
+      if (req.fixed[index] > 0)
+        return option_error("--fix: " + std::string(*axis) + " is given twice",
+                            "give each axis once");
+      if (world % value != 0)
+        return option_error(
+            "--fix: " + std::string(item) + " does not divide the world (" + std::to_string(world) +
+                " ranks)",
+            "a degree divides the world size: " + std::string(*axis) + " = " + divisor_list(world));
+      req.fixed[index] = value;
     }
   }
   if (req.fixed[5] > 1 && model->attributes.num_experts.value_or(0) == 0) {
-    driver::print_error(err, "--fix ep=" + std::to_string(req.fixed[5]) + ": " + model->name +
-                                 " has no routed experts (no `num_experts` attribute); expert "
-                                 "parallelism applies to MoE models");
-    return ExitCode::Usage;
+    return option_error("--fix ep=" + std::to_string(req.fixed[5]) + ": " + model->name +
+                            " has no routed experts (no `num_experts` attribute)",
+                        "expert parallelism applies to MoE models: leave ep out");
   }
   const SearchResult result = run_search(req);
   if (!result.arch_missing.empty()) {
@@ -540,37 +585,58 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   }
   if (result.ranked.empty()) {
     std::string near;
-    // A node more or less, and the whole numbers of nodes around a partial one (97 on
-    // 8-GPU nodes: 96 and 104).
+    // One GPU and a node more or less, and the whole numbers of nodes around a partial one
+    // (97 on 8-GPU nodes: 96 and 104); each with the layouts estimated to fit the budget.
     const std::int64_t gpn = hw->gpus_per_node;
-    std::vector<std::int64_t> neighbours = {world - gpn, world / gpn * gpn,
-                                            (world + gpn - 1) / gpn * gpn, world + gpn};
+    std::vector<std::int64_t> neighbours = {world - gpn,       world - 1,
+                                            world / gpn * gpn, (world + gpn - 1) / gpn * gpn,
+                                            world + 1,         world + gpn};
     std::sort(neighbours.begin(), neighbours.end());
     neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
     for (const std::int64_t neighbour : neighbours) {
       if (neighbour < 1 || neighbour == world) continue;
-      const std::int64_t count = screened_layouts(req, neighbour);
+      const std::int64_t count = fitting_layouts(req, neighbour);
       if (count > 0)
         near += (near.empty() ? "" : ", ") + std::to_string(neighbour) +
-                " ranks: " + std::to_string(count) + " layouts";
+                (neighbour == 1 ? " rank: " : " ranks: ") + std::to_string(count) +
+                (count == 1 ? " layout" : " layouts");
     }
-    const std::string away = "near it: " + (near.empty() ? std::string("none either") : near);
+    std::string away =
+        "near it, layouts estimated to fit (valid degrees, memory within the "
+        "budget): " +
+        near;
+    if (near.empty()) {
+      // None a GPU or a node away: the first doubling of the world that has some (the
+      // memory a rank holds falls as the world grows).
+      away = "no world size a GPU or a node away has a layout estimated to fit";
+      for (std::int64_t larger = world * 2; larger <= std::min(world * 64, limits::kMaxWorld);
+           larger *= 2) {
+        const std::int64_t count = fitting_layouts(req, larger);
+        if (count == 0) continue;
+        away += "; doubling the world, " + std::to_string(larger) + " ranks has " +
+                std::to_string(count) + (count == 1 ? " layout" : " layouts") + " estimated to fit";
+        break;
+      }
+    }
+    const std::string smaller_micro_batch =
+        shape.micro_batch_size > 1 ? ", give a smaller --micro-batch" : "";
     std::string message;
     std::string hint;
     if (result.smallest) {
       // Valid layouts exist; none fits the budget.
       message = "no valid layout of " + model->name + " on " + std::to_string(world) +
-                " ranks fits " + gib(static_cast<double>(budget)) +
+                (world == 1 ? " rank fits " : " ranks fits ") + gib(static_cast<double>(budget)) +
                 " GiB: the smallest memory found is " +
                 gib(static_cast<double>(result.smallest->peak)) + " GiB per rank (" +
                 layout_name(result.smallest->layout) + ")";
-      hint = away + "; raise --budget, give a smaller --micro-batch or a larger world";
+      hint = away + "; raise --budget" + smaller_micro_batch + " or give a larger world";
     } else if (!result.checked.empty()) {
       // Layouts were planned and the planner refused every one: not a memory question.
       message = "no layout of " + model->name + " on " + std::to_string(world) +
-                " ranks is valid: the best planned, " + layout_name(result.checked.front().layout) +
-                ", is " + result.checked.front().first_code + ": " +
-                result.checked.front().first_message;
+                (world == 1 ? " rank is valid: the best planned, "
+                            : " ranks is valid: the best planned, ") +
+                layout_name(result.checked.front().layout) + ", is " +
+                result.checked.front().first_code + ": " + result.checked.front().first_message;
       hint = "the rule set may not suit this model (--rules " + rules_path + "); " + away;
     } else {
       // Nothing passed the screen: name the reasons that pruned the most.
@@ -584,7 +650,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         why += (i > 0 ? "; " : "") + std::to_string(reasons[i].first) + " by " +
                screen_reason_text(static_cast<ScreenReason>(reasons[i].second));
       message = "no layout of " + model->name + " on " + std::to_string(world) +
-                " ranks passes the screen (" + std::to_string(result.enumerated) +
+                (world == 1 ? " rank passes the screen (" : " ranks passes the screen (") +
+                std::to_string(result.enumerated) +
                 " enumerated: " + (why.empty() ? std::string("none") : why) + ")";
       hint = away + "; --explain-pruned counts every reason";
     }
@@ -595,9 +662,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     const std::size_t pick = static_cast<std::size_t>(std::max(1, opt.pick));
 
     if (pick > result.ranked.size()) {
-      driver::print_error(err, "--pick " + std::to_string(pick) + ": only " +
-                                   std::to_string(result.ranked.size()) + " layouts ranked");
-      return ExitCode::Usage;
+      return option_error(
+          "--pick " + std::to_string(pick) + ": only " + std::to_string(result.ranked.size()) +
+              " layouts ranked",
+          "give --pick 1 to " + std::to_string(result.ranked.size()) + ", or raise --top");
     }
     std::string error;
     if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, result.ranked[pick - 1].layout),

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "search/search.hpp"
 
@@ -98,7 +99,45 @@ std::vector<std::string> hardware_preset_names() {
 
 namespace shardc {
 
-std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error) {
+namespace {
+
+constexpr std::array<std::string_view, 11> kHardwareKeys = {
+    "preset",         "name",      "peak_tflops", "hbm_gb",           "hbm_tbs",
+    "gpus_per_node",  "intra_gbs", "inter_gbs",   "intra_latency_us", "inter_latency_us",
+    "gemm_efficiency"};
+
+// Edit distance (insert, delete, substitute one character), for "did you mean".
+std::size_t edit_distance(std::string_view lhs, std::string_view rhs) {
+  std::vector<std::size_t> row(rhs.size() + 1);
+  for (std::size_t j = 0; j <= rhs.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= lhs.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= rhs.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] =
+          std::min({row[j] + 1, row[j - 1] + 1, diagonal + (lhs[i - 1] == rhs[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[rhs.size()];
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error,
+                                            std::string* hint) {
+  const auto set_hint = [hint](const std::string& value) {
+    if (hint != nullptr) *hint = value;
+  };
+  std::vector<std::string> keys(kHardwareKeys.begin(), kHardwareKeys.end());
+  set_hint("keys: " + joined(keys));
   struct Line {
     int number;
     std::string key;
@@ -130,6 +169,23 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       return std::nullopt;
     }
     Line parsed_line{number, trim(body.substr(0, colon)), trim(body.substr(colon + 1))};
+    // Unknown keys first, in line order (a model file given by mistake is named at its
+    // first line, not at a repeated key further down).
+    if (std::find(kHardwareKeys.begin(), kHardwareKeys.end(), parsed_line.key) ==
+        kHardwareKeys.end()) {
+      error = "line " + std::to_string(number) + ": unknown key `" + parsed_line.key + "`";
+      std::string_view closest;
+      std::size_t best = 3;
+      for (const std::string_view key : kHardwareKeys) {
+        const std::size_t distance = edit_distance(parsed_line.key, key);
+        if (distance < best) {
+          best = distance;
+          closest = key;
+        }
+      }
+      if (!closest.empty()) error += ": did you mean `" + std::string(closest) + "`?";
+      return std::nullopt;
+    }
     for (const Line& seen : lines) {
       if (seen.key == parsed_line.key) {
         error = "line " + std::to_string(number) + ": `" + parsed_line.key +
@@ -148,6 +204,7 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
     hw = hardware_preset(line.value);
     if (!hw) {
       error = "line " + std::to_string(line.number) + ": unknown preset `" + line.value + "`";
+      set_hint("presets: " + joined(hardware_preset_names()));
       return std::nullopt;
     }
   }
@@ -157,15 +214,6 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       hw->name = line.value;
       continue;
     }
-    static constexpr std::array<std::string_view, 9> kNumberKeys = {
-        "peak_tflops", "hbm_gb",           "hbm_tbs",          "gpus_per_node",  "intra_gbs",
-        "inter_gbs",   "intra_latency_us", "inter_latency_us", "gemm_efficiency"};
-    if (std::find(kNumberKeys.begin(), kNumberKeys.end(), line.key) == kNumberKeys.end()) {
-      error = "line " + std::to_string(line.number) + ": unknown key `" + line.key +
-              "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, gpus_per_node, intra_gbs, "
-              "inter_gbs, intra_latency_us, inter_latency_us, gemm_efficiency)";
-      return std::nullopt;
-    }
     double parsed = 0;
     try {
       std::size_t used = 0;
@@ -173,8 +221,10 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       if (used != line.value.size() || !(parsed > 0) || parsed > 1e9)
         throw std::invalid_argument("range");
     } catch (const std::exception&) {
-      error = "line " + std::to_string(line.number) + ": `" + line.key +
-              "` needs a positive number below 1e9, got `" + line.value + "`";
+      error = "line " + std::to_string(line.number) + ": `" + line.key + "` needs " +
+              (line.key == "gpus_per_node" ? "a whole number from 1 to 1024"
+                                           : "a positive number below 1e9") +
+              ", got `" + line.value + "`";
       return std::nullopt;
     }
     if (line.key == "peak_tflops") {
@@ -205,13 +255,6 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
         return std::nullopt;
       }
       hw->gemm_efficiency = parsed;
-    } else {
-      error = "line " + std::to_string(line.number) + ": unknown key: `" + line.key + ": " +
-              line.value +
-              "` (keys: preset, name, peak_tflops, hbm_gb, hbm_tbs, "
-              "gpus_per_node, intra_gbs, inter_gbs, intra_latency_us, inter_latency_us, "
-              "gemm_efficiency)";
-      return std::nullopt;
     }
   }
   hw->source += " (overridden by a hardware file)";

@@ -227,9 +227,10 @@ VocabSplit vocab_split(const SearchRequest& req, std::int64_t vocab) {
 // block item gets the key as its last line, a flow item before its closing brace), else
 // a rule of their own put in front of it with the same placements (the first match wins).
 // Cost: one pass over the params, only for a layout that pads.
-std::string with_vocab_padding(const SearchRequest& req, const VocabSplit& vocab) {
-  const std::vector<RuleItem> items = rule_items(req.rules_text);
-  if (items.size() != req.rules->rules.size() || vocab.params.empty()) return req.rules_text;
+std::string with_vocab_padding(const SearchRequest& req, const std::string& rules_text,
+                               const VocabSplit& vocab) {
+  const std::vector<RuleItem> items = rule_items(rules_text);
+  if (items.size() != req.rules->rules.size() || vocab.params.empty()) return rules_text;
   const std::string padding =
       "vocab_padding: {divisible_by: " + std::to_string(kVocabDivisibleBy) + "}";
   // Rules that are the first match of a param other than a split vocabulary param.
@@ -243,7 +244,7 @@ std::string with_vocab_padding(const SearchRequest& req, const VocabSplit& vocab
     if (!split) shared[*index] = true;
   }
   // Edits from the last item back, so earlier offsets stay valid.
-  std::string out = req.rules_text;
+  std::string out = rules_text;
   std::vector<bool> edited(items.size(), false);
   for (std::size_t i = vocab.params.size(); i-- > 0;) {
     const VocabSplit::Split& split = vocab.params[i];
@@ -571,14 +572,40 @@ std::string without_axis_placements(std::string_view rules, std::string_view axi
         item = comma + 1;
       }
       line = line.substr(0, body) + kept + line.substr(close);
-      // An emptied map's comment described the dropped placement ("colwise", "-> 16032
-      // rows per rank"): dropped with it.
-      const std::size_t comment = line.find(" #", body + kept.size());
-      if (kept.empty() && comment != std::string::npos)
-        line.erase(line.find_last_not_of(' ', comment) + 1);
     }
     out += line;
     if (end < rules.size()) out += '\n';
+  }
+  return out;
+}
+
+// `text` without YAML comments: whole comment lines dropped, a ` #` outside quotes cut
+// with the blanks before it.
+std::string without_comments(std::string_view text) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    const std::size_t first = line.find_first_not_of(' ');
+    if (first != std::string_view::npos && line[first] == '#') continue;
+    char quote = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char ch = line[i];
+      if (quote != 0) {
+        if (ch == quote) quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+        line = line.substr(0, i);
+        break;
+      }
+    }
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    out += line;
+    out += '\n';
   }
   return out;
 }
@@ -633,8 +660,10 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     axis(expert_dp, layout.efsdp, false);
     axis("ep", layout.ep, true);  // the rule set's experts name ep
   }
-  std::string rules = req.rules_text;
-  if (layout.vocab_padding) rules = with_vocab_padding(req, vocab_split(req, st.vocab));
+  // The rule set's comments describe its own layout ("-> 16032 rows per rank" at its tp):
+  // left out, so none of them states another layout's figures.
+  std::string rules = without_comments(req.rules_text);
+  if (layout.vocab_padding) rules = with_vocab_padding(req, rules, vocab_split(req, st.vocab));
   if (layout.tp == 1) rules = without_axis_placements(rules, "tp");
   if (moe && layout.ep == 1) rules = without_axis_placements(rules, "ep");
   out << rules;
@@ -786,13 +815,18 @@ struct Scored {
 
 }  // namespace
 
-std::int64_t screened_layouts(const SearchRequest& req, std::int64_t world) {
-  const ModelStats st = search::model_stats(*req.model);
-  const VocabSplit vocab = vocab_split(req, st.vocab);
+std::int64_t fitting_layouts(const SearchRequest& req, std::int64_t world) {
+  SearchRequest at = req;
+  at.world = world;
+  const ModelStats st = search::model_stats(*at.model);
+  const VocabSplit vocab = vocab_split(at, st.vocab);
+  const double budget = static_cast<double>(at.budget);
+  ActivationMemo memo;
   std::int64_t count = 0;
-  enumerate(st, world, req.schedules, rules_shard_over(req.rules, "tp"), vocab,
+  enumerate(st, world, at.schedules, rules_shard_over(at.rules, "tp"), vocab,
             [&](const Layout& layout) {
-              if (!screen(st, req, vocab, layout)) ++count;
+              if (screen(st, at, vocab, layout)) return;
+              if (budget <= 0 || estimate_memory(st, at, layout, memo) <= budget) ++count;
             });
   return count;
 }

@@ -72,8 +72,11 @@ std::vector<std::string> hardware_preset_names();
 /// preset named by `preset:` (else h100): peak_tflops, hbm_gb, hbm_tbs,
 /// gpus_per_node, intra_gbs, inter_gbs (GB/s per GPU, one direction),
 /// intra_latency_us, inter_latency_us, gemm_efficiency (0 < x <= 1), name.
-/// nullopt with `error` naming the line on an unknown key or a bad value.
-std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error);
+/// nullopt with `error` naming the line on an unknown key (with the closest key within
+/// two edits), a key given twice, an unknown preset or a bad value; `hint`, when given,
+/// receives what the line may hold (the keys, or the preset names).
+std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& error,
+                                            std::string* hint = nullptr);
 
 /// One candidate layout: the degrees and the choices.
 struct Layout {
@@ -254,8 +257,9 @@ std::string layout_recipe_text(const SearchRequest& request, const Layout& layou
 /// verbatim (comment lines at column 0 dropped), for `SearchRequest::rules_text`.
 std::string rule_set_text(std::string_view recipe_text);
 
-/// Phase 1 alone for `world` (counts of screened layouts), for the
-/// "closest world" hint.
-std::int64_t screened_layouts(const SearchRequest& request, std::int64_t world);
+/// The layouts of `world` that pass the screen and whose phase-1 memory estimate is
+/// within the budget (the estimate is within a few per cent of the exact peak), for the
+/// "closest world" hint of a search that ranked nothing.
+std::int64_t fitting_layouts(const SearchRequest& request, std::int64_t world);
 
 }  // namespace shardc

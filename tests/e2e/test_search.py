@@ -137,6 +137,14 @@ def main():
         small = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
                  "--global-batch-tokens", str(8192 * 256), "--budget", "80GB"]
         property_checks(shardc, tmp, LLAMA8B, small, "llama8b-64", 5)
+        # The rule set's comments state its own layout's figures ("-> 16032 rows per rank"
+        # at tp 8, "colwise" on a map a tp-1 layout empties): the emitted recipes leave them
+        # out.
+        for k in range(1, 6):
+            text = (tmp / f"llama8b-64-{k}.recipe.yaml").read_text()
+            rules = text[text.index("\nrules:"):text.index("\ntraining:")]
+            check("#" not in rules, f"llama8b-64 #{k}: no comment of the rule set in the emitted "
+                  f"rules")
         # FSDP with context parallelism shards over dp_shard x cp (torchtitan's dp_shard_cp):
         # the emitted recipe says so, and `cost` of it reduce-scatters over that group.
         property_checks(shardc, tmp, LLAMA8B, small + ["--fix", "pp=1,dp_shard=4,cp=2"],
@@ -365,13 +373,30 @@ def main():
         r = run([shardc, "search", LLAMA8B, "--world", "8", "--seq-len", "8192", "--micro-batch",
                  "2", "--global-batch-tokens", "8192", "--budget", "80GB"])
         check(r.returncode == 1 and "E-SEARCH" in r.stderr and "passes the screen" in r.stderr
-              and "near it:" in r.stderr,
+              and "no world size a GPU or a node away has a layout estimated to fit" in r.stderr,
               f"no valid layout: E-SEARCH naming the screen's reasons and the worlds near it "
               f"(exit {r.returncode})")
         # World 97 on 8-GPU nodes: the whole nodes around it (96) are named.
         r = run([shardc, "search", LLAMA8B, "--world", "97", "--global-batch-tokens", "4194304"])
-        check(r.returncode == 1 and "near it: 96 ranks" in r.stderr,
+        check(r.returncode == 1 and "layouts estimated to fit" in r.stderr
+              and "96 ranks: " in r.stderr,
               f"world 97: E-SEARCH suggests 96 ranks ({r.stderr[-300:]!r})")
+        # The worlds the hint names have layouts that fit (the estimate), not only valid
+        # degrees: Llama-3.1-405B on 64 H100s fits nowhere a node away (it named 56 and 72,
+        # which fit nothing either); doubling the world, 128 ranks does. One GPU: 2 fits.
+        r = run([shardc, "search", LLAMA, "--world", "64", "--budget", "80GB",
+                 "--global-batch-tokens", "4194304"])
+        check(r.returncode == 1 and "doubling the world, 128 ranks has" in r.stderr
+              and "56 ranks" not in r.stderr and "--micro-batch" not in r.stderr,
+              f"405B on 64: the hint names 128 ranks, not 56 ({r.stderr[-300:]!r})")
+        r = run([shardc, "search", LLAMA8B, "--world", "1", "--global-batch-tokens", "1048576"])
+        check(r.returncode == 1 and "on 1 rank fits" in r.stderr and "2 ranks: " in r.stderr,
+              f"8B on 1 GPU: the hint names 2 ranks ({r.stderr[-300:]!r})")
+        r = run([shardc, "search", LLAMA8B, "--world", "1", "--global-batch-tokens", "1048576"])
+        check("on 1 rank (8 per node)" in r.stdout and "no layout ranked" in r.stdout
+              and "the last for the closest answer" in r.stdout,
+              f"8B on 1 GPU: the header says 1 rank and why one layout was planned "
+              f"({r.stdout[:400]!r})")
         r = run([shardc, "search", LLAMA8B, "--world", "64", "--global-batch-tokens", "4194304",
                  "--fix", "ep=8"])
         check(r.returncode == 2 and "no routed experts" in r.stderr,

@@ -47,3 +47,24 @@ TEST_CASE("preset names are case-insensitive") {
   CHECK(shardc::hardware_preset("MI300X").has_value());
   CHECK_FALSE(shardc::hardware_preset("h1000").has_value());
 }
+
+TEST_CASE("hardware file errors name the closest key, the presets, and the first bad line") {
+  // Fresh-user findings (2026-12-05): a typo listed the keys twice with no suggestion; an
+  // unknown preset's hint listed the keys; a model file given as --hardware was refused at
+  // a repeated key on line 21; gpus_per_node 0 and 4.5 got two different ranges.
+  CHECK(error_of("preset: h100\ngpus_per_nod: 4\n") ==
+        "line 2: unknown key `gpus_per_nod`: did you mean `gpus_per_node`?");
+  std::string error;
+  std::string hint;
+  CHECK_FALSE(parse_hardware_text("preset: h10\n", error, &hint).has_value());
+  CHECK(error == "line 1: unknown preset `h10`");
+  CHECK(hint == "presets: a100, h100, h800, h200, b200, mi300x");
+  CHECK_FALSE(parse_hardware_text("peak_tflop: 900\n", error, &hint).has_value());
+  CHECK(hint.rfind("keys: preset, name, peak_tflops", 0) == 0);
+  CHECK(error_of("format: shardc.model/v1\nname: x\nparams:\nparams:\n") ==
+        "line 1: unknown key `format`");
+  CHECK(error_of("gpus_per_node: 0\n") ==
+        "line 1: `gpus_per_node` needs a whole number from 1 to 1024, got `0`");
+  CHECK(error_of("gpus_per_node: 4.5\n").find("a whole number from 1 to 1024") !=
+        std::string::npos);
+}
