@@ -39,9 +39,21 @@ const CLI::Validator kPositiveInt = whole_number(1);
 // "" when `text` is a positive byte size such as 80GiB, else why not.
 std::string byte_size_error(const std::string& text) {
   const auto bytes = shardc::parse_byte_size(text);
-  if (!bytes || *bytes <= 0)
-    return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
-  return {};
+  if (bytes && *bytes > 0) return {};
+  // "80G": a bare letter could be either unit.
+  const std::size_t last = text.find_last_not_of(' ');
+  if (last != std::string::npos &&
+      std::string_view("KMGTPkmgtp").find(text[last]) != std::string_view::npos) {
+    const std::string number = text.substr(0, last);
+    if (shardc::parse_byte_size(number))
+      return "'" + text + "' names no unit: write " + number + text[last] +
+             "B (powers of 1000) or " + number + text[last] + "iB (powers of 1024)";
+  }
+  const std::size_t digits = text.find_first_not_of("0123456789. ");
+  if (!bytes && digits != std::string::npos && digits > 0 &&
+      shardc::parse_byte_size("1" + text.substr(digits)))
+    return "'" + text + "' is too large: a positive byte size is at most 2^62 bytes (4 EiB)";
+  return "expected a positive byte size such as 80GiB, 512MB or 1000000, got '" + text + "'";
 }
 
 // A positive byte size such as 80GiB.
@@ -59,6 +71,14 @@ const CLI::Validator kBudgetSize(
       return {};
     },
     "SIZE");
+
+// A value that may not be empty (`--emit-recipe ""` wrote nothing and exited 0).
+const CLI::Validator kNonEmpty(
+    [](std::string& text) -> std::string {
+      return text.find_first_not_of(" \t") == std::string::npos ? "an empty value: give one"
+                                                                : std::string();
+    },
+    "");
 
 // Options every subcommand shares, and the command that ran.
 struct Cli {
@@ -269,7 +289,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_option("MODEL", opt.model_path, "Model file (shardc.model/v1 or inventory)")->required();
   cmd->add_option("--rules", opt.rules_path,
                   "Recipe whose rule set every layout uses (default: <model stem>-*.recipe.yaml "
-                  "next to the model)");
+                  "next to the model)")
+      ->check(kNonEmpty);
   cmd->add_option("--world", opt.world, "Number of GPUs")->check(kPositiveInt);
   cmd->add_option("--nodes", opt.nodes, "Nodes (with --gpus-per-node)")->check(kPositiveInt);
   cmd->add_option("--gpus-per-node", opt.gpus_per_node, "GPUs per node (default: the hardware's)")
@@ -283,7 +304,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
                   "--training file gives global_batch_size)")
       ->check(kPositiveInt);
   cmd->add_option("--training", opt.training_path,
-                  "A recipe (or a file of one `training:` section): optimizer, dtypes, shape");
+                  "A recipe (or a file of one `training:` section): optimizer, dtypes, shape")
+      ->check(kNonEmpty);
   cmd->add_option("--budget", opt.budget,
                   "Per-rank memory budget, e.g. 80GiB or 80GB (default: the --training file's "
                   "`budget`, else the GPU's HBM)")
@@ -293,19 +315,23 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
       ->check(CLI::Range(1, 10000));
   add_output_format(*cmd, format, "Output: text (default) or json", {"text", "json"});
   cmd->add_option("--hardware", opt.hardware,
-                  "a100, h100 (default), h800, h200, b200, mi300x, or a hardware file");
+                  "a100, h100 (default), h800, h200, b200, mi300x, or a hardware file")
+      ->check(kNonEmpty);
   cmd->add_option("--emit-recipe", opt.emit_recipe,
                   "Write the chosen layout as a recipe (not over an existing file without "
-                  "--force, never over the model or the rules)");
+                  "--force, never over the model or the rules)")
+      ->check(kNonEmpty);
   cmd->add_flag("--force", opt.force, "--emit-recipe may replace an existing file");
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");
   cmd->add_option("--report", opt.report,
-                  "Also write the results as one self-contained HTML page (docs/report.md)");
+                  "Also write the results as one self-contained HTML page (docs/report.md)")
+      ->check(kNonEmpty);
   cmd->add_option("--fix", opt.fix,
                   "Hold degrees fixed, e.g. pp=16,tp=8,cp=1 (axes pp, dp_replicate, dp_shard, "
-                  "cp, tp, ep; each once, each dividing the world)");
+                  "cp, tp, ep: each once, each dividing the world)")
+      ->check(kNonEmpty);
   cmd->add_flag("--fp8", opt.fp8_gemm,
                 "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");
   cmd->add_option("--moe-node-limit", opt.moe_node_limit,
@@ -319,7 +345,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
                   "Pipeline schedules your framework runs, e.g. 1f1b,interleaved, of 1f1b, "
                   "interleaved, gpipe, zero_bubble, zbv, dualpipev (default: 1f1b, "
                   "interleaved, zbv, dualpipev: torch's schedules but gpipe, which 1f1b "
-                  "dominates)");
+                  "dominates)")
+      ->check(kNonEmpty);
   add_diag_format(*cmd, cli);
   cmd->footer(
       "Enumerates pp x dp_replicate x dp_shard x cp x tp (x ep for MoE) with recompute, sequence\n"

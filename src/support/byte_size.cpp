@@ -46,6 +46,9 @@ std::optional<std::int64_t> unit_factor(std::string_view text) {
 }  // namespace
 
 std::optional<std::int64_t> parse_byte_size(std::string_view text) {
+  // Blanks around the size ("80gib " from a shell variable) are not part of it.
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   std::size_t i = 0;
   std::int64_t whole = 0;
   std::size_t digits = 0;

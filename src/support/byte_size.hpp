@@ -13,7 +13,8 @@ namespace shardc {
 /// none or `B` (bytes), `KB MB GB TB PB` (powers of 1000), `KiB MiB GiB TiB
 /// PiB` (powers of 1024); units are case-insensitive except that `b` alone
 /// is not accepted (bits are not bytes). Fractions are rounded down to whole
-/// bytes. nullopt on anything else, on a negative value, or above 2^62 bytes.
+/// bytes; blanks before and after are ignored. nullopt on anything else, on a
+/// negative value, or above 2^62 bytes.
 std::optional<std::int64_t> parse_byte_size(std::string_view text);
 
 /// "80 GiB" for a whole number below 1024 of a binary unit (exact, the

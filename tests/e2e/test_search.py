@@ -323,6 +323,22 @@ def main():
         r = run([shardc, "search", LLAMA8B, *g, "--budget", "80"])
         check(r.returncode != 0 and "write the unit" in r.stderr,
               f"--budget 80 (bytes): refused, asking for the unit ({r.stderr[-200:]!r})")
+        # Fresh-user findings (second trial, 2026-12-05), each with its input.
+        r = run([shardc, "search", LLAMA8B, *g, "--emit-recipe", ""])
+        check(r.returncode == 2 and "--emit-recipe: an empty value" in r.stderr,
+              f"--emit-recipe '': refused, not exit 0 writing nothing ({r.returncode})")
+        r = run([shardc, "search", LLAMA8B, *g, "--budget", "80G"])
+        check(r.returncode == 2 and "write 80GB (powers of 1000) or 80GiB" in r.stderr,
+              f"--budget 80G: the two units it could mean ({r.stderr[-200:]!r})")
+        r = run([shardc, "search", LLAMA8B, *g, "--budget", "80gib ", "--format", "json",
+                 "--top", "1"])
+        check(r.returncode == 0 and json.loads(r.stdout)["budget_bytes"] == 80 * 2**30,
+              f"--budget '80gib ' (a trailing blank) is 80 GiB ({r.returncode})")
+        r = run([shardc, "search", LLAMA8B, *g, "--emit-recipe", tmp / "no-such-dir" / "x.yaml"])
+        check(r.returncode == 2 and "E-SEARCH-OPTION" in r.stderr and "no directory" in r.stderr
+              and "layouts:" not in r.stdout,
+              f"--emit-recipe into a missing directory: refused before the search "
+              f"({r.stderr[-200:]!r})")
         # A --training file and the flags describing one shape give one answer; its budget
         # is used; a recompute mode in it is refused, not ignored.
         tr = tmp / "basic.training.yaml"

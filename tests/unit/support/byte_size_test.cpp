@@ -55,3 +55,11 @@ TEST_CASE("byte_size_text: a whole number below 1024 of a unit, else the tables'
   REQUIRE(back.has_value());
   CHECK(std::abs(*back - 1'844'551'640) <= (std::int64_t{1} << 30) / 200);
 }
+
+TEST_CASE("byte sizes: blanks around the size are ignored, inside it they separate the unit") {
+  // Fresh-user finding (2026-12-05): "80 GB" was accepted and "80gib " refused.
+  CHECK(shardc::parse_byte_size("80gib ") == std::int64_t{80} << 30);
+  CHECK(shardc::parse_byte_size(" 80 GB\t") == std::int64_t{80'000'000'000});
+  CHECK_FALSE(shardc::parse_byte_size("   ").has_value());
+  CHECK_FALSE(shardc::parse_byte_size("80 G B").has_value());
+}
