@@ -41,8 +41,7 @@ void print_header(const Plan& plan, const CommReport& report, std::ostream& out)
       << ", cp " << layout.degrees.cp << ", ep " << layout.ep << ", pp " << layout.pp
       << (layout.virtual_stages > 1 ? " x " + std::to_string(layout.virtual_stages) + " virtual"
                                     : "")
-      << ", recompute " << recompute_name(shape.recompute)
-      << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << "\n";
+      << ", " << driver::recompute_text(shape) << "\n";
   out << "assumptions: reshard_after_forward " << (layout.reshards() ? "true" : "false")
       << (!layout.reshard_after_forward ? " (torchtitan default: not pp)"
           : std::string_view(layout.reshard_after_forward_from) == "recipe" ? " (recipe)"

@@ -112,8 +112,7 @@ void print_activations(const Plan& plan, const MemoryReport& memory, bool explai
   const TrainingLayout& tl = plan.training_layout;
   out << "training shape: seq_len " << *shape.seq_len << ", micro_batch_size "
       << shape.micro_batch_size << ", " << tl.microbatches << " micro-batches per step ("
-      << tl.microbatches_from << "), recompute " << recompute_name(shape.recompute)
-      << (shape.recompute_ranges.empty() ? "" : " (and per-layer ranges)") << ", attention "
+      << tl.microbatches_from << "), " << driver::recompute_text(shape) << ", attention "
       << attention_impl_name(shape.attention)
       << (shape.kernels == ActivationKernels::Fused ? ", kernels fused" : "")
       << ", activation_dtype " << dtype_name(tl.activation_dtype) << ", schedule "

@@ -60,4 +60,23 @@ std::string TextTable::render() const {
   return out;
 }
 
+std::string recompute_text(const TrainingShape& shape) {
+  std::string out = std::string("recompute ") + recompute_name(shape.recompute);
+  if (shape.recompute_ranges.empty()) return out;
+  for (const Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    std::int64_t layers = 0;
+    std::int64_t ranges = 0;
+    for (const RecomputeRange& range : shape.recompute_ranges) {
+      if (range.mode != mode) continue;
+      layers += range.end_layer - range.first_layer;
+      ++ranges;
+    }
+    if (ranges == 0) continue;
+    out += std::string(", ") + recompute_name(mode) + " for " + std::to_string(layers) +
+           (layers == 1 ? " layer in " : " layers in ") + std::to_string(ranges) +
+           (ranges == 1 ? " range" : " ranges");
+  }
+  return out;
+}
+
 }  // namespace shardc::driver

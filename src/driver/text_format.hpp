@@ -19,6 +19,9 @@ std::string group_digits(std::int64_t value);
 /// "pp=2 x tp=8".
 std::string mesh_text(const Mesh& mesh);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+/// "recompute none" or, with per-layer ranges, "recompute none, full for 56 layers in 16
+/// ranges" (the ranges' layers counted by mode): what the training shape recomputes.
+std::string recompute_text(const TrainingShape& shape);
 
 /// A plain text table: left-aligned columns separated by two spaces;
 /// columns listed in `right_aligned` are right-aligned.

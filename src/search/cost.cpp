@@ -508,9 +508,11 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
       if (term.collective == Collective::AllGather) gathers[axis] += seconds;
       axis_time.inter_node = axis_time.inter_node || inter;
       if (describe) {
-        const std::string part = std::string(comm_role_name(term.role)) + " " +
-                                 collective_name(term.collective) + " x" +
-                                 std::to_string(term.calls);
+        // The group size too: a role's group may span more axes than the one it is
+        // listed under (ZeRO over dp_replicate x cp, expert data parallel over edp).
+        const std::string part =
+            std::string(comm_role_name(term.role)) + " " + collective_name(term.collective) + " x" +
+            std::to_string(term.calls) + " over " + std::to_string(term.group_size) + " ranks";
         axis_time.collective += (axis_time.collective.empty() ? "" : ", ") + part;
       }
     }
