@@ -7,6 +7,7 @@
 
 #include "planner/passes.hpp"
 
+#include "core/layer_blocks.hpp"
 #include "core/pipeline_chunks.hpp"
 
 namespace shardc::passes {
@@ -18,26 +19,6 @@ void error(DiagnosticSink& sink, const SourceLoc& at, const SourceLoc& fallback,
 }
 
 // The layer index of a decoder-layer FQN ("model.layers.12.mlp..." -> 12), or -1.
-std::int64_t layer_index(std::string_view fqn) {
-  std::size_t pos = 0;
-  bool after_layers = false;
-  while (pos <= fqn.size()) {
-    std::size_t dot = fqn.find('.', pos);
-    if (dot == std::string_view::npos) dot = fqn.size();
-    const std::string_view seg = fqn.substr(pos, dot - pos);
-    if (after_layers) {
-      if (seg.empty() || seg.size() > 9 ||
-          seg.find_first_not_of("0123456789") != std::string_view::npos) {
-        return -1;
-      }
-      return std::stoll(std::string(seg));
-    }
-    if (seg == "layers" || seg == "h" || seg == "layer") after_layers = true;
-    pos = dot + 1;
-  }
-  return -1;
-}
-
 bool expert_param(const PlannedParam& param) {
   return !param.stacked_from.empty() || param.mesh == MeshKind::Expert ||
          param.name.find(".experts.") != std::string::npos;
@@ -77,6 +58,13 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   const PipelineSchedule& schedule = shape.pipeline_schedule;
   const std::int64_t pp = plan.num_stages;
   const std::int64_t vp = plan.virtual_stages;
+  // The decoder's layer blocks (core/layer_blocks.hpp): a vision tower's blocks are
+  // another stack, neither counted as decoder layers nor sized by the activation model.
+  std::vector<std::string_view> names;
+  names.reserve(params.size());
+  for (const PlannedParam& param : params) names.emplace_back(param.name);
+  const std::string decoder = decoder_stack(names, model.attributes.num_hidden_layers);
+  const auto layer_index = [&decoder](std::string_view fqn) { return decoder_block(fqn, decoder); };
   // The schedule needs the stages it pipelines.
   if (schedule.written && pp <= 1) {
     error(sink, schedule.loc, section,
@@ -140,7 +128,7 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   }
   const std::int64_t tp = rule_split_degree(
       params, plan,
-      [](const PlannedParam& param) {
+      [&layer_index](const PlannedParam& param) {
         return param.mesh == MeshKind::Dense && !expert_param(param) &&
                layer_index(param.name) >= 0;
       },

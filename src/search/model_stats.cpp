@@ -5,32 +5,11 @@
 #include <map>
 #include <string_view>
 
+#include "core/layer_blocks.hpp"
 #include "support/dtype.hpp"
 
 namespace shardc::search {
 namespace {
-
-// The layer block of `fqn` ("model.layers.12.mlp..." -> 12), -1 outside the
-// blocks: the segment after a `layers` / `h` / `blocks` segment, as the
-// training-shape pass reads it.
-std::int64_t layer_of(std::string_view fqn) {
-  std::size_t pos = 0;
-  bool after = false;
-  while (pos <= fqn.size()) {
-    std::size_t dot = fqn.find('.', pos);
-    if (dot == std::string_view::npos) dot = fqn.size();
-    const std::string_view seg = fqn.substr(pos, dot - pos);
-    if (after) {
-      if (seg.empty() || seg.size() > 9 ||
-          seg.find_first_not_of("0123456789") != std::string_view::npos)
-        return -1;
-      return std::stoll(std::string(seg));
-    }
-    after = seg == "layers" || seg == "h" || seg == "blocks";
-    pos = dot + 1;
-  }
-  return -1;
-}
 
 double numel(const Param& param) {
   double elements = 1;
@@ -49,9 +28,15 @@ ModelStats model_stats(const Model& model) {
   std::vector<std::string> layer0;
   std::int64_t first = -1;
   bool lm_head = false;
+  // The decoder's blocks (core/layer_blocks.hpp): another stack (a vision tower) counts
+  // with the params outside the blocks, as the training-shape pass reads it.
+  std::vector<std::string_view> names;
+  names.reserve(model.params.size());
+  for (const Param& param : model.params) names.emplace_back(param.name);
+  const std::string decoder = decoder_stack(names, attrs.num_hidden_layers);
   for (const Param& param : model.params) {
     const double elements = numel(param);
-    const std::int64_t layer = layer_of(param.name);
+    const std::int64_t layer = decoder_block(param.name, decoder);
     // Routed experts: a name segment `experts` (transformers, Megatron's
     // `mlp.experts.local_experts`), or torchtitan's `routed_experts` /
     // `inner_experts` (its DeepSeek-V3 GroupedExperts); never `shared_experts`.
@@ -77,6 +62,7 @@ ModelStats model_stats(const Model& model) {
       }
     } else {
       stats.outside += elements;
+      if (layer_block(param.name)) stats.other_stacks += elements;
       if (param.name.find("embed_tokens") != std::string::npos ||
           param.name.find("wte") != std::string::npos)
         stats.embedding += elements;
@@ -111,9 +97,11 @@ ModelStats model_stats(const Model& model) {
   // output head (no lm_head param) multiplies by the embedding.
   const double expert_share =
       stats.experts > 0 ? static_cast<double>(stats.top_k) / static_cast<double>(stats.experts) : 0;
-  stats.active = stats.layer_dense + stats.layer_vector + stats.expert * expert_share +
-                 stats.outside - stats.embedding + (lm_head ? 0 : stats.embedding);
-  stats.head_active = stats.outside - stats.embedding + (lm_head ? 0 : stats.embedding);
+  // Another stack's blocks (a vision tower) run per image, not per text token: no FLOPs.
+  stats.head_active =
+      stats.outside - stats.other_stacks - stats.embedding + (lm_head ? 0 : stats.embedding);
+  stats.active =
+      stats.layer_dense + stats.layer_vector + stats.expert * expert_share + stats.head_active;
   for (const auto& [layer, elements] : per_layer) {
     const auto found = per_layer_expert.find(layer);
     const double experts = found == per_layer_expert.end() ? 0 : found->second;

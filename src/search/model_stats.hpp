@@ -17,10 +17,13 @@ struct ModelStats {
   std::int64_t layers = 0;
   std::vector<bool> moe_layer;  ///< per layer block: holds routed experts
   /// Elements (global, unpadded).
-  double layer_dense = 0;    ///< non-expert params inside layer blocks, 2-D and up
-  double layer_vector = 0;   ///< 1-D params inside layer blocks (norms, biases)
-  double expert = 0;         ///< routed experts' params
-  double outside = 0;        ///< embedding, lm_head, final norm
+  double layer_dense = 0;   ///< non-expert params inside layer blocks, 2-D and up
+  double layer_vector = 0;  ///< 1-D params inside layer blocks (norms, biases)
+  double expert = 0;        ///< routed experts' params
+  double outside = 0;       ///< embedding, lm_head, final norm, other stacks' blocks
+  /// Blocks of a stack other than the decoder's (a vision tower, core/layer_blocks.hpp):
+  /// memory with `outside`, no FLOPs per text token.
+  double other_stacks = 0;
   double embedding = 0;      ///< the token embedding (no FLOPs)
   double largest_layer = 0;  ///< the largest layer block (non-expert + expert)
   double active = 0;         ///< params a token's FLOPs use (embedding out, experts x k / E)

@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "../source_text.hpp"
+#include "core/layer_blocks.hpp"
 #include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
@@ -447,4 +449,40 @@ TEST_CASE("search: a vocabulary param that cannot be padded is still E-EVEN (pru
   const SearchResult result = run_search(odd.request);
   CHECK(result.pruned[static_cast<std::size_t>(ScreenReason::VocabTp)] > 0);
   CHECK(result.ranked.empty());
+}
+
+TEST_CASE("search and planner: a vision tower's blocks are not decoder layers (Llama-4-Scout)" *
+          doctest::test_suite("models")) {
+  // Fresh-user finding (2026-12-05): keyed by the bare index, vision blocks 0-33 and text
+  // blocks 0-33 were one "layer": pp2 counted 34 layers on stage 0 and 14 on stage 1,
+  // all sized as text MoE layers, where the planner put text layers 0-6 on stage 0.
+  Fixture scout =
+      fixture("plans/llama-4-scout-17b-16e.model.yaml",
+              "plans/llama-4-scout-17b-16e-ep16-tp8.recipe.yaml", 256, "h100", 4096, 1024);
+  scout.request.model = &scout.model;
+  scout.request.rules = &scout.rules;
+  const search::ModelStats st = search::model_stats(scout.model);
+  CHECK(st.layers == 48);
+  CHECK(st.other_stacks > 0);
+  Layout layout = layout_of(2, 32, 1, 2);
+  layout.cp = 2;
+  layout.ep = 16;
+  layout.efsdp = 8;
+  layout.zero1 = true;
+  const std::optional<Plan> plan = plan_of(scout, layout);
+  REQUIRE(plan);
+  // The text blocks each stage holds, read off the planned params.
+  std::vector<std::set<std::int64_t>> held(2);
+  for (const PlannedParam& param : plan->params) {
+    const std::int64_t block = decoder_block(param.name, "language_model.model.layers");
+    if (block >= 0) held[static_cast<std::size_t>(param.stage)].insert(block);
+  }
+  CHECK(held[0].size() + held[1].size() == 48);
+  for (std::size_t stage = 0; stage < 2; ++stage) {
+    const StageLayers& counts = plan->training_layout.stages[stage];
+    std::int64_t layers = 0;
+    for (int kind = 0; kind < 2; ++kind)
+      for (int mode = 0; mode < 3; ++mode) layers += counts.count[kind][mode];
+    CHECK(layers == static_cast<std::int64_t>(held[stage].size()));
+  }
 }
