@@ -321,7 +321,7 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
                   "Write the chosen layout as a recipe (not over an existing file without "
                   "--force, never over the model or the rules)")
       ->check(kNonEmpty);
-  cmd->add_flag("--force", opt.force, "--emit-recipe may replace an existing file");
+  cmd->add_flag("--force", opt.force, "--emit-recipe and --report may replace an existing file");
   cmd->add_option("--pick", opt.pick, "Which ranked layout --emit-recipe writes (default 1)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--explain-pruned", opt.explain_pruned, "Count the pruned layouts by reason");

@@ -252,36 +252,39 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         "is given",
         "give --emit-recipe FILE, or leave --pick out");
   }
-  // --emit-recipe: never over the inputs, over an existing file only with --force
-  // (checked before the search runs).
-  if (!opt.emit_recipe.empty()) {
-    const auto same_path = [](const std::string& lhs, const std::string& rhs) {
-      return std::filesystem::absolute(lhs).lexically_normal() ==
-             std::filesystem::absolute(rhs).lexically_normal();
-    };
-    if (same_path(opt.emit_recipe, opt.model_path) || same_path(opt.emit_recipe, rules_path)) {
-      return option_error(
-          "--emit-recipe '" + opt.emit_recipe + "' is the model or the rules recipe search read",
-          "give another path");
-    }
+  // --emit-recipe and --report: never over the inputs or each other, over an existing
+  // file only with --force, into an existing directory (checked before the search runs).
+  const auto same_path = [](const std::string& lhs, const std::string& rhs) {
+    return std::filesystem::absolute(lhs).lexically_normal() ==
+           std::filesystem::absolute(rhs).lexically_normal();
+  };
+  for (const auto& [option, path] :
+       {std::pair<std::string, std::string>{"--emit-recipe", opt.emit_recipe},
+        {"--report", opt.report}}) {
+    if (path.empty()) continue;
+    const std::string named = option + " '" + path + "'";
+    if (same_path(path, opt.model_path) || same_path(path, rules_path) ||
+        (!opt.training_path.empty() && same_path(path, opt.training_path)) ||
+        (!opt.hardware.empty() && same_path(path, opt.hardware)))
+      return option_error(named + " is an input search reads", "give another path");
+    if (option == "--report" && !opt.emit_recipe.empty() && same_path(path, opt.emit_recipe))
+      return option_error(named + " is also --emit-recipe's path",
+                          "give the page and the recipe two paths");
     std::error_code code;
-    if (std::filesystem::is_directory(opt.emit_recipe, code))
+    if (std::filesystem::is_directory(path, code))
       return option_error(
-          "--emit-recipe '" + opt.emit_recipe + "' is a directory",
-          "give a file path, e.g. " +
-              (std::filesystem::path(opt.emit_recipe) / "best.recipe.yaml").string());
-    const std::filesystem::path parent = std::filesystem::path(opt.emit_recipe).parent_path();
+          named + " is a directory",
+          "give a file path, e.g. " + (std::filesystem::path(path) /
+                                       (option == "--report" ? "search.html" : "best.recipe.yaml"))
+                                          .string());
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty() && !std::filesystem::is_directory(parent, code))
-      return option_error(
-          "--emit-recipe '" + opt.emit_recipe + "': no directory '" + parent.string() + "'",
-          "create it first, or give a path in an existing directory");
+      return option_error(named + ": no directory '" + parent.string() + "'",
+                          "create it first, or give a path in an existing directory");
     std::int64_t existing_size = 0;
     std::string exists_error;
-    if (!opt.force &&
-        fs.read_range(opt.emit_recipe, 0, 0, existing_size, exists_error).has_value()) {
-      return option_error("--emit-recipe '" + opt.emit_recipe + "' exists",
-                          "give --force to replace it, or another path");
-    }
+    if (!opt.force && fs.read_range(path, 0, 0, existing_size, exists_error).has_value())
+      return option_error(named + " exists", "give --force to replace it, or another path");
   }
   // Training: the file's section, then the flags.
   TrainingSpec training;

@@ -339,6 +339,21 @@ def main():
               and "layouts:" not in r.stdout,
               f"--emit-recipe into a missing directory: refused before the search "
               f"({r.stderr[-200:]!r})")
+        # --report never over an input, an existing file (without --force) or the emitted
+        # recipe: it replaced the model with the HTML page (second trial, 2026-12-05).
+        model_copy = tmp / "llama8b-copy.model.yaml"
+        model_copy.write_bytes(LLAMA8B.read_bytes())
+        r = run([shardc, "search", model_copy, *g, "--rules", rules8b, "--report", model_copy])
+        check(r.returncode == 2 and "E-SEARCH-OPTION" in r.stderr
+              and model_copy.read_bytes() == LLAMA8B.read_bytes(),
+              f"--report onto the model: refused, the model kept ({r.returncode})")
+        r = run([shardc, "search", LLAMA8B, *g, "--report", keep])
+        check(r.returncode == 2 and "--force" in r.stderr,
+              f"--report over an existing file without --force: refused ({r.returncode})")
+        same = tmp / "same.out"
+        r = run([shardc, "search", LLAMA8B, *g, "--report", same, "--emit-recipe", same])
+        check(r.returncode == 2 and "two paths" in r.stderr and not same.exists(),
+              f"--report and --emit-recipe on one path: refused ({r.returncode})")
         # A --training file and the flags describing one shape give one answer; its budget
         # is used; a recompute mode in it is refused, not ignored.
         tr = tmp / "basic.training.yaml"
