@@ -633,6 +633,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                 gib(static_cast<double>(result.smallest->peak)) + " GiB per rank (" +
                 layout_name(result.smallest->layout) + ")";
       hint = away + "; raise --budget" + smaller_micro_batch + " or give a larger world";
+      if (result.unplanned > 0)
+        hint += "; " + std::to_string(result.unplanned) +
+                " screened layouts were not planned: raise --max-planned (now " +
+                std::to_string(req.max_exact) + ") to check them";
     } else if (!result.checked.empty()) {
       // Layouts were planned and the planner refused every one: not a memory question.
       message = "no layout of " + model->name + " on " + std::to_string(world) +

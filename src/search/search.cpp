@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <future>
+#include <limits>
 #include <map>
 #include <span>
 #include <sstream>
@@ -424,7 +425,12 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const double states = training.optimizer == Optimizer::None  ? 0
                         : training.optimizer == Optimizer::Sgd ? 4
                                                                : 8;
-  const double state_bytes = master + states;
+  // ZeRO: grads narrower than the master add an fp32 copy of the shard's grads (the
+  // memory model's grad_copy_bytes, src/memory/memory.hpp), sharded with the state.
+  const double grad_width =
+      training.grad_dtype ? static_cast<double>(element_size(*training.grad_dtype)) : pb;
+  const double grad_copy = layout.zero1 && master > grad_width ? master : 0;
+  const double state_bytes = master + states + grad_copy;
   const double zero_dense = layout.zero1 ? static_cast<double>(layout.dp_replicate * layout.cp) : 1;
   const double zero_expert =
       layout.zero1 && layout.dp_shard == 1 ? static_cast<double>(layout.efsdp) : 1;
@@ -755,6 +761,10 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
 
 namespace {
 
+// Layouts estimated at most this factor over the budget are planned after the ranked ones
+// when they would rank (the estimate's error is a few per cent; the screen keeps 1.25 x).
+constexpr double kNearBudget = 1.10;
+
 // At most this many exact checks at once (each plans the whole model: DeepSeek-V3's
 // 45,395 tensors take a few hundred MB).
 constexpr std::size_t kMaxExactWorkers = 4;
@@ -958,12 +968,53 @@ SearchResult run_search(const SearchRequest& req) {
       result.checked.push_back(std::move(checked));
     }
   }
+  // Then the layouts estimated just over the budget (within the screen's margin) that
+  // would rank: faster than the slowest ranked one. The estimate is some per cent off
+  // the exact peak either way, so one of them may fit (Qwen3-235B on 64 ranks with a 62 GB
+  // budget: pp16 at 26.6 s per step, estimated 3 % over, fits; the ranked ones took 134 s).
+  // At most a third of --max-planned (4 or more) of them, in step order.
+  // (Also when --max-planned ran out before --top layouts ranked: then every one of them
+  // would rank.)
+  if (next < order.size()) {
+    double slowest = static_cast<int>(result.ranked.size()) < req.top
+                         ? std::numeric_limits<double>::infinity()
+                         : 0.0;
+    for (const CheckedLayout& ranked : result.ranked) slowest = std::max(slowest, ranked.cost.step);
+    std::vector<const Scored*> near;
+    for (std::size_t i = next; i < order.size(); ++i) {
+      if (order[i]->estimate > budget && order[i]->estimate <= kNearBudget * budget &&
+          order[i]->step < slowest)
+        near.push_back(order[i]);
+    }
+    const std::size_t limit =
+        std::min(near.size(), static_cast<std::size_t>(std::max(4, req.max_exact / 3)));
+    for (std::size_t begin = 0; begin < limit; begin += workers) {
+      std::vector<std::future<CheckedLayout>> checks;
+      for (std::size_t i = begin; i < std::min(limit, begin + workers); ++i) {
+        const Scored* candidate = near[i];
+        checks.push_back(std::async(std::launch::async, [&req, &st, candidate] {
+          return check_exactly(req, st, candidate->layout, candidate->estimate);
+        }));
+      }
+      for (std::future<CheckedLayout>& check : checks) {
+        CheckedLayout checked = check.get();
+        if (checked.valid && checked.fits) result.ranked.push_back(checked);
+        result.checked.push_back(std::move(checked));
+      }
+    }
+    result.near_budget_checked = static_cast<std::int64_t>(limit);
+  }
   // Ranked by the step of the planned recipes (their communication exact): the order
   // checked was the estimate's.
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
                    [](const CheckedLayout& lhs, const CheckedLayout& rhs) {
                      return lhs.cost.step < rhs.cost.step;
                    });
+  if (static_cast<int>(result.ranked.size()) > req.top)
+    result.ranked.resize(static_cast<std::size_t>(req.top));
+  // Screened candidates never planned (--max-planned ran out first): the hint says so.
+  for (std::size_t i = next; i < order.size(); ++i) ++result.unplanned;
+  result.unplanned -= result.near_budget_checked;
   if (result.ranked.empty()) {
     // The closest thing: the smallest exact peak among the checked, else the
     // layout of the smallest estimate, checked now.

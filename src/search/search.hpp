@@ -234,6 +234,11 @@ struct SearchResult {
   /// The last of `checked` was planned only for `smallest` (nothing ranked, none of the
   /// checked valid): the layout of the smallest memory estimate, the screen's included.
   bool closest_planned = false;
+  /// Layouts estimated just over the budget, faster than the slowest ranked, planned after
+  /// the ranked ones (at most a third of `max_exact`).
+  std::int64_t near_budget_checked = 0;
+  /// Screened layouts never planned (the exact phase stopped: `top` ranked or `max_exact`).
+  std::int64_t unplanned = 0;
   std::string error;  ///< why the search itself could not run ("" = it ran)
   /// The model attribute the activation model lacks (`hidden_size`, ...): the search
   /// did not run, since every layout's peak would leave the activations out.

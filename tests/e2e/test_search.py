@@ -339,6 +339,23 @@ def main():
               and "layouts:" not in r.stdout,
               f"--emit-recipe into a missing directory: refused before the search "
               f"({r.stderr[-200:]!r})")
+        # A layout estimated just over the budget that would rank is planned after the ranked
+        # ones: Qwen3-235B on 64 H100s with 62 GB, pp16 (26.6 s per step, estimated 3 % over,
+        # fits exactly) was never planned while 134 s layouts ranked (second trial).
+        q235 = PLANS / "qwen3-235b-a22b.model.yaml"
+        doc = search_json(shardc, q235, "--world", "64", "--global-batch-tokens", "4194304",
+                          "--budget", "62GB")[1]
+        best = (doc or {}).get("ranked", [{}])[0]
+        check(best.get("pp") == 16 and best.get("step_seconds", 1e9) < 40
+              and best.get("estimated_memory_bytes", 0) > doc["budget_bytes"],
+              f"qwen3-235b on 64 with 62GB: the near-budget pp16 layout ranks first "
+              f"({best.get('layout')}, {best.get('step_seconds')} s)")
+        # Nothing fits within --max-planned: the hint names the layouts not planned.
+        scout = PLANS / "llama-4-scout-17b-16e.model.yaml"
+        r = run([shardc, "search", scout, "--world", "64", "--global-batch-tokens", "4194304",
+                 "--fix", "pp=4,tp=1", "--budget", "60GB"])
+        check(r.returncode == 1 and "raise --max-planned (now 24)" in r.stderr,
+              f"scout pp4 at 60GB: the hint names --max-planned ({r.stderr[-300:]!r})")
         # --report never over an input, an existing file (without --force) or the emitted
         # recipe: it replaced the model with the HTML page (second trial, 2026-12-05).
         model_copy = tmp / "llama8b-copy.model.yaml"
