@@ -335,7 +335,8 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
   cmd->add_flag("--fp8", opt.fp8_gemm,
                 "The linear layers' GEMMs run in FP8 (2x the BF16 peak; attention stays BF16)");
   cmd->add_option("--moe-node-limit", opt.moe_node_limit,
-                  "Node-limited routing: each token to experts on at most M nodes")
+                  "Node-limited routing (MoE): each token to experts on at most M nodes, sent once "
+                  "per node and forwarded over NVLink (DeepSeek-V3 / DeepEP)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--kernels", opt.kernels,
                   "Activation model: eager (transformers' modules, default) or fused "

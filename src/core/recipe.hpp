@@ -408,7 +408,8 @@ struct TrainingShape {
   Recompute recompute = Recompute::None;  ///< the mode of layers no range names
   std::vector<RecomputeRange> recompute_ranges;
   SourceLoc recompute_loc;
-  bool sequence_parallel = false;  ///< Megatron SP: norms/dropout activations split over tp
+  bool sequence_parallel = false;   ///< Megatron SP: norms/dropout activations split over tp
+  SourceLoc sequence_parallel_loc;  ///< where it is written (line 0: defaulted)
   std::optional<std::string> context_parallel;  ///< dense mesh axis splitting the sequence
   SourceLoc context_parallel_loc;
   PipelineSchedule pipeline_schedule;

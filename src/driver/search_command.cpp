@@ -306,6 +306,34 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     // attention), so a file and flags describing one shape give one answer.
     if (training.master_weights_loc.line == 0) training.master_weights = DType::Float32;
     if (training.shape.attention_loc.line == 0) training.shape.attention = AttentionImpl::Flash;
+    // The layout's own choices: search enumerates them (a schedule through --schedules,
+    // the node size through --hardware / --gpus-per-node); a file that sets one is refused,
+    // never silently overridden.
+    const TrainingShape& written = training.shape;
+    struct LayoutKey {
+      const SourceLoc* loc;
+      const char* key;
+      const char* hint;
+    };
+    const std::array<LayoutKey, 4> layout_keys = {{
+        {&written.pipeline_schedule.loc, "pipeline_schedule",
+         "leave it out; --schedules names the schedules your framework runs (e.g. "
+         "--schedules gpipe)"},
+        {&written.context_parallel_loc, "context_parallel",
+         "leave it out; search enumerates cp per layout (--fix cp=N holds a degree)"},
+        {&written.sequence_parallel_loc, "sequence_parallel",
+         "leave it out; search enumerates sequence parallel per layout with tp > 1"},
+        {&written.ranks_per_node_loc, "ranks_per_node",
+         "leave it out; --gpus-per-node (or the --hardware preset) sets the node size"},
+    }};
+    for (const LayoutKey& key : layout_keys) {
+      if (key.loc->line == 0) continue;
+      session.sink.error(
+          DiagCode::ETraining, *key.loc,
+          std::string("search chooses the layout: the training file may not set `") + key.key + "`",
+          key.hint);
+      return finish(opt, session, err, ExitCode::Usage);
+    }
     if (training.shape.recompute_loc.line > 0 || training.shape.offload.optimizer ||
         training.shape.offload.params || training.shape.offload.grads || training.zero.stage > 0) {
       session.sink.error(
@@ -423,6 +451,15 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       req.fixed[index] = value;
     }
   }
+  if (req.fixed[4] > 1 && !rules_shard_over(&*rules, "tp"))
+    return option_error("--fix tp=" + std::to_string(req.fixed[4]) + ": the rule set " +
+                            rules_path + " shards nothing over tp, so every layout has tp 1",
+                        "give --rules RECIPE whose rules shard over tp (a plan of plans/ for "
+                        "this architecture), or leave tp out of --fix");
+  if (req.moe_node_limit > 0 && model->attributes.num_experts.value_or(0) == 0)
+    return option_error("--moe-node-limit " + std::to_string(req.moe_node_limit) + ": " +
+                            model->name + " has no routed experts (no `num_experts` attribute)",
+                        "node-limited routing applies to MoE models: leave it out");
   if (req.fixed[5] > 1 && model->attributes.num_experts.value_or(0) == 0) {
     return option_error("--fix ep=" + std::to_string(req.fixed[5]) + ": " + model->name +
                             " has no routed experts (no `num_experts` attribute)",

@@ -263,9 +263,11 @@ void parse_training_shape(const Node& node, Reader& reader, TrainingShape& shape
     shape.gradient_accumulation_steps_loc = reader.loc(*gas);
   }
   if (const Node* recompute = node.find("recompute")) parse_recompute(*recompute, reader, shape);
-  if (const Node* sequence_parallel = node.find("sequence_parallel"))
+  if (const Node* sequence_parallel = node.find("sequence_parallel")) {
     shape.sequence_parallel =
         reader.get_bool(*sequence_parallel, "`training.sequence_parallel`").value_or(false);
+    shape.sequence_parallel_loc = reader.loc(*sequence_parallel);
+  }
   if (const Node* context_parallel = node.find("context_parallel")) {
     shape.context_parallel = reader.get_string(*context_parallel, "`training.context_parallel`");
     shape.context_parallel_loc = reader.loc(*context_parallel);

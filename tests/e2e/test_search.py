@@ -389,6 +389,24 @@ def main():
         r = run([shardc, "search", LLAMA8B, "--world", "64", "--training", tr])
         check(r.returncode == 2 and "E-TRAINING" in r.stderr,
               f"--training FILE with recompute: refused ({r.returncode})")
+        # The layout's own keys were dropped silently (a gpipe schedule, ranks_per_node 4):
+        # refused at their line, the hint naming the option that sets them (second trial).
+        for key, line, hint in (("pipeline_schedule: {kind: gpipe}", 4, "--schedules gpipe"),
+                                ("ranks_per_node: 4", 4, "--gpus-per-node"),
+                                ("sequence_parallel: true", 4, "sequence parallel per layout"),
+                                ("context_parallel: cp", 4, "cp per layout")):
+            tr.write_text(f"training:\n  seq_len: 4096\n  global_batch_size: 1024\n  {key}\n")
+            r = run([shardc, "search", LLAMA8B, "--world", "64", "--training", tr])
+            check(r.returncode == 2 and f"{tr}:{line}:" in r.stderr and "E-TRAINING" in r.stderr
+                  and hint in r.stderr, f"--training FILE with `{key}`: refused at line {line} "
+                  f"({r.stderr[:200]!r})")
+        r = run([shardc, "search", LLAMA8B, *g, "--moe-node-limit", "4"])
+        check(r.returncode == 2 and "E-SEARCH-OPTION" in r.stderr and "no routed experts" in r.stderr,
+              f"--moe-node-limit on a dense model: refused ({r.returncode})")
+        r = run([shardc, "search", PLANS / "qwen3-30b-a3b.model.yaml", *g, "--fix",
+                 "ep=8,tp=8,cp=1"])
+        check(r.returncode == 2 and "shards nothing over tp" in r.stderr,
+              f"--fix tp=8 with a rule set that shards nothing over tp: says so ({r.returncode})")
         # --fp8: MFU against the FP8 peak, below 100 %.
         a = search_json(shardc, LLAMA8B, *g, "--fp8", "--top", "3")[1]
         check(a and all(0 < x["mfu"] < 1 for x in a["ranked"]), "--fp8: MFU below 100 %")
