@@ -246,6 +246,10 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
   if (!rules_file) return finish(opt, session, err, ExitCode::Usage);
   std::optional<Recipe> rules = parse_recipe(*rules_file, session.sink, false);
   if (!rules) return finish(opt, session, err, ExitCode::Usage);
+  if (opt.pick > opt.top)
+    return option_error("--pick " + std::to_string(opt.pick) + " is past the " +
+                            std::to_string(opt.top) + " layouts --top ranks",
+                        "give --pick 1 to " + std::to_string(opt.top) + ", or raise --top");
   if (opt.pick != 1 && opt.emit_recipe.empty()) {
     return option_error(
         "--pick chooses the layout --emit-recipe writes, and no --emit-recipe "
@@ -417,10 +421,16 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     static constexpr std::array<std::string_view, 6> kAxes = {"pp", "dp_replicate", "dp_shard",
                                                               "cp", "tp",           "ep"};
     std::string_view rest = opt.fix;
-    while (!rest.empty()) {
+    bool more = true;
+    while (more) {
       const std::size_t comma = rest.find(',');
-      const std::string_view item = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      std::string_view item = rest.substr(0, comma);
+      more = comma != std::string_view::npos;
+      rest = more ? rest.substr(comma + 1) : std::string_view{};
+      // Blanks around an item are not part of it ('ep=8, tp=1'); an empty item
+      // ('ep=8,' or 'ep=8,,tp=1') is refused below, not skipped.
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
       const std::size_t eq = item.find('=');
       const auto axis =
           std::find(kAxes.begin(), kAxes.end(), item.substr(0, std::min(eq, item.size())));

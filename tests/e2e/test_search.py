@@ -400,6 +400,24 @@ def main():
             check(r.returncode == 2 and f"{tr}:{line}:" in r.stderr and "E-TRAINING" in r.stderr
                   and hint in r.stderr, f"--training FILE with `{key}`: refused at line {line} "
                   f"({r.stderr[:200]!r})")
+        r = run([shardc, "search", LLAMA8B, *g, "--pick", "7", "--emit-recipe", tmp / "p7.yaml"])
+        check(r.returncode == 2 and "past the 5 layouts --top ranks" in r.stderr
+              and "layouts:" not in r.stdout,
+              f"--pick 7 with --top 5: refused before the search ({r.returncode})")
+        for fix, code in (("tp=8,", 2), ("tp=8,,pp=1", 2), ("pp=2, tp=4", 0)):
+            r = run([shardc, "search", LLAMA8B, *g, "--fix", fix, "--top", "1"])
+            check(r.returncode == code, f"--fix '{fix}': exit {r.returncode}, expected {code}")
+        # A layout slower than a recompute variant of itself with no less memory is not
+        # ranked (Mixtral on 64: block1 at 71.29 GiB, 9.18 s under none at 71.26 GiB, 9.08 s).
+        doc = search_json(shardc, PLANS / "mixtral-8x7b.model.yaml", *g)[1]
+        ranked = (doc or {}).get("ranked", [])
+        dominated = [(a["layout"], b["layout"]) for a in ranked for b in ranked
+                     if a is not b and a["step_seconds"] < b["step_seconds"]
+                     and a["peak_bytes"] <= b["peak_bytes"]
+                     and re.sub(r"recompute=\S+", "", a["layout"]) ==
+                     re.sub(r"recompute=\S+", "", b["layout"])]
+        check(ranked and not dominated, f"mixtral on 64: no ranked layout dominated by a "
+              f"recompute variant of itself ({dominated})")
         r = run([shardc, "search", LLAMA8B, *g, "--moe-node-limit", "4"])
         check(r.returncode == 2 and "E-SEARCH-OPTION" in r.stderr and "no routed experts" in r.stderr,
               f"--moe-node-limit on a dense model: refused ({r.returncode})")
