@@ -573,8 +573,12 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << " us (" << hw->source << ")\n";
     out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
         << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
-        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", attention "
-        << attention_impl_name(shape.attention)
+        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", master weights "
+        << (training.master_weights ? std::string(dtype_name(*training.master_weights))
+                                    : std::string("none"))
+        << (training.grad_dtype ? ", grads " + std::string(dtype_name(*training.grad_dtype))
+                                : std::string())
+        << ", attention " << attention_impl_name(shape.attention)
         << (shape.kernels == ActivationKernels::Fused ? ", fused kernels" : "")
         << (req.fp8_gemm ? ", FP8 GEMMs" : "")
         << (req.moe_node_limit > 0
