@@ -154,21 +154,14 @@ std::string layout_json(const CheckedLayout& checked, std::int64_t budget) {
 
 // "1, 2, 4, 8" (every divisor of `value`; the first and last 6 of a longer list).
 std::string divisor_list(std::int64_t value) {
-  std::vector<std::int64_t> low;
-  std::vector<std::int64_t> high;
-  for (std::int64_t divisor = 1; divisor * divisor <= value; ++divisor) {
-    if (value % divisor != 0) continue;
-    low.push_back(divisor);
-    if (divisor != value / divisor) high.push_back(value / divisor);
-  }
-  low.insert(low.end(), high.rbegin(), high.rend());
+  const std::vector<std::int64_t> all = divisors(value);
   std::string out;
-  for (std::size_t i = 0; i < low.size(); ++i) {
-    if (low.size() > 12 && i >= 6 && i < low.size() - 6) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all.size() > 12 && i >= 6 && i < all.size() - 6) {
       if (i == 6) out += ", ...";
       continue;
     }
-    out += (out.empty() ? "" : ", ") + std::to_string(low[i]);
+    out += (out.empty() ? "" : ", ") + std::to_string(all[i]);
   }
   return out;
 }

@@ -6,10 +6,12 @@
 #include <string_view>
 #include <vector>
 
+#include "support/edit_distance.hpp"
+
 namespace shardc::driver {
 
-/// Levenshtein distance, giving up (returning > limit) once it exceeds `limit`.
-std::size_t edit_distance(std::string_view source, std::string_view target, std::size_t limit);
+/// Levenshtein distance (support/edit_distance.hpp).
+using shardc::edit_distance;
 
 /// Up to `max` names close to `query`: names containing it (or contained in
 /// it) first, then the smallest edit distances, ties in input order.

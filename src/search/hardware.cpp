@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "search/search.hpp"
+#include "support/edit_distance.hpp"
 
 namespace shardc {
 namespace {
@@ -106,23 +107,6 @@ constexpr std::array<std::string_view, 11> kHardwareKeys = {
     "gpus_per_node",  "intra_gbs", "inter_gbs",   "intra_latency_us", "inter_latency_us",
     "gemm_efficiency"};
 
-// Edit distance (insert, delete, substitute one character), for "did you mean".
-std::size_t edit_distance(std::string_view lhs, std::string_view rhs) {
-  std::vector<std::size_t> row(rhs.size() + 1);
-  for (std::size_t j = 0; j <= rhs.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= lhs.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= rhs.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] =
-          std::min({row[j] + 1, row[j - 1] + 1, diagonal + (lhs[i - 1] == rhs[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[rhs.size()];
-}
-
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
@@ -177,7 +161,7 @@ std::optional<Hardware> parse_hardware_text(std::string_view text, std::string& 
       std::string_view closest;
       std::size_t best = 3;
       for (const std::string_view key : kHardwareKeys) {
-        const std::size_t distance = edit_distance(parsed_line.key, key);
+        const std::size_t distance = edit_distance(parsed_line.key, key, 2);
         if (distance < best) {
           best = distance;
           closest = key;

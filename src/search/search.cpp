@@ -88,10 +88,6 @@ std::string layout_name(const Layout& layout) {
   return out;
 }
 
-namespace {
-
-using search::ModelStats;
-
 std::vector<std::int64_t> divisors(std::int64_t value) {
   std::vector<std::int64_t> out;
   for (std::int64_t divisor = 1; divisor * divisor <= value; ++divisor) {
@@ -102,6 +98,10 @@ std::vector<std::int64_t> divisors(std::int64_t value) {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+namespace {
+
+using search::ModelStats;
 
 // The largest interleaved chunk count enumerated (Megatron's virtual pipeline
 // sizes in practice: the Llama 3 and Megatron papers use up to 8; 16 for
@@ -1018,7 +1018,7 @@ SearchResult run_search(const SearchRequest& req) {
     Layout other = rhs;
     other.recompute = lhs.recompute;
     other.recompute_block = lhs.recompute_block;
-    return layout_name(lhs) == layout_name(other);
+    return lhs == other;
   };
   std::vector<CheckedLayout> undominated;
   for (const CheckedLayout& candidate : result.ranked) {

@@ -110,11 +110,16 @@ struct Layout {
   /// the vocabulary, which would otherwise be E-EVEN. Named "padded-vocab".
   bool vocab_padding = false;
   [[nodiscard]] std::int64_t dp() const { return dp_replicate * dp_shard; }
+  friend bool operator==(const Layout&, const Layout&) = default;
   /// The ranks FSDP shards a dense param over: dp_shard x cp when dp_shard > 1
   /// (torchtitan's `dp_shard_cp` mesh: the emitted recipe's `fsdp.shard: [dp_shard, cp]`),
   /// else 1 (no FSDP).
   [[nodiscard]] std::int64_t fsdp_degree() const { return dp_shard > 1 ? dp_shard * cp : 1; }
 };
+
+/// Every divisor of `value` (>= 1), in increasing order: the degrees an axis of a world
+/// of `value` ranks may take. Cost O(sqrt(value)).
+std::vector<std::int64_t> divisors(std::int64_t value);
 
 /// True when the search enumerates pipeline schedule `kind` given `--schedules`
 /// (`requested`; empty = the default: the schedules torch.distributed.pipelining runs
