@@ -260,6 +260,12 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
 /// Prints the JSON Schema named `name` (model, recipe, plan, rank, reshard, manifest).
 ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& err);
 
+/// A command line the parser refused (an unknown option, a malformed or missing
+/// value): reports E-USAGE ("COMMAND: MESSAGE", the hint naming `--help`) in
+/// `format` to `err`; returns ExitCode::Usage. `command` is "" before a subcommand.
+ExitCode report_usage_error(const std::string& command, const std::string& message,
+                            DiagFormat format, std::ostream& err);
+
 /// The version string, e.g. "0.1.0".
 const char* version();
 

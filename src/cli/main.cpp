@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardc/driver.hpp"
@@ -293,8 +294,10 @@ void add_search(CLI::App& app, Cli& cli, shardc::SearchOptions& opt, std::string
       ->check(kNonEmpty);
   cmd->add_option("--world", opt.world, "Number of GPUs")->check(kPositiveInt);
   cmd->add_option("--nodes", opt.nodes, "Nodes (with --gpus-per-node)")->check(kPositiveInt);
-  cmd->add_option("--gpus-per-node", opt.gpus_per_node, "GPUs per node (default: the hardware's)")
-      ->check(kPositiveInt);
+  cmd->add_option("--gpus-per-node", opt.gpus_per_node,
+                  "GPUs per node, 1-1024 (default: the hardware's)")
+      ->check(kPositiveInt)
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--seq-len", opt.seq_len, "Tokens per sequence (default 4096)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--micro-batch", opt.micro_batch, "Sequences per micro-batch (default 1)")
@@ -547,6 +550,27 @@ void setup_logging(const Cli& cli) {
   spdlog::set_level(level);
 }
 
+// The --diag-format a refused command line asked for (the parse did not get to
+// set it): its last spelling, "--diag-format json" or "--diag-format=json".
+shardc::DiagFormat requested_diag_format(int argc, char** argv) {
+  shardc::DiagFormat format = shardc::DiagFormat::Text;
+  const std::string_view flag = "--diag-format";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    std::string_view value;
+    if (arg == flag && i + 1 < argc) {
+      value = argv[i + 1];
+    } else if (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+               arg[flag.size()] == '=') {
+      value = arg.substr(flag.size() + 1);
+    }
+    if (value == "json") format = shardc::DiagFormat::Json;
+    if (value == "github") format = shardc::DiagFormat::Github;
+    if (value == "text") format = shardc::DiagFormat::Text;
+  }
+  return format;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"shardc: compile a sharding recipe and a model into per-rank plans"};
   app.require_subcommand(1);
@@ -593,8 +617,12 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : static_cast<int>(ExitCode::Usage);
+    // --help and --version are ParseErrors that exit 0: CLI11 prints them.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string command;
+    for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
+    return static_cast<int>(shardc::report_usage_error(
+        command, e.what(), requested_diag_format(argc, argv), std::cerr));
   }
   setup_logging(cli);
   return static_cast<int>(cli.run());

@@ -63,6 +63,9 @@ enum class DiagCode {
   ESearchOption,
   EHardware,
   EReportInput,
+  EUsage,
+  EOutput,
+  EPlanFile,
   WUnusedRule,
   WExperts,
   WStrided,
@@ -278,6 +281,24 @@ inline constexpr std::array kDiagCodes = {
                  "truncated, malformed, or disagrees with plan.json or the manifest",
                  "recompile the OUTDIR with `shardc compile` (never edit its files), or give the "
                  "MODEL RECIPE it was compiled from"},
+    DiagCodeInfo{DiagCode::EUsage, "E-USAGE", Severity::Error, ExitCode::Usage,
+                 "the command line: an unknown subcommand or option, an option's value "
+                 "malformed or out of range, a required argument missing, the wrong number of "
+                 "inputs, or options that contradict each other (`search`'s own: "
+                 "E-SEARCH-OPTION)",
+                 "`shardc COMMAND --help` lists the command's arguments and the values each "
+                 "option takes"},
+    DiagCodeInfo{DiagCode::EOutput, "E-OUTPUT", Severity::Error, ExitCode::Usage,
+                 "an output cannot be written: the file or directory is not writable, a "
+                 "directory that is not a shardc OUTDIR, an OUTDIR another compile is writing "
+                 "(locked), a symbolic link shardc does not write through",
+                 "the message names the path and the system's reason; choose another path, or "
+                 "`--force` where the command has it"},
+    DiagCodeInfo{DiagCode::EPlanFile, "E-PLAN-FILE", Severity::Error, ExitCode::Usage,
+                 "a compiled plan given to `verify` or `reshard` (plan.json, manifest.json, a "
+                 "rank file) cannot be read, is not shardc's, is incomplete, or changed since "
+                 "compile",
+                 "recompile the OUTDIR with `shardc compile` (never edit its files)"},
     DiagCodeInfo{DiagCode::WUnusedRule, "W-UNUSED-RULE", Severity::Warning, ExitCode::Invalid,
                  "a rule, one pattern of a rule's `match` list (at that pattern), or an `experts` "
                  "entry matches nothing (error with `--strict`)",

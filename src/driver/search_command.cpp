@@ -453,6 +453,26 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
             "a degree divides the world size: " + std::string(*axis) + " = " + divisor_list(world));
       req.fixed[index] = value;
     }
+    // The dense mesh pp x dp_replicate x dp_shard x cp x tp is the world: the fixed
+    // degrees together divide it (ep is carved out of dp_shard x cp x tp).
+    std::int64_t product = 1;
+    std::string named;
+    for (std::size_t i = 0; i + 1 < kAxes.size(); ++i) {
+      if (req.fixed[i] == 0) continue;
+      // Saturates at 2^62 (five degrees of up to 2^20 each would overflow).
+      constexpr std::int64_t kSaturated = std::int64_t{1} << 62;
+      product = product > kSaturated / req.fixed[i] ? kSaturated : product * req.fixed[i];
+      named +=
+          (named.empty() ? "" : " x ") + std::string(kAxes[i]) + " " + std::to_string(req.fixed[i]);
+    }
+    if (world % product != 0)
+      return option_error(
+          "--fix: " + named + " = " +
+              (product == std::int64_t{1} << 62 ? "2^62 or more" : std::to_string(product)) +
+              " ranks, which does not divide the world (" + std::to_string(world) + " ranks)",
+          "the fixed degrees of pp, dp_replicate, dp_shard, cp and tp multiply "
+          "to a divisor of the world: " +
+              divisor_list(world));
   }
   if (req.fixed[4] > 1 && !rules_shard_over(&*rules, "tp"))
     return option_error("--fix tp=" + std::to_string(req.fixed[4]) + ": the rule set " +
@@ -482,10 +502,9 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
                            "the model's own config); docs/search.md");
     return finish(opt, session, err, ExitCode::Usage);
   }
-  if (!result.error.empty()) {
-    driver::print_error(err, result.error);
-    return ExitCode::Usage;
-  }
+  if (!result.error.empty())
+    return option_error(result.error,
+                        "--seq-len N and --global-batch-tokens N, or a --training file with both");
   const std::int64_t tokens = *shape.global_batch_size * *shape.seq_len;
   if (!opt.report.empty()) {
     SearchReportInput page;
@@ -502,7 +521,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     const std::string html = render_search_report_html(page);
     std::string error;
     if (!fs.write_atomic(opt.report, html, error)) {
-      driver::print_error(err, "cannot write '" + opt.report + "': " + error);
+      driver::print_error(err, code_name(DiagCode::EOutput),
+                          "cannot write '" + opt.report + "': " + error);
       return ExitCode::Usage;
     }
     err << "search: wrote " << opt.report << " ("
@@ -721,7 +741,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     std::string error;
     if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, result.ranked[pick - 1].layout),
                          error)) {
-      driver::print_error(err, "cannot write '" + opt.emit_recipe + "': " + error);
+      driver::print_error(err, code_name(DiagCode::EOutput),
+                          "cannot write '" + opt.emit_recipe + "': " + error);
       return ExitCode::Usage;
     }
     err << "search: wrote " << opt.emit_recipe << ": #" << pick << " "

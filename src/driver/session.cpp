@@ -11,6 +11,7 @@
 #include "import/import.hpp"
 #include "planner/check_plan.hpp"
 #include "planner/planner.hpp"
+#include "support/assert.hpp"
 #include "support/large_buffer.hpp"
 
 namespace shardc::driver {
@@ -102,7 +103,8 @@ ExitCode print_or_write(const std::string& text, const std::string& output, File
   std::string error;
   if (!fs.write_atomic(output, text, error)) {
     print_error(
-        err, "cannot write '" + output + "': " + error + " (omit -o to print to standard output)");
+        err, code_name(DiagCode::EOutput),
+        "cannot write '" + output + "': " + error + " (omit -o to print to standard output)");
     return ExitCode::Usage;
   }
   return ExitCode::Ok;
@@ -178,10 +180,8 @@ ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& sessi
   load_and_plan(opt, fs, session);
   print_diagnostics(opt, session, diag_out);
   const ExitCode code = diagnostics_exit_code(opt, session.sink);
-  if (code == ExitCode::Ok && !session.plan) {
-    print_error(diag_out, "internal error: no plan and no diagnostic (please report)");
-    return ExitCode::Usage;
-  }
+  // load_and_plan sets the plan unless it reported an error (a broken invariant: exit 3).
+  SHARDC_ASSERT(code != ExitCode::Ok || session.plan, "no plan and no diagnostic");
   return code;
 }
 

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/layer_blocks.hpp"
 #include "core/pipeline_chunks.hpp"
 #include "core/recipe.hpp"
 #include "planner/passes.hpp"
@@ -21,27 +22,14 @@
 namespace shardc::passes {
 namespace {
 
-bool is_number(std::string_view text) {
-  if (text.empty()) return false;
-  for (char ch : text)
-    if (ch < '0' || ch > '9') return false;
-  return true;
-}
-
-// The block key: the FQN prefix through the first numeric segment after
-// the first `layers` segment; empty when the FQN has none.
+// The block key: the block's stack and index ("transformer.h.3"), core/layer_blocks.hpp's
+// rule (a `layers` / `h` / `layer` / `blocks` segment and the number after it: GPT-2's
+// `transformer.h.N` too, as the activation model and the search read it); empty outside
+// every block.
 std::string block_key(std::string_view fqn) {
-  std::size_t pos = 0;
-  bool after_layers = false;
-  while (pos <= fqn.size()) {
-    std::size_t dot = fqn.find('.', pos);
-    if (dot == std::string_view::npos) dot = fqn.size();
-    std::string_view seg = fqn.substr(pos, dot - pos);
-    if (after_layers && is_number(seg)) return std::string(fqn.substr(0, dot));
-    if (!after_layers && seg == "layers") after_layers = true;
-    pos = dot + 1;
-  }
-  return {};
+  const std::optional<LayerBlock> block = layer_block(fqn);
+  if (!block) return {};
+  return std::string(block->stack) + "." + std::to_string(block->index);
 }
 
 // "14/14/13/13/13/13": layer blocks per model chunk; past 16 chunks by runs,

@@ -472,7 +472,7 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
     if (exact_comm == nullptr) {
       const CommInputs in = comm_inputs(st, req, layout);
       const std::int64_t element_bytes =
-          element_size(req.training.shape.activation_dtype.value_or(DType::BFloat16));
+          element_size(req.training.shape.activation_dtype.value_or(st.activation_dtype));
       estimated =
           stage_communication(*st.arch, shape, element_bytes, in.layout, in.groups, in.bytes);
     }

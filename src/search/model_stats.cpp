@@ -17,6 +17,14 @@ double numel(const Param& param) {
   return elements;
 }
 
+// A learned position embedding: GPT-2's `transformer.wpe`, OPT's `embed_positions`,
+// BERT-style `position_embeddings` (a lookup, like the token embedding).
+bool is_position_embedding(std::string_view name) {
+  return name.find(".wpe.") != std::string_view::npos || name.rfind("wpe.", 0) == 0 ||
+         name.find("embed_positions") != std::string_view::npos ||
+         name.find("position_embedding") != std::string_view::npos;
+}
+
 }  // namespace
 
 ModelStats model_stats(const Model& model) {
@@ -67,7 +75,9 @@ ModelStats model_stats(const Model& model) {
           param.name.find("wte") != std::string::npos)
         stats.embedding += elements;
       if (param.name.find("lm_head") != std::string::npos) lm_head = true;
+      if (is_position_embedding(param.name)) stats.position_embedding += elements;
     }
+    if (&param == &model.params.front()) stats.activation_dtype = param.dtype;
     stats.param_bytes = element_size(param.dtype);
   }
   stats.layers = static_cast<std::int64_t>(per_layer.size());
@@ -98,8 +108,8 @@ ModelStats model_stats(const Model& model) {
   const double expert_share =
       stats.experts > 0 ? static_cast<double>(stats.top_k) / static_cast<double>(stats.experts) : 0;
   // Another stack's blocks (a vision tower) run per image, not per text token: no FLOPs.
-  stats.head_active =
-      stats.outside - stats.other_stacks - stats.embedding + (lm_head ? 0 : stats.embedding);
+  stats.head_active = stats.outside - stats.other_stacks - stats.embedding -
+                      stats.position_embedding + (lm_head ? 0 : stats.embedding);
   stats.active =
       stats.layer_dense + stats.layer_vector + stats.expert * expert_share + stats.head_active;
   for (const auto& [layer, elements] : per_layer) {

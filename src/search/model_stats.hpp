@@ -42,6 +42,12 @@ struct ModelStats {
   std::optional<ActivationArch> arch;
   std::string arch_missing;
   std::int64_t param_bytes = 2;  ///< the model's param dtype width
+  /// The activations' dtype when the training shape sets none: the model's first param's,
+  /// as the planner takes it (planner/training_shape.cpp; float32 for GPT-2 and gemma-2's
+  /// shipped inventories).
+  DType activation_dtype = DType::BFloat16;
+  /// Learned position embeddings (GPT-2 `wpe`, `embed_positions`): a lookup, no FLOPs.
+  double position_embedding = 0;
 };
 
 ModelStats model_stats(const Model& model);

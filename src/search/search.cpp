@@ -13,6 +13,7 @@
 
 #include "comm/comm.hpp"
 #include "core/activations.hpp"
+#include "core/layer_blocks.hpp"
 #include "core/pipeline_chunks.hpp"
 #include "frontend/frontend.hpp"
 #include "memory/memory.hpp"
@@ -471,7 +472,8 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                              microbatches,
                              layout.recompute_block};
   if (const auto hit = memo.find(key); hit != memo.end()) return bytes + hit->second;
-  const std::int64_t element_bytes = element_size(shape.activation_dtype.value_or(DType::BFloat16));
+  const std::int64_t element_bytes =
+      element_size(shape.activation_dtype.value_or(st.activation_dtype));
   double act = 0;
   const std::int64_t per_stage = (st.layers + layout.pp - 1) / layout.pp;
   // Stage 0 (most micro-batches in flight), stage 1 (one micro-batch fewer in flight but,
@@ -690,14 +692,24 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     if (moe) out << "  expert_dim: auto\n";
     if (!layout.reshard_after_forward) out << "  reshard_after_forward: false\n";
   }
-  // The FSDP2 units: each layer block (its experts first), then the rest.
-  std::string layers_prefix;
+  // The FSDP2 units: each layer block of each stack (core/layer_blocks.hpp: `model.layers`,
+  // GPT-2's `transformer.h`, a vision tower's blocks), its routed experts first, then the
+  // rest. A stack's experts are the path from its block to the `experts` segment
+  // (`mlp.experts`, Llama-4's `feed_forward.experts`).
+  std::vector<std::pair<std::string, std::string>> stacks;  // "model.layers.{i}", experts
   for (const Param& param : req.model->params) {
-    const std::size_t pos = param.name.find(".layers.");
-    if (pos != std::string::npos) {
-      layers_prefix = param.name.substr(0, pos) + ".layers.{i}";
-      break;
-    }
+    const std::optional<LayerBlock> block = layer_block(param.name);
+    if (!block) continue;
+    const std::string unit = std::string(block->stack) + ".{i}";
+    auto found = std::find_if(stacks.begin(), stacks.end(),
+                              [&unit](const auto& entry) { return entry.first == unit; });
+    if (found == stacks.end()) found = stacks.insert(stacks.end(), {unit, std::string()});
+    const std::string_view name = param.name;
+    const std::size_t inside = name.find('.', block->stack.size() + 1);  // after the index
+    const std::size_t experts = name.find(".experts.", block->stack.size());
+    if (found->second.empty() && inside != std::string_view::npos &&
+        experts != std::string_view::npos && experts >= inside)
+      found->second = unit + std::string(name.substr(inside, experts + 8 - inside));
   }
   const bool muon = req.training.optimizer == Optimizer::Muon;
   if (layout.dp_shard > 1 || muon) {
@@ -705,9 +717,9 @@ std::string layout_recipe_text(const SearchRequest& req, const Layout& layout) {
     if (muon) out << "  - {kind: muon_allgather, alignment_bytes: 512}\n";
     if (layout.dp_shard > 1) {
       out << "  - {kind: fsdp2_allgather, units: [";
-      if (!layers_prefix.empty()) {
-        if (moe) out << "\"" << layers_prefix << ".mlp.experts\", ";
-        out << "\"" << layers_prefix << "\", ";
+      for (const auto& [unit, experts] : stacks) {
+        if (!experts.empty()) out << "\"" << experts << "\", ";
+        out << "\"" << unit << "\", ";
       }
       out << "\"**\"]}\n";
     }

@@ -4,8 +4,8 @@
 
 namespace shardc {
 
-void print_error(std::ostream& err, const std::string& message) {
-  err << "shardc: error: " << message << "\n";
+void print_error(std::ostream& err, std::string_view code, const std::string& message) {
+  err << "shardc: error[" << code << "]: " << message << "\n";
 }
 
 }  // namespace shardc

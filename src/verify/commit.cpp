@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "backend/backend.hpp"
+#include "core/diag_code.hpp"
 #include "outputs/output_dir.hpp"
 #include "support/limits.hpp"
 #include "support/print_error.hpp"
@@ -45,7 +46,8 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
     std::int64_t size = 0;
     if (fs.read_range(out_dir, 0, 0, size, why)) why = "not a directory";
     print_error(
-        err, "cannot read '" + out_dir + "': " + why + " (verify reads the OUTDIR of a compile)");
+        err, code_name(DiagCode::EPlanFile),
+        "cannot read '" + out_dir + "': " + why + " (verify reads the OUTDIR of a compile)");
     return std::nullopt;
   }
   const std::string path = path_join(out_dir, kManifestName);
@@ -54,12 +56,14 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
   if (!text) {
     const auto names = fs.list_dir(out_dir);
     const bool absent = std::find(names->begin(), names->end(), kManifestName) == names->end();
-    print_error(err,
+    print_error(err, code_name(DiagCode::EPlanFile),
                 absent ? incomplete_message(out_dir, fs) : "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
   auto manifest = readback::parse_manifest_file(*text, error);
-  if (!manifest) print_error(err, "'" + path + "' is not a shardc manifest: " + error);
+  if (!manifest)
+    print_error(err, code_name(DiagCode::EPlanFile),
+                "'" + path + "' is not a shardc manifest: " + error);
   return manifest;
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "core/diag_code.hpp"
 #include "outputs/output_dir.hpp"
 #include "support/print_error.hpp"
 #include "verify/engine.hpp"
@@ -21,13 +22,14 @@ bool load_sample(RankStore& store, std::vector<std::int64_t>& sample, const std:
       continue;
     }
     if (!store.fatal.empty()) {
-      print_error(err, store.fatal);
+      print_error(err, code_name(DiagCode::EPlanFile), store.fatal);
       return false;
     }
     if (!store.listed(rank)) {
-      print_error(err, "rank " + std::to_string(rank) + ": no rank file in '" + dir +
-                           "' (not part of the compile: manifest.json lists ranks '" +
-                           store.listed_text() + "')");
+      print_error(err, code_name(DiagCode::EPlanFile),
+                  "rank " + std::to_string(rank) + ": no rank file in '" + dir +
+                      "' (not part of the compile: manifest.json lists ranks '" +
+                      store.listed_text() + "')");
       return false;
     }
   }
@@ -121,7 +123,7 @@ Outcome verify_outputs(const PlanFile& plan, const readback::ManifestFile& manif
     }
   }
   if (!store.fatal.empty()) {
-    print_error(err, store.fatal);
+    print_error(err, code_name(DiagCode::EPlanFile), store.fatal);
     outcome.status = Outcome::Status::OutputsUnusable;
     return outcome;
   }

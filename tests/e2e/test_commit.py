@@ -166,7 +166,8 @@ def test_first_compile(env: Env, kills: int, seconds: float) -> None:
             continue
         outcomes["incomplete"] += 1
         r = env.verify(out)
-        check(r.returncode == 2 and "incomplete compile:" in r.stderr and "rerun compile"
+        check(r.returncode == 2 and "error[E-PLAN-FILE]: " in r.stderr
+              and "incomplete compile:" in r.stderr and "rerun compile"
               in r.stderr, f"kill at {t:.3f} s: an incomplete OUTDIR is refused by verify",
               r.stdout + r.stderr)
     print(f"     outcomes: {outcomes}", flush=True)
@@ -226,8 +227,9 @@ def test_changed_inputs_and_tampering(env: Env) -> None:
           "verify names a tampered plan.json", r.stdout + r.stderr)
     (out / "manifest.json").unlink()
     r = env.verify(out)
-    check(r.returncode == 2 and "incomplete compile: 9 of 2048 rank files; rerun compile"
-          in r.stderr, "verify refuses an OUTDIR without manifest.json", r.stderr)
+    check(r.returncode == 2 and "shardc: error[E-PLAN-FILE]: " in r.stderr
+          and "incomplete compile: 9 of 2048 rank files; rerun compile" in r.stderr,
+          "verify refuses an OUTDIR without manifest.json (E-PLAN-FILE)", r.stderr)
 
 
 def main() -> int:

@@ -189,10 +189,10 @@ def test_unwritable(env: Env, tmp: Path) -> None:
     blocker = tmp / "a-file"
     blocker.write_text("x")
     r = env.compile(blocker / "out")
-    check(r.returncode == 2 and "shardc: error:" in r.stderr and "out" in r.stderr,
+    check(r.returncode == 2 and "shardc: error[E-OUTPUT]:" in r.stderr and "out" in r.stderr,
           "OUTDIR under a regular file: exit 2 with a message", r.stderr)
     r = env.compile(blocker)
-    check(r.returncode == 2 and "shardc: error:" in r.stderr,
+    check(r.returncode == 2 and "shardc: error[E-OUTPUT]:" in r.stderr,
           "OUTDIR that is a regular file: exit 2 with a message", r.stderr)
     check(blocker.read_text() == "x", "the regular file is untouched")
     r = env.compile("/proc/version/out")
@@ -201,7 +201,7 @@ def test_unwritable(env: Env, tmp: Path) -> None:
     out.mkdir()
     (out / "ranks").write_text("not a folder")
     r = env.compile(out, "--force")
-    check(r.returncode == 2 and "shardc: error:" in r.stderr,
+    check(r.returncode == 2 and "shardc: error[E-OUTPUT]:" in r.stderr,
           "ranks/ is a regular file: exit 2 with a message", r.stderr)
     check(not temps(out), "failed compile leaves no temporary files", str(temps(out)))
 

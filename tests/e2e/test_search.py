@@ -29,6 +29,8 @@ PLANS = ROOT / "plans"
 LLAMA = PLANS / "llama-3.1-405b.model.yaml"
 LLAMA8B = PLANS / "llama-3.1-8b.model.yaml"
 DSV3 = PLANS / "deepseek-v3.model.yaml"
+GPT2 = PLANS / "gpt2.model.yaml"
+GEMMA2 = PLANS / "gemma-2-2b.model.yaml"
 FAILED = []
 SCHEMA = Draft202012Validator(json.loads((ROOT / "schemas" / "search.schema.json").read_text()))
 
@@ -137,6 +139,37 @@ def main():
         small = ["--world", "64", "--hardware", "h100", "--seq-len", "8192",
                  "--global-batch-tokens", str(8192 * 256), "--budget", "80GB"]
         property_checks(shardc, tmp, LLAMA8B, small, "llama8b-64", 5)
+        # GPT-2 (blocks `transformer.h.N`, float32 params): its pipelined layouts plan (the
+        # planner read only `layers` as a block list: "stages: auto found 0 layer blocks"
+        # for every pp layout search ranked), the emitted FSDP units are its blocks (were
+        # "**" alone: the whole model one unit), and the estimate sizes float32 activations
+        # as `memory` does (it took bfloat16: gemma-2-2b's 10-33 % below the exact peak).
+        gpt2 = ["--world", "8", "--hardware", "h100", "--seq-len", "1024",
+                "--global-batch-tokens", "524288", "--budget", "80GB"]
+        doc = property_checks(shardc, tmp, GPT2, gpt2 + ["--fix", "pp=2,tp=1"], "gpt2-pp2", 2)
+        check(doc is not None and all(x["layout"].startswith("pp2 ") for x in doc["ranked"]),
+              "gpt2-pp2: pipelined layouts ranked")
+        rec = tmp / "gpt2-fsdp.recipe.yaml"
+        r = run([shardc, "search", GPT2, *gpt2, "--fix", "dp_shard=8", "--emit-recipe", rec])
+        check(r.returncode == 0 and 'units: ["transformer.h.{i}", "**"]' in rec.read_text(),
+              "gpt2 dp_shard8: the emitted FSDP2 units are its blocks, then the rest")
+        # GPT-2's position embedding `wpe` is a lookup: no FLOPs (its tied wte is the output
+        # head's matrix, so it counts).
+        code, doc = search_json(shardc, GPT2, *gpt2, "--top", "1")
+        if doc:
+            # 124,439,808 params less wpe (1024 x 768); attention 12 layers x 6 x 1024 x 768
+            # (the causal half of 12 s h, forward and backward). JSON: 6 significant digits.
+            expected = 6 * (124439808 - 1024 * 768) + 6 * 12 * 1024 * 768
+            check(abs(doc["ranked"][0]["flops_per_token"] - expected) <= 1e-5 * expected,
+                  f"gpt2: flops per token leave out wpe ({doc['ranked'][0]['flops_per_token']} "
+                  f"vs {expected})")
+        gemma = ["--world", "8", "--hardware", "h100", "--seq-len", "8192",
+                 "--global-batch-tokens", "1048576", "--budget", "30GB", "--top", "3"]
+        code, doc = search_json(shardc, GEMMA2, *gemma)
+        check(doc is not None and doc["ranked"] and all(
+            abs(x["estimated_memory_bytes"] - x["peak_bytes"]) <= 0.05 * x["peak_bytes"]
+            for x in doc["ranked"]), "gemma-2-2b (float32 params): the estimate is within 5 % "
+              "of the exact peak")
         # The rule set's comments state its own layout's figures ("-> 16032 rows per rank"
         # at tp 8, "colwise" on a map a tp-1 layout empties): the emitted recipes leave them
         # out.

@@ -126,7 +126,9 @@ TEST_CASE("every code has a tests/bad case (or the test docs/diagnostics.md name
       {"W-MODULE-ORDER", "tests/e2e/test_import.py"},
       {"E-HF-TP-PLAN", "tests/unit/import/hf_tp_plan_test.cpp"},
       {"E-SEARCH", "tests/e2e/test_search.py"},
-      {"E-HARDWARE", "tests/e2e/test_search.py"}};
+      {"E-HARDWARE", "tests/e2e/test_search.py"},
+      {"E-OUTPUT", "tests/e2e/test_output_safety.py"},
+      {"E-PLAN-FILE", "tests/e2e/test_commit.py"}};
   for (const shardc::DiagCodeInfo& info : shardc::kDiagCodes) {
     CAPTURE(info.name);
     const std::string quoted = "\"" + std::string(info.name) + "\"";

@@ -174,3 +174,34 @@ TEST_CASE("schedules and virtual stages that torch refuses are E-TRAINING") {
     CHECK(found);
   }
 }
+
+TEST_CASE("stages: auto reads GPT-2's `transformer.h.N` as layer blocks") {
+  // The planner's block list was `layers` alone: "stages: auto found 0 layer blocks" for every
+  // pipelined GPT-2 layout the search ranked (its activation model read `h` already).
+  DiagnosticSink sink;
+  const std::string model_path = "plans/gpt2.model.yaml";
+  auto model = parse_model({model_path, slurp(model_path)}, sink);
+  auto recipe = parse_recipe({"recipe.yaml", R"(format: shardc.recipe/v1
+mesh:
+  - {name: pp, size: 2}
+  - {name: dp, size: 4}
+pipeline:
+  axis: pp
+  stages: auto
+rules:
+  - match: "**"
+    placements: {}
+)"},
+                             sink);
+  REQUIRE(model);
+  REQUIRE(recipe);
+  const std::optional<Plan> plan = build_plan(*model, *recipe, sink);
+  REQUIRE(plan);
+  CHECK_FALSE(sink.has_errors());
+  std::map<std::string, int> stage;
+  for (const PlannedParam& param : plan->params) stage[param.name] = param.stage;
+  CHECK(stage.at("transformer.h.0.attn.c_attn.weight") == 0);
+  CHECK(stage.at("transformer.h.5.mlp.c_proj.weight") == 0);
+  CHECK(stage.at("transformer.h.6.attn.c_attn.weight") == 1);
+  CHECK(stage.at("transformer.h.11.ln_2.weight") == 1);
+}
