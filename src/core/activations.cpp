@@ -472,6 +472,25 @@ std::int64_t StageLayers::layers() const {
   return total;
 }
 
+void StageLayers::add_layer(LayerKind kind, Recompute mode, bool chunk_start) {
+  const int kind_index = static_cast<int>(kind);
+  const int mode_index = static_cast<int>(mode);
+  ++count[kind_index][mode_index];
+  if (chunk_start) chunk_tails_begin = recompute_tails.size();
+  // The layer follows every full layer of its chunk so far...
+  for (std::size_t i = chunk_tails_begin; i < recompute_tails.size(); ++i)
+    ++recompute_tails[i].after[kind_index][mode_index];
+  if (mode != Recompute::Full) return;
+  // ...and is the last full layer of its kind in the chunk: its tail starts empty.
+  for (std::size_t i = chunk_tails_begin; i < recompute_tails.size(); ++i) {
+    if (recompute_tails[i].kind == kind) {
+      recompute_tails[i] = RecomputeTail{kind, {{0, 0, 0}, {0, 0, 0}}};
+      return;
+    }
+  }
+  recompute_tails.push_back(RecomputeTail{kind, {{0, 0, 0}, {0, 0, 0}}});
+}
+
 std::int64_t microbatches_in_flight(PipelineScheduleKind kind, std::int64_t stages,
                                     std::int64_t virtual_stages, std::int64_t stage,
                                     std::int64_t microbatches) {
@@ -539,19 +558,36 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
     merge(activations.per_microbatch, terms.out(), 1);
   }
   std::int64_t working = 0;
+  std::int64_t layer_bytes[2][3] = {{0, 0, 0}, {0, 0, 0}};  // one layer, one micro-batch
   for (int kind = 0; kind < 2; ++kind) {
     for (int mode = 0; mode < 3; ++mode) {
       const std::int64_t layer_count = layers.count[kind][mode];
       if (layer_count == 0) continue;
-      merge(activations.per_microbatch,
-            layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
-                                   static_cast<Recompute>(mode)),
-            layer_count);
+      const std::vector<ActivationTerm> terms =
+          layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
+                                 static_cast<Recompute>(mode));
+      layer_bytes[kind][mode] = sum(terms);
+      merge(activations.per_microbatch, terms, layer_count);
       if (static_cast<Recompute>(mode) == Recompute::Full) {
         working = std::max(working,
                            layer_activation_bytes(arch, shape, element_bytes, layout,
                                                   static_cast<LayerKind>(kind), Recompute::None));
       }
+    }
+  }
+  // With the layers' order known, the rebuilt layer adds only what exceeds the layers after
+  // it in its chunk, freed by their own backward before it runs (the chunk's last full layer
+  // of a kind is the worst of that kind: the fewest layers after it).
+  if (!layers.recompute_tails.empty()) {
+    working = 0;
+    for (const RecomputeTail& tail : layers.recompute_tails) {
+      std::int64_t freed = 0;
+      for (int kind = 0; kind < 2; ++kind)
+        for (int mode = 0; mode < 3; ++mode)
+          freed = add(freed, mul(tail.after[kind][mode], layer_bytes[kind][mode]));
+      const std::int64_t rebuilt =
+          layer_activation_bytes(arch, shape, element_bytes, layout, tail.kind, Recompute::None);
+      working = std::max(working, rebuilt - std::min(rebuilt, freed));
     }
   }
   if (layers.logits) {
@@ -594,7 +630,10 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
   activations.per_microbatch_bytes = sum(activations.per_microbatch);
   if (working > 0) {
     activations.once.push_back({"recompute_working_layer", working,
-                                "one layer's recompute-none terms",
+                                layers.recompute_tails.empty()
+                                    ? "one layer's recompute-none terms"
+                                    : "one layer's recompute-none terms less the layers after "
+                                      "it in its chunk (freed by their backward first)",
                                 "torch.utils.checkpoint / Megatron full recompute: the layer being "
                                 "recomputed holds its activations during its backward"});
   }

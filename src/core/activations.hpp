@@ -73,7 +73,10 @@
 // tensors (eager scores, or the flash output and logsumexp); full keeps the
 // layer input (e T h, / t with SP: Korthikanti's 2sbh per layer) and, once
 // per stage, the recomputed layer's own activations while its backward runs
-// (`recompute_working_layer`).
+// (`recompute_working_layer`), less what the layers after it in its model
+// chunk held: their backward ran first and freed it (StageLayers::
+// recompute_tails; a chunk's last layer recomputed adds its whole
+// recompute-none bytes, a first layer before kept ones adds nothing).
 //
 // Embedding / logits: stage 0 keeps the token ids (8 T: embedding backward)
 // and RoPE's cos/sin (2 e s d: batch-1 positions, computed once and shared by
@@ -192,6 +195,14 @@ std::int64_t layer_activation_bytes(const ActivationArch& arch, const TrainingSh
                                     std::int64_t element_bytes, const ActivationLayout& layout,
                                     LayerKind kind, Recompute mode);
 
+/// A fully recomputed layer and what follows it in its model chunk: the layers after it
+/// by [kind][mode]. Their backward runs before its own, so their activations are freed
+/// while it is rebuilt (torch.utils.checkpoint recomputes a layer in its backward).
+struct RecomputeTail {
+  LayerKind kind = LayerKind::Dense;  ///< the recomputed layer's kind
+  std::int64_t after[2][3] = {{0, 0, 0}, {0, 0, 0}};
+};
+
 /// What a pipeline stage runs: layer counts by (kind, recompute mode), and
 /// whether it holds the embedding (first) and the loss (last).
 struct StageLayers {
@@ -200,7 +211,18 @@ struct StageLayers {
   std::int64_t count[2][3] = {{0, 0, 0}, {0, 0, 0}};
   bool embedding = false;
   bool logits = false;
+  /// Per model chunk on the stage and layer kind: its last fully recomputed layer and the
+  /// layers after it in the chunk (`add_layer` keeps them). The layer being recomputed
+  /// adds max(0, its recompute-none bytes - the bytes of those layers) to the stage's
+  /// peak. Empty while full layers are counted without their order (`count` written
+  /// directly): the working layer then counts whole (an upper bound).
+  std::vector<RecomputeTail> recompute_tails;
+  /// Where the chunk being walked starts in `recompute_tails` (add_layer's state).
+  std::size_t chunk_tails_begin = 0;
   [[nodiscard]] std::int64_t layers() const;
+  /// Counts one layer, walking each model chunk of the stage in model order
+  /// (`chunk_start` on a chunk's first layer), and keeps `recompute_tails`.
+  void add_layer(LayerKind kind, Recompute mode, bool chunk_start);
 };
 
 /// Micro-batches (interleaved: model-chunk micro-batches) whose activations

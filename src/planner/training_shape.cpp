@@ -197,7 +197,12 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   std::vector<StageLayers> stages(static_cast<std::size_t>(std::max<std::int64_t>(1, pp)));
   std::set<std::int64_t> seen;
   std::set<std::int64_t> moe;
-  std::vector<std::pair<std::int64_t, int>> layer_stage;
+  struct LayerPlace {
+    std::int64_t layer = 0;
+    int stage = 0;
+    int virtual_stage = 0;  // with stage: the model chunk
+  };
+  std::vector<LayerPlace> layer_stage;  // model order
   std::vector<std::string> layer0;
   std::int64_t first_layer = -1;
   for (const PlannedParam& param : params) {
@@ -211,7 +216,8 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
     if (first_layer < 0) first_layer = li;
     if (li == first_layer) layer0.push_back(param.name);
     if (expert_param(param)) moe.insert(li);
-    if (seen.insert(li).second) layer_stage.emplace_back(li, param.stage);
+    if (seen.insert(li).second)
+      layer_stage.push_back(LayerPlace{li, param.stage, param.virtual_stage});
   }
   const std::int64_t layers = static_cast<std::int64_t>(layer_stage.size());
   for (const RecomputeRange& range : shape.recompute_ranges) {
@@ -224,11 +230,16 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
           "layer blocks are numbered 0.." + std::to_string(std::max<std::int64_t>(0, layers - 1)));
     }
   }
-  for (const auto& [li, stage] : layer_stage) {
+  // In model order: a layer starts a chunk of its stage when the layer before it ran in
+  // another chunk (recompute_tails: what a recomputed layer's backward finds freed).
+  for (std::size_t i = 0; i < layer_stage.size(); ++i) {
+    const LayerPlace& place = layer_stage[i];
     StageLayers& counts =
-        stages[static_cast<std::size_t>(std::clamp<std::int64_t>(stage, 0, pp - 1))];
-    const int kind = moe.count(li) > 0 ? 1 : 0;
-    ++counts.count[kind][static_cast<int>(shape.recompute_of(li))];
+        stages[static_cast<std::size_t>(std::clamp<std::int64_t>(place.stage, 0, pp - 1))];
+    const bool chunk_start = i == 0 || layer_stage[i - 1].stage != place.stage ||
+                             layer_stage[i - 1].virtual_stage != place.virtual_stage;
+    counts.add_layer(moe.count(place.layer) > 0 ? LayerKind::Moe : LayerKind::Dense,
+                     shape.recompute_of(place.layer), chunk_start);
   }
   stages.front().embedding = true;
   // The logits sit with the model's last chunk: the last stage, or stage 0 in a V.

@@ -135,11 +135,12 @@ StageLayers stage_layers(const ModelStats& st, const Layout& layout, std::int64_
     if (chunk_place(static_cast<std::int64_t>(chunk), layout.pp, v_shape).stage != stage) continue;
     const ChunkBlocks& blocks = chunks[chunk];
     for (std::int64_t layer = blocks.first; layer < blocks.end; ++layer) {
-      const int kind = st.moe_layer[static_cast<std::size_t>(layer)] ? 1 : 0;
       const Recompute mode = block && layer - blocks.first >= layout.recompute_block
                                  ? Recompute::None
                                  : layout.recompute;
-      ++counts.count[kind][static_cast<int>(mode)];
+      counts.add_layer(
+          st.moe_layer[static_cast<std::size_t>(layer)] ? LayerKind::Moe : LayerKind::Dense, mode,
+          layer == blocks.first);
     }
   }
   counts.embedding = stage == 0;

@@ -269,6 +269,57 @@ TEST_CASE("activations: with model chunks the logits count once, not per chunk i
   CHECK(single.per_microbatch_bytes - without.per_microbatch_bytes == logits);
 }
 
+TEST_CASE("activations: a recomputed layer adds only what the layers after it do not free") {
+  // Found by a fresh-user trial: recomputing layer 0 alone of Llama-3.1-8B's 32 (one
+  // micro-batch) reported 0.03 GiB more than recomputing nothing. Layer 0's backward runs
+  // last, after layers 1-31 freed theirs, so its rebuilt activations add nothing; only a
+  // chunk's last layer, recomputed, adds its whole recompute-none bytes.
+  const ActivationArch arch = llama(4096, 32, 8, 14336);
+  const TrainingShape shape = shape_of(4096, 1, AttentionImpl::Flash);
+  const ActivationLayout layout{1, 1, false, 1};
+  const std::int64_t none = layer(arch, shape, layout, LayerKind::Dense, Recompute::None);
+  const std::int64_t full = layer(arch, shape, layout, LayerKind::Dense, Recompute::Full);
+  const auto peak = [&](const StageLayers& layers) {
+    return stage_activations(arch, shape, 2, layout, layers, {0, 1, 1}).bytes;
+  };
+  StageLayers first_only;  // layer 0 full, 1-31 kept
+  first_only.add_layer(LayerKind::Dense, Recompute::Full, true);
+  for (int i = 1; i < 32; ++i) first_only.add_layer(LayerKind::Dense, Recompute::None, false);
+  REQUIRE(first_only.recompute_tails.size() == 1);
+  CHECK(first_only.recompute_tails[0].after[0][0] == 31);
+  StageLayers nothing;
+  for (int i = 0; i < 32; ++i) nothing.add_layer(LayerKind::Dense, Recompute::None, i == 0);
+  CHECK(peak(nothing) - peak(first_only) == none - full);
+  // Every layer full: the last one's backward rebuilds it with nothing after it.
+  StageLayers every;
+  for (int i = 0; i < 32; ++i) every.add_layer(LayerKind::Dense, Recompute::Full, i == 0);
+  REQUIRE(every.recompute_tails.size() == 1);
+  StageLayers unordered;  // counts written without the order: the whole layer (upper bound)
+  unordered.count[0][2] = 32;
+  CHECK(peak(every) == peak(unordered));
+  CHECK(peak(every) - peak(nothing) == 32 * (full - none) + none);
+  // The last layer full after 31 kept ones: it is the chunk's last, nothing frees before it.
+  StageLayers last_only;
+  for (int i = 0; i < 31; ++i) last_only.add_layer(LayerKind::Dense, Recompute::None, i == 0);
+  last_only.add_layer(LayerKind::Dense, Recompute::Full, false);
+  CHECK(peak(last_only) == peak(nothing) - none + full + none);
+  // Two chunks on the stage (interleaved): each chunk's tail is its own; a kept layer of
+  // the second chunk does not free the first chunk's rebuilt layer.
+  StageLayers chunks;
+  chunks.add_layer(LayerKind::Dense, Recompute::None, true);
+  chunks.add_layer(LayerKind::Dense, Recompute::Full, false);  // chunk 0's last layer
+  chunks.add_layer(LayerKind::Dense, Recompute::Full, true);
+  chunks.add_layer(LayerKind::Dense, Recompute::None, false);
+  REQUIRE(chunks.recompute_tails.size() == 2);
+  CHECK(chunks.recompute_tails[0].after[0][0] == 0);
+  CHECK(chunks.recompute_tails[1].after[0][0] == 1);
+  const StageActivations two = stage_activations(arch, shape, 2, layout, chunks, {0, 1, 2});
+  std::int64_t working = 0;
+  for (const ActivationTerm& term : two.once)
+    if (term.name == "recompute_working_layer") working = term.bytes;
+  CHECK(working == none);
+}
+
 TEST_CASE("activations: Korthikanti et al. 2022 per-layer formula (GPT shapes of the paper)") {
   // Table 2 of the paper, bytes per layer, 16-bit activations with dropout. GPT-3 175B:
   // s = 2048, b = 1, h = 12288, a = 96, t = 8 (Table 3).
