@@ -166,6 +166,15 @@ std::string divisor_list(std::int64_t value) {
   return out;
 }
 
+// "master weights float32, grads bfloat16": the training line's dtypes (text and page).
+std::string training_dtypes_text(const TrainingSpec& training) {
+  return "master weights " +
+         (training.master_weights ? std::string(dtype_name(*training.master_weights))
+                                  : std::string("none")) +
+         (training.grad_dtype ? ", grads " + std::string(dtype_name(*training.grad_dtype))
+                              : std::string());
+}
+
 ExitCode finish(const SearchOptions& opt, driver::Session& session, std::ostream& err,
                 ExitCode code) {
   CommonOptions common;
@@ -517,6 +526,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     page.micro_batch_size = shape.micro_batch_size;
     page.global_batch_size = *shape.global_batch_size;
     page.optimizer = optimizer_name(training.optimizer);
+    page.dtypes = training_dtypes_text(training);
     page.result = &result;
     const std::string html = render_search_report_html(page);
     std::string error;
@@ -572,9 +582,16 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
       out << (i > 0 ? ",\n  " : "\n  ") << layout_json(result.checked[i], budget);
     out << "]}\n";
   } else {
+    // A world that is no whole number of nodes: the last node is partial (its ranks' groups
+    // cross nodes where a whole node's would not), said so.
+    const std::int64_t last_node = world % hw->gpus_per_node;
     out << "search: " << model->name << " on " << world << (world == 1 ? " rank (" : " ranks (")
-        << hw->gpus_per_node << " per node), rules " << rules_path << ", budget "
-        << gib(static_cast<double>(budget)) << " GiB\n";
+        << hw->gpus_per_node << " per node"
+        << (last_node != 0 && world > hw->gpus_per_node
+                ? ", the last of " + std::to_string(world / hw->gpus_per_node + 1) +
+                      " nodes holds " + std::to_string(last_node)
+                : std::string())
+        << "), rules " << rules_path << ", budget " << gib(static_cast<double>(budget)) << " GiB\n";
     if (!rules_shard_over(&*rules, "tp"))
       out << "note: the rule set shards nothing over tp, so every layout has tp 1\n";
     out << "hardware " << hw->name << ": " << fixed(hw->peak_flops / 1e12, 1)
@@ -586,12 +603,8 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
         << " us (" << hw->source << ")\n";
     out << "training: seq_len " << *shape.seq_len << ", micro_batch_size " << shape.micro_batch_size
         << ", global batch " << *shape.global_batch_size << " sequences (" << tokens
-        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", master weights "
-        << (training.master_weights ? std::string(dtype_name(*training.master_weights))
-                                    : std::string("none"))
-        << (training.grad_dtype ? ", grads " + std::string(dtype_name(*training.grad_dtype))
-                                : std::string())
-        << ", attention " << attention_impl_name(shape.attention)
+        << " tokens), optimizer " << optimizer_name(training.optimizer) << ", "
+        << training_dtypes_text(training) << ", attention " << attention_impl_name(shape.attention)
         << (shape.kernels == ActivationKernels::Fused ? ", fused kernels" : "")
         << (req.fp8_gemm ? ", FP8 GEMMs" : "")
         << (req.moe_node_limit > 0

@@ -151,6 +151,9 @@ struct SearchReportInput {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 0;  ///< sequences
   std::string optimizer;
+  /// The training dtypes the text's training line names: "master weights float32, grads
+  /// bfloat16" (grads only when the --training file sets them).
+  std::string dtypes;
   const SearchResult* result = nullptr;
 };
 

@@ -75,7 +75,7 @@ void write_summary(const SearchReportInput& in, std::string& page) {
                       std::to_string(in.micro_batch_size) + ", global batch " +
                       std::to_string(in.global_batch_size) + " sequences (" +
                       std::to_string(in.global_batch_size * in.seq_len) + " tokens), optimizer " +
-                      escape(in.optimizer));
+                      escape(in.optimizer) + (in.dtypes.empty() ? "" : ", " + escape(in.dtypes)));
   page += "<tr><th scope=\"row\">layouts</th><td id=\"counts\" data-enumerated=\"" +
           std::to_string(result.enumerated) + "\" data-screened=\"" +
           std::to_string(result.screened) + "\" data-checked=\"" +

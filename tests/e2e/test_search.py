@@ -418,6 +418,21 @@ def main():
         a = search_json(shardc, LLAMA8B, "--world", "64", "--training", tr, "--top", "1")[1]
         check(a and a["budget_bytes"] == 30 * 2**30,
               "--training FILE's budget is the search's budget")
+        # The page's training row names the dtypes the text's training line does.
+        tr.write_text("training:\n  seq_len: 4096\n  global_batch_size: 1024\n"
+                      "  grad_dtype: bfloat16\n")
+        page = tmp / "dtypes.html"
+        r = run([shardc, "search", LLAMA8B, "--world", "64", "--training", tr, "--top", "1",
+                 "--report", page])
+        html = page.read_text() if page.exists() else ""
+        check(r.returncode == 0 and "master weights float32, grads bfloat16" in r.stdout
+              and "master weights float32, grads bfloat16" in html,
+              "the text and the page name master weights and the grad dtype")
+        # A world that is no whole number of nodes says its last node is partial.
+        r = run([shardc, "search", LLAMA8B, "--world", "12", "--gpus-per-node", "8",
+                 "--global-batch-tokens", "1048576", "--top", "1"])
+        check(r.returncode == 0 and "(8 per node, the last of 2 nodes holds 4)" in r.stdout,
+              f"a partial last node is said ({r.stdout[:120]!r})")
         tr.write_text("training:\n  seq_len: 4096\n  global_batch_size: 1024\n  recompute: full\n")
         r = run([shardc, "search", LLAMA8B, "--world", "64", "--training", tr])
         check(r.returncode == 2 and "E-TRAINING" in r.stderr,
