@@ -59,10 +59,13 @@ void print_muon(const Plan& plan, const MuonPlan& muon, std::int64_t rank, std::
 void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, std::ostream& out) {
   const Fsdp2RankLayout layout = fsdp2_for_rank(fsdp2, plan, rank);
   out << "  fsdp2_allgather:" << (layout.units.empty() ? " no units\n" : "\n");
-  std::vector<std::int64_t> gathered;
+  std::vector<std::int64_t> gathered;  // the units but the root, in module order
+  std::int64_t root = 0;
+  std::int64_t sum = 0;
   for (const Fsdp2RankUnit& ru : layout.units) {
     const auto ways = static_cast<std::int64_t>(ru.ranks.size());
-    gathered.push_back(ru.total_bytes * ways);
+    (ru.unit->held_whole_step ? root : gathered.emplace_back()) += ru.total_bytes * ways;
+    sum += ru.total_bytes * ways;
     const std::string name = fsdp2_unit_label(ru.unit->name);
     out << "    unit '" << name << "' (" << mesh_kind_name(ru.unit->mesh) << ", "
         << ru.params.size() << " params" << (ru.unit->byte_units ? ", byte units" : "")
@@ -70,17 +73,17 @@ void print_fsdp2(const Plan& plan, const Fsdp2Plan& fsdp2, std::int64_t rank, st
         << binary_bytes_text(ru.total_bytes) << ", gathered [" << ways << ", "
         << group_digits(ru.total) << "] " << binary_bytes_text(ru.total_bytes * ways) << "\n";
   }
-  std::int64_t sum = 0;
-  for (const std::int64_t bytes : gathered) sum += bytes;
   if (fsdp2_every_unit_gathered(plan)) {
     out << "    gathered peak " << binary_bytes_text(sum) << " (every unit: "
         << (plan.num_stages > 1 ? "a pipeline keeps them gathered until the last micro-batch"
                                 : "reshard_after_forward: false")
         << "; docs/memory.md)\n";
   } else {
-    out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered))
-        << " (largest unit + the next one prefetched); sum over units " << binary_bytes_text(sum)
-        << " (never all live at once)\n";
+    out << "    gathered peak " << binary_bytes_text(fsdp2_gathered_peak(gathered, root))
+        << (root > 0 ? " (the root unit, gathered the whole step, + the largest unit + the next "
+                       "one prefetched)"
+                     : " (largest unit + the next one prefetched)")
+        << "; sum over units " << binary_bytes_text(sum) << " (never all live at once)\n";
   }
   out << "    not communicated: " << layout.not_communicated->size() << " params\n";
 }

@@ -67,7 +67,8 @@ struct TableRanks {
 };
 
 void add_per_rank(const Plan& plan, const TableRanks& ranks, const std::vector<Sizes>& table,
-                  BufferRankBytes& out, std::vector<std::int64_t>* prev = nullptr) {
+                  BufferRankBytes& out, std::vector<std::int64_t>* prev = nullptr,
+                  std::vector<std::int64_t>* root = nullptr) {
   const MeshKind kind = ranks.kind;
   const int stage = ranks.stage;
   const ClassAxes& classes = ranks.c;
@@ -83,11 +84,15 @@ void add_per_rank(const Plan& plan, const TableRanks& ranks, const std::vector<S
         auto& call = out.call_peak[static_cast<std::size_t>(r)];
         call = std::max(call, sizes.peak);
       }
-      if (prev) {
+      if (root) {
+        (*root)[static_cast<std::size_t>(r)] += sizes.gathered;  // gathered the whole step
+      } else if (prev) {
         auto& last = (*prev)[static_cast<std::size_t>(r)];
         auto& peak = out.gathered_peak[static_cast<std::size_t>(r)];
         peak = std::max(peak, last + sizes.gathered);
         last = sizes.gathered;
+      }
+      if (prev) {
         auto& largest = out.largest_unit[static_cast<std::size_t>(r)];
         largest = std::max(largest, sizes.trainable);
         out.trainable_gathered[static_cast<std::size_t>(r)] += sizes.trainable;
@@ -225,6 +230,7 @@ Sizes fsdp2_unit_sizes(const Plan& plan, const Fsdp2Unit& unit,
 
 void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out) {
   std::vector<std::int64_t> prev(static_cast<std::size_t>(plan.world_size), 0);
+  std::vector<std::int64_t> root(prev.size(), 0);  // the root unit's gathered bytes
   out.gathered_peak.assign(prev.size(), 0);
   out.largest_unit.assign(prev.size(), 0);
   out.trainable_gathered.assign(prev.size(), 0);
@@ -237,8 +243,11 @@ void fsdp2_bytes(const Plan& plan, const Fsdp2Plan& fsdp2, BufferRankBytes& out)
           representative(classes, k, mesh, pp_axis_of(plan, unit.mesh), unit.stage);
       table.push_back(fsdp2_unit_sizes(plan, unit, mesh_coords(mesh, rep)));
     }
-    add_per_rank(plan, {unit.mesh, unit.stage, classes}, table, out, &prev);
+    // The root unit held the whole step (Fsdp2Unit::held_whole_step) beside every pair.
+    add_per_rank(plan, {unit.mesh, unit.stage, classes}, table, out, &prev,
+                 unit.held_whole_step ? &root : nullptr);
   }
+  for (std::size_t r = 0; r < root.size(); ++r) out.gathered_peak[r] += root[r];
 }
 
 // Flat optimizer buffers: `pack` is the rank's shard of every bucket (the
@@ -294,11 +303,12 @@ std::int64_t representative_of(const Plan& plan, MeshKind kind, int stage, const
 
 }  // namespace
 
-std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered) {
+std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered,
+                                 std::int64_t root_gathered) {
   std::int64_t peak = 0;
   for (std::size_t i = 0; i < unit_gathered.size(); ++i)
     peak = std::max(peak, unit_gathered[i] + (i > 0 ? unit_gathered[i - 1] : 0));
-  return peak;
+  return root_gathered + peak;
 }
 
 std::string fsdp2_unit_label(std::string_view name) {
@@ -374,7 +384,8 @@ std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
       }
     }
     if (buffer.fsdp2) {
-      std::int64_t prev = 0;
+      std::vector<std::int64_t> units;  // but the root, in module order
+      std::int64_t root = 0;
       for (const Fsdp2Unit& unit : buffer.fsdp2->units) {
         const Mesh& mesh = unit.mesh == MeshKind::Expert ? *plan.expert : plan.dense;
         const ClassAxes classes = fsdp2_unit_axes(plan, unit, mesh);
@@ -383,11 +394,11 @@ std::vector<BufferBytesAt> buffer_bytes_at(const Plan& plan,
         const Sizes sizes = fsdp2_unit_sizes(plan, unit, mesh_coords(mesh, rep));
         bytes.pack += sizes.pack;
         bytes.gathered += sizes.gathered;
-        bytes.gathered_peak = std::max(bytes.gathered_peak, prev + sizes.gathered);
-        prev = sizes.gathered;
+        (unit.held_whole_step ? root : units.emplace_back()) += sizes.gathered;
         bytes.largest_unit = std::max(bytes.largest_unit, sizes.trainable);
         bytes.trainable_gathered += sizes.trainable;
       }
+      bytes.gathered_peak = fsdp2_gathered_peak(units, root);
     }
     if (buffer.spec.kind == BufferKind::MegatronDistOpt ||
         buffer.spec.kind == BufferKind::DeepSpeedZero) {

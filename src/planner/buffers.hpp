@@ -177,6 +177,14 @@ struct Fsdp2Unit {
   int stage = 0;
   std::vector<std::size_t> params;  ///< FSDP-sharded, aliases excluded
   bool byte_units = false;          ///< mixed dtypes: offsets and numels in bytes
+  /// FSDP2's root (`fully_shard(model)` over the params no other unit names) gathered for
+  /// the whole forward and backward: the root unit when it holds its stage's first params
+  /// (Hugging Face-style wrapping, each block then the model: the embedding is the root's).
+  /// The root is not resharded after forward (FSDPState._lazy_init), its pre_backward runs
+  /// first and its post_backward last (tests/torch/test_fsdp2_gathered.py). A "**" unit
+  /// after the blocks (torchtitan: tok_embeddings a unit of its own, `fully_shard([norm,
+  /// output])` kept after forward for the backward that starts with it) is one of the chain.
+  bool held_whole_step = false;
 };
 
 struct Fsdp2Plan {
@@ -366,10 +374,14 @@ const char* buffer_kind_name(BufferKind kind);
 /// all-gather outputs (pack x group size) summed the same way.
 ///
 /// FSDP2 never holds every unit gathered at once: `gathered_peak` (FSDP2
-/// only, empty for muon) is the most it holds at one time, the largest
-/// unit plus the next one prefetched — the largest sum of two consecutive
-/// units in module order (or the largest unit when it has one). This is the
-/// one place the FSDP2 peak is computed (see `fsdp2_gathered_peak`).
+/// only, empty for muon) is the most it holds at one time: the root unit (the
+/// params no other unit names, gathered through the whole forward and
+/// backward: FSDPState._lazy_init keeps it after forward, its pre_backward
+/// runs first and its post_backward last) plus the largest unit and the next
+/// one prefetched, the largest sum of two consecutive other units in module
+/// order (or the largest when there is one). Witnessed by torch FSDP2 in
+/// tests/torch/test_fsdp2_gathered.py. This is the one place the FSDP2 peak
+/// is computed (see `fsdp2_gathered_peak`).
 struct BufferRankBytes {
   BufferKind kind = BufferKind::MuonAllGather;
   std::vector<std::int64_t> pack;           ///< per rank, sum over stages / units
@@ -388,9 +400,11 @@ struct BufferRankBytes {
 };
 
 /// The FSDP2 gathered peak of one rank from its units' gathered bytes in
-/// module (execution) order: max over i of units[i] + units[i+1], or the
-/// largest unit when there is only one; 0 for none.
-std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered);
+/// module (execution) order, the root unit's apart (`root_gathered`, 0 without
+/// one): the root plus max over i of units[i] + units[i+1] (the largest unit
+/// when there is only one; 0 for none).
+std::int64_t fsdp2_gathered_peak(const std::vector<std::int64_t>& unit_gathered,
+                                 std::int64_t root_gathered);
 
 /// Per-rank bytes of every planned buffer without a (params x ranks) loop:
 /// each group / unit is laid out once per class of its sharding axes

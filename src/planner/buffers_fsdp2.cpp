@@ -3,6 +3,7 @@
 // with no alignment, rank-major output [W, total]; mixed dtypes switch the
 // unit to byte units (FSDP2 gathers them as uint8).
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -110,6 +111,10 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
     unit.params.push_back(i);
   }
   for (Fsdp2Unit& unit : fsdp2.units) post_order(unit.params, plan);
+  // The root unit held the whole step: the first unit of its stage and mesh.
+  std::set<std::pair<int, MeshKind>> seen;
+  for (Fsdp2Unit& unit : fsdp2.units)
+    unit.held_whole_step = seen.insert({unit.stage, unit.mesh}).second && unit.name.empty();
   return fsdp2;
 }
 

@@ -76,6 +76,9 @@ ModelStats model_stats(const Model& model) {
         stats.embedding += elements;
       if (param.name.find("lm_head") != std::string::npos) lm_head = true;
       if (is_position_embedding(param.name)) stats.position_embedding += elements;
+      if (std::any_of(model.tied.begin(), model.tied.end(),
+                      [&param](const TiePair& tie) { return tie.alias == param.name; }))
+        stats.tied_outside += elements;
     }
     if (&param == &model.params.front()) stats.activation_dtype = param.dtype;
     stats.param_bytes = element_size(param.dtype);

@@ -48,6 +48,9 @@ struct ModelStats {
   DType activation_dtype = DType::BFloat16;
   /// Learned position embeddings (GPT-2 `wpe`, `embed_positions`): a lookup, no FLOPs.
   double position_embedding = 0;
+  /// Params outside the blocks that are a tie's alias (a tied lm_head): counted in
+  /// `outside`, no storage of their own (no FSDP2 unit bytes).
+  double tied_outside = 0;
 };
 
 ModelStats model_stats(const Model& model);

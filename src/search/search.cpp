@@ -417,8 +417,10 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const double tp = static_cast<double>(layout.tp);
   const double shard = static_cast<double>(layout.fsdp_degree());
   const double eshard = layout.dp_shard > 1 ? static_cast<double>(layout.efsdp) : 1;
-  const double dense =
-      (st.layer_dense / tp + st.layer_vector) / pp + st.outside / tp / (layout.pp > 1 ? 2 : 1);
+  // Outside the blocks: half on the first and half on the last stage under a pipeline (a
+  // tie across stages keeps a copy on each); on one stage a tied alias shares its source.
+  const double dense = (st.layer_dense / tp + st.layer_vector) / pp +
+                       (layout.pp > 1 ? st.outside / 2 : st.outside - st.tied_outside) / tp;
   const double expert = st.expert / pp / static_cast<double>(layout.ep);
   const TrainingSpec& training = req.training;
   const double pb = static_cast<double>(st.param_bytes);
@@ -452,7 +454,10 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
     } else if (!layout.reshard_after_forward) {
       bytes += stage * pb + layer * gb;
     } else {
-      bytes += 2 * layer * pb + layer * gb;
+      // The root unit (the params outside every block: the emitted recipe's "**") stays
+      // gathered beside them (src/planner/buffers.hpp).
+      const double root = (st.outside - st.other_stacks - st.tied_outside) / tp;
+      bytes += root * pb + 2 * layer * pb + layer * gb;
     }
   }
   if (!st.arch || !training.shape.seq_len) return bytes;

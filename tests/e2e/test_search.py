@@ -153,6 +153,17 @@ def main():
         r = run([shardc, "search", GPT2, *gpt2, "--fix", "dp_shard=8", "--emit-recipe", rec])
         check(r.returncode == 0 and 'units: ["transformer.h.{i}", "**"]' in rec.read_text(),
               "gpt2 dp_shard8: the emitted FSDP2 units are its blocks, then the rest")
+        # Llama-4-Scout: a vision stack first, the decoder's experts under `feed_forward`:
+        # units for both stacks (the first `.layers.` found was the vision tower's, so the
+        # decoder's blocks fell into "**", one unit, and the experts' pattern matched nothing).
+        rec = tmp / "scout-fsdp.recipe.yaml"
+        r = run([shardc, "search", PLANS / "llama-4-scout-17b-16e.model.yaml", "--world", "64",
+                 "--global-batch-tokens", "4194304", "--fix", "dp_shard=8", "--top", "1",
+                 "--emit-recipe", rec])
+        check(r.returncode == 0 and 'units: ["vision_model.model.layers.{i}", '
+              '"language_model.model.layers.{i}.feed_forward.experts", '
+              '"language_model.model.layers.{i}", "**"]' in rec.read_text(),
+              "scout dp_shard8: FSDP2 units for each stack, the decoder's experts first")
         # GPT-2's position embedding `wpe` is a lookup: no FLOPs (its tied wte is the output
         # head's matrix, so it counts).
         code, doc = search_json(shardc, GPT2, *gpt2, "--top", "1")

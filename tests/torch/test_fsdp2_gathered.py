@@ -119,6 +119,128 @@ def test_no_reshard_after_forward_keeps_every_unit(mesh: Any, shardc: str, tmp_p
     assert not any(g.is_unsharded for g in groups(net)[1:])
 
 
+def held_bytes(net: Net) -> int:
+    """Bytes of the units gathered or being gathered (a prefetch's all-gather output)."""
+    return sum(p.unsharded_param.numel() * p.unsharded_param.element_size()
+               for g in groups(net) if g.is_unsharded or g._all_gather_result is not None
+               for p in g.fsdp_params)
+
+
+def test_the_root_unit_stays_gathered_beside_a_unit_and_the_next(
+        mesh: Any, shardc: str, tmp_path: Path) -> None:
+    """FSDP2's default (no pipeline, reshard after forward): the root's params (here the
+    embedding) are gathered through the forward (the root does not reshard after forward:
+    FSDPState._lazy_init) and through the whole backward (its pre_backward runs first, its
+    post_backward last), beside the layer being run and the one prefetched in backward.
+    shardc counted the largest two consecutive units (root + layer 0, or two layers): found
+    by a fresh-user trial, gemma-2-2b's 590 MB embedding root left out beside two layers."""
+    net = sharded(mesh, reshard_after_forward=True)
+    samples: list[int] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held_bytes(net))
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held_bytes(net))
+            return grad
+
+    for layer in net.layers:
+        layer.register_forward_pre_hook(lambda _m, args: (Probe.apply(args[0]),))
+    net(torch.randn(4, HIDDEN)).sum().backward()
+    embed = HIDDEN * HIDDEN * 4
+    layer_bytes = (HIDDEN * HIDDEN + HIDDEN) * 4
+    assert max(samples) == embed + 2 * layer_bytes, (samples, embed, layer_bytes)
+    # shardc, FSDP2's default: the root beside the largest two consecutive layer units.
+    params = "\n".join(f"  - {{name: {name}, shape: {list(p.shape)}}}"
+                       for name, p in Net().named_parameters())
+    (tmp_path / "model.yaml").write_text(f"format: shardc.model/v1\nname: net\n"
+                                         f"dtype: float32\nparams:\n{params}\n")
+    (tmp_path / "recipe.yaml").write_text(
+        "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 2}\n"
+        "rules:\n  - {match: \"**\", placements: {}}\n"
+        "fsdp:\n  shard: dp_shard\n"
+        "buffers:\n  - {kind: fsdp2_allgather, units: [\"layers.{i}\", \"**\"]}\n")
+    run = subprocess.run([shardc, "memory", str(tmp_path / "model.yaml"),
+                          str(tmp_path / "recipe.yaml"), "--format", "json"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    stage = json.loads(run.stdout)["stages"][0]["fsdp2_allgather"]
+    assert stage["min"] == stage["max"] == max(samples), (stage, max(samples))
+
+
+class HeadNet(Net):
+    """Net with an output head after the blocks (torchtitan's [norm, output])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(HIDDEN, 2 * HIDDEN, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(super().forward(x))
+
+
+def test_torchtitan_wrapping_keeps_no_unit_the_whole_step(
+        mesh: Any, shardc: str, tmp_path: Path) -> None:
+    """torchtitan's apply_fsdp: the embedding, each block and the output head are units of
+    their own, the head kept after forward (its backward comes first), the root holding no
+    param. shardc's recipe writes the head as "**" (after the blocks in module order): a
+    unit of the chain, not a root held the whole step."""
+    torch.manual_seed(0)
+    net = HeadNet()
+    fully_shard(net.embed, mesh=mesh)
+    for layer in net.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(net.head, mesh=mesh, reshard_after_forward=False)
+    fully_shard(net, mesh=mesh)
+    from torch.distributed.fsdp._fully_shard._fsdp_state import _get_module_fsdp_state
+    states = [_get_module_fsdp_state(m) for m in [net.embed, *net.layers, net.head]]
+    all_groups = [s._fsdp_param_group for s in states if s and s._fsdp_param_group]
+
+    def held() -> int:
+        return sum(p.unsharded_param.numel() * p.unsharded_param.element_size()
+                   for g in all_groups if g.is_unsharded or g._all_gather_result is not None
+                   for p in g.fsdp_params)
+
+    samples: list[int] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held())
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held())
+            return grad
+
+    for module in [*net.layers, net.head]:
+        module.register_forward_pre_hook(lambda _m, args: (Probe.apply(args[0]),))
+    net(torch.randn(4, HIDDEN)).sum().backward()
+    params = "\n".join(f"  - {{name: {name}, shape: {list(p.shape)}}}"
+                       for name, p in HeadNet().named_parameters())
+    (tmp_path / "model.yaml").write_text(f"format: shardc.model/v1\nname: net\n"
+                                         f"dtype: float32\nparams:\n{params}\n")
+    (tmp_path / "recipe.yaml").write_text(
+        "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 2}\n"
+        "rules:\n  - {match: \"**\", placements: {}}\n"
+        "fsdp:\n  shard: dp_shard\n"
+        "buffers:\n  - {kind: fsdp2_allgather, units: [\"embed\", \"layers.{i}\", \"**\"]}\n")
+    run = subprocess.run([shardc, "memory", str(tmp_path / "model.yaml"),
+                          str(tmp_path / "recipe.yaml"), "--format", "json"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    stage = json.loads(run.stdout)["stages"][0]["fsdp2_allgather"]
+    head = 2 * HIDDEN * HIDDEN * 4
+    layer_bytes = (HIDDEN * HIDDEN + HIDDEN) * 4
+    assert max(samples) == head + layer_bytes, (samples, head, layer_bytes)
+    assert stage["max"] == max(samples), (stage, samples)
+
+
 def test_pipelining_keeps_units_and_unsharded_grads(mesh: Any) -> None:
     source = inspect.getsource(_PipelineStageBase.backward_maybe_with_nosync)
     for call in ("set_reshard_after_backward(False)", "set_requires_gradient_sync(False)"):

@@ -129,11 +129,13 @@ TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
   const std::int64_t elements = 80 * layer + root;
   CHECK(elements == 1102545920);  // every split even: no FSDP padding
   // FSDP2 units in module order: the root (embed, norm, lm_head; first param embed), then
-  // each layer; bf16, gathered x 8. Peak: the root and layer 0 (consecutive, the largest).
+  // each layer; bf16, gathered x 8. Peak: the root (gathered the whole step: FSDP2 keeps
+  // it after forward and gathers it first in backward) beside a layer and the next one
+  // prefetched (was root + layer 0: 739,295,232, the root taken as a unit of the pair).
   const std::int64_t layer_unit = layer * 2 * 8;
   const std::int64_t root_unit = root * 2 * 8;
   CHECK(root_unit == 525352960);
-  const std::int64_t fsdp2 = root_unit + layer_unit;  // a unit + the next one prefetched
+  const std::int64_t fsdp2 = root_unit + 2 * layer_unit;
   // Muon: embed (128256 x 8192 = 1,050,673,152 elements, over the 512 Mi cap alone) is
   // one batch; its last stage gathers the TP-local pieces to the global tensor in bf16.
   const std::int64_t muon = 128256LL * 8192 * 2;
@@ -143,7 +145,7 @@ TEST_CASE("Llama-3.1-70B HSDP (dp_replicate 4 x dp_shard 8 x tp 8): by hand") {
     CHECK(kind(report, rank, MemoryKind::Grads) == 2 * elements);
     CHECK(kind(report, rank, MemoryKind::MasterWeights) == 4 * elements);
     CHECK(kind(report, rank, MemoryKind::OptimizerState) == 8 * elements);
-    CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == 739295232);
+    CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == 953237504);
     CHECK(kind(report, rank, MemoryKind::Fsdp2AllGather) == fsdp2);
     CHECK(kind(report, rank, MemoryKind::MuonAllGather) == muon);
     CHECK(report.ranks[static_cast<std::size_t>(rank)].total == 16 * elements + muon);
@@ -238,11 +240,11 @@ TEST_CASE("FSDP2 gathered units: a unit and the next, every unit without reshard
   CHECK(kept.fsdp2_every_unit);
   // Without resharding after forward every unit stays gathered until its backward.
   CHECK(kind(kept, 0, MemoryKind::Fsdp2AllGather) == params * 8);
-  // FSDP2's default: the largest unit and the next one (root + layer 0, 151936 x 896
-  // embedding + one layer's 14,912,384 elements, bf16, gathered).
+  // FSDP2's default: the root (151936 x 896 embedding and the final norm, gathered the whole
+  // step) beside a layer and the next one (14,912,384 elements each, bf16, gathered).
   const std::int64_t layer =
       (896 * 896 + 896 + 2 * (128 * 896 + 128) + 896 * 896 + 3 * 4864 * 896 + 2 * 896) * 2;
-  CHECK(kind(resharding, 0, MemoryKind::Fsdp2AllGather) == (151936LL * 896 + 896) * 2 + layer);
+  CHECK(kind(resharding, 0, MemoryKind::Fsdp2AllGather) == (151936LL * 896 + 896) * 2 + 2 * layer);
   // The reduce-scatter input in backward: one unit's unsharded grads (float32) either way.
   CHECK(resharding.ranks[0].fsdp2_reduce_scatter == (151936LL * 896 + 896) * 4);
   CHECK(kept.ranks[0].fsdp2_reduce_scatter == resharding.ranks[0].fsdp2_reduce_scatter);

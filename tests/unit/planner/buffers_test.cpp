@@ -119,11 +119,13 @@ TEST_CASE("fsdp2 units take the deepest matching module prefix") {
   CHECK(u1.params[1].padded_numel == 4);  // [1] float32 -> 4 bytes
 }
 
-TEST_CASE("FSDP2 gathered peak: the largest unit plus the next one prefetched") {
-  CHECK(fsdp2_gathered_peak({}) == 0);
-  CHECK(fsdp2_gathered_peak({7}) == 7);
-  CHECK(fsdp2_gathered_peak({4, 10, 3, 9}) == 14);  // units 0+1; the sum would be 26
-  CHECK(fsdp2_gathered_peak({10, 1, 1, 10}) == 11);
+TEST_CASE("FSDP2 gathered peak: the root, the largest unit and the next one prefetched") {
+  CHECK(fsdp2_gathered_peak({}, 0) == 0);
+  CHECK(fsdp2_gathered_peak({}, 5) == 5);  // the root unit alone
+  CHECK(fsdp2_gathered_peak({7}, 0) == 7);
+  CHECK(fsdp2_gathered_peak({4, 10, 3, 9}, 0) == 14);  // units 0+1; the sum would be 26
+  CHECK(fsdp2_gathered_peak({10, 1, 1, 10}, 0) == 11);
+  CHECK(fsdp2_gathered_peak({10, 1, 1, 10}, 100) == 111);  // the root held beside them
 }
 
 TEST_CASE("plan-wide FSDP2 peak per rank equals the peak of that rank's own units") {
@@ -146,13 +148,22 @@ TEST_CASE("plan-wide FSDP2 peak per rank equals the peak of that rank's own unit
   REQUIRE(bytes[0].gathered_peak.size() == 4);
   for (std::int64_t rank = 0; rank < 4; ++rank) {
     std::vector<std::int64_t> units;
-    for (const auto& unit : fsdp2_for_rank(*buffers[0].fsdp2, plan, rank).units)
-      units.push_back(unit.total_bytes * static_cast<std::int64_t>(unit.ranks.size()));
-    CHECK(bytes[0].gathered_peak[static_cast<std::size_t>(rank)] == fsdp2_gathered_peak(units));
+    std::int64_t root = 0;
+    for (const auto& unit : fsdp2_for_rank(*buffers[0].fsdp2, plan, rank).units) {
+      const std::int64_t gathered = unit.total_bytes * static_cast<std::int64_t>(unit.ranks.size());
+      if (unit.unit->held_whole_step) {
+        root += gathered;
+      } else {
+        units.push_back(gathered);
+      }
+    }
+    CHECK(bytes[0].gathered_peak[static_cast<std::size_t>(rank)] ==
+          fsdp2_gathered_peak(units, root));
   }
   // Units root [3,4] x 4, layer 0 [2,4] x 4, layer 1 [4,4] x 4, layer 2 [1,4] x 4 (bf16):
-  // 96, 64, 128, 32 B gathered; peak = layers 0 + 1 = 192 B, sum 320 B.
-  CHECK(bytes[0].gathered_peak[0] == 192);
+  // 96, 64, 128, 32 B gathered; peak = the root + layers 0 + 1 = 288 B (was 192: the root
+  // left out), sum 320 B.
+  CHECK(bytes[0].gathered_peak[0] == 288);
   CHECK(bytes[0].gathered[0] == 320);
 }
 
