@@ -550,11 +550,14 @@ void setup_logging(const Cli& cli) {
   spdlog::set_level(level);
 }
 
-// The --diag-format a refused command line asked for (the parse did not get to
-// set it): its last spelling, "--diag-format json" or "--diag-format=json".
-shardc::DiagFormat requested_diag_format(int argc, char** argv) {
+// The diagnostics format a refused command line asked for (the parse did not get to
+// set it): its last spelling, "--diag-format json" or "--diag-format=json"; for the
+// commands whose --format is the diagnostics' (validate, compile, explain), --format too.
+shardc::DiagFormat requested_diag_format(const std::string& command, int argc, char** argv) {
   shardc::DiagFormat format = shardc::DiagFormat::Text;
-  const std::string_view flag = "--diag-format";
+  const bool format_is_diagnostics =
+      command == "validate" || command == "compile" || command == "explain";
+  const std::string_view flag = format_is_diagnostics ? "--format" : "--diag-format";
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     std::string_view value;
@@ -622,7 +625,7 @@ int run(int argc, char** argv) {
     std::string command;
     for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
     return static_cast<int>(shardc::report_usage_error(
-        command, e.what(), requested_diag_format(argc, argv), std::cerr));
+        command, e.what(), requested_diag_format(command, argc, argv), std::cerr));
   }
   setup_logging(cli);
   return static_cast<int>(cli.run());

@@ -168,10 +168,18 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                         std::int64_t param) {
     if (layout.zero_stage == 1 || layout.zero_stage == 2) {
       if (groups.of(zero).size > 1) {
+        // ZeRO-1 reduces once, at the accumulation boundary; ZeRO-2 keeps only its grad
+        // shard, so it reduces every micro-batch's grads (DeepSpeed engine
+        // allreduce_gradients: "ZeRO stage >= 2 communicates during non gradient
+        // accumulation boundaries as well").
+        const bool stage2 = layout.zero_stage == 2;
         builder.add({zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter",
-                     1, grad, "local grads = " + n(grad),
-                     "Megatron-Core param_and_grad_buffer start_grad_sync (reduce_scatter_tensor); "
-                     "DeepSpeed stage_1_and_2 partitioned gradients"});
+                     stage2 ? microbatches : 1, grad, "local grads = " + n(grad),
+                     stage2 ? "DeepSpeed stage_1_and_2: ZeRO-2 reduces each micro-batch's "
+                              "gradients into the owner's partition (engine allreduce_gradients)"
+                            : "Megatron-Core param_and_grad_buffer start_grad_sync "
+                              "(reduce_scatter_tensor); DeepSpeed stage_1_and_2 partitioned "
+                              "gradients, at the accumulation boundary"});
         builder.add({zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1,
                      param, "local params = " + n(param),
                      "Megatron-Core start_param_sync (all_gather of the updated shards)"});

@@ -131,8 +131,8 @@ void parse_zero_spellings(const Node& node, Reader& reader, TrainingSpec& traini
     if (spelling == nullptr) continue;
     if (first != nullptr) {
       reader.error(*spelling,
-                   std::string("`training.") + key + "` repeats what `training." +
-                       training.zero.spelling + "` already says",
+                   std::string("`training.") + key + "` and `training." + training.zero.spelling +
+                       "` both set the ZeRO stage",
                    "write one of `zero`, `distributed_optimizer` (Megatron) or "
                    "`zero_optimization.stage` (DeepSpeed)");
       continue;

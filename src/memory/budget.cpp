@@ -34,8 +34,14 @@ std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
   }
   text += " this rank keeps its params (" + binary_bytes_text(rm.of(MemoryKind::Params)) + ")";
   if (stage == 1) {
-    text += " and grads (" + binary_bytes_text(rm.of(MemoryKind::Grads)) +
-            ") whole: `zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params";
+    // `grads` holds the fp32 copy of the grad shard too when grads are narrower than the
+    // master (memory.hpp grad_copy_bytes). Megatron's distributed optimizer has no stage 2.
+    text += " and its grads whole (grads " + binary_bytes_text(rm.of(MemoryKind::Grads)) +
+            ", with the fp32 copy of its grad shard where grads are narrower than the master): " +
+            (plan.training.zero.spelling == "distributed_optimizer"
+                 ? std::string("Megatron's distributed optimizer has no stage 2; `fsdp` "
+                               "(Megatron FSDP, ZeRO-3) shards grads and params")
+                 : std::string("`zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params"));
   } else {
     text += " whole: `fsdp` (ZeRO-3) shards them too";
   }

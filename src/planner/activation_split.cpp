@@ -14,6 +14,7 @@
 // storage only and are ignored.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -87,17 +88,24 @@ std::optional<std::size_t> matching_part(const PlannedParam& col, std::int64_t e
 }
 
 // Pieces of `col`'s output as the activation sees them: the whole dim's
-// pieces, or part `part`'s share of each piece.
-std::vector<std::int64_t> col_pieces(const PlannedParam& col, std::size_t part,
-                                     const std::vector<DimSplit>& chain, std::size_t naxes) {
+// pieces, or part `part`'s share of each piece. nullopt when a piece of an
+// interleaved / per-group layout cuts a group: no per-part size describes it,
+// and the cut is reported already (E-HEADS, W-FUSED-SPLIT / E-FUSED-SPLIT; a
+// per-part comparison printed zeros for every rank).
+std::optional<std::vector<std::int64_t>> col_pieces(const PlannedParam& col, std::size_t part,
+                                                    const std::vector<DimSplit>& chain,
+                                                    std::size_t naxes) {
   if (part == SIZE_MAX) return piece_sizes(col.global_shape[0], chain, naxes);
   const FusedLayout& layout = *col.fused;
   if (!col.geometry.parts.empty()) return piece_sizes(layout.parts[part], chain, naxes);
-  // Interleaved / per group: pieces of whole groups (E-FUSED-SPLIT otherwise).
-  const std::int64_t group = col.global_shape[0] / std::max<std::int64_t>(1, layout.groups);
+  // Interleaved / per group: pieces of whole groups.
+  const std::int64_t group =
+      std::max<std::int64_t>(1, col.global_shape[0] / std::max<std::int64_t>(1, layout.groups));
   std::vector<std::int64_t> out = piece_sizes(col.global_shape[0], chain, naxes);
-  for (std::int64_t& piece : out)
-    piece = piece / std::max<std::int64_t>(1, group) * (layout.parts[part] / layout.groups);
+  for (std::int64_t& piece : out) {
+    if (piece % group != 0) return std::nullopt;
+    piece = piece / group * (layout.parts[part] / layout.groups);
+  }
   return out;
 }
 
@@ -109,7 +117,10 @@ void check_pair(const PlannedParam& col, std::size_t part, const PlannedParam& r
   if (col_splits.empty() || row_splits.empty())
     return;  // one side replicated: nothing lines up or not
   const std::size_t naxes = plan.mesh_of(col).axes.size();
-  const auto pa = col_pieces(col, part, col_splits, naxes);
+  const std::optional<std::vector<std::int64_t>> col_split =
+      col_pieces(col, part, col_splits, naxes);
+  if (!col_split) return;
+  const std::vector<std::int64_t>& pa = *col_split;
   const auto pb = piece_sizes(extent, row_splits, naxes);
   if (same_axes(col_splits, row_splits) && pa == pb) return;
   if (same_axes(col_splits, row_splits) && pa.empty()) return;  // too many pieces to compare

@@ -67,6 +67,29 @@ def main() -> int:
                               capture_output=True, text=True)
         if bare.returncode != 2 or "E-TRAINING" not in bare.stderr:
             failures.append(f"no training shape: exit {bare.returncode}, {bare.stderr[-300:]}")
+        # ZeRO-2 keeps only its grad shard: it reduce-scatters every micro-batch (DeepSpeed
+        # engine.allreduce_gradients), ZeRO-1 once at the accumulation boundary; both
+        # all-gather the updated params once (a fresh-user finding: ZeRO-2 counted once).
+        sent = {}
+        for stage in (1, 2):
+            path = Path(tmp) / f"zero{stage}.yaml"
+            path.write_text("format: shardc.recipe/v1\nmesh:\n  - {name: dp, size: 8}\n"
+                            "rules:\n  - {match: \"**\", placements: {}}\ntraining:\n"
+                            f"  zero_optimization: {{stage: {stage}}}\n  seq_len: 4096\n"
+                            "  gradient_accumulation_steps: 4\n")
+            r = subprocess.run([args.shardc, "cost", str(PLANS / "llama-3.1-8b.model.yaml"),
+                                str(path), "--format", "json"], capture_output=True, text=True)
+            if r.returncode != 0:
+                failures.append(f"zero {stage}: exit {r.returncode}: {r.stderr[-300:]}")
+                continue
+            terms = json.loads(r.stdout)["classes"][0]["terms"]
+            sent[stage] = {t["collective"]: t["bytes"] for t in terms if t["role"] == "zero"}
+        if len(sent) == 2 and not (
+                sent[2]["reduce_scatter"] == 4 * sent[1]["reduce_scatter"] > 0
+                and sent[2]["all_gather"] == sent[1]["all_gather"] > 0):
+            failures.append(f"ZeRO-2 reduce-scatters per micro-batch (4), ZeRO-1 once: {sent}")
+        else:
+            print(f"ok   ZeRO-2 reduce-scatters 4 micro-batches, ZeRO-1 once: {sent}")
     for f in failures:
         print("FAIL " + f)
     print("all cost checks passed" if not failures else f"{len(failures)} failed")

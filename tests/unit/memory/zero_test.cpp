@@ -285,7 +285,12 @@ TEST_CASE("E-BUDGET under ZeRO-1 names what stays whole") {
   check_budget(plan, report, 40LL * 1024 * 1024 * 1024, SourceLoc{}, sink);
   REQUIRE(sink.items().size() == 1);
   const std::string& hint = sink.items()[0].hint;
+  // Megatron's spelling: its distributed optimizer has no stage 2 to suggest (it did); the
+  // grads figure holds the fp32 copy of the grad shard beside the bf16 grads, said so.
   CHECK(hint.find("with ZeRO-1 (`training.distributed_optimizer`) over 32 DP ranks (experts over "
-                  "8) this rank keeps its params (12.00 GiB) and grads (23.99 GiB) whole: "
-                  "`zero: 2` shards the grads") != std::string::npos);
+                  "8) this rank keeps its params (12.00 GiB) and its grads whole (grads 23.99 "
+                  "GiB, with the fp32 copy of its grad shard where grads are narrower than the "
+                  "master): Megatron's distributed optimizer has no stage 2; `fsdp` (Megatron "
+                  "FSDP, ZeRO-3) shards grads and params") != std::string::npos);
+  CHECK(hint.find("`zero: 2`") == std::string::npos);
 }
