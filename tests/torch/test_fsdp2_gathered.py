@@ -119,11 +119,61 @@ def test_no_reshard_after_forward_keeps_every_unit(mesh: Any, shardc: str, tmp_p
     assert not any(g.is_unsharded for g in groups(net)[1:])
 
 
-def held_bytes(net: Net) -> int:
-    """Bytes of the units gathered or being gathered (a prefetch's all-gather output)."""
-    return sum(p.unsharded_param.numel() * p.unsharded_param.element_size()
-               for g in groups(net) if g.is_unsharded or g._all_gather_result is not None
-               for p in g.fsdp_params)
+def held_peak(net: torch.nn.Module, fsdp_modules: list[torch.nn.Module],
+              probed: list[torch.nn.Module]) -> int:
+    """The most bytes FSDP2 holds gathered (a unit unsharded, or a prefetch's all-gather
+    output pending) over a forward and backward, sampled on entering each of `probed` in
+    forward and on leaving it in backward (a probe op first in the module: its backward
+    runs after the module's pre_backward unshards and prefetches)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_state import _get_module_fsdp_state
+    states = [_get_module_fsdp_state(m) for m in fsdp_modules]
+    all_groups = [s._fsdp_param_group for s in states if s and s._fsdp_param_group]
+
+    def held() -> int:
+        return sum(p.unsharded_param.numel() * p.unsharded_param.element_size()
+                   for g in all_groups if g.is_unsharded or g._all_gather_result is not None
+                   for p in g.fsdp_params)
+
+    samples: list[int] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held())
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            samples.append(held())
+            return grad
+
+    for module in probed:
+        module.register_forward_pre_hook(lambda _m, args: (Probe.apply(args[0]),))
+    net(torch.randn(4, HIDDEN)).sum().backward()
+    return max(samples)
+
+
+def shardc_peak(shardc: str, tmp: Path, net: torch.nn.Module, units: str) -> int:
+    """`shardc memory`'s fsdp2_allgather for `net`'s params on dp_shard 2 (FSDP2's default:
+    reshard after forward, no pipeline) with the FSDP2 units `units`."""
+    params = "\n".join(f"  - {{name: {name}, shape: {list(p.shape)}}}"
+                       for name, p in net.named_parameters())
+    (tmp / "model.yaml").write_text(f"format: shardc.model/v1\nname: net\n"
+                                    f"dtype: float32\nparams:\n{params}\n")
+    (tmp / "recipe.yaml").write_text(
+        "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 2}\n"
+        "rules:\n  - {match: \"**\", placements: {}}\nfsdp:\n  shard: dp_shard\n"
+        f"buffers:\n  - {{kind: fsdp2_allgather, units: {units}}}\n")
+    run = subprocess.run([shardc, "memory", str(tmp / "model.yaml"), str(tmp / "recipe.yaml"),
+                          "--format", "json"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    stage = json.loads(run.stdout)["stages"][0]["fsdp2_allgather"]
+    assert stage["min"] == stage["max"], stage
+    return int(stage["max"])
+
+
+EMBED = HIDDEN * HIDDEN * 4
+LAYER = (HIDDEN * HIDDEN + HIDDEN) * 4
 
 
 def test_the_root_unit_stays_gathered_beside_a_unit_and_the_next(
@@ -135,41 +185,9 @@ def test_the_root_unit_stays_gathered_beside_a_unit_and_the_next(
     shardc counted the largest two consecutive units (root + layer 0, or two layers): found
     by a fresh-user trial, gemma-2-2b's 590 MB embedding root left out beside two layers."""
     net = sharded(mesh, reshard_after_forward=True)
-    samples: list[int] = []
-
-    class Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            samples.append(held_bytes(net))
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            samples.append(held_bytes(net))
-            return grad
-
-    for layer in net.layers:
-        layer.register_forward_pre_hook(lambda _m, args: (Probe.apply(args[0]),))
-    net(torch.randn(4, HIDDEN)).sum().backward()
-    embed = HIDDEN * HIDDEN * 4
-    layer_bytes = (HIDDEN * HIDDEN + HIDDEN) * 4
-    assert max(samples) == embed + 2 * layer_bytes, (samples, embed, layer_bytes)
-    # shardc, FSDP2's default: the root beside the largest two consecutive layer units.
-    params = "\n".join(f"  - {{name: {name}, shape: {list(p.shape)}}}"
-                       for name, p in Net().named_parameters())
-    (tmp_path / "model.yaml").write_text(f"format: shardc.model/v1\nname: net\n"
-                                         f"dtype: float32\nparams:\n{params}\n")
-    (tmp_path / "recipe.yaml").write_text(
-        "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 2}\n"
-        "rules:\n  - {match: \"**\", placements: {}}\n"
-        "fsdp:\n  shard: dp_shard\n"
-        "buffers:\n  - {kind: fsdp2_allgather, units: [\"layers.{i}\", \"**\"]}\n")
-    run = subprocess.run([shardc, "memory", str(tmp_path / "model.yaml"),
-                          str(tmp_path / "recipe.yaml"), "--format", "json"],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr
-    stage = json.loads(run.stdout)["stages"][0]["fsdp2_allgather"]
-    assert stage["min"] == stage["max"] == max(samples), (stage, max(samples))
+    peak = held_peak(net, [net, *net.layers], list(net.layers))
+    assert peak == EMBED + 2 * LAYER, peak
+    assert shardc_peak(shardc, tmp_path, Net(), '["layers.{i}", "**"]') == peak
 
 
 class HeadNet(Net):
@@ -196,49 +214,9 @@ def test_torchtitan_wrapping_keeps_no_unit_the_whole_step(
         fully_shard(layer, mesh=mesh)
     fully_shard(net.head, mesh=mesh, reshard_after_forward=False)
     fully_shard(net, mesh=mesh)
-    from torch.distributed.fsdp._fully_shard._fsdp_state import _get_module_fsdp_state
-    states = [_get_module_fsdp_state(m) for m in [net.embed, *net.layers, net.head]]
-    all_groups = [s._fsdp_param_group for s in states if s and s._fsdp_param_group]
-
-    def held() -> int:
-        return sum(p.unsharded_param.numel() * p.unsharded_param.element_size()
-                   for g in all_groups if g.is_unsharded or g._all_gather_result is not None
-                   for p in g.fsdp_params)
-
-    samples: list[int] = []
-
-    class Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            samples.append(held())
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            samples.append(held())
-            return grad
-
-    for module in [*net.layers, net.head]:
-        module.register_forward_pre_hook(lambda _m, args: (Probe.apply(args[0]),))
-    net(torch.randn(4, HIDDEN)).sum().backward()
-    params = "\n".join(f"  - {{name: {name}, shape: {list(p.shape)}}}"
-                       for name, p in HeadNet().named_parameters())
-    (tmp_path / "model.yaml").write_text(f"format: shardc.model/v1\nname: net\n"
-                                         f"dtype: float32\nparams:\n{params}\n")
-    (tmp_path / "recipe.yaml").write_text(
-        "format: shardc.recipe/v1\nmesh:\n  - {name: dp_shard, size: 2}\n"
-        "rules:\n  - {match: \"**\", placements: {}}\n"
-        "fsdp:\n  shard: dp_shard\n"
-        "buffers:\n  - {kind: fsdp2_allgather, units: [\"embed\", \"layers.{i}\", \"**\"]}\n")
-    run = subprocess.run([shardc, "memory", str(tmp_path / "model.yaml"),
-                          str(tmp_path / "recipe.yaml"), "--format", "json"],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr
-    stage = json.loads(run.stdout)["stages"][0]["fsdp2_allgather"]
-    head = 2 * HIDDEN * HIDDEN * 4
-    layer_bytes = (HIDDEN * HIDDEN + HIDDEN) * 4
-    assert max(samples) == head + layer_bytes, (samples, head, layer_bytes)
-    assert stage["max"] == max(samples), (stage, samples)
+    peak = held_peak(net, [net.embed, *net.layers, net.head], [*net.layers, net.head])
+    assert peak == 2 * HIDDEN * HIDDEN * 4 + LAYER, peak  # the head and the last layer
+    assert shardc_peak(shardc, tmp_path, HeadNet(), '["embed", "layers.{i}", "**"]') == peak
 
 
 def test_pipelining_keeps_units_and_unsharded_grads(mesh: Any) -> None:
