@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "core/layer_blocks.hpp"
 #include "support/saturating.hpp"
 
 namespace shardc {
@@ -405,7 +406,7 @@ std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
     if ((contains(name, "norm") || contains(name, ".ln_")) && ends_with(name, ".bias"))
       arch.layer_norm = true;
     if (contains(name, "q_norm") || contains(name, "q_layernorm.")) arch.qk_norm = !arch.mla();
-    if (contains(name, "wpe") || contains(name, "position_embeddings")) arch.rope = false;
+    if (is_position_embedding(name)) arch.rope = false;
     const bool layer_norm_weight = ends_with(name, ".weight") &&
                                    (contains(name, "layernorm") || contains(name, ".ln_") ||
                                     contains(name, "_norm.") || contains(name, "feedforward_norm"));

@@ -1,6 +1,8 @@
 // DiagnosticSink: collects diagnostics with a storage cap (contract §5.7).
 #include "core/diagnostics.hpp"
 
+#include "support/print_error.hpp"
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -80,6 +82,10 @@ ExitCode DiagnosticSink::error_exit() const {
   }
   for (DiagCode code : dropped_error_codes_) consider(code);
   return worst;
+}
+
+void print_error(std::ostream& err, DiagCode code, const std::string& message) {
+  print_error(err, code_name(code), message);
 }
 
 }  // namespace shardc

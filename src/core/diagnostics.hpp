@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,5 +102,9 @@ class DiagnosticSink {
   std::vector<DiagCode> dropped_error_codes_;  ///< codes of dropped errors
   std::vector<DiagCode> dropped_codes_;
 };
+
+/// Prints "shardc: error[CODE]: <message>" for an I/O or usage problem that is not an
+/// input diagnostic (support/print_error.hpp, with `code`'s stable name).
+void print_error(std::ostream& err, DiagCode code, const std::string& message);
 
 }  // namespace shardc

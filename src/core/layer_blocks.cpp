@@ -66,4 +66,10 @@ std::int64_t decoder_block(std::string_view fqn, std::string_view decoder) {
   return block->index;
 }
 
+bool is_position_embedding(std::string_view fqn) {
+  const bool wpe_segment = fqn.rfind("wpe.", 0) == 0 || fqn.find(".wpe.") != std::string_view::npos;
+  return wpe_segment || fqn.find("position_embeddings") != std::string_view::npos ||
+         fqn.find("embed_positions") != std::string_view::npos;
+}
+
 }  // namespace shardc

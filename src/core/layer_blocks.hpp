@@ -35,4 +35,9 @@ std::string decoder_stack(const std::vector<std::string_view>& fqns,
 /// The decoder block of `fqn` (its index), or -1: outside every block or in another stack.
 std::int64_t decoder_block(std::string_view fqn, std::string_view decoder);
 
+/// A learned absolute position embedding: a `wpe` segment (GPT-2's `transformer.wpe`),
+/// `position_embeddings` (BERT-style) or `embed_positions` (OPT). A lookup: no FLOPs per
+/// token, and a model with one has no RoPE (core/activations.hpp).
+bool is_position_embedding(std::string_view fqn);
+
 }  // namespace shardc

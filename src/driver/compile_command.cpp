@@ -97,8 +97,7 @@ bool write_plan(const CompileOutput& out, const std::vector<BufferRankBytes>& bu
   digest = FileDigest{"plan.json", -1, static_cast<std::int64_t>(text.size()), sha256_hex(text)};
   std::string error;
   if (!out.fs.write_atomic(path, text, error)) {
-    driver::print_error(out.err, code_name(DiagCode::EOutput),
-                        "cannot write '" + path + "': " + error);
+    driver::print_error(out.err, DiagCode::EOutput, "cannot write '" + path + "': " + error);
     return false;
   }
   spdlog::debug("wrote {}", path);

@@ -349,8 +349,7 @@ void print_unknown(const Plan& plan, const std::string& fqn, std::ostream& err) 
     names.insert(names.end(), param.stacked_from.begin(), param.stacked_from.end());
     if (param.prestacked) names.push_back(expert_fqn(param, 0));
   }
-  driver::print_error(err, code_name(DiagCode::EUsage),
-                      "no parameter named '" + fqn + "' in the model");
+  driver::print_error(err, DiagCode::EUsage, "no parameter named '" + fqn + "' in the model");
   const auto close = driver::closest_names(fqn, names);
   if (!close.empty()) {
     err << "  hint: did you mean " << driver::join(close, ", ") << "?\n";

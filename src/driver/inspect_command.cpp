@@ -204,7 +204,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *session.plan;
   if (opt.rank < 0 || opt.rank >= plan.world_size) {
-    driver::print_error(err, code_name(DiagCode::EUsage),
+    driver::print_error(err, DiagCode::EUsage,
                         "--rank " + std::to_string(opt.rank) + " is out of range (world size " +
                             std::to_string(plan.world_size) + ": ranks 0-" +
                             std::to_string(plan.world_size - 1) + ")");
@@ -212,7 +212,7 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
   }
   if (opt.format == InspectFormat::Json) {
     if (opt.match || opt.summary) {
-      driver::print_error(err, code_name(DiagCode::EUsage),
+      driver::print_error(err, DiagCode::EUsage,
                           std::string(opt.match ? "--match" : "--summary") +
                               " is a table option; it cannot be used with --format json");
       return ExitCode::Usage;
@@ -226,14 +226,13 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
     std::string error;
     match = Pattern::compile(*opt.match, error);
     if (!match) {
-      driver::print_error(err, code_name(DiagCode::EUsage),
-                          "--match '" + *opt.match + "': " + error);
+      driver::print_error(err, DiagCode::EUsage, "--match '" + *opt.match + "': " + error);
       return ExitCode::Usage;
     }
   }
   if (opt.summary) {
     if (match) {
-      driver::print_error(err, code_name(DiagCode::EUsage),
+      driver::print_error(err, DiagCode::EUsage,
                           "--summary prints totals only; it cannot be used with --match");
       return ExitCode::Usage;
     }

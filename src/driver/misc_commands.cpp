@@ -36,7 +36,7 @@ ExitCode run_schema(const std::string& name, std::ostream& out, std::ostream& er
   }
   std::string valid;
   for (const auto& known : names) valid += (valid.empty() ? "" : ", ") + known;
-  driver::print_error(err, code_name(DiagCode::EUsage),
+  driver::print_error(err, DiagCode::EUsage,
                       "unknown schema '" + name + "'; valid names: " +
                           (valid.empty() ? "(none embedded in this build)" : valid));
   return ExitCode::Usage;

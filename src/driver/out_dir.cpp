@@ -34,7 +34,7 @@ bool is_own_entry(const std::string& name) {
 
 bool refuse_symlinks(const std::string& dir, FileSystem& fs, std::ostream& err) {
   if (fs.is_symlink(dir)) {
-    print_error(err, code_name(DiagCode::EOutput),
+    print_error(err, DiagCode::EOutput,
                 "output directory '" + dir +
                     "' is a symbolic link; shardc does not write through symlinks "
                     "(pass the real path)");
@@ -42,7 +42,7 @@ bool refuse_symlinks(const std::string& dir, FileSystem& fs, std::ostream& err) 
   }
   if (fs.is_symlink(path_join(dir, "ranks"))) {
     print_error(
-        err, code_name(DiagCode::EOutput),
+        err, DiagCode::EOutput,
         "'" + path_join(dir, "ranks") + "' is a symbolic link; shardc does not write through it");
     return false;
   }
@@ -54,8 +54,7 @@ bool refuse_symlinks(const std::string& dir, FileSystem& fs, std::ostream& err) 
 bool uncommit(const std::string& dir, FileSystem& fs, std::ostream& err) {
   std::string error;
   if (!fs.remove_file(path_join(dir, kManifestName), error) || !fs.sync_dir(dir, error)) {
-    print_error(err, code_name(DiagCode::EOutput),
-                "cannot write to output directory '" + dir + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot write to output directory '" + dir + "': " + error);
     return false;
   }
   return true;
@@ -72,8 +71,7 @@ std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSyst
     std::int64_t size = 0;
     if (fs.read_range(dir, 0, 0, size, error)) error = "exists and is not a directory";
     if (error != "No such file or directory") {
-      print_error(err, code_name(DiagCode::EOutput),
-                  "cannot create output directory '" + dir + "': " + error);
+      print_error(err, DiagCode::EOutput, "cannot create output directory '" + dir + "': " + error);
       return std::nullopt;
     }
     return false;
@@ -81,7 +79,7 @@ std::optional<bool> choose_in_place(const std::string& dir, bool force, FileSyst
   if (entries->empty()) return true;
   const bool marked = std::find(entries->begin(), entries->end(), kMarkerName) != entries->end();
   if (!marked && !force) {
-    print_error(err, code_name(DiagCode::EOutput),
+    print_error(err, DiagCode::EOutput,
                 "output directory '" + dir + "' is not empty and was not written by shardc (no " +
                     kMarkerName + " file); choose an empty directory or pass --force");
     return std::nullopt;
@@ -105,7 +103,7 @@ std::shared_ptr<FileLock> lock_output(const std::string& dir, FileSystem& fs, st
   const std::string path = lock_path(dir);
   const std::string parent = std::filesystem::path(path).parent_path().string();
   if (!fs.make_dirs(parent, error)) {
-    print_error(err, code_name(DiagCode::EOutput),
+    print_error(err, DiagCode::EOutput,
                 "cannot create output directory '" + dir + "': " + parent + ": " + error);
     return nullptr;
   }
@@ -116,13 +114,12 @@ std::shared_ptr<FileLock> lock_output(const std::string& dir, FileSystem& fs, st
     lock = fs.try_lock(dir, error);
   }
   if (!lock && held) {
-    print_error(err, code_name(DiagCode::EOutput),
+    print_error(err, DiagCode::EOutput,
                 "output directory '" + dir + "' is being written by another shardc compile (" +
                     path + ": " + error +
                     "); wait for it to finish, or compile into another OUTDIR");
   } else if (!lock) {
-    print_error(err, code_name(DiagCode::EOutput),
-                "cannot lock output directory '" + dir + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot lock output directory '" + dir + "': " + error);
   }
   return lock;
 }
@@ -145,7 +142,7 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
       spdlog::debug("{}; writing in place", error);
       target.in_place = true;
       if (!fs.make_dirs(dir, error)) {
-        print_error(err, code_name(DiagCode::EOutput),
+        print_error(err, DiagCode::EOutput,
                     "cannot create output directory '" + dir + "': " + error);
         return std::nullopt;
       }
@@ -155,8 +152,7 @@ std::optional<OutputTarget> begin_output(const std::string& dir, bool force, Fil
   if (target.in_place) fs.remove_dead_temp_siblings(dir);
   if (target.in_place && !uncommit(dir, fs, err)) return std::nullopt;
   if (!fs.write_atomic(path_join(target.write_dir, kMarkerName), kMarkerText, error)) {
-    print_error(err, code_name(DiagCode::EOutput),
-                "cannot write to output directory '" + dir + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot write to output directory '" + dir + "': " + error);
     abandon_output(target, fs);
     return std::nullopt;
   }
@@ -172,8 +168,7 @@ bool commit_output(const OutputTarget& target, const std::string& manifest, File
             fs.sync_dir(target.write_dir, error);
   if (ok && !target.in_place) ok = fs.replace_dir(target.write_dir, target.out_dir, error);
   if (!ok) {
-    print_error(err, code_name(DiagCode::EOutput),
-                "cannot commit '" + target.out_dir + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot commit '" + target.out_dir + "': " + error);
     abandon_output(target, fs);
     return false;
   }
@@ -190,13 +185,13 @@ void abandon_output(const OutputTarget& target, FileSystem& fs) {
 
 bool prepare_ranks_dir(const std::string& ranks_dir, FileSystem& fs, std::ostream& err) {
   if (fs.is_symlink(ranks_dir)) {
-    print_error(err, code_name(DiagCode::EOutput),
+    print_error(err, DiagCode::EOutput,
                 "'" + ranks_dir + "' is a symbolic link; shardc does not write through it");
     return false;
   }
   std::string error;
   if (!fs.make_dirs(ranks_dir, error)) {
-    print_error(err, code_name(DiagCode::EOutput), "cannot create '" + ranks_dir + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot create '" + ranks_dir + "': " + error);
     return false;
   }
   return true;
@@ -214,7 +209,7 @@ int remove_stale_rank_files(const std::string& ranks_dir, const std::set<std::st
     if (fs.remove_file(path_join(ranks_dir, name), error)) {
       ++removed;
     } else {
-      print_error(err, code_name(DiagCode::EOutput),
+      print_error(err, DiagCode::EOutput,
                   "cannot remove stale '" + path_join(ranks_dir, name) + "': " + error);
     }
   }

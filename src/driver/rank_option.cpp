@@ -15,7 +15,7 @@ std::optional<std::vector<std::int64_t>> parse_ranks_option(const std::string& s
   std::string error;
   const auto ranks = RankSet::parse(set, world, error);
   if (!ranks) {
-    print_error(err, code_name(DiagCode::EUsage), "--ranks '" + set + "': " + error + context);
+    print_error(err, DiagCode::EUsage, "--ranks '" + set + "': " + error + context);
     return std::nullopt;
   }
   return ranks->expand();

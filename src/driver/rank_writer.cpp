@@ -99,7 +99,7 @@ bool write_rank_files(const RankWriteJob& job, FileSystem& fs, std::ostream& err
     err << "\n";
   }
   if (shared.failed.load()) {
-    print_error(err, code_name(DiagCode::EOutput), shared.first_error);
+    print_error(err, DiagCode::EOutput, shared.first_error);
     return false;
   }
   return true;

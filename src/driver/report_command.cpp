@@ -26,7 +26,7 @@ ExitCode write_page(const std::string& path, const std::string& page, FileSystem
                     std::ostream& out, std::ostream& err) {
   std::string error;
   if (!fs.write_atomic(path, page, error)) {
-    print_error(err, code_name(DiagCode::EOutput), "cannot write '" + path + "': " + error);
+    print_error(err, DiagCode::EOutput, "cannot write '" + path + "': " + error);
     return ExitCode::Usage;
   }
   out << "report: wrote " << path << " ("
@@ -42,7 +42,7 @@ std::optional<std::vector<std::int64_t>> detail_ranks(const ReportOptions& opt, 
   if (opt.ranks) {
     auto ranks = driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
     if (ranks && ranks->size() > kMaxDetailRanks) {
-      print_error(err, code_name(DiagCode::EUsage),
+      print_error(err, DiagCode::EUsage,
                   "--ranks '" + *opt.ranks + "': " + std::to_string(ranks->size()) +
                       " ranks; a page embeds the params tables of at most " +
                       std::to_string(kMaxDetailRanks) + " (the memory of every rank is in it)");
@@ -247,7 +247,7 @@ std::optional<std::vector<std::int64_t>> outdir_detail_ranks(const ReportOptions
     for (std::int64_t rank_index : *ranks) {
       if (!has_file(rank_index)) {
         print_error(
-            err, code_name(DiagCode::EUsage),
+            err, DiagCode::EUsage,
             "--ranks '" + *opt.ranks + "': the OUTDIR holds no rank file of rank " +
                 std::to_string(rank_index) + " (its rank files: " +
                 (files.manifest.ranks.empty() ? std::string("none") : files.manifest.ranks) + ")");
@@ -360,7 +360,7 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
     return run_outdir_report(opt, fs, out, err);
   }
   if (opt.inputs.size() != 2) {
-    print_error(err, code_name(DiagCode::EUsage),
+    print_error(err, DiagCode::EUsage,
                 "report takes MODEL RECIPE, a compiled OUTDIR (or --reshard PLAN_A PLAN_B); got " +
                     (opt.inputs.size() == 1 ? "'" + opt.inputs[0] + "', not a directory"
                                             : std::to_string(opt.inputs.size()) + " inputs"));

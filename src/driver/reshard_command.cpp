@@ -34,20 +34,18 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
   std::string error;
   auto text = fs.read(path, kMaxPlanBytes, error);
   if (!text) {
-    print_error(err, code_name(DiagCode::EPlanFile), "cannot read '" + path + "': " + error);
+    print_error(err, DiagCode::EPlanFile, "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
   if (manifest) {
     if (const std::string change = verify::digest_change(manifest->plan, *text); !change.empty()) {
-      print_error(err, code_name(DiagCode::EPlanFile),
-                  "'" + input + "': " + change + "; rerun compile");
+      print_error(err, DiagCode::EPlanFile, "'" + input + "': " + change + "; rerun compile");
       return std::nullopt;
     }
   }
   const auto plan = readback::parse_plan_file(*text, error);
   if (!plan) {
-    print_error(err, code_name(DiagCode::EPlanFile),
-                "'" + path + "' is not a shardc plan: " + error);
+    print_error(err, DiagCode::EPlanFile, "'" + path + "' is not a shardc plan: " + error);
     return std::nullopt;
   }
   auto layout = reshard::layout_from_plan_file(*plan, path, *text, rs.sink);
@@ -96,7 +94,7 @@ PlannedReshard plan_reshard_inputs(const ReshardOptions& opt, const std::string&
                                    std::ostream& err) {
   PlannedReshard planned;
   if (opt.inputs.size() != 2 && opt.inputs.size() != 4) {
-    print_error(err, code_name(DiagCode::EUsage),
+    print_error(err, DiagCode::EUsage,
                 command +
                     " takes PLAN_A PLAN_B (OUTDIRs or plan.json files) or "
                     "MODEL_A RECIPE_A MODEL_B RECIPE_B; got " +
@@ -214,7 +212,7 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
     if (opt.out_file) {
       std::string error;
       if (!fs.write_atomic(*opt.out_file, text, error)) {
-        print_error(err, code_name(DiagCode::EOutput),
+        print_error(err, DiagCode::EOutput,
                     "cannot write '" + *opt.out_file + "': " + error +
                         " (--format json prints the listing to standard output)");
         return ExitCode::Usage;

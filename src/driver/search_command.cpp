@@ -531,8 +531,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     const std::string html = render_search_report_html(page);
     std::string error;
     if (!fs.write_atomic(opt.report, html, error)) {
-      driver::print_error(err, code_name(DiagCode::EOutput),
-                          "cannot write '" + opt.report + "': " + error);
+      driver::print_error(err, DiagCode::EOutput, "cannot write '" + opt.report + "': " + error);
       return ExitCode::Usage;
     }
     err << "search: wrote " << opt.report << " ("
@@ -754,7 +753,7 @@ ExitCode run_search(const SearchOptions& opt, FileSystem& fs, std::ostream& out,
     std::string error;
     if (!fs.write_atomic(opt.emit_recipe, layout_recipe_text(req, result.ranked[pick - 1].layout),
                          error)) {
-      driver::print_error(err, code_name(DiagCode::EOutput),
+      driver::print_error(err, DiagCode::EOutput,
                           "cannot write '" + opt.emit_recipe + "': " + error);
       return ExitCode::Usage;
     }

@@ -103,7 +103,7 @@ ExitCode print_or_write(const std::string& text, const std::string& output, File
   std::string error;
   if (!fs.write_atomic(output, text, error)) {
     print_error(
-        err, code_name(DiagCode::EOutput),
+        err, DiagCode::EOutput,
         "cannot write '" + output + "': " + error + " (omit -o to print to standard output)");
     return ExitCode::Usage;
   }

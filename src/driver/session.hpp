@@ -78,7 +78,7 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
 /// a line saying warnings failed the run under --strict.
 void print_diagnostics(const CommonOptions& opt, const Session& session, std::ostream& os);
 
-/// "shardc: error: <message>" (support/print_error.hpp).
+/// "shardc: error[CODE]: <message>" (core/diagnostics.hpp: by DiagCode; support/print_error.hpp).
 using shardc::print_error;
 
 /// Runs `load_and_plan`, prints the diagnostics to `diag_out` and returns

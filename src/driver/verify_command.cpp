@@ -82,15 +82,13 @@ std::optional<PlanFile> load_plan(const VerifyOptions& opt, const readback::Mani
   std::string error;
   const auto text = fs.read_regular(path, read_limit(manifest.plan.bytes), error);
   if (!text) {
-    print_error(err, code_name(DiagCode::EPlanFile), "cannot read '" + path + "': " + error);
+    print_error(err, DiagCode::EPlanFile, "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
   if (const std::string change = digest_change(manifest.plan, *text); !change.empty())
     report.mismatch(change);
   auto plan = readback::parse_plan_file(*text, error);
-  if (!plan)
-    print_error(err, code_name(DiagCode::EPlanFile),
-                "'" + path + "' is not a shardc plan: " + error);
+  if (!plan) print_error(err, DiagCode::EPlanFile, "'" + path + "' is not a shardc plan: " + error);
   if (plan && !opt.against.empty() &&
       !same_as_inputs(opt, {*text, *plan}, report, fs, err, replanned))
     return std::nullopt;
@@ -142,7 +140,7 @@ std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
   std::vector<std::int64_t> out;
   for (const auto& entry : manifest.rank_files) out.push_back(entry.rank);
   if (out.empty())
-    print_error(err, code_name(DiagCode::EPlanFile),
+    print_error(err, DiagCode::EPlanFile,
                 "no rank files in '" + path_join(opt.out_dir, "ranks") +
                     "' (manifest.json lists none: compiled with --no-rank-files)");
   if (out.empty()) return std::nullopt;

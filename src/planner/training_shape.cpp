@@ -208,8 +208,7 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   for (const PlannedParam& param : params) {
     const std::int64_t li = layer_index(param.name);
     // A learned position embedding (GPT-2's wpe) tells activation_arch there is no RoPE.
-    if (li < 0 && (param.name.find("wpe") != std::string::npos ||
-                   param.name.find("position_embeddings") != std::string::npos)) {
+    if (li < 0 && is_position_embedding(param.name)) {
       layer0.push_back(param.name);
     }
     if (li < 0) continue;

@@ -17,14 +17,6 @@ double numel(const Param& param) {
   return elements;
 }
 
-// A learned position embedding: GPT-2's `transformer.wpe`, OPT's `embed_positions`,
-// BERT-style `position_embeddings` (a lookup, like the token embedding).
-bool is_position_embedding(std::string_view name) {
-  return name.find(".wpe.") != std::string_view::npos || name.rfind("wpe.", 0) == 0 ||
-         name.find("embed_positions") != std::string_view::npos ||
-         name.find("position_embedding") != std::string_view::npos;
-}
-
 }  // namespace
 
 ModelStats model_stats(const Model& model) {

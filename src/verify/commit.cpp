@@ -4,7 +4,7 @@
 #include <ostream>
 
 #include "backend/backend.hpp"
-#include "core/diag_code.hpp"
+#include "core/diagnostics.hpp"
 #include "outputs/output_dir.hpp"
 #include "support/limits.hpp"
 #include "support/print_error.hpp"
@@ -46,7 +46,7 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
     std::int64_t size = 0;
     if (fs.read_range(out_dir, 0, 0, size, why)) why = "not a directory";
     print_error(
-        err, code_name(DiagCode::EPlanFile),
+        err, DiagCode::EPlanFile,
         "cannot read '" + out_dir + "': " + why + " (verify reads the OUTDIR of a compile)");
     return std::nullopt;
   }
@@ -56,14 +56,13 @@ std::optional<readback::ManifestFile> load_commit(const std::string& out_dir, Fi
   if (!text) {
     const auto names = fs.list_dir(out_dir);
     const bool absent = std::find(names->begin(), names->end(), kManifestName) == names->end();
-    print_error(err, code_name(DiagCode::EPlanFile),
+    print_error(err, DiagCode::EPlanFile,
                 absent ? incomplete_message(out_dir, fs) : "cannot read '" + path + "': " + error);
     return std::nullopt;
   }
   auto manifest = readback::parse_manifest_file(*text, error);
   if (!manifest)
-    print_error(err, code_name(DiagCode::EPlanFile),
-                "'" + path + "' is not a shardc manifest: " + error);
+    print_error(err, DiagCode::EPlanFile, "'" + path + "' is not a shardc manifest: " + error);
   return manifest;
 }
 

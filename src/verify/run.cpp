@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <ostream>
 
-#include "core/diag_code.hpp"
+#include "core/diagnostics.hpp"
 #include "outputs/output_dir.hpp"
 #include "support/print_error.hpp"
 #include "verify/engine.hpp"
@@ -22,11 +22,11 @@ bool load_sample(RankStore& store, std::vector<std::int64_t>& sample, const std:
       continue;
     }
     if (!store.fatal.empty()) {
-      print_error(err, code_name(DiagCode::EPlanFile), store.fatal);
+      print_error(err, DiagCode::EPlanFile, store.fatal);
       return false;
     }
     if (!store.listed(rank)) {
-      print_error(err, code_name(DiagCode::EPlanFile),
+      print_error(err, DiagCode::EPlanFile,
                   "rank " + std::to_string(rank) + ": no rank file in '" + dir +
                       "' (not part of the compile: manifest.json lists ranks '" +
                       store.listed_text() + "')");
@@ -123,7 +123,7 @@ Outcome verify_outputs(const PlanFile& plan, const readback::ManifestFile& manif
     }
   }
   if (!store.fatal.empty()) {
-    print_error(err, code_name(DiagCode::EPlanFile), store.fatal);
+    print_error(err, DiagCode::EPlanFile, store.fatal);
     outcome.status = Outcome::Status::OutputsUnusable;
     return outcome;
   }
