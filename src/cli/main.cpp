@@ -180,7 +180,7 @@ void add_budget(CLI::App& cmd, Cli& cli) {
          },
          "Per-rank memory budget, e.g. 80GiB (overrides the recipe's training.budget); "
          "exit 1 with E-BUDGET when a rank exceeds it")
-      ->check(kByteSize);
+      ->check(kBudgetSize);
 }
 
 void add_validate(CLI::App& app, Cli& cli) {
@@ -624,8 +624,14 @@ int run(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::string command;
     for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
-    return static_cast<int>(shardc::report_usage_error(
-        command, e.what(), requested_diag_format(command, argc, argv), std::cerr));
+    // Where the command prints its own json / github diagnostics: stdout for the commands
+    // whose stdout holds nothing else then (validate, import, recipe, reshard, report).
+    const shardc::DiagFormat format = requested_diag_format(command, argc, argv);
+    const bool on_stdout = format != shardc::DiagFormat::Text &&
+                           (command == "validate" || command == "import" || command == "recipe" ||
+                            command == "reshard" || command == "report");
+    return static_cast<int>(
+        shardc::report_usage_error(command, e.what(), format, on_stdout ? std::cout : std::cerr));
   }
   setup_logging(cli);
   return static_cast<int>(cli.run());

@@ -27,7 +27,7 @@ std::optional<std::vector<std::int64_t>> selected_ranks(const CompileOptions& op
                                                         std::ostream& err) {
   if (!opt.rank_files) return std::vector<std::int64_t>{};
   if (!opt.ranks) return driver::all_ranks(plan.world_size);
-  return driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
+  return driver::parse_ranks_option(*opt.ranks, plan.world_size, opt.common.diag_format, err);
 }
 
 // --with-groups: the ranks of every buffer group of the selected ranks.

@@ -108,7 +108,8 @@ ExitCode run_cost(const CostOptions& opt, FileSystem& fs, std::ostream& out, std
   const Plan& plan = *session.plan;
   std::vector<std::int64_t> ranks;
   if (opt.ranks) {
-    const auto parsed = driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
+    const auto parsed =
+        driver::parse_ranks_option(*opt.ranks, plan.world_size, opt.common.diag_format, err);
     if (!parsed) return ExitCode::Usage;
     ranks = *parsed;
   }

@@ -179,7 +179,7 @@ void print_peak(const Plan& plan, const MemoryReport& memory, std::optional<std:
 std::optional<std::vector<std::int64_t>> listed_ranks(const MemoryOptions& opt, const Plan& plan,
                                                       std::ostream& err) {
   if (!opt.ranks) return std::vector<std::int64_t>{};
-  return driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
+  return driver::parse_ranks_option(*opt.ranks, plan.world_size, opt.common.diag_format, err);
 }
 
 }  // namespace

@@ -40,12 +40,14 @@ std::optional<std::vector<std::int64_t>> detail_ranks(const ReportOptions& opt, 
                                                       const MemoryReport* memory,
                                                       std::ostream& err) {
   if (opt.ranks) {
-    auto ranks = driver::parse_ranks_option(*opt.ranks, plan.world_size, err);
+    auto ranks =
+        driver::parse_ranks_option(*opt.ranks, plan.world_size, opt.common.diag_format, err);
     if (ranks && ranks->size() > kMaxDetailRanks) {
-      print_error(err, DiagCode::EUsage,
+      print_error(err, opt.common.diag_format, DiagCode::EUsage,
                   "--ranks '" + *opt.ranks + "': " + std::to_string(ranks->size()) +
                       " ranks; a page embeds the params tables of at most " +
-                      std::to_string(kMaxDetailRanks) + " (the memory of every rank is in it)");
+                      std::to_string(kMaxDetailRanks) + " (the memory of every rank is in it)",
+                  "name at most " + std::to_string(kMaxDetailRanks) + " ranks");
       return std::nullopt;
     }
     return ranks;
@@ -247,10 +249,11 @@ std::optional<std::vector<std::int64_t>> outdir_detail_ranks(const ReportOptions
     for (std::int64_t rank_index : *ranks) {
       if (!has_file(rank_index)) {
         print_error(
-            err, DiagCode::EUsage,
+            err, opt.common.diag_format, DiagCode::EUsage,
             "--ranks '" + *opt.ranks + "': the OUTDIR holds no rank file of rank " +
                 std::to_string(rank_index) + " (its rank files: " +
-                (files.manifest.ranks.empty() ? std::string("none") : files.manifest.ranks) + ")");
+                (files.manifest.ranks.empty() ? std::string("none") : files.manifest.ranks) + ")",
+            "name ranks the OUTDIR has files of, or compile them (`compile --ranks`)");
         return std::nullopt;
       }
     }
@@ -312,7 +315,7 @@ ExitCode run_outdir_report(const ReportOptions& opt, FileSystem& fs, std::ostrea
     in.notes.push_back(
         "The OUTDIR records no memory budget: give --budget to draw one and check it.");
   }
-  const auto ranks = outdir_detail_ranks(opt, files, in.memory, err);
+  const auto ranks = outdir_detail_ranks(opt, files, in.memory, diag_out);
   if (!ranks) return ExitCode::Usage;
   for (std::int64_t rank_index : *ranks) {
     auto rank_file = reader.read_rank(files.manifest, rank_index);
@@ -385,7 +388,8 @@ ExitCode run_report(const ReportOptions& opt, FileSystem& fs, std::ostream& out,
     in.largest = largest_params(*session.plan);
     in.memory = session.memory ? &*session.memory : nullptr;
     in.budget = session.budget;
-    const auto ranks = detail_ranks(opt, *session.plan, in.memory, err);
+    const auto ranks = detail_ranks(opt, *session.plan, in.memory,
+                                    common.diag_format == DiagFormat::Text ? err : out);
     if (!ranks) return ExitCode::Usage;
     for (std::int64_t rank : *ranks) {
       std::ostringstream buffers;

@@ -148,7 +148,7 @@ using driver::print_error;
 std::optional<std::vector<std::int64_t>> listed_ranks(const ReshardOptions& opt, std::int64_t world,
                                                       std::ostream& err) {
   if (!opt.ranks) return driver::all_ranks(world);
-  return driver::parse_ranks_option(*opt.ranks, world, err,
+  return driver::parse_ranks_option(*opt.ranks, world, opt.diag_format, err,
                                     " (plan B has " + std::to_string(world) + " ranks)");
 }
 
@@ -206,7 +206,8 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
   const reshard::Options ro{opt.ranks_per_node};
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   if (opt.json || opt.out_file) {
-    const auto ranks = listed_ranks(opt, to.world_size, err);
+    const auto ranks =
+        listed_ranks(opt, to.world_size, opt.diag_format == DiagFormat::Text ? err : out);
     if (!ranks) return ExitCode::Usage;
     const std::string text = render_reshard_json(from, to, result, ro, *ranks);
     if (opt.out_file) {

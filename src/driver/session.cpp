@@ -155,6 +155,18 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
   return ExitCode::Ok;
 }
 
+void print_error(std::ostream& err, DiagFormat format, DiagCode code, const std::string& message,
+                 const std::string& hint) {
+  if (format == DiagFormat::Text) {
+    print_error(err, code, message);
+    return;
+  }
+  DiagnosticSink sink;
+  sink.error(code, SourceLoc{}, message, hint);
+  err << (format == DiagFormat::Json ? render_diagnostics_json(sink)
+                                     : render_diagnostics_github(sink));
+}
+
 void print_diagnostics(const CommonOptions& opt, const Session& session, std::ostream& os) {
   const DiagnosticSink& sink = session.sink;
   if (sink.items().empty() && sink.dropped() == 0) return;

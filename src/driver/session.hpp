@@ -81,6 +81,13 @@ void print_diagnostics(const CommonOptions& opt, const Session& session, std::os
 /// "shardc: error[CODE]: <message>" (core/diagnostics.hpp: by DiagCode; support/print_error.hpp).
 using shardc::print_error;
 
+/// One error that is not about an input file (a usage or I/O problem), in the diagnostics
+/// format the command was asked for: the text line above for DiagFormat::Text, else a
+/// one-diagnostic JSON array / GitHub command with `hint`, so a --diag-format json reader
+/// never gets a bare text line.
+void print_error(std::ostream& err, DiagFormat format, DiagCode code, const std::string& message,
+                 const std::string& hint);
+
 /// Runs `load_and_plan`, prints the diagnostics to `diag_out` and returns
 /// the exit code; Ok means `session.plan` is set and the command may proceed.
 ExitCode plan_or_report(const CommonOptions& opt, FileSystem& fs, Session& session,

@@ -136,7 +136,8 @@ void check_local_attributes(const VerifyOptions& opt, const Plan& replanned,
 std::optional<std::vector<std::int64_t>> sample_ranks(const VerifyOptions& opt,
                                                       const readback::ManifestFile& manifest,
                                                       std::ostream& err) {
-  if (opt.ranks) return driver::parse_ranks_option(*opt.ranks, manifest.world_size, err);
+  if (opt.ranks)
+    return driver::parse_ranks_option(*opt.ranks, manifest.world_size, DiagFormat::Text, err);
   std::vector<std::int64_t> out;
   for (const auto& entry : manifest.rank_files) out.push_back(entry.rank);
   if (out.empty())

@@ -47,8 +47,17 @@ std::optional<DType> parse_master(const Node& node, Reader& reader) {
 
 std::optional<std::int64_t> parse_budget(const Node& node, Reader& reader) {
   if (node.is_scalar()) {
-    if (std::optional<std::int64_t> bytes = parse_byte_size(node.text()); bytes && *bytes > 0)
-      return bytes;
+    const std::string text(node.text());
+    std::optional<std::int64_t> bytes = parse_byte_size(text);
+    // `budget: 80` would be 80 bytes: a bare number below 1 MiB is a forgotten unit.
+    if (bytes && *bytes > 0 && *bytes < (std::int64_t{1} << 20) &&
+        text.find_first_not_of("0123456789") == std::string::npos) {
+      reader.error(node, "`budget: " + text + "` is " + text + " bytes",
+                   "write the unit: `budget: " + text +
+                       "GiB` (powers of 1024) or `budget: " + text + "GB` (powers of 1000)");
+      return std::nullopt;
+    }
+    if (bytes && *bytes > 0) return bytes;
   }
   reader.error(
       node, "`budget` must be a positive byte size, got " + describe(node),

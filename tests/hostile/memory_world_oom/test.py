@@ -32,7 +32,7 @@ def run(h):
                  "stage rank count")
     h.expect_exit(h.shardc("memory", "model.yaml", above, timeout=60), 0, "peak: 0.00 GiB on rank(s) 0-255")
     h.expect_exit(h.shardc("validate", "model.yaml", above, "--budget", "80GiB", timeout=60), 0)
-    h.expect_exit(h.shardc("validate", "model.yaml", above, "--budget", str(base + row), timeout=60), 1,
+    h.expect_exit(h.shardc("validate", "model.yaml", above, "--budget", f"{base + row}B", timeout=60), 1,
                   "E-BUDGET", "256 of 1048577 ranks are over: 0-255")
     h.expect_exit(h.shardc("inspect", "model.yaml", above, "--rank", "0", timeout=60), 0, "memory")
     r = h.shardc("inspect", "model.yaml", above, "--rank", "1048576", "--format", "json", timeout=60)
