@@ -28,9 +28,28 @@ std::optional<reshard::Layout> load_plan_input(const std::string& input, FileSys
                                                driver::Session& rs, std::ostream& err) {
   const bool out_dir = fs.list_dir(input).has_value();
   const std::string path = out_dir ? driver::path_join(input, "plan.json") : input;
-  // An OUTDIR must hold a complete compile (manifest.json) with plan.json unchanged.
+  // An OUTDIR must hold a complete compile (manifest.json) with plan.json unchanged. So must
+  // the directory of a plan.json named directly when it is one (a manifest.json or a ranks/
+  // folder beside it): the same compiled plan, named another way, is checked the same way.
+  // A plan.json alone (copied out of its OUTDIR) is read as it is.
+  std::string commit_dir = out_dir ? input : std::string();
+  if (!out_dir) {
+    const std::size_t slash = input.rfind('/');
+    const std::string name = slash == std::string::npos ? input : input.substr(slash + 1);
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : input.substr(0, slash);
+    if (name == "plan.json") {
+      const auto entries = fs.list_dir(dir);
+      const auto has = [&entries](const char* entry) {
+        return entries && std::find(entries->begin(), entries->end(), entry) != entries->end();
+      };
+      if (has("manifest.json") || has("ranks")) commit_dir = dir;
+    }
+  }
   std::optional<readback::ManifestFile> manifest;
-  if (out_dir && !(manifest = verify::load_commit(input, fs, err))) return std::nullopt;
+  if (!commit_dir.empty() && !(manifest = verify::load_commit(commit_dir, fs, err)))
+    return std::nullopt;
   std::string error;
   auto text = fs.read(path, kMaxPlanBytes, error);
   if (!text) {

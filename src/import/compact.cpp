@@ -304,6 +304,19 @@ std::vector<std::pair<std::string, std::int64_t>> imp::int_attributes(
   add("hidden_size", attributes.hidden_size);
   add("vocab_size", attributes.vocab_size);
   add("num_experts", attributes.num_experts);
+  // The architecture sizes the activation model and `cost` read (a model file's attributes
+  // lost them on `import --format json`: cost then refused the inventory).
+  add("num_hidden_layers", attributes.num_hidden_layers);
+  add("intermediate_size", attributes.intermediate_size);
+  add("moe_intermediate_size", attributes.moe_intermediate_size);
+  add("num_experts_per_tok", attributes.num_experts_per_tok);
+  add("n_shared_experts", attributes.n_shared_experts);
+  add("q_lora_rank", attributes.q_lora_rank);
+  add("kv_lora_rank", attributes.kv_lora_rank);
+  add("qk_nope_head_dim", attributes.qk_nope_head_dim);
+  add("qk_rope_head_dim", attributes.qk_rope_head_dim);
+  add("v_head_dim", attributes.v_head_dim);
+  add("first_k_dense_replace", attributes.first_k_dense_replace);
   return out;
 }
 

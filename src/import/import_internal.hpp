@@ -48,7 +48,8 @@ std::optional<SafetensorsHeader> read_header_with(simdjson::dom::parser& parser,
 
 /// The typed integer attributes `attributes` holds, as (config.json name, value) in output
 /// order: num_attention_heads, num_key_value_heads, head_dim, hidden_size, vocab_size,
-/// num_experts (a sub-model's `attributes:`, a YAML model's attribute lines).
+/// num_experts, then the architecture sizes (num_hidden_layers .. first_k_dense_replace) (a
+/// sub-model's `attributes:`, a YAML model's attribute lines).
 std::vector<std::pair<std::string, std::int64_t>> int_attributes(const ModelAttributes& attributes);
 
 /// The `experts` entries a recipe needs for `model`'s pre-stacked expert tensors

@@ -3,7 +3,10 @@
 // (contract §6.5).
 #include <algorithm>
 #include <map>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "reshard/accumulate.hpp"
 #include "reshard/box_index.hpp"
@@ -230,13 +233,85 @@ bool plan_param(const LayoutParam& pa, const LayoutParam& pb, ParamPlan& pp, Acc
   return true;
 }
 
+bool is_index(std::string_view segment) {
+  return !segment.empty() && segment.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// A param of plan A that names the same experts as `name` the other way: plan B's stacked
+// "m.experts.gate_proj" where A holds "m.experts.<e>.gate_proj.weight", or B's per-expert
+// "m.experts.<e>.gate_proj.weight" where A holds a stacked "m.experts.<x>" (a recipe's
+// `experts: stack` differs). Empty when there is none.
+std::string other_expert_form(const std::string& name, const Layout& layout_a) {
+  std::vector<std::string_view> segments;
+  for (std::size_t at = 0; at <= name.size();) {
+    const std::size_t dot = std::min(name.find('.', at), name.size());
+    segments.emplace_back(std::string_view(name).substr(at, dot - at));
+    at = dot + 1;
+  }
+  // B per-expert: the module path before its last index segment.
+  std::string prefix;
+  std::string projection;  // the stacked name of the same projection: "m.experts.up_proj"
+  for (std::size_t k = segments.size(); k-- > 1;) {
+    if (!is_index(segments[k])) continue;
+    for (std::size_t i = 0; i < k; ++i) prefix += std::string(segments[i]) + ".";
+    if (k + 1 < segments.size()) projection = prefix + std::string(segments[k + 1]);
+    break;
+  }
+  // B stacked: its module path ("m.experts.").
+  const std::string stacked = name.substr(0, name.rfind('.') + 1);
+  const std::string leaf = "." + name.substr(stacked.size()) + ".";
+  std::string any;
+  for (const LayoutParam& pa : layout_a.params) {
+    const std::string& a_name = pa.name;
+    if (!prefix.empty() && a_name.starts_with(prefix) &&
+        a_name.find('.', prefix.size()) == std::string::npos) {
+      if (a_name == projection) return a_name;
+      if (any.empty()) any = a_name;
+    }
+    if (!stacked.empty() && a_name.starts_with(stacked)) {
+      const std::size_t dot = a_name.find('.', stacked.size());
+      if (dot != std::string::npos &&
+          is_index(std::string_view(a_name).substr(stacked.size(), dot - stacked.size()))) {
+        if (a_name.compare(dot, leaf.size(), leaf) == 0) return a_name;  // the same projection
+        if (any.empty()) any = a_name;
+      }
+    }
+  }
+  return any;
+}
+
 void report_missing(const LayoutParam& pb, const Layout& layout_a, DiagnosticSink& sink) {
   Diagnostic diag;
   diag.code = DiagCode::EReshardMissing;
   diag.loc = pb.loc;
   diag.param = pb.name;
   diag.message = "param '" + pb.name + "' of plan B is not in plan A (" + layout_a.label + ")";
-  diag.hint = "both plans must be compiled from the same model description";
+  if (const std::string other = other_expert_form(pb.name, layout_a); !other.empty()) {
+    diag.hint = "plan A holds these experts in the other form ('" + other +
+                "'): one recipe stacks them (`experts: stack`) and the other does not; resharding "
+                "moves bytes between the same params, so compile both with the same stacking";
+  } else {
+    diag.hint = "both plans must be compiled from the same model description";
+  }
+  sink.report(std::move(diag));
+}
+
+// Plan B ties `pb` to a source on its stage (no storage of its own) where plan A holds it as
+// a param of its own or tied to another source: A's values of it would be dropped.
+void report_new_tie(const LayoutParam& pa, const LayoutParam& pb, const Layout& layout_a,
+                    const Layout& layout_b, DiagnosticSink& sink) {
+  Diagnostic diag;
+  diag.code = DiagCode::EReshardMismatch;
+  diag.loc = pb.loc;
+  diag.param = pb.name;
+  diag.message =
+      "param '" + pb.name + "' is an alias of '" + pb.alias_of.value_or("") + "' in plan B (" +
+      layout_b.label + ") but " +
+      (pa.alias_of ? "an alias of '" + *pa.alias_of + "'" : std::string("a param of its own")) +
+      " in plan A (" + layout_a.label + "): its plan-A values would be dropped";
+  diag.hint =
+      "resharding moves bytes, it does not convert: compile both plans with the same ties "
+      "(tie_word_embeddings / the recipe's ties), or load plan A's weights into the untied model";
   sink.report(std::move(diag));
 }
 
@@ -261,7 +336,9 @@ Result plan_reshard(const Layout& layout_a, const Layout& layout_b, const Option
       report_missing(pb, layout_a, sink);
     } else if (compatible(layout_a.params[it->second], pb, layout_a, layout_b, sink)) {
       pp.a_param = it->second;
-      if (pb.shares_storage) {
+      if (pb.shares_storage && layout_a.params[it->second].alias_of != pb.alias_of) {
+        report_new_tie(layout_a.params[it->second], pb, layout_a, layout_b, sink);
+      } else if (pb.shares_storage) {
         ++result.totals.shared_aliases;
         pp.class_pieces.assign(pb.classes.size() + 1, 0);
       } else {

@@ -32,7 +32,10 @@
 // (contract §5.5): it is not transferred (its reads are empty, `shares_storage`
 // is set) and its bytes are not counted. An alias on another stage than its
 // source is a separate copy and is transferred like any param. Sources are
-// matched by name: A's holders of the alias's name are its sources.
+// matched by name: A's holders of the alias's name are its sources. A B alias
+// sharing storage whose A param is not an alias of the same source (A holds
+// it as a param of its own: an untied lm_head) would drop A's values:
+// E-RESHARD-MISMATCH (tied -> untied copies the source: allowed).
 //
 // Padding. FSDP padding (`padded_shape`) holds no data: only `local_shape`
 // elements are transferred; a runtime zero-fills the padding.

@@ -225,11 +225,29 @@ def test_changed_inputs_and_tampering(env: Env) -> None:
     r = env.verify(out, "--ranks", "0")
     check(r.returncode == 1 and "plan.json changed after the compile" in r.stdout,
           "verify names a tampered plan.json", r.stdout + r.stderr)
+    # reshard reads the same compiled plan named as OUTDIR/plan.json: checked the same way
+    # (it planned transfers from an edited plan.json, exit 0).
+    lone = env.tmp / "lone-plan.json"
+    lone.write_bytes(plan.read_bytes())
+
+    def reshard(a: Path, b: Path):
+        return subprocess.run([env.shardc, "reshard", str(a), str(b)], capture_output=True,
+                              text=True, timeout=300)
+    r = reshard(plan, plan)
+    check(r.returncode == 2 and "error[E-PLAN-FILE]: " in r.stderr
+          and "plan.json changed after the compile" in r.stderr,
+          "reshard OUTDIR/plan.json checks its manifest.json", r.stdout + r.stderr)
+    r = reshard(lone, lone)
+    check(r.returncode == 0, "reshard reads a plan.json alone (no OUTDIR beside it) as it is",
+          r.stderr)
     (out / "manifest.json").unlink()
     r = env.verify(out)
     check(r.returncode == 2 and "shardc: error[E-PLAN-FILE]: " in r.stderr
           and "incomplete compile: 9 of 2048 rank files; rerun compile" in r.stderr,
           "verify refuses an OUTDIR without manifest.json (E-PLAN-FILE)", r.stderr)
+    r = reshard(plan, lone)
+    check(r.returncode == 2 and "incomplete compile: 9 of 2048 rank files" in r.stderr,
+          "reshard OUTDIR/plan.json refuses an OUTDIR without manifest.json", r.stderr)
 
 
 def main() -> int:

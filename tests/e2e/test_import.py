@@ -29,6 +29,9 @@ from checkpoint_util import run  # noqa: E402
 
 ATTRS = ("num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "hidden_size",
          "num_experts")
+SIZES = ("num_hidden_layers", "intermediate_size", "moe_intermediate_size", "num_experts_per_tok",
+         "n_shared_experts", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+         "qk_rope_head_dim", "v_head_dim", "first_k_dense_replace")
 
 
 def check_inventory(got: dict, inv: dict, expected: list[dict], label: str) -> None:
@@ -101,6 +104,18 @@ def check_model(shardc: str, name: str, work: Path) -> None:
             d.get("inputs", {}).get("model", {}).pop("sha256", None)
         if a != b:
             raise AssertionError(f"{name}: rank 0 differs between DIR and the shipped model")
+
+    # The shipped model file's inventory keeps every attribute the checkpoint's has that the
+    # model reads (import --format json of a model file dropped num_hidden_layers,
+    # intermediate_size and the MoE / MLA sizes: `cost` then refused the inventory).
+    shipped_path = cu.REPO / "plans" / f"{model_yaml}.model.yaml"
+    from_file = json.loads(run([shardc, "import", str(shipped_path), "--format", "json"]).stdout)
+    for key in ATTRS + SIZES:
+        want = got.get("attributes", {}).get(key)
+        have = from_file.get("attributes", {}).get(key)
+        if want is not None and have != want:
+            raise AssertionError(f"{name}: import {shipped_path.name} --format json: "
+                                 f"attribute {key} is {have}, the checkpoint's is {want}")
 
     # The inventory JSON itself imports to exactly the shipped compact model.
     inv_path = cu.DATA / "models" / f"{name}.params.json"
