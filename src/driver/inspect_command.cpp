@@ -18,6 +18,7 @@ struct Totals {
   std::int64_t params = 0;
   std::int64_t bytes = 0;
   std::int64_t padded = 0;
+  std::int64_t aliases = 0;  ///< rows of aliases sharing a held param's storage (no bytes)
 };
 
 std::string coords_text(const Mesh& mesh, const std::vector<std::int64_t>& coords) {
@@ -99,7 +100,10 @@ void add_row(const Plan& plan, std::int64_t rank, const PlannedParam& param,
   }
   table.add_row({name, shape_text(param.global_shape), placements_text(plan, param), local, offset,
                  bytes_col});
-  if (alias) return;
+  if (alias) {
+    ++totals.aliases;
+    return;
+  }
   ++totals.params;
   totals.bytes += bytes;
   totals.padded += numel(geom.padded_shape) * element_size(param.dtype);
@@ -132,8 +136,12 @@ void print_table(const Plan& plan, const MemoryReport* memory, std::int64_t rank
   print_header(plan, rank, out);
   out << table.render() << "\n";
   out << (match ? "matched: " : "total: ") << totals.params << " params, "
-      << bytes_text(totals.bytes) << ", padded " << bytes_text(totals.padded) << "\n";
-  if (match && totals.params == 0)
+      << bytes_text(totals.bytes) << ", padded " << bytes_text(totals.padded);
+  if (totals.aliases > 0)
+    out << " (+ " << totals.aliases << (totals.aliases == 1 ? " alias" : " aliases")
+        << " sharing a held param's storage, no bytes of its own)";
+  out << "\n";
+  if (match && totals.params == 0 && totals.aliases == 0)
     out << "(no parameter held by rank " << rank
         << " matches; FQNs are the plan's names or, for stacked experts, their sources'; `*` "
            "stays within one segment, `**` spans segments)\n";

@@ -56,7 +56,10 @@ bool same_as_inputs(const VerifyOptions& opt, const WrittenPlan& written, Report
   std::string error;
   const auto theirs = readback::parse_plan_file(want, error);
   std::string where;
-  if (theirs) {
+  if (const auto field = readback::param_field_difference(text, want)) {
+    where = "param " + field->param + ": `" + field->key + "`: plan.json has " + field->first +
+            ", the inputs plan " + field->second;
+  } else if (theirs) {
     for (std::size_t i = 0; i < plan.params.size() && i < theirs->params.size() && where.empty();
          ++i)
       if (!(plan.params[i] == theirs->params[i])) where = "param " + plan.params[i].name;

@@ -24,6 +24,7 @@
 #include "support/limits.hpp"
 #include "support/rank_set.hpp"
 #include "support/shape.hpp"
+#include "support/utf8.hpp"
 
 namespace shardc::readback {
 namespace {
@@ -885,6 +886,42 @@ std::optional<RankFile> parse_rank_file_reference(std::string_view text, std::st
 std::optional<ManifestFile> parse_manifest_file_reference(std::string_view text,
                                                           std::string& error) {
   return parse_with<ManifestFile>(nullptr, text, error, kReadManifest);
+}
+
+std::optional<FieldDifference> param_field_difference(std::string_view first_text,
+                                                      std::string_view second_text) {
+  const nlohmann::json first_doc = nlohmann::json::parse(first_text, nullptr, false);
+  const nlohmann::json second_doc = nlohmann::json::parse(second_text, nullptr, false);
+  const auto params = [](const nlohmann::json& doc) -> const nlohmann::json* {
+    if (!doc.is_object() || !doc.contains("params") || !doc["params"].is_array()) return nullptr;
+    return &doc["params"];
+  };
+  const nlohmann::json* firsts = params(first_doc);
+  const nlohmann::json* seconds = params(second_doc);
+  if (firsts == nullptr || seconds == nullptr || firsts->size() != seconds->size())
+    return std::nullopt;
+  const auto shown = [](const nlohmann::json* value) {
+    if (value == nullptr) return std::string("(absent)");
+    std::string dumped = value->dump();
+    if (dumped.size() > 100) dumped = dumped.substr(0, 97) + "...";
+    return printable(dumped);
+  };
+  for (std::size_t i = 0; i < firsts->size(); ++i) {
+    const nlohmann::json& first = (*firsts)[i];
+    const nlohmann::json& second = (*seconds)[i];
+    if (!first.is_object() || !second.is_object()) return std::nullopt;
+    const std::string name = second.value("name", std::string());
+    if (first.value("name", std::string()) != name) return std::nullopt;
+    if (first == second) continue;
+    for (const auto& [key, value] : second.items()) {
+      const nlohmann::json* mine = first.contains(key) ? &first[key] : nullptr;
+      if (mine == nullptr || *mine != value)
+        return FieldDifference{printable(name), key, shown(mine), shown(&value)};
+    }
+    for (const auto& [key, value] : first.items())
+      if (!second.contains(key)) return FieldDifference{printable(name), key, shown(&value), shown(nullptr)};
+  }
+  return std::nullopt;
 }
 
 }  // namespace shardc::readback

@@ -382,4 +382,18 @@ std::optional<RankFile> parse_rank_file_reference(std::string_view text, std::st
 std::optional<RankMemoryFile> parse_rank_memory_file_reference(std::string_view text,
                                                                std::string& error);
 
+/// The first param entry (in `params` order) that differs between two plan.json texts, and
+/// its first differing field (keys in `second`'s order, then keys only `first` has), each
+/// value as JSON of at most 100 printable characters ("(absent)" when missing). nullopt when
+/// either text does not parse, the params lists differ in length or names, or every entry
+/// is equal (the difference is elsewhere). For `verify --against`'s mismatch message.
+struct FieldDifference {
+  std::string param;
+  std::string key;
+  std::string first;
+  std::string second;
+};
+std::optional<FieldDifference> param_field_difference(std::string_view first_text,
+                                                      std::string_view second_text);
+
 }  // namespace shardc::readback

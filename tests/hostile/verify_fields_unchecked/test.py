@@ -92,7 +92,12 @@ def run(h):
         else:
             print(f"  (plain verify cannot tell) {name}: verify exit {r.code}")
         r = h.shardc("verify", d, "--against", case / "model.yaml", case / "recipe.yaml")
-        h.expect_exit(r, 1, "plan.json is not the plan of", "first difference at")
+        # The field and both values are named (it named the param alone).
+        field = {"placements_replicate": '`placements`: plan.json has ["Replicate()"], the inputs plan',
+                 "requires_grad_false": "`requires_grad`: plan.json has false, the inputs plan true"
+                 }.get(name, '`mesh`: plan.json has "expert", the inputs plan "dense"')
+        h.expect_exit(r, 1, "plan.json is not the plan of",
+                      "first difference at param model.embed_tokens.weight: " + field)
     # The untampered outputs are exactly their inputs' plan; other inputs are not.
     h.expect_exit(h.shardc("verify", moe, "--against", case / "model.yaml", case / "recipe.yaml"), 0)
     h.expect_exit(h.shardc("verify", out, "--against", case / "model.yaml", case / "recipe.yaml"), 1,
