@@ -509,3 +509,29 @@ def test_tampered_corpus(tampered_base: tuple[str, Any], tmp_path: Any,
         _load_all(str(out))
     edited = {os.path.basename(e["file"]) for e in case["edits"]}
     assert any(name in str(info.value) for name in edited), (edited, str(info.value))
+
+
+# --- a training script's mistakes: OutDir.rank's argument, the model, the launch ---
+
+@pytest.mark.parametrize("rank,message", [
+    ("3", "rank must be an int, got str '3' (convert it: int(os.environ['RANK']))"),
+    (3.0, "rank must be an int, got float 3.0"),
+    (True, "rank must be an int, got bool True"),
+    (None, "rank must be an int, got NoneType None"),
+])
+def test_rank_not_an_int(tiny: tuple[str, str], rank: Any, message: str) -> None:
+    out = sr.OutDir(tiny[1])
+    with pytest.raises(TypeError) as info:
+        out.rank(rank)
+    assert str(info.value) == message
+    numpy_rank: Any = np.int64(1)
+    assert out.rank(numpy_rank).rank == 1  # numpy integers are integers
+
+
+def test_rank_outside_the_plan_names_the_launch(tiny: tuple[str, str]) -> None:
+    out = sr.OutDir(tiny[1])
+    with pytest.raises(sr.PlanError) as info:
+        out.rank(out.world_size)
+    assert (f"rank {out.world_size} outside world size {out.world_size} of "
+            f"{tiny[1]}/plan.json" in str(info.value)), info.value
+    assert "a launch of more processes than" in str(info.value)
