@@ -535,3 +535,35 @@ def test_rank_outside_the_plan_names_the_launch(tiny: tuple[str, str]) -> None:
     assert (f"rank {out.world_size} outside world size {out.world_size} of "
             f"{tiny[1]}/plan.json" in str(info.value)), info.value
     assert "a launch of more processes than" in str(info.value)
+
+
+def test_no_process_group(tiny: tuple[str, str], tmp_path: Any) -> None:
+    """Before init_process_group, device_meshes and distribute_model say so and start no
+    process group, even with torchrun's variables set (torch's init_device_mesh would
+    start one)."""
+    ck, out = tiny
+    code = f"""
+import os, torch, torch.distributed as dist
+from shardc_runtime import OutDir
+from shardc_runtime.torch import device_meshes, distribute_model
+out = OutDir({out!r})
+for call in (lambda: device_meshes(out), lambda: distribute_model(torch.nn.Linear(2, 2), out, 0, {ck!r})):
+    try:
+        call()
+        print("ACCEPTED")
+    except RuntimeError as ex:
+        print("REFUSED", ex)
+print("INITIALIZED", dist.is_initialized())
+"""
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT="29511", PYTHONPATH=os.path.join(HERE, "..", "..", "tools", "python"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "INITIALIZED False", r.stdout
+    for caller, line in zip(("device_meshes", "distribute_model"), lines):
+        assert line == (f"REFUSED {caller}: torch.distributed is not initialized: call "
+                        "torch.distributed.init_process_group(...) on every rank first (the "
+                        "adapter does not start a process group; under torchrun, "
+                        "init_process_group('nccl' or 'gloo') reads RANK and WORLD_SIZE)"), line

@@ -18,9 +18,11 @@ plan's placements and global shape. Before wrapping, DTensor's own layout
 rule (`compute_local_shape_and_global_offset`) must give the rank file's local
 shape and offset, else `PlanError` names the param, rank and both values: a
 layout DTensor cannot express (`uneven: balanced`, packed params) is refused,
-never mislabeled. `distribute_model(model, outdir, rank, checkpoint)` swaps
-every parameter of a (meta-device) module for its DTensor; tied params share
-one Parameter object.
+never mislabeled. `distribute_model(model, outdir, rank, checkpoint, meshes)`
+swaps every parameter of a (meta-device) module for its DTensor; tied params
+share one Parameter object. `device_meshes` and `distribute_model` need
+`init_process_group` first (they never start a process group) and a group of
+the plan's world size (`check_launch`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
@@ -75,11 +78,36 @@ def _axes(outdir: OutDir, mesh: str) -> list[tuple[str, int]]:
     return [(axis["name"], int(axis["size"])) for axis in meshes[mesh]]
 
 
+def check_launch(outdir: OutDir, caller: str, allow_spare_ranks: bool = False) -> None:
+    """The default process group must exist (RuntimeError naming `caller` otherwise: the
+    adapter never starts one) and have the plan's world size (PlanError naming both
+    numbers and the OUTDIR); `allow_spare_ranks` accepts a larger group whose ranks at
+    or above the plan's world size hold nothing (e.g. a job loading a DCP checkpoint into
+    a smaller plan)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError(f"{caller}: torch.distributed is not initialized: call "
+                           "torch.distributed.init_process_group(...) on every rank first (the "
+                           "adapter does not start a process group; under torchrun, "
+                           "init_process_group('nccl' or 'gloo') reads RANK and WORLD_SIZE)")
+    world = dist.get_world_size()
+    if world < outdir.world_size or (world > outdir.world_size and not allow_spare_ranks):
+        raise PlanError(f"{caller}: the process group has {world} ranks, {outdir.path} was "
+                        f"compiled for world_size {outdir.world_size}: launch "
+                        f"{outdir.world_size} processes (torchrun --nproc-per-node ...), or "
+                        f"recompile the plan for {world} ranks")
+
+
 def device_meshes(outdir: OutDir, rank_file: RankFile | None = None,
-                  device_type: str = "cpu") -> dict[str, DeviceMesh]:
+                  device_type: str = "cpu", *,
+                  allow_spare_ranks: bool = False) -> dict[str, DeviceMesh]:
     """{"dense": mesh, "expert": mesh (when the plan has one)}. Collective:
-    every rank of the default group calls it. With `rank_file`, its coords
-    must be this rank's mesh coordinates."""
+    every rank of the default group calls it, after `init_process_group` (a
+    RuntimeError otherwise: it never starts one). The group's size must be the
+    plan's world size, else PlanError on every rank; `allow_spare_ranks=True` lets
+    a larger group through (ranks at or above the plan's world size get no mesh
+    coordinate and hold nothing: a job that loads a checkpoint into a smaller plan).
+    With `rank_file`, its coords must be this rank's mesh coordinates."""
+    check_launch(outdir, "device_meshes", allow_spare_ranks)
     out: dict[str, DeviceMesh] = {}
     for name in ("dense", "expert"):
         if name not in (outdir.plan.get("meshes") or {}) or not outdir.plan["meshes"][name]:
@@ -167,7 +195,10 @@ def distribute_model(model: nn.Module, outdir: OutDir, rank: int,
     DTensor under the plan (requires_grad from the plan). A param the rank does
     not hold (another pipeline stage) is removed from the module. Tied params
     (alias_of) share their source's Parameter. Returns the meshes (created
-    when not given; collective)."""
+    when not given; collective). Needs `init_process_group` first, and a process
+    group of the plan's world size when `meshes` is not given (PlanError
+    otherwise)."""
+    check_launch(outdir, "distribute_model", allow_spare_ranks=meshes is not None)
     rank_file = outdir.rank(rank)
     meshes = dict(meshes) if meshes is not None else device_meshes(outdir, rank_file)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
