@@ -567,3 +567,63 @@ print("INITIALIZED", dist.is_initialized())
                         "torch.distributed.init_process_group(...) on every rank first (the "
                         "adapter does not start a process group; under torchrun, "
                         "init_process_group('nccl' or 'gloo') reads RANK and WORLD_SIZE)"), line
+
+
+def _hf_plans(shardc: str, work: str) -> dict[str, str]:
+    """A tiny Llama checkpoint, untied and tied (save_pretrained, nothing downloaded), and
+    plans of 4 ranks (dp_shard 2 x tp 2; both), 2 and 8 ranks (untied)."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    import harness
+    base = open(os.path.join(HERE, "cases", "hf_llama", "recipe.yaml")).read()
+    assert "{name: dp_shard, size: 4}" in base
+    recipes = {"big": base, "four": base.replace("{name: dp_shard, size: 4}",
+                                                  "{name: dp_shard, size: 2}"),
+               "small": base.replace("{name: dp_shard, size: 4}", "{name: dp_shard, size: 1}")}
+    spec: dict[str, str] = {}
+    for tied in (False, True):
+        config = LlamaConfig(vocab_size=37, hidden_size=16, intermediate_size=24,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=64, tie_word_embeddings=tied)
+        torch.manual_seed(0)
+        ckpt = os.path.join(work, "tied" if tied else "untied")
+        AutoModelForCausalLM.from_config(config).save_pretrained(ckpt, safe_serialization=True)
+        for name, text in recipes.items():
+            if tied and name != "four":
+                continue
+            recipe = os.path.join(work, f"{name}.recipe.yaml")
+            with open(recipe, "w") as f:
+                f.write(text)
+            key = ("tied_" if tied else "") + ("outdir" if name == "four" else name)
+            spec[key] = harness.compile_plan(shardc, ckpt, recipe,
+                                             os.path.join(work, f"{key}.out"))
+        spec["tied_ckpt" if tied else "ckpt"] = ckpt
+    return spec
+
+
+@pytest.mark.distributed
+def test_model_and_launch_misuse(shardc: str, tmp_path: Any) -> None:
+    """4 gloo processes (misuse.py): distribute_model and apply_fully_shard refuse a module
+    that is not the plan's (shape, missing layer, ties both ways, dtype, a frozen param,
+    an extra param) naming FQN and both values and changing nothing; apply_fully_shard
+    refuses dp_mesh in the wrong form; a 2- and an 8-rank plan on 4 processes are refused
+    on every rank, naming both world sizes and the OUTDIR."""
+    import harness
+    work = str(tmp_path)
+    spec = _hf_plans(shardc, work)
+    ok, outputs = harness.launch(sys.executable, 4, {"tasks": [
+        dict(spec, kind="misuse", name="misuse")]}, work, timeout=180)
+    text = "\n".join(f"--- rank {r} ---\n{o}" for r, o in enumerate(outputs))
+    assert ok, "\n".join(line for line in text.splitlines() if "MISMATCH" in line) or text
+    labels = [f"distribute_model: {c}" for c in (
+        "wider MLP", "fewer layers", "tied model, untied plan", "untied model, tied plan",
+        "bf16 model", "frozen param", "extra param")] + [
+        f"apply_fully_shard: {c}" for c in (
+            "wider MLP", "fewer layers", "a DeviceMesh", "key 'default'", "the tp axis")] + [
+        f"world {w}: {c}" for w in (2, 8) for c in ("device_meshes", "distribute_model")]
+    for label in labels:
+        for rank in range(4):
+            assert f"REFUSED {label} on rank {rank}: " in text, (label, rank, text)
+    for rank in range(4):
+        assert f"rank {rank}: misuse checks done" in text

@@ -538,6 +538,9 @@ def main(argv=None):
         elif task["kind"] == "train":
             import train
             FAILURES.extend(train.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "misuse":
+            import misuse
+            FAILURES.extend(misuse.run(task, args.rank, args.world, fail))
         elif task["kind"] == "comm":
             import comm_witness
             FAILURES.extend(comm_witness.run(task, args.rank, args.world, fail))
