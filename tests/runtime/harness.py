@@ -127,7 +127,7 @@ def _kill(procs):
 
 
 # Modules a task kind needs beyond worker.py's own imports (preloaded with it).
-_TASK_MODULES = {"fsdp": "fsdp_check", "hf": "hf_forward", "train": "train"}
+_TASK_MODULES = {"fsdp": "fsdp_check", "hf": "hf_forward", "train": "train", "misuse": "misuse"}
 # The launch environment: set in this process before the fork server starts (once per
 # test process), so the server and every worker forked from it see it.
 _WORKER_ENV = {"PYTHONPATH": ADAPTER, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",

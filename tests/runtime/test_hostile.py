@@ -509,3 +509,121 @@ def test_tampered_corpus(tampered_base: tuple[str, Any], tmp_path: Any,
         _load_all(str(out))
     edited = {os.path.basename(e["file"]) for e in case["edits"]}
     assert any(name in str(info.value) for name in edited), (edited, str(info.value))
+
+
+# --- a training script's mistakes: OutDir.rank's argument, the model, the launch ---
+
+@pytest.mark.parametrize("rank,message", [
+    ("3", "rank must be an int, got str '3' (convert it: int(os.environ['RANK']))"),
+    (3.0, "rank must be an int, got float 3.0"),
+    (True, "rank must be an int, got bool True"),
+    (None, "rank must be an int, got NoneType None"),
+])
+def test_rank_not_an_int(tiny: tuple[str, str], rank: Any, message: str) -> None:
+    out = sr.OutDir(tiny[1])
+    with pytest.raises(TypeError) as info:
+        out.rank(rank)
+    assert str(info.value) == message
+    numpy_rank: Any = np.int64(1)
+    assert out.rank(numpy_rank).rank == 1  # numpy integers are integers
+
+
+def test_rank_outside_the_plan_names_the_launch(tiny: tuple[str, str]) -> None:
+    out = sr.OutDir(tiny[1])
+    with pytest.raises(sr.PlanError) as info:
+        out.rank(out.world_size)
+    assert (f"rank {out.world_size} outside world size {out.world_size} of "
+            f"{tiny[1]}/plan.json" in str(info.value)), info.value
+    assert "a launch of more processes than" in str(info.value)
+
+
+def test_no_process_group(tiny: tuple[str, str], tmp_path: Any) -> None:
+    """Before init_process_group, device_meshes and distribute_model say so and start no
+    process group, even with torchrun's variables set (torch's init_device_mesh would
+    start one)."""
+    ck, out = tiny
+    code = f"""
+import os, torch, torch.distributed as dist
+from shardc_runtime import OutDir
+from shardc_runtime.torch import device_meshes, distribute_model
+out = OutDir({out!r})
+for call in (lambda: device_meshes(out), lambda: distribute_model(torch.nn.Linear(2, 2), out, 0, {ck!r})):
+    try:
+        call()
+        print("ACCEPTED")
+    except RuntimeError as ex:
+        print("REFUSED", ex)
+print("INITIALIZED", dist.is_initialized())
+"""
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT="29511", PYTHONPATH=os.path.join(HERE, "..", "..", "tools", "python"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "INITIALIZED False", r.stdout
+    for caller, line in zip(("device_meshes", "distribute_model"), lines):
+        assert line == (f"REFUSED {caller}: torch.distributed is not initialized: call "
+                        "torch.distributed.init_process_group(...) on every rank first (the "
+                        "adapter does not start a process group; under torchrun, "
+                        "init_process_group('nccl' or 'gloo') reads RANK and WORLD_SIZE)"), line
+
+
+def _hf_plans(shardc: str, work: str) -> dict[str, str]:
+    """A tiny Llama checkpoint, untied and tied (save_pretrained, nothing downloaded), and
+    plans of 4 ranks (dp_shard 2 x tp 2; both), 2 and 8 ranks (untied)."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    import harness
+    base = open(os.path.join(HERE, "cases", "hf_llama", "recipe.yaml")).read()
+    assert "{name: dp_shard, size: 4}" in base
+    recipes = {"big": base, "four": base.replace("{name: dp_shard, size: 4}",
+                                                  "{name: dp_shard, size: 2}"),
+               "small": base.replace("{name: dp_shard, size: 4}", "{name: dp_shard, size: 1}")}
+    spec: dict[str, str] = {}
+    for tied in (False, True):
+        config = LlamaConfig(vocab_size=37, hidden_size=16, intermediate_size=24,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=64, tie_word_embeddings=tied)
+        torch.manual_seed(0)
+        ckpt = os.path.join(work, "tied" if tied else "untied")
+        AutoModelForCausalLM.from_config(config).save_pretrained(ckpt, safe_serialization=True)
+        for name, text in recipes.items():
+            if tied and name != "four":
+                continue
+            recipe = os.path.join(work, f"{name}.recipe.yaml")
+            with open(recipe, "w") as f:
+                f.write(text)
+            key = ("tied_" if tied else "") + ("outdir" if name == "four" else name)
+            spec[key] = harness.compile_plan(shardc, ckpt, recipe,
+                                             os.path.join(work, f"{key}.out"))
+        spec["tied_ckpt" if tied else "ckpt"] = ckpt
+    return spec
+
+
+@pytest.mark.distributed
+def test_model_and_launch_misuse(shardc: str, tmp_path: Any) -> None:
+    """4 gloo processes (misuse.py): distribute_model and apply_fully_shard refuse a module
+    that is not the plan's (shape, missing layer, ties both ways, dtype, a frozen param,
+    an extra param) naming FQN and both values and changing nothing; apply_fully_shard
+    refuses dp_mesh in the wrong form; a 2- and an 8-rank plan on 4 processes are refused
+    on every rank, naming both world sizes and the OUTDIR."""
+    import harness
+    work = str(tmp_path)
+    spec = _hf_plans(shardc, work)
+    ok, outputs = harness.launch(sys.executable, 4, {"tasks": [
+        dict(spec, kind="misuse", name="misuse")]}, work, timeout=180)
+    text = "\n".join(f"--- rank {r} ---\n{o}" for r, o in enumerate(outputs))
+    assert ok, "\n".join(line for line in text.splitlines() if "MISMATCH" in line) or text
+    labels = [f"distribute_model: {c}" for c in (
+        "wider MLP", "fewer layers", "tied model, untied plan", "untied model, tied plan",
+        "bf16 model", "frozen param", "extra param")] + [
+        f"apply_fully_shard: {c}" for c in (
+            "wider MLP", "fewer layers", "a DeviceMesh", "key 'default'", "the tp axis")] + [
+        f"world {w}: {c}" for w in (2, 8) for c in ("device_meshes", "distribute_model")]
+    for label in labels:
+        for rank in range(4):
+            assert f"REFUSED {label} on rank {rank}: " in text, (label, rank, text)
+    for rank in range(4):
+        assert f"rank {rank}: misuse checks done" in text

@@ -412,8 +412,10 @@ def run_dcp(task, rank, world):
     a, b = OutDir(task["a"]), OutDir(task["b"])
     me_a = a.rank(rank) if rank < a.world_size else None
     me_b = b.rank(rank) if rank < b.world_size else None
-    meshes_a = device_meshes(a, me_a)
-    meshes_b = device_meshes(b, me_b)
+    # plan B may have fewer ranks than the launch (tied_pp, tp_uneven: 6 of 8): the others
+    # hold nothing and only take part in dcp.load's collectives
+    meshes_a = device_meshes(a, me_a, allow_spare_ranks=True)
+    meshes_b = device_meshes(b, me_b, allow_spare_ranks=True)
     why = dict(expressible(a, me_a, meshes_a, world), **expressible(b, me_b, meshes_b, world))
     refused = set(why)
     if rank == 0:
@@ -536,6 +538,9 @@ def main(argv=None):
         elif task["kind"] == "train":
             import train
             FAILURES.extend(train.run(task, args.rank, args.world, fail))
+        elif task["kind"] == "misuse":
+            import misuse
+            FAILURES.extend(misuse.run(task, args.rank, args.world, fail))
         elif task["kind"] == "comm":
             import comm_witness
             FAILURES.extend(comm_witness.run(task, args.rank, args.world, fail))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -1021,14 +1022,30 @@ class OutDir:
                             "from manifest.json)")
         return data
 
+    def _rank_number(self, rank: Any) -> int:
+        """`rank` as an int: TypeError for anything but an integer (a bool, a str from
+        os.environ, a float), PlanError outside [0, world_size)."""
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+            raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}"
+                            + (" (convert it: int(os.environ['RANK']))"
+                               if isinstance(rank, str) else ""))
+        number = int(rank)
+        if not 0 <= number < self.world_size:
+            raise PlanError(f"rank {number} outside world size {self.world_size} of "
+                            f"{self._full('plan.json')}: the plan has ranks 0 to "
+                            f"{self.world_size - 1}; a launch of more processes than "
+                            f"{self.world_size} does not fit it (launch {self.world_size}, or "
+                            "recompile for the launch's world size)")
+        return number
+
     def rank_path(self, rank: int) -> str:
         """Relative path of rank r's file: ranks/rank-<r>.json, zero-padded."""
-        return rank_file_name(rank, self.world_size)
+        return rank_file_name(self._rank_number(rank), self.world_size)
 
     def rank(self, rank: int) -> RankFile:
-        """The RankFile of `rank` (PlanError when missing, unlisted or changed)."""
-        if not 0 <= rank < self.world_size:
-            raise PlanError(f"rank {rank} outside world size {self.world_size}")
+        """The RankFile of `rank` (an int; TypeError for a str, float or bool; PlanError
+        when outside the world size, missing, unlisted or changed)."""
+        rank = self._rank_number(rank)
         rel = self.rank_path(rank)
         doc = _json(self._read(rel), self._full(rel))
         if isinstance(doc, dict) and doc.get("rank") != rank:

@@ -18,9 +18,13 @@ plan's placements and global shape. Before wrapping, DTensor's own layout
 rule (`compute_local_shape_and_global_offset`) must give the rank file's local
 shape and offset, else `PlanError` names the param, rank and both values: a
 layout DTensor cannot express (`uneven: balanced`, packed params) is refused,
-never mislabeled. `distribute_model(model, outdir, rank, checkpoint)` swaps
-every parameter of a (meta-device) module for its DTensor; tied params share
-one Parameter object.
+never mislabeled. `distribute_model(model, outdir, rank, checkpoint, meshes)`
+swaps every parameter of a (meta-device) module for its DTensor; tied params
+share one Parameter object. It first checks the module against the plan
+(`model.check_model`: shapes, dtypes, ties, the params the rank holds) and
+changes nothing when they differ. `device_meshes` and `distribute_model` need
+`init_process_group` first (they never start a process group) and a group of
+the plan's world size (`check_launch`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
@@ -44,6 +49,7 @@ from ..errors import PlanError
 from ..layout import OutDir, ParamInfo, RankFile
 from ..load import read_param
 from ..safetensors_io import Checkpoint
+from .model import check_model
 from .tensors import to_torch, torch_dtype
 
 _LABEL = re.compile(r"(Shard|_StridedShard)\((\d+)(?:, sf=(\d+))?\)|Replicate\(\)")
@@ -75,11 +81,36 @@ def _axes(outdir: OutDir, mesh: str) -> list[tuple[str, int]]:
     return [(axis["name"], int(axis["size"])) for axis in meshes[mesh]]
 
 
+def check_launch(outdir: OutDir, caller: str, allow_spare_ranks: bool = False) -> None:
+    """The default process group must exist (RuntimeError naming `caller` otherwise: the
+    adapter never starts one) and have the plan's world size (PlanError naming both
+    numbers and the OUTDIR); `allow_spare_ranks` accepts a larger group whose ranks at
+    or above the plan's world size hold nothing (e.g. a job loading a DCP checkpoint into
+    a smaller plan)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError(f"{caller}: torch.distributed is not initialized: call "
+                           "torch.distributed.init_process_group(...) on every rank first (the "
+                           "adapter does not start a process group; under torchrun, "
+                           "init_process_group('nccl' or 'gloo') reads RANK and WORLD_SIZE)")
+    world = dist.get_world_size()
+    if world < outdir.world_size or (world > outdir.world_size and not allow_spare_ranks):
+        raise PlanError(f"{caller}: the process group has {world} ranks, {outdir.path} was "
+                        f"compiled for world_size {outdir.world_size}: launch "
+                        f"{outdir.world_size} processes (torchrun --nproc-per-node ...), or "
+                        f"recompile the plan for {world} ranks")
+
+
 def device_meshes(outdir: OutDir, rank_file: RankFile | None = None,
-                  device_type: str = "cpu") -> dict[str, DeviceMesh]:
+                  device_type: str = "cpu", *,
+                  allow_spare_ranks: bool = False) -> dict[str, DeviceMesh]:
     """{"dense": mesh, "expert": mesh (when the plan has one)}. Collective:
-    every rank of the default group calls it. With `rank_file`, its coords
-    must be this rank's mesh coordinates."""
+    every rank of the default group calls it, after `init_process_group` (a
+    RuntimeError otherwise: it never starts one). The group's size must be the
+    plan's world size, else PlanError on every rank; `allow_spare_ranks=True` lets
+    a larger group through (ranks at or above the plan's world size get no mesh
+    coordinate and hold nothing: a job that loads a checkpoint into a smaller plan).
+    With `rank_file`, its coords must be this rank's mesh coordinates."""
+    check_launch(outdir, "device_meshes", allow_spare_ranks)
     out: dict[str, DeviceMesh] = {}
     for name in ("dense", "expert"):
         if name not in (outdir.plan.get("meshes") or {}) or not outdir.plan["meshes"][name]:
@@ -162,20 +193,36 @@ def dtensor(outdir: OutDir, rank_file: RankFile, meshes: Mapping[str, DeviceMesh
 
 def distribute_model(model: nn.Module, outdir: OutDir, rank: int,
                      checkpoint: str | Checkpoint,
-                     meshes: Mapping[str, DeviceMesh] | None = None) -> dict[str, DeviceMesh]:
+                     meshes: Mapping[str, DeviceMesh] | None = None, *,
+                     dtype_from_plan: bool = False) -> dict[str, DeviceMesh]:
     """Replace every parameter of `model` (on the meta device, or any) by its
-    DTensor under the plan (requires_grad from the plan). A param the rank does
-    not hold (another pipeline stage) is removed from the module. Tied params
-    (alias_of) share their source's Parameter. Returns the meshes (created
-    when not given; collective)."""
+    DTensor under the plan. A param the rank does not hold (another pipeline
+    stage) is removed from the module. Tied params (alias_of) share their
+    source's Parameter. Returns the meshes (created when not given; collective).
+
+    The module must be the one the plan describes: before anything changes,
+    every parameter is checked (`check_model`: names, the params this rank holds,
+    global shapes, dtypes, ties both ways, a param the module froze and the plan
+    trains) and a PlanError lists every difference; the module is left as it was
+    (so too when a shard cannot be read or laid out). requires_grad is the plan's
+    (the recipe's freezing applies to a freshly built module). `dtype_from_plan=True`
+    is the one deliberate conversion: a param whose dtype differs takes the plan's
+    (the checkpoint's values, e.g. DeepSeek-V3's float32 router weight, bf16 in the
+    checkpoint and the plan). Needs `init_process_group` first, and a process group
+    of the plan's world size when `meshes` is not given (PlanError otherwise)."""
+    check_launch(outdir, "distribute_model", allow_spare_ranks=meshes is not None)
     rank_file = outdir.rank(rank)
+    check_model(model, rank_file, outdir, "distribute_model", dtypes=not dtype_from_plan)
     meshes = dict(meshes) if meshes is not None else device_meshes(outdir, rank_file)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
-    made: dict[str, nn.Parameter] = {}
     names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-    unknown = [n for n in names if n not in outdir.params]
-    if unknown:
-        raise PlanError(f"model parameters not in the plan: {unknown[:5]}")
+    made: dict[str, nn.Parameter] = {}
+    for name in names:  # every DTensor first: a refusal leaves the module unchanged
+        info = rank_file.params.get(name)
+        source = info.alias_of or name if info is not None else None
+        if source is not None and source not in made:
+            made[source] = nn.Parameter(dtensor(outdir, rank_file, meshes, source, ckpt),
+                                        requires_grad=rank_file.params[source].requires_grad)
     for name in names:
         info = rank_file.params.get(name)
         owner_name, _, attr = name.rpartition(".")
@@ -183,9 +230,5 @@ def distribute_model(model: nn.Module, outdir: OutDir, rank: int,
         if info is None:
             delattr(owner, attr)
             continue
-        source = info.alias_of or name
-        if source not in made:
-            made[source] = nn.Parameter(dtensor(outdir, rank_file, meshes, source, ckpt),
-                                        requires_grad=rank_file.params[source].requires_grad)
-        setattr(owner, attr, made[source])
+        setattr(owner, attr, made[info.alias_of or name])
     return meshes

@@ -1,15 +1,21 @@
 """FSDP2 (`fully_shard`) by the plan's units, and FSDP2's own sharding checked
 against the plan.
 
-`apply_fully_shard(model, outdir, rank_file, meshes)` calls `fully_shard` on
-each module the plan's `fsdp2_allgather` units name (children before parents,
+`apply_fully_shard(model, rank_file, dp_mesh, **options)` calls `fully_shard`
+on each module the plan's `fsdp2_allgather` units name (children before parents,
 the root `""` last) with the FSDP mesh of the unit's mesh: the plan's FSDP
 axis (`fsdp.shard`, `dp_replicate` x `dp_shard` as an HSDP 2-D mesh when the
-plan replicates) — given by the caller as `dp_mesh` per mesh name, since the
-axis names are the recipe's. Apply tensor parallelism first (e.g.
-`parallelize_module`), as torchtitan does.
+plan replicates) — given by the caller as `dp_mesh`, a dict {plan mesh name:
+FSDP DeviceMesh} (e.g. `{"dense": meshes["dense"]["dp_shard"]}`), since the axis
+names are the recipe's. Apply tensor parallelism first (e.g.
+`parallelize_module`), as torchtitan does. Before any `fully_shard`, the module
+is checked against the rank file (`model.check_model`: names, shapes, dtypes,
+ties) and `dp_mesh` against the plan (a dict with a DeviceMesh per unit mesh,
+spanning each unit's FSDP group): a TypeError / ValueError / PlanError says
+which, and nothing is sharded.
 
-`fsdp2_mismatches(model, outdir, rank_file)` compares, per unit, what FSDP2
+`fsdp2_mismatches(model, rank_file)` lists the module's differences from the
+rank file (`model.model_mismatches`), then compares, per unit, what FSDP2
 made with the rank file: the unit's member order (FSDP2's all-gather input
 order), each member's sharded (unpadded) size = `local_shape`, padded sharded
 size = `padded_shape`, the unit's all-gather input numel = `total` and bytes =
@@ -39,6 +45,7 @@ from torch.distributed.tensor import DTensor, Shard
 from ..errors import PlanError
 from ..layout import RankFile, numel
 from .dtensor import compute_local_shape_and_global_offset
+from .model import check_model, model_mismatches
 
 
 def _unit_module(name: str, members: list[str], shared: bool) -> str:
@@ -55,6 +62,36 @@ def _unit_module(name: str, members: list[str], shared: bool) -> str:
     return ".".join(common)
 
 
+def _check_dp_mesh(rank_file: RankFile, dp_mesh: Any) -> None:
+    """`dp_mesh` is {plan mesh name: DeviceMesh} with a mesh for every unit's mesh,
+    each spanning its units' FSDP groups on this rank."""
+    needed = sorted({unit.mesh for unit in rank_file.fsdp2})
+    example = ("{'dense': meshes['dense']['dp_shard']} (the recipe's fsdp.shard axis; "
+               "a 2-D (replicate, shard) mesh for HSDP)")
+    if not isinstance(dp_mesh, Mapping):
+        raise TypeError(f"apply_fully_shard: dp_mesh must be a dict {{plan mesh name: FSDP "
+                        f"DeviceMesh}} for the plan's meshes {needed}, e.g. {example}; got "
+                        f"{type(dp_mesh).__name__} {dp_mesh!r}"[:600])
+    missing = [m for m in needed if m not in dp_mesh]
+    if missing:
+        raise ValueError(f"apply_fully_shard: dp_mesh has no FSDP mesh for the plan's mesh "
+                         f"{missing[0]!r} (its keys: {sorted(map(str, dp_mesh))}; the plan's "
+                         f"FSDP2 units are on {needed}), e.g. {example}")
+    for name in needed:
+        mesh = dp_mesh[name]
+        if not isinstance(mesh, DeviceMesh):
+            raise TypeError(f"apply_fully_shard: dp_mesh[{name!r}] must be a DeviceMesh, got "
+                            f"{type(mesh).__name__}")
+        spans = {int(r) for r in mesh.mesh.flatten().tolist()}
+        for unit in rank_file.fsdp2:
+            if unit.mesh == name and not set(unit.ranks) <= spans:
+                raise ValueError(f"apply_fully_shard: dp_mesh[{name!r}] {mesh} spans ranks "
+                                 f"{sorted(spans)[:16]}, but the FSDP group of unit "
+                                 f"{unit.name!r} on rank {rank_file.rank} is "
+                                 f"{list(unit.ranks)[:16]}: pass the plan's FSDP axis, e.g. "
+                                 f"{example}")
+
+
 def apply_fully_shard(model: nn.Module, rank_file: RankFile,
                       dp_mesh: Mapping[str, DeviceMesh], **options: Any) -> list[str]:
     """`fully_shard` every module a plan unit names, deepest first, the root last;
@@ -62,7 +99,10 @@ def apply_fully_shard(model: nn.Module, rank_file: RankFile,
     DeviceMesh} (a 2-D (replicate, shard) mesh for HSDP). Each param's FSDP dim is the
     unit's `shard_dim` (`shard_placement_fn`); params of the module that no unit lists
     (the plan leaves them unsharded, e.g. requires_grad false) are `ignored_params`.
-    `options` go to fully_shard."""
+    `options` go to fully_shard. Raises (and shards nothing) when `dp_mesh` is not in
+    that form (TypeError / ValueError) or the module is not the plan's (PlanError)."""
+    _check_dp_mesh(rank_file, dp_mesh)
+    check_model(model, rank_file, None, "apply_fully_shard")
     members = {p.name: p.shard_dim for u in rank_file.fsdp2 for p in u.params}
     by_name: dict[str, list[str]] = {}
     for unit in rank_file.fsdp2:
@@ -100,12 +140,12 @@ def _fsdp_params(module: nn.Module) -> list[Any]:
 
 
 def fsdp2_mismatches(model: nn.Module, rank_file: RankFile) -> list[str]:
-    """Differences between FSDP2's sharding of `model` and the rank file (see
-    module doc); [] when they agree."""
+    """Differences between `model` (its parameters: `model_mismatches`; FSDP2's
+    sharding of it) and the rank file (see module doc); [] when they agree."""
     names: dict[int, str] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(param), name)  # a tied param by its first (source) name
-    out: list[str] = []
+    out = model_mismatches(model, rank_file)
     rank = rank_file.rank
     for unit in rank_file.fsdp2:
         shared = sum(u.name == unit.name for u in rank_file.fsdp2) > 1 and unit.mesh != "dense"
