@@ -32,7 +32,7 @@ endfunction()
 shardc_runtime_test(adapter test_adapter.py)
 shardc_runtime_test(flat test_flat.py)
 shardc_runtime_test(local_attributes test_local_attributes.py)
-shardc_runtime_test(hostile test_hostile.py)
+shardc_runtime_test(hostile test_hostile.py lock)  # test_model_and_launch_misuse: 4 processes
 shardc_runtime_test(plans test_distributed.py::test_plans lock)
 shardc_runtime_test(features test_distributed.py::test_features lock)
 shardc_runtime_test(flat_gloo test_distributed.py::test_flat_buffers lock)
