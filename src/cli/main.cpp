@@ -100,7 +100,11 @@ struct Cli {
 };
 
 void add_inputs(CLI::App& cmd, Cli& cli) {
-  cmd.add_option("MODEL", cli.common.model_path, "Model description (YAML or JSON)")->required();
+  cmd.add_option(
+         "MODEL", cli.common.model_path,
+         "Model: a model file (YAML or JSON), a Hugging Face checkpoint directory (config.json + "
+         "safetensors) or a .safetensors file")
+      ->required();
   cmd.add_option("RECIPE", cli.common.recipe_path, "Sharding recipe (YAML)")->required();
   cmd.add_flag("--check-invariants", cli.common.check_invariants,
                "Prove the plan's internal invariants after planning (a violation is a shardc "
@@ -159,7 +163,8 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
   add_budget(*cmd, cli);
   cmd->footer(
       "Example:\n  shardc compile llama.yaml tp8_fsdp.yaml -o out/ --ranks 0-7\n"
-      "Writes out/plan.json and out/ranks/rank-NN.json; a directory shardc wrote is\n"
+      "Writes out/plan.json and out/ranks/rank-<r>.json (r zero-padded to the width of the\n"
+      "largest rank); a directory shardc wrote is\n"
       "marked with .shardc-output and may be rewritten; stale rank files are removed.\n"
       "A rank over the budget (--budget or training.budget) is E-BUDGET, as in validate:\n"
       "exit 1, nothing written.");
@@ -407,10 +412,11 @@ void add_verify(CLI::App& app, Cli& cli, shardc::VerifyOptions& opt) {
 void add_reshard(CLI::App& app, Cli& cli, shardc::ReshardOptions& opt, std::string& format) {
   auto* cmd = app.add_subcommand("reshard", "List the transfers from plan A's shards to plan B's");
   cmd->add_option("PLANS", opt.inputs,
-                  "PLAN_A PLAN_B (OUTDIRs of compile or plan.json files), or "
+                  "2 or 4 paths: PLAN_A PLAN_B (OUTDIRs of compile or plan.json files), or "
                   "MODEL_A RECIPE_A MODEL_B RECIPE_B")
       ->required()
-      ->expected(2, 4);
+      ->expected(2, 4)
+      ->type_name("PATH...");
   cmd->add_option("--ranks", opt.ranks, "Plan-B ranks listed in the JSON (default: all)");
   cmd->add_option("-o,--out", opt.out_file, "Write the JSON listing to this file");
   add_output_format(*cmd, format, "Output: summary (default) or json (listing on stdout)",

@@ -217,8 +217,9 @@ void print_expert_shards(const Plan& plan, const PlannedParam& param, std::int64
     holders = holders.unite(shard.ranks);
     ++classes;
   }
-  out << "  expert " << expert << " is held by " << holders.size() << " ranks ("
-      << holders.to_string() << "), in " << classes << " distinct shards:\n";
+  out << "  expert " << expert << " is held by " << holders.size()
+      << (holders.size() == 1 ? " rank (" : " ranks (") << holders.to_string() << "), in "
+      << classes << " distinct shards:\n";
   out << table.render();
 }
 

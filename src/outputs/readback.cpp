@@ -919,7 +919,8 @@ std::optional<FieldDifference> param_field_difference(std::string_view first_tex
         return FieldDifference{printable(name), key, shown(mine), shown(&value)};
     }
     for (const auto& [key, value] : first.items())
-      if (!second.contains(key)) return FieldDifference{printable(name), key, shown(&value), shown(nullptr)};
+      if (!second.contains(key))
+        return FieldDifference{printable(name), key, shown(&value), shown(nullptr)};
   }
   return std::nullopt;
 }

@@ -203,7 +203,7 @@ TEST_CASE_FIXTURE(MoeFixture, "explain on a source expert lists only the shards 
                        "param model.layers.1.mlp.experts.down_proj (row 3 of dim 0)\n"));
   // ep 2 -> experts 2-3 on ep = 1 (ranks 1 and 3); efsdp 2 splits them on dim 0 (4 experts
   // over efsdp x ep = 4 ranks): rank 3 (efsdp 1, ep 1) holds expert 3 alone.
-  CHECK(text.find("expert 3 is held by 1 ranks (3), in 1 distinct shards:") != std::string::npos);
+  CHECK(text.find("expert 3 is held by 1 rank (3), in 1 distinct shards:") != std::string::npos);
   CHECK(text.find("rule") != std::string::npos);
   CHECK(text.find("experts entry 1 (line 10)") != std::string::npos);
 }

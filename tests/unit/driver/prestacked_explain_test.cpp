@@ -52,7 +52,7 @@ TEST_CASE_FIXTURE(PrestackedFixture, "explain of expert 17 of a pre-stacked para
                   "model.layers.7.mlp.experts.0.gate_up_proj ... "
                   "model.layers.7.mlp.experts.31.gate_up_proj") != std::string::npos);
   // 32 experts over ep 8: expert 17 is on ep rank 4 (experts 16..19), local row 1.
-  CHECK(text.find("expert 17 is held by 1 ranks (4)") != std::string::npos);
+  CHECK(text.find("expert 17 is held by 1 rank (4)") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(PrestackedFixture, "explain refuses experts past the count and padded indices") {

@@ -152,8 +152,10 @@ TEST_CASE("A shards that do not tile B's box are a coverage error") {
 }
 
 TEST_CASE("a tied alias on its source's stage shares storage: not transferred") {
-  const Layout layout_a =
+  Layout layout_a =
       layout(2, {split("emb", {4, 2}, 0, {{0}, {1}}), split("head", {4, 2}, 0, {{0}, {1}})});
+  layout_a.params[1].alias_of = "emb";
+  layout_a.params[1].shares_storage = true;
   Layout layout_b =
       layout(2, {split("emb", {4, 2}, 1, {{0}, {1}}), split("head", {4, 2}, 1, {{0}, {1}})});
   layout_b.params[1].alias_of = "emb";
@@ -168,6 +170,23 @@ TEST_CASE("a tied alias on its source's stage shares storage: not transferred") 
   CHECK(reads.at({0, "head"}).shares_storage);
   CHECK(reads.at({0, "head"}).reads.empty());
   CHECK(reads.at({0, "emb"}).reads.size() == 2);
+}
+
+TEST_CASE("untied -> tied drops plan A's values (E-RESHARD-MISMATCH), tied -> untied copies") {
+  const Layout untied =
+      layout(2, {split("emb", {4, 2}, 0, {{0}, {1}}), split("head", {4, 2}, 0, {{0}, {1}})});
+  Layout tied = untied;
+  tied.params[1].alias_of = "emb";
+  tied.params[1].shares_storage = true;
+  DiagnosticSink sink;
+  plan_reshard(untied, tied, {}, sink);
+  REQUIRE(sink.error_count() == 1);
+  CHECK(sink.items()[0].code == shardc::DiagCode::EReshardMismatch);
+  CHECK(sink.items()[0].message.find("a param of its own in plan A") != std::string::npos);
+  DiagnosticSink back;
+  const Result result = plan_reshard(tied, untied, {}, back);
+  CHECK_FALSE(back.has_errors());
+  CHECK(result.totals.params == 2);  // head read from the embedding's holders
 }
 
 namespace {
