@@ -389,10 +389,11 @@ inline constexpr std::array kDiagCodes = {
                  "read the message: re-download or re-index the files, fix config.json, or "
                  "check the imported model (docs/import.md lists what each case means)"},
     DiagCodeInfo{DiagCode::WBalance, "W-BALANCE", Severity::Warning, ExitCode::Invalid,
-                 "a layout leaves ranks holding only padding of a param (FSDP on dim 0 of 16 "
-                 "experts over 32 ranks), or the largest and smallest rank of a pipeline stage "
-                 "differ by more than 2x in parameter or optimizer-state bytes; names the param, "
-                 "dim and degree",
+                 "a layout leaves ranks holding only padding of a param of at least 2^20 "
+                 "elements (FSDP on dim 0 of 16 experts over 32 ranks; routers and norms are "
+                 "left out), or the largest and smallest rank of a pipeline stage differ by "
+                 "more than 2x in parameter or optimizer-state bytes (gaps under 2^20 bytes left "
+                 "out); names the param, dim and degree",
                  "the `expert_dim` / FSDP `dim` or the degree the hint gives (one dividing the "
                  "extent)"},
 };
