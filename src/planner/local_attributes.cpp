@@ -223,12 +223,13 @@ LocalAttributeSpec find_local_attributes(const std::vector<PlannedParam>& params
                                          const Model& model) {
   LocalAttributeSpec spec;
   const ModelAttributes& attrs = model.attributes;
-  // Attention modules, in the model order of their first projection.
-  if (attrs.num_attention_heads && *attrs.num_attention_heads > 0) {
-    const std::int64_t heads = *attrs.num_attention_heads;
-    const std::int64_t kv_heads = attrs.num_key_value_heads.value_or(heads);
+  // Attention modules, in the model order of their first projection. A sub-model's params
+  // (a vision tower, contract §3.2) count their heads with its own attributes.
+  {
     struct Found {
       std::optional<HeadSource> query, key_value;
+      std::int64_t heads = 0;
+      std::int64_t kv_heads = 0;
     };
     std::vector<std::string> order;
     std::map<std::string, Found, std::less<>> found;
@@ -238,6 +239,11 @@ LocalAttributeSpec find_local_attributes(const std::vector<PlannedParam>& params
       if (!param.stacked_from.empty() || param.global_shape.size() != 2 ||
           !split_weight_name(param.name, module, leaf))
         continue;
+      const SubModel* sub = model.submodel_of(param.name);
+      const ModelAttributes& own = sub != nullptr ? sub->attributes : attrs;
+      if (!own.num_attention_heads || *own.num_attention_heads <= 0) continue;
+      const std::int64_t heads = *own.num_attention_heads;
+      const std::int64_t kv_heads = own.num_key_value_heads.value_or(heads);
       Found sources;
       if (fused_qkv(param)) {
         sources.query = HeadSource{i, param.fused->dim, 0, heads};
@@ -250,14 +256,19 @@ LocalAttributeSpec find_local_attributes(const std::vector<PlannedParam>& params
         continue;
       }
       auto [it, fresh] = found.try_emplace(std::string(module));
-      if (fresh) order.emplace_back(module);
+      if (fresh) {
+        order.emplace_back(module);
+        it->second.heads = heads;
+        it->second.kv_heads = kv_heads;
+      }
       if (sources.query && !it->second.query) it->second.query = sources.query;
       if (sources.key_value && !it->second.key_value) it->second.key_value = sources.key_value;
     }
     for (const std::string& module : order) {
       const Found& sources = found.at(module);
       if (sources.query && sources.key_value)
-        spec.attention.push_back({module, *sources.query, *sources.key_value, heads, kv_heads});
+        spec.attention.push_back(
+            {module, *sources.query, *sources.key_value, sources.heads, sources.kv_heads});
     }
   }
   // Layers of experts: stacked by `experts` entries, or stacked in the model.

@@ -82,12 +82,31 @@ def attributes(name: str) -> dict[str, Any]:
     return out
 
 
+def submodels(name: str, params: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A multimodal config's towers (contract §3.2), as shardc import finds them: the
+    `vision_config` / `audio_config` head counts and width, for the params under the tower's
+    prefix (Llama-4's `vision_model`). Without them the vision tower's heads were checked
+    against the text model's 40 / 8 heads (a tp 5 split cutting its 16 heads passed)."""
+    raw = config_dict(name)
+    out = []
+    for key, prefix in (("vision_config", "vision_model"), ("audio_config", "audio_model")):
+        sub = raw.get(key)
+        if not isinstance(sub, dict) or not any(p["name"].startswith(prefix + ".") for p in params):
+            continue
+        attrs = {k: sub[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim",
+                                     "hidden_size") if isinstance(sub.get(k), int)}
+        out.append({"prefix": prefix, "config": key, "attributes": attrs})
+    return out
+
+
 def inventory(name: str) -> dict[str, Any]:
     _, model_cls, repo = MODELS[name]
     inv = load_dump_model().inventory(build_model(name), name)
     inv["hf_repo"] = repo
     inv["architecture"] = model_cls
     inv["attributes"] = attributes(name)
+    if subs := submodels(name, inv["params"]):
+        inv["submodels"] = subs
     inv["param_count"] = sum(math.prod(p["shape"]) for p in inv["params"])
     return inv
 

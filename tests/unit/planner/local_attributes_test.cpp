@@ -85,6 +85,37 @@ TEST_CASE("GQA with kv < tp: k/v replicated, each rank uses the one KV head its 
         std::string::npos);
 }
 
+TEST_CASE("a vision tower's attention counts its own heads (sub-model attributes)") {
+  // Llama-4-style: the text model has 8 heads / 2 KV heads, the vision tower 4 heads of
+  // 8 rows and no GQA. At tp 2 the tower's ranks hold 2 heads each; counted with the text
+  // model's heads its 32 rows were 8 heads of 4 rows (or null where they did not divide).
+  const std::string model = kLlama +
+                            "  - {name: vision_model.layers.0.self_attn.q_proj.weight, shape: "
+                            "[32, 32]}\n"
+                            "  - {name: vision_model.layers.0.self_attn.k_proj.weight, shape: "
+                            "[32, 32]}\n"
+                            "  - {name: vision_model.layers.0.self_attn.v_proj.weight, shape: "
+                            "[32, 32]}\n"
+                            "submodels:\n"
+                            "  - {prefix: vision_model, attributes: {num_attention_heads: 4, "
+                            "hidden_size: 32}}\n";
+  const Plan plan = plan_of(model,
+                            "mesh: [{name: tp, size: 2}]\n"
+                            "rules:\n"
+                            "  - {match: '**.[qkv]_proj.weight', placements: {tp: Shard(0)}}\n"
+                            "  - {match: '**', placements: {}}\n");
+  REQUIRE(plan.local_attributes.attention.size() == 2);
+  CHECK(plan.local_attributes.attention[1].module == "vision_model.layers.0.self_attn");
+  for (std::int64_t tp = 0; tp < 2; ++tp) {
+    const LocalAttributes attrs = local_attributes_at(plan, tp);
+    REQUIRE(attrs.attention[0]);
+    CHECK(attrs.attention[0]->query == range(4 * tp, 4 * tp + 4));  // text: 8 heads
+    REQUIRE(attrs.attention[1]);
+    CHECK(attrs.attention[1]->query == range(2 * tp, 2 * tp + 2));  // vision: 4 heads
+    CHECK(attrs.attention[1]->key_value == range(2 * tp, 2 * tp + 2));
+  }
+}
+
 TEST_CASE("MoE with uneven EP: 10 experts over ep 4 (chunk 3, 3, 3, 1), expert FSDP on top") {
   std::string model =
       "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
