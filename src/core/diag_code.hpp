@@ -329,9 +329,10 @@ inline constexpr std::array kDiagCodes = {
     DiagCodeInfo{DiagCode::WActivationSplit, "W-ACTIVATION-SPLIT", Severity::Warning,
                  ExitCode::Invalid,
                  "in one parent module, a colwise weight's output dim and a later rowwise weight's "
-                 "input dim of the same extent are split differently (rule, unit, pad or axes): "
-                 "the activation between them does not line up",
-                 "give both rules the same `uneven` / `unit`"},
+                 "input dim of the same extent are split differently (rule, unit, pad, axes or "
+                 "_StridedShard split factor; 3-D expert weights too: gate_up_proj and "
+                 "down_proj): the activation between them does not line up",
+                 "give both rules the same `uneven` / `unit` and the same placement kind"},
     DiagCodeInfo{DiagCode::WFusedSplit, "W-FUSED-SPLIT", Severity::Warning, ExitCode::Invalid,
                  "a fused param (q, k, v or gate, up in one tensor: by its name and architecture "
                  "or the model's "
