@@ -107,8 +107,10 @@ inline constexpr std::array kDiagCodes = {
         DiagCode::ECheckpoint, "E-CHECKPOINT", Severity::Error, ExitCode::Usage,
         "checkpoint unreadable or hostile: header length past the file or over 100 MB, header not "
         "a JSON object, bad/overlapping/out-of-file `data_offsets`, offsets ≠ numel × dtype size, "
-        "unknown dtype, a name in two files, an index naming a missing file or tensor, config.json "
-        "counts outside [1, 2^31) (file and tensor named)",
+        "tensors that do not tile the data section (a gap, bytes after the last one), a "
+        "non-string `__metadata__` value, a dtype shardc does not support, a name in two files, "
+        "an index naming a missing file or tensor, config.json counts outside [1, 2^31) (file "
+        "and tensor named)",
         "re-download the shard / fix config.json"},
     DiagCodeInfo{DiagCode::EHfTpPlan, "E-HF-TP-PLAN", Severity::Error, ExitCode::Usage,
                  "`shardc recipe --from-hf-tp-plan`: the plan file is not a tensor-parallel plan "
@@ -384,9 +386,12 @@ inline constexpr std::array kDiagCodes = {
                  "what a checkpoint says that `import` did not take as a trainable param: "
                  "module buffers left out (rotary `inv_freq`, GPT-2 `attn.bias` / "
                  "`attn.masked_bias`, int64 `position_ids`; a note), a safetensors file the "
-                 "index does not name (left out, as the loaders do), a config that says untied "
-                 "for a checkpoint without an output head, quantization state of a method "
-                 "shardc does not know",
+                 "loader does not read (not named by the index, or beside model.safetensors "
+                 "without one: left out, as the loaders do), a tensor of an indexed file the "
+                 "index does not list (kept), a config that says untied for a checkpoint "
+                 "without an output head or tied for one that stores its own, config.json's "
+                 "vocab_size or num_hidden_layers against the tensors, quantization state of a "
+                 "method shardc does not know",
                  "read the message: re-download or re-index the files, fix config.json, or "
                  "check the imported model (docs/import.md lists what each case means)"},
     DiagCodeInfo{DiagCode::WBalance, "W-BALANCE", Severity::Warning, ExitCode::Invalid,

@@ -72,4 +72,12 @@ bool is_position_embedding(std::string_view fqn) {
          fqn.find("embed_positions") != std::string_view::npos;
 }
 
+bool has_vocab_name(std::string_view fqn) {
+  for (std::string_view name : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
+                                "tok_embeddings.weight", "word_embeddings.weight", "output.weight",
+                                "output_layer.weight", "embed_in.weight", "embed_out.weight"})
+    if (fqn.ends_with(name)) return true;
+  return false;
+}
+
 }  // namespace shardc

@@ -40,4 +40,11 @@ std::int64_t decoder_block(std::string_view fqn, std::string_view decoder);
 /// token, and a model with one has no RoPE (core/activations.hpp).
 bool is_position_embedding(std::string_view fqn);
 
+/// A vocab tensor by name: the input embedding or the output head of the usual spellings
+/// (`embed_tokens.weight`, `lm_head.weight`, `wte.weight`, `tok_embeddings.weight`,
+/// `word_embeddings.weight`, `output.weight`, `output_layer.weight`, `embed_in.weight`,
+/// `embed_out.weight` as the name's end). W-VOCAB's rule when the model states no
+/// `vocab_size` (planner/lints.cpp) and import's check of config.json's `vocab_size`.
+bool has_vocab_name(std::string_view fqn);
+
 }  // namespace shardc

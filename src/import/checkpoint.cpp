@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <span>
 #include <unordered_map>
 
 #include "core/fused.hpp"
+#include "core/layer_blocks.hpp"
 #include "frontend/frontend.hpp"
 #include "import/import_internal.hpp"
 #include "import/module_order.hpp"
@@ -55,9 +57,12 @@ struct Layout {
   std::unordered_map<std::string_view, std::uint32_t> weight_map;
   std::unique_ptr<simdjson::dom::parser> index_parser;
   bool indexed = false;
-  // Indexed only: *.safetensors files of the directory the index does not name.
+  // *.safetensors files of the directory that are not read: with an index, those it does not
+  // name; without one, all but model.safetensors when it exists.
   std::vector<std::string> unindexed;
 };
+
+constexpr std::string_view kSingleName = "model.safetensors";
 
 bool read_index(FileSystem& fs, Layout& layout, DiagnosticSink& sink) {
   const std::string path = join(layout.dir, std::string(kIndexName));
@@ -151,9 +156,19 @@ std::optional<Layout> find_layout(FileSystem& fs, const std::string& path,
     std::sort(layout.unindexed.begin(), layout.unindexed.end());
     return layout;
   }
+  // Without an index transformers' loader reads model.safetensors alone
+  // (modeling_utils.py _get_resolved_checkpoint_files: SAFE_WEIGHTS_NAME, then the index):
+  // a Mistral repo's consolidated.safetensors or an adapter beside it is not the model.
+  // Without either, every *.safetensors file is read (transformers would find no weights).
+  const bool single = std::find(listing->begin(), listing->end(), kSingleName) != listing->end();
   for (const std::string& name : *listing) {
-    if (name.ends_with(".safetensors")) layout.files.push_back(name);
+    if (!name.ends_with(".safetensors")) continue;
+    if (!single || name == kSingleName)
+      layout.files.push_back(name);
+    else
+      layout.unindexed.push_back(name);
   }
+  std::sort(layout.unindexed.begin(), layout.unindexed.end());
   if (layout.files.empty()) {
     fail(sink, path, "the directory has no *.safetensors files",
          "a checkpoint directory holds config.json and model*.safetensors");
@@ -183,8 +198,10 @@ std::optional<CheckpointConfig> read_config(FileSystem& fs, const std::string& d
 bool collect_params(FileSystem& fs, const Layout& layout, std::vector<Param>& params,
                     DiagnosticSink& sink) {
   simdjson::dom::parser parser;
-  std::unordered_map<std::string, std::string> owner;  // tensor -> file path (no index)
+  // tensor -> file path (no index; with one, the tensors the index does not list)
+  std::unordered_map<std::string, std::string> owner;
   std::size_t matched = 0;
+  std::vector<std::pair<std::string, std::string>> unlisted;  // (tensor, file name)
   for (std::size_t f = 0; f < layout.files.size(); ++f) {
     const std::string path = join(layout.dir, layout.files[f]);
     std::optional<SafetensorsHeader> header = imp::read_header_with(parser, fs, path, sink);
@@ -193,11 +210,25 @@ bool collect_params(FileSystem& fs, const Layout& layout, std::vector<Param>& pa
       if (layout.indexed) {
         // With an index each name belongs to exactly one file: no cross-file duplicates.
         const auto it = layout.weight_map.find(tensor.name);
-        if (it == layout.weight_map.end() || it->second != f) {
-          spdlog::debug("{}: '{}' is not in the index for this file; skipped", path, tensor.name);
+        if (it != layout.weight_map.end() && it->second != f) {
+          spdlog::debug("{}: '{}' is indexed in another file; skipped", path, tensor.name);
           continue;
         }
-        ++matched;
+        if (it != layout.weight_map.end()) {
+          ++matched;
+        } else if (const auto [other, fresh] = owner.emplace(tensor.name, path); !fresh) {
+          fail(sink, path,
+               "tensor '" + tensor.name + "', which the index does not list, is also stored in '" +
+                   other->second + "'",
+               "a name may appear in one file only: remove the stale copy, or list the tensor in "
+               "the index",
+               tensor.name);
+          continue;
+        } else {
+          // transformers' loader reads every tensor of every indexed file (the index only
+          // chooses the files), so the module gets it: kept, and said.
+          unlisted.emplace_back(tensor.name, layout.files[f]);
+        }
       } else if (const auto [it, fresh] = owner.emplace(tensor.name, path); !fresh) {
         fail(sink, path, "tensor '" + tensor.name + "' is also stored in '" + it->second + "'",
              "a name may appear in one file only: remove the stale shard", tensor.name);
@@ -206,6 +237,28 @@ bool collect_params(FileSystem& fs, const Layout& layout, std::vector<Param>& pa
       params.push_back(
           Param{std::move(tensor.name), std::move(tensor.shape), tensor.dtype, true, {path, 0, 0}});
     }
+  }
+  if (!unlisted.empty() && !sink.has_errors()) {
+    std::string names;
+    for (std::size_t i = 0; i < unlisted.size() && i < 3; ++i)
+      names += (i == 0 ? "'" : ", '") + imp::printable(unlisted[i].first) + "' (in " +
+               imp::printable(unlisted[i].second) + ")";
+    if (unlisted.size() > 3) names += ", ...";
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{join(layout.dir, std::string(kIndexName)), 0, 0};
+    diag.param = imp::printable(unlisted.front().first);
+    diag.message = std::to_string(unlisted.size()) + " tensor" +
+                   (unlisted.size() == 1 ? " that an indexed file holds is"
+                                         : "s that indexed files hold are") +
+                   " not listed in the index's weight_map: " + names +
+                   "; transformers' loader reads every tensor of the indexed files, so " +
+                   (unlisted.size() == 1 ? "it is kept as a param" : "they are kept as params");
+    diag.hint =
+        "regenerate model.safetensors.index.json so that it lists every tensor of its files "
+        "(or remove the stale tensors from the shards)";
+    sink.report(std::move(diag));
   }
   if (layout.indexed && !sink.has_errors() && matched != layout.weight_map.size()) {
     std::unordered_map<std::string_view, bool> have;
@@ -222,10 +275,11 @@ bool collect_params(FileSystem& fs, const Layout& layout, std::vector<Param>& pa
   return !sink.has_errors();
 }
 
-// W-CHECKPOINT for each *.safetensors file the index does not name: transformers'
-// loader reads only the files of `weight_map` (modeling_utils.py
-// _get_resolved_checkpoint_files), so its tensors are not part of the model; the user
-// should know what is left out (huggingface_hub#4725: an MTP shard skipped silently).
+// W-CHECKPOINT for each *.safetensors file the loader does not read: with an index, the
+// files `weight_map` does not name; without one, all but model.safetensors
+// (modeling_utils.py _get_resolved_checkpoint_files), so its tensors are not part of the
+// model; the user should know what is left out (huggingface_hub#4725: an MTP shard skipped
+// silently; a Mistral repo's consolidated.safetensors beside model.safetensors).
 void warn_unindexed(FileSystem& fs, const Layout& layout, DiagnosticSink& sink) {
   simdjson::dom::parser parser;
   for (const std::string& name : layout.unindexed) {
@@ -247,12 +301,23 @@ void warn_unindexed(FileSystem& fs, const Layout& layout, DiagnosticSink& sink) 
     diag.severity = Severity::Warning;
     diag.code = DiagCode::WCheckpoint;
     diag.loc = SourceLoc{path, 0, 0};
-    diag.message = "'" + imp::printable(name) + "' is a safetensors file that " +
-                   std::string(kIndexName) + " does not name: " + what +
-                   ", as transformers' loader reads only the indexed files";
-    diag.hint =
-        "if the file belongs to the model (an MTP head, a newer shard), regenerate the "
-        "index; else remove the stale file";
+    if (layout.indexed) {
+      diag.message = "'" + imp::printable(name) + "' is a safetensors file that " +
+                     std::string(kIndexName) + " does not name: " + what +
+                     ", as transformers' loader reads only the indexed files";
+      diag.hint =
+          "if the file belongs to the model (an MTP head, a newer shard), regenerate the "
+          "index; else remove the stale file";
+    } else {
+      diag.message = "'" + imp::printable(name) +
+                     "' is a safetensors file beside model.safetensors, with no " +
+                     std::string(kIndexName) + ": " + what +
+                     ", as transformers' loader reads only model.safetensors without an index";
+      diag.hint =
+          "if the file belongs to the model, write a model.safetensors.index.json naming "
+          "every file; else (a Mistral-format consolidated.safetensors, an adapter) nothing to "
+          "do, or move it out of the directory";
+    }
     sink.report(std::move(diag));
   }
 }
@@ -266,6 +331,7 @@ bool floating_point(DType dtype) {
     case DType::Float16:
     case DType::Float8E4M3fn:
     case DType::Float8E5M2:
+    case DType::Float8E8M0fnu:
       return true;
     default:
       return false;
@@ -401,8 +467,41 @@ constexpr std::string_view kEmbeddings[] = {"model.embed_tokens.weight", "transf
                                             "embed_tokens.weight"};
 constexpr std::string_view kOutput = "lm_head.weight";
 
-// tie_word_embeddings: lm_head.weight is the embedding's alias (added when not stored).
-void add_ties(Model& model) {
+// What decided `tie_word_embeddings`, for messages: "config.json says
+// tie_word_embeddings: true", "config.json states no tie_word_embeddings (LlamaConfig's
+// default: false)", ...
+std::string tie_source(const CheckpointConfig& config, bool tied) {
+  const std::string value = tied ? "true" : "false";
+  if (config.tie_stated) return "config.json says tie_word_embeddings: " + value;
+  if (!config.tie_default_class.empty())
+    return "config.json states no tie_word_embeddings (" + config.tie_default_class +
+           "'s default in transformers: " + value + ")";
+  return "config.json states no tie_word_embeddings and shardc does not know the config "
+         "class's default (" +
+         std::string(tied ? "tied, as the checkpoint stores no lm_head.weight"
+                          : "untied, as the checkpoint stores lm_head.weight") +
+         ")";
+}
+
+// `tie_word_embeddings` absent and the config class's default unknown: tied iff the
+// checkpoint stores no output head (a stored head is a trained one; PretrainedConfig's
+// default true would alias it away).
+void decide_tie(Model& model, const CheckpointConfig& config, ImportedModel& im) {
+  if (config.tie_stated || !config.tie_default_class.empty()) return;
+  const bool stores_head = std::any_of(model.params.begin(), model.params.end(),
+                                       [](const Param& param) { return param.name == kOutput; });
+  model.attributes.tie_word_embeddings = !stores_head;
+  for (RawAttribute& raw : im.raw_attributes) {
+    if (raw.key != "tie_word_embeddings") continue;
+    raw.yaml = raw.json = stores_head ? "false" : "true";
+  }
+}
+
+// tie_word_embeddings: lm_head.weight is the embedding's alias (added when not stored). A
+// stored lm_head.weight tied to the embedding is not planned (transformers' tie_weights
+// points the head at the embedding's storage too): W-CHECKPOINT, as its values are lost.
+void add_ties(Model& model, const CheckpointConfig& config, const std::string& where,
+              DiagnosticSink& sink) {
   if (!model.attributes.tie_word_embeddings.value_or(false)) return;
   const Param* embed = nullptr;
   const Param* head = nullptr;
@@ -420,6 +519,20 @@ void add_ties(Model& model) {
     model.params.push_back(std::move(alias));
   } else if (head->shape != embed->shape || head->dtype != embed->dtype) {
     return;  // stored separately with another shape: not a tie the planner can honour
+  } else {
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{where, 0, 0};
+    diag.param = std::string(kOutput);
+    diag.message = tie_source(config, true) + ", but the checkpoint stores its own " +
+                   std::string(kOutput) + " " + imp::shape_text(head->shape) +
+                   ": tied, it is an alias of " + source +
+                   " and the stored tensor is discarded (transformers ties it the same way)";
+    diag.hint =
+        "if the head was trained separately, set `tie_word_embeddings: false` in "
+        "config.json; if it is a copy of the embedding, nothing is lost";
+    sink.report(std::move(diag));
   }
   model.tied.push_back(TiePair{source, std::string(kOutput), {}});
 }
@@ -475,19 +588,73 @@ void add_untied_head(Model& model, const CheckpointConfig& config, const std::st
   diag.code = DiagCode::WCheckpoint;
   diag.loc = SourceLoc{where, 0, 0};
   diag.param = head.name;
-  diag.message = "config.json says tie_word_embeddings: " +
-                 std::string(config.tie_stated ? "false" : "nothing (untied)") + text_says +
-                 ", but the checkpoint has no " + head.name +
-                 ": transformers builds an untied output head and initializes it (a missing key), "
-                 "so " +
-                 head.name + " " + imp::shape_text(head.shape) +
-                 " is planned as its own trainable param";
+  diag.message =
+      tie_source(config, false) + text_says + ", but the checkpoint has no " + head.name +
+      ": transformers builds an untied output head and initializes it (a missing key), "
+      "so " +
+      head.name + " " + imp::shape_text(head.shape) + " is planned as its own trainable param";
   diag.hint =
       "if the model is tied, set the top-level `tie_word_embeddings: true` in config.json "
       "(then " +
       head.name + " is an alias of " + embed->name + "); else provide the head";
   sink.report(std::move(diag));
   model.params.push_back(std::move(head));
+}
+
+// config.json against the stored tensors (before ties add any): transformers refuses a
+// load whose vocab_size differs from the embedding's rows (a size mismatch), and builds
+// num_hidden_layers blocks whatever the checkpoint holds (missing keys, or unexpected ones
+// it drops). The vocab tensors are found by W-VOCAB's name rule (core/layer_blocks.hpp
+// has_vocab_name): a wrong vocab_size would otherwise switch W-VOCAB off silently.
+void check_config_counts(const Model& model, const CheckpointConfig& config,
+                         const std::string& where, DiagnosticSink& sink) {
+  for (const Param& param : model.params) {
+    if (param.shape.size() != 2 || !has_vocab_name(param.name)) continue;
+    const std::optional<std::int64_t> vocab = model.attributes_of(param.name).vocab_size;
+    if (!vocab || param.shape[0] == *vocab) continue;
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WCheckpoint;
+    diag.loc = SourceLoc{where, 0, 0};
+    diag.param = param.name;
+    diag.message = "config.json says vocab_size " + std::to_string(*vocab) + ", but " + param.name +
+                   " " + imp::shape_text(param.shape) + " has " + std::to_string(param.shape[0]) +
+                   " rows: transformers refuses to load it (a size mismatch), and W-VOCAB, "
+                   "which finds vocab tensors by vocab_size, does not see it";
+    diag.hint = "set vocab_size to " + std::to_string(param.shape[0]) +
+                " in config.json (or import the checkpoint it belongs to)";
+    sink.report(std::move(diag));
+  }
+  if (!config.num_hidden_layers) return;
+  std::vector<std::string_view> names;
+  names.reserve(model.params.size());
+  for (const Param& param : model.params) names.emplace_back(param.name);
+  const std::string stack = decoder_stack(names, config.num_hidden_layers);
+  if (stack.empty()) return;
+  std::set<std::int64_t> blocks;
+  for (std::string_view name : names)
+    if (const std::int64_t block = decoder_block(name, stack); block >= 0) blocks.insert(block);
+  const auto found = static_cast<std::int64_t>(blocks.size());
+  const std::int64_t want = *config.num_hidden_layers;
+  if (found == want || found == want + config.num_nextn_predict_layers) return;
+  const std::string indices =
+      blocks.empty()
+          ? std::string()
+          : " (indices " + std::to_string(*blocks.begin()) + ".." +
+                std::to_string(*blocks.rbegin()) +
+                (*blocks.rbegin() - *blocks.begin() + 1 == found ? "" : ", with gaps") + ")";
+  Diagnostic diag;
+  diag.severity = Severity::Warning;
+  diag.code = DiagCode::WCheckpoint;
+  diag.loc = SourceLoc{where, 0, 0};
+  diag.message = "config.json says num_hidden_layers " + std::to_string(want) +
+                 ", but the checkpoint holds " + std::to_string(found) + " blocks of " + stack +
+                 indices + ": transformers builds " + std::to_string(want) + " blocks (" +
+                 (found < want ? "the missing ones initialized, as missing keys"
+                               : "the extra stored ones dropped, as unexpected keys") +
+                 "), while the plan holds the stored ones";
+  diag.hint = "fix num_hidden_layers in config.json, or the checkpoint's missing shards";
+  sink.report(std::move(diag));
 }
 
 // Sub-models of a multimodal config: each `vision_config` / `audio_config` applies to
@@ -581,11 +748,13 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   warn_quantization(*config, where, sink);
   const imp::ArchRules* rules = imp::find_arch_rules(*config, transformers);
   add_base_prefix(model.params, rules);
-  add_ties(model);
+  model.submodels = find_submodels(model.params, *config);
+  check_config_counts(model, *config, where, sink);
+  decide_tie(model, *config, im);
+  add_ties(model, *config, where, sink);
   const std::string arch_name =
       config->architectures.empty() ? config->model_type : config->architectures.front();
   add_untied_head(model, *config, arch_name, where, sink);
-  model.submodels = find_submodels(model.params, *config);
   const std::size_t natural = order_params(model.params, *config, transformers);
   if (natural > 0) {
     const std::string arch = arch_name;

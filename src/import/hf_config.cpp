@@ -39,6 +39,46 @@ constexpr AttrSpec kAttrs[] = {
     {"first_k_dense_replace", {"", ""}},
 };
 
+// transformers' per-class default of `tie_word_embeddings` (transformers 5.24, as pinned in
+// tools/python/requirements.txt): `tie_word_embeddings: bool = ...` of the config class that
+// `model_type` selects (models/<dir>/configuration_<dir>.py), matched by `model_type`, else
+// by the first architecture's prefix. A model type not listed: tied iff the checkpoint
+// stores no lm_head.weight (decided in checkpoint.cpp).
+struct TieDefault {
+  std::string_view model_type;
+  std::string_view arch_prefix;  // "LlamaFor" matches LlamaForCausalLM, not Llama4For...
+  std::string_view config_class;
+  bool tied;
+};
+
+constexpr TieDefault kTieDefaults[] = {
+    {"llama", "LlamaFor", "LlamaConfig", false},            // llama/configuration_llama.py
+    {"mistral", "MistralFor", "MistralConfig", false},      // mistral/configuration_mistral.py
+    {"mixtral", "MixtralFor", "MixtralConfig", false},      // mixtral/configuration_mixtral.py
+    {"qwen2", "Qwen2For", "Qwen2Config", false},            // qwen2/configuration_qwen2.py
+    {"qwen2_moe", "Qwen2MoeFor", "Qwen2MoeConfig", false},  // qwen2_moe/configuration_qwen2_moe.py
+    {"qwen3", "Qwen3For", "Qwen3Config", false},            // qwen3/configuration_qwen3.py
+    {"qwen3_moe", "Qwen3MoeFor", "Qwen3MoeConfig", false},  // qwen3_moe/configuration_qwen3_moe.py
+    {"qwen3_vl", "Qwen3VLFor", "Qwen3VLConfig", false},     // qwen3_vl/configuration_qwen3_vl.py
+    {"deepseek_v3", "DeepseekV3For", "DeepseekV3Config", false},  // deepseek_v3/configuration_...
+    {"phi3", "Phi3For", "Phi3Config", false},                     // phi3/configuration_phi3.py
+    {"gpt_oss", "GptOssFor", "GptOssConfig", false},         // gpt_oss/configuration_gpt_oss.py
+    {"gemma", "GemmaFor", "GemmaConfig", true},              // gemma/configuration_gemma.py
+    {"gemma2", "Gemma2For", "Gemma2Config", true},           // gemma2/configuration_gemma2.py
+    {"gemma3_text", "Gemma3For", "Gemma3TextConfig", true},  // gemma3/configuration_gemma3.py
+    {"gpt2", "GPT2", "GPT2Config", true},                    // gpt2/configuration_gpt2.py
+};
+
+const TieDefault* tie_default(const std::string& model_type,
+                              const std::vector<std::string>& architectures) {
+  for (const TieDefault& entry : kTieDefaults)
+    if (model_type == entry.model_type) return &entry;
+  if (!model_type.empty() || architectures.empty()) return nullptr;
+  for (const TieDefault& entry : kTieDefaults)
+    if (architectures.front().starts_with(entry.arch_prefix)) return &entry;
+  return nullptr;
+}
+
 class ConfigReader {
  public:
   ConfigReader(simdjson::dom::object root, const std::string& path, DiagnosticSink& sink)
@@ -217,6 +257,7 @@ void read_attributes(ConfigReader& reader, CheckpointConfig& config) {
     if (spec.key == "hidden_size") attributes.hidden_size = value;
     if (spec.key == "vocab_size") attributes.vocab_size = value;
     if (spec.key == "num_experts") attributes.num_experts = value;
+    if (spec.key == "num_hidden_layers") config.num_hidden_layers = value;
   }
   attributes.weight_block_size = reader.block_size();
   if (!attributes.weight_block_size.empty()) {
@@ -224,13 +265,17 @@ void read_attributes(ConfigReader& reader, CheckpointConfig& config) {
                              std::to_string(attributes.weight_block_size[1]) + "]";
     config.raw_attributes.push_back({"weight_block_size", text, text});
   }
-  // transformers' PretrainedConfig defaults tie_word_embeddings to true. A composite
-  // config's own value ties the output head (modeling_utils.py
-  // get_expanded_tied_weights_keys reads the top-level config), not text_config's.
+  // Absent, transformers takes the config class's default (kTieDefaults; PretrainedConfig's
+  // is true, most decoder classes say false). A composite config's own value ties the output
+  // head (modeling_utils.py get_expanded_tied_weights_keys reads the top-level config), not
+  // text_config's.
   const std::optional<bool> stated = reader.flag("tie_word_embeddings");
   config.tie_stated = stated.has_value();
   config.text_tie_word_embeddings = reader.text_flag("tie_word_embeddings");
-  attributes.tie_word_embeddings = stated.value_or(true);
+  const TieDefault* by_class = tie_default(config.model_type, config.architectures);
+  if (!stated && by_class != nullptr)
+    config.tie_default_class = std::string(by_class->config_class);
+  attributes.tie_word_embeddings = stated.value_or(by_class != nullptr ? by_class->tied : true);
   const std::string tie = *attributes.tie_word_embeddings ? "true" : "false";
   config.raw_attributes.push_back({"tie_word_embeddings", tie, tie});
 }
@@ -258,6 +303,8 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
   CheckpointConfig config;
   config.architectures = reader.strings("architectures");
   config.model_type = reader.string("model_type");
+  if (const std::optional<std::int64_t> mtp = reader.count("num_nextn_predict_layers", 0))
+    config.num_nextn_predict_layers = *mtp;
   config.name = last_segment(reader.string("_name_or_path"));
   read_attributes(reader, config);
   config.quant_method = reader.quant_method();

@@ -53,12 +53,15 @@ std::optional<std::int64_t> safetensors_header_length(std::string_view prefix,
                                                       DiagnosticSink& sink);
 
 /// Parses the JSON header `json` (the N bytes after the length) of a file of
-/// `file_size` bytes. Checks: the JSON is an object; each entry (but
-/// `__metadata__`, ignored) is an object with a known `dtype` (safetensors
-/// codes BOOL, U8, I8, I16, I32, I64, F8_E4M3, F8_E5M2, F16, BF16, F32, F64),
-/// a `shape` of non-negative int64 extents with numel < 2^62 and
-/// `data_offsets` [begin, end] with begin <= end <= the data size; end - begin
-/// equals numel x element size; no two tensors overlap; no name repeats.
+/// `file_size` bytes. Checks: the JSON is an object; `__metadata__` is an
+/// object of strings (or null); each other entry is an object with a known
+/// `dtype` (safetensors codes BOOL, U8, U16, U32, U64, I8, I16, I32, I64,
+/// F8_E4M3, F8_E5M2, F8_E8M0, F16, BF16, F32, F64), a `shape` of non-negative
+/// int64 extents with numel < 2^62 and `data_offsets` [begin, end] with begin
+/// <= end <= the data size; end - begin equals numel x element size; no name
+/// repeats; and, as safetensors' `Metadata::validate`, the tensors sorted by
+/// offset tile the data section exactly (from 0, no gap, no overlap, the last
+/// one ending at the file's end).
 /// Every problem is an E-CHECKPOINT error with `path` and the tensor name;
 /// nullopt if any was found.
 std::optional<SafetensorsHeader> parse_safetensors_header(std::string_view json,
@@ -97,6 +100,14 @@ struct CheckpointConfig {
   std::optional<bool> text_tie_word_embeddings;
   /// True when the top level states `tie_word_embeddings` (else transformers' default).
   bool tie_stated = false;
+  /// Not stated: the transformers config class whose default `attributes` holds
+  /// ("LlamaConfig"), or empty when shardc does not know the class's default (then
+  /// import_checkpoint ties iff the checkpoint stores no lm_head.weight).
+  std::string tie_default_class;
+  /// `num_hidden_layers` (`n_layer`), text_config first.
+  std::optional<std::int64_t> num_hidden_layers;
+  /// DeepSeek's `num_nextn_predict_layers` (MTP blocks stored after the decoder's), else 0.
+  std::int64_t num_nextn_predict_layers = 0;
   /// `vision_config`, `audio_config`, ... of a multimodal config: each sub-config's
   /// attributes (config key aliases `num_heads`, `encoder_attention_heads`, `embed_dim`,
   /// `d_model`), with `prefix` still empty (import finds it in the checkpoint's names).
@@ -106,8 +117,9 @@ struct CheckpointConfig {
 /// Parses config.json text. Accepts the attribute aliases of the
 /// transformers configs (`n_head`, `n_embd`, `n_layer`, `n_routed_experts`,
 /// `num_local_experts`); counts from `text_config` first, then the top level;
-/// `tie_word_embeddings` from the top level (as transformers ties), defaulting
-/// to true when absent (transformers' PretrainedConfig default). E-CHECKPOINT for text that is
+/// `tie_word_embeddings` from the top level (as transformers ties); absent, the default
+/// of the config class the model type selects when shardc knows it (`tie_default_class`),
+/// else true (PretrainedConfig's; import decides by the tensors). E-CHECKPOINT for text that is
 /// not a JSON object and for counts outside [1, 2^31) (experts [0, 2^31)).
 std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std::string& path,
                                                 DiagnosticSink& sink);

@@ -26,15 +26,19 @@ struct StDType {
 };
 
 // safetensors dtype codes (safetensors/src/tensor.rs `Dtype`) that map to a model dtype.
-constexpr std::array<StDType, 12> kDTypes{{
+constexpr std::array<StDType, 16> kDTypes{{
     {"BOOL", DType::Bool},
     {"U8", DType::UInt8},
+    {"U16", DType::UInt16},
+    {"U32", DType::UInt32},
+    {"U64", DType::UInt64},
     {"I8", DType::Int8},
     {"I16", DType::Int16},
     {"I32", DType::Int32},
     {"I64", DType::Int64},
     {"F8_E4M3", DType::Float8E4M3fn},
     {"F8_E5M2", DType::Float8E5M2},
+    {"F8_E8M0", DType::Float8E8M0fnu},
     {"F16", DType::Float16},
     {"BF16", DType::BFloat16},
     {"F32", DType::Float32},
@@ -81,24 +85,78 @@ class HeaderChecker {
            size_matches(tensor);
   }
 
-  void check_overlaps(std::vector<SafetensorsTensor>& tensors) {
+  // safetensors' `Metadata::validate` (safetensors/src/tensor.rs): the tensors, sorted by
+  // data_offsets, tile the data section from byte 0 with no gap or overlap, and the last one
+  // ends at its end (`read_metadata`: "incomplete metadata, file not fully covered"). A hole
+  // or bytes after the last tensor is what a deleted header entry leaves: that tensor would
+  // silently leave the plan.
+  void check_layout(const std::vector<SafetensorsTensor>& tensors) {
     std::vector<const SafetensorsTensor*> order;
     order.reserve(tensors.size());
-    for (const auto& tensor : tensors) {
-      if (tensor.end > tensor.begin) order.push_back(&tensor);
-    }
+    for (const auto& tensor : tensors) order.push_back(&tensor);
     std::sort(order.begin(), order.end(), [](const auto* left, const auto* right) {
       return left->begin != right->begin ? left->begin < right->begin : left->end < right->end;
     });
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      if (order[i]->begin < order[i - 1]->end) {
-        error(order[i]->name,
-              "data_offsets [" + std::to_string(order[i]->begin) + ", " +
-                  std::to_string(order[i]->end) + ") overlap tensor '" + order[i - 1]->name +
-                  "' [" + std::to_string(order[i - 1]->begin) + ", " +
-                  std::to_string(order[i - 1]->end) + ")",
-              "the file is corrupt or hand-edited: rewrite it with safetensors");
+    const std::string rewrite = "rewrite it with safetensors (safetensors itself refuses it: ";
+    std::int64_t end = 0;
+    const SafetensorsTensor* previous = nullptr;
+    for (const SafetensorsTensor* tensor : order) {
+      const std::string span = "data_offsets [" + std::to_string(tensor->begin) + ", " +
+                               std::to_string(tensor->end) + ")";
+      if (tensor->begin < end) {
+        error(tensor->name,
+              span + " overlap tensor '" + imp::printable(previous->name) + "' [" +
+                  std::to_string(previous->begin) + ", " + std::to_string(previous->end) + ")",
+              "the file is corrupt or hand-edited: " + rewrite + "\"invalid offset\")");
+      } else if (tensor->begin > end) {
+        error(tensor->name,
+              span + " leave a gap of " + std::to_string(tensor->begin - end) + " bytes " +
+                  (previous == nullptr ? std::string("at the start of the data section")
+                                       : "after tensor '" + imp::printable(previous->name) +
+                                             "' (ends at " + std::to_string(end) + ")") +
+                  ": safetensors packs tensors contiguously from byte 0",
+              "a gap is what a deleted header entry leaves (that tensor would be missing from "
+              "the model): " +
+                  rewrite + "\"invalid offset\")");
       }
+      if (tensor->end > end) {
+        end = tensor->end;
+        previous = tensor;
+      }
+    }
+    if (errors_ == 0 && end != data_size_) {
+      error(previous == nullptr ? std::string() : previous->name,
+            "the data section has " + std::to_string(data_size_) + " bytes, but " +
+                (previous == nullptr
+                     ? std::string("the header's tensors hold no data")
+                     : "the tensors end at byte " + std::to_string(end) + " (this one last)") +
+                ": " + std::to_string(data_size_ - end) + " bytes belong to no tensor",
+            "trailing bytes are what a deleted header entry (or an appended file) leaves: " +
+                rewrite + "\"incomplete metadata, file not fully covered\")");
+    }
+  }
+
+  // safetensors' `Metadata.metadata` is a `HashMap<String, String>`: `__metadata__` is an
+  // object (or null) whose every value is a string ("invalid type: integer `5`, expected a
+  // string").
+  void check_metadata(simdjson::dom::element value) {
+    if (value.is_null()) return;
+    simdjson::dom::object obj;
+    if (value.get_object().get(obj) != simdjson::SUCCESS) {
+      error("",
+            "`__metadata__` is " + imp::printable(simdjson::to_string(value)) +
+                ", not an object of strings",
+            "safetensors refuses such a header; `__metadata__` maps names to strings, e.g. "
+            "{\"format\": \"pt\"}");
+      return;
+    }
+    for (simdjson::dom::key_value_pair field : obj) {
+      if (field.value.is_string()) continue;
+      error("",
+            "`__metadata__` value '" + imp::printable(field.key) + "' is " +
+                imp::printable(simdjson::to_string(field.value)) + ", not a string",
+            "safetensors refuses such a header (\"invalid type ..., expected a string\"): "
+            "write the value as a string, e.g. \"5\"");
     }
   }
 
@@ -112,8 +170,13 @@ class HeaderChecker {
     }
     const std::optional<DType> type = st_dtype(code);
     if (!type) {
-      error(tensor.name, "unknown dtype '" + imp::printable(code) + "'",
-            "supported: BOOL, U8, I8, I16, I32, I64, F8_E4M3, F8_E5M2, F16, BF16, F32, F64");
+      std::string supported;
+      for (const StDType& entry : kDTypes)
+        supported += (supported.empty() ? "" : ", ") + std::string(entry.code);
+      error(tensor.name, "dtype '" + imp::printable(code) + "' is not supported by shardc",
+            "supported: " + supported +
+                " (safetensors' F4, F6_*, F8_E4M3FNUZ, F8_E5M2FNUZ, C64 and unknown codes are "
+                "not)");
       return false;
     }
     tensor.dtype = *type;
@@ -274,7 +337,10 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
   header.header_bytes = length;
   std::unordered_set<std::string_view> seen;
   for (simdjson::dom::key_value_pair field : obj) {
-    if (field.key == "__metadata__") continue;
+    if (field.key == "__metadata__") {
+      check.check_metadata(field.value);
+      continue;
+    }
     if (!seen.insert(field.key).second) {
       check.error(std::string(field.key), "name appears twice in the header",
                   "the file is corrupt or hand-edited");
@@ -290,7 +356,7 @@ std::optional<SafetensorsHeader> imp::parse_header_with(simdjson::dom::parser& p
     SafetensorsTensor tensor;
     if (check.entry(field.key, field.value, tensor)) header.tensors.push_back(std::move(tensor));
   }
-  if (check.errors() == 0) check.check_overlaps(header.tensors);
+  if (check.errors() == 0) check.check_layout(header.tensors);
   if (check.errors() > kMaxErrorsPerFile) {
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                std::to_string(check.errors() - kMaxErrorsPerFile) +

@@ -16,20 +16,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/layer_blocks.hpp"
 #include "planner/passes.hpp"
 
 namespace shardc::passes {
 namespace {
 
 constexpr std::int64_t kLargeNumel = std::int64_t{1} << 24;  // 16 Mi elements
-
-bool has_vocab_name(std::string_view fqn) {
-  for (std::string_view name : {"embed_tokens.weight", "lm_head.weight", "wte.weight",
-                                "tok_embeddings.weight", "word_embeddings.weight", "output.weight",
-                                "output_layer.weight", "embed_in.weight", "embed_out.weight"})
-    if (fqn.size() >= name.size() && fqn.substr(fqn.size() - name.size()) == name) return true;
-  return false;
-}
 
 // True when the rule that placed `p` says `axis: Replicate()` explicitly.
 bool explicitly_replicated(const PlannedParam& param, const Recipe& recipe,

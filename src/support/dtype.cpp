@@ -14,7 +14,7 @@ struct DTypeInfo {
   std::int64_t size;
 };
 
-constexpr std::array<DTypeInfo, 12> kTypes{{
+constexpr std::array<DTypeInfo, 16> kTypes{{
     {DType::Float64, "float64", 8},
     {DType::Float32, "float32", 4},
     {DType::BFloat16, "bfloat16", 2},
@@ -27,6 +27,10 @@ constexpr std::array<DTypeInfo, 12> kTypes{{
     {DType::Int8, "int8", 1},
     {DType::UInt8, "uint8", 1},
     {DType::Bool, "bool", 1},
+    {DType::UInt16, "uint16", 2},
+    {DType::UInt32, "uint32", 4},
+    {DType::UInt64, "uint64", 8},
+    {DType::Float8E8M0fnu, "float8_e8m0fnu", 1},
 }};
 
 struct Alias {
@@ -35,8 +39,8 @@ struct Alias {
 };
 
 // torch aliases (torch.float, torch.half, ...), short names and safetensors
-// names (F32, BF16, F8_E4M3, I64, U8, BOOL), all compared lower-cased.
-constexpr std::array<Alias, 26> kAliases{{
+// names (F32, BF16, F8_E4M3, F8_E8M0, I64, U8, U16, BOOL), all compared lower-cased.
+constexpr std::array<Alias, 31> kAliases{{
     {"double", DType::Float64},
     {"fp64", DType::Float64},
     {"f64", DType::Float64},
@@ -61,6 +65,11 @@ constexpr std::array<Alias, 26> kAliases{{
     {"i16", DType::Int16},
     {"i8", DType::Int8},
     {"u8", DType::UInt8},
+    {"u16", DType::UInt16},
+    {"u32", DType::UInt32},
+    {"u64", DType::UInt64},
+    {"f8_e8m0", DType::Float8E8M0fnu},
+    {"fp8_e8m0", DType::Float8E8M0fnu},
     {"boolean", DType::Bool},
     {"b8", DType::Bool},
 }};
@@ -95,7 +104,7 @@ std::int64_t element_size(DType dtype) { return kTypes.at(static_cast<std::size_
 
 std::string_view dtype_names_list() {
   return "float64, float32, bfloat16, float16, float8_e4m3fn, float8_e5m2, int64, int32, "
-         "int16, int8, uint8, bool";
+         "int16, int8, uint8, bool, uint16, uint32, uint64, float8_e8m0fnu";
 }
 
 }  // namespace shardc

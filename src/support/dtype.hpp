@@ -20,6 +20,10 @@ enum class DType {
   Int8,
   UInt8,
   Bool,
+  UInt16,
+  UInt32,
+  UInt64,
+  Float8E8M0fnu,  ///< MX block scales: 8 exponent bits, no sign, no zero
 };
 
 /// Parses a torch dtype name ("bfloat16") or an accepted alias ("bf16",

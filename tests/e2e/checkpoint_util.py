@@ -27,7 +27,9 @@ from pathlib import Path
 ST_DTYPES = {"bfloat16": ("BF16", 2), "float32": ("F32", 4), "float16": ("F16", 2),
              "float8_e4m3fn": ("F8_E4M3", 1), "float8_e5m2": ("F8_E5M2", 1),
              "int64": ("I64", 8), "int32": ("I32", 4), "uint8": ("U8", 1), "bool": ("BOOL", 1),
-             "float64": ("F64", 8), "int8": ("I8", 1), "int16": ("I16", 2)}
+             "float64": ("F64", 8), "int8": ("I8", 1), "int16": ("I16", 2),
+             "uint16": ("U16", 2), "uint32": ("U32", 4), "uint64": ("U64", 8),
+             "float8_e8m0fnu": ("F8_E8M0", 1)}
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

@@ -41,7 +41,8 @@ multiplied by 5).
                      non-object JSON, overlapping / out-of-file / wrong-size offsets,
                      unknown dtype, names repeated across files, an index naming a missing
                      file, absurd config head counts, a safetensors file the index does
-                     not name)
+                     not name, a gap between tensors, trailing data bytes, a non-string
+                     `__metadata__` value)
 Exit status: 0 all pass, 1 a mismatch, 2 harness error. Stdlib only.
 """
 from __future__ import annotations
@@ -175,6 +176,18 @@ def hostile_checkpoint(variant: str, d: Path) -> None:
         # inv_freq buffer imported as a model with no params, which the front end refuses.
         _st_file(one, {"model.rotary_emb.inv_freq": {"dtype": "F32", "shape": [32],
                                                      "data_offsets": [0, 128]}}, 128)
+    elif variant == "offsets_gap":
+        # trial A 1.4: a hole between two tensors (what a deleted header entry leaves);
+        # safetensors refuses it ("invalid offset for tensor `b.weight`")
+        _st_file(one, {"a.weight": {"dtype": "F32", "shape": [64], "data_offsets": [0, 256]},
+                       "b.weight": {"dtype": "F32", "shape": [4], "data_offsets": [512, 528]}},
+                 528)
+    elif variant == "trailing_bytes":
+        # bytes after the last tensor ("incomplete metadata, file not fully covered")
+        _st_file(one, ok, 4096)
+    elif variant == "metadata_not_string":
+        # `__metadata__` is HashMap<String, String> ("invalid type: integer `5`")
+        _st_file(one, {"__metadata__": {"format": "pt", "step": 5}, **ok}, 256)
     elif variant == "no_safetensors":
         pass
     else:

@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - the box proof stands alone
 
 ESIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1,
          "float8_e5m2": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
-         "bool": 1}
+         "bool": 1, "uint16": 2, "uint32": 4, "uint64": 8, "float8_e8m0fnu": 1}
 
 # name: (model, recipe A, recipe B, ranks-per-node or None, what it covers)
 PAIRS = {

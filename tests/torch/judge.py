@@ -79,6 +79,7 @@ DTYPES = {
     "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
     "int64": torch.int64, "int16": torch.int16, "bool": torch.bool,
     "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64,
 }
 if hasattr(torch, "float8_e8m0fnu"):
     DTYPES["float8_e8m0fnu"] = torch.float8_e8m0fnu

@@ -21,7 +21,7 @@ std::string st_file(const std::string& json) {
 void tied_checkpoint(shardc::test::FakeFileSystem& fs) {
   fs.dirs.insert("ck");
   fs.files["ck/config.json"] =
-      R"({"architectures": ["Qwen2ForCausalLM"], "_name_or_path": "Qwen/Tiny",
+      R"({"architectures": ["Qwen2ForCausalLM"], "_name_or_path": "Qwen/Tiny", "tie_word_embeddings": true,
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 16, "hidden_size": 8})";
   fs.files["ck/model-00001-of-00002.safetensors"] = st_file(
       R"({"model.norm.weight": {"dtype": "BF16", "shape": [8], "data_offsets": [0, 16]},
@@ -34,10 +34,10 @@ void tied_checkpoint(shardc::test::FakeFileSystem& fs) {
       "model.norm.weight": "model-00001-of-00002.safetensors",
       "model.layers.0.self_attn.q_proj.bias": "model-00002-of-00002.safetensors",
       "model.layers.0.self_attn.q_proj.weight": "model-00002-of-00002.safetensors"}})";
-  for (const char* file :
-       {"ck/model-00001-of-00002.safetensors", "ck/model-00002-of-00002.safetensors"}) {
-    fs.sparse_sizes[file] =
-        static_cast<std::int64_t>(fs.files[file].size()) + 272;  // the data: zeros
+  // the data (zeros): exactly what the offsets cover, as safetensors requires
+  for (const auto& [file, data] : {std::pair{"ck/model-00001-of-00002.safetensors", 272},
+                                   std::pair{"ck/model-00002-of-00002.safetensors", 144}}) {
+    fs.sparse_sizes[file] = static_cast<std::int64_t>(fs.files[file].size()) + data;
   }
 }
 

@@ -61,7 +61,8 @@ TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
       {"[1, 2]", 0, "", "not a JSON object"},
       {"{\"a\": ", 0, "", "not valid JSON"},
       {R"({"a": 3})", 0, "a", "not an object"},
-      {R"({"a": {"dtype": "F6", "shape": [1], "data_offsets": [0, 1]}})", 8, "a", "unknown dtype"},
+      {R"({"a": {"dtype": "F6", "shape": [1], "data_offsets": [0, 1]}})", 8, "a",
+       "dtype 'F6' is not supported by shardc"},
       {R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 8, "a", "non-negative"},
       {R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 64]}})", 8, "a", "outside"},
       {R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", 8, "a", "needs"},
@@ -74,6 +75,20 @@ TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
            "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
        8, "a", "twice"},
       {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", 8, "a", "data_offsets"},
+      // safetensors' Metadata::validate: contiguous from 0, the last end == the data size,
+      // __metadata__ values strings
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+       12, "b", "leave a gap of 4 bytes after tensor 'a'"},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8, "a",
+       "gap of 4 bytes at the start of the data section"},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 12, "a",
+       "8 bytes belong to no tensor"},
+      {R"({})", 4, "", "tensors hold no data: 4 bytes belong to no tensor"},
+      {R"({"__metadata__": {"step": 5}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+       4, "", "`__metadata__` value 'step' is 5, not a string"},
+      {R"({"__metadata__": [1], "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4,
+       "", "not an object of strings"},
   };
   for (const Bad& bad : cases) {
     CAPTURE(bad.json);
@@ -89,6 +104,26 @@ TEST_CASE("header problems are E-CHECKPOINT with the file and the tensor") {
     CHECK(first(sink)->message.find(bad.says) != std::string::npos);
     CHECK_FALSE(first(sink)->hint.empty());
   }
+}
+
+TEST_CASE("the dtypes torch 2.13 writes (U16, U32, U64, F8_E8M0) and zero-size tensors") {
+  const std::string json =
+      R"({"__metadata__": null,
+          "a": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]},
+          "e": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [4, 4]},
+          "b": {"dtype": "U32", "shape": [1], "data_offsets": [4, 8]},
+          "c": {"dtype": "U64", "shape": [1], "data_offsets": [8, 16]},
+          "d": {"dtype": "F8_E8M0", "shape": [3], "data_offsets": [16, 19]}})";
+  DiagnosticSink sink;
+  auto header = shardc::parse_safetensors_header(
+      json, 8 + static_cast<std::int64_t>(json.size()) + 19, "m.safetensors", sink);
+  REQUIRE(header.has_value());
+  CHECK(sink.items().empty());
+  REQUIRE(header->tensors.size() == 5);
+  CHECK(header->tensors[0].dtype == shardc::DType::UInt16);
+  CHECK(header->tensors[2].dtype == shardc::DType::UInt32);
+  CHECK(header->tensors[3].dtype == shardc::DType::UInt64);
+  CHECK(header->tensors[4].dtype == shardc::DType::Float8E8M0fnu);
 }
 
 TEST_CASE("header lengths are bounded by the file and by 100 MB before anything is read") {

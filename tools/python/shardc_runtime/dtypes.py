@@ -31,6 +31,10 @@ _TABLE: dict[str, tuple[int, np.dtype[Any], str]] = {
     "int8": (1, np.dtype("i1"), "I8"),
     "uint8": (1, np.dtype("u1"), "U8"),
     "bool": (1, np.dtype("?"), "BOOL"),
+    "uint16": (2, np.dtype("<u2"), "U16"),
+    "uint32": (4, np.dtype("<u4"), "U32"),
+    "uint64": (8, np.dtype("<u8"), "U64"),
+    "float8_e8m0fnu": (1, np.dtype("u1"), "F8_E8M0"),
 }
 
 _FROM_SAFETENSORS = {code: name for name, (_, _, code) in _TABLE.items()}
