@@ -83,6 +83,7 @@ enum class DiagCode {
   WHeadIndexed,
   WCheckpoint,
   WBalance,
+  WModuleBuffer,
 };
 
 /// One row of the table.
@@ -159,7 +160,9 @@ inline constexpr std::array kDiagCodes = {
                  "only the failing count: q heads or KV heads — query groups for Megatron's "
                  "linear_qkv, see below); a whole-unit split with fewer units than tp ranks "
                  "(ranks without attention rows); Megatron's per-group linear_qkv `packed` as "
-                 "q/k/v blocks",
+                 "q/k/v blocks; a 1-D `q_norm` / `k_norm` split by a rule (of [head_dim] shared "
+                 "by every head, Qwen3; of [heads x head_dim] a norm over the whole "
+                 "projection, OLMo-2)",
                  "use one of the listed valid tp sizes, or `unit: head_dim` with chunk/balanced"},
     DiagCodeInfo{
         DiagCode::EUnit, "E-UNIT", Severity::Error, ExitCode::Invalid,
@@ -333,8 +336,12 @@ inline constexpr std::array kDiagCodes = {
                  "in one parent module, a colwise weight's output dim and a later rowwise weight's "
                  "input dim of the same extent are split differently (rule, unit, pad, axes or "
                  "_StridedShard split factor; 3-D expert weights too: gate_up_proj and "
-                 "down_proj): the activation between them does not line up",
-                 "give both rules the same `uneven` / `unit` and the same placement kind"},
+                 "down_proj): the activation between them does not line up; or a bias "
+                 "(`m.bias`, gpt-oss `m.gate_up_proj_bias`) split otherwise than its weight's "
+                 "output dim (a colwise weight with a whole bias, a rowwise one with a split "
+                 "bias)",
+                 "give both rules the same `uneven` / `unit` and the same placement kind; split a "
+                 "bias as its weight's output dim, or replicate it when that is whole"},
     DiagCodeInfo{DiagCode::WFusedSplit, "W-FUSED-SPLIT", Severity::Warning, ExitCode::Invalid,
                  "a fused param (q, k, v or gate, up in one tensor: by its name and architecture "
                  "or the model's "
@@ -402,6 +409,15 @@ inline constexpr std::array kDiagCodes = {
                  "out); names the param, dim and degree",
                  "the `expert_dim` / FSDP `dim` or the degree the hint gives (one dividing the "
                  "extent)"},
+    DiagCodeInfo{DiagCode::WModuleBuffer, "W-MODULE-BUFFER", Severity::Warning, ExitCode::Invalid,
+                 "a model file lists a tensor named as a module buffer, not a parameter "
+                 "(rotary `inv_freq`, Gemma's 0-d `embed_scale`, GPT-2's causal masks "
+                 "`attn.bias` / `attn.masked_bias`) and trainable: it would be planned with "
+                 "grads, optimizer state and an FSDP shard, where FSDP2 shards only parameters "
+                 "and leaves buffers whole on every rank (integer tensors, `position_ids`, are "
+                 "frozen: torch lets only floating point tensors require grad)",
+                 "drop it from the model (`shardc import` leaves buffers out), or mark it "
+                 "`requires_grad: false` if it really is a frozen param"},
 };
 
 /// The row of `code`.

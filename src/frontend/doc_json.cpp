@@ -310,6 +310,7 @@ class SimdBuilder {
         std::optional<DType> dtype = parse_dtype(text);
         if (!dtype) return false;
         param.dtype = *dtype;
+        param.requires_grad = can_require_grad(*dtype);  // as model_params.cpp
       } else {
         return false;
       }

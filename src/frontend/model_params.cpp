@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontend/model_internal.hpp"
+#include "support/dtype.hpp"
 #include "support/fqn.hpp"
 #include "support/large_buffer.hpp"
 #include "support/utf8.hpp"
@@ -220,10 +221,24 @@ class TemplateBuilder {
       ok = parsed_dtype.has_value() && ok;
       if (parsed_dtype) entry.param.dtype = *parsed_dtype;
     }
+    // An integer or bool tensor cannot require grad in torch: frozen unless it says
+    // otherwise, and saying `requires_grad: true` is an error (trial C 8: an int64
+    // position_ids in a plain inventory was planned trainable and FSDP-sharded).
+    entry.param.requires_grad = can_require_grad(entry.param.dtype);
     if (const Node* rg = slot[3]) {
       std::optional<bool> requires_grad = reader_.get_bool(*rg, "`requires_grad`");
       ok = requires_grad.has_value() && ok;
-      if (requires_grad) entry.param.requires_grad = *requires_grad;
+      if (requires_grad && *requires_grad && !can_require_grad(entry.param.dtype)) {
+        reader_.error(*rg,
+                      "`requires_grad: true` on a param of dtype " +
+                          std::string(dtype_name(entry.param.dtype)) +
+                          ": torch lets only floating point tensors require gradients",
+                      "drop `requires_grad` (integer and bool params are frozen), or give the "
+                      "param its floating point dtype");
+        ok = false;
+      } else if (requires_grad) {
+        entry.param.requires_grad = *requires_grad;
+      }
     }
     if (const Node* fused = slot[4]; fused != nullptr && parsed_shape) {
       entry.param.fused = parse_fused(*fused, entry.param.shape, reader_);

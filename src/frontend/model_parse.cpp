@@ -2,10 +2,12 @@
 // shardc.model/v1 format and plain inventories (shared/models/*.params.json).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <system_error>
 
+#include "core/module_buffers.hpp"
 #include "frontend/frontend.hpp"
 #include "frontend/model_internal.hpp"
 
@@ -214,6 +216,41 @@ std::string model_name(const Node& root, Reader& reader) {
   return {};
 }
 
+// W-MODULE-BUFFER: trainable entries named as module buffers (trial C 8: a plain inventory's
+// rotary inv_freq planned with grads and FSDP-split 4 ways), one warning per kind.
+void check_module_buffers(const std::vector<Param>& params, DiagnosticSink& sink) {
+  struct Kind {
+    std::string_view reason;
+    const Param* first = nullptr;
+    std::size_t count = 0;
+  };
+  std::vector<Kind> kinds;
+  for (const Param& param : params) {
+    if (!param.requires_grad) continue;
+    const std::string_view why = module_buffer_reason(param.name, param.shape, param.dtype);
+    if (why.empty()) continue;
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const Kind& kind) { return kind.reason == why; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{why, &param, 0});
+    ++it->count;
+  }
+  for (const Kind& kind : kinds) {
+    Diagnostic diag;
+    diag.severity = Severity::Warning;
+    diag.code = DiagCode::WModuleBuffer;
+    diag.loc = kind.first->loc;
+    diag.param = kind.first->name;
+    diag.message = "'" + kind.first->name + "'" +
+                   (kind.count > 1 ? " (and " + std::to_string(kind.count - 1) + " more like it)"
+                                   : std::string()) +
+                   " is one of the " + std::string(kind.reason) +
+                   ", not a parameter, but it is listed as a trainable param: it would get "
+                   "grads, optimizer state and an FSDP shard the model does not have";
+    diag.hint = std::string(diag_code_info(DiagCode::WModuleBuffer).fix);
+    sink.report(std::move(diag));
+  }
+}
+
 void parse_top(const Node& root, Reader& reader, Model& model, ParamsShortcut& shortcut) {
   check_format(root, kFormat, "model",
                "use `format: shardc.model/v1`, or omit `format` for a plain inventory", reader);
@@ -244,11 +281,10 @@ void parse_top(const Node& root, Reader& reader, Model& model, ParamsShortcut& s
     // Canonical entries (doc_json.cpp): what parse_params gives them.
     model.params = std::move(shortcut.params);
     if (!model.params.empty()) check_duplicate_names(model.params, reader);
-    return;
-  }
-  if (parse_params(*params, reader, default_dtype, model.params) && !model.params.empty()) {
+  } else if (parse_params(*params, reader, default_dtype, model.params) && !model.params.empty()) {
     check_duplicate_names(model.params, reader);
   }
+  check_module_buffers(model.params, reader.sink());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "core/fused.hpp"
 #include "core/layer_blocks.hpp"
+#include "core/module_buffers.hpp"
 #include "frontend/frontend.hpp"
 #include "import/import_internal.hpp"
 #include "import/module_order.hpp"
@@ -322,58 +323,17 @@ void warn_unindexed(FileSystem& fs, const Layout& layout, DiagnosticSink& sink) 
   }
 }
 
-// torch: only floating point (and complex) tensors can require gradients.
-bool floating_point(DType dtype) {
-  switch (dtype) {
-    case DType::Float64:
-    case DType::Float32:
-    case DType::BFloat16:
-    case DType::Float16:
-    case DType::Float8E4M3fn:
-    case DType::Float8E5M2:
-    case DType::Float8E8M0fnu:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Checkpoint tensors that are module buffers or quantization metadata, not
 // parameters: transformers 5 drops them on load, so they are left out of the
 // model (a W-CHECKPOINT note names them). Empty when `param` is a parameter.
 std::string_view left_out_reason(const Param& param, const CheckpointConfig& config) {
+  if (const std::string_view why = module_buffer_reason(param.name, param.shape, param.dtype);
+      !why.empty())
+    return why;
   const auto dot = param.name.rfind('.');
   const std::string_view leaf = dot == std::string::npos
                                     ? std::string_view(param.name)
                                     : std::string_view(param.name).substr(dot + 1);
-  const std::string_view parent =
-      dot == std::string::npos ? std::string_view{} : std::string_view(param.name).substr(0, dot);
-  const std::string_view module =
-      parent.substr(parent.rfind('.') == std::string_view::npos ? 0 : parent.rfind('.') + 1);
-  // modeling_rope_utils.py: register_buffer("inv_freq", ..., persistent=False); old
-  // checkpoints store one per layer (transformers#35255), modeling_utils.py
-  // _adjust_missing_and_unexpected_keys ignores `rotary_emb.inv_freq` on load.
-  if (leaf == "inv_freq" || leaf == "original_inv_freq")
-    return "rotary inv_freq buffers (persistent=False, recomputed by the module: "
-           "modeling_rope_utils.py; ignored on load by modeling_utils.py "
-           "_adjust_missing_and_unexpected_keys)";
-  // Gemma's scaled embedding: nn.Buffer(torch.tensor(embed_scale), persistent=False)
-  // (models/gemma2/modeling_gemma2.py Gemma2TextScaledWordEmbedding), a 0-d constant.
-  if (leaf == "embed_scale" && param.shape.empty())
-    return "embed_scale buffers (Gemma's scaled embedding constant, persistent=False: "
-           "modeling_gemma2.py)";
-  // Same function: `position_ids` used to be a persistent buffer, now persistent=False.
-  if (leaf == "position_ids" && !floating_point(param.dtype))
-    return "int64 position_ids buffers (persistent=False in transformers 5; ignored on load by "
-           "modeling_utils.py _adjust_missing_and_unexpected_keys)";
-  // GPT-2 / GPT-J / GPT-NeoX causal masks: `_keys_to_ignore_on_load_unexpected =
-  // ["attn.bias", "crossattention.bias"]` (modeling_gpt2.py), [r"attn.bias",
-  // r"attn.masked_bias"] (modeling_gptj.py), attention.* (modeling_gpt_neox.py). A real
-  // bias is 1-D; the mask is [1, 1, n, n] and masked_bias a scalar.
-  if ((module == "attn" || module == "attention" || module == "crossattention") &&
-      ((leaf == "bias" && param.shape.size() == 4) || leaf == "masked_bias"))
-    return "causal-mask buffers attn.bias / attn.masked_bias (GPT-2, GPT-J, GPT-NeoX: "
-           "_keys_to_ignore_on_load_unexpected in their modeling files)";
   // bitsandbytes 8-bit: serialized_names {"weight": ["weight", "SCB", "weight_format"]}
   // (quantizers/quantizer_bnb_8bit.py); Bnb8bitDeserialize folds SCB into the Int8Params
   // weight and drops weight_format.
@@ -413,7 +373,7 @@ void drop_buffers(std::vector<Param>& params, const CheckpointConfig& config,
     Param& param = params[i];
     const std::string_view why = left_out_reason(param, config);
     if (why.empty()) {
-      if (!floating_point(param.dtype) || bnb_state(param.name, config))
+      if (!can_require_grad(param.dtype) || bnb_state(param.name, config))
         param.requires_grad = false;
       if (kept != i) params[kept] = std::move(param);
       ++kept;

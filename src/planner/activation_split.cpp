@@ -75,6 +75,24 @@ std::string chain_text(const std::vector<DimSplit>& chain) {
   return text;
 }
 
+// The axes a chain splits over, in order: "'tp'", "'dp', 'tp'".
+std::string axes_text(const std::vector<DimSplit>& chain, const Mesh& mesh) {
+  std::string axes;
+  for (const DimSplit& split : chain)
+    for (int axis : split.axes)
+      axes += (axes.empty() ? "'" : ", '") + mesh.axes[static_cast<std::size_t>(axis)].name + "'";
+  return axes;
+}
+
+// GPT-2's Conv1D modules: weight [in, out], so the output (and the bias) is dim 1.
+bool conv1d_module(std::string_view weight_name) {
+  for (std::string_view module : {".c_attn.weight", ".c_fc.weight", ".c_proj.weight"})
+    if (weight_name.size() > module.size() &&
+        weight_name.substr(weight_name.size() - module.size()) == module)
+      return true;
+  return false;
+}
+
 bool same_axes(const std::vector<DimSplit>& first, const std::vector<DimSplit>& second) {
   if (first.size() != second.size()) return false;
   for (std::size_t i = 0; i < first.size(); ++i)
@@ -139,7 +157,8 @@ void check_pair(const PlannedParam& col, const Colwise& pair, std::size_t part,
   const auto row_splits = rule_splits(row, pair.in_dim);
   if (col_splits.empty() || row_splits.empty())
     return;  // one side replicated: nothing lines up or not
-  const std::size_t naxes = plan.mesh_of(col).axes.size();
+  const Mesh& mesh = plan.mesh_of(col);
+  const std::size_t naxes = mesh.axes.size();
   const std::optional<std::vector<std::int64_t>> col_split =
       col_pieces(col, pair.out_dim, part, col_splits, naxes);
   if (!col_split) return;
@@ -151,10 +170,15 @@ void check_pair(const PlannedParam& col, const Colwise& pair, std::size_t part,
   const std::string what = part == SIZE_MAX ? std::string("its output dim ")
                                             : "its fused part " + col.fused->part_names[part] +
                                                   " (" + fused_order_name(*col.fused) + ") of ";
-  diag.message = col.name + " (colwise) splits " + what + std::to_string(extent) + " as " +
-                 sizes_text(pa) + " (" + chain_text(col_splits) + ") but " + row.name +
-                 " (rowwise) splits its input dim as " + sizes_text(pb) + " (" +
-                 chain_text(row_splits) + "): the activation between them does not line up";
+  diag.message =
+      col.name + " (colwise) splits " + what + std::to_string(extent) + " as " + sizes_text(pa) +
+      " (" + chain_text(col_splits) + ") but " + row.name + " (rowwise) splits its input dim as " +
+      sizes_text(pb) + " (" + chain_text(row_splits) + ")" +
+      (same_axes(col_splits, row_splits) ||
+               axes_text(col_splits, mesh) == axes_text(row_splits, mesh)
+           ? ""
+           : ", over " + axes_text(col_splits, mesh) + " against " + axes_text(row_splits, mesh)) +
+      ": the activation between them does not line up";
   diag.hint =
       "split both on the same axes with the same uneven rule (and unit / pad) and the same "
       "_StridedShard split factor, e.g. set `uneven` on both rules alike";
@@ -178,13 +202,111 @@ std::optional<std::string_view> pair_module(const PlannedParam& param) {
 // The colwise role of `param`: 2-D [out, in] (dim 0 -> the next weight's dim 1); 3-D experts
 // fused on dim 1 or 2 (gate|up) or stacked nn.Linear weights [E, out, in]. nullopt otherwise.
 std::optional<Colwise> colwise_role(const PlannedParam& param, std::size_t index) {
-  if (param.global_shape.size() == 2) return Colwise{index, 0, 1};
+  if (param.global_shape.size() == 2)
+    return conv1d_module(param.name) ? Colwise{index, 1, 0} : Colwise{index, 0, 1};
   if (param.fused && (param.fused->dim == 1 || param.fused->dim == 2)) {
     const auto out_dim = static_cast<std::size_t>(param.fused->dim);
     return Colwise{index, out_dim, out_dim == 1 ? std::size_t{2} : std::size_t{1}};
   }
   if (!param.stacked_from.empty()) return Colwise{index, 1, 2};
   return std::nullopt;
+}
+
+// The weight a bias is added to: `m.bias` -> `m.weight`, gpt-oss's `m.gate_up_proj_bias`
+// -> `m.gate_up_proj`.
+std::optional<std::string> bias_weight(std::string_view fqn) {
+  constexpr std::string_view dotted = ".bias";
+  constexpr std::string_view joined = "_bias";
+  if (fqn.size() <= joined.size()) return std::nullopt;
+  const std::string_view tail = fqn.substr(fqn.size() - joined.size());
+  if (tail == dotted) return std::string(fqn.substr(0, fqn.size() - dotted.size())) + ".weight";
+  if (tail == joined) return std::string(fqn.substr(0, fqn.size() - joined.size()));
+  return std::nullopt;
+}
+
+// The output dim of `weight` that a bias of shape `bias_shape` is added along: dim 0 of
+// nn.Linear [out, in] (and of a norm's 1-D weight, a conv's [out, ...]), dim 1 of GPT-2's
+// Conv1D [in, out]; 3-D experts with a bias [E, out]: the fused dim, dim 1 of stacked
+// nn.Linear weights [E, out, in], else the dim whose extent is the bias's (dim 2, x @ W,
+// for gpt-oss's square [E, I, H] down_proj). nullopt when the shapes do not say.
+std::optional<std::size_t> bias_out_dim(const PlannedParam& weight, const Shape& bias_shape,
+                                        bool joined_name) {
+  const Shape& shape = weight.global_shape;
+  std::optional<std::size_t> dim;
+  if (bias_shape.size() == 1 && shape.size() != 3) {
+    dim = shape.size() == 2 && conv1d_module(weight.name) ? 1 : 0;
+  } else if (bias_shape.size() == 2 && shape.size() == 3 && shape[0] == bias_shape[0]) {
+    if (weight.fused && weight.fused->dim >= 1)
+      dim = static_cast<std::size_t>(weight.fused->dim);
+    else if (!weight.stacked_from.empty())
+      dim = 1;
+    else if (shape[1] == bias_shape[1] && shape[2] != bias_shape[1])
+      dim = 1;
+    else if (shape[2] == bias_shape[1] && (shape[1] != bias_shape[1] || joined_name))
+      dim = 2;
+  }
+  if (!dim || *dim >= shape.size() || shape[*dim] != bias_shape.back()) return std::nullopt;
+  return dim;
+}
+
+std::string split_text(const std::vector<DimSplit>& chain, const std::vector<std::int64_t>& sizes,
+                       const Mesh& mesh) {
+  if (chain.empty()) return "not split (every rank holds all of it)";
+  return "split over " + axes_text(chain, mesh) + " as " + sizes_text(sizes) + " (" +
+         chain_text(chain) + ")";
+}
+
+// A bias is added to its weight's output: its pieces must be the output's pieces
+// (transformers' ColwiseParallel shards the bias `Shard(-1)` with the weight, its
+// RowwiseParallel keeps it Replicate(), tensor_parallel.py; Megatron's
+// ColumnParallelLinear holds the bias of its output partition, RowParallelLinear a full
+// one added after the reduce). A colwise weight with a whole bias, or a bias split where
+// the weight's output is not, adds the wrong entries (local tensors: a shape error;
+// DTensor: a silent redistribute on every step).
+void check_bias(const PlannedParam& bias, const PlannedParam& weight, std::size_t out_dim,
+                const Plan& plan, GroupedReporter& rep) {
+  const std::size_t bias_dim = bias.global_shape.size() - 1;
+  const auto weight_splits = rule_splits(weight, out_dim);
+  const auto bias_splits = rule_splits(bias, bias_dim);
+  const bool weight_packed =
+      !weight.geometry.parts.empty() && weight.geometry.parts_dim == static_cast<int>(out_dim);
+  const bool bias_packed =
+      !bias.geometry.parts.empty() && bias.geometry.parts_dim == static_cast<int>(bias_dim);
+  const std::size_t naxes = plan.mesh_of(weight).axes.size();
+  const std::int64_t extent = bias.global_shape[bias_dim];
+  const auto weight_sizes = piece_sizes(extent, weight_splits, naxes);
+  const auto bias_sizes = piece_sizes(extent, bias_splits, naxes);
+  const bool same_parts =
+      weight_packed == bias_packed &&
+      (!weight_packed || (weight.geometry.parts == bias.geometry.parts &&
+                          weight.geometry.part_replicas == bias.geometry.part_replicas));
+  if (weight_splits.empty() && bias_splits.empty()) return;
+  if (same_axes(weight_splits, bias_splits) && weight_sizes == bias_sizes && same_parts &&
+      std::equal(weight_splits.begin(), weight_splits.end(), bias_splits.begin(),
+                 [](const DimSplit& lhs, const DimSplit& rhs) {
+                   return lhs.rule == rhs.rule && lhs.unit == rhs.unit &&
+                          lhs.pad_multiple == rhs.pad_multiple;
+                 }))
+    return;
+  const Mesh& mesh = plan.mesh_of(weight);
+  Diagnostic diag = param_diagnostic(bias, DiagCode::WActivationSplit, bias.loc, Severity::Warning);
+  diag.message = bias.name + " is added to the output of " + weight.name + " (its dim " +
+                 std::to_string(out_dim) + ", " + std::to_string(extent) + "), which is " +
+                 split_text(weight_splits, weight_sizes, mesh) +
+                 (weight_packed ? " per packed part" : "") + ", but the bias is " +
+                 split_text(bias_splits, bias_sizes, mesh) +
+                 (bias_packed ? " per packed part" : "") +
+                 ": a rank adds other bias entries than its output's";
+  diag.hint = weight_splits.empty()
+                  ? "replicate the bias: the weight's output is whole on every rank (a rowwise "
+                    "layer's bias is added after the reduce; transformers' RowwiseParallel keeps "
+                    "it Replicate())"
+                  : "split the bias's dim " + std::to_string(bias_dim) + " as the weight's dim " +
+                        std::to_string(out_dim) + ": the same axes, uneven rule" +
+                        (weight_packed ? " and `packed` parts" : "") +
+                        " (transformers' ColwiseParallel shards the bias with its weight)";
+  rep.add(std::move(diag), "bias:" + std::to_string(weight.rule.index) + ":" +
+                               std::to_string(bias.rule.index) + ":" + std::to_string(out_dim));
 }
 
 }  // namespace
@@ -217,6 +339,27 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
     if (role && !rule_splits(param, role->out_dim).empty() &&
         (param.fused || param.geometry.parts.empty()))
       colwise[*parent].push_back(*role);
+  }
+  // Biases against their weights.
+  std::unordered_map<std::string_view, std::size_t> by_name;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& bias = params[i];
+    const std::size_t ndim = bias.global_shape.size();
+    if ((ndim != 1 && ndim != 2) || bias.geometry.per_dim.size() != ndim) continue;
+    const std::optional<std::string> weight_name = bias_weight(bias.name);
+    if (!weight_name) continue;
+    if (by_name.empty()) {
+      by_name.reserve(params.size());
+      for (std::size_t j = 0; j < params.size(); ++j) by_name.emplace(params[j].name, j);
+    }
+    const auto it = by_name.find(*weight_name);
+    if (it == by_name.end()) continue;
+    const PlannedParam& weight = params[it->second];
+    if (weight.mesh != bias.mesh || weight.geometry.per_dim.size() != weight.global_shape.size())
+      continue;
+    const bool joined = weight_name->size() + 5 == bias.name.size();
+    if (const auto out_dim = bias_out_dim(weight, bias.global_shape, joined))
+      check_bias(bias, weight, *out_dim, plan, rep);
   }
   rep.flush(sink);
 }

@@ -329,6 +329,47 @@ void check_heads(const PlannedParam& param, const Model& model, const Recipe& re
                                std::to_string(hm->counts));
 }
 
+// E-HEADS: a 1-D `q_norm` / `k_norm` weight (or bias) split by a rule. Every rank needs
+// all of it: of [head_dim] it is shared by every head (Qwen3 / Gemma-3: RMSNorm over each
+// head's head_dim entries, q_norm(q.view(..., head_dim)); transformers' tp plans keep it
+// `replicated_with_grad_allreduce`); of [heads x head_dim] it normalises the whole
+// projection output at once (OLMo-2: q_norm(q_proj(x)); its tp plan gathers q_proj's
+// output, `colwise_gather_output`, and keeps the norm whole). A split norm reads the
+// wrong entries with local tensors. Cohere's 2-D [heads, head_dim] norms are head-indexed
+// (check_head_indexed).
+void check_norm_split(const PlannedParam& param, const Model& model, const Recipe& recipe,
+                      GroupedReporter& rep) {
+  if (param.global_shape.size() != 1 || param.geometry.per_dim.size() != 1) return;
+  bool bias = false;
+  const std::string_view module = param_module(param.name, bias);
+  if (module != "q_norm" && module != "k_norm") return;
+  const std::int64_t tp = head_tp(param, 0);
+  if (tp <= 1) return;
+  const ModelAttributes& attrs = model.attributes_of(param.name);
+  const std::int64_t extent = param.global_shape[0];
+  std::optional<std::int64_t> head_dim = attrs.head_dim;
+  if (!head_dim && attrs.hidden_size && attrs.num_attention_heads && *attrs.num_attention_heads > 0)
+    head_dim = *attrs.hidden_size / *attrs.num_attention_heads;
+  std::string what = "a norm over its whole extent";
+  if (head_dim && extent == *head_dim)
+    what = "shared by every head (an RMSNorm over each head's " + std::to_string(extent) +
+           " head_dim entries, as Qwen3's and Gemma-3's q_norm / k_norm)";
+  else if (head_dim && extent % *head_dim == 0)
+    what = "a norm over the whole projection output (" + std::to_string(extent / *head_dim) +
+           " heads x " + std::to_string(*head_dim) +
+           " at once, as OLMo-2's q_norm(q_proj(x)), whose tp plan gathers the projection's "
+           "output first)";
+  Diagnostic diag = param_diagnostic(param, DiagCode::EHeads, rule_loc(param, recipe));
+  diag.message = param.name + " [" + std::to_string(extent) + "] is split on dim 0 over " +
+                 std::to_string(tp) + " ways, but it is " + what +
+                 ": every rank needs all of it, a rank holding " + std::to_string(extent / tp) +
+                 " of its entries normalises with the wrong ones";
+  diag.hint =
+      "replicate it over the tp axes (transformers' tp plans: `replicated_with_grad_allreduce`); "
+      "an `fsdp:` split is fine (storage only)";
+  rep.add(std::move(diag), "norm:" + std::to_string(param.rule.index) + ":" + std::to_string(tp));
+}
+
 // The rule splits (FSDP excluded, ways > 1) of dim `dim` of `p`.
 std::vector<DimSplit> head_chain(const PlannedParam& param, int dim) {
   std::vector<DimSplit> out;
@@ -663,6 +704,7 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
     check_even(param, plan, recipe, even);
     check_padded_size(param, recipe, even);
     check_heads(param, model, recipe, heads);
+    check_norm_split(param, model, recipe, heads);
     if (indexed[i] && static_cast<std::size_t>(indexed[i]->dim) < param.global_shape.size())
       check_head_indexed(param, *indexed[i], lookup, head_indexed);
     if (quant[i]) check_quant_state(param, *quant[i], lookup, heads);

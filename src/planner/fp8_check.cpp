@@ -200,8 +200,16 @@ struct BlockedDim {
   const std::vector<DimSplit>& chain;
 };
 
-// E-FP8-BLOCK for the first offender `walk` found; `ranks` hold such a shard.
-Diagnostic offender_diagnostic(const BlockedDim& at, const Walk& walk, std::int64_t ranks,
+// How many hold a bad shard: `ranks` of the world, or for a packed dim (each part split on
+// its own) `pieces` of `of_pieces` part pieces, on at most `ranks` ranks.
+struct OffenderCount {
+  std::int64_t ranks = 0;
+  std::int64_t pieces = 0;  ///< packed dims only, else 0
+  std::int64_t of_pieces = 0;
+};
+
+// E-FP8-BLOCK for the first offender `walk` found.
+Diagnostic offender_diagnostic(const BlockedDim& at, const Walk& walk, const OffenderCount& count,
                                const Plan& plan, const Recipe& recipe) {
   const PlannedParam& weight = at.weight;
   const PlannedParam& scale = at.scale;
@@ -214,9 +222,15 @@ Diagnostic offender_diagnostic(const BlockedDim& at, const Walk& walk, std::int6
   const std::string where = weight.name + " dim " + std::to_string(d) + ": rank " +
                             std::to_string(rank) + " holds elements " + rows_text(offender.rows) +
                             " of " + std::to_string(weight.global_shape[d]);
-  const std::string others = " (" + std::string(walk.skipped ? "at least " : "") +
-                             std::to_string(ranks) + " of " + std::to_string(plan.world_size) +
-                             " ranks hold such a shard)";
+  const std::string at_least = walk.skipped ? "at least " : "";
+  // A packed dim counts part pieces (trial C 10: "4 of 2 ranks" for 2 parts x 2 ranks).
+  const std::string others =
+      count.pieces > 0
+          ? " (" + at_least + std::to_string(count.pieces) + " of the " +
+                std::to_string(count.of_pieces) + " part pieces, on up to " +
+                std::to_string(count.ranks) + " of " + std::to_string(plan.world_size) + " ranks)"
+          : " (" + at_least + std::to_string(count.ranks) + " of " +
+                std::to_string(plan.world_size) + " ranks hold such a shard)";
   if (!offender.verdict.mismatch) {
     // The parent piece starts on a block, so the relative cut is the global one.
     const std::int64_t boundary = offender.rows.start % block != 0
@@ -446,8 +460,15 @@ void check_fp8_blocks(const std::vector<PlannedParam>& params, const Plan& plan,
         rep.add(param_diagnostic(weight, DiagCode::EFp8Block, {}), full);
         continue;
       }
-      const std::int64_t ranks = bad * ranks_per_leaf(plan, weight, wc);
-      rep.add(offender_diagnostic({weight, scale, d, block, wc}, walk, ranks, plan, recipe), full);
+      std::int64_t leaves = 1;
+      for (const DimSplit& split : wc) leaves *= split.ways;
+      OffenderCount count;
+      count.ranks = std::min(bad, leaves) * ranks_per_leaf(plan, weight, wc);
+      if (packed) {
+        count.pieces = bad;
+        count.of_pieces = leaves * static_cast<std::int64_t>(wl.size());
+      }
+      rep.add(offender_diagnostic({weight, scale, d, block, wc}, walk, count, plan, recipe), full);
     }
   }
   rep.flush(sink);

@@ -27,9 +27,15 @@ constexpr std::int64_t kLargeNumel = std::int64_t{1} << 24;  // 16 Mi elements
 // True when the rule that placed `p` says `axis: Replicate()` explicitly.
 bool explicitly_replicated(const PlannedParam& param, const Recipe& recipe,
                            const std::string& axis) {
-  if (param.rule.kind != RuleRef::Kind::Rule || param.rule.index < 0) return false;
-  for (const AxisPlacement& ap :
-       recipe.rules[static_cast<std::size_t>(param.rule.index)].placements)
+  if (param.rule.index < 0) return false;
+  // A rule's placements, or an `experts:` entry's (trial C 9: `tp: Replicate()` in an
+  // experts entry was told to say `tp: Replicate()`, and that did not silence it).
+  const auto index = static_cast<std::size_t>(param.rule.index);
+  const bool rule = param.rule.kind == RuleRef::Kind::Rule;
+  if (index >= (rule ? recipe.rules.size() : recipe.experts.size())) return false;
+  const std::vector<AxisPlacement>& placements =
+      rule ? recipe.rules[index].placements : recipe.experts[index].placements;
+  for (const AxisPlacement& ap : placements)
     if (ap.axis == axis && ap.placement.kind == Placement::Kind::Replicate) return true;
   return false;
 }
@@ -70,7 +76,9 @@ void lint_replicated(const PlannedParam& param, const Plan& plan, const Recipe& 
                    " elements) is replicated over '" + axis.name + "', which shards other params";
     diag.hint = "a rule placing it on " + axis.name +
                 " may be missing; if replicating it is meant, say `" + axis.name +
-                ": Replicate()` in its rule's placements (that silences this)";
+                ": Replicate()` in its " +
+                (param.rule.kind == RuleRef::Kind::Experts ? "experts entry's" : "rule's") +
+                " placements (that silences this)";
     rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + axis.name);
   }
 }

@@ -100,6 +100,21 @@ std::optional<DType> parse_dtype(std::string_view text) {
 
 std::string_view dtype_name(DType dtype) { return kTypes.at(static_cast<std::size_t>(dtype)).name; }
 
+bool can_require_grad(DType dtype) {
+  switch (dtype) {
+    case DType::Float64:
+    case DType::Float32:
+    case DType::BFloat16:
+    case DType::Float16:
+    case DType::Float8E4M3fn:
+    case DType::Float8E5M2:
+    case DType::Float8E8M0fnu:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::int64_t element_size(DType dtype) { return kTypes.at(static_cast<std::size_t>(dtype)).size; }
 
 std::string_view dtype_names_list() {

@@ -36,6 +36,11 @@ std::string_view dtype_name(DType dtype);
 /// Size of one element in bytes (bool: 1).
 std::int64_t element_size(DType dtype);
 
+/// True for the floating-point dtypes (float8 included): torch lets only floating point
+/// (and complex) tensors require gradients ("Only Tensors of floating point and complex
+/// dtype can require gradients"); integer and bool tensors are always frozen.
+bool can_require_grad(DType dtype);
+
 /// Comma-separated list of canonical names, for hints.
 std::string_view dtype_names_list();
 

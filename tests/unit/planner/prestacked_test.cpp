@@ -125,3 +125,31 @@ TEST_CASE(
   CHECK(shard.boxes[0].global_offset == Shape{0, 7168, 0});
   CHECK(shard.boxes[1].global_offset == Shape{0, 21504, 0});
 }
+
+TEST_CASE("W-REPLICATED-LARGE: `tp: Replicate()` in an experts entry silences it, as in a rule") {
+  // Trial C 9: the hint said to write `tp: Replicate()`, which the entry already said.
+  const std::string model_path = kLlama4 + "model.yaml";
+  const auto plan_with = [&](const std::string& expert_placements, DiagnosticSink& sink) {
+    const std::string recipe =
+        "format: shardc.recipe/v1\nmesh:\n  - {name: tp, size: 2}\nexperts:\n"
+        "  - match: \"language_model.model.layers.*.feed_forward.experts.*\"\n"
+        "    stacked_dim: 0\n    placements: " +
+        expert_placements +
+        "\nrules:\n  - match: \"**.q_proj.weight\"\n    placements: {tp: Shard(0)}\n"
+        "  - match: \"**\"\n    placements: {tp: Replicate()}\n";
+    auto model = parse_model({model_path, slurp(model_path)}, sink);
+    auto parsed = parse_recipe({"r.recipe.yaml", recipe}, sink);
+    REQUIRE(model);
+    REQUIRE(parsed);
+    return build_plan(*model, *parsed, sink).has_value();
+  };
+  DiagnosticSink said;
+  CHECK(plan_with("{tp: Replicate()}", said));
+  CHECK(count(said, DiagCode::WReplicatedLarge) == 0);
+  DiagnosticSink silent;
+  CHECK(plan_with("{}", silent));
+  REQUIRE(count(silent, DiagCode::WReplicatedLarge) == 1);
+  for (const Diagnostic& diag : silent.items())
+    if (diag.code == DiagCode::WReplicatedLarge)
+      CHECK(diag.hint.find("in its experts entry's placements") != std::string::npos);
+}
