@@ -372,7 +372,7 @@ std::int64_t sum(const std::vector<ActivationTerm>& terms) {
 }  // namespace
 
 std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
-                                              const std::vector<std::string>& param_names,
+                                              const std::vector<LayerParamShape>& layer_params,
                                               std::string& missing) {
   ActivationArch arch;
   auto need = [&missing](const std::optional<std::int64_t>& value, const char* name) {
@@ -398,11 +398,25 @@ std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
   bool any_gate = false;
   bool any_fc = false;
   std::int64_t norms = 0;
-  for (const std::string& name : param_names) {
+  for (const LayerParamShape& param : layer_params) {
+    const std::string& name = param.name;
     if (contains(name, "gate_proj") || contains(name, ".w1.") || contains(name, "gate_up"))
       any_gate = true;
-    if (contains(name, "c_fc") || contains(name, "fc1") || contains(name, "dense_h_to_4h"))
-      any_fc = true;
+    if (contains(name, "c_fc") || contains(name, "fc1") || contains(name, "dense_h_to_4h")) {
+      // Megatron-Core names its fused SwiGLU gate|up `linear_fc1` [2 I, h] (gated_linear_unit;
+      // stacked experts [E, 2 I, h]): a name alone said GeLU (trial D 1, 2.57 GiB too few
+      // activations on the shipped Megatron-Llama-3-70B).
+      const Shape& shape = param.shape;
+      const std::int64_t rows = shape.size() == 3 ? shape[1] : shape.empty() ? 0 : shape[0];
+      const bool twice =
+          (shape.size() == 2 || shape.size() == 3) &&
+          ((attrs.intermediate_size && rows == 2 * *attrs.intermediate_size) ||
+           (attrs.moe_intermediate_size && rows == 2 * *attrs.moe_intermediate_size));
+      if (twice && ends_with(name, ".weight") && !contains(name, "c_fc"))
+        any_gate = true;
+      else
+        any_fc = true;
+    }
     if ((contains(name, "norm") || contains(name, ".ln_")) && ends_with(name, ".bias"))
       arch.layer_norm = true;
     if (contains(name, "q_norm") || contains(name, "q_layernorm.")) arch.qk_norm = !arch.mla();
@@ -418,9 +432,10 @@ std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
   arch.gated_mlp = any_gate || !any_fc;
   // Gemma-2's block: pre/post feed-forward norms, (1 + weight) RMSNorm, logit soft-capping
   // (Gemma-3, with q_norm / k_norm, has no soft-capping).
-  arch.gemma_norm = std::any_of(
-      param_names.begin(), param_names.end(),
-      [](const std::string& name) { return contains(name, "pre_feedforward_layernorm"); });
+  arch.gemma_norm =
+      std::any_of(layer_params.begin(), layer_params.end(), [](const LayerParamShape& param) {
+        return contains(param.name, "pre_feedforward_layernorm");
+      });
   arch.softcap = arch.gemma_norm && !arch.qk_norm;
   arch.extra_norms = std::max<std::int64_t>(0, norms - 2);
   arch.intermediate = attrs.intermediate_size.value_or(arch.gated_mlp ? 0 : 4 * arch.hidden);

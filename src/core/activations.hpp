@@ -155,11 +155,19 @@ struct ActivationArch {
   [[nodiscard]] bool mla() const { return kv_lora_rank > 0; }
 };
 
-/// The architecture of `attrs` and `param_names` (the names of ONE decoder
-/// layer's params decide the block structure: gate_proj / c_fc, LayerNorm
-/// biases, q_norm, post norms). nullopt with `missing` naming the first absent attribute.
+/// One param of a decoder layer, as activation_arch reads it.
+struct LayerParamShape {
+  std::string name;  ///< FQN
+  Shape shape;       ///< global shape, elements
+};
+
+/// The architecture of `attrs` and `layer_params` (the params of ONE decoder layer decide
+/// the block structure: gate_proj / c_fc, LayerNorm biases, q_norm, post norms; an
+/// `fc1` whose output rows are twice `intermediate_size` (or `moe_intermediate_size`) is a
+/// fused gate|up, Megatron-Core's SwiGLU `linear_fc1` [2 I, h]). nullopt with `missing`
+/// naming the first absent attribute.
 std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
-                                              const std::vector<std::string>& param_names,
+                                              const std::vector<LayerParamShape>& layer_params,
                                               std::string& missing);
 
 /// The layout as the activation model sees it (degrees, not ranks).

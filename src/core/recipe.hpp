@@ -442,6 +442,9 @@ struct TrainingSpec {
   std::optional<DType> master_weights;
   SourceLoc master_weights_loc;     ///< where `master_weights` is written (line 0: defaulted)
   std::optional<DType> grad_dtype;  ///< default: the param's dtype
+  /// Set by the planner (plan.training) when it defaults `grad_dtype` itself: why
+  /// (Megatron's distributed optimizer over bf16 params keeps fp32 main grads).
+  std::string grad_dtype_default;
   std::optional<DType>
       state_dtype;  ///< default: master dtype when a master copy exists, else the param's
   std::optional<std::int64_t>

@@ -33,7 +33,9 @@ void print_assumptions(const Plan& plan, const MemoryReport& memory, std::ostrea
       << (plan.num_stages == 1 ? " stage\n" : " stages\n");
   out << "training: optimizer " << optimizer_name(training.optimizer) << ", master_weights "
       << dtype_or(training.master_weights, "none") << ", grad_dtype "
-      << dtype_or(training.grad_dtype, "= param") << ", state_dtype "
+      << dtype_or(training.grad_dtype, "= param")
+      << (training.grad_dtype_default.empty() ? "" : " (" + training.grad_dtype_default + ")")
+      << ", state_dtype "
       << dtype_or(training.state_dtype, training.master_weights ? "= master" : "= param") << "\n";
   if (plan.zero.stage > 0) {
     auto group = [&plan](const ZeroGroup& zero_group) {

@@ -41,6 +41,9 @@ std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
             (plan.training.zero.spelling == "distributed_optimizer"
                  ? std::string("Megatron's distributed optimizer has no stage 2; `fsdp` "
                                "(Megatron FSDP, ZeRO-3) shards grads and params")
+             : plan.num_stages > 1
+                 ? std::string("`fsdp` (ZeRO-3, which torch's pipelining runs) shards "
+                               "grads and params; DeepSpeed refuses ZeRO-2 with a pipeline")
                  : std::string("`zero: 2` shards the grads, `fsdp` (ZeRO-3) also the params"));
   } else {
     text += " whole: `fsdp` (ZeRO-3) shards them too";

@@ -39,7 +39,10 @@
 //    group's flattened state: ceil(bytes / degree) per group, dense params
 //    over plan.zero.dense, stacked experts over plan.zero.expert (the
 //    expert data-parallel group). Grads narrower than the master add an
-//    fp32 copy of the shard's grads (grads kind, sharded): Megatron
+//    fp32 copy of the shard's grads (grads kind, sharded; without ZeRO the
+//    copy of the rank's grads, whole: Megatron's Float16Optimizer
+//    `main_param.grad = model_param.main_grad.float()`; none for an
+//    FSDP-sharded param, whose sharded grad FSDP2 writes directly): Megatron
 //    `shard_main_param.grad = shard_model_grad.float()`, DeepSpeed's fp32
 //    partition. Params (and stage-1 grads) stay whole: Megatron's grad
 //    buffer is reduce-scattered in place and its params all-gathered in
@@ -164,8 +167,8 @@ struct ParamMemoryRule {
   std::int64_t state_count = 0;   ///< optimizer state tensors
   DType state_dtype = DType::Float32;
   std::int64_t state_bytes = 0;  ///< per local element, all state tensors
-  /// ZeRO-1/2 only: per local element, the fp32 copy of the grads the
-  /// optimizer steps on when grads are narrower than the master (sharded).
+  /// Per local element, the fp32 copy of the grads the optimizer steps on when grads are
+  /// narrower than the master (under ZeRO-1/2 sharded with the state).
   std::int64_t grad_copy_bytes = 0;
 };
 

@@ -1,6 +1,7 @@
 // The training shape against the plan, and the activation model's inputs
 // (passes.hpp resolve_training; src/core/activations.hpp).
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <string>
 #include <string_view>
@@ -22,6 +23,19 @@ void error(DiagnosticSink& sink, const SourceLoc& at, const SourceLoc& fallback,
 bool expert_param(const PlannedParam& param) {
   return !param.stacked_from.empty() || param.mesh == MeshKind::Expert ||
          param.name.find(".experts.") != std::string::npos;
+}
+
+// The first dense param a rule (not FSDP) splits over dense axis `axis`, or nullptr.
+const PlannedParam* rule_sharded_over(const std::vector<PlannedParam>& params, int axis) {
+  for (const PlannedParam& param : params) {
+    if (param.mesh != MeshKind::Dense) continue;
+    for (const auto& chain : param.geometry.per_dim)
+      for (const DimSplit& split : chain)
+        if (!split.fsdp && split.ways > 1 &&
+            std::find(split.axes.begin(), split.axes.end(), axis) != split.axes.end())
+          return &param;
+  }
+  return nullptr;
 }
 
 // Product of the sizes of the mesh axes that split some param of `select`
@@ -116,15 +130,30 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
       error(sink, shape.context_parallel_loc, section,
             "`training.context_parallel` names the pipeline axis `" + *shape.context_parallel + "`",
             "the pipeline axis splits the layers, not the sequence");
+    } else if (const PlannedParam* sharded = rule_sharded_over(params, axis)) {
+      // Trial D 2: `context_parallel: tp` passed --strict with tp 8 and cp 8 on the same
+      // ranks (tokens per rank divided twice, dp 1 on a dp-8 mesh).
+      error(sink, shape.context_parallel_loc, section,
+            "`training.context_parallel` names axis `" + *shape.context_parallel +
+                "`, which a rule shards " + sharded->name +
+                " over: context-parallel ranks hold the same params (their own part of every "
+                "sequence)",
+            "name an axis no rule places a `Shard` on (torchtitan's `cp`; FSDP may shard over "
+            "it), and keep tensor parallelism on its own axis");
     } else {
       cp = plan.dense.axes[static_cast<std::size_t>(axis)].size;
     }
   }
-  if (shape.seq_len && *shape.seq_len % cp != 0) {
+  // Load-balanced CP cuts each sequence into 2 x cp chunks (torch's _HeadTailLoadBalancer,
+  // Megatron arguments.py `seq_length % (context_parallel_size * 2) == 0`).
+  const std::int64_t cp_chunks = cp > 1 ? 2 * cp : 1;
+  if (shape.seq_len && *shape.seq_len % cp_chunks != 0) {
     error(sink, shape.seq_len_loc, section,
-          "`training.seq_len` " + std::to_string(*shape.seq_len) + " is not divisible by the " +
-              std::to_string(cp) + " context-parallel ranks",
-          "torch context_parallel and Megatron's CP split every sequence into equal chunks");
+          "`training.seq_len` " + std::to_string(*shape.seq_len) + " is not divisible by " +
+              (cp > 1 ? "2 x the " + std::to_string(cp) + " context-parallel ranks"
+                      : std::to_string(cp)),
+          "torch context_parallel (load-balanced) and Megatron's CP cut every sequence into 2 x "
+          "cp equal chunks");
   }
   const std::int64_t tp = rule_split_degree(
       params, plan,
@@ -139,6 +168,20 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
                 params, plan, [](const PlannedParam& param) { return !param.stacked_from.empty(); },
                 true)
           : 1;
+  // Sequence parallelism splits each rank's sequence over tp (Megatron mappings.py
+  // _split_along_first_dim asserts it divides; trial D 8).
+  if (shape.seq_len && shape.sequence_parallel && tp > 1 && *shape.seq_len % cp_chunks == 0 &&
+      (*shape.seq_len / cp) % tp != 0) {
+    error(sink, shape.seq_len_loc, section,
+          "`training.seq_len` " + std::to_string(*shape.seq_len) +
+              (cp > 1 ? " over " + std::to_string(cp) + " context-parallel ranks leaves " +
+                            std::to_string(*shape.seq_len / cp) + " tokens per rank,"
+                      : " is") +
+              " not divisible by tp " + std::to_string(tp) + " under sequence_parallel",
+          "a sequence length that is a multiple of " +
+              std::to_string(std::lcm(cp_chunks, cp * tp)) +
+              " (Megatron's sequence parallelism splits the tokens evenly over tp)");
+  }
   const std::int64_t dense_world = plan.world_size;
   const std::int64_t dp =
       std::max<std::int64_t>(1, dense_world / std::max<std::int64_t>(1, pp * tp * cp));
@@ -203,17 +246,17 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
     int virtual_stage = 0;  // with stage: the model chunk
   };
   std::vector<LayerPlace> layer_stage;  // model order
-  std::vector<std::string> layer0;
+  std::vector<LayerParamShape> layer0;
   std::int64_t first_layer = -1;
   for (const PlannedParam& param : params) {
     const std::int64_t li = layer_index(param.name);
     // A learned position embedding (GPT-2's wpe) tells activation_arch there is no RoPE.
     if (li < 0 && is_position_embedding(param.name)) {
-      layer0.push_back(param.name);
+      layer0.push_back({param.name, param.global_shape});
     }
     if (li < 0) continue;
     if (first_layer < 0) first_layer = li;
-    if (li == first_layer) layer0.push_back(param.name);
+    if (li == first_layer) layer0.push_back({param.name, param.global_shape});
     if (expert_param(param)) moe.insert(li);
     if (seen.insert(li).second)
       layer_stage.push_back(LayerPlace{li, param.stage, param.virtual_stage});

@@ -179,6 +179,24 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
   check_flat_buffers(recipe, sink);
   if (spec.stage == 0) return;
   plan.zero.stage = spec.stage;
+  // Megatron with --bf16 accumulates and reduces grads in fp32 unless
+  // --grad-reduce-in-bf16 (megatron/training/arguments.py: `accumulate_allreduce_grads_in_fp32
+  // = True` "for bfloat16 data type"), so its distributed optimizer's bf16 params take 6 +
+  // 12/d bytes, not 4 + 16/d (trial D 4: the Megatron spelling defaulted to bf16 grads).
+  const bool megatron =
+      spec.spelling == "distributed_optimizer" ||
+      std::any_of(recipe.buffers.begin(), recipe.buffers.end(), [](const BufferSpec& buffer) {
+        return buffer.kind == BufferKind::MegatronDistOpt;
+      });
+  const bool bf16 = std::any_of(params.begin(), params.end(), [](const PlannedParam& param) {
+    return param.requires_grad && param.dtype == DType::BFloat16;
+  });
+  if (megatron && bf16 && !plan.training.grad_dtype) {
+    plan.training.grad_dtype = DType::Float32;
+    plan.training.grad_dtype_default =
+        "Megatron's default for bf16 params: accumulate_allreduce_grads_in_fp32; "
+        "`grad_dtype: bfloat16` is --grad-reduce-in-bf16";
+  }
   for (const PlannedParam& param : params) plan.zero.has_experts |= expert_class(param);
   const std::string name = stage_label(spec);
   if (spec.stage == 3) {
@@ -204,6 +222,20 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
                    "(ZeRO-3)",
                "drop `fsdp` for ZeRO-" + std::to_string(spec.stage) +
                    " (replicated params), or drop the stage and keep FSDP");
+    return;
+  }
+  if (spec.stage == 2 && plan.num_stages > 1) {
+    // Trial D 3: DeepSpeed's PipelineEngine asserts `zero_optimization_stage() <
+    // ZeroStageEnum.gradients` ("ZeRO-2 and ZeRO-3 are incompatible with pipeline
+    // parallelism", deepspeed/runtime/pipe/engine.py); Megatron's distributed optimizer is
+    // ZeRO-1 (its grad buffer stays whole). Nobody runs a pipeline with sharded grads.
+    sink.error(DiagCode::EZero, spec.loc,
+               name + " with a pipeline of " + std::to_string(plan.num_stages) +
+                   " stages: DeepSpeed's pipeline engine refuses ZeRO-2 (\"ZeRO-2 and ZeRO-3 "
+                   "are incompatible with pipeline parallelism\"), and Megatron's distributed "
+                   "optimizer keeps whole grads (ZeRO-1)",
+               "use stage 1 with the pipeline (`distributed_optimizer: true` in Megatron), or "
+               "`fsdp` (FSDP2 runs under torch's pipelining)");
     return;
   }
   GroupInput dense{false,       MeshKind::Dense,  &plan.dense, plan.pipeline_axis,

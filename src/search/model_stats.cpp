@@ -25,7 +25,7 @@ ModelStats model_stats(const Model& model) {
   std::map<std::int64_t, double> per_layer;
   std::map<std::int64_t, double> per_layer_expert;  // routed experts' elements per block
   std::map<std::int64_t, bool> moe;
-  std::vector<std::string> layer0;
+  std::vector<LayerParamShape> layer0;
   std::int64_t first = -1;
   bool lm_head = false;
   // The decoder's blocks (core/layer_blocks.hpp): another stack (a vision tower) counts
@@ -45,11 +45,11 @@ ModelStats model_stats(const Model& model) {
                         param.name.find(".inner_experts.") != std::string::npos;
     if (layer < 0 && (param.name.find("wpe") != std::string::npos ||
                       param.name.find("position_embeddings") != std::string::npos)) {
-      layer0.push_back(param.name);
+      layer0.push_back({param.name, param.shape});
     }
     if (layer >= 0) {
       if (first < 0) first = layer;
-      if (layer == first) layer0.push_back(param.name);
+      if (layer == first) layer0.push_back({param.name, param.shape});
       per_layer[layer] += elements;
       if (expert) {
         moe[layer] = true;

@@ -38,7 +38,8 @@ const char* screen_reason_text(ScreenReason reason) {
     case ScreenReason::BatchDp:
       return "E-TRAINING: global batch not divisible by dp x micro_batch_size";
     case ScreenReason::SeqCp:
-      return "E-TRAINING: seq_len not divisible by cp";
+      return "E-TRAINING: seq_len not divisible by 2 x cp (load-balanced chunks), or a rank's "
+             "tokens by tp under sequence parallelism";
     case ScreenReason::MicrobatchesPp:
       return "E-TRAINING: too few micro-batches for the schedule (interleaved: a multiple of pp; "
              "dualpipev: at least 2 pp)";
@@ -393,7 +394,12 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
   const TrainingShape& shape = req.training.shape;
   const std::int64_t batch = shape.global_batch_size.value_or(0);
   if (batch % (layout.dp() * shape.micro_batch_size) != 0) return ScreenReason::BatchDp;
-  if (shape.seq_len.value_or(0) % layout.cp != 0) return ScreenReason::SeqCp;
+  // As the planner's training pass: 2 x cp load-balanced chunks, and each rank's tokens
+  // split over tp under sequence parallelism.
+  const std::int64_t seq = shape.seq_len.value_or(0);
+  if (seq % (layout.cp > 1 ? 2 * layout.cp : 1) != 0 ||
+      (layout.sequence_parallel && layout.tp > 1 && (seq / layout.cp) % layout.tp != 0))
+    return ScreenReason::SeqCp;
   const std::int64_t microbatches = batch / (layout.dp() * shape.micro_batch_size);
   if (layout.schedule == PipelineScheduleKind::Interleaved && microbatches % layout.pp != 0)
     return ScreenReason::MicrobatchesPp;
@@ -428,11 +434,13 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
   const double states = training.optimizer == Optimizer::None  ? 0
                         : training.optimizer == Optimizer::Sgd ? 4
                                                                : 8;
-  // ZeRO: grads narrower than the master add an fp32 copy of the shard's grads (the
-  // memory model's grad_copy_bytes, src/memory/memory.hpp), sharded with the state.
+  // Grads narrower than the master add an fp32 copy of the grads (the memory model's
+  // grad_copy_bytes, src/memory/memory.hpp), under ZeRO sharded with the state; FSDP
+  // reduce-scatters into the sharded grad (no copy).
   const double grad_width =
       training.grad_dtype ? static_cast<double>(element_size(*training.grad_dtype)) : pb;
-  const double grad_copy = layout.zero1 && master > grad_width ? master : 0;
+  const double grad_copy =
+      master > grad_width && (layout.zero1 || layout.dp_shard == 1) ? master : 0;
   const double state_bytes = master + states + grad_copy;
   const double zero_dense = layout.zero1 ? static_cast<double>(layout.dp_replicate * layout.cp) : 1;
   const double zero_expert =

@@ -470,3 +470,34 @@ TEST_CASE("activations: kernels fused keeps less than eager, every architecture 
     }
   }
 }
+
+TEST_CASE("activations: Megatron-Core's linear_fc1 of 2 x intermediate_size rows is SwiGLU") {
+  // Trial D 1: `fc1` in a name said GeLU, so the shipped Megatron-Llama-3-70B (linear_fc1
+  // [2 x 28672, 8192], gated_linear_unit) got the GeLU terms.
+  ModelAttributes attrs;
+  attrs.hidden_size = 8192;
+  attrs.num_attention_heads = 64;
+  attrs.intermediate_size = 28672;
+  attrs.vocab_size = 128256;
+  std::string missing;
+  const auto gated = activation_arch(
+      attrs, {{"decoder.layers.0.mlp.linear_fc1.weight", {2 * 28672, 8192}}}, missing);
+  REQUIRE(gated);
+  CHECK(gated->gated_mlp);
+  const auto gelu =
+      activation_arch(attrs, {{"decoder.layers.0.mlp.linear_fc1.weight", {28672, 8192}}}, missing);
+  REQUIRE(gelu);
+  CHECK_FALSE(gelu->gated_mlp);
+  // GPT-2's Conv1D c_fc [h, 4h] stays GeLU whatever its extents.
+  attrs.intermediate_size = 4096;
+  attrs.hidden_size = 8192;
+  const auto gpt2 = activation_arch(attrs, {{"h.0.mlp.c_fc.weight", {8192, 4096}}}, missing);
+  REQUIRE(gpt2);
+  CHECK_FALSE(gpt2->gated_mlp);
+  // Stacked Megatron experts [E, 2 I, h] with moe_intermediate_size.
+  attrs.moe_intermediate_size = 1536;
+  const auto experts = activation_arch(
+      attrs, {{"decoder.layers.0.mlp.experts.linear_fc1.weight", {8, 3072, 8192}}}, missing);
+  REQUIRE(experts);
+  CHECK(experts->gated_mlp);
+}
