@@ -154,6 +154,8 @@ void write_rank_memory(json::Writer& writer, const RankMemory& rm, bool step) {
         .member("fsdp2_reduce_scatter", rm.fsdp2_reduce_scatter)
         .member("muon_grad_copy", rm.muon_grad_copy)
         .member("host", rm.host);
+  } else if (rm.host > 0) {
+    writer.member("host", rm.host);  // `training.offload` without a training shape
   }
   writer.member("total", rm.total);
   writer.end_object();

@@ -103,6 +103,8 @@ void print_kinds(const RankMemory& rm, bool counted, std::ostream& out) {
     out << ", activations " << gib(rm.activations) << ", fsdp2_reduce_scatter "
         << gib(rm.fsdp2_reduce_scatter) << ", muon_grad_copy " << gib(rm.muon_grad_copy)
         << ", host " << gib(rm.host);
+  } else if (rm.host > 0) {
+    out << ", host " << gib(rm.host);
   }
   out << " GiB\n";
 }
@@ -156,8 +158,9 @@ void print_peak(const Plan& plan, const MemoryReport& memory, std::optional<std:
            "max(activations + fsdp2_allgather + fsdp2_reduce_scatter, muon_allgather + "
            "muon_grad_copy); host memory apart\n";
   } else {
-    out << "total = params + grads + master_weights + optimizer_state + max(fsdp2_allgather, "
-           "muon_allgather)\n";
+    out << "total = params + grads + master_weights + optimizer_state"
+        << (rm.host > 0 ? " (on the device: `training.offload` keeps host apart)" : "")
+        << " + max(fsdp2_allgather, muon_allgather)\n";
   }
   if (budget) {
     out << "budget " << byte_size_text(*budget) << ": "

@@ -28,7 +28,8 @@ enum Column : std::size_t {
   kZeroGradCopy = 7,  // + group: fp32 grad copy of the shard (narrower grads)
   kZeroMaster = 9,    // + group
   kZeroState = 11,    // + group
-  kWidth = 13,
+  kGradCopy = 13,     // fp32 grad copy of whole (unsharded, not ZeRO) grads
+  kWidth = 14,
 };
 
 bool trainable(const PlannedParam& param) { return param.requires_grad; }
@@ -129,6 +130,32 @@ void fsdp_degrees(const Plan& plan, MemoryReport& report) {
   }
 }
 
+// Params, grads, master weights and optimizer state the device keeps; `training.offload`
+// moves the rest to `rm.host` (set here). Applies with or without a training shape (trial
+// D 5: offload was ignored without seq_len and the budget counted host state). ZeRO-Offload
+// keeps the fp32 grad copy of the shard on the host with the optimizer (DeepSpeed
+// stage_1_and_2.py: `self.device = 'cpu'` under cpu_offload, the fp32 grad partition
+// allocated there, reduced grads copied straight into it), and under ZeRO-2 no device grad
+// partition at all.
+std::int64_t model_state_on_device(const Plan& plan, RankMemory& rm) {
+  const OffloadSpec& off = plan.training.shape.offload;
+  rm.host = 0;
+  std::int64_t device = 0;
+  auto place = [&](std::int64_t bytes, bool host) { (host ? rm.host : device) += bytes; };
+  const std::int64_t grads = rm.of(MemoryKind::Grads);
+  // The fp32 copy moves with the optimizer; under ZeRO-2 the reduced 16-bit shard is copied
+  // straight into it (copy_grads_in_partition) and never kept.
+  const std::int64_t with_optimizer = off.optimizer ? rm.grad_copy : 0;
+  const std::int64_t dropped =
+      off.optimizer && plan.zero.stage == 2 && rm.grad_copy > 0 ? grads - rm.grad_copy : 0;
+  place(grads - with_optimizer - dropped, off.grads);
+  place(with_optimizer, true);
+  place(rm.of(MemoryKind::Params), off.params);
+  place(rm.of(MemoryKind::MasterWeights), off.optimizer);
+  place(rm.of(MemoryKind::OptimizerState), off.optimizer);
+  return device;
+}
+
 // The peak of a whole step with the training shape (src/memory/memory.hpp):
 // activations, the gradient side of the buffers and offload.
 void step_peak(const Plan& plan, std::int64_t unsharded_grads_bytes, std::int64_t rank,
@@ -145,13 +172,7 @@ void step_peak(const Plan& plan, std::int64_t unsharded_grads_bytes, std::int64_
     rm.fsdp2_reduce_scatter = unit / param_size * grad_size;
   }
   rm.muon_grad_copy = rm.of(MemoryKind::MuonAllGather);
-  const OffloadSpec& off = plan.training.shape.offload;
-  std::int64_t device = 0;
-  auto place = [&](std::int64_t bytes, bool host) { (host ? rm.host : device) += bytes; };
-  place(rm.of(MemoryKind::Params), off.params);
-  place(rm.of(MemoryKind::Grads), off.grads);
-  place(rm.of(MemoryKind::MasterWeights), off.optimizer);
-  place(rm.of(MemoryKind::OptimizerState), off.optimizer);
+  const std::int64_t device = model_state_on_device(plan, rm);
   rm.step_transient =
       std::max(rm.activations + rm.of(MemoryKind::Fsdp2AllGather) + rm.fsdp2_reduce_scatter,
                rm.of(MemoryKind::MuonAllGather) + rm.muon_grad_copy);
@@ -229,7 +250,8 @@ void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& param, const
     // FSDP2 reduce-scatters into the sharded grad itself (cast to the sharded param's
     // dtype): no separate copy. Unsharded (DDP, Megatron without its distributed
     // optimizer): the fp32 copy of the rank's grads.
-    out[kGrads] += grads + (param.geometry.fsdp_dim >= 0 ? 0 : local * rule.grad_copy_bytes);
+    out[kGrads] += grads;
+    if (param.geometry.fsdp_dim < 0) out[kGradCopy] += local * rule.grad_copy_bytes;
     out[kMaster] += master;
     out[kState] += state;
     return;
@@ -264,15 +286,15 @@ RankMemory finish_rank(const Plan& plan, const std::int64_t* sums, std::int64_t 
     return sum;
   };
   RankMemory rm;
+  rm.grad_copy = sums[kGradCopy] + share(kZeroGradCopy);
   rm.bytes = {sums[kParams],
-              sums[kGrads] + share(kZeroGrads) + share(kZeroGradCopy),
+              sums[kGrads] + share(kZeroGrads) + rm.grad_copy,
               sums[kMaster] + share(kZeroMaster),
               sums[kState] + share(kZeroState),
               fsdp2_peak,
               muon_peak};
   rm.fsdp_scaled = sums[kScaled];
-  rm.total = rm.of(MemoryKind::Params) + rm.of(MemoryKind::Grads) +
-             rm.of(MemoryKind::MasterWeights) + rm.of(MemoryKind::OptimizerState) +
+  rm.total = model_state_on_device(plan, rm) +
              std::max(rm.of(MemoryKind::Fsdp2AllGather), rm.of(MemoryKind::MuonAllGather));
   return rm;
 }

@@ -153,7 +153,9 @@ struct RankMemory {
   std::int64_t activations = 0;
   std::int64_t fsdp2_reduce_scatter = 0;
   std::int64_t muon_grad_copy = 0;
-  std::int64_t host = 0;  ///< offloaded to host memory (not in `total`)
+  std::int64_t host = 0;  ///< offloaded to host memory (not in `total`), shape or not
+  /// Of `grads`: the fp32 copy the optimizer steps on (grads narrower than the master).
+  std::int64_t grad_copy = 0;
   /// The max(...) part of `total` with a training shape (activations and buffers).
   std::int64_t step_transient = 0;
   [[nodiscard]] std::int64_t of(MemoryKind k) const { return bytes[static_cast<std::size_t>(k)]; }

@@ -294,3 +294,27 @@ TEST_CASE("E-BUDGET under ZeRO-1 names what stays whole") {
                   "FSDP, ZeRO-3) shards grads and params") != std::string::npos);
   CHECK(hint.find("`zero: 2`") == std::string::npos);
 }
+
+TEST_CASE("ZeRO-Offload: the fp32 grad partition moves to the host, ZeRO-2 keeps no grads") {
+  // Trial D 5 and 6 (DeepSpeed stage_1_and_2.py under cpu_offload: `self.device = 'cpu'`,
+  // the fp32 grad partition allocated there, reduced grads copied straight into it).
+  // Llama-3.1-8B, dp 8 x tp 8, bf16 params and grads, fp32 master, AdamW; no training
+  // shape: offload applies to the model state all the same.
+  const std::string base = replace_all(slurp("plans/llama-3.1-8b-dp8-tp8.recipe.yaml"),
+                                       "  - {kind: muon_allgather, alignment_bytes: 512}\n", "");
+  const auto memory_of = [&](const std::string& zero) {
+    const Plan plan = plan_ok("plans/llama-3.1-8b.model.yaml",
+                              base + "training: {optimizer: adamw, master_weights: float32, " +
+                                  zero + ", offload: {optimizer: true}}\n");
+    return compute_memory(plan).at(0);
+  };
+  const std::int64_t elements = 1004015616;  // TP-local params per rank (memory_test.cpp)
+  const RankMemory zero1 = memory_of("zero: 1");
+  CHECK(zero1.grad_copy == 4 * elements / 8);
+  // Device: bf16 params and whole bf16 grads; host: the fp32 grad, master and Adam shards.
+  CHECK(zero1.total == 2 * elements + 2 * elements);
+  CHECK(zero1.host == (4 + 4 + 8) * elements / 8);
+  const RankMemory zero2 = memory_of("zero: 2");
+  CHECK(zero2.total == 2 * elements);
+  CHECK(zero2.host == (4 + 4 + 8) * elements / 8);
+}
