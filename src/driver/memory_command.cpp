@@ -117,8 +117,9 @@ void print_activations(const Plan& plan, const MemoryReport& memory, bool explai
   out << "training shape: seq_len " << *shape.seq_len << ", micro_batch_size "
       << shape.micro_batch_size << ", " << tl.microbatches << " micro-batches per step ("
       << tl.microbatches_from << "), " << driver::recompute_text(shape) << ", attention "
-      << attention_impl_name(shape.attention)
-      << (shape.kernels == ActivationKernels::Fused ? ", kernels fused" : "")
+      << (shape.kernels == ActivationKernels::Fused
+              ? std::string("flash (kernels fused)")
+              : std::string(attention_impl_name(shape.attention)))
       << ", activation_dtype " << dtype_name(tl.activation_dtype) << ", schedule "
       << pipeline_schedule_name(tl.schedule) << "\n";
   out << "layout: tp " << tl.degrees.tp
@@ -164,8 +165,8 @@ void print_peak(const Plan& plan, const MemoryReport& memory, std::optional<std:
   }
   if (budget) {
     out << "budget " << byte_size_text(*budget) << ": "
-        << (memory.peak <= *budget ? "fits, headroom " + gib(*budget - memory.peak) + " GiB"
-                                   : "exceeded by " + gib(memory.peak - *budget) + " GiB")
+        << (memory.peak <= *budget ? "fits, headroom " + binary_bytes_text(*budget - memory.peak)
+                                   : "exceeded by " + binary_bytes_text(memory.peak - *budget))
         << "\n";
   }
   if (memory.activations_counted) {

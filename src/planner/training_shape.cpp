@@ -302,6 +302,14 @@ void resolve_training(const std::vector<PlannedParam>& params, Plan& plan, const
   if (!out.active) return;
   std::string missing;
   out.arch = activation_arch(model.attributes, layer0, missing);
+  if (out.arch) {
+    // A padded vocabulary (`vocab_padding`) is what the output layer computes logits over
+    // (Megatron's padded_vocab_size; trial D 9: the logits used the real rows).
+    for (const PlannedParam& param : params)
+      if (param.vocab_rows > 0 && param.vocab_rows == out.arch->vocab &&
+          !param.global_shape.empty())
+        out.arch->vocab = std::max(out.arch->vocab, param.global_shape[0]);
+  }
   if (!out.arch) {
     out.arch_missing = missing;
     out.arch_missing_loc = model.attributes.loc.file.empty() ? SourceLoc{model.source_path, 0, 0}
