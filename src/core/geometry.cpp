@@ -63,6 +63,18 @@ DimPiece replicated_piece(std::int64_t length, const DimSplit& split,
   return dim_piece;
 }
 
+}  // namespace
+
+DimPiece packed_part_piece(const ParamGeometry& geom, std::size_t part,
+                           std::span<const DimSplit> rule, std::span<const std::int64_t> coords) {
+  const std::int64_t length = geom.parts[part];
+  const std::int64_t replicas = part < geom.part_replicas.size() ? geom.part_replicas[part] : 1;
+  return replicas > 1 && rule.size() == 1 ? replicated_piece(length, rule[0], coords, replicas)
+                                          : apply_chain(length, rule, coords);
+}
+
+namespace {
+
 // The FSDP split `fsdp` of a local tensor of `alloc` rows held as `segs`: the
 // segments of the rank's FSDP piece, re-based to it. Returns the piece's allocated extent.
 std::int64_t fsdp_cut(std::int64_t alloc, const DimSplit& fsdp,
@@ -91,10 +103,7 @@ std::int64_t packed_dim(const ParamGeometry& geom, std::span<const std::int64_t>
   std::int64_t part_start = 0;
   for (std::size_t i = 0; i < geom.parts.size(); ++i) {
     const std::int64_t part = geom.parts[i];
-    const std::int64_t replicas = i < geom.part_replicas.size() ? geom.part_replicas[i] : 1;
-    const DimPiece dim_piece = replicas > 1 && rule.size() == 1
-                                   ? replicated_piece(part, rule[0], coords, replicas)
-                                   : apply_chain(part, rule, coords);
+    const DimPiece dim_piece = packed_part_piece(geom, i, rule, coords);
     if (dim_piece.real > 0) segs.push_back({alloc, part_start + dim_piece.start, dim_piece.real});
     alloc += dim_piece.alloc;
     part_start += part;

@@ -185,6 +185,13 @@ void set_axes_coords(std::span<const int> axes, std::span<const std::int64_t> si
 /// flattening of the coordinates on `split.axes`.
 std::int64_t split_coord(const DimSplit& split, std::span<const std::int64_t> coords);
 
+/// The rule piece of part `part` of a packed dim at mesh coordinates `coords` (`rule`: the
+/// dim's rule splits, FSDP left out): the part through them, or with part_replicas R > 1
+/// (one rule split) piece c / R of the part split ways / R, which R consecutive coordinates
+/// share (vLLM's num_kv_head_replicas). `start` is relative to the part.
+DimPiece packed_part_piece(const ParamGeometry& geom, std::size_t part,
+                           std::span<const DimSplit> rule, std::span<const std::int64_t> coords);
+
 /// Mesh coordinates of `rank` (row-major, first axis slowest).
 std::vector<std::int64_t> mesh_coords(const Mesh& mesh, std::int64_t rank);
 

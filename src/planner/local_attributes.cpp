@@ -175,8 +175,10 @@ DimPiece tp_local_rows(const PlannedParam& param, int dim, int part,
                 param.name + ": part out of range");
   std::int64_t part_start = 0;
   for (int i = 0; i < part; ++i) part_start += param.geometry.parts[static_cast<std::size_t>(i)];
+  // A part with replicas (KV heads shared by tp / kv ranks) splits fewer ways (trial C 4:
+  // its heads were null for vLLM's layout).
   DimPiece dim_piece =
-      apply_chain(param.geometry.parts[static_cast<std::size_t>(part)], rule, coords);
+      packed_part_piece(param.geometry, static_cast<std::size_t>(part), rule, coords);
   if (dim_piece.real > 0) dim_piece.start += part_start;
   return dim_piece;
 }

@@ -230,3 +230,27 @@ TEST_CASE(
       "mesh: [{name: tp, size: 1}]\nrules: [{match: '**', placements: {}}]\n");
   CHECK(bare.local_attributes.attention.empty());
 }
+
+TEST_CASE("fused q|k|v packed with KV-head replicas: each rank's q heads and its one KV head") {
+  // Trial C 4: vLLM's layout (tp 4 > 2 KV heads, `replicas: 2` on k and v) gave null heads.
+  const std::string model =
+      "format: shardc.model/v1\nname: t\ndtype: bfloat16\n"
+      "attributes: {num_attention_heads: 8, num_key_value_heads: 2, head_dim: 4}\n"
+      "params:\n"
+      "  - {name: model.layers.0.self_attn.qkv_proj.weight, shape: [48, 32]}\n"
+      "  - {name: model.layers.0.self_attn.o_proj.weight, shape: [32, 32]}\n";
+  const Plan plan = plan_of(model,
+                            "format: shardc.recipe/v1\nmesh: [{name: tp, size: 4}]\nrules:\n"
+                            "  - match: '**.qkv_proj.weight'\n    placements: {tp: Shard(0)}\n"
+                            "    packed: {parts: [{name: q, size: 32}, {name: k, size: 8, "
+                            "replicas: 2}, {name: v, size: 8, replicas: 2}]}\n"
+                            "  - match: '**.o_proj.weight'\n    placements: {tp: Shard(1)}\n");
+  for (std::int64_t tp = 0; tp < 4; ++tp) {
+    CAPTURE(tp);
+    const LocalAttributes attrs = local_attributes_at(plan, tp);
+    REQUIRE(attrs.attention[0]);
+    CHECK(attrs.attention[0]->query == range(2 * tp, 2 * tp + 2));
+    CHECK(attrs.attention[0]->key_value == range(tp / 2, tp / 2 + 1));
+    CHECK(attrs.attention[0]->kv_used == range(tp / 2, tp / 2 + 1));
+  }
+}
