@@ -213,14 +213,21 @@ std::optional<Colwise> colwise_role(const PlannedParam& param, std::size_t index
 }
 
 // The weight a bias is added to: `m.bias` -> `m.weight`, gpt-oss's `m.gate_up_proj_bias`
-// -> `m.gate_up_proj`.
-std::optional<std::string> bias_weight(std::string_view fqn) {
+// -> `m.gate_up_proj` (`joined`: named with `_bias`, gpt-oss's x @ W experts).
+struct BiasWeight {
+  std::string name;
+  bool joined = false;
+};
+
+std::optional<BiasWeight> bias_weight(std::string_view fqn) {
   constexpr std::string_view dotted = ".bias";
   constexpr std::string_view joined = "_bias";
   if (fqn.size() <= joined.size()) return std::nullopt;
   const std::string_view tail = fqn.substr(fqn.size() - joined.size());
-  if (tail == dotted) return std::string(fqn.substr(0, fqn.size() - dotted.size())) + ".weight";
-  if (tail == joined) return std::string(fqn.substr(0, fqn.size() - joined.size()));
+  if (tail == dotted)
+    return BiasWeight{std::string(fqn.substr(0, fqn.size() - dotted.size())) + ".weight", false};
+  if (tail == joined)
+    return BiasWeight{std::string(fqn.substr(0, fqn.size() - joined.size())), true};
   return std::nullopt;
 }
 
@@ -346,19 +353,18 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
     const PlannedParam& bias = params[i];
     const std::size_t ndim = bias.global_shape.size();
     if ((ndim != 1 && ndim != 2) || bias.geometry.per_dim.size() != ndim) continue;
-    const std::optional<std::string> weight_name = bias_weight(bias.name);
-    if (!weight_name) continue;
+    const std::optional<BiasWeight> of = bias_weight(bias.name);
+    if (!of) continue;
     if (by_name.empty()) {
       by_name.reserve(params.size());
       for (std::size_t j = 0; j < params.size(); ++j) by_name.emplace(params[j].name, j);
     }
-    const auto it = by_name.find(*weight_name);
+    const auto it = by_name.find(of->name);
     if (it == by_name.end()) continue;
     const PlannedParam& weight = params[it->second];
     if (weight.mesh != bias.mesh || weight.geometry.per_dim.size() != weight.global_shape.size())
       continue;
-    const bool joined = weight_name->size() + 5 == bias.name.size();
-    if (const auto out_dim = bias_out_dim(weight, bias.global_shape, joined))
+    if (const auto out_dim = bias_out_dim(weight, bias.global_shape, of->joined))
       check_bias(bias, weight, *out_dim, plan, rep);
   }
   rep.flush(sink);
