@@ -85,6 +85,7 @@ struct CompileOptions {
   bool with_groups = false;
   bool force = false;  ///< overwrite a non-empty OUTDIR not written by shardc
   int jobs = 0;        ///< rank-file workers; 0 = one per core
+  bool quiet = false;  ///< `--quiet`: no summary on stdout (diagnostics still on stderr)
 };
 
 struct InspectOptions {

@@ -167,12 +167,16 @@ void add_compile(CLI::App& app, Cli& cli, shardc::CompileOptions& opt, bool& no_
       "largest rank); a directory shardc wrote is\n"
       "marked with .shardc-output and may be rewritten; stale rank files are removed.\n"
       "A rank over the budget (--budget or training.budget) is E-BUDGET, as in validate:\n"
-      "exit 1, nothing written.");
+      "exit 1, nothing written. With the global -q/--quiet a compile prints nothing but\n"
+      "its diagnostics (no summary on stdout).");
   cmd->callback([&] {
     opt.common = cli.options();
     opt.common.check_budget = true;
     opt.rank_files = !no_rank_files;
-    cli.run = [&] { return run_on_disk(shardc::run_compile, opt); };
+    cli.run = [&] {
+      opt.quiet = cli.quiet;
+      return run_on_disk(shardc::run_compile, opt);
+    };
   });
 }
 

@@ -205,6 +205,9 @@ struct CommLayout {
   bool tp_per_linear = false;
   /// The embedding and lm_head are split over tp (vocab-parallel).
   bool vocab_parallel = false;
+  /// false: the terms' name, formula and source are left empty (the layout search's
+  /// phase 1 reads only their roles, collectives, groups and bytes).
+  bool texts = true;
   [[nodiscard]] bool reshards() const { return reshard_after_forward.value_or(pp <= 1); }
 };
 

@@ -2,6 +2,7 @@
 // every term, its formula and its source are listed there).
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "comm/comm.hpp"
 #include "support/saturating.hpp"
@@ -29,47 +30,50 @@ std::string factor_text(Collective collective, std::int64_t group) {
   }
 }
 
-// One kind of collective of a stage: `calls` of them, each of `buffer` bytes
-// (`buffer_text`: its formula) on the group of `role`; `source` says where
-// the framework issues it.
+// One kind of collective of a stage: `calls` of them, each of `buffer` bytes on the group
+// of `role`, named `prefix` + `suffix`; `source` says where the framework issues it.
 struct Call {
   CommRole role;
   Collective collective;
-  std::string name;
+  std::string_view prefix;
+  std::string_view suffix;
   std::int64_t calls;
   std::int64_t buffer;
-  std::string buffer_text;
-  std::string source;
+  std::string_view source;
 };
 
 struct Builder {
   const CommGroups& groups;
   StageComm& out;
-  // Adds `call.calls` collectives of `call.buffer` bytes on the group of `call.role`.
-  void add(Call call) {
+  bool texts = true;  // CommLayout::texts
+  // Adds `call.calls` collectives of `call.buffer` bytes on the group of `call.role`;
+  // `buffer_text()` is the buffer's formula (called only when the terms carry texts).
+  template <class BufferText>
+  void add(const Call& call, BufferText&& buffer_text) {
     const CommRole role = call.role;
     const std::int64_t calls = call.calls;
     const std::int64_t buffer = call.buffer;
-    const std::string& buffer_text = call.buffer_text;
     const CommGroup& group = groups.of(role);
     if (calls <= 0 || buffer <= 0) return;
     if (call.collective != Collective::SendRecv && group.size <= 1) return;
     CommTerm term;
     term.role = role;
     term.collective = call.collective;
-    term.name = std::move(call.name);
     term.calls = calls;
     term.buffer_bytes = buffer;
     term.bytes = mul(calls, ring_bytes_sent(call.collective, buffer, group.size));
     term.group_size = call.collective == Collective::SendRecv ? 2 : group.size;
     term.crosses_nodes = group.crosses_nodes;
-    const std::string value = n(buffer);
-    const bool shown =
-        buffer_text.size() >= value.size() &&
-        buffer_text.compare(buffer_text.size() - value.size(), value.size(), value) == 0;
-    term.formula = n(calls) + " x " + factor_text(call.collective, group.size) +
-                   " x B, B = " + buffer_text + (shown ? "" : " = " + value);
-    term.source = std::move(call.source);
+    if (texts) {
+      term.name = std::string(call.prefix) + std::string(call.suffix);
+      const std::string text = buffer_text();
+      const std::string value = n(buffer);
+      const bool shown = text.size() >= value.size() &&
+                         text.compare(text.size() - value.size(), value.size(), value) == 0;
+      term.formula = n(calls) + " x " + factor_text(call.collective, group.size) +
+                     " x B, B = " + text + (shown ? "" : " = " + value);
+      term.source = std::string(call.source);
+    }
     out.bytes = plus(out.bytes, term.bytes);
     out.terms.push_back(std::move(term));
   }
@@ -117,7 +121,7 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                               const CommGroups& groups, const StageCommBytes& bytes) {
   StageComm out;
   out.stage = bytes.stage;
-  Builder builder{groups, out};
+  Builder builder{groups, out, layout.texts};
   const std::int64_t microbatches = std::max<std::int64_t>(1, layout.microbatches);
   const bool pipeline = layout.pp > 1;
   const bool reshard = layout.reshards();
@@ -127,8 +131,9 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
   const std::int64_t seq = shape.seq_len.value_or(0) / cp;
   const std::int64_t tokens = mul(seq, shape.micro_batch_size);
   const std::int64_t hidden_bytes = mul({element_bytes, tokens, arch.hidden});  // e T h
-  const std::string eth =
-      "e T h = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.hidden);
+  const auto eth = [&] {
+    return "e T h = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.hidden);
+  };
 
   // FSDP2 (dense, then the experts' own groups).
   const std::int64_t gathers_fwd = pipeline && !reshard ? 1 : microbatches;
@@ -140,23 +145,23 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                   std::int64_t root, std::int64_t grad) {
     const std::int64_t group_size = groups.of(role).size;
     if (group_size <= 1) return;
-    const std::string shard = "shard x n = " + n(param) + " x " + n(group_size);
-    builder.add({role, Collective::AllGather, std::string(prefix) + ".forward_all_gather",
-                 gathers_fwd, mul(param, group_size), shard, fsdp_src});
+    builder.add({role, Collective::AllGather, prefix, ".forward_all_gather", gathers_fwd,
+                 mul(param, group_size), fsdp_src},
+                [&] { return "shard x n = " + n(param) + " x " + n(group_size); });
     if (reshard) {
       builder.add(
-          {role, Collective::AllGather, std::string(prefix) + ".backward_all_gather", microbatches,
+          {role, Collective::AllGather, prefix, ".backward_all_gather", microbatches,
            mul(param - root, group_size),
-           "(shard - root unit's) x n = " + n(param - root) + " x " + n(group_size),
-           "FSDP2 reshard_after_forward: backward gathers again (the root unit keeps its params)"});
+           "FSDP2 reshard_after_forward: backward gathers again (the root unit keeps its params)"},
+          [&] { return "(shard - root unit's) x n = " + n(param - root) + " x " + n(group_size); });
     }
-    builder.add({role, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter",
-                 syncs, mul(grad, group_size),
-                 "grad shard x n = " + n(grad) + " x " + n(group_size), fsdp_src});
+    builder.add({role, Collective::ReduceScatter, prefix, ".grad_reduce_scatter", syncs,
+                 mul(grad, group_size), fsdp_src},
+                [&] { return "grad shard x n = " + n(grad) + " x " + n(group_size); });
     builder.add(
-        {replicate, Collective::AllReduce, std::string(prefix) + ".hsdp_grad_all_reduce", syncs,
-         grad, "grad shard = " + n(grad),
-         "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group"});
+        {replicate, Collective::AllReduce, prefix, ".hsdp_grad_all_reduce", syncs, grad,
+         "torch FSDP2 HSDP: the reduce-scatter output all-reduced over the replicate group"},
+        [&] { return "grad shard = " + n(grad); });
   };
   fsdp(CommRole::Fsdp, CommRole::Replicate, "fsdp", bytes.fsdp_param_bytes,
        bytes.fsdp_root_param_bytes, bytes.fsdp_grad_bytes);
@@ -173,31 +178,33 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
         // allreduce_gradients: "ZeRO stage >= 2 communicates during non gradient
         // accumulation boundaries as well").
         const bool stage2 = layout.zero_stage == 2;
-        builder.add({zero, Collective::ReduceScatter, std::string(prefix) + ".grad_reduce_scatter",
-                     stage2 ? microbatches : 1, grad, "local grads = " + n(grad),
+        builder.add({zero, Collective::ReduceScatter, prefix, ".grad_reduce_scatter",
+                     stage2 ? microbatches : 1, grad,
                      stage2 ? "DeepSpeed stage_1_and_2: ZeRO-2 reduces each micro-batch's "
                               "gradients into the owner's partition (engine allreduce_gradients)"
                             : "Megatron-Core param_and_grad_buffer start_grad_sync "
                               "(reduce_scatter_tensor); DeepSpeed stage_1_and_2 partitioned "
-                              "gradients, at the accumulation boundary"});
-        builder.add({zero, Collective::AllGather, std::string(prefix) + ".param_all_gather", 1,
-                     param, "local params = " + n(param),
-                     "Megatron-Core start_param_sync (all_gather of the updated shards)"});
+                              "gradients, at the accumulation boundary"},
+                    [&] { return "local grads = " + n(grad); });
+        builder.add({zero, Collective::AllGather, prefix, ".param_all_gather", 1, param,
+                     "Megatron-Core start_param_sync (all_gather of the updated shards)"},
+                    [&] { return "local params = " + n(param); });
         return;
       }
     }
-    builder.add({dp, Collective::AllReduce, std::string(prefix) + ".grad_all_reduce", 1, grad,
-                 "local grads = " + n(grad),
+    builder.add({dp, Collective::AllReduce, prefix, ".grad_all_reduce", 1, grad,
                  "DDP / Megatron gradient all-reduce, once per step (no_sync until the last "
-                 "micro-batch)"});
+                 "micro-batch)"},
+                [&] { return "local grads = " + n(grad); });
   };
   replicated(CommRole::Zero, CommRole::DataParallel, "dp", bytes.replicated_grad_bytes,
              bytes.replicated_param_bytes);
   replicated(CommRole::ExpertZero, CommRole::ExpertDataParallel, "expert_dp",
              bytes.expert_replicated_grad_bytes, bytes.expert_replicated_param_bytes);
-  builder.add({CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", 1,
-               bytes.tied_grad_bytes, "tied grads = " + n(bytes.tied_grad_bytes),
-               "Megatron embedding group: tied ends on different stages all-reduce their grads"});
+  builder.add({CommRole::TiedSync, Collective::AllReduce, "tied.grad_all_reduce", "", 1,
+               bytes.tied_grad_bytes,
+               "Megatron embedding group: tied ends on different stages all-reduce their grads"},
+              [&] { return "tied grads = " + n(bytes.tied_grad_bytes); });
 
   const StageLayers& stage_layers = bytes.layers;
   const std::int64_t dense_layers =
@@ -227,45 +234,55 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
         "Korthikanti et al. 2022 Sec. 4.2.2: g / g-bar operators, 2 forward + 2 backward per "
         "layer; full recompute repeats the forward's";
     if (deg.sequence_parallel) {
-      builder.add({CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", fwd + bwd,
-                   hidden_bytes, eth, src});
-      builder.add({CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", fwd + bwd,
-                   hidden_bytes, eth, src});
+      builder.add({CommRole::Tp, Collective::AllGather, "tp.layer_all_gather", "", fwd + bwd,
+                   hidden_bytes, src},
+                  eth);
+      builder.add({CommRole::Tp, Collective::ReduceScatter, "tp.layer_reduce_scatter", "",
+                   fwd + bwd, hidden_bytes, src},
+                  eth);
     } else {
-      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", fwd,
-                   hidden_bytes, eth, src});
-      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", bwd,
-                   hidden_bytes, eth,
+      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_forward_all_reduce", "", fwd,
+                   hidden_bytes, src},
+                  eth);
+      builder.add({CommRole::Tp, Collective::AllReduce, "tp.layer_backward_all_reduce", "", bwd,
+                   hidden_bytes,
                    layout.tp_per_linear ? "torch ColwiseParallel: each linear's input gradient "
                                           "(from_local Replicate) all-reduced on its own"
-                                        : src});
+                                        : src},
+                  eth);
     }
     if (layout.vocab_parallel && stage_layers.embedding) {
-      builder.add({CommRole::Tp,
-                   deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-                   "tp.embedding_output", microbatches, hidden_bytes, eth,
-                   "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced"});
+      builder.add(
+          {CommRole::Tp, deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+           "tp.embedding_output", "", microbatches, hidden_bytes,
+           "vocab-parallel embedding (RowwiseParallel on dim 0): Partial output reduced"},
+          eth);
     }
     if (layout.vocab_parallel && stage_layers.logits) {
-      builder.add({CommRole::Tp,
-                   deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
-                   "tp.lm_head_input_grad", microbatches, hidden_bytes, eth,
-                   "ColwiseParallel lm_head: its input's gradient reduced in backward"});
+      builder.add(
+          {CommRole::Tp, deg.sequence_parallel ? Collective::ReduceScatter : Collective::AllReduce,
+           "tp.lm_head_input_grad", "", microbatches, hidden_bytes,
+           "ColwiseParallel lm_head: its input's gradient reduced in backward"},
+          eth);
       if (deg.sequence_parallel) {
-        builder.add({CommRole::Tp, Collective::AllGather, "tp.lm_head_input", microbatches,
-                     hidden_bytes, eth, "sequence parallel: lm_head's input gathered in forward"});
+        builder.add({CommRole::Tp, Collective::AllGather, "tp.lm_head_input", "", microbatches,
+                     hidden_bytes, "sequence parallel: lm_head's input gathered in forward"},
+                    eth);
       }
       if (layout.loss_parallel) {
-        builder.add({CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics",
-                     mul(microbatches, 3), mul(4, tokens), "4 T = 4 x " + n(tokens),
+        builder.add({CommRole::Tp, Collective::AllReduce, "tp.loss_parallel_statistics", "",
+                     mul(microbatches, 3), mul(4, tokens),
                      "torch loss_parallel / Megatron _VocabParallelCrossEntropy: max, sum of exp, "
-                     "target logit per token (fp32)"});
+                     "target logit per token (fp32)"},
+                    [&] { return "4 T = 4 x " + n(tokens); });
       } else {
         const std::int64_t logits = mul({element_bytes, tokens, arch.vocab});
-        builder.add({CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", microbatches,
-                     logits,
-                     "e T V = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.vocab),
-                     "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)"});
+        builder.add(
+            {CommRole::Tp, Collective::AllGather, "tp.logits_all_gather", "", microbatches, logits,
+             "ColwiseParallel lm_head with Replicate output (transformers colwise_rep)"},
+            [&] {
+              return "e T V = " + n(element_bytes) + " x " + n(tokens) + " x " + n(arch.vocab);
+            });
       }
     }
   }
@@ -277,35 +294,41 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
                          mul(arch.heads, arch.v_head_dim)
                    : mul({2, arch.kv_heads, arch.head_dim});
     const std::int64_t kv = ceil_div(mul({element_bytes, tokens, cp, kv_width}), tp);
-    const std::string kv_text = "e (cp T) kv_width / t = " + n(element_bytes) + " x " +
-                                n(tokens * cp) + " x " + n(kv_width) + " / " + n(tp);
+    const auto kv_text = [&] {
+      return "e (cp T) kv_width / t = " + n(element_bytes) + " x " + n(tokens * cp) + " x " +
+             n(kv_width) + " / " + n(tp);
+    };
     const char* src =
         "torch.distributed.tensor.experimental context_parallel, rotate_method allgather: "
         "K and V gathered per layer in forward and backward, their grads returned";
-    builder.add({CommRole::Cp, Collective::AllGather, "cp.kv_all_gather",
-                 mul(microbatches, mul(layers, 2) + full_layers), kv, kv_text, src});
-    builder.add({CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter",
-                 mul(microbatches, layers), kv, kv_text, src});
+    builder.add({CommRole::Cp, Collective::AllGather, "cp.kv_all_gather", "",
+                 mul(microbatches, mul(layers, 2) + full_layers), kv, src},
+                kv_text);
+    builder.add({CommRole::Cp, Collective::ReduceScatter, "cp.kv_grad_reduce_scatter", "",
+                 mul(microbatches, layers), kv, src},
+                kv_text);
   }
 
   // EP: dispatch and combine, forward and backward.
   if (groups.of(CommRole::Ep).size > 1 && moe_layers > 0) {
     const std::int64_t ep_tokens = deg.sequence_parallel ? ceil_div(tokens, tp) : tokens;
     std::int64_t routed = mul(ep_tokens, arch.top_k);
-    std::string routed_text = "T k = " + n(ep_tokens) + " x " + n(arch.top_k);
-    if (shape.moe.capacity_factor) {
+    if (shape.moe.capacity_factor)
       routed = static_cast<std::int64_t>(static_cast<double>(routed) * *shape.moe.capacity_factor);
-      routed_text = "c T k";
-    }
     const std::int64_t buffer = mul({routed, arch.hidden, element_bytes});
     const std::int64_t calls =
         mul(microbatches, mul(moe_layers, 4) + mul(stage_layers.count[1][2], 2));
     builder.add(
-        {CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", calls, buffer,
-         routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " +
-             n(element_bytes),
+        {CommRole::Ep, Collective::AllToAll, "ep.dispatch_combine", "", calls, buffer,
          "Megatron MoEAlltoAllTokenDispatcher / torchtitan ExpertParallel token dispatch and "
-         "combine: 2 forward, 2 backward per MoE layer"});
+         "combine: 2 forward, 2 backward per MoE layer"},
+        [&] {
+          const std::string routed_text = shape.moe.capacity_factor
+                                              ? std::string("c T k")
+                                              : "T k = " + n(ep_tokens) + " x " + n(arch.top_k);
+          return routed_text + " x h x e = " + n(routed) + " x " + n(arch.hidden) + " x " +
+                 n(element_bytes);
+        });
   }
 
   // PP: activations forward, their gradients backward, per micro-batch and chunk.
@@ -319,14 +342,16 @@ StageComm stage_communication(const ActivationArch& arch, const TrainingShape& s
     const bool last = bytes.stage == layout.pp - 1 || (v_shape && bytes.stage == 0);
     const bool first = bytes.stage == 0 || (v_shape && bytes.stage == layout.pp - 1);
     const std::int64_t boundary = deg.sequence_parallel ? ceil_div(hidden_bytes, tp) : hidden_bytes;
-    const std::string text = deg.sequence_parallel ? eth + " / t" : eth;
+    const auto text = [&] { return deg.sequence_parallel ? eth() + " / t" : eth(); };
     const char* src =
         "Megatron p2p_communication send_forward / send_backward, torch pipelining "
         "_PipelineStage: one activation per micro-batch and model chunk";
-    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_activation",
-                 mul(microbatches, virtual_stages - (last ? 1 : 0)), boundary, text, src});
-    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_grad",
-                 mul(microbatches, virtual_stages - (first ? 1 : 0)), boundary, text, src});
+    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_activation", "",
+                 mul(microbatches, virtual_stages - (last ? 1 : 0)), boundary, src},
+                text);
+    builder.add({CommRole::Pp, Collective::SendRecv, "pp.send_grad", "",
+                 mul(microbatches, virtual_stages - (first ? 1 : 0)), boundary, src},
+                text);
   }
   return out;
 }

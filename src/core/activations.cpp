@@ -384,7 +384,7 @@ std::optional<ActivationArch> activation_arch(const ModelAttributes& attrs,
   arch.layers = attrs.num_hidden_layers.value_or(0);
   arch.vocab = need(attrs.vocab_size, "vocab_size");
   arch.kv_heads = attrs.num_key_value_heads.value_or(arch.heads);
-  arch.head_dim = attrs.head_dim.value_or(arch.heads > 0 ? arch.hidden / arch.heads : 0);
+  arch.head_dim = attrs.head_dim_or_derived().value_or(0);
   arch.experts = attrs.num_experts.value_or(0);
   arch.top_k = attrs.num_experts_per_tok.value_or(arch.experts > 0 ? 1 : 0);
   arch.moe_intermediate = attrs.moe_intermediate_size.value_or(attrs.intermediate_size.value_or(0));
@@ -545,105 +545,166 @@ std::int64_t microbatches_in_flight(PipelineScheduleKind kind, std::int64_t stag
   return 1;
 }
 
-StageActivations stage_activations(const ActivationArch& arch, const TrainingShape& shape,
-                                   std::int64_t element_bytes, const ActivationLayout& layout,
-                                   const StageLayers& layers, const StagePosition& position) {
-  const std::int64_t in_flight = position.in_flight;
-  StageActivations activations;
-  activations.stage = position.stage;
-  activations.layers = layers.layers();
-  activations.in_flight = in_flight;
-  activations.virtual_stages = std::max<std::int64_t>(1, position.virtual_stages);
-  const Local local = local_sizes(arch, shape, element_bytes, layout);
-  if (layers.embedding) {
-    Terms terms;
-    terms.add("embedding.token_ids", mul(8, local.tokens), "8 T",
-              "nn.Embedding backward keeps the int64 indices");
-    const bool all_full =
-        layers.count[0][0] + layers.count[0][1] + layers.count[1][0] + layers.count[1][1] == 0;
-    if (arch.rope && arch.head_dim > 0 && !all_full) {
-      const std::int64_t rope_dim = arch.mla() ? arch.qk_rope_head_dim : arch.head_dim;
-      terms.add("embedding.rope_cos_sin", mul({2, local.e, local.s, rope_dim}), "2 e s d",
-                "transformers rotary embedding: cos and sin of the positions (batch 1), computed "
-                "once, saved by every layer's `* cos` / `* sin`");
-    }
-    if (!arch.rope) {
-      terms.add("embedding.position_ids", mul(8, local.s), "8 s",
-                "learned position embedding (GPT-2 wpe) backward keeps its int64 positions");
-    }
-    merge(activations.per_microbatch, terms.out(), 1);
+namespace {
+
+// Stage 0's terms: the token ids, RoPE's cos / sin (`with_rope`: not kept when every layer
+// is recomputed) or GPT-2's learned positions.
+std::vector<ActivationTerm> embedding_terms(const ActivationArch& arch, const Local& local,
+                                            bool with_rope) {
+  Terms terms;
+  terms.add("embedding.token_ids", mul(8, local.tokens), "8 T",
+            "nn.Embedding backward keeps the int64 indices");
+  if (arch.rope && arch.head_dim > 0 && with_rope) {
+    const std::int64_t rope_dim = arch.mla() ? arch.qk_rope_head_dim : arch.head_dim;
+    terms.add("embedding.rope_cos_sin", mul({2, local.e, local.s, rope_dim}), "2 e s d",
+              "transformers rotary embedding: cos and sin of the positions (batch 1), computed "
+              "once, saved by every layer's `* cos` / `* sin`");
   }
-  std::int64_t working = 0;
-  std::int64_t layer_bytes[2][3] = {{0, 0, 0}, {0, 0, 0}};  // one layer, one micro-batch
-  for (int kind = 0; kind < 2; ++kind) {
-    for (int mode = 0; mode < 3; ++mode) {
-      const std::int64_t layer_count = layers.count[kind][mode];
-      if (layer_count == 0) continue;
-      const std::vector<ActivationTerm> terms =
-          layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
-                                 static_cast<Recompute>(mode));
-      layer_bytes[kind][mode] = sum(terms);
-      merge(activations.per_microbatch, terms, layer_count);
-      if (static_cast<Recompute>(mode) == Recompute::Full) {
-        working = std::max(working,
-                           layer_activation_bytes(arch, shape, element_bytes, layout,
-                                                  static_cast<LayerKind>(kind), Recompute::None));
-      }
+  if (!arch.rope) {
+    terms.add("embedding.position_ids", mul(8, local.s), "8 s",
+              "learned position embedding (GPT-2 wpe) backward keeps its int64 positions");
+  }
+  return std::move(terms.out());
+}
+
+// The last stage's terms: the final norm, the logits and the loss.
+std::vector<ActivationTerm> logits_terms(const ActivationArch& arch, const Local& local) {
+  Terms terms;
+  norm_terms(terms, arch, local, {"logits.final", local.tokens_h, arch.hidden, true});
+  if (local.fused) {
+    terms.add("logits.labels", mul(8, local.tokens), "8 T",
+              "vocab-parallel cross entropy keeps the int64 targets");
+    terms.add("logits.softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
+              "Megatron-Core fused vocab-parallel cross entropy: the fp32 softmax it keeps "
+              "(the bf16 logits are freed); theoretical_memory_usage.py: 4 s b V");
+  } else {
+    terms.add("logits.output", mul({local.e, local.tokens, local.vocab}), "e T V / t",
+              "lm_head output (vocab-parallel), the model's logits");
+    terms.add("logits.labels", mul(8, local.tokens), "8 T",
+              "cross_entropy (nll_loss) keeps the int64 targets");
+    if (arch.softcap) {
+      terms.add("logits.softcap", mul({local.e, local.tokens, local.vocab}), "e T V / t",
+                "transformers Gemma2ForCausalLM final_logit_softcapping: tanh output");
     }
+    terms.add(
+        "logits.log_softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
+        "transformers ForCausalLMLoss: logits.float(), cross_entropy's log_softmax output; "
+        "Megatron theoretical_memory_usage.py: 4 s b h (1 + V / h) for the output layer and CE");
+  }
+  return std::move(terms.out());
+}
+
+bool every_layer_full(const StageLayers& layers) {
+  return layers.count[0][0] + layers.count[0][1] + layers.count[1][0] + layers.count[1][1] == 0;
+}
+
+// The recomputed layer being rebuilt (StageActivations::once's recompute_working_layer).
+std::int64_t recompute_working_bytes(const ActivationBytes& table, const StageLayers& layers) {
+  constexpr int kNone = static_cast<int>(Recompute::None);
+  constexpr int kFull = static_cast<int>(Recompute::Full);
+  std::int64_t working = 0;
+  if (layers.recompute_tails.empty()) {
+    for (int kind = 0; kind < 2; ++kind)
+      if (layers.count[kind][kFull] > 0) working = std::max(working, table.layer[kind][kNone]);
+    return working;
   }
   // With the layers' order known, the rebuilt layer adds only what exceeds the layers after
   // it in its chunk, freed by their own backward before it runs (the chunk's last full layer
   // of a kind is the worst of that kind: the fewest layers after it).
-  if (!layers.recompute_tails.empty()) {
-    working = 0;
-    for (const RecomputeTail& tail : layers.recompute_tails) {
-      std::int64_t freed = 0;
-      for (int kind = 0; kind < 2; ++kind)
-        for (int mode = 0; mode < 3; ++mode)
-          freed = add(freed, mul(tail.after[kind][mode], layer_bytes[kind][mode]));
-      const std::int64_t rebuilt =
-          layer_activation_bytes(arch, shape, element_bytes, layout, tail.kind, Recompute::None);
-      working = std::max(working, rebuilt - std::min(rebuilt, freed));
+  for (const RecomputeTail& tail : layers.recompute_tails) {
+    std::int64_t freed = 0;
+    for (int kind = 0; kind < 2; ++kind)
+      for (int mode = 0; mode < 3; ++mode)
+        freed = add(freed, mul(tail.after[kind][mode], table.layer[kind][mode]));
+    const std::int64_t rebuilt = table.layer[static_cast<int>(tail.kind)][kNone];
+    working = std::max(working, rebuilt - std::min(rebuilt, freed));
+  }
+  return working;
+}
+
+}  // namespace
+
+ActivationBytes activation_bytes(const ActivationArch& arch, const TrainingShape& shape,
+                                 std::int64_t element_bytes, const ActivationLayout& layout) {
+  const Local local = local_sizes(arch, shape, element_bytes, layout);
+  ActivationBytes table;
+  for (int kind = 0; kind < 2; ++kind)
+    for (int mode = 0; mode < 3; ++mode)
+      table.layer[kind][mode] =
+          layer_activation_bytes(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
+                                 static_cast<Recompute>(mode));
+  table.embedding = sum(embedding_terms(arch, local, false));
+  table.embedding_rope = sum(embedding_terms(arch, local, true)) - table.embedding;
+  table.logits = sum(logits_terms(arch, local));
+  return table;
+}
+
+std::int64_t stage_activation_bytes(const ActivationBytes& table, const StageLayers& layers,
+                                    const StagePosition& position) {
+  const std::int64_t virtual_stages = std::max<std::int64_t>(1, position.virtual_stages);
+  std::int64_t per_microbatch = 0;
+  if (layers.embedding) {
+    per_microbatch = add(per_microbatch, table.embedding);
+    if (!every_layer_full(layers)) per_microbatch = add(per_microbatch, table.embedding_rope);
+  }
+  for (int kind = 0; kind < 2; ++kind)
+    for (int mode = 0; mode < 3; ++mode)
+      per_microbatch = add(per_microbatch, mul(layers.count[kind][mode], table.layer[kind][mode]));
+  std::int64_t held_once = recompute_working_bytes(table, layers);
+  // With model chunks the output terms live in the model's last chunk, whose backward
+  // follows its forward (every chunked schedule turns around there): held once.
+  if (layers.logits) {
+    if (virtual_stages > 1) {
+      held_once = add(held_once, table.logits);
+    } else {
+      per_microbatch = add(per_microbatch, table.logits);
+    }
+  }
+  // Interleaved, zero bubble with chunks, zbv, dualpipev: each in-flight unit is one model
+  // chunk's micro-batch (layers / v). Without chunks the last stage has 1F1B's one
+  // micro-batch in flight, GPipe's m (every forward before the first backward).
+  const std::int64_t per_unit =
+      virtual_stages > 1 ? ceil_div(per_microbatch, virtual_stages) : per_microbatch;
+  return add(mul(per_unit, position.in_flight), held_once);
+}
+
+StageActivations stage_activations(const ActivationArch& arch, const TrainingShape& shape,
+                                   std::int64_t element_bytes, const ActivationLayout& layout,
+                                   const StageLayers& layers, const StagePosition& position) {
+  StageActivations activations;
+  activations.stage = position.stage;
+  activations.layers = layers.layers();
+  activations.in_flight = position.in_flight;
+  activations.virtual_stages = std::max<std::int64_t>(1, position.virtual_stages);
+  const Local local = local_sizes(arch, shape, element_bytes, layout);
+  const ActivationBytes table = activation_bytes(arch, shape, element_bytes, layout);
+  if (layers.embedding)
+    merge(activations.per_microbatch, embedding_terms(arch, local, !every_layer_full(layers)), 1);
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int mode = 0; mode < 3; ++mode) {
+      const std::int64_t layer_count = layers.count[kind][mode];
+      if (layer_count == 0) continue;
+      merge(activations.per_microbatch,
+            layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
+                                   static_cast<Recompute>(mode)),
+            layer_count);
     }
   }
   if (layers.logits) {
-    Terms terms;
-    norm_terms(terms, arch, local, {"logits.final", local.tokens_h, arch.hidden, true});
-    if (local.fused) {
-      terms.add("logits.labels", mul(8, local.tokens), "8 T",
-                "vocab-parallel cross entropy keeps the int64 targets");
-      terms.add("logits.softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
-                "Megatron-Core fused vocab-parallel cross entropy: the fp32 softmax it keeps "
-                "(the bf16 logits are freed); theoretical_memory_usage.py: 4 s b V");
-    } else {
-      terms.add("logits.output", mul({local.e, local.tokens, local.vocab}), "e T V / t",
-                "lm_head output (vocab-parallel), the model's logits");
-      terms.add("logits.labels", mul(8, local.tokens), "8 T",
-                "cross_entropy (nll_loss) keeps the int64 targets");
-      if (arch.softcap) {
-        terms.add("logits.softcap", mul({local.e, local.tokens, local.vocab}), "e T V / t",
-                  "transformers Gemma2ForCausalLM final_logit_softcapping: tanh output");
-      }
-      terms.add(
-          "logits.log_softmax_fp32", mul({4, local.tokens, local.vocab}), "4 T V / t",
-          "transformers ForCausalLMLoss: logits.float(), cross_entropy's log_softmax output; "
-          "Megatron theoretical_memory_usage.py: 4 s b h (1 + V / h) for the output layer and CE");
-    }
-    // With model chunks the output terms live in the model's last chunk, whose backward
-    // follows its forward (every chunked schedule turns around there): held once.
+    std::vector<ActivationTerm> terms = logits_terms(arch, local);
     if (activations.virtual_stages > 1) {
-      for (const ActivationTerm& term : terms.out()) {
-        ActivationTerm held = term;
+      for (ActivationTerm& held : terms) {
         held.source +=
             "; held once: the model's last chunk runs its backward right after "
             "its forward";
         activations.once.push_back(std::move(held));
       }
     } else {
-      merge(activations.per_microbatch, terms.out(), 1);
+      merge(activations.per_microbatch, terms, 1);
     }
   }
   activations.per_microbatch_bytes = sum(activations.per_microbatch);
+  const std::int64_t working = recompute_working_bytes(table, layers);
   if (working > 0) {
     activations.once.push_back({"recompute_working_layer", working,
                                 layers.recompute_tails.empty()
@@ -653,17 +714,8 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
                                 "torch.utils.checkpoint / Megatron full recompute: the layer being "
                                 "recomputed holds its activations during its backward"});
   }
-  // Interleaved, zero bubble with chunks, zbv, dualpipev: each in-flight unit is one model
-  // chunk's micro-batch (layers / v); the output terms are among `once` (above). Without
-  // chunks the last stage has 1F1B's one micro-batch in flight, GPipe's m (every forward
-  // before the first backward).
-  const std::int64_t per_unit =
-      activations.virtual_stages > 1
-          ? ceil_div(activations.per_microbatch_bytes, activations.virtual_stages)
-          : activations.per_microbatch_bytes;
-  std::int64_t held_once = 0;
-  for (const ActivationTerm& term : activations.once) held_once = add(held_once, term.bytes);
-  activations.bytes = add(mul(per_unit, in_flight), held_once);
+  // The total is stage_activation_bytes's (one assembly rule for `memory` and the search).
+  activations.bytes = stage_activation_bytes(table, layers, position);
   return activations;
 }
 

@@ -269,6 +269,24 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
                                    std::int64_t element_bytes, const ActivationLayout& layout,
                                    const StageLayers& layers, const StagePosition& position);
 
+/// One layout's activation bytes per micro-batch by part (what stage_activations sums),
+/// independent of the pipeline: the layout search computes it once per (tp, sequence
+/// parallel, cp) and assembles every stage of every pipeline from it.
+struct ActivationBytes {
+  std::int64_t layer[2][3] = {{0, 0, 0}, {0, 0, 0}};  ///< one layer of [LayerKind][Recompute]
+  std::int64_t embedding = 0;                         ///< stage 0's terms but RoPE's cos / sin
+  std::int64_t embedding_rope = 0;  ///< RoPE's cos / sin (not kept when every layer is full)
+  std::int64_t logits = 0;          ///< the last stage's final norm, logits and loss terms
+};
+ActivationBytes activation_bytes(const ActivationArch& arch, const TrainingShape& shape,
+                                 std::int64_t element_bytes, const ActivationLayout& layout);
+
+/// stage_activations(...).bytes from `table` (the same assembly: in-flight units, the
+/// output terms held once with model chunks, the recompute working layer), without the
+/// terms' texts.
+std::int64_t stage_activation_bytes(const ActivationBytes& table, const StageLayers& layers,
+                                    const StagePosition& position);
+
 /// Korthikanti et al. 2022 activation bytes per transformer layer (GPT with
 /// dropout, 16-bit activations), Table 2: no parallelism 34 s b h + 5 a s^2
 /// b; tensor parallel s b h (10 + 24 / t + 5 a s / (h t)); with sequence

@@ -353,7 +353,8 @@ inline constexpr std::array kDiagCodes = {
                  "layout (its concatenate-by-member unpack would interleave the parts)",
                  "gather it per part in the runtime from its `boxes`, or drop `packed`"},
     DiagCodeInfo{DiagCode::WAxisSize1, "W-AXIS-SIZE-1", Severity::Warning, ExitCode::Invalid,
-                 "`Shard` on an axis of size 1 (no effect)",
+                 "`Shard` on an axis of size 1, or a ZeRO stage whose data-parallel group is one "
+                 "rank (no effect)",
                  "drop it, or give the axis a size > 1"},
     DiagCodeInfo{DiagCode::WModuleOrder, "W-MODULE-ORDER", Severity::Warning, ExitCode::Invalid,
                  "a checkpoint's architecture (or some of its names) has no module-order rules: "

@@ -47,12 +47,9 @@ std::optional<Heads> heads_of(const ModelAttributes& attrs, std::int64_t extent)
   if (!attrs.num_attention_heads || *attrs.num_attention_heads < 1) return std::nullopt;
   const std::int64_t heads = *attrs.num_attention_heads;
   const std::int64_t kv = attrs.num_key_value_heads.value_or(heads);
-  std::int64_t hd = 0;
-  if (attrs.head_dim) {
-    hd = *attrs.head_dim;
-  } else if (attrs.hidden_size && *attrs.hidden_size % heads == 0) {
-    hd = *attrs.hidden_size / heads;
-  }
+  // A derived head_dim only where the heads divide hidden_size (no fused layout otherwise).
+  const bool divides = attrs.hidden_size && *attrs.hidden_size % heads == 0;
+  const std::int64_t hd = attrs.head_dim || divides ? attrs.head_dim_or_derived().value_or(0) : 0;
   if (hd < 1 || kv < 1 || kv > heads || heads > extent || hd > extent) return std::nullopt;
   if ((heads + 2 * kv) * hd != extent) return std::nullopt;
   return Heads{heads, kv, hd};

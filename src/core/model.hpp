@@ -89,6 +89,16 @@ struct ModelAttributes {
   /// Rows per attention head (config.json `head_dim`); when absent, checks
   /// use hidden_size / num_attention_heads.
   std::optional<std::int64_t> head_dim;
+  /// Rows per attention head as transformers' attention modules read it:
+  /// `head_dim`, else hidden_size // num_attention_heads (floor: getattr(config,
+  /// "head_dim", config.hidden_size // config.num_attention_heads)); nullopt
+  /// without either.
+  [[nodiscard]] std::optional<std::int64_t> head_dim_or_derived() const {
+    if (head_dim) return head_dim;
+    if (hidden_size && num_attention_heads && *num_attention_heads > 0)
+      return *hidden_size / *num_attention_heads;
+    return std::nullopt;
+  }
   std::optional<bool> tie_word_embeddings;
   // Architecture sizes the activation model reads (src/core/activations.hpp),
   // config.json names (import copies them; GPT-2's n_layer / n_inner are aliases).

@@ -166,7 +166,7 @@ ExitCode run_compile(const CompileOptions& opt, FileSystem& fs, std::ostream& ou
     driver::abandon_output(*target, fs);
     return ExitCode::Usage;
   }
-  print_summary(plan, bytes, opt, ranks->size(), out);
+  if (!opt.quiet) print_summary(plan, bytes, opt, ranks->size(), out);
   return ExitCode::Ok;
 }
 

@@ -212,10 +212,11 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
   if (code != ExitCode::Ok) return code;
   const Plan& plan = *session.plan;
   if (opt.rank < 0 || opt.rank >= plan.world_size) {
-    driver::print_error(err, DiagCode::EUsage,
+    driver::print_error(err, opt.common.diag_format, DiagCode::EUsage,
                         "--rank " + std::to_string(opt.rank) + " is out of range (world size " +
                             std::to_string(plan.world_size) + ": ranks 0-" +
-                            std::to_string(plan.world_size - 1) + ")");
+                            std::to_string(plan.world_size - 1) + ")",
+                        "give a rank below " + std::to_string(plan.world_size));
     return ExitCode::Usage;
   }
   if (opt.format == InspectFormat::Json) {
@@ -240,8 +241,9 @@ ExitCode run_inspect(const InspectOptions& opt, FileSystem& fs, std::ostream& ou
   }
   if (opt.summary) {
     if (match) {
-      driver::print_error(err, DiagCode::EUsage,
-                          "--summary prints totals only; it cannot be used with --match");
+      driver::print_error(err, opt.common.diag_format, DiagCode::EUsage,
+                          "--summary prints totals only; it cannot be used with --match",
+                          "drop --summary to list the params --match selects");
       return ExitCode::Usage;
     }
     print_summary(plan, opt.rank, out);

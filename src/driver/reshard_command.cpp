@@ -224,6 +224,14 @@ ExitCode run_reshard(const ReshardOptions& opt, FileSystem& fs, std::ostream& ou
   const reshard::Result& result = *planned.result;
   const reshard::Options ro{opt.ranks_per_node};
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  if (opt.ranks && !opt.json && !opt.out_file) {
+    // Trial A 3.5: `--ranks 99` on 64 ranks was ignored (it selects the listing's ranks).
+    print_error(opt.diag_format == DiagFormat::Text ? err : out, opt.diag_format, DiagCode::EUsage,
+                "--ranks selects the plan-B ranks of the JSON listing; the summary covers every "
+                "rank",
+                "add -o FILE or --format json to write the listing of those ranks");
+    return ExitCode::Usage;
+  }
   if (opt.json || opt.out_file) {
     const auto ranks =
         listed_ranks(opt, to.world_size, opt.diag_format == DiagFormat::Text ? err : out);

@@ -157,14 +157,14 @@ ExitCode diagnostics_exit_code(const CommonOptions& opt, const DiagnosticSink& s
 
 void print_error(std::ostream& err, DiagFormat format, DiagCode code, const std::string& message,
                  const std::string& hint) {
-  if (format == DiagFormat::Text) {
-    print_error(err, code, message);
-    return;
-  }
-  DiagnosticSink sink;
-  sink.error(code, SourceLoc{}, message, hint);
-  err << (format == DiagFormat::Json ? render_diagnostics_json(sink)
-                                     : render_diagnostics_github(sink));
+  // Every format carries the hint; the text form is a whole diagnostic (the error line, the
+  // hint, the summary line), as a refused command line prints it (trial A 3.5).
+  CommonOptions common;
+  common.diag_format = format;
+  SessionScope scope(common);
+  Session& session = *scope;
+  session.sink.error(code, SourceLoc{}, message, hint);
+  print_diagnostics(common, session, err);
 }
 
 void print_diagnostics(const CommonOptions& opt, const Session& session, std::ostream& os) {

@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "frontend/doc.hpp"
+#include "frontend/frontend.hpp"
 #include "import/import_internal.hpp"
 #include "support/limits.hpp"
 
@@ -288,6 +290,12 @@ std::optional<CheckpointConfig> parse_hf_config(std::string_view text, const std
   const simdjson::padded_string padded(text);
   simdjson::dom::element root;
   if (const auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS) {
+    // simdjson gives an error code, not a position: the frontend's tracking parser reports
+    // the syntax error at its line:col (trial A 2.3), as for model and recipe files.
+    const std::size_t errors = sink.error_count();
+    (void)fe::load_json_tracking(SourceFile{path, std::string(text)}, DiagCode::ECheckpoint, sink,
+                                 {});
+    if (sink.error_count() > errors) return std::nullopt;
     sink.error(DiagCode::ECheckpoint, SourceLoc{path, 0, 0},
                std::string("config.json is not valid JSON: ") + simdjson::error_message(err),
                "config.json is the model's Hugging Face configuration");

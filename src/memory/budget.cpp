@@ -19,6 +19,8 @@ std::string breakdown(const RankMemory& rm) {
     text += std::string(memory_kind_name(static_cast<MemoryKind>(k))) + " " +
             binary_bytes_text(rm.bytes[k]);
   }
+  // `training.offload`: those bytes are in the rows above but not on the device.
+  if (rm.host > 0) text += " (" + binary_bytes_text(rm.host) + " of them offloaded to the host)";
   return text;
 }
 
@@ -48,6 +50,12 @@ std::string zero_remedy(const Plan& plan, const RankMemory& rm) {
   } else {
     text += " whole: `fsdp` (ZeRO-3) shards them too";
   }
+  // Trial D 6: with the optimizer offloaded its state is on the host: neither its dtype nor
+  // its sharding changes the device's bytes.
+  if (plan.training.shape.offload.optimizer)
+    return text +
+           "; or more tp/pp/ep (the optimizer state is offloaded to the host: its dtype "
+           "and its sharding do not change this rank's device bytes)";
   return text +
          "; or more DP ranks for the sharded state, more tp/pp/ep for all of it, fewer optimizer "
          "bytes (`state_dtype: bfloat16`)";
@@ -114,8 +122,10 @@ std::string remedy(const Plan& plan, const MemoryReport& report, const RankMemor
   const std::int64_t fixed = std::max<std::int64_t>(0, rm.total - rm.fsdp_scaled - transient);
   const std::int64_t room = budget - fixed - transient;
   const std::string rest =
-      "; or shrink the rest: fewer optimizer bytes (`state_dtype: bfloat16`, "
-      "`master_weights: none`), more tp/pp/ep";
+      plan.training.shape.offload.optimizer
+          ? "; or shrink the rest: more tp/pp/ep (the optimizer state is offloaded to the host)"
+          : "; or shrink the rest: fewer optimizer bytes (`state_dtype: bfloat16`, "
+            "`master_weights: none`), more tp/pp/ep";
   if (rm.fsdp_scaled == 0 || room <= 0) {
     const std::string buffers = report.activations_counted
                                     ? "the activations and all-gather buffers"

@@ -245,7 +245,13 @@ void add_shard(const Plan& plan, bool has_fsdp, const PlannedParam& param, const
   const std::int64_t master = local * rule.master_bytes;
   const std::int64_t state = local * rule.state_bytes;
   out[kParams] += params;
-  if (fsdp_scaled(param, has_fsdp)) out[kScaled] += params + grads + master + state;
+  if (fsdp_scaled(param, has_fsdp)) {
+    // On the device only: what `training.offload` keeps on the host does not shrink the
+    // device's bytes as FSDP grows (trial D 6: the budget hint asked for 52 ranks, not 13).
+    const OffloadSpec& off = plan.training.shape.offload;
+    out[kScaled] +=
+        (off.params ? 0 : params) + (off.grads ? 0 : grads) + (off.optimizer ? 0 : master + state);
+  }
   if (zero_stage != 1 && zero_stage != 2) {
     // FSDP2 reduce-scatters into the sharded grad itself (cast to the sharded param's
     // dtype): no separate copy. Unsharded (DDP, Megatron without its distributed

@@ -147,7 +147,8 @@ struct RankMemory {
   std::int64_t total = 0;
   /// Bytes of params + grads + master + state that FSDP shards (or would
   /// shard, when the recipe has no `fsdp`: trainable params of ndim >= 1);
-  /// they shrink as 1 / FSDP degree. Used for the budget hint.
+  /// they shrink as 1 / FSDP degree; on the device only (what `training.offload`
+  /// keeps on the host left out). Used for the budget hint.
   std::int64_t fsdp_scaled = 0;
   // With a training shape only (MemoryReport::activations_counted), bytes:
   std::int64_t activations = 0;

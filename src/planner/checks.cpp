@@ -74,13 +74,6 @@ std::string_view param_module(std::string_view fqn, bool& bias) {
   return {};
 }
 
-std::string axes_text(const DimSplit& split, const Mesh& mesh) {
-  std::string text;
-  for (int axis : split.axes)
-    text += (text.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(axis)].name;
-  return text;
-}
-
 // Divisors of g in increasing order, for hints. Bounded work for hostile
 // counts (g may be near 2^63): tries k up to 2^20 and lists at most 64.
 std::string divisors_text(std::int64_t heads_gcd) {
@@ -133,12 +126,12 @@ void check_even(const PlannedParam& param, const Plan& plan, const Recipe& recip
         if (split.rule == SplitRule::Even && units % split.ways != 0) {
           if (stacked_expert(param) && d == 0) return;  // E-EXPERTS reports it
           Diagnostic diag = param_diagnostic(param, DiagCode::EEven, rule_loc(param, recipe));
-          diag.message = unit > 1 ? what + " (" + std::to_string(units) + " units of " +
-                                        std::to_string(unit) + " rows) cannot split evenly over " +
-                                        std::to_string(split.ways) + " (" + axes_text(split, mesh) +
-                                        ") without cutting a unit"
-                                  : what + " is not divisible by " + std::to_string(split.ways) +
-                                        " (" + axes_text(split, mesh) + ") under uneven: even";
+          diag.message =
+              unit > 1 ? what + " (" + std::to_string(units) + " units of " + std::to_string(unit) +
+                             " rows) cannot split evenly over " + std::to_string(split.ways) +
+                             " (" + split_axes_text(split, mesh) + ") without cutting a unit"
+                       : what + " is not divisible by " + std::to_string(split.ways) + " (" +
+                             split_axes_text(split, mesh) + ") under uneven: even";
           if (units < split.ways) {
             // chunk / balanced would leave ranks without a unit (for a head
             // unit: TP ranks with no attention rows): never offer them.
@@ -347,9 +340,7 @@ void check_norm_split(const PlannedParam& param, const Model& model, const Recip
   if (tp <= 1) return;
   const ModelAttributes& attrs = model.attributes_of(param.name);
   const std::int64_t extent = param.global_shape[0];
-  std::optional<std::int64_t> head_dim = attrs.head_dim;
-  if (!head_dim && attrs.hidden_size && attrs.num_attention_heads && *attrs.num_attention_heads > 0)
-    head_dim = *attrs.hidden_size / *attrs.num_attention_heads;
+  const std::optional<std::int64_t> head_dim = attrs.head_dim_or_derived();
   std::string what = "a norm over its whole extent";
   if (head_dim && extent == *head_dim)
     what = "shared by every head (an RMSNorm over each head's " + std::to_string(extent) +
@@ -392,7 +383,7 @@ std::string chain_text(const std::vector<DimSplit>& chain, const Mesh& mesh) {
   if (chain.empty()) return "replicated";
   std::string text;
   for (const DimSplit& split : chain)
-    text += (text.empty() ? "" : ", then ") + axes_text(split, mesh) + " (" +
+    text += (text.empty() ? "" : ", then ") + split_axes_text(split, mesh) + " (" +
             std::to_string(split.ways) + " ways, " + split_rule_name(split.rule) + ")";
   return "split over " + text;
 }
@@ -537,7 +528,7 @@ void check_head_indexed(const PlannedParam& param, const HeadIndexed& indexed,
   diag.hint = want.empty() ? "replicate it as " + proj->name + " is"
                            : "split dim " + std::to_string(indexed.dim) + " as " + proj->name +
                                  "'s dim 0: `Shard(" + std::to_string(indexed.dim) + ")` over " +
-                                 axes_text(want.front(), mesh) + " with its rule's `uneven`";
+                                 split_axes_text(want.front(), mesh) + " with its rule's `uneven`";
   rep.add(std::move(diag), std::to_string(param.rule.index) + ":" + (replicated ? "r" : "s") + ":" +
                                std::to_string(proj->rule.index));
 }
@@ -590,7 +581,7 @@ void check_quant_state(const PlannedParam& param, const QuantState& quant,
                    ": a rank would dequantize its rows with other rows' scales";
     diag.hint = want.empty() ? "replicate it as its weight's rows are"
                              : "give it its weight's rule: `Shard(0)` over " +
-                                   axes_text(want.front(), lookup.plan.mesh_of(weight)) +
+                                   split_axes_text(want.front(), lookup.plan.mesh_of(weight)) +
                                    " with the same `uneven`";
   } else {
     bool split = false;
@@ -714,6 +705,13 @@ void run_checks(const std::vector<PlannedParam>& params, const Plan& plan, const
   heads.flush(sink);
   head_indexed.flush(sink);
   experts.flush(sink);
+}
+
+std::string split_axes_text(const DimSplit& split, const Mesh& mesh) {
+  std::string text;
+  for (int axis : split.axes)
+    text += (text.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(axis)].name;
+  return text;
 }
 
 }  // namespace shardc::passes

@@ -158,13 +158,6 @@ std::int64_t representative_rank(const Plan& plan, const PlannedParam& param,
   return rank_of(mesh, coords);
 }
 
-std::string axes_text(const DimSplit& split, const Mesh& mesh) {
-  std::string text;
-  for (int axis : split.axes)
-    text += (text.empty() ? "" : "x") + mesh.axes[static_cast<std::size_t>(axis)].name;
-  return text;
-}
-
 std::string rows_text(Piece rows) {
   return "[" + std::to_string(rows.start) + ", " + std::to_string(rows.start + rows.size) + ")";
 }
@@ -176,7 +169,7 @@ std::string sizes_hint(const PlannedParam& weight, const DimSplit& split, const 
       fp8::valid_ways(len, block, split, std::min(kMaxTried, blocks), kMaxListed);
   std::string list;
   for (std::int64_t ways : ok) list += (list.empty() ? "" : ", ") + std::to_string(ways);
-  std::string hint = "sizes of " + axes_text(split, mesh) +
+  std::string hint = "sizes of " + split_axes_text(split, mesh) +
                      " that keep every boundary a multiple of " + std::to_string(block) +
                      " (extent " + std::to_string(len) + " = " + std::to_string(blocks) +
                      " blocks, " + uneven_text(split) + "): " + list;
@@ -345,7 +338,7 @@ Diagnostic strided_diagnostic(const BlockedDim& at, const StridedOffender& offen
   Diagnostic diag = param_diagnostic(weight, DiagCode::EFp8Block, rule_loc(weight, recipe));
   std::string labels;
   for (const DimSplit& split : at.chain)
-    labels += (labels.empty() ? "" : ", ") + axes_text(split, plan.mesh_of(weight)) +
+    labels += (labels.empty() ? "" : ", ") + split_axes_text(split, plan.mesh_of(weight)) +
               (split.split_factor > 1 ? ": _StridedShard(" + std::to_string(d) +
                                             ", sf=" + std::to_string(split.split_factor) + ")"
                                       : ": Shard(" + std::to_string(d) + ")");

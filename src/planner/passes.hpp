@@ -173,6 +173,10 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
 Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc loc,
                             Severity severity = Severity::Error);
 
+/// checks.cpp: the mesh axes `split` spans as diagnostics name them, joined by "x"
+/// ("dp_shardxtp").
+std::string split_axes_text(const DimSplit& split, const Mesh& mesh);
+
 /// Reports a diagnostic at most once per (code, key), counting the others;
 /// `flush` appends "(and N more params)" to each and reports them in order.
 class GroupedReporter {

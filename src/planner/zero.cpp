@@ -238,6 +238,7 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
                "`fsdp` (FSDP2 runs under torch's pipelining)");
     return;
   }
+  const std::size_t errors_before = sink.error_count();
   GroupInput dense{false,       MeshKind::Dense,  &plan.dense, plan.pipeline_axis,
                    &spec.shard, &spec.shard_locs, "shard"};
   plan.zero.dense = resolve_group(params, dense, spec, sink);
@@ -252,6 +253,19 @@ void resolve_zero(const std::vector<PlannedParam>& params, Plan& plan, const Rec
     expert.pipeline_axis = plan.expert_pipeline_axis;
   }
   plan.zero.expert = resolve_group(params, expert, spec, sink);
+  // Trial D 7: a group of one rank shards nothing: the same bytes as no ZeRO, and a recipe
+  // meant to shard its optimizer state (a mesh axis left at 1, an axis list naming only
+  // size-1 axes) would pass silently.
+  const bool dense_whole = plan.zero.dense.degree <= 1;
+  const bool expert_whole = !plan.zero.has_experts || plan.zero.expert.degree <= 1;
+  if (dense_whole && expert_whole && sink.error_count() == errors_before) {
+    sink.warning(DiagCode::WAxisSize1, spec.loc,
+                 name +
+                     " shards over 1 rank: every data-parallel axis it could use has size 1, "
+                     "so it shards nothing (the same bytes as no ZeRO)",
+                 "give a data-parallel axis a size > 1 (or list it in `shard`), or drop the "
+                 "ZeRO stage");
+  }
 }
 
 }  // namespace shardc::passes

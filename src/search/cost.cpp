@@ -471,7 +471,8 @@ StepCost step_cost(const ModelStats& st, const SearchRequest& req, const Layout&
   if (st.arch) {
     StageComm estimated;
     if (exact_comm == nullptr) {
-      const CommInputs in = comm_inputs(st, req, layout);
+      CommInputs in = comm_inputs(st, req, layout);
+      in.layout.texts = describe;  // phase 1 reads the bytes alone
       const std::int64_t element_bytes =
           element_size(req.training.shape.activation_dtype.value_or(st.activation_dtype));
       estimated =

@@ -86,8 +86,7 @@ ModelStats model_stats(const Model& model) {
   stats.experts = attrs.num_experts.value_or(0);
   stats.top_k = attrs.num_experts_per_tok.value_or(0);
   stats.hidden = attrs.hidden_size.value_or(0);
-  const std::int64_t head_dim =
-      attrs.head_dim.value_or(stats.heads > 0 ? stats.hidden / stats.heads : 0);
+  const std::int64_t head_dim = attrs.head_dim_or_derived().value_or(0);
   if (attrs.kv_lora_rank.value_or(0) > 0) {
     const double qk_dim = static_cast<double>(attrs.qk_nope_head_dim.value_or(0) +
                                               attrs.qk_rope_head_dim.value_or(0));

@@ -414,8 +414,12 @@ std::optional<ScreenReason> screen(const ModelStats& st, const SearchRequest& re
 // Activation bytes of the peak stage depend on (tp, sp, cp, pp, v, schedule,
 // recompute, micro-batches) only: layouts differing in ep, the expert mesh
 // or the dp_replicate / dp_shard split share them (computed once).
+// The per-micro-batch bytes by part (core activation_bytes) depend on (tp, sp, cp) alone.
 using ActivationKey = std::array<std::int64_t, 9>;
-using ActivationMemo = std::map<ActivationKey, double>;
+struct ActivationMemo {
+  std::map<ActivationKey, double> peak;
+  std::map<std::array<std::int64_t, 3>, ActivationBytes> tables;
+};
 
 double estimate_memory(const ModelStats& st, const SearchRequest& req, const Layout& layout,
                        ActivationMemo& memo) {
@@ -484,9 +488,14 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                              static_cast<std::int64_t>(layout.recompute),
                              microbatches,
                              layout.recompute_block};
-  if (const auto hit = memo.find(key); hit != memo.end()) return bytes + hit->second;
+  if (const auto hit = memo.peak.find(key); hit != memo.peak.end()) return bytes + hit->second;
   const std::int64_t element_bytes =
       element_size(shape.activation_dtype.value_or(st.activation_dtype));
+  const std::array<std::int64_t, 3> table_key = {al.tp, al.sequence_parallel ? 1 : 0, al.cp};
+  auto table = memo.tables.find(table_key);
+  if (table == memo.tables.end())
+    table =
+        memo.tables.emplace(table_key, activation_bytes(*st.arch, shape, element_bytes, al)).first;
   double act = 0;
   const std::int64_t per_stage = (st.layers + layout.pp - 1) / layout.pp;
   // Stage 0 (most micro-batches in flight), stage 1 (one micro-batch fewer in flight but,
@@ -509,11 +518,9 @@ double estimate_memory(const ModelStats& st, const SearchRequest& req, const Lay
                                                stage, microbatches)
                       : 1;
     const StagePosition position{static_cast<int>(stage), in_flight, layout.virtual_stages};
-    act = std::max(act,
-                   static_cast<double>(
-                       stage_activations(*st.arch, shape, element_bytes, al, sl, position).bytes));
+    act = std::max(act, static_cast<double>(stage_activation_bytes(table->second, sl, position)));
   }
-  memo.emplace(key, act);
+  memo.peak.emplace(key, act);
   return bytes + act;
 }
 

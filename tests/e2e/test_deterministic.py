@@ -69,6 +69,8 @@ def compile_plan(shardc: str, recipe: Path, out: Path, ranks: list[int] | None,
     if proc.returncode != 0:
         raise RuntimeError(f"compile exited {proc.returncode}:\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-2000:]}")
+    if proc.stdout:  # trial A 3.4: --quiet printed the summary anyway
+        raise RuntimeError(f"compile --quiet printed on stdout:\n{proc.stdout[-2000:]}")
 
 
 def files_of(out: Path) -> dict[str, bytes]:

@@ -179,6 +179,14 @@ def check_single_file_and_unknown(shardc: str, work: Path) -> None:
         raise AssertionError("module_order: module still warns W-MODULE-ORDER")
     print("ok: single file, unknown architecture: natural order + W-MODULE-ORDER, kept in the "
           "imported file until confirmed")
+    # Trial A 2.3: a config.json syntax error is reported at its line:col (it had none).
+    (d / "config.json").write_text('{"architectures": ["TinyForCausalLM"],\n'
+                                   ' "num_attention_heads": 2,,\n}')
+    r = run([shardc, "import", str(d)], expect=2)
+    where = f"{d / 'config.json'}:2:27: error[E-CHECKPOINT]: malformed JSON"
+    if where not in r.stderr:
+        raise AssertionError(f"config.json syntax error without line:col:\n{r.stderr}")
+    print("ok: a config.json syntax error at its line:col")
 
 
 def main() -> int:

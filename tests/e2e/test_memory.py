@@ -95,6 +95,11 @@ def main() -> int:
             "inspect --rank 17 shows the memory breakdown")
     total17 = m["ranks"][1]["bytes"]["total"]
     c.check(f"({total17})" in p.stdout, "inspect shows the same total in bytes")
+    # Trial A 3.5: usage errors after planning are whole diagnostics (hint, summary line).
+    p = run([s, "inspect", MODEL, RECIPE, "--rank", "64"])
+    c.check(p.returncode == 2 and "error[E-USAGE]: --rank 64 is out of range" in p.stderr
+            and "hint: give a rank below 64" in p.stderr and "1 error, 0 warnings" in p.stderr,
+            f"inspect --rank 64: E-USAGE with a hint and the summary line ({p.stderr})")
 
     p = run([s, "validate", MODEL, RECIPE, "--budget", "80GiB"])
     c.check(p.returncode == 0, f"validate --budget 80GiB exits 0 ({p.stderr})")

@@ -501,3 +501,56 @@ TEST_CASE("activations: Megatron-Core's linear_fc1 of 2 x intermediate_size rows
   REQUIRE(experts);
   CHECK(experts->gated_mlp);
 }
+
+TEST_CASE(
+    "activations: stage_activation_bytes (the search's path) equals stage_activations' terms") {
+  // The layout search assembles a stage from activation_bytes (no texts); `memory` prints
+  // stage_activations' terms. Both must give one total: the printed terms summed per unit
+  // in flight, plus the terms held once.
+  TrainingShape eager = shape_of(4096, 2, AttentionImpl::Flash);
+  TrainingShape fused = eager;
+  fused.kernels = ActivationKernels::Fused;
+  ActivationArch gpt2 = llama(768, 12, 12, 3072);
+  gpt2.gated_mlp = false;
+  gpt2.layer_norm = true;
+  gpt2.rope = false;
+  const ActivationArch archs[] = {llama(4096, 32, 8, 14336), mixtral(), deepseek_v3(), gpt2};
+  const ActivationLayout layouts[] = {{1, 1, false, 1}, {8, 1, true, 1}, {4, 1, false, 2}};
+  const StagePosition positions[] = {{0, 1, 1}, {0, 9, 1}, {3, 25, 4}, {0, 33, 2}};
+  int checked = 0;
+  for (const ActivationArch& arch : archs) {
+    for (const TrainingShape* shape : {&eager, &fused}) {
+      for (const ActivationLayout& layout : layouts) {
+        const ActivationBytes table = activation_bytes(arch, *shape, 2, layout);
+        for (const StagePosition& position : positions) {
+          for (int variant = 0; variant < 4; ++variant) {
+            // 0: kept layers with the embedding; 1: every layer full with the logits;
+            // 2: block recompute in two chunks (ordered); 3: MoE and dense, mixed modes.
+            StageLayers layers;
+            layers.embedding = variant == 0 || variant == 3;
+            layers.logits = variant == 1 || variant == 3;
+            for (int i = 0; i < 6; ++i) {
+              const LayerKind kind = variant == 3 && i % 2 == 1 ? LayerKind::Moe : LayerKind::Dense;
+              Recompute mode = Recompute::None;
+              if (variant == 1) mode = Recompute::Full;
+              if (variant == 2) mode = i % 3 == 0 ? Recompute::Full : Recompute::None;
+              if (variant == 3) mode = static_cast<Recompute>(i % 3);
+              layers.add_layer(kind, mode, i == 0 || (variant == 2 && i == 3));
+            }
+            const StageActivations terms =
+                stage_activations(arch, *shape, 2, layout, layers, position);
+            std::int64_t once = 0;
+            for (const ActivationTerm& held : terms.once) once += held.bytes;
+            const std::int64_t chunks = std::max<std::int64_t>(1, position.virtual_stages);
+            const std::int64_t per_unit = (terms.per_microbatch_bytes + chunks - 1) / chunks;
+            CAPTURE(checked);
+            CHECK(terms.bytes == per_unit * position.in_flight + once);
+            CHECK(stage_activation_bytes(table, layers, position) == terms.bytes);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  CHECK(checked == 4 * 2 * 3 * 4 * 4);
+}
