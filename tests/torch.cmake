@@ -56,12 +56,15 @@ if(SHARDC_TORCH_PYTHON)
   endforeach()
   # shard orders and strided labels under FSDP2 (fully_shard with shard_placement_fn), the
   # FP8 block scales of such weights, frozen params sharded as FSDP2 does (fsdp.frozen:
-  # shard); every rank of small models, one pytest process
+  # shard), FSDP axes before, after and around the TP axis; every rank of small models, one
+  # pytest process
   add_test(NAME torch/agreement/features
            COMMAND ${SHARDC_TORCH_PYTHON} -m pytest -q -p no:cacheprovider -rfE
                    "${SHARDC_TORCH_DIR}/test_agreement.py::test_shard_order_under_fsdp2"
                    "${SHARDC_TORCH_DIR}/test_agreement.py::test_fp8_scales_of_ordered_and_strided_weights"
                    "${SHARDC_TORCH_DIR}/test_agreement.py::test_frozen_params_sharded_like_fsdp2"
+                   "${SHARDC_TORCH_DIR}/test_agreement.py::test_fsdp_labels_on_any_mesh_order"
+                   "${SHARDC_TORCH_DIR}/test_agreement.py::test_tied_alias_first_in_module_order"
            WORKING_DIRECTORY ${SHARDC_TORCH_DIR})
   set_tests_properties(torch/agreement/features PROPERTIES LABELS "e2e;torch"
                        TIMEOUT 900 ENVIRONMENT "SHARDC_BIN=$<TARGET_FILE:shardc>;OMP_NUM_THREADS=1")

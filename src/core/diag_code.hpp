@@ -84,6 +84,7 @@ enum class DiagCode {
   WCheckpoint,
   WBalance,
   WModuleBuffer,
+  WFsdpDtypes,
 };
 
 /// One row of the table.
@@ -312,8 +313,11 @@ inline constexpr std::array kDiagCodes = {
                  "`E % ep != 0` under `chunk`/`balanced` (lists each ep rank's expert range)",
                  "choose ep dividing E, or accept the imbalance"},
     DiagCodeInfo{DiagCode::WStrided, "W-STRIDED", Severity::Warning, ExitCode::Invalid,
-                 "the `_StridedShard` label would be read differently by the newest DTensor "
-                 "(uneven FSDP2 x TP extents; FSDP2 over a `_StridedShard` TP split, even ones)",
+                 "the plan's labels would be read differently by DTensor than FSDP2 stores "
+                 "the rows (the newest `_StridedShard` rule on uneven FSDP2 x TP extents; FSDP2 "
+                 "over a `_StridedShard` TP split, even ones; FSDP over several axes, or after "
+                 "a TP axis in mesh order, on uneven extents: FSDP2 chunks once over the "
+                 "flattened axes)",
                  "make the sharded extent divisible (FSDP over a `_StridedShard` split: gather "
                  "with FSDP2, or FSDP on another dim); the manifest is the physical truth"},
     DiagCodeInfo{DiagCode::WShadowedRule, "W-SHADOWED-RULE", Severity::Warning, ExitCode::Invalid,
@@ -419,6 +423,16 @@ inline constexpr std::array kDiagCodes = {
                  "frozen: torch lets only floating point tensors require grad)",
                  "drop it from the model (`shardc import` leaves buffers out), or mark it "
                  "`requires_grad: false` if it really is a frozen param"},
+    DiagCodeInfo{DiagCode::WFsdpDtypes, "W-FSDP-DTYPES", Severity::Warning, ExitCode::Invalid,
+                 "an FSDP unit of an `fsdp2_allgather` buffer holds trainable params of more "
+                 "than one dtype (as the model lists them): FSDP2 refuses such a unit at its "
+                 "first forward (\"FSDP expects uniform original parameter dtype\", torch 2.13 "
+                 "FSDPParamGroup._init_mp_dtypes), mixed-precision policy or not, unless the "
+                 "runtime casts them to one dtype on load",
+                 "if your runtime keeps these dtypes, cast the odd param, freeze it "
+                 "(`requires_grad: false`) or name its module as a unit of its own; if it "
+                 "casts on load (from_pretrained(torch_dtype=...)), list the dtype it trains "
+                 "in"},
 };
 
 /// The row of `code`.

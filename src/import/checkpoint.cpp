@@ -650,23 +650,6 @@ std::vector<SubModel> find_submodels(const std::vector<Param>& params,
   return out;
 }
 
-// transformers 5's modules hold some tensors that checkpoints store beside the weights as
-// buffers: DeepseekV3TopkRouter's `e_score_correction_bias` (`nn.Buffer`, updated by the
-// auxiliary-loss-free balancing, never by a gradient). Under `--transformers 5` they stay
-// in the model, as the checkpoint stores them, but frozen: no grad, no optimizer state,
-// replicated beside FSDP (fsdp.frozen: ignore). Returns how many.
-std::size_t freeze_transformers5_buffers(std::vector<Param>& params, const std::string& arch,
-                                         std::string& first) {
-  if (arch != "DeepseekV3ForCausalLM" && arch != "deepseek_v3") return 0;
-  std::size_t count = 0;
-  for (Param& param : params) {
-    if (!param.name.ends_with(".mlp.gate.e_score_correction_bias")) continue;
-    if (count++ == 0) first = param.name;
-    param.requires_grad = false;
-  }
-  return count;
-}
-
 }  // namespace
 
 bool is_checkpoint_path(FileSystem& fs, const std::string& path) {
@@ -747,19 +730,39 @@ std::optional<ImportedModel> import_checkpoint(FileSystem& fs, const std::string
   im.source = base_name(path);
   if (!config->architectures.empty())
     im.comments.emplace_back("architecture", config->architectures.front());
-  if (transformers == TransformersOrder::V5) {
+  if (transformers == TransformersOrder::V5)
     im.comments.emplace_back("module order", "transformers 5 (shardc import --transformers 5)");
-    std::string first;
-    if (const std::size_t frozen = freeze_transformers5_buffers(model.params, arch_name, first))
-      im.comments.emplace_back("transformers 5 buffers (frozen params)",
-                               std::to_string(frozen) + ", e.g. " + first);
-  }
+  std::string first_frozen;
+  if (const std::size_t frozen =
+          imp::freeze_gradient_free_params(model.params, arch_name, first_frozen))
+    im.comments.emplace_back("frozen: no gradient reaches them",
+                             std::to_string(frozen) + ", e.g. " + first_frozen);
   for (auto& comment : imp::prestacked_expert_comments(model))
     im.comments.push_back(std::move(comment));
   model.sha256 = sha256_hex(render_model_yaml(im));
   spdlog::debug("imported {} params from {} files of {}", model.params.size(), layout->files.size(),
                 path);
   return im;
+}
+
+// Tensors checkpoints store beside the weights that no gradient reaches: DeepSeek-V3's
+// router `e_score_correction_bias` (transformers 5: an `nn.Buffer`; DeepSeek's own
+// modeling code: an nn.Parameter used only to pick the top-k experts, whose indices carry
+// no gradient; the auxiliary-loss-free balancing updates it by a rule, DeepSeek-V3 report
+// Sec. 2.1.2). They stay in the model, as the checkpoint stores them, but frozen under
+// both transformers versions: no grad, no optimizer state, replicated beside FSDP
+// (fsdp.frozen: ignore). Trainable, its float32 dtype in a bfloat16 FSDP unit is what
+// FSDP2 refuses (E-FSDP, trial E 1). Returns how many.
+std::size_t imp::freeze_gradient_free_params(std::vector<Param>& params, const std::string& arch,
+                                             std::string& first) {
+  if (arch != "DeepseekV3ForCausalLM" && arch != "deepseek_v3") return 0;
+  std::size_t count = 0;
+  for (Param& param : params) {
+    if (!param.name.ends_with(".mlp.gate.e_score_correction_bias")) continue;
+    if (count++ == 0) first = param.name;
+    param.requires_grad = false;
+  }
+  return count;
 }
 
 }  // namespace shardc

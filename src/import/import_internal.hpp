@@ -58,4 +58,10 @@ std::vector<std::pair<std::string, std::int64_t>> int_attributes(const ModelAttr
 /// header comments `experts: ...` (docs/experts.md); none without num_experts.
 std::vector<std::pair<std::string, std::string>> prestacked_expert_comments(const Model& model);
 
+/// Freezes the params of architecture `arch` (config.json `architectures[0]` or
+/// `model_type`) that no gradient reaches (DeepSeek-V3's router e_score_correction_bias:
+/// checkpoint.cpp says why); `first` gets the first one's name. Returns how many.
+std::size_t freeze_gradient_free_params(std::vector<Param>& params, const std::string& arch,
+                                        std::string& first);
+
 }  // namespace shardc::imp

@@ -144,6 +144,11 @@ std::optional<ImportedModel> import_model_file(const std::string& path, const st
       if (by_arch && by_arch != known_fused(param.name, param.shape, attrs, ""))
         param.fused = by_arch;
     }
+    std::string first_frozen;
+    if (const std::size_t frozen =
+            imp::freeze_gradient_free_params(im.model.params, arch, first_frozen))
+      im.comments.emplace_back("frozen: no gradient reaches them",
+                               std::to_string(frozen) + ", e.g. " + first_frozen);
   } else {
     typed_extras(im.model.attributes, im);
   }

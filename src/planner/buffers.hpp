@@ -198,6 +198,10 @@ struct Fsdp2Plan {
 /// Params no pattern matches go to the root unit "".
 Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec);
 
+/// The FSDP unit of `fqn` under `units` (an fsdp2_allgather buffer's patterns): the
+/// deepest module prefix of `fqn` any pattern names ("" = the root unit).
+std::string fsdp2_unit_of(const std::string& fqn, const std::vector<Pattern>& units);
+
 struct Fsdp2Param {
   std::size_t param = 0;
   std::int64_t offset = 0;        ///< in this rank's slot (elements, or bytes)

@@ -2,6 +2,7 @@
 // one buffer per FSDP unit and mesh, padded shards flattened in model order
 // with no alignment, rank-major output [W, total]; mixed dtypes switch the
 // unit to byte units (FSDP2 gathers them as uint8).
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -13,12 +14,8 @@
 #include "planner/buffers.hpp"
 
 namespace shardc {
-namespace {
 
-// The deepest module prefix of `fqn` named by any pattern: each pattern
-// names the shortest prefix (whole segments, excluding the param's own
-// name) it matches.
-std::string unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
+std::string fsdp2_unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
   std::vector<std::size_t> cuts{0};  // prefix lengths: "", "a", "a.b", ...
   for (std::size_t i = 0; i < fqn.size(); ++i)
     if (fqn[i] == '.') cuts.push_back(i);
@@ -35,6 +32,8 @@ std::string unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
   return fqn.substr(0, best);
 }
 
+namespace {
+
 // FSDP2's order of a unit's params: fully_shard collects the managed modules
 // by a post-order DFS (children in registration order, then the module
 // itself: torch/distributed/fsdp/_fully_shard/_fsdp_init.py
@@ -43,7 +42,10 @@ std::string unit_of(const std::string& fqn, const std::vector<Pattern>& units) {
 // children's (gpt-oss's `self_attn.sinks` after o_proj, Llama-4's
 // `vision_model.class_embedding` after the tower); `params` are in model
 // (named_parameters, pre-order) order and are reordered in place.
-void post_order(std::vector<std::size_t>& params, const Plan& plan) {
+// `placed_by[i]`: the param whose FQN places param i (its own, or a tied alias's that comes
+// first in module order: FSDP2 manages the shared Parameter where it first meets it).
+void post_order(std::vector<std::size_t>& params, const Plan& plan,
+                const std::vector<std::size_t>& placed_by) {
   struct Node {
     std::vector<std::size_t> children;  // node indices, first appearance order
     std::vector<std::size_t> own;       // param indices
@@ -52,7 +54,7 @@ void post_order(std::vector<std::size_t>& params, const Plan& plan) {
   std::map<std::string, std::size_t, std::less<>> by_path{{"", 0}};
   bool nested = false;  // some module owns params and has children
   for (std::size_t i : params) {
-    const std::string& name = plan.params[i].name;
+    const std::string& name = plan.params[placed_by[i]].name;
     std::size_t node = 0;
     std::size_t dot = name.find('.');
     while (dot != std::string::npos) {
@@ -91,6 +93,17 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
   Fsdp2Plan fsdp2;
   fsdp2.not_communicated.assign(static_cast<std::size_t>(plan.num_stages), {});
   std::map<std::tuple<int, int, std::string>, std::size_t> index;
+  // A tied param sits in its unit where its first FQN in module order does: FSDP2 collects
+  // params module by module and keeps the first visit of a shared Parameter
+  // (_get_managed_states, torch 2.13 _fsdp_init.py). Trial E 3: an lm_head listed before the
+  // embedding it aliases put the shared weight at the embedding's place.
+  std::vector<std::size_t> placed_by(plan.params.size());
+  for (std::size_t i = 0; i < plan.params.size(); ++i) placed_by[i] = i;
+  for (std::size_t i = 0; i < plan.params.size(); ++i) {
+    const PlannedParam& param = plan.params[i];
+    if (param.alias_of && plan.params[*param.alias_of].stage == param.stage)
+      placed_by[*param.alias_of] = std::min(placed_by[*param.alias_of], i);
+  }
   for (std::size_t i = 0; i < plan.params.size(); ++i) {
     const PlannedParam& param = plan.params[i];
     const bool alias = param.alias_of && plan.params[*param.alias_of].stage == param.stage;
@@ -101,7 +114,7 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
       fsdp2.not_communicated[static_cast<std::size_t>(param.stage)].push_back(i);
       continue;
     }
-    std::string name = unit_of(param.name, spec.units);
+    std::string name = fsdp2_unit_of(param.name, spec.units);
     auto [it, fresh] =
         index.try_emplace({param.stage, static_cast<int>(param.mesh), name}, fsdp2.units.size());
     if (fresh) fsdp2.units.push_back({std::move(name), param.mesh, param.stage, {}, false});
@@ -110,7 +123,12 @@ Fsdp2Plan plan_fsdp2(const Plan& plan, const BufferSpec& spec) {
       unit.byte_units = true;
     unit.params.push_back(i);
   }
-  for (Fsdp2Unit& unit : fsdp2.units) post_order(unit.params, plan);
+  for (Fsdp2Unit& unit : fsdp2.units) {
+    std::stable_sort(
+        unit.params.begin(), unit.params.end(),
+        [&placed_by](std::size_t lhs, std::size_t rhs) { return placed_by[lhs] < placed_by[rhs]; });
+    post_order(unit.params, plan, placed_by);
+  }
   // The root unit held the whole step: the first unit of its stage and mesh.
   std::set<std::pair<int, MeshKind>> seen;
   for (Fsdp2Unit& unit : fsdp2.units)

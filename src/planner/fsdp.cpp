@@ -82,11 +82,19 @@ int resolve_dim(const PlannedParam& param, const FsdpSpec& spec, const FsdpAxes&
   return fsdp.ways * ep > param.global_shape[0] ? 1 : 0;
 }
 
+// DTensor applies placements in mesh order, each on the piece the axes before it left.
+// FSDP2 shards the TP/EP-local piece, so an FSDP axis that comes after every axis splitting
+// `dim` reads as a plain Shard(dim) (mesh [tp, dp]: Shard(0), Shard(0)); one that comes
+// before some of them is `_StridedShard(dim, sf)`, sf the ways of the splits on `dim` on the
+// axes after it (mesh [dp, tp]: _StridedShard(0, sf=tp)). torch 2.13 FSDP2
+// `_init_sharding_spec_spmd` (_fsdp_param.py) labels the same way; trial E 2 found the
+// [tp, dp] order labelled _StridedShard(0, sf=tp), which DTensor reads as other rows.
 void label(PlannedParam& param, const FsdpAxes& fsdp, int dim) {
-  std::int64_t sf = 1;
-  for (const DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(dim)])
-    sf *= split.ways;
   for (int axis : fsdp.axes) {
+    std::int64_t sf = 1;
+    for (const DimSplit& split : param.geometry.per_dim[static_cast<std::size_t>(dim)])
+      for (std::size_t i = 0; i < split.axes.size(); ++i)
+        if (split.axes[i] > axis) sf *= split.axis_sizes[i];
     auto& rp = param.placements[static_cast<std::size_t>(axis)];
     rp.dim = dim;
     rp.kind = sf > 1 ? ResolvedPlacement::Kind::StridedShard : ResolvedPlacement::Kind::Shard;
@@ -145,6 +153,23 @@ bool shard_param(PlannedParam& param, const FsdpAxes& fsdp, const FsdpSpec& spec
     return false;
   }
   if (dim > 0) {
+    // Trial E 5: FSDP2 stores an empty TP/EP-local piece narrowed to 0 on its shard dim
+    // and then asserts "Shard(dim) requires even sharding" for dim > 0
+    // (FSDPParam.reset_sharded_param, torch 2.13 _fsdp_param.py) at the first unshard on
+    // those ranks only; the others hang in the all-gather.
+    for (std::size_t d = 0; d < param.global_shape.size(); ++d) {
+      if (local_extents(param.geometry, d).count(0) == 0) continue;
+      diag.message = "FSDP on dim " + std::to_string(dim) + " of " + param.name +
+                     ": some ranks' piece before FSDP is empty (extent 0 on dim " +
+                     std::to_string(d) +
+                     "), and FSDP2 refuses an empty shard on a dim > 0 (\"Shard(" +
+                     std::to_string(dim) + ") requires even sharding\" at the first unshard)";
+      diag.hint = param.mesh == MeshKind::Expert
+                      ? "use `expert_dim: 0`, or an expert count the ep axis divides"
+                      : "use fsdp dim 0, or sizes that leave every rank a piece";
+      rep.add(std::move(diag), "empty" + std::to_string(param.rule.index));
+      return false;
+    }
     for (std::int64_t len : local_extents(param.geometry, static_cast<std::size_t>(dim))) {
       if (len % fsdp.ways == 0) continue;
       diag.message = "FSDP on dim " + std::to_string(dim) + " of " + param.name +

@@ -173,6 +173,12 @@ void lint_activation_splits(const std::vector<PlannedParam>& params, const Plan&
 Diagnostic param_diagnostic(const PlannedParam& param, DiagCode code, SourceLoc loc,
                             Severity severity = Severity::Error);
 
+/// fsdp2_units_check.cpp: what FSDP2 refuses at its first forward (torch 2.13, found on
+/// gloo) in an fsdp2_allgather buffer's units: W-FSDP-DTYPES for trainable params of more
+/// than one dtype in a unit, E-FSDP for the two ends of a tie in different units.
+void check_fsdp2_units(const std::vector<PlannedParam>& params, const Plan& plan,
+                       DiagnosticSink& sink);
+
 /// checks.cpp: the mesh axes `split` spans as diagnostics name them, joined by "x"
 /// ("dp_shardxtp").
 std::string split_axes_text(const DimSplit& split, const Mesh& mesh);

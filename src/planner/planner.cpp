@@ -44,6 +44,7 @@ std::optional<Plan> plan_model(const Model& model, const Recipe& recipe, Diagnos
   // user everything to fix (the lints skip params whose placements failed).
   passes::check_strided(params, plan, sink);
   passes::run_lints(params, plan, model, recipe, sink);
+  if (sink.error_count() == errors_before) passes::check_fsdp2_units(params, plan, sink);
   if (sink.error_count() > errors_before) return std::nullopt;
   plan.local_attributes = passes::find_local_attributes(params, model);
   plan.params = std::move(params);

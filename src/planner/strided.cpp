@@ -112,6 +112,83 @@ bool within_budget(std::int64_t length, std::int64_t fsdp_ways,
   return !__builtin_mul_overflow(work, per, &work) && work <= kMaxWork;
 }
 
+// --- FSDP axes elsewhere in the mesh ---
+//
+// The labels on the recipe's mesh as `fsdp.cpp` writes them (an FSDP axis Shard, or
+// `_StridedShard(sf)` with sf the rule ways on the axes after it), read by DTensor in mesh
+// order (core dtensor_rows), against FSDP2's physical rows: the rule splits, then one chunk
+// of the local piece over the FSDP axes flattened (row-major in `fsdp.shard` order). They
+// agree wherever every extent divides; a flattened FSDP chunk over several axes
+// (torchtitan's dp_shard x cp) and FSDP axes after a rule axis differ on uneven extents
+// (trial E 2: the readings were never compared there).
+struct AxisSplit {
+  int position = 0;  // mesh axis index
+  std::int64_t ways = 1;
+};
+using OrderedKey = std::tuple<std::int64_t, std::vector<std::int64_t>>;
+
+const std::vector<std::vector<std::int64_t>>& ordered_mismatches(
+    std::map<OrderedKey, std::vector<std::vector<std::int64_t>>>& cache, std::int64_t length,
+    const std::vector<AxisSplit>& fsdp, const std::vector<AxisSplit>& rule) {
+  std::vector<std::int64_t> signature;
+  for (const AxisSplit& axis : fsdp) signature.insert(signature.end(), {axis.position, axis.ways});
+  signature.push_back(-1);
+  for (const AxisSplit& axis : rule) signature.insert(signature.end(), {axis.position, axis.ways});
+  auto [it, fresh] = cache.try_emplace(OrderedKey{length, signature});
+  if (!fresh) return it->second;
+  std::int64_t fsdp_ways = 1;
+  for (const AxisSplit& axis : fsdp) fsdp_ways *= axis.ways;
+  std::vector<std::int64_t> ways;
+  std::int64_t combos = 1;
+  for (const AxisSplit& axis : rule) {
+    ways.push_back(axis.ways);
+    combos *= axis.ways;
+  }
+  // Mesh order of the splits: (position, index), FSDP axes as -1 - j.
+  std::vector<std::pair<int, int>> order;
+  for (std::size_t j = 0; j < fsdp.size(); ++j)
+    order.emplace_back(fsdp[j].position, -1 - static_cast<int>(j));
+  for (std::size_t i = 0; i < rule.size(); ++i)
+    order.emplace_back(rule[i].position, static_cast<int>(i));
+  std::sort(order.begin(), order.end());
+  std::vector<std::int64_t> ks(ways.size(), 0);
+  std::vector<std::int64_t> fs(fsdp.size(), 0);
+  std::vector<MeshDimSplit> read;
+  for (std::int64_t f = 0; f < fsdp_ways; ++f) {
+    std::int64_t frem = f;
+    for (std::size_t j = fsdp.size(); j-- > 0;) {
+      fs[j] = frem % fsdp[j].ways;
+      frem /= fsdp[j].ways;
+    }
+    for (std::int64_t c = 0; c < combos; ++c) {
+      std::int64_t rem = c;
+      for (std::size_t i = ways.size(); i-- > 0;) {
+        ks[i] = rem % ways[i];
+        rem /= ways[i];
+      }
+      read.clear();
+      for (const auto& [position, index] : order) {
+        if (index >= 0) {
+          read.push_back(
+              {ways[static_cast<std::size_t>(index)], ks[static_cast<std::size_t>(index)], 1});
+          continue;
+        }
+        const AxisSplit& axis = fsdp[static_cast<std::size_t>(-1 - index)];
+        std::int64_t sf = 1;
+        for (const AxisSplit& later : rule)
+          if (later.position > axis.position) sf *= later.ways;
+        read.push_back({axis.ways, fs[static_cast<std::size_t>(-1 - index)], sf});
+      }
+      if (!same_rows(dtensor_rows(length, read), physical_rows(length, fsdp_ways, f, ways, ks))) {
+        std::vector<std::int64_t> combo{f};
+        combo.insert(combo.end(), ks.begin(), ks.end());
+        it->second.push_back(std::move(combo));
+      }
+    }
+  }
+  return it->second;
+}
+
 // --- a strided dim under FSDP ---
 
 // Runs with adjacent ones merged (the same rows, however they were cut).
@@ -223,16 +300,42 @@ bool strided_checkable(const PlannedParam& param) {
   return true;
 }
 
-// True when the param's FSDP dim has the checked layout.
-bool checkable(const PlannedParam& param) {
+// The FSDP dim's split chain when the dim is plain: FSDP on it, no packed parts, the rule
+// splits in mesh order and no strided labels (a rule's shard_order is checked by
+// check_shard_order, shard_order.cpp); else null.
+const std::vector<DimSplit>* plain_fsdp_chain(const PlannedParam& param) {
   const int d = param.geometry.fsdp_dim;
-  // a rule's shard_order: its labels are checked by check_shard_order (shard_order.cpp)
   if (d < 0 || !param.geometry.parts.empty() ||
       out_of_mesh_order(param.geometry, static_cast<std::size_t>(d)) ||
       strided_chain(param.geometry.per_dim[static_cast<std::size_t>(d)]))
-    return false;
-  const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(d)];
-  if (chain.size() < 2) return false;
+    return nullptr;
+  return &param.geometry.per_dim[static_cast<std::size_t>(d)];
+}
+
+// True when the param's FSDP dim is not the layout `checkable` takes (FSDP axes first) but
+// one ordered_mismatches compares: FSDP over several axes, or after a rule axis, each rule
+// split of the dim one axis torch.chunk'ed.
+bool ordered_checkable(const PlannedParam& param) {
+  const std::vector<DimSplit>* plain = plain_fsdp_chain(param);
+  if (plain == nullptr) return false;
+  const auto& chain = *plain;
+  const auto& fsdp_axes = chain.back().axes;
+  const int last_fsdp_axis = *std::max_element(fsdp_axes.begin(), fsdp_axes.end());
+  bool rule_before_fsdp = false;
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+    if (chain[i].rule != SplitRule::Chunk || chain[i].unit > 1 || chain[i].axes.size() != 1)
+      return false;
+    rule_before_fsdp |= chain[i].axes.front() < last_fsdp_axis;
+  }
+  return rule_before_fsdp || fsdp_axes.size() > 1;
+}
+
+// True when the param's FSDP dim has the checked layout.
+bool checkable(const PlannedParam& param) {
+  const std::vector<DimSplit>* plain = plain_fsdp_chain(param);
+  if (plain == nullptr) return false;
+  const auto& chain = *plain;
+  if (chain.size() < 2 || chain.back().axes.size() != 1) return false;  // else ordered_checkable
   const int first_fsdp_axis = chain.back().axes.front();
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
     if (chain[i].rule != SplitRule::Chunk || chain[i].unit > 1) return false;
@@ -242,9 +345,18 @@ bool checkable(const PlannedParam& param) {
   return true;
 }
 
-void warn(const PlannedParam& param, const Plan& plan,
-          const std::vector<std::vector<std::int64_t>>& bad, const std::string& key, bool strided,
-          GroupedReporter& rep) {
+// A W-STRIDED note: `what` was not checked (the mesh is beyond the check's budget).
+void note_unchecked(const PlannedParam& param, const std::string& what, GroupedReporter& rep) {
+  Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
+  diag.message =
+      param.name + ": " + what + " was not checked (the mesh is too large for the check's budget)";
+  diag.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
+  rep.add(std::move(diag), "unchecked");
+}
+
+// "N shard(s), ranks R": the ranks of the mismatching (f, ks...) combos of the FSDP dim.
+std::string bad_shards_text(const PlannedParam& param, const Plan& plan,
+                            const std::vector<std::vector<std::int64_t>>& bad) {
   const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
   const ClassSpace cs = class_space(plan, param);
   std::vector<std::int64_t> coords(cs.sizes.size(), 0);
@@ -260,9 +372,15 @@ void warn(const PlannedParam& param, const Plan& plan,
     ranks = ranks.empty() ? class_ranks(cs, coords, param.stage)
                           : ranks.unite(class_ranks(cs, coords, param.stage));
   }
+  return std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
+         (bad.size() > kMaxClasses ? " and more" : "");
+}
+
+void warn(const PlannedParam& param, const Plan& plan,
+          const std::vector<std::vector<std::int64_t>>& bad, const std::string& key, bool strided,
+          GroupedReporter& rep) {
   Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
-  const std::string shards = std::to_string(bad.size()) + " shard(s), ranks " + ranks.to_string() +
-                             (bad.size() > kMaxClasses ? " and more" : "");
+  const std::string shards = bad_shards_text(param, plan, bad);
   if (strided) {
     diag.message = param.name + ": DTensor reads FSDP2's _StridedShard label of dim " +
                    std::to_string(param.geometry.fsdp_dim) +
@@ -288,6 +406,49 @@ void warn(const PlannedParam& param, const Plan& plan,
   rep.add(std::move(diag), key);
 }
 
+// W-STRIDED for the ordered layouts (ordered_mismatches), on the ranks where they differ.
+void check_ordered(const PlannedParam& param, const Plan& plan,
+                   std::map<OrderedKey, std::vector<std::vector<std::int64_t>>>& cache,
+                   GroupedReporter& rep) {
+  const auto dim = static_cast<std::size_t>(param.geometry.fsdp_dim);
+  const auto& chain = param.geometry.per_dim[dim];
+  std::vector<AxisSplit> fsdp;
+  for (std::size_t j = 0; j < chain.back().axes.size(); ++j)
+    fsdp.push_back({chain.back().axes[j], chain.back().axis_sizes[j]});
+  std::vector<AxisSplit> rule;
+  std::vector<std::int64_t> ways;
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+    rule.push_back({chain[i].axes.front(), chain[i].ways});
+    ways.push_back(chain[i].ways);
+  }
+  const std::int64_t length = param.global_shape[dim];
+  if (!within_budget(length, chain.back().ways, ways)) {
+    note_unchecked(param, "DTensor's reading of the FSDP labels", rep);
+    return;
+  }
+  const auto& bad = ordered_mismatches(cache, length, fsdp, rule);
+  if (bad.empty()) return;
+  std::string key = "ordered:" + std::to_string(length);
+  for (const AxisSplit& axis : fsdp)
+    key += ":f" + std::to_string(axis.position) + "x" + std::to_string(axis.ways);
+  for (const AxisSplit& axis : rule)
+    key += ":r" + std::to_string(axis.position) + "x" + std::to_string(axis.ways);
+  Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Warning);
+  diag.message = param.name + ": DTensor reads the plan's labels of dim " + std::to_string(dim) +
+                 " on the recipe's mesh with other rows than FSDP2 stores (one chunk of the " +
+                 (rule.empty() ? "dim" : "TP/EP-local piece") + " over " +
+                 (fsdp.size() > 1 ? "the FSDP axes flattened" : "the FSDP axis") + ") on " +
+                 bad_shards_text(param, plan, bad);
+  diag.hint =
+      "the plan describes what FSDP2 stores (its own DTensor is on the flattened FSDP "
+      "mesh); extent " +
+      std::to_string(length) +
+      " is not divisible by the ranks that split it: pad it, or do not read the "
+      "sharded param through these labels (a DCP save, full_tensor() on the recipe "
+      "mesh)";
+  rep.add(std::move(diag), key);
+}
+
 }  // namespace
 
 void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
@@ -296,8 +457,13 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
   // Params with the same extent and split factors have the same mismatch:
   // one warning each, "(and N more like it)", as for the other codes.
   std::map<StridedKey, std::vector<std::vector<std::int64_t>>> strided_cache;
+  std::map<OrderedKey, std::vector<std::vector<std::int64_t>>> ordered_cache;
   GroupedReporter rep;
   for (const PlannedParam& param : params) {
+    if (ordered_checkable(param)) {
+      check_ordered(param, plan, ordered_cache, rep);
+      continue;
+    }
     const bool strided = strided_checkable(param);
     if (!strided && !checkable(param)) continue;
     const auto& chain = param.geometry.per_dim[static_cast<std::size_t>(param.geometry.fsdp_dim)];
@@ -311,12 +477,7 @@ void check_strided(const std::vector<PlannedParam>& params, const Plan& plan,
         param.global_shape[static_cast<std::size_t>(param.geometry.fsdp_dim)];
     if (strided ? !strided_within_budget(length, chain.back().ways, ways, factors)
                 : !within_budget(length, chain.back().ways, ways)) {
-      Diagnostic diag = param_diagnostic(param, DiagCode::WStrided, param.loc, Severity::Note);
-      diag.message = param.name +
-                     ": the _StridedShard reading was not checked (the mesh is too large "
-                     "for the check's budget)";
-      diag.hint = "the plan describes the physical layout; see W-STRIDED in docs/diagnostics.md";
-      rep.add(std::move(diag), "unchecked");
+      note_unchecked(param, "the _StridedShard reading", rep);
       continue;
     }
     const auto& bad =

@@ -50,10 +50,14 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
         return []
     root = nn.Module()
     made: dict[str, nn.Parameter] = {}
+    later: list[tuple[nn.Module, str, str]] = []  # an alias before its source (module order)
     for name, info in me.params.items():
         owner, attr = _owner(root, name)
         if info.alias_of is not None:
-            owner.register_parameter(attr, made[info.alias_of])
+            if info.alias_of in made:
+                owner.register_parameter(attr, made[info.alias_of])
+            else:
+                later.append((owner, attr, info.alias_of))
             continue
         spec = out.params[name]
         axes = [a["name"] for a in out.plan["meshes"][spec["mesh"]]]
@@ -74,6 +78,8 @@ def run(task: dict[str, Any], rank: int, world: int, fail: Callable[[str], None]
             value = torch.empty(info.global_shape, dtype=dtype, device="meta")
         made[name] = nn.Parameter(value, requires_grad=grad)
         owner.register_parameter(attr, made[name])
+    for owner, attr, source in later:
+        owner.register_parameter(attr, made[source])
     dp = {mesh: meshes[mesh][tuple(names)] for mesh, names in fsdp_axes.items()
           if names and mesh in meshes}
     apply_fully_shard(root, me, dp)

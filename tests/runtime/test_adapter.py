@@ -250,7 +250,7 @@ def test_manifest_refusals(compiled: dict[str, tuple[str, str]], tmp_path: Any) 
 def test_expert_ids(compiled: dict[str, tuple[str, str]], shardc: str, tmp_path: Any) -> None:
     """Each rank serves the experts of its EP coordinate, as its rank file's
     local_attributes state them (shardc's derivation, contract §6.7): the plan's
-    W-EXPERTS ranges (6 experts over ep 4 chunk: 2, 2, 2, 0; expert FSDP on dim 1), and
+    W-EXPERTS ranges (6 experts over ep 4 chunk: 2, 2, 2, 0; expert FSDP on dim 0), and
     with expert FSDP on the expert dim (recipe_b: ep 2, efsdp 4 on dim 0, pieces 1, 1,
     1, 0) the whole EP-local range 3e..3e+3, not the rank's FSDP piece (no FSDP2 units
     needed: the rank file says it)."""

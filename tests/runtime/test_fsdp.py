@@ -1,9 +1,10 @@
 """FSDP2's own sharding equals the plan on real processes (issue 28 item 5; marker
 `distributed`): `apply_fully_shard` by the plan's units on the plan's meshes, then
 `fsdp2_mismatches` and the placements, for every plan with FSDP2 units: HSDP x TP
-with mixed dtypes (hsdp_tp), expert FSDP on dim 1 beside dense FSDP (ep_efsdp),
-pipeline stages with ties (tied_pp), uneven and empty shards (train_mlp), and the
-shrunk Gemma-2-2B FSDP2 x TP4 plan. See fsdp_check.py.
+with mixed dtypes (hsdp_tp), expert FSDP beside dense FSDP with an empty EP rank (ep_efsdp),
+pipeline stages with ties (tied_pp), uneven and empty shards (train_mlp), a tied lm_head
+before its embedding in module order (tied_head_first), and the shrunk Gemma-2-2B FSDP2 x
+TP4 plan. See fsdp_check.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.distributed
 def test_fully_shard_agrees(shardc: str, tmp_path: Any) -> None:
     work = str(tmp_path)
     tasks: list[dict[str, Any]] = []
-    for case in ["hsdp_tp", "ep_efsdp", "tied_pp", "train_mlp"]:
+    for case in ["hsdp_tp", "ep_efsdp", "tied_pp", "train_mlp", "tied_head_first"]:
         out, _ = compile_case(shardc, work, case)
         tasks.append({"kind": "fsdp", "name": case, "outdir": out,
                       "recipe": os.path.join(CASES, case, "recipe.yaml")})

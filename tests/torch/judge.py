@@ -374,6 +374,7 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
     info: dict[str, dict[str, Any]] = {}  # name -> plan param
     tp_offsets: dict[str, tuple[int, ...]] = {}
     strided_index: dict[str, list[list[int]]] = {}  # strided_boxes under FSDP2: `_strided_rows`
+    pending_aliases: list[tuple[nn.Module, str, dict[str, Any]]] = []
     for p in plan["params"]:
         name = p["name"]
         if name not in held:
@@ -391,7 +392,10 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
         if p.get("alias_of"):
             target = objects.get(p["alias_of"])
             if target is None:
-                verdict.inexpressible[name] = "alias of a param not expressible"
+                # an alias before its source in module order (lm_head listed before the
+                # embedding): its module exists now, in order; the shared Parameter is
+                # registered on it once the source is built (below)
+                pending_aliases.append((parent, leaf, p))
                 continue
             parent.register_parameter(leaf, target)
             info[name] = p
@@ -470,6 +474,13 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
         parent.register_parameter(leaf, param)
         objects[name] = param
         info[name] = p
+    for parent, leaf, p in pending_aliases:
+        target = objects.get(p["alias_of"])
+        if target is None:
+            verdict.inexpressible[p["name"]] = "alias of a param not expressible"
+            continue
+        parent.register_parameter(leaf, target)
+        info[p["name"]] = p
 
     register_paths(root)
     # FSDP2, unit by unit (inner patterns first, as the recipe lists them)
@@ -528,7 +539,10 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                     continue
                 unit_members[fqn] = list(group.fsdp_params)
                 for fp in group.fsdp_params:
-                    fsdp_param_of[_name_of_fp(fp, fqn)] = fp
+                    # FSDP2 names a shared (tied) Parameter by its first FQN in module
+                    # order, maybe the alias: keyed by the plan's source name
+                    managed = _name_of_fp(fp, fqn)
+                    fsdp_param_of[info.get(managed, {}).get("alias_of") or managed] = fp
 
     # per-param comparison
     for name, p in info.items():
@@ -545,6 +559,12 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                    if not isinstance(q, Replicate)}
             # a flattened FSDP axis (several shard axes) is named by its parts
             got = _unflatten_names(got, names)
+            # FSDP2's TP path labels on its own mesh, FSDP axes first (dp, tp); the plan labels
+            # the recipe's mesh, where an FSDP axis after the TP axis (mesh [tp, dp]) reads as
+            # Shard (torch's SPMD path, `dp_mesh_dims`, labels it so): when the orders differ
+            # the labels are judged by DTensor's reading on the recipe mesh (below).
+            same_order = _expanded_order(spmd_names, names) == [
+                n for n in names if n in _expanded_order(spmd_names, names)]
             local = list(fp.sharded_size)
             padded = list(fp.padded_sharded_param_size)
             if canonical in strided_index:
@@ -571,7 +591,19 @@ def judge_loaded(plan: dict[str, Any], recipe: dict[str, Any],
                 got = {}
                 local, offset = list(p["global_shape"]), [0] * len(p["global_shape"])
             padded = local
-        if want != got:
+        if fp is not None and not same_order:
+            mesh = meshes[p["mesh"]]
+            read_local, read_off = _compute_local_shape_and_global_offset(
+                p["global_shape"], mesh.shape, mesh.get_coordinate(),
+                [parse_placement(t) for t in p["placements"]])
+            physical = (local, _empty_convention(local, offset, p["global_shape"]))
+            ours = (list(read_local),
+                    _empty_convention(list(read_local), list(read_off), p["global_shape"]))
+            if ours != physical:
+                verdict.mismatches.append(Mismatch(
+                    rank, name, "placements (DTensor's reading of the plan's labels on the "
+                    "recipe mesh, FSDP2's layout)", ours, physical))
+        elif want != got:
             verdict.mismatches.append(Mismatch(rank, name, "placements", want, got))
         offset = _empty_convention(local, offset, p["global_shape"])
         for field, ours, theirs in (("local_shape", rf["local_shape"], local),
@@ -880,6 +912,19 @@ def _unflatten_names(got: dict[str, str], names: Sequence[str]) -> dict[str, str
     return out
 
 
+def _expanded_order(spmd_names: Sequence[str], names: Sequence[str]) -> list[str]:
+    """FSDP2's SPMD mesh dims as recipe axes in order, a flattened FSDP axis by its parts
+    (in the recipe mesh's order, as `_unflatten_names` matches them)."""
+    out: list[str] = []
+    for n in spmd_names:
+        if n in names:
+            out.append(n)
+            continue
+        out += [axis for axis in names
+                if axis in n.split("_") or n.startswith(axis + "_") or n.endswith("_" + axis)]
+    return out
+
+
 def _physical_offset(fp: Any, p: dict[str, Any], tp_offset: tuple[int, ...] | None) -> list[int]:
     """TP/EP offset + the start of FSDP2's chunk of the TP/EP-local tensor."""
     dim = fp.fsdp_placement.dim
@@ -937,6 +982,7 @@ def _judge_units(verdict: RankVerdict, plan: dict[str, Any], rank_file: dict[str
         rows = []
         for fp in members:
             name = _name_of_fp(fp, fqn)
+            name = info.get(name, {}).get("alias_of") or name  # the plan's source name of a tie
             rows.append((name, fp.padded_sharded_param_size.numel(), info[name]["dtype"],
                          info[name]["mesh"]))
         meshes = {r[3] for r in rows}

@@ -154,9 +154,11 @@ def test_transformers_4_order(shardc: str, tmp_path: Path, name: str) -> None:
 
 
 def test_transformers_4_buffers(shardc: str, tmp_path: Path) -> None:
-    """DeepSeek-V3's e_score_correction_bias: trainable without --transformers 5 (DeepSeek's
-    own modeling has it as a Parameter), frozen with it (transformers 5: an nn.Buffer)."""
-    for major, trainable in ((None, True), (5, False)):
+    """DeepSeek-V3's e_score_correction_bias: frozen with and without --transformers 5
+    (transformers 5: an nn.Buffer; DeepSeek's own modeling: a Parameter no gradient reaches,
+    used only to pick the top-k experts). Trainable, its float32 in a bfloat16 FSDP unit is
+    what FSDP2 refuses at the first forward (trial E 1)."""
+    for major, trainable in ((None, False), (5, False)):
         imp = imported(shardc, "DeepSeek-V3", tmp_path / str(major), transformers_major=major)
         biases = [p for p in imp["params"] if p["name"].endswith("e_score_correction_bias")]
         assert len(biases) == 58

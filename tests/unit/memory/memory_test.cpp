@@ -177,7 +177,8 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
   // -> 448 rows: 3 x 1,032,192.
   const std::int64_t dense_mlp = 3 * 1032192;
   // MoE layer outside the experts: router [256,7168] -> 16 rows, shared experts 3 x 114,688
-  // (bf16), e_score_correction_bias [256] -> 16 (float32).
+  // (bf16). e_score_correction_bias [256] (float32) is frozen (no gradient reaches it:
+  // docs/import.md), so out of FSDP: 256 elements on every rank, no grad, no state.
   const std::int64_t moe_rest = 114688 + 3 * 114688;
   // Routed experts: 3 stacked [256, 2048, 7168] params on the expert mesh (pp 16 x efsdp 2 x
   // ep 64): ep -> 4 experts, efsdp on dim 0 -> 2 experts per rank.
@@ -187,38 +188,38 @@ TEST_CASE("DeepSeek-V3 on 2,048 ranks: a stage with dense layers and an MoE-only
   // layer 3.  Stage 1 (rank 128): MoE layers 4-7.
   const std::int64_t embed = 1010LL * 7168;
   const std::int64_t bf16_0 = embed + 3 * (attn + dense_mlp) + attn + moe_rest + experts;
-  const std::int64_t fp32_0 = 16;
+  const std::int64_t fp32_0 = 256;
   const std::int64_t bf16_1 = 4 * (attn + moe_rest + experts);
-  const std::int64_t fp32_1 = 4 * 16;
+  const std::int64_t fp32_1 = 4 * 256;
   CHECK(bf16_0 == 114231296);
   CHECK(bf16_1 == 363319296);
-  // bf16: params 2 + grads 2 + master 4 + state 8; float32: 4 + 4 + no master + 8.
+  // bf16: params 2 + grads 2 + master 4 + state 8; the frozen float32 bias: params 4.
   struct Pin {
     std::int64_t rank, bf16, fp32, fsdp2;
   };
   // FSDP2 units (module order): the root (embed, on stage 0), each layer's non-expert part
   // over dp_shard 16, then its routed experts over efsdp 2. Without a pipeline the peak
   // would be the largest pair of consecutive units (one in use, the next prefetched): an MoE
-  // layer's non-expert unit ((attn + moe_rest) bf16 + the fp32 bias, x 16) and its experts
+  // layer's non-expert unit ((attn + moe_rest) bf16 x 16) and its experts
   // (88,080,384 x 2 B x 2). Under the pipeline torch.distributed.pipelining keeps every unit
   // of the stage gathered until the step's last micro-batch (stage.py
   // backward_maybe_with_nosync: set_reshard_after_backward(False)): every dense element
   // gathered x 16 (every row count divides: no padding), every expert x 2.
   const std::int64_t expert_unit = experts * 2 * 2;
-  const std::int64_t moe_layer_unit = ((attn + moe_rest) * 2 + 16 * 4) * 16;
-  CHECK(moe_layer_unit == 87983104);
-  auto every_unit = [&](std::int64_t bf16, std::int64_t fp32, std::int64_t moe_layers) {
-    return (bf16 - moe_layers * experts) * 2 * 16 + fp32 * 4 * 16 + moe_layers * expert_unit;
+  const std::int64_t moe_layer_unit = (attn + moe_rest) * 2 * 16;
+  CHECK(moe_layer_unit == 87982080);
+  auto every_unit = [&](std::int64_t bf16, std::int64_t moe_layers) {
+    return (bf16 - moe_layers * experts) * 2 * 16 + moe_layers * expert_unit;
   };
-  CHECK(every_unit(bf16_0, fp32_0, 1) == 1189151744);
-  CHECK(every_unit(bf16_1, fp32_1, 4) == 1761218560);
-  for (const Pin& pin : {Pin{0, bf16_0, fp32_0, every_unit(bf16_0, fp32_0, 1)},
-                         Pin{128, bf16_1, fp32_1, every_unit(bf16_1, fp32_1, 4)}}) {
+  CHECK(every_unit(bf16_0, 1) == 1189150720);
+  CHECK(every_unit(bf16_1, 4) == 1761214464);
+  for (const Pin& pin : {Pin{0, bf16_0, fp32_0, every_unit(bf16_0, 1)},
+                         Pin{128, bf16_1, fp32_1, every_unit(bf16_1, 4)}}) {
     CAPTURE(pin.rank);
     CHECK(kind(report, pin.rank, MemoryKind::Params) == 2 * pin.bf16 + 4 * pin.fp32);
-    CHECK(kind(report, pin.rank, MemoryKind::Grads) == 2 * pin.bf16 + 4 * pin.fp32);
+    CHECK(kind(report, pin.rank, MemoryKind::Grads) == 2 * pin.bf16);
     CHECK(kind(report, pin.rank, MemoryKind::MasterWeights) == 4 * pin.bf16);
-    CHECK(kind(report, pin.rank, MemoryKind::OptimizerState) == 8 * (pin.bf16 + pin.fp32));
+    CHECK(kind(report, pin.rank, MemoryKind::OptimizerState) == 8 * pin.bf16);
     CHECK(kind(report, pin.rank, MemoryKind::Fsdp2AllGather) == pin.fsdp2);
     // Muon gathers one stacked expert param to its global [256, 2048, 7168] bf16 tensor
     // (above the batch cap alone): 7 GiB, the largest transient of every MoE stage.

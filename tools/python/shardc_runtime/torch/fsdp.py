@@ -113,9 +113,13 @@ def apply_fully_shard(model: nn.Module, rank_file: RankFile,
         targets.append((_unit_module(unit.name, [p.name for p in unit.params], shared),
                         unit.mesh))
     targets.sort(key=lambda item: (-(item[0].count(".") + (item[0] != "")), item[0]))
-    params = dict(model.named_parameters())
-    ignored = {p for name, p in params.items() if name not in members}
-    dims = {id(params[name]): dim for name, dim in members.items() if name in params}
+    # Every FQN of a shared (tied) Parameter: the plan names the tie's source, which need
+    # not be the FQN named_parameters() keeps (its first in module order); matched by
+    # name, the tied weight was passed as ignored (trial E 3).
+    named = list(model.named_parameters(remove_duplicate=False))
+    managed = {id(p) for name, p in named if name in members}
+    ignored = {p for _, p in named if id(p) not in managed}
+    dims = {id(p): members[name] for name, p in named if name in members}
 
     def placement_of(param: nn.Parameter) -> Shard:
         return Shard(max(dims.get(id(param), 0), 0))
@@ -144,7 +148,9 @@ def fsdp2_mismatches(model: nn.Module, rank_file: RankFile) -> list[str]:
     sharding of it) and the rank file (see module doc); [] when they agree."""
     names: dict[int, str] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(param), name)  # a tied param by its first (source) name
+        # a tied param by the plan's source name, whichever FQN comes first in the module
+        info = rank_file.params.get(name)
+        names.setdefault(id(param), info.alias_of or name if info is not None else name)
     out = model_mismatches(model, rank_file)
     rank = rank_file.rank
     for unit in rank_file.fsdp2:
