@@ -5,12 +5,19 @@
 `TensorStorageMetadata(TensorProperties(dtype), Size(global_shape), chunks)`
 with one `ChunkStorageMetadata(offsets, sizes)` per distinct non-empty shard
 (plan.json `shards`; per box of a packed param's shard, since a DCP chunk is
-one box), in plan order. DCP writes no empty chunk, so empty shards are left
-out; a tied alias sharing its source's storage is not a tensor of its own
-(`aliases(outdir)` lists them). `storage_data` is None: byte placement is the
+one box), in plan order. `storage_data` is None: byte placement is the
 storage writer's (FileSystemWriter serializes each chunk itself), the plan
-only decides what is written. `chunk_writers` gives the lowest rank of each
-chunk's replica set, the writer when every replica is deduplicated to one.
+only decides what is written.
+
+Where it differs from what `dcp.save(model.state_dict())` writes with torch 2.13
+(found on gloo, trial E 8), by choice, for comparing layouts:
+* empty shards are left out; DCP writes a zero-size chunk for them too;
+* a tied alias sharing its source's storage is not a tensor of its own
+  (`aliases(outdir)` lists them); `state_dict()` holds both keys, so DCP writes
+  the alias as a tensor with the source's chunks;
+* `chunk_writers` gives the lowest rank of each chunk's replica set: the writer
+  with `DefaultSavePlanner(dedup_save_to_lowest_rank=True)`; the default
+  (False) lets DCP's dedup pick writers to balance the load.
 """
 
 from __future__ import annotations
@@ -58,7 +65,8 @@ def checkpoint_metadata(outdir: OutDir) -> Metadata:
 
 
 def chunk_writers(outdir: OutDir) -> dict[ChunkKey, int]:
-    """{(fqn, chunk offsets): lowest rank holding the chunk}."""
+    """{(fqn, chunk offsets): lowest rank holding the chunk} (DCP's writer under
+    `dedup_save_to_lowest_rank=True`; see the module doc)."""
     return {(p["name"], off): writer for p in outdir.plan["params"] if not p.get("alias_of")
             for off, _, writer in _chunks(outdir, p)}
 
