@@ -624,19 +624,47 @@ std::int64_t recompute_working_bytes(const ActivationBytes& table, const StageLa
 
 }  // namespace
 
-ActivationBytes activation_bytes(const ActivationArch& arch, const TrainingShape& shape,
-                                 std::int64_t element_bytes, const ActivationLayout& layout) {
+namespace {
+
+// Every term one layout's stages take, computed once: each layer kind and recompute mode,
+// stage 0's terms with and without RoPE's cos / sin, the last stage's output terms.
+struct LayoutTerms {
+  std::vector<ActivationTerm> layer[2][3];
+  std::vector<ActivationTerm> embedding;       // without RoPE's cos / sin
+  std::vector<ActivationTerm> embedding_rope;  // with them
+  std::vector<ActivationTerm> logits;
+};
+
+LayoutTerms layout_terms(const ActivationArch& arch, const TrainingShape& shape,
+                         std::int64_t element_bytes, const ActivationLayout& layout) {
   const Local local = local_sizes(arch, shape, element_bytes, layout);
-  ActivationBytes table;
+  LayoutTerms terms;
   for (int kind = 0; kind < 2; ++kind)
     for (int mode = 0; mode < 3; ++mode)
-      table.layer[kind][mode] =
-          layer_activation_bytes(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
+      terms.layer[kind][mode] =
+          layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
                                  static_cast<Recompute>(mode));
-  table.embedding = sum(embedding_terms(arch, local, false));
-  table.embedding_rope = sum(embedding_terms(arch, local, true)) - table.embedding;
-  table.logits = sum(logits_terms(arch, local));
+  terms.embedding = embedding_terms(arch, local, false);
+  terms.embedding_rope = embedding_terms(arch, local, true);
+  terms.logits = logits_terms(arch, local);
+  return terms;
+}
+
+ActivationBytes bytes_of(const LayoutTerms& terms) {
+  ActivationBytes table;
+  for (int kind = 0; kind < 2; ++kind)
+    for (int mode = 0; mode < 3; ++mode) table.layer[kind][mode] = sum(terms.layer[kind][mode]);
+  table.embedding = sum(terms.embedding);
+  table.embedding_rope = sum(terms.embedding_rope) - table.embedding;
+  table.logits = sum(terms.logits);
   return table;
+}
+
+}  // namespace
+
+ActivationBytes activation_bytes(const ActivationArch& arch, const TrainingShape& shape,
+                                 std::int64_t element_bytes, const ActivationLayout& layout) {
+  return bytes_of(layout_terms(arch, shape, element_bytes, layout));
 }
 
 std::int64_t stage_activation_bytes(const ActivationBytes& table, const StageLayers& layers,
@@ -676,22 +704,19 @@ StageActivations stage_activations(const ActivationArch& arch, const TrainingSha
   activations.layers = layers.layers();
   activations.in_flight = position.in_flight;
   activations.virtual_stages = std::max<std::int64_t>(1, position.virtual_stages);
-  const Local local = local_sizes(arch, shape, element_bytes, layout);
-  const ActivationBytes table = activation_bytes(arch, shape, element_bytes, layout);
+  const LayoutTerms all = layout_terms(arch, shape, element_bytes, layout);
+  const ActivationBytes table = bytes_of(all);
   if (layers.embedding)
-    merge(activations.per_microbatch, embedding_terms(arch, local, !every_layer_full(layers)), 1);
+    merge(activations.per_microbatch, every_layer_full(layers) ? all.embedding : all.embedding_rope,
+          1);
   for (int kind = 0; kind < 2; ++kind) {
     for (int mode = 0; mode < 3; ++mode) {
       const std::int64_t layer_count = layers.count[kind][mode];
-      if (layer_count == 0) continue;
-      merge(activations.per_microbatch,
-            layer_activation_terms(arch, shape, element_bytes, layout, static_cast<LayerKind>(kind),
-                                   static_cast<Recompute>(mode)),
-            layer_count);
+      if (layer_count > 0) merge(activations.per_microbatch, all.layer[kind][mode], layer_count);
     }
   }
   if (layers.logits) {
-    std::vector<ActivationTerm> terms = logits_terms(arch, local);
+    std::vector<ActivationTerm> terms = all.logits;
     if (activations.virtual_stages > 1) {
       for (ActivationTerm& held : terms) {
         held.source +=
